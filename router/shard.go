@@ -1,0 +1,59 @@
+// Package router maps IM shard keys to physical tables. It is pure: no I/O,
+// no goroutines, no clocks. A Snapshot is immutable once built, so any number
+// of sessions can route through one while routecfg swaps in the next.
+package router
+
+import (
+	"fmt"
+	"hash/crc32"
+	"strconv"
+)
+
+// NumShards is the number of logical shards. It is fixed forever: the hash of a
+// key never changes, expansion only moves shards between servers.
+const NumShards = 1024
+
+// Shard is a logical shard number in [0, NumShards).
+type Shard uint16
+
+// String renders the shard the way physical table names carry it (0441).
+func (s Shard) String() string { return fmt.Sprintf("%04d", uint16(s)) }
+
+// ShardOf returns CRC32(decimal text of key) % 1024. The decimal text is what
+// MySQL/MariaDB hash for CRC32(bigint_column), so `CRC32(conv_id) % 1024` in
+// plain SQL names the same shard; a DBA can check placement and a migration
+// can filter rows server-side.
+func ShardOf(key uint64) Shard {
+	var buf [20]byte
+	b := strconv.AppendUint(buf[:0], key, 10)
+	return Shard(crc32.ChecksumIEEE(b) % NumShards)
+}
+
+// shardedTables lists the logical tables and their shard key column. The set
+// is the IM data model of DESIGN.md section 1; any other table is unsharded
+// and passes through to the default datasource.
+var shardedTables = map[string]string{
+	"conv_msg":       "conv_id",
+	"msg_content":    "conv_id",
+	"im_conv_seq":    "conv_id",
+	"im_conv_member": "uid",
+	"im_inbox":       "uid",
+}
+
+// ShardKeyColumn returns the shard key column of a logical table (lower-case
+// name) and whether the table is sharded at all.
+func ShardKeyColumn(table string) (string, bool) {
+	col, ok := shardedTables[table]
+	return col, ok
+}
+
+// ShardedTables returns the logical table names in a stable order.
+func ShardedTables() []string {
+	return []string{"conv_msg", "msg_content", "im_conv_seq", "im_conv_member", "im_inbox"}
+}
+
+// PhysicalTableName is the physical name of a logical table at a table index:
+// conv_msg + 441 -> conv_msg_0441, so a name tells where its rows came from.
+func PhysicalTableName(logical string, index int) string {
+	return fmt.Sprintf("%s_%04d", logical, index)
+}

@@ -1,0 +1,95 @@
+package router
+
+import (
+	"errors"
+	"testing"
+)
+
+var twoDS = []Datasource{{Name: "ds0", Addr: "127.0.0.1:1"}, {Name: "ds1", Addr: "127.0.0.1:2"}}
+
+func TestDefaultLayout(t *testing.T) {
+	doc, err := DefaultLayout(twoDS, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSnapshot(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := s.Physical("conv_msg", 441); p != (Physical{"ds0", "im_3", "conv_msg_0441"}) {
+		t.Errorf("shard 441 -> %v", p)
+	}
+	if p := s.Physical("im_inbox", 0); p != (Physical{"ds0", "im_0", "im_inbox_0000"}) {
+		t.Errorf("shard 0 -> %v", p)
+	}
+	if p := s.Physical("conv_msg", 1023); p != (Physical{"ds1", "im_7", "conv_msg_1023"}) {
+		t.Errorf("shard 1023 -> %v", p)
+	}
+	if n := len(s.AllPhysical("conv_msg")); n != NumShards {
+		t.Errorf("default layout has %d physical tables, want %d", n, NumShards)
+	}
+	if n := len(s.Databases()); n != 8 {
+		t.Errorf("default layout has %d databases, want 8", n)
+	}
+}
+
+func TestSharedLayout(t *testing.T) {
+	doc, err := SharedLayout(twoDS, 2, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSnapshot(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := s.AllPhysical("conv_msg")
+	if len(groups) != 8 {
+		t.Fatalf("got %d physical tables, want 8", len(groups))
+	}
+	total := 0
+	for _, g := range groups {
+		total += len(g.Shards)
+		for _, sh := range g.Shards {
+			if s.Physical("conv_msg", sh) != g.Physical {
+				t.Fatalf("shard %d listed under %v but routes to %v", sh, g.Physical, s.Physical("conv_msg", sh))
+			}
+		}
+	}
+	if total != NumShards {
+		t.Errorf("groups cover %d shards, want %d", total, NumShards)
+	}
+	if p := s.Physical("conv_msg", 600); p != (Physical{"ds1", "im_1", "conv_msg_0512"}) {
+		t.Errorf("shard 600 -> %v", p)
+	}
+}
+
+func TestSnapshotRejectsBadDocuments(t *testing.T) {
+	good, _ := DefaultLayout(twoDS, 8)
+	mutate := map[string]func(d *Document){
+		"missing shard":      func(d *Document) { d.Shards[0].From = 1 },
+		"unknown datasource": func(d *Document) { d.Shards[3].Datasource = "ds9" },
+		"overlap":            func(d *Document) { d.Shards[1].From = d.Shards[0].To },
+		"no default":         func(d *Document) { d.DefaultDatasource = "nope" },
+		"duplicate ds":       func(d *Document) { d.Datasources = append(d.Datasources, d.Datasources[0]) },
+		"bad database":       func(d *Document) { d.Shards[2].Database = "im`x" },
+		"out of range":       func(d *Document) { d.Shards[7].To = NumShards },
+	}
+	for name, m := range mutate {
+		d := cloneDocument(good)
+		m(&d)
+		if _, err := NewSnapshot(d); !errors.Is(err, ErrInvalidRoutes) {
+			t.Errorf("%s: err = %v, want ErrInvalidRoutes", name, err)
+		}
+	}
+	if _, err := NewSnapshot(good); err != nil {
+		t.Fatalf("good document rejected: %v", err)
+	}
+}
+
+func BenchmarkShardOf(b *testing.B) {
+	var s Shard
+	for i := 0; i < b.N; i++ {
+		s ^= ShardOf(uint64(i) * 2654435761)
+	}
+	_ = s
+}
