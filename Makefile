@@ -1,0 +1,59 @@
+# Convoy developer entry points. Scripts live in scripts/; CI runs .ci/run.
+SHELL    := /bin/bash
+GO       ?= go
+FUZZTIME ?= 30s
+BENCHPKGS ?= ./router/ ./rewrite/ ./proxy/...
+
+.PHONY: all build test run down bench fuzz lint clean distclean
+
+all: build
+
+## build: compile every package and bin/convoy
+build:
+	$(GO) build ./...
+	@mkdir -p bin
+	$(GO) build -o bin/convoy ./cmd/convoy
+
+## test: install test dependencies (Debian), go vet, go test, summary
+test:
+	scripts/test.sh
+
+## run: dev services + Convoy on 127.0.0.1:3307 in the foreground (Ctrl-C stops Convoy)
+run:
+	scripts/run.sh
+
+## down: stop Convoy and the dev services (data stays in .state/)
+down:
+	scripts/dev-down.sh
+
+## bench: microbenchmarks of the hot path
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(BENCHPKGS)
+
+## fuzz: every Fuzz* target (found with go test -list in packages that declare one) for FUZZTIME each
+fuzz:
+	@set -euo pipefail; n=0; \
+	for dir in $$($(GO) list -f '{{.Dir}}' ./...); do \
+	  grep -qs '^func Fuzz' $$dir/*_test.go || continue; \
+	  for f in $$($(GO) test -list '^Fuzz' $$dir | grep -E '^Fuzz' || true); do \
+	    echo "== fuzz $$dir $$f ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$dir; \
+	    n=$$((n+1)); \
+	  done; \
+	done; \
+	echo "fuzz: $$n target(s) ran clean"
+
+## lint: gofmt must list nothing; go vet
+lint:
+	@unformatted=$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...)); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+## clean: build and test output (not the dev data in .state/)
+clean:
+	rm -rf bin
+	find . -path ./.state -prune -o \( -name '*.test' -o -name '*.out' -o -name '*.coverprofile' -o -name 'coverage.*' -o -name '*.prof' \) -type f -print -exec rm -f {} +
+
+## distclean: clean, stop dev services and delete .state/ (MariaDB/etcd data)
+distclean: clean down
+	rm -rf .state

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the YAML configuration of `convoy serve`. Flags and CONVOY_*
+// environment variables override the file (see applyEnv).
+type Config struct {
+	Listen        string `yaml:"listen"`
+	MetricsListen string `yaml:"metrics_listen"`
+	LogLevel      string `yaml:"log_level"`
+	ServerVersion string `yaml:"server_version"`
+	AuthMethod    string `yaml:"auth_method"`
+	TLSCert       string `yaml:"tls_cert"`
+	TLSKey        string `yaml:"tls_key"`
+	MaxConns      int    `yaml:"max_connections"`
+
+	Etcd struct {
+		Endpoints   []string      `yaml:"endpoints"`
+		Cluster     string        `yaml:"cluster"`
+		DialTimeout time.Duration `yaml:"dial_timeout"`
+	} `yaml:"etcd"`
+
+	Routes struct {
+		Resync    time.Duration `yaml:"resync"`
+		CacheFile string        `yaml:"cache_file"`
+	} `yaml:"routes"`
+
+	Users []UserConfig `yaml:"users"`
+
+	Backend struct {
+		ConnectTimeout time.Duration `yaml:"connect_timeout"`
+		ReadTimeout    time.Duration `yaml:"read_timeout"`
+		WriteTimeout   time.Duration `yaml:"write_timeout"`
+		WaitTimeout    time.Duration `yaml:"wait_timeout"`
+		MaxOpen        int           `yaml:"max_open"`
+		MaxIdle        int           `yaml:"max_idle"`
+	} `yaml:"backend"`
+
+	Engine struct {
+		MaxInList      int `yaml:"max_in_list"`
+		DDLParallelism int `yaml:"ddl_parallelism"`
+	} `yaml:"engine"`
+}
+
+// UserConfig is one client account. The password comes from exactly one of
+// password, password_env or password_file; prefer the last two outside
+// development.
+type UserConfig struct {
+	Name         string `yaml:"name"`
+	Password     string `yaml:"password"`
+	PasswordEnv  string `yaml:"password_env"`
+	PasswordFile string `yaml:"password_file"`
+	Admin        bool   `yaml:"admin"`
+}
+
+func defaultConfig() Config {
+	var c Config
+	c.Listen = "127.0.0.1:3307"
+	c.MetricsListen = "127.0.0.1:9104"
+	c.LogLevel = "info"
+	c.Etcd.Endpoints = []string{"127.0.0.1:2379"}
+	c.Etcd.Cluster = "default"
+	c.Etcd.DialTimeout = 3 * time.Second
+	c.Routes.Resync = 30 * time.Second
+	return c
+}
+
+func loadConfig(path string) (Config, error) {
+	c := defaultConfig()
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return c, fmt.Errorf("reading config: %w", err)
+		}
+		dec := yaml.NewDecoder(strings.NewReader(string(b)))
+		dec.KnownFields(true) // a misspelt key is an error, not a silent default
+		if err := dec.Decode(&c); err != nil {
+			return c, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	applyEnv(&c)
+	return c, nil
+}
+
+// applyEnv lets containers override the common settings without a file.
+func applyEnv(c *Config) {
+	if v := os.Getenv("CONVOY_LISTEN"); v != "" {
+		c.Listen = v
+	}
+	if v := os.Getenv("CONVOY_METRICS_LISTEN"); v != "" {
+		c.MetricsListen = v
+	}
+	if v := os.Getenv("CONVOY_ETCD_ENDPOINTS"); v != "" {
+		c.Etcd.Endpoints = strings.Split(v, ",")
+	}
+	if v := os.Getenv("CONVOY_CLUSTER"); v != "" {
+		c.Etcd.Cluster = v
+	}
+	if v := os.Getenv("CONVOY_LOG_LEVEL"); v != "" {
+		c.LogLevel = v
+	}
+}
+
+func (u UserConfig) password() (string, error) {
+	n := 0
+	for _, s := range []string{u.Password, u.PasswordEnv, u.PasswordFile} {
+		if s != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		return "", fmt.Errorf("user %s: set only one of password, password_env, password_file", u.Name)
+	}
+	switch {
+	case u.PasswordEnv != "":
+		v, ok := os.LookupEnv(u.PasswordEnv)
+		if !ok {
+			return "", fmt.Errorf("user %s: environment variable %s is not set", u.Name, u.PasswordEnv)
+		}
+		return v, nil
+	case u.PasswordFile != "":
+		b, err := os.ReadFile(u.PasswordFile)
+		if err != nil {
+			return "", fmt.Errorf("user %s: %w", u.Name, err)
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	return u.Password, nil
+}

@@ -1,0 +1,239 @@
+// Command convoy is the Convoy proxy. This file only wires packages together:
+// flags, config, signals.
+//
+//	convoy serve [--config FILE] [--listen ADDR] [--etcd HOSTS] [--cluster NAME]
+//	convoy routes init|show|apply FILE [--etcd HOSTS] [--cluster NAME]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/convoy-im/convoy/proxy"
+	"github.com/convoy-im/convoy/proxy/backend"
+	"github.com/convoy-im/convoy/proxy/engine"
+	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/router"
+)
+
+const usage = `usage:
+  convoy serve  [--config FILE] [--listen ADDR] [--etcd HOST:PORT,...] [--cluster NAME]
+  convoy routes [--config FILE] [--etcd HOST:PORT,...] [--cluster NAME] init|show|apply FILE ...
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		err = serve(os.Args[2:])
+	case "routes":
+		err = routes(os.Args[2:])
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		err = fmt.Errorf("unknown command %q\n%s", os.Args[1], usage)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "convoy:", err)
+		os.Exit(1)
+	}
+}
+
+// commonFlags are shared by every subcommand; they override the config file.
+type commonFlags struct {
+	fs                            *flag.FlagSet
+	config, listen, etcd, cluster *string
+}
+
+func newFlags(name string) commonFlags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	return commonFlags{
+		fs:      fs,
+		config:  fs.String("config", os.Getenv("CONVOY_CONFIG"), "YAML config file"),
+		listen:  fs.String("listen", "", "client listen address (overrides config)"),
+		etcd:    fs.String("etcd", "", "comma-separated etcd endpoints (overrides config)"),
+		cluster: fs.String("cluster", "", "cluster name: routes live at /convoy/<cluster>/routes (overrides config)"),
+	}
+}
+
+func (f commonFlags) load() (Config, error) {
+	c, err := loadConfig(*f.config)
+	if err != nil {
+		return c, err
+	}
+	if *f.listen != "" {
+		c.Listen = *f.listen
+	}
+	if *f.etcd != "" {
+		c.Etcd.Endpoints = strings.Split(*f.etcd, ",")
+	}
+	if *f.cluster != "" {
+		c.Etcd.Cluster = *f.cluster
+	}
+	return c, nil
+}
+
+func etcdClient(c Config, log *zap.Logger) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints:   c.Etcd.Endpoints,
+		DialTimeout: c.Etcd.DialTimeout,
+		Logger:      log.Named("etcd"),
+	})
+}
+
+func routes(args []string) error {
+	f := newFlags("routes")
+	// Flags come first; the rest (init|show|apply ...) goes to routecfg.
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	c, err := f.load()
+	if err != nil {
+		return err
+	}
+	cli, err := etcdClient(c, zap.NewNop())
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return routecfg.RunCLI(ctx, f.fs.Args(), cli, c.Etcd.Cluster, os.Stdout)
+}
+
+func newLogger(level string) (*zap.Logger, error) {
+	var lvl zapcore.Level
+	if err := lvl.Set(level); err != nil {
+		return nil, fmt.Errorf("log_level: %w", err)
+	}
+	cfg := zap.NewProductionConfig()
+	cfg.Level = zap.NewAtomicLevelAt(lvl)
+	cfg.Sampling = nil
+	return cfg.Build()
+}
+
+func serve(args []string) error {
+	f := newFlags("serve")
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	c, err := f.load()
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(c.LogLevel)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	users := make([]proxy.User, 0, len(c.Users))
+	for _, u := range c.Users {
+		pw, err := u.password()
+		if err != nil {
+			return err
+		}
+		users = append(users, proxy.User{Name: u.Name, Password: pw, Admin: u.Admin})
+	}
+
+	cli, err := etcdClient(c, log)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+
+	pools := backend.NewManager(backend.Options{
+		ConnectTimeout: c.Backend.ConnectTimeout, ReadTimeout: c.Backend.ReadTimeout, WriteTimeout: c.Backend.WriteTimeout,
+		WaitTimeout: c.Backend.WaitTimeout, MaxOpen: c.Backend.MaxOpen, MaxIdle: c.Backend.MaxIdle,
+	})
+	defer pools.Close()
+
+	watcher := routecfg.NewWatcher(routecfg.NewStore(cli, c.Etcd.Cluster),
+		routecfg.WithResync(c.Routes.Resync),
+		routecfg.WithCacheFile(c.Routes.CacheFile),
+		routecfg.WithLogger(log.Named("routes")),
+		routecfg.WithRegisterer(reg),
+		routecfg.WithOnChange(func(s *router.Snapshot) {
+			if err := pools.Update(s); err != nil {
+				log.Error("applying datasources of new route table", zap.Int64("version", s.Version()), zap.Error(err))
+			}
+		}),
+	)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := watcher.Start(ctx); err != nil {
+		return fmt.Errorf("loading the route table: %w", err)
+	}
+	defer watcher.Close()
+	if err := pools.Update(watcher.Current()); err != nil {
+		return err
+	}
+
+	eng := engine.New(engine.FromManager(pools), watcher, engine.NewMetrics(reg), log.Named("engine"), engine.Options{
+		MaxInList: c.Engine.MaxInList, DDLParallelism: c.Engine.DDLParallelism,
+	})
+	srv, err := proxy.New(proxy.Config{
+		Users: users, ServerVersion: c.ServerVersion, AuthMethod: c.AuthMethod,
+		TLSCert: c.TLSCert, TLSKey: c.TLSKey, MaxConnections: c.MaxConns,
+	}, eng, log.Named("proxy"), reg)
+	if err != nil {
+		return err
+	}
+
+	if c.MetricsListen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		hs := &http.Server{Addr: c.MetricsListen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics listener", zap.Error(err))
+			}
+		}()
+		defer hs.Close()
+	}
+
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return err
+	}
+	log.Info("convoy serving", zap.String("listen", ln.Addr().String()), zap.String("metrics", c.MetricsListen),
+		zap.String("cluster", c.Etcd.Cluster), zap.Int64("route_version", watcher.Current().Version()))
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err = <-errc:
+	}
+	_ = srv.Close()
+	return err
+}

@@ -1,0 +1,172 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/go-mysql-org/go-mysql/client"
+)
+
+func hostPort(t *testing.T, addr string) (string, string) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, p
+}
+
+// runCLI feeds script to the mariadb command-line client (libmariadb) in
+// batch mode and returns what it printed.
+func runCLI(t *testing.T, addr, user, pass, script string, extra ...string) string {
+	t.Helper()
+	h, p := hostPort(t, addr)
+	args := append([]string{"--no-defaults", "-c", "--batch", "--default-character-set=utf8mb4", "-h" + h, "-P" + p, "-u" + user, "im"}, extra...)
+	if pass != "" {
+		args = append(args, "-p"+pass)
+	}
+	cmd := exec.Command("mariadb", args...)
+	cmd.Stdin = strings.NewReader(script)
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	_ = cmd.Run()
+	return out.String() + stderr.String()
+}
+
+// TestClients drives Convoy with real client libraries other than
+// go-sql-driver: the mariadb CLI (libmariadb) and PyMySQL, and compares what
+// they print with the same script run against plain MariaDB.
+func TestClients(t *testing.T) {
+	s := newStack(t)
+	if _, err := exec.LookPath("mariadb"); err != nil {
+		t.Fatal("the mariadb client is required (apt-get install mariadb-client)")
+	}
+	script := `INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (11, 1, 1101, 3, 1, '2026-02-01 00:00:00.000'), (12, 1, 1201, 3, 1, '2026-02-01 00:00:01.000');
+INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (1101, 11, 3, 1, 'hi 👋🏽 ünïcödé \\ ''q''', '2026-02-01 00:00:00.000');
+SELECT * FROM conv_msg WHERE conv_id = 11;
+SELECT content, HEX(content) FROM msg_content WHERE conv_id = 11 AND msg_id = 1101;
+/* a comment the CLI keeps with -c */ SELECT seq FROM conv_msg WHERE conv_id = 12;
+BEGIN;
+UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 12 AND seq = 1;
+SELECT msg_type FROM conv_msg WHERE conv_id = 12;
+ROLLBACK;
+SELECT msg_type FROM conv_msg WHERE conv_id = 12;
+SELECT @@autocommit, DATABASE();
+SELECT * FROM conv_msg WHERE conv_id = -5;
+`
+	want := runCLI(t, s.ref.Addr(), "root", "", script)
+	got := runCLI(t, s.convoy.addr, "convoy", "convoy", script)
+	// The last statement is an error on Convoy (negative shard key) but an
+	// empty result on MariaDB; compare everything before it, then check it.
+	cut := func(s string) string {
+		for _, marker := range []string{"--------------\n", "ERROR"} {
+			if i := strings.Index(s, marker); i >= 0 {
+				s = s[:i]
+			}
+		}
+		return strings.TrimSpace(s)
+	}
+	if cut(got) != cut(want) {
+		t.Errorf("mariadb CLI output differs\n--- mariadb:\n%s\n--- convoy:\n%s", want, got)
+	}
+	if !strings.Contains(got, "ERROR 1525") || !strings.Contains(got, "negative") {
+		t.Errorf("CLI did not print the shard key error: %s", got)
+	}
+
+	t.Run("wrong password", func(t *testing.T) {
+		out := runCLI(t, s.convoy.addr, "convoy", "wrong", "SELECT 1;")
+		if !strings.Contains(out, "ERROR 1045") {
+			t.Errorf("wrong password: %s", out)
+		}
+	})
+
+	t.Run("pymysql", func(t *testing.T) {
+		py := `
+import sys, json, pymysql
+host, port, user, pw = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+c = pymysql.connect(host=host, port=port, user=user, password=pw, database="im", charset="utf8mb4", autocommit=True)
+cur = c.cursor()
+out = []
+cur.execute("INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (%s, %s, %s, %s, %s, %s)",
+            (1301, 13, 4, 1, "py 🐍 'x' \\ y".encode("utf8"), "2026-02-02 00:00:00.000"))
+out.append(cur.rowcount)
+cur.executemany("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (%s, %s, %s, %s, %s)",
+                [(u, 13, 1, 1301, "2026-02-02 00:00:00.000") for u in (4, 5, 6, 18446744073709551615)])
+out.append(cur.rowcount)
+cur.execute("SELECT content, HEX(content) FROM msg_content WHERE conv_id = %s AND msg_id = %s", (13, 1301))
+r = cur.fetchone()
+out.append([r[0].decode("utf8"), r[1]])
+for u in (4, 5, 6, 18446744073709551615):
+    cur.execute("SELECT uid, conv_id, seq, msg_id, send_time FROM im_inbox WHERE uid = %s", (u,))
+    out.append([str(x) for x in cur.fetchall()])
+c.begin()
+cur.execute("UPDATE im_inbox SET seq = 2 WHERE uid = %s AND conv_id = 13", (5,))
+c.rollback()
+cur.execute("SELECT seq FROM im_inbox WHERE uid = 5")
+out.append(cur.fetchall())
+try:
+    cur.execute("SELECT * FROM im_inbox")
+    out.append("no error")
+except pymysql.MySQLError as e:
+    out.append(["error", e.args[0]])
+print(json.dumps(out, ensure_ascii=False))
+`
+		runPy := func(addr, user, pw string) string {
+			h, p := hostPort(t, addr)
+			cmd := exec.Command("/usr/bin/python3", "-c", py, h, p, user, pw)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("pymysql against %s: %v\n%s (apt-get install python3-pymysql)", addr, err, out)
+			}
+			return strings.TrimSpace(string(out))
+		}
+		got := runPy(s.convoy.addr, "app", "app secret")
+		want := runPy(s.ref.Addr(), "root", "")
+		// Only the final unkeyed SELECT differs: MariaDB answers, Convoy refuses.
+		wantCut := strings.TrimSuffix(want, `, "no error"]`)
+		gotCut := strings.TrimSuffix(got, `, ["error", 1235]]`)
+		if gotCut != wantCut || gotCut == got || wantCut == want {
+			t.Errorf("pymysql results differ\nmariadb: %s\nconvoy:  %s", want, got)
+		}
+		if !strings.HasSuffix(got, `["error", 1235]]`) {
+			t.Errorf("pymysql unkeyed select: %s", got)
+		}
+	})
+
+	t.Run("go-mysql client sees logical metadata", func(t *testing.T) {
+		conn := func(addr, user, pass string) *client.Conn {
+			c, err := client.Connect(addr, user, pass, "im", func(c *client.Conn) error { return c.SetCollation("utf8mb4_general_ci") })
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			return c
+		}
+		ref := conn(s.ref.Addr(), "root", "")
+		cv := conn(s.convoy.addr, "convoy", "convoy")
+		for _, q := range []string{
+			"SELECT seq, msg_id AS m, created_at FROM conv_msg WHERE conv_id = 11",
+			"SELECT c.seq FROM conv_msg c WHERE c.conv_id = 11",
+		} {
+			want, err := ref.Execute(q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := cv.Execute(q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, f := range want.Fields {
+				g := got.Fields[i]
+				w := fmt.Sprintf("%s.%s(%s).%s(%s) type=%d flag=%d len=%d charset=%d", f.Schema, f.Table, f.OrgTable, f.Name, f.OrgName, f.Type, f.Flag, f.ColumnLength, f.Charset)
+				gs := fmt.Sprintf("%s.%s(%s).%s(%s) type=%d flag=%d len=%d charset=%d", g.Schema, g.Table, g.OrgTable, g.Name, g.OrgName, g.Type, g.Flag, g.ColumnLength, g.Charset)
+				if w != gs {
+					t.Errorf("%s column %d metadata\nmariadb: %s\nconvoy:  %s", q, i, w, gs)
+				}
+			}
+		}
+	})
+}

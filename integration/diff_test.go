@@ -1,0 +1,257 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// A differential case runs the same statement against the reference MariaDB
+// (all rows in plain tables) and through Convoy, and requires the same
+// result: rows, column metadata, affected rows, last insert id, or errno.
+type dcase struct {
+	sql       string
+	args      []any
+	unordered bool // rows may arrive in another order (multi-shard IN without ORDER BY)
+}
+
+func q(sql string, args ...any) dcase { return dcase{sql: sql, args: args} }
+
+// differentialCases is one IM session's worth of statements, in order; later
+// statements see the effects of earlier ones.
+func differentialCases() []dcase {
+	var cs []dcase
+	// Writes: single row, multi-row spanning shards, every logical table.
+	cs = append(cs,
+		q("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, ?, ?, ?, ?)", 42, 1, 4201, 7, 1, "2026-01-01 10:00:00.001"),
+		q("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (42, 2, 4202, 8, 1, '2026-01-01 10:00:01.000'), (1, 1, 101, 7, 2, '2026-01-01 10:00:02.000'), (2, 1, 201, 9, 1, '2026-01-01 10:00:03.000'), (1, 2, 102, 7, 1, '2026-01-01 10:00:04.500')"),
+		q("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?)", 3, 1, 301, 5, 1, "2026-01-02 00:00:00.000", 1000003, 1, 9001, 5, 3, "2026-01-02 00:00:01.000"),
+		q("INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (?, ?, ?, ?, ?, ?)", 4201, 42, 7, 1, "hello 😀 emoji, 中文, 'quote', back\\slash", "2026-01-01 10:00:00.001"),
+		q("INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (4202, 42, 8, 1, 'second 🚀 \\\\ \\' \"', '2026-01-01 10:00:01.000'), (101, 1, 7, 2, x'00ff10', '2026-01-01 10:00:02.000')"),
+		q("INSERT INTO im_conv_seq (conv_id, max_seq, member_cnt) VALUES (42, 2, 3), (1, 2, 2), (2, 1, 2)"),
+		q("INSERT INTO im_conv_seq (conv_id, max_seq) VALUES (?, 1) ON DUPLICATE KEY UPDATE max_seq = max_seq + 1", 42),
+		q("REPLACE INTO im_conv_seq (conv_id, max_seq, member_cnt) VALUES (3, 1, 1)"),
+		q("INSERT INTO im_conv_member (uid, conv_id, last_read_seq, mute, updated_at) VALUES (7, 42, 1, 0, '2026-01-01 10:00:00.000'), (7, 1, 2, 1, '2026-01-01 10:00:04.500'), (8, 42, 2, 0, '2026-01-01 10:00:01.000'), (9, 2, 0, 0, '2026-01-01 10:00:03.000')"),
+		q("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (?, ?, ?, ?, ?)", 8, 42, 1, 4201, "2026-01-01 10:00:00.001"),
+		q("INSERT INTO im_inbox SET uid = 9, conv_id = 2, seq = 1, msg_id = 201, send_time = '2026-01-01 10:00:03.000'"),
+		// Extreme keys route and round-trip.
+		q("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (18446744073709551615, 1, 77, 1, 1, '2026-01-03 00:00:00.000'), (0, 1, 78, 1, 1, '2026-01-03 00:00:00.000'), (9223372036854775813, 1, 79, 1, 1, '2026-01-03 00:00:00.000')"),
+	)
+	// History reads by key (the seed 000 shapes) and friends.
+	cs = append(cs,
+		q("SELECT seq, msg_id, sender_uid, msg_type, created_at FROM conv_msg WHERE conv_id = ? AND seq < ? ORDER BY seq DESC LIMIT 20", 42, 3),
+		q("SELECT seq, msg_id FROM conv_msg WHERE conv_id = ? AND seq > ? ORDER BY seq ASC LIMIT 50", 1, 0),
+		q("SELECT seq, msg_id, created_at FROM conv_msg WHERE conv_id = ? AND msg_id = ?", 42, 4202),
+		q("SELECT * FROM conv_msg WHERE conv_id = 18446744073709551615"),
+		q("SELECT * FROM conv_msg WHERE conv_id = '42' ORDER BY seq"),
+		q("SELECT * FROM conv_msg WHERE conv_id = 0x2A ORDER BY seq"),
+		q("SELECT * FROM conv_msg WHERE conv_id = 0"),
+		q("SELECT m.seq, m.msg_id, c.content FROM conv_msg AS m JOIN msg_content c ON c.msg_id = m.msg_id WHERE m.conv_id = 42 ORDER BY m.seq"),
+		q("SELECT conv_msg.seq, `conv_msg`.`msg_id` FROM `conv_msg` WHERE `conv_msg`.`conv_id` = 1 ORDER BY 1"),
+		q("SELECT COUNT(*), MAX(seq), MIN(created_at) FROM conv_msg WHERE conv_id = 42"),
+		q("SELECT msg_id, content, HEX(content), LENGTH(content) FROM msg_content WHERE conv_id = ? AND msg_id IN (?, ?)", 42, 4201, 4202),
+		q("SELECT content FROM msg_content WHERE conv_id = 1 AND msg_id = 101"),
+		dcase{sql: "SELECT conv_id, seq, msg_id FROM conv_msg WHERE conv_id IN (1, 2, 3, 42)", unordered: true},
+		dcase{sql: "SELECT conv_id, seq FROM conv_msg WHERE conv_id IN (?, ?, ?)", args: []any{2, 3, 1000003}, unordered: true},
+		q("SELECT * FROM im_conv_seq WHERE conv_id = 42"),
+		q("SELECT * FROM im_conv_seq WHERE conv_id = 3"),
+		q("SELECT conv_id, last_read_seq, mute FROM im_conv_member WHERE uid = ? ORDER BY updated_at DESC", 7),
+		q("SELECT * FROM im_inbox WHERE uid = 9"),
+		q("SELECT * FROM conv_msg WHERE conv_id = 424242"),
+		q("SELECT seq FROM conv_msg WHERE conv_id = 42 AND (seq = 1 OR seq = 2) ORDER BY seq FOR UPDATE"),
+		q("SELECT * FROM conv_msg /* a comment */ WHERE conv_id = 2 -- trailing\n"),
+		q("SELECT 'conv_msg' AS conv_msg, seq FROM conv_msg WHERE conv_id = 2"),
+	)
+	// Updates and deletes by key.
+	cs = append(cs,
+		q("UPDATE im_conv_member SET last_read_seq = ?, updated_at = '2026-01-05 00:00:00.000' WHERE uid = ? AND conv_id = ?", 2, 7, 42),
+		q("UPDATE im_conv_member SET mute = 1 WHERE uid = 7"),
+		q("UPDATE conv_msg SET msg_type = 9 WHERE conv_id = 42 AND seq = 99"),
+		q("DELETE FROM im_inbox WHERE uid = 8 AND conv_id = 42 AND seq = 1"),
+		q("DELETE FROM conv_msg WHERE conv_id IN (0, 9223372036854775813)"),
+		q("SELECT * FROM im_conv_member WHERE uid = 7 ORDER BY conv_id"),
+		q("SELECT COUNT(*) FROM im_inbox WHERE uid = 8"),
+	)
+	// Errors the server itself raises must reach the client unchanged.
+	cs = append(cs,
+		q("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (42, 1, 1, 1, 1, '2026-01-01 00:00:00')"), // 1062 duplicate
+		q("SELECT nosuchcol FROM conv_msg WHERE conv_id = 42"),                                                                            // 1054
+		q("SELECT * FROM conv_msg WHERE conv_id = 42 ORDER BY"),                                                                           // 1064
+		q("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (5, 1, 501, 1, 1000, '2026-01-01')"),      // 1264 out of range (strict)
+		q("SELECT * FROM no_such_table"), // 1146 (unsharded passthrough)
+	)
+	// Unsharded tables and session statements pass through.
+	cs = append(cs,
+		q("CREATE TABLE app_settings (id INT PRIMARY KEY, v VARCHAR(64)) DEFAULT CHARSET=utf8mb4"),
+		q("INSERT INTO app_settings VALUES (1, 'a🙂'), (2, NULL)"),
+		q("SELECT * FROM app_settings ORDER BY id"),
+		q("SELECT id FROM app_settings WHERE v = ?", "a🙂"),
+		q("SELECT 1 + 1, 'x', NULL, 3.5, DATABASE()"),
+		q("SELECT @@character_set_client, @@collation_connection"),
+		q("SHOW TABLES LIKE 'app%'"),
+		q("DROP TABLE app_settings"),
+		q("CREATE TABLE app_log (id BIGINT AUTO_INCREMENT PRIMARY KEY, v INT)"),
+		q("INSERT INTO app_log (v) VALUES (1), (2)"),
+		q("INSERT INTO app_log (v) VALUES (?)", 3),
+		q("SELECT * FROM conv_msg WHERE conv_id = 1 ORDER BY seq"),
+		q("SELECT LAST_INSERT_ID()"),
+		q("UPDATE im_conv_seq SET max_seq = max_seq + 1 WHERE conv_id = 1"),
+		q("SELECT LAST_INSERT_ID() AS id, 1"),
+		q("DROP TABLE app_log"),
+	)
+	return cs
+}
+
+type outcome struct {
+	errno    uint16
+	errText  string
+	cols     []string
+	types    []string
+	rows     [][]string
+	affected int64
+	lastID   int64
+}
+
+func run(ctx context.Context, c *sql.Conn, dc dcase) outcome {
+	var o outcome
+	verb := strings.ToUpper(strings.Fields(strings.TrimLeft(dc.sql, " (/"))[0])
+	if verb == "SELECT" || verb == "SHOW" || strings.HasPrefix(dc.sql, "/*") {
+		rows, err := c.QueryContext(ctx, dc.sql, dc.args...)
+		if err != nil {
+			return errOutcome(err)
+		}
+		defer rows.Close()
+		o.cols, _ = rows.Columns()
+		cts, _ := rows.ColumnTypes()
+		for _, ct := range cts {
+			n, _ := ct.Nullable()
+			o.types = append(o.types, fmt.Sprintf("%s/%v", ct.DatabaseTypeName(), n))
+		}
+		for rows.Next() {
+			raw := make([]sql.RawBytes, len(o.cols))
+			ptrs := make([]any, len(raw))
+			for i := range raw {
+				ptrs[i] = &raw[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				return errOutcome(err)
+			}
+			row := make([]string, len(raw))
+			for i, b := range raw {
+				if b == nil {
+					row[i] = "NULL"
+				} else {
+					row[i] = "'" + string(b) + "'"
+				}
+			}
+			o.rows = append(o.rows, row)
+		}
+		if err := rows.Err(); err != nil {
+			return errOutcome(err)
+		}
+		return o
+	}
+	res, err := c.ExecContext(ctx, dc.sql, dc.args...)
+	if err != nil {
+		return errOutcome(err)
+	}
+	o.affected, _ = res.RowsAffected()
+	o.lastID, _ = res.LastInsertId()
+	return o
+}
+
+func errOutcome(err error) outcome {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return outcome{errno: me.Number, errText: me.Message}
+	}
+	return outcome{errno: 65535, errText: err.Error()}
+}
+
+func (o outcome) String() string {
+	if o.errno != 0 {
+		return fmt.Sprintf("error %d: %s", o.errno, o.errText)
+	}
+	if o.cols == nil {
+		return fmt.Sprintf("affected=%d lastid=%d", o.affected, o.lastID)
+	}
+	return fmt.Sprintf("cols=%v types=%v rows=%v", o.cols, o.types, o.rows)
+}
+
+// same compares two outcomes; error texts may differ (Convoy's parser words
+// syntax errors its own way), errnos may not.
+func same(a, b outcome, unordered bool) bool {
+	if a.errno != 0 || b.errno != 0 {
+		return a.errno == b.errno
+	}
+	if unordered {
+		sortRows(a.rows)
+		sortRows(b.rows)
+	}
+	return reflect.DeepEqual(a.cols, b.cols) && reflect.DeepEqual(a.types, b.types) &&
+		reflect.DeepEqual(a.rows, b.rows) && a.affected == b.affected && a.lastID == b.lastID
+}
+
+func sortRows(rows [][]string) {
+	sort.Slice(rows, func(i, j int) bool { return strings.Join(rows[i], "\x00") < strings.Join(rows[j], "\x00") })
+}
+
+func openDSN(t *testing.T, dsn string) *sql.DB {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// TestDifferential runs the cases in the text protocol (client-side
+// interpolation) and in the binary protocol (server-side prepared
+// statements), against the reference and through Convoy.
+func TestDifferential(t *testing.T) {
+	s := newStack(t)
+	for _, mode := range []struct {
+		name   string
+		params string
+	}{{"text", "&interpolateParams=true"}, {"prepared", "&interpolateParams=false"}} {
+		t.Run(mode.name, func(t *testing.T) {
+			ctx := context.Background()
+			ref := openDSN(t, fmt.Sprintf("root@tcp(%s)/im?collation=utf8mb4_general_ci%s", s.ref.Addr(), mode.params))
+			cv := openDSN(t, s.convoy.dsn("convoy", "convoy", "im")+mode.params)
+			rc, err := ref.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rc.Close()
+			cc, err := cv.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			for _, tbl := range []string{"conv_msg", "msg_content", "im_conv_seq", "im_conv_member", "im_inbox"} {
+				for _, c := range []*sql.Conn{rc, cc} {
+					if _, err := c.ExecContext(ctx, "TRUNCATE TABLE "+tbl); err != nil {
+						t.Fatalf("truncate %s: %v", tbl, err)
+					}
+				}
+			}
+			mismatches := 0
+			for i, dc := range differentialCases() {
+				want := run(ctx, rc, dc)
+				got := run(ctx, cc, dc)
+				if !same(want, got, dc.unordered) {
+					mismatches++
+					t.Errorf("case %d: %s %v\n  mariadb: %v\n  convoy:  %v", i, dc.sql, dc.args, want, got)
+				}
+			}
+			t.Logf("%d cases, %d mismatches", len(differentialCases()), mismatches)
+		})
+	}
+}

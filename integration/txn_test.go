@@ -1,0 +1,160 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+func errno(err error) uint16 {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number
+	}
+	return 0
+}
+
+func mustExec(t *testing.T, c interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, q string, args ...any) sql.Result {
+	t.Helper()
+	r, err := c.ExecContext(context.Background(), q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return r
+}
+
+func count(t *testing.T, db *sql.DB, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+// TestTransactionsAndRefusals covers the pinned transaction, its cross-shard
+// refusal (the transaction stays usable), and the statements Convoy refuses
+// with a clear errno instead of guessing.
+func TestTransactionsAndRefusals(t *testing.T) {
+	s := newStack(t)
+	db := s.convoy.open(t, "convoy", "convoy", "im")
+	ctx := context.Background()
+
+	t.Run("commit and rollback on one shard", func(t *testing.T) {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		mustExec(t, c, "BEGIN")
+		mustExec(t, c, "INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (500, 1, 50001, 1, 1, NOW())")
+		mustExec(t, c, "UPDATE im_conv_seq SET max_seq = 1 WHERE conv_id = 500")
+		// Another connection does not see the uncommitted row.
+		if n := count(t, db, "SELECT COUNT(*) FROM conv_msg WHERE conv_id = 500"); n != 0 {
+			t.Fatalf("uncommitted row visible: %d", n)
+		}
+		// A statement for another shard is refused with 1235 ...
+		_, err = c.ExecContext(ctx, "INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (42, 1, 50002, 1, 1, NOW())")
+		if errno(err) != 1235 || !strings.Contains(err.Error(), "pinned to shard") {
+			t.Fatalf("cross-shard statement in a transaction: %v", err)
+		}
+		// ... and the transaction is still usable.
+		mustExec(t, c, "INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (500, 2, 50003, 1, 1, NOW())")
+		mustExec(t, c, "COMMIT")
+		if n := count(t, db, "SELECT COUNT(*) FROM conv_msg WHERE conv_id = 500"); n != 2 {
+			t.Fatalf("after COMMIT: %d rows, want 2", n)
+		}
+		mustExec(t, c, "START TRANSACTION")
+		mustExec(t, c, "DELETE FROM conv_msg WHERE conv_id = 500")
+		mustExec(t, c, "ROLLBACK")
+		if n := count(t, db, "SELECT COUNT(*) FROM conv_msg WHERE conv_id = 500"); n != 2 {
+			t.Fatalf("after ROLLBACK: %d rows, want 2", n)
+		}
+	})
+
+	t.Run("autocommit=0 and database/sql Tx", func(t *testing.T) {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, tx, "INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (?, 1, 1, 1, NOW())", 77)
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(t, db, "SELECT COUNT(*) FROM im_inbox WHERE uid = 77"); n != 0 {
+			t.Fatalf("rolled back row visible")
+		}
+		c, _ := db.Conn(ctx)
+		defer c.Close()
+		mustExec(t, c, "SET autocommit = 0")
+		mustExec(t, c, "INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (78, 1, 1, 1, NOW())")
+		if n := count(t, db, "SELECT COUNT(*) FROM im_inbox WHERE uid = 78"); n != 0 {
+			t.Fatalf("autocommit=0 row visible before COMMIT")
+		}
+		mustExec(t, c, "COMMIT")
+		mustExec(t, c, "SET autocommit = 1")
+		if n := count(t, db, "SELECT COUNT(*) FROM im_inbox WHERE uid = 78"); n != 1 {
+			t.Fatalf("autocommit=0 row missing after COMMIT")
+		}
+	})
+
+	t.Run("multi-row insert in a transaction must stay on one shard", func(t *testing.T) {
+		c, _ := db.Conn(ctx)
+		defer c.Close()
+		mustExec(t, c, "BEGIN")
+		_, err := c.ExecContext(ctx, "INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (1, 1, 1, 1, NOW()), (2, 1, 1, 1, NOW())")
+		if errno(err) != 1235 {
+			t.Fatalf("multi-shard insert in txn: %v", err)
+		}
+		mustExec(t, c, "ROLLBACK")
+	})
+
+	refusals := []struct {
+		sql   string
+		errno uint16
+		want  string
+	}{
+		{"SELECT * FROM conv_msg", 1235, "without a conv_id"},
+		{"SELECT * FROM conv_msg WHERE seq = 1 OR conv_id = 5", 1235, "without a conv_id"},
+		{"UPDATE conv_msg SET msg_type = 1", 1235, "needs a conv_id"},
+		{"DELETE FROM im_inbox WHERE conv_id = 5", 1235, "needs a uid"},
+		{"UPDATE conv_msg SET conv_id = 5 WHERE conv_id = 4", 1235, ""},
+		{"SELECT * FROM conv_msg WHERE conv_id = NULL", 1525, "NULL"},
+		{"SELECT * FROM conv_msg WHERE conv_id = -1", 1525, "negative"},
+		{"SELECT * FROM conv_msg WHERE conv_id = 18446744073709551616", 1525, ""},
+		{"SELECT * FROM conv_msg WHERE conv_id = 1.5", 1525, "not an integer"},
+		{"SELECT * FROM conv_msg WHERE conv_id = 'abc'", 1525, "not an integer"},
+		{"INSERT INTO conv_msg VALUES (1, 1, 1, 1, 1, NOW())", 1235, ""},
+		{"INSERT INTO conv_msg (seq, msg_id) VALUES (1, 1)", 1235, ""},
+		{"SELECT * FROM conv_msg JOIN im_inbox ON 1 = 1 WHERE conv_msg.conv_id = 1", 1235, ""},
+		{"SELECT 1; SELECT 2", 1064, ""},
+		{"", 1065, ""},
+		{"/* only a comment */", 1065, ""},
+		{"SET NAMES gbk", 1235, "gbk"},
+		{"SET sql_mode = 'NO_BACKSLASH_ESCAPES'", 1235, "NO_BACKSLASH_ESCAPES"},
+		{"SET GLOBAL max_connections = 10", 1235, "GLOBAL"},
+		{"SELECT conv_id, seq FROM conv_msg WHERE conv_id IN (1, 2) ORDER BY seq LIMIT 1", 1235, "merging"},
+		{"SET @@session.no_such_var = 1", 1193, ""},
+	}
+	for _, r := range refusals {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.ExecContext(ctx, r.sql)
+		if got := errno(err); got != r.errno || (r.want != "" && !strings.Contains(err.Error(), r.want)) {
+			t.Errorf("%q: got %v (errno %d), want errno %d containing %q", r.sql, err, got, r.errno, r.want)
+		}
+		// The connection survives every refusal.
+		if err := c.PingContext(ctx); err != nil {
+			t.Errorf("%q: connection broken afterwards: %v", r.sql, err)
+		}
+		c.Close()
+	}
+}

@@ -1,0 +1,228 @@
+package testsvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Etcd is a real single-member etcd server run as a child process. Its
+// methods must be called from the test goroutine (they fail the test with
+// t.Fatal), never concurrently with each other.
+type Etcd struct {
+	t          testing.TB
+	bin        string
+	dataDir    string
+	clientPort int
+	peerPort   int
+	out        *tailBuffer
+
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has been waited for
+}
+
+// etcdReadyTimeout bounds how long a start may take before the test fails.
+// A healthy etcd on loopback answers in well under a second; 15 s leaves room
+// for a loaded 2-core CI machine without hanging a broken run for minutes.
+const etcdReadyTimeout = 15 * time.Second
+
+// StartEtcd starts etcd on free 127.0.0.1 client and peer ports with a data
+// dir under t.TempDir(), waits until its /health endpoint answers, and
+// registers a cleanup that kills it. If the binary is missing the test fails
+// (not skips) with the package to install.
+func StartEtcd(t testing.TB) *Etcd {
+	t.Helper()
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		t.Fatalf("testsvc: the etcd server binary is not installed (%v); run `apt-get install etcd-server` (Debian/Ubuntu)", err)
+	}
+	e := &Etcd{t: t, bin: bin, out: &tailBuffer{max: 64 << 10}}
+	// Cleanups run last-in first-out: registering ours after the TempDir
+	// calls below would remove the dir under a live process, so register
+	// first and let it see whatever cmd is current when the test ends.
+	t.Cleanup(e.kill)
+
+	// A free port can be taken by someone else before etcd binds it; retry
+	// on fresh ports and a fresh data dir instead of failing the test.
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		e.dataDir = filepath.Join(t.TempDir(), "etcd")
+		e.clientPort = freePort(t)
+		e.peerPort = freePort(t)
+		for e.peerPort == e.clientPort {
+			e.peerPort = freePort(t)
+		}
+		if lastErr = e.start(); lastErr == nil {
+			return e
+		}
+		e.kill()
+	}
+	t.Fatalf("testsvc: etcd did not start: %v\n--- etcd output (tail) ---\n%s", lastErr, e.out.String())
+	return nil
+}
+
+// Endpoints returns the client URL, ready for clientv3.Config.Endpoints.
+func (e *Etcd) Endpoints() []string {
+	return []string{fmt.Sprintf("http://127.0.0.1:%d", e.clientPort)}
+}
+
+// Start restarts a stopped or killed etcd on the same ports and data dir, so
+// clients configured with Endpoints() reconnect to the same data. It is a
+// no-op while etcd is running.
+func (e *Etcd) Start() {
+	e.t.Helper()
+	if e.running() {
+		return
+	}
+	if err := e.start(); err != nil {
+		e.kill()
+		e.t.Fatalf("testsvc: etcd did not restart on 127.0.0.1:%d: %v\n--- etcd output (tail) ---\n%s",
+			e.clientPort, err, e.out.String())
+	}
+}
+
+// Stop sends SIGTERM and waits for etcd to exit (SIGKILL after 10 s).
+func (e *Etcd) Stop() {
+	e.t.Helper()
+	if !e.running() {
+		return
+	}
+	_ = e.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-e.exited:
+	case <-time.After(10 * time.Second):
+		e.t.Logf("testsvc: etcd ignored SIGTERM for 10s; killing it")
+		e.kill()
+	}
+}
+
+// Kill sends SIGKILL and waits for etcd to exit: a crash, not a shutdown.
+func (e *Etcd) Kill() { e.kill() }
+
+func (e *Etcd) running() bool {
+	if e.cmd == nil {
+		return false
+	}
+	select {
+	case <-e.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+func (e *Etcd) kill() {
+	if !e.running() {
+		return
+	}
+	_ = e.cmd.Process.Kill()
+	<-e.exited
+}
+
+func (e *Etcd) start() error {
+	clientURL := fmt.Sprintf("http://127.0.0.1:%d", e.clientPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", e.peerPort)
+	cmd := exec.Command(e.bin,
+		"--name", "convoy-test",
+		"--data-dir", e.dataDir,
+		"--listen-client-urls", clientURL,
+		"--advertise-client-urls", clientURL,
+		"--listen-peer-urls", peerURL,
+		"--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "convoy-test="+peerURL,
+		"--initial-cluster-state", "new",
+		"--initial-cluster-token", "convoy-test",
+		"--logger", "zap",
+		"--log-outputs", "stderr",
+		"--log-level", "warn",
+	)
+	cmd.Env = withoutEtcdEnv(os.Environ())
+	cmd.Stdout = e.out
+	cmd.Stderr = e.out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("exec %s: %w", e.bin, err)
+	}
+	exited := make(chan struct{})
+	e.cmd, e.exited = cmd, exited
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	return e.waitReady(clientURL+"/health", exited)
+}
+
+// waitReady polls /health until etcd reports healthy (it has a leader and
+// serves reads), the process exits, or etcdReadyTimeout passes.
+func (e *Etcd) waitReady(healthURL string, exited <-chan struct{}) error {
+	hc := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(etcdReadyTimeout)
+	lastErr := errors.New("no answer yet")
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			return fmt.Errorf("etcd exited during startup (port taken or bad data dir?): %s", e.cmd.ProcessState)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, healthURL, nil)
+		resp, err := hc.Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"health":"true"`) {
+				cancel()
+				return nil
+			}
+			err = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+		}
+		cancel()
+		lastErr = err
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("etcd not healthy at %s after %s: %v", healthURL, etcdReadyTimeout, lastErr)
+}
+
+// withoutEtcdEnv drops ETCD_* variables: etcd reads its flags from them too,
+// and a developer's shell setting would silently change the test server.
+func withoutEtcdEnv(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "ETCD_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// tailBuffer keeps the last max bytes written, for failure messages.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.max; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}

@@ -1,0 +1,181 @@
+package testsvc
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const (
+	redisPkg   = "redis-server"
+	redisReady = 10 * time.Second
+)
+
+// Redis is one redis-server process, no persistence, its own directory.
+type Redis struct {
+	t    testing.TB
+	dir  string
+	port int
+
+	mu   sync.Mutex
+	proc *exec.Cmd
+	done chan struct{}
+}
+
+// StartRedis starts redis-server on a free loopback port and waits until it
+// answers PING. It is killed and its directory removed when the test ends.
+func StartRedis(t testing.TB) *Redis {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "convoy-redis-")
+	if err != nil {
+		t.Fatalf("testsvc: %v", err)
+	}
+	r := &Redis{t: t, dir: dir}
+	t.Cleanup(func() {
+		r.Kill()
+		os.RemoveAll(dir)
+	})
+	// See StartMariaDB: retry if someone took the port between freePort
+	// and the bind.
+	for attempt := 0; ; attempt++ {
+		r.port = freePort(t)
+		err := r.start()
+		if err == nil {
+			return r
+		}
+		if attempt == 2 || !errors.Is(err, errAddrInUse) {
+			t.Fatalf("testsvc: start Redis: %v", err)
+		}
+	}
+}
+
+// Addr is host:port, ready for redis.Options{Addr: r.Addr()}.
+func (r *Redis) Addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
+
+// Port is the TCP port.
+func (r *Redis) Port() int { return r.port }
+
+// Kill sends SIGKILL and waits for exit. With persistence off, a restart
+// comes back empty, which is exactly the "Redis restarted" case the hot
+// tier must survive.
+func (r *Redis) Kill() {
+	r.mu.Lock()
+	p, done := r.proc, r.done
+	r.proc = nil
+	r.mu.Unlock()
+	if p == nil {
+		return
+	}
+	_ = p.Process.Kill()
+	<-done
+}
+
+// Start restarts a killed server on the same port (empty dataset).
+func (r *Redis) Start() {
+	r.t.Helper()
+	r.mu.Lock()
+	running := r.proc != nil
+	r.mu.Unlock()
+	if running {
+		r.t.Fatalf("testsvc: Redis %s: Start while running", r.Addr())
+	}
+	if err := r.start(); err != nil {
+		r.t.Fatalf("testsvc: restart Redis: %v", err)
+	}
+}
+
+// FlushAll empties every database.
+func (r *Redis) FlushAll(t testing.TB) {
+	t.Helper()
+	reply, err := redisCommand(r.Addr(), "FLUSHALL")
+	if err != nil || reply != "+OK" {
+		t.Fatalf("testsvc: Redis %s FLUSHALL: %q %v", r.Addr(), reply, err)
+	}
+}
+
+func (r *Redis) start() error {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return fmt.Errorf("redis-server not found: apt-get install %s", redisPkg)
+	}
+	logFile := filepath.Join(r.dir, "redis.log")
+	cmd := exec.Command(bin,
+		"--port", strconv.Itoa(r.port),
+		"--bind", "127.0.0.1",
+		"--dir", r.dir,
+		"--save", "",
+		"--appendonly", "no",
+		"--daemonize", "no",
+		"--logfile", logFile,
+		"--protected-mode", "no",
+	)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("exec %s: %v", bin, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	r.mu.Lock()
+	r.proc, r.done = cmd, done
+	r.mu.Unlock()
+
+	deadline := time.Now().Add(redisReady)
+	for {
+		select {
+		case <-done:
+			r.mu.Lock()
+			r.proc = nil
+			r.mu.Unlock()
+			tail := mariadbLogTail(logFile, 0) + out.String()
+			if strings.Contains(tail, "Address already in use") {
+				return fmt.Errorf("redis-server on %s: %w\n%s", r.Addr(), errAddrInUse, tail)
+			}
+			return fmt.Errorf("redis-server on %s exited (%v); %s tail:\n%s", r.Addr(), cmd.ProcessState, logFile, tail)
+		default:
+		}
+		reply, err := redisCommand(r.Addr(), "PING")
+		if err == nil && reply == "+PONG" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			r.Kill()
+			return fmt.Errorf("redis-server on %s: no PONG after %s (%q, %v); %s tail:\n%s",
+				r.Addr(), redisReady, reply, err, logFile, mariadbLogTail(logFile, 0))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// redisCommand sends one inline-free RESP command and returns the first
+// reply line. Enough for PING/FLUSHALL; tests use go-redis for real work.
+func redisCommand(addr string, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimRight(line, "\r\n"), err
+}

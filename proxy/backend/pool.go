@@ -1,0 +1,232 @@
+// Package backend keeps pooled connections to the MySQL datasources named by
+// the route table. It knows nothing about shards or SQL routing: the engine
+// asks for a connection to a datasource, runs statements on it and releases it.
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/convoy-im/convoy/router"
+)
+
+// Collation is set on every backend connection. go-mysql's default (id 255)
+// is unknown to MariaDB 10.11, which silently falls back to latin1 and would
+// mangle every emoji; utf8mb4_general_ci is known to both MySQL and MariaDB.
+const Collation = "utf8mb4_general_ci"
+
+// Options bound what the pools may do. Zero values take the defaults.
+type Options struct {
+	ConnectTimeout time.Duration // dial + handshake; default 3s
+	ReadTimeout    time.Duration // per packet read; default 30s (long scans need headroom)
+	WriteTimeout   time.Duration // default 10s
+	MaxOpen        int           // per datasource; default 256
+	MaxIdle        int           // per datasource; default 64
+	WaitTimeout    time.Duration // how long Acquire waits for a free slot; default 5s
+	IdleTimeout    time.Duration // idle conns older than this are closed; default 5m
+}
+
+func (o *Options) withDefaults() Options {
+	r := *o
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&r.ConnectTimeout, 3*time.Second)
+	def(&r.ReadTimeout, 30*time.Second)
+	def(&r.WriteTimeout, 10*time.Second)
+	def(&r.WaitTimeout, 5*time.Second)
+	def(&r.IdleTimeout, 5*time.Minute)
+	if r.MaxOpen <= 0 {
+		r.MaxOpen = 256
+	}
+	if r.MaxIdle <= 0 {
+		r.MaxIdle = 64
+	}
+	if r.MaxIdle > r.MaxOpen {
+		r.MaxIdle = r.MaxOpen
+	}
+	return r
+}
+
+// ErrPoolTimeout is returned when no connection slot frees up within WaitTimeout.
+var ErrPoolTimeout = errors.New("timed out waiting for a backend connection")
+
+// ErrUnknownDatasource is returned for a datasource the route table does not name.
+var ErrUnknownDatasource = errors.New("unknown datasource")
+
+// ResolvePassword reads a datasource password from the environment variable
+// or file the route table names. Secrets never live in etcd.
+func ResolvePassword(ds router.Datasource) (string, error) {
+	switch {
+	case ds.PasswordEnv != "":
+		return os.Getenv(ds.PasswordEnv), nil
+	case ds.PasswordFile != "":
+		b, err := os.ReadFile(ds.PasswordFile)
+		if err != nil {
+			return "", fmt.Errorf("datasource %s: reading password file: %w", ds.Name, err)
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	return "", nil
+}
+
+// Pool is the set of connections to one datasource.
+type Pool struct {
+	ds       router.Datasource
+	password string
+	opt      Options
+
+	slots  chan struct{} // one token per open connection: bounds MaxOpen
+	mu     sync.Mutex
+	idle   []*Conn // LIFO: the most recently used connection is warmest
+	inUse  int
+	closed bool
+}
+
+func newPool(ds router.Datasource, opt Options) (*Pool, error) {
+	pw, err := ResolvePassword(ds)
+	if err != nil {
+		return nil, err
+	}
+	return &Pool{ds: ds, password: pw, opt: opt, slots: make(chan struct{}, opt.MaxOpen)}, nil
+}
+
+// Name is the datasource name.
+func (p *Pool) Name() string { return p.ds.Name }
+
+// Stats reports connections in use and idle.
+func (p *Pool) Stats() (inUse, idle int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inUse, len(p.idle)
+}
+
+// Acquire returns a healthy connection, reusing an idle one when possible.
+func (p *Pool) Acquire(ctx context.Context) (*Conn, error) {
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, fmt.Errorf("datasource %s: pool closed", p.ds.Name)
+		}
+		n := len(p.idle)
+		if n == 0 {
+			p.mu.Unlock()
+			break
+		}
+		c := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.inUse++
+		p.mu.Unlock()
+		if time.Since(c.lastUsed) > p.opt.IdleTimeout {
+			p.discard(c)
+			continue
+		}
+		return c, nil
+	}
+	wait := time.NewTimer(p.opt.WaitTimeout)
+	defer wait.Stop()
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-wait.C:
+		return nil, fmt.Errorf("datasource %s: %w after %s (max %d open)", p.ds.Name, ErrPoolTimeout, p.opt.WaitTimeout, p.opt.MaxOpen)
+	}
+	c, err := p.dial(ctx)
+	if err != nil {
+		<-p.slots
+		return nil, err
+	}
+	p.mu.Lock()
+	p.inUse++
+	p.mu.Unlock()
+	return c, nil
+}
+
+func (p *Pool) dial(ctx context.Context) (*Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.opt.ConnectTimeout)
+	defer cancel()
+	d := &net.Dialer{Timeout: p.opt.ConnectTimeout}
+	cc, err := client.ConnectWithDialer(ctx, "tcp", p.ds.Addr, p.ds.User, p.password, "", d.DialContext,
+		func(c *client.Conn) error {
+			c.ReadTimeout = p.opt.ReadTimeout
+			c.WriteTimeout = p.opt.WriteTimeout
+			return c.SetCollation(Collation)
+		})
+	if err != nil {
+		// The error text of go-mysql never contains the password.
+		return nil, &UnavailableError{Datasource: p.ds.Name, Err: err}
+	}
+	return &Conn{Conn: cc, pool: p, vars: map[string]string{}, lastUsed: time.Now()}, nil
+}
+
+// release returns c to the idle list, or closes it when it is broken, still
+// inside a transaction, or the idle list is full.
+func (p *Pool) release(c *Conn) {
+	c.lastUsed = time.Now()
+	p.mu.Lock()
+	p.inUse--
+	keep := !p.closed && !c.broken && !c.InTxn() && len(p.idle) < p.opt.MaxIdle
+	if keep {
+		p.idle = append(p.idle, c)
+	}
+	p.mu.Unlock()
+	if !keep {
+		c.close()
+		<-p.slots
+	}
+}
+
+func (p *Pool) discard(c *Conn) {
+	p.mu.Lock()
+	p.inUse--
+	p.mu.Unlock()
+	c.close()
+	<-p.slots
+}
+
+// Close closes idle connections and makes further Acquire calls fail;
+// connections in use are closed when released.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, c := range idle {
+		c.close()
+		<-p.slots
+	}
+}
+
+// UnavailableError means a datasource could not be reached or the connection
+// broke mid-statement. The statement's outcome on the server is unknown.
+type UnavailableError struct {
+	Datasource string
+	Err        error
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("datasource %s unavailable: %v", e.Datasource, e.Err)
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// IsServerError reports whether err is an error packet sent by the MySQL
+// server (the connection is still fine) rather than an I/O failure.
+func IsServerError(err error) bool {
+	var me *mysql.MyError
+	return errors.As(err, &me)
+}

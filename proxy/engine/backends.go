@@ -1,0 +1,21 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/convoy-im/convoy/proxy/backend"
+)
+
+// managerBackends adapts *backend.Manager to Backends.
+type managerBackends struct{ m *backend.Manager }
+
+// FromManager returns the Backends view of a backend.Manager.
+func FromManager(m *backend.Manager) Backends { return managerBackends{m} }
+
+func (b managerBackends) Acquire(ctx context.Context, ds string) (Conn, error) {
+	c, err := b.m.Acquire(ctx, ds)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}

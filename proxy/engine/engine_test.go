@@ -1,0 +1,198 @@
+package engine
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func expectLog(t *testing.T, rec *recorder, want ...string) {
+	t.Helper()
+	got := rec.take()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("backend log\n got: %q\nwant: %q", got, want)
+	}
+}
+
+func expectCode(t *testing.T, err error, c Code) {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) || e.Code != c {
+		t.Fatalf("error %v, want code %d", err, c)
+	}
+}
+
+func TestPreparedRoutesByBoundValue(t *testing.T) {
+	s, rec := newTestSession()
+	p, err := s.Prepare("SELECT seq, msg_id FROM conv_msg WHERE conv_id = ? AND seq < ? ORDER BY seq DESC LIMIT 20")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Params != 2 || p.Columns != 6 {
+		t.Fatalf("params=%d columns=%d", p.Params, p.Columns)
+	}
+	rec.take()
+	// 42 -> shard 136 (im_1 on ds0); 2^64-1 -> shard 282 (im_2 on ds0); 1<<63+5 -> 902 (im_7 on ds1).
+	for _, c := range []struct {
+		key  any
+		want string
+	}{
+		{int64(42), "ds0#2 prepared[42 100]: SELECT `seq`,`msg_id` FROM `im_1`.`conv_msg_0136` AS `conv_msg` WHERE `conv_id`=? AND `seq`<? ORDER BY `seq` DESC LIMIT 20"},
+		{uint64(math.MaxUint64), "ds0#3 prepared[18446744073709551615 100]: SELECT `seq`,`msg_id` FROM `im_2`.`conv_msg_0282` AS `conv_msg` WHERE `conv_id`=? AND `seq`<? ORDER BY `seq` DESC LIMIT 20"},
+		{uint64(1<<63 + 5), "ds1#4 prepared[9223372036854775813 100]: SELECT `seq`,`msg_id` FROM `im_7`.`conv_msg_0902` AS `conv_msg` WHERE `conv_id`=? AND `seq`<? ORDER BY `seq` DESC LIMIT 20"},
+	} {
+		if _, err := s.Execute(p, []any{c.key, int64(100)}); err != nil {
+			t.Fatal(err)
+		}
+		expectLog(t, rec, c.want)
+	}
+	_, err = s.Execute(p, []any{nil, int64(1)})
+	expectCode(t, err, CodeBadShardKey)
+	_, err = s.Execute(p, []any{int64(1)})
+	expectCode(t, err, CodeWrongArguments)
+	expectLog(t, rec)
+}
+
+func TestInsertSplitsByShard(t *testing.T) {
+	s, rec := newTestSession()
+	// 0 -> 801 (im_6, ds1), 1 -> 951 (im_7, ds1), 42 -> 136 (im_1, ds0).
+	_, err := s.Query("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (0, 1, 1, 1, NOW()), (42, 1, 2, 2, NOW()), (0, 2, 3, 3, NOW())")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectLog(t, rec,
+		"ds1#1 text: BEGIN",
+		"ds1#1 text: INSERT INTO `im_6`.`im_inbox_0801` (`uid`,`conv_id`,`seq`,`msg_id`,`send_time`) VALUES (0,1,1,1,NOW()),(0,2,3,3,NOW())",
+		"ds0#2 text: BEGIN",
+		"ds0#2 text: INSERT INTO `im_1`.`im_inbox_0136` (`uid`,`conv_id`,`seq`,`msg_id`,`send_time`) VALUES (42,1,2,2,NOW())",
+		"ds1#1 text: COMMIT",
+		"ds0#2 text: COMMIT",
+	)
+	// A failure on any shard rolls every shard back.
+	rec.failOn = "im_inbox_0136"
+	_, err = s.Query("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (0, 1, 1, 1, NOW()), (42, 1, 2, 2, NOW())")
+	if err == nil {
+		t.Fatal("expected the duplicate-key error")
+	}
+	got := rec.take()
+	if got[len(got)-2] != "ds1#3 text: ROLLBACK" || got[len(got)-1] != "ds0#4 text: ROLLBACK" {
+		t.Fatalf("no rollback on every shard: %q", got)
+	}
+}
+
+func TestTransactionPinsOneShard(t *testing.T) {
+	s, rec := newTestSession()
+	mustQuery := func(q string) {
+		t.Helper()
+		if _, err := s.Query(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	mustQuery("BEGIN")
+	if !s.InTransaction() {
+		t.Fatal("not in transaction after BEGIN")
+	}
+	expectLog(t, rec) // BEGIN is sent lazily
+	mustQuery("SELECT 1")
+	mustQuery("UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
+	_, err := s.Query("UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 1 AND seq = 1")
+	expectCode(t, err, CodeCrossShardTxn)
+	mustQuery("DELETE FROM msg_content WHERE conv_id = 42 AND msg_id = 7")
+	mustQuery("COMMIT")
+	expectLog(t, rec,
+		"ds0#1 text: BEGIN",
+		"ds0#1 text: SELECT 1",
+		"ds0#1 text: UPDATE `im_1`.`conv_msg_0136` AS `conv_msg` SET `msg_type`=2 WHERE `conv_id`=42 AND `seq`=1",
+		"ds0#1 text: DELETE FROM `im_1`.`msg_content_0136` WHERE `conv_id`=42 AND `msg_id`=7",
+		"ds0#1 text: COMMIT",
+	)
+	if s.InTransaction() {
+		t.Fatal("still in transaction after COMMIT")
+	}
+}
+
+func TestDDLFansOutToEveryPhysicalTable(t *testing.T) {
+	s, rec := newTestSession()
+	if _, err := s.Query("CREATE TABLE IF NOT EXISTS conv_msg (conv_id BIGINT UNSIGNED NOT NULL, seq BIGINT UNSIGNED NOT NULL, PRIMARY KEY (conv_id, seq))"); err != nil {
+		t.Fatal(err)
+	}
+	got := rec.take()
+	dbs, tables := 0, map[string]bool{}
+	for _, l := range got {
+		switch {
+		case strings.Contains(l, "CREATE DATABASE IF NOT EXISTS"):
+			dbs++
+		case strings.Contains(l, "CREATE TABLE IF NOT EXISTS"):
+			tables[l[strings.Index(l, "`im_"):strings.Index(l, " (")]] = true
+		}
+	}
+	if dbs != 8 || len(tables) != 1024 {
+		t.Fatalf("CREATE DATABASE x%d (want 8), distinct tables %d (want 1024)", dbs, len(tables))
+	}
+	if !tables["`im_3`.`conv_msg_0441`"] {
+		t.Fatal("shard 441's table missing")
+	}
+}
+
+func TestSetIsCheckedAndCarried(t *testing.T) {
+	s, rec := newTestSession()
+	if _, err := s.Query("SET @@session.sql_mode = 'STRICT_TRANS_TABLES', @x = 5"); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], "sync") {
+		t.Fatalf("SET was not applied on a backend at once: %q", got)
+	}
+	_, err := s.Query("SET sql_mode = 'ANSI'")
+	expectCode(t, err, CodeNotSupported)
+	_, err = s.Query("SET NAMES gbk")
+	expectCode(t, err, CodeNotSupported)
+	if _, err := s.Query("SELECT * FROM conv_msg WHERE conv_id = 42"); err != nil {
+		t.Fatal(err)
+	}
+	got := rec.take()
+	if len(got) != 2 || !strings.Contains(got[0], "@x:5") || !strings.Contains(got[0], "@@sql_mode:'STRICT_TRANS_TABLES'") {
+		t.Fatalf("session variables not carried to the shard connection: %q", got)
+	}
+}
+
+// BenchmarkExecutePrepared measures routing a cached prepared statement:
+// bind -> key -> shard -> render -> hand to the backend (a no-op fake).
+func BenchmarkExecutePrepared(b *testing.B) {
+	s, rec := newTestSession()
+	p, err := s.Prepare("SELECT seq, msg_id, sender_uid, msg_type, created_at FROM conv_msg WHERE conv_id = ? AND seq < ? ORDER BY seq DESC LIMIT 20")
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec.take()
+	rec.quiet = true
+	args := []any{int64(0), int64(100)}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		args[0] = int64(i)
+		if _, err := s.Execute(p, args); err != nil {
+			b.Fatal(err)
+		}
+		if i%1024 == 0 {
+			rec.take()
+		}
+	}
+}
+
+// BenchmarkQueryText measures a text statement end to end in the engine:
+// parse -> analyse -> route -> render (backend is a no-op fake).
+func BenchmarkQueryText(b *testing.B) {
+	s, rec := newTestSession()
+	rec.quiet = true
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := s.Query("SELECT seq, msg_id, sender_uid, msg_type, created_at FROM conv_msg WHERE conv_id = 12345 AND seq < 100 ORDER BY seq DESC LIMIT 20"); err != nil {
+			b.Fatal(err)
+		}
+		if i%1024 == 0 {
+			rec.take()
+		}
+	}
+}

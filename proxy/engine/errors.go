@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/convoy-im/convoy/proxy/backend"
+	"github.com/convoy-im/convoy/rewrite"
+	"github.com/convoy-im/convoy/router"
+)
+
+// Code classifies the errors the engine produces itself. The proxy package
+// maps every Code to a MySQL errno and SQLSTATE in one table; a test proves
+// the table is complete.
+type Code int
+
+const (
+	CodeInternal           Code = iota // a [BUG] or an unexpected failure
+	CodeSyntax                         // the parser refused the statement
+	CodeEmptyQuery                     // nothing but comments / whitespace
+	CodeNotSupported                   // valid SQL the proxy deliberately does not run
+	CodeBadShardKey                    // NULL, negative, overflowing or non-integer key
+	CodeShardKeyUpdate                 // an UPDATE would move a row to another shard
+	CodeCrossShardTxn                  // a transaction would touch a second shard
+	CodeWrongArguments                 // prepared statement executed with the wrong argument count
+	CodeUnknownStmt                    // unknown prepared statement handle
+	CodeBackendUnavailable             // a datasource is down or the connection broke
+	CodePoolTimeout                    // no backend connection freed up in time
+	CodeTxnAborted                     // the pinned connection broke; only ROLLBACK helps
+	CodeTooManyConnections             // client connection limit reached
+	CodeAccessDenied                   // authentication or privilege failure
+	CodeUnknownDatabase                // USE / connect to a database that does not exist
+	CodeTooLarge                       // an input exceeds a configured bound
+	codeCount                          // keep last: the mapping test iterates to it
+)
+
+// AllCodes lists every code, for the proxy's mapping-completeness test.
+func AllCodes() []Code {
+	out := make([]Code, 0, codeCount)
+	for c := Code(0); c < codeCount; c++ {
+		out = append(out, c)
+	}
+	return out
+}
+
+// Error is an engine error with a class and a message meant for the client.
+type Error struct {
+	Code Code
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+func errorf(c Code, format string, args ...any) *Error {
+	return &Error{Code: c, Msg: fmt.Sprintf(format, args...)}
+}
+
+// classify turns errors from the layers below into engine errors. A MySQL
+// error packet from a backend is returned unchanged: the client sees the
+// server's own errno and SQLSTATE.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var (
+		me  *mysql.MyError
+		ee  *Error
+		se  *rewrite.SyntaxError
+		ke  *router.KeyError
+		ue  *rewrite.UnsupportedError
+		bue *backend.UnavailableError
+	)
+	switch {
+	case errors.As(err, &me):
+		return me
+	case errors.As(err, &ee):
+		return ee
+	case errors.As(err, &se):
+		return &Error{Code: CodeSyntax, Msg: se.Msg}
+	case errors.As(err, &ke):
+		return &Error{Code: CodeBadShardKey, Msg: ke.Error()}
+	case errors.Is(err, rewrite.ErrShardKeyUpdate):
+		return &Error{Code: CodeShardKeyUpdate, Msg: err.Error()}
+	case errors.As(err, &ue):
+		return &Error{Code: CodeNotSupported, Msg: ue.Error()}
+	case errors.Is(err, backend.ErrPoolTimeout):
+		return &Error{Code: CodePoolTimeout, Msg: err.Error()}
+	case errors.As(err, &bue):
+		return &Error{Code: CodeBackendUnavailable, Msg: bue.Error()}
+	}
+	return &Error{Code: CodeInternal, Msg: err.Error()}
+}

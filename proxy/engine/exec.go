@@ -1,0 +1,465 @@
+package engine
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+
+	"github.com/convoy-im/convoy/rewrite"
+	"github.com/convoy-im/convoy/router"
+)
+
+// run executes a plan. binary selects the prepared-statement protocol (the
+// backend runs the statement prepared, its binary rows go to the client
+// unchanged).
+func (s *Session) run(pl *plan, args []any, binary bool) (*mysql.Result, error) {
+	a := pl.a
+	switch a.Kind {
+	case rewrite.KindBegin:
+		s.e.metrics.countStatement("transaction")
+		return s.begin(pl.sql)
+	case rewrite.KindCommit, rewrite.KindRollback:
+		s.e.metrics.countStatement("transaction")
+		return s.endTxn(a.Kind == rewrite.KindCommit)
+	case rewrite.KindSet:
+		s.e.metrics.countStatement("session")
+		return s.set(a)
+	case rewrite.KindUse:
+		s.e.metrics.countStatement("session")
+		if err := s.UseDB(a.UseDB); err != nil {
+			return nil, err
+		}
+		return okResult(), nil
+	}
+	if pl.tmpl == nil {
+		s.e.metrics.countStatement("unsharded")
+		return s.passthrough(pl, args, binary)
+	}
+	switch a.Kind {
+	case rewrite.KindDDL:
+		s.e.metrics.countStatement("ddl")
+		return s.ddl(pl)
+	case rewrite.KindInsert:
+		s.e.metrics.countStatement("sharded")
+		return s.insert(pl, args, binary)
+	case rewrite.KindShow:
+		// SHOW COLUMNS / SHOW CREATE TABLE on a logical table: every physical
+		// table has the same schema, so shard 0's answers for all.
+		s.e.metrics.countStatement("sharded")
+		return s.onShards(pl, []router.Shard{0}, args, binary)
+	}
+	s.e.metrics.countStatement("sharded")
+	if !a.HasKey {
+		if a.Kind == rewrite.KindSelect {
+			return nil, errorf(CodeNotSupported,
+				"SELECT on %s without a %s = ... or %s IN (...) condition would read every shard; cross-shard reads are not supported yet",
+				a.Sharded[0], a.KeyColumn, a.KeyColumn)
+		}
+		return nil, errorf(CodeNotSupported, "%s on %s needs a %s = ... or %s IN (...) condition; refusing to touch every shard",
+			a.Kind, a.Sharded[0], a.KeyColumn, a.KeyColumn)
+	}
+	shards, err := s.shardsOf(a.Keys, args)
+	if err != nil {
+		return nil, err
+	}
+	return s.onShards(pl, shards, args, binary)
+}
+
+// shardsOf resolves key values (literals or bound arguments) to distinct
+// shards, in order of first appearance.
+func (s *Session) shardsOf(vals []rewrite.Value, args []any) ([]router.Shard, error) {
+	if len(vals) > s.e.opt.MaxInList {
+		return nil, errorf(CodeTooLarge, "the shard key IN list has %d values; the limit is %d", len(vals), s.e.opt.MaxInList)
+	}
+	if len(vals) == 1 { // the common case: no dedup table needed
+		k, err := keyOf(vals[0], args)
+		if err != nil {
+			return nil, err
+		}
+		return []router.Shard{router.ShardOf(k)}, nil
+	}
+	var seen [router.NumShards]bool
+	out := make([]router.Shard, 0, len(vals))
+	for _, v := range vals {
+		k, err := keyOf(v, args)
+		if err != nil {
+			return nil, err
+		}
+		sh := router.ShardOf(k)
+		if !seen[sh] {
+			seen[sh] = true
+			out = append(out, sh)
+		}
+	}
+	return out, nil
+}
+
+func keyOf(v rewrite.Value, args []any) (uint64, error) {
+	if v.Param >= 0 {
+		if v.Param >= len(args) {
+			return 0, errorf(CodeWrongArguments, "placeholder %d has no bound value", v.Param+1)
+		}
+		return router.KeyFromValue(args[v.Param])
+	}
+	return router.KeyFromValue(v.Lit)
+}
+
+// part is one physical statement of a plan.
+type part struct {
+	shard router.Shard
+	ds    string
+	sql   string
+	args  []any
+}
+
+// onShards runs a SELECT / UPDATE / DELETE on the physical tables of shards.
+func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary bool) (*mysql.Result, error) {
+	snap := s.e.routes.Current()
+	if len(shards) == 1 {
+		sh := shards[0]
+		return s.single(part{shard: sh, ds: snap.Target(sh).Datasource, sql: pl.render(s, snap, sh), args: args}, pl.write(), binary)
+	}
+	if s.inTxn() {
+		return nil, errorf(CodeCrossShardTxn, "this statement reaches %d shards; inside a transaction every statement must stay on one shard (no distributed transactions)", len(shards))
+	}
+	// Several shards of one physical table (small layouts) are one statement:
+	// the full key condition is still in it, so each table returns or touches
+	// exactly its own rows.
+	var parts []part
+	seen := map[router.Target]bool{}
+	for _, sh := range shards {
+		t := snap.Target(sh)
+		if seen[t] {
+			continue
+		}
+		seen[t] = true
+		parts = append(parts, part{shard: sh, ds: t.Datasource, sql: pl.render(s, snap, sh), args: args})
+	}
+	if len(parts) == 1 {
+		return s.single(parts[0], pl.write(), binary)
+	}
+	switch pl.a.Kind {
+	case rewrite.KindSelect:
+		if !concatenable(pl.a.Stmt) {
+			return nil, errorf(CodeNotSupported, "this SELECT reaches %d shards and needs ORDER BY / LIMIT / GROUP BY / DISTINCT / aggregate merging, which is not supported yet; query one %s at a time", len(shards), pl.a.KeyColumn)
+		}
+		return s.readParts(parts, binary)
+	default:
+		if limited(pl.a.Stmt) {
+			return nil, errorf(CodeNotSupported, "%s with ORDER BY / LIMIT reaching %d shards is not supported", pl.a.Kind, len(shards))
+		}
+		return s.writeParts(parts, binary)
+	}
+}
+
+func (s *Session) exec(c Conn, p part, binary bool) (*mysql.Result, error) {
+	if binary {
+		return c.ExecPrepared(p.sql, p.args)
+	}
+	return c.Exec(p.sql)
+}
+
+// single runs one physical statement (in the pinned transaction if any).
+func (s *Session) single(p part, write, binary bool) (*mysql.Result, error) {
+	c, release, err := s.conn(int(p.shard), p.ds)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	r, err := s.exec(c, p, binary)
+	s.e.metrics.observeShard(p.shard, write, start, err)
+	s.afterError(c, err)
+	release()
+	if err != nil {
+		return nil, err
+	}
+	fixFields(r, s.db)
+	return r, nil
+}
+
+// readParts runs a concatenable SELECT on several shards in parallel and
+// appends the rows in shard order.
+func (s *Session) readParts(parts []part, binary bool) (*mysql.Result, error) {
+	results := make([]*mysql.Result, len(parts))
+	errs := make([]error, len(parts))
+	s.parallel(len(parts), func(i int) {
+		results[i], errs[i] = s.autonomous(parts[i], false, binary, false)
+	})
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("shard %s: %w", parts[i].shard, classify(err))
+		}
+	}
+	out := results[0]
+	for _, r := range results[1:] {
+		out.RowDatas = append(out.RowDatas, r.RowDatas...)
+		out.Values = append(out.Values, r.Values...)
+	}
+	out.AffectedRows = uint64(len(out.RowDatas))
+	fixFields(out, s.db)
+	return out, nil
+}
+
+// writeParts runs one write per physical table, each in its own local
+// transaction, and commits them only if every one succeeded. Without 2PC a
+// failure between two COMMITs can still leave some applied; the error then
+// says so.
+func (s *Session) writeParts(parts []part, binary bool) (*mysql.Result, error) {
+	type open struct {
+		c  Conn
+		sh router.Shard
+	}
+	var opened []open
+	rollback := func() {
+		for _, o := range opened {
+			_, _ = o.c.Exec("ROLLBACK")
+			o.c.Release()
+		}
+	}
+	total := okResult()
+	for _, p := range parts {
+		c, err := s.acquire(p.ds)
+		if err == nil {
+			if _, err = c.Exec("BEGIN"); err != nil {
+				c.Release()
+			}
+		}
+		if err != nil {
+			rollback()
+			return nil, err
+		}
+		opened = append(opened, open{c, p.shard})
+		start := time.Now()
+		r, err := s.exec(c, p, binary)
+		s.e.metrics.observeShard(p.shard, true, start, err)
+		if err != nil {
+			rollback()
+			return nil, err
+		}
+		total.AffectedRows += r.AffectedRows
+		if total.InsertId == 0 {
+			total.InsertId = r.InsertId
+		}
+		total.Warnings += r.Warnings
+	}
+	var committed []string
+	for i, o := range opened {
+		if _, err := o.c.Exec("COMMIT"); err != nil {
+			for _, rest := range opened[i:] {
+				_, _ = rest.c.Exec("ROLLBACK")
+				rest.c.Release()
+			}
+			if len(committed) == 0 {
+				return nil, err
+			}
+			return nil, errorf(CodeBackendUnavailable, "COMMIT failed on shard %s after shards %s committed: %v", o.sh, strings.Join(committed, ","), classify(err))
+		}
+		committed = append(committed, o.sh.String())
+		o.c.Release()
+	}
+	return total, nil
+}
+
+// autonomous runs one statement on its own pooled connection, outside any
+// session transaction.
+func (s *Session) autonomous(p part, write, binary, ensureDB bool) (*mysql.Result, error) {
+	c, err := s.acquire(p.ds)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Release()
+	start := time.Now()
+	r, err := s.exec(c, p, binary)
+	s.e.metrics.observeShard(p.shard, write, start, err)
+	return r, err
+}
+
+func (s *Session) parallel(n int, fn func(i int)) {
+	limit := s.e.opt.DDLParallelism
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(i int) {
+			defer func() { <-sem; wg.Done() }()
+			fn(i)
+		}(i)
+	}
+	wg.Wait()
+}
+
+// insert splits a (multi-row) INSERT / REPLACE by the shard of each row.
+func (s *Session) insert(pl *plan, args []any, binary bool) (*mysql.Result, error) {
+	a := pl.a
+	snap := s.e.routes.Current()
+	rowsByTarget := map[router.Target][]int{}
+	var order []router.Target
+	shardOfTarget := map[router.Target]router.Shard{}
+	var shards []router.Shard
+	seenShard := map[router.Shard]bool{}
+	for i, v := range a.InsertRows {
+		k, err := keyOf(v, args)
+		if err != nil {
+			return nil, fmt.Errorf("row %d: %w", i+1, err)
+		}
+		sh := router.ShardOf(k)
+		if !seenShard[sh] {
+			seenShard[sh] = true
+			shards = append(shards, sh)
+		}
+		t := snap.Target(sh)
+		if _, ok := rowsByTarget[t]; !ok {
+			order = append(order, t)
+			shardOfTarget[t] = sh
+		}
+		rowsByTarget[t] = append(rowsByTarget[t], i)
+	}
+	if len(shards) > 1 && s.inTxn() {
+		return nil, errorf(CodeCrossShardTxn, "this INSERT has rows for %d shards; inside a transaction all rows must belong to the transaction's shard (no distributed transactions)", len(shards))
+	}
+	if len(order) == 1 {
+		sh := shards[0]
+		return s.single(part{shard: sh, ds: order[0].Datasource, sql: pl.render(s, snap, sh), args: args}, true, binary)
+	}
+	parts := make([]part, 0, len(order))
+	for _, t := range order {
+		tmpl, params, err := rewrite.SubsetInsert(a, rowsByTarget[t])
+		if err != nil {
+			return nil, err
+		}
+		sub := make([]any, len(params))
+		for i, p := range params {
+			sub[i] = args[p]
+		}
+		if !binary {
+			sub = nil
+		}
+		sh := shardOfTarget[t]
+		parts = append(parts, part{shard: sh, ds: t.Datasource, sql: renderTemplate(s, tmpl, snap, sh), args: sub})
+	}
+	return s.writeParts(parts, binary)
+}
+
+// ddl fans a CREATE / ALTER / DROP / TRUNCATE on a logical table out to
+// every physical table, with bounded parallelism. It can be re-run: with IF
+// [NOT] EXISTS it converges, and every failed table is named in the error.
+func (s *Session) ddl(pl *plan) (*mysql.Result, error) {
+	if s.txn.explicit || s.txn.conn != nil {
+		// MySQL commits an open transaction before DDL; so do we.
+		if _, err := s.endTxn(true); err != nil {
+			return nil, err
+		}
+	}
+	snap := s.e.routes.Current()
+	if _, ok := pl.a.Stmt.(*ast.CreateTableStmt); ok {
+		var dbParts []part
+		for _, d := range snap.Databases() {
+			dbParts = append(dbParts, part{ds: d[0], sql: "CREATE DATABASE IF NOT EXISTS " + quoteIdent(d[1])})
+		}
+		if err := s.fanout(dbParts, "CREATE DATABASE"); err != nil {
+			return nil, err
+		}
+	}
+	groups := snap.AllPhysical(pl.a.Sharded[0])
+	parts := make([]part, len(groups))
+	for i, g := range groups {
+		parts[i] = part{shard: g.Shards[0], ds: g.Datasource, sql: pl.render(s, snap, g.Shards[0])}
+	}
+	if err := s.fanout(parts, "DDL"); err != nil {
+		return nil, err
+	}
+	return okResult(), nil
+}
+
+func (s *Session) fanout(parts []part, what string) error {
+	errs := make([]error, len(parts))
+	s.parallel(len(parts), func(i int) {
+		_, errs[i] = s.autonomous(parts[i], true, false, false)
+	})
+	var failed []string
+	var first error
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		if first == nil {
+			first = classify(err)
+		}
+		if len(failed) < 5 {
+			failed = append(failed, fmt.Sprintf("%s (%v)", targetName(parts[i]), err))
+		}
+	}
+	n := 0
+	for _, err := range errs {
+		if err != nil {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("%s failed on %d of %d physical targets: %s", what, n, len(parts), strings.Join(failed, "; "))
+	if me, ok := first.(*mysql.MyError); ok {
+		return &mysql.MyError{Code: me.Code, State: me.State, Message: msg}
+	}
+	return errorf(CodeBackendUnavailable, "%s", msg)
+}
+
+func targetName(p part) string {
+	sql := p.sql
+	if len(sql) > 60 {
+		sql = sql[:60] + "..."
+	}
+	return p.ds + ": " + sql
+}
+
+func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+// passthrough sends a statement on unsharded tables (or none) to the default
+// datasource, byte for byte as the client wrote it.
+func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result, error) {
+	pin := pinAny
+	if len(pl.a.Unsharded) > 0 || pl.write() || pl.a.Kind == rewrite.KindOther {
+		pin = pinUnsharded
+	}
+	c, release, err := s.conn(pin, s.e.routes.Current().DefaultDatasource())
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if err := c.UseDB(s.db); err != nil {
+		s.afterError(c, err)
+		return nil, err
+	}
+	if pl.lastID {
+		if _, err := c.Exec("SELECT LAST_INSERT_ID(" + strconv.FormatUint(s.lastID, 10) + ")"); err != nil {
+			s.afterError(c, err)
+			return nil, err
+		}
+	}
+	var r *mysql.Result
+	if binary {
+		r, err = c.ExecPrepared(pl.sql, args)
+	} else {
+		r, err = c.Exec(pl.sql)
+	}
+	s.afterError(c, err)
+	return r, err
+}
+
+// begin opens a transaction; MySQL commits an open one first.
+func (s *Session) begin(sql string) (*mysql.Result, error) {
+	if s.txn.explicit || s.txn.conn != nil {
+		if _, err := s.endTxn(true); err != nil {
+			return nil, err
+		}
+	}
+	s.txn = txnState{explicit: true, beginSQL: sql}
+	return okResult(), nil
+}

@@ -1,0 +1,103 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/convoy-im/convoy/router"
+)
+
+// recorder is a recording fake of the backends: every statement is logged
+// as "ds0#3 text: SELECT ..." (datasource, connection number, protocol).
+type recorder struct {
+	mu     sync.Mutex
+	log    []string
+	nconn  int
+	failOn string // statements containing this fail with a server error
+	cols   int    // column count Describe reports
+	quiet  bool   // benchmarks: record nothing, so the fake costs ~nothing
+}
+
+type fakeConn struct {
+	r    *recorder
+	ds   string
+	id   int
+	vars map[string]string
+}
+
+func (r *recorder) Acquire(_ context.Context, ds string) (Conn, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nconn++
+	return &fakeConn{r: r, ds: ds, id: r.nconn}, nil
+}
+
+func (r *recorder) record(c *fakeConn, kind, sql string) error {
+	if r.quiet {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.log = append(r.log, fmt.Sprintf("%s#%d %s: %s", c.ds, c.id, kind, sql))
+	if r.failOn != "" && strings.Contains(sql, r.failOn) {
+		return &mysql.MyError{Code: 1062, State: "23000", Message: "Duplicate entry"}
+	}
+	return nil
+}
+
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.log
+	r.log = nil
+	return l
+}
+
+func (c *fakeConn) Datasource() string { return c.ds }
+func (c *fakeConn) Exec(sql string) (*mysql.Result, error) {
+	return &mysql.Result{AffectedRows: 1}, c.r.record(c, "text", sql)
+}
+func (c *fakeConn) ExecPrepared(sql string, args []any) (*mysql.Result, error) {
+	if c.r.quiet {
+		return &mysql.Result{AffectedRows: 1}, nil
+	}
+	return &mysql.Result{AffectedRows: 1}, c.r.record(c, fmt.Sprintf("prepared%v", args), sql)
+}
+func (c *fakeConn) Describe(sql string) (int, int, error) {
+	return strings.Count(sql, "?"), c.r.cols, c.r.record(c, "describe", sql)
+}
+func (c *fakeConn) UseDB(string) error { return nil }
+func (c *fakeConn) SyncVars(want map[string]string) error {
+	if len(want) == len(c.vars) {
+		return nil
+	}
+	c.vars = want
+	return c.r.record(c, "sync", fmt.Sprint(want))
+}
+func (c *fakeConn) Release() {}
+
+type staticRoutes struct{ s *router.Snapshot }
+
+func (r staticRoutes) Current() *router.Snapshot { return r.s }
+
+func defaultSnapshot() *router.Snapshot {
+	doc, err := router.DefaultLayout([]router.Datasource{{Name: "ds0", Addr: "127.0.0.1:1"}, {Name: "ds1", Addr: "127.0.0.1:2"}}, 8)
+	if err != nil {
+		panic(err)
+	}
+	s, err := router.NewSnapshot(doc)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+func newTestSession() (*Session, *recorder) {
+	rec := &recorder{cols: 6}
+	e := New(rec, staticRoutes{defaultSnapshot()}, nil, nil, Options{})
+	return e.NewSession("im"), rec
+}

@@ -1,0 +1,36 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/convoy-im/convoy/router"
+)
+
+// Backends hands out connections to datasources. proxy/backend satisfies it
+// (through a one-line adapter); unit tests use a recording fake.
+type Backends interface {
+	Acquire(ctx context.Context, datasource string) (Conn, error)
+}
+
+// Conn is one backend connection, owned by one session until Release.
+type Conn interface {
+	Datasource() string
+	// Exec runs a text-protocol statement.
+	Exec(sql string) (*mysql.Result, error)
+	// ExecPrepared runs sql as a server-side prepared statement and returns
+	// binary-protocol rows.
+	ExecPrepared(sql string, args []any) (*mysql.Result, error)
+	// Describe prepares sql and returns its parameter and column counts.
+	Describe(sql string) (params, columns int, err error)
+	UseDB(db string) error
+	// SyncVars makes the connection's session variables equal want.
+	SyncVars(want map[string]string) error
+	Release()
+}
+
+// Routes returns the route snapshot in force. routecfg.Watcher satisfies it.
+type Routes interface {
+	Current() *router.Snapshot
+}

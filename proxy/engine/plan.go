@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"github.com/pingcap/tidb/pkg/parser/ast"
+
+	"github.com/convoy-im/convoy/rewrite"
+	"github.com/convoy-im/convoy/router"
+)
+
+// plan is one analysed statement. Plans are session-owned (the AST is not
+// safe for concurrent use), built once per COM_QUERY or once per PREPARE.
+type plan struct {
+	sql  string // the client's text: unsharded statements go out byte for byte
+	a    *rewrite.Analysis
+	tmpl *rewrite.Template // set when the statement names sharded tables
+	// lastID marks a passthrough statement calling LAST_INSERT_ID(): the
+	// pooled connection it runs on is not the one the INSERT ran on, so the
+	// session's value is installed on it first.
+	lastID bool
+}
+
+// plan parses and analyses one statement.
+func (s *Session) plan(sql string) (*plan, error) {
+	stmts, err := s.parser.Parse(sql)
+	if err != nil {
+		return nil, classify(err)
+	}
+	switch len(stmts) {
+	case 0:
+		return nil, errorf(CodeEmptyQuery, "Query was empty")
+	case 1:
+	default:
+		return nil, errorf(CodeSyntax, "multi-statements are not supported: send one statement per query")
+	}
+	a, err := rewrite.Analyze(stmts[0])
+	if err != nil {
+		return nil, classify(err)
+	}
+	pl := &plan{sql: sql, a: a}
+	if len(a.Sharded) > 0 {
+		switch a.Kind {
+		case rewrite.KindSelect, rewrite.KindInsert, rewrite.KindUpdate, rewrite.KindDelete, rewrite.KindDDL, rewrite.KindShow:
+		default:
+			return nil, errorf(CodeNotSupported, "%s statements on the sharded table %s are not supported", a.Kind, a.Sharded[0])
+		}
+		if pl.tmpl, err = rewrite.NewTemplate(a); err != nil {
+			return nil, classify(err)
+		}
+	} else if a.Kind == rewrite.KindSelect {
+		v := &funcFinder{name: "last_insert_id"}
+		a.Stmt.Accept(v)
+		pl.lastID = v.found
+	}
+	return pl, nil
+}
+
+// local reports statements the session answers itself or that carry no rows.
+func (pl *plan) local() bool {
+	switch pl.a.Kind {
+	case rewrite.KindBegin, rewrite.KindCommit, rewrite.KindRollback, rewrite.KindSet, rewrite.KindUse:
+		return true
+	case rewrite.KindDDL:
+		return pl.tmpl != nil
+	}
+	return false
+}
+
+func (pl *plan) write() bool {
+	switch pl.a.Kind {
+	case rewrite.KindInsert, rewrite.KindUpdate, rewrite.KindDelete, rewrite.KindDDL:
+		return true
+	}
+	return false
+}
+
+// render prints the statement for one shard's physical tables.
+func (pl *plan) render(s *Session, snap *router.Snapshot, sh router.Shard) string {
+	return renderTemplate(s, pl.tmpl, snap, sh)
+}
+
+func renderTemplate(s *Session, t *rewrite.Template, snap *router.Snapshot, sh router.Shard) string {
+	s.buf = t.Render(s.buf[:0], func(logical string) (string, string) {
+		p := snap.Physical(logical, sh)
+		return p.Database, p.Table
+	})
+	return string(s.buf)
+}
+
+// concatenable reports whether rows of the same SELECT from several shards
+// can simply be appended: no ordering, limit, grouping, aggregate or DISTINCT
+// whose meaning needs a merge step (cross-shard merging is its own feature).
+func concatenable(stmt ast.StmtNode) bool {
+	sel, ok := stmt.(*ast.SelectStmt)
+	if !ok || sel.Distinct || sel.GroupBy != nil || sel.Having != nil || sel.OrderBy != nil || sel.Limit != nil {
+		return false
+	}
+	v := &aggFinder{}
+	sel.Fields.Accept(v)
+	return !v.found
+}
+
+type aggFinder struct{ found bool }
+
+func (v *aggFinder) Enter(n ast.Node) (ast.Node, bool) {
+	switch n.(type) {
+	case *ast.AggregateFuncExpr, *ast.WindowFuncExpr:
+		v.found = true
+		return n, true
+	}
+	return n, false
+}
+
+func (v *aggFinder) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+// limited reports an UPDATE / DELETE with ORDER BY or LIMIT, whose meaning
+// changes when it runs once per shard.
+func limited(stmt ast.StmtNode) bool {
+	switch st := stmt.(type) {
+	case *ast.UpdateStmt:
+		return st.Limit != nil || st.Order != nil
+	case *ast.DeleteStmt:
+		return st.Limit != nil || st.Order != nil
+	}
+	return false
+}
+
+// funcFinder reports whether a statement calls the named function.
+type funcFinder struct {
+	name  string
+	found bool
+}
+
+func (v *funcFinder) Enter(n ast.Node) (ast.Node, bool) {
+	if f, ok := n.(*ast.FuncCallExpr); ok && f.FnName.L == v.name {
+		v.found = true
+		return n, true
+	}
+	return n, v.found
+}
+
+func (v *funcFinder) Leave(n ast.Node) (ast.Node, bool) { return n, true }

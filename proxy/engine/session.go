@@ -1,0 +1,326 @@
+package engine
+
+import (
+	"strings"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/convoy-im/convoy/rewrite"
+	"github.com/convoy-im/convoy/router"
+)
+
+// Pin values for statements that do not name a shard.
+const (
+	pinUnsharded = -1 // unsharded tables: the default datasource
+	pinAny       = -2 // no table at all (SELECT 1, SELECT @@x): any connection will do
+)
+
+// Session is the engine state of one client connection. It is used by one
+// goroutine at a time (the connection's), so it needs no locks.
+type Session struct {
+	e          *Engine
+	parser     *rewrite.Parser
+	db         string
+	autocommit bool
+	vars       map[string]string // session variables every backend connection must carry
+	txn        txnState
+	lastID     uint64 // LAST_INSERT_ID() of this session, from OK packets
+	buf        []byte // reused for rendering SQL
+}
+
+// txnState is a transaction pinned to one backend connection of one shard.
+// The backend BEGIN is sent lazily with the first statement, because only
+// that statement says which shard the transaction belongs to.
+type txnState struct {
+	explicit bool   // BEGIN / START TRANSACTION seen
+	beginSQL string // what to send to the backend to open it
+	conn     Conn   // nil until the first statement
+	pin      int    // shard number, pinUnsharded or pinAny
+	aborted  bool   // the pinned connection broke: only ROLLBACK is accepted
+}
+
+// NewSession starts a session with db as its current database.
+func (e *Engine) NewSession(db string) *Session {
+	return &Session{e: e, parser: rewrite.NewParser(), db: db, autocommit: true, vars: map[string]string{}}
+}
+
+// DB is the session's current database.
+func (s *Session) DB() string { return s.db }
+
+// Autocommit reports the session's autocommit setting.
+func (s *Session) Autocommit() bool { return s.autocommit }
+
+// InTransaction reports whether a transaction is open, for the status flags
+// of every reply.
+func (s *Session) InTransaction() bool { return s.txn.explicit || s.txn.conn != nil }
+
+func (s *Session) inTxn() bool { return s.txn.explicit || !s.autocommit }
+
+// Close rolls back an open transaction and returns its connection.
+func (s *Session) Close() {
+	if c := s.txn.conn; c != nil {
+		_, _ = c.Exec("ROLLBACK")
+		c.Release()
+	}
+	s.txn = txnState{}
+}
+
+// UseDB switches the current database after checking that it exists on the
+// default datasource (which also holds the unsharded tables).
+func (s *Session) UseDB(db string) error {
+	if err := s.withDefaultConn(func(c Conn) error { return c.UseDB(db) }); err != nil {
+		return classify(err)
+	}
+	s.db = db
+	return nil
+}
+
+func (s *Session) withDefaultConn(fn func(Conn) error) error {
+	if c := s.txn.conn; c != nil && c.Datasource() == s.e.routes.Current().DefaultDatasource() {
+		return fn(c)
+	}
+	c, err := s.acquire(s.e.routes.Current().DefaultDatasource())
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	return fn(c)
+}
+
+// Query runs one COM_QUERY.
+func (s *Session) Query(sql string) (*mysql.Result, error) {
+	pl, err := s.plan(sql)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.run(pl, nil, false)
+	s.noteInsertID(r)
+	return r, classify(err)
+}
+
+// noteInsertID keeps LAST_INSERT_ID() per session: the statements of one
+// session run on many pooled connections.
+func (s *Session) noteInsertID(r *mysql.Result) {
+	if r != nil && r.InsertId != 0 {
+		s.lastID = r.InsertId
+	}
+}
+
+// Prepared is a statement parsed and planned once at COM_STMT_PREPARE and
+// routed at every COM_STMT_EXECUTE by its bound values.
+type Prepared struct {
+	pl      *plan
+	Params  int
+	Columns int
+}
+
+// Prepare plans sql and asks a backend for its exact parameter and column
+// counts (clients such as libmariadb fail if they are not exact).
+func (s *Session) Prepare(sql string) (*Prepared, error) {
+	pl, err := s.plan(sql)
+	if err != nil {
+		return nil, err
+	}
+	p := &Prepared{pl: pl, Params: pl.a.ParamCount}
+	switch {
+	case pl.local():
+		if p.Params > 0 {
+			return nil, errorf(CodeNotSupported, "placeholders are not supported in a prepared %s statement", pl.a.Kind)
+		}
+		return p, nil
+	case pl.tmpl != nil:
+		snap := s.e.routes.Current()
+		sh := router.Shard(0)
+		sql := pl.render(s, snap, sh)
+		err = s.describe(snap.Target(sh).Datasource, "", sql, p)
+	default:
+		err = s.describe(s.e.routes.Current().DefaultDatasource(), s.db, pl.sql, p)
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	return p, nil
+}
+
+func (s *Session) describe(ds, db, sql string, p *Prepared) error {
+	c, err := s.e.acquire(ds)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	if err := c.UseDB(db); err != nil {
+		return err
+	}
+	params, cols, err := c.Describe(sql)
+	if err != nil {
+		return err
+	}
+	if params != p.Params {
+		return errorf(CodeInternal, "[BUG] backend counts %d placeholders where the parser counted %d", params, p.Params)
+	}
+	p.Columns = cols
+	return nil
+}
+
+// Execute runs a prepared statement with its bound arguments.
+func (s *Session) Execute(p *Prepared, args []any) (*mysql.Result, error) {
+	if len(args) != p.Params {
+		return nil, errorf(CodeWrongArguments, "Incorrect arguments to mysqld_stmt_execute: %d given, %d expected", len(args), p.Params)
+	}
+	r, err := s.run(p.pl, args, !p.pl.local())
+	s.noteInsertID(r)
+	return r, classify(err)
+}
+
+// FieldList answers COM_FIELD_LIST (column completion in the mysql CLI).
+func (s *Session) FieldList(table, wildcard string) ([]*mysql.Field, error) {
+	type lister interface {
+		FieldList(table, wildcard string) ([]*mysql.Field, error)
+	}
+	snap := s.e.routes.Current()
+	ds, db, phys := snap.DefaultDatasource(), s.db, table
+	if _, ok := router.ShardKeyColumn(strings.ToLower(table)); ok {
+		p := snap.Physical(strings.ToLower(table), 0)
+		ds, db, phys = p.Datasource, p.Database, p.Table
+	}
+	c, err := s.e.acquire(ds)
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer c.Release()
+	l, ok := c.(lister)
+	if !ok {
+		return nil, errorf(CodeNotSupported, "COM_FIELD_LIST is not supported by this backend")
+	}
+	if err := c.UseDB(db); err != nil {
+		return nil, classify(err)
+	}
+	fs, err := l.FieldList(phys, wildcard)
+	if err != nil {
+		return nil, classify(err)
+	}
+	fixFieldList(fs, s.db)
+	return fs, nil
+}
+
+// acquire gets a pooled connection carrying the session's variables.
+func (s *Session) acquire(ds string) (Conn, error) {
+	c, err := s.e.acquire(ds)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.SyncVars(s.vars); err != nil {
+		c.Release()
+		return nil, err
+	}
+	return c, nil
+}
+
+// conn returns the connection a statement for pin on datasource ds runs on,
+// and the function that gives it back. Inside a transaction that is the
+// pinned connection, opened lazily; a statement for another shard is refused
+// and leaves the transaction as it was.
+func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
+	noop := func() {}
+	if !s.inTxn() {
+		c, err := s.acquire(ds)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, c.Release, nil
+	}
+	if s.txn.aborted {
+		return nil, nil, errorf(CodeTxnAborted, "the transaction was rolled back because its backend connection broke; send ROLLBACK")
+	}
+	if c := s.txn.conn; c != nil {
+		switch {
+		case pin == pinAny || pin == s.txn.pin:
+			return c, noop, nil
+		case s.txn.pin == pinAny:
+			// Only table-less statements ran so far: the transaction holds no
+			// row yet, so it may still take the first shard it meets if that
+			// shard lives on the same connection's datasource.
+			if c.Datasource() == ds {
+				s.txn.pin = pin
+				return c, noop, nil
+			}
+		}
+		return nil, nil, errorf(CodeCrossShardTxn,
+			"this transaction is pinned to %s; a statement for %s would need a second shard (no distributed transactions: commit first, or keep one conversation/user per transaction)",
+			pinName(s.txn.pin), pinName(pin))
+	}
+	c, err := s.acquire(ds)
+	if err != nil {
+		return nil, nil, err
+	}
+	begin := s.txn.beginSQL
+	if begin == "" {
+		begin = "BEGIN"
+	}
+	if _, err := c.Exec(begin); err != nil {
+		c.Release()
+		return nil, nil, err
+	}
+	s.txn.conn, s.txn.pin = c, pin
+	return c, noop, nil
+}
+
+func pinName(pin int) string {
+	switch pin {
+	case pinUnsharded:
+		return "the unsharded tables"
+	case pinAny:
+		return "no table"
+	}
+	return "shard " + router.Shard(pin).String()
+}
+
+// afterError aborts the pinned transaction when its connection broke: the
+// server has rolled it back, and pretending otherwise would lose writes.
+func (s *Session) afterError(c Conn, err error) {
+	if err == nil || s.txn.conn == nil || c != s.txn.conn {
+		return
+	}
+	if ce := classify(err); isCode(ce, CodeBackendUnavailable) {
+		s.txn.conn.Release()
+		s.txn.conn = nil
+		s.txn.aborted = true
+	}
+}
+
+func isCode(err error, c Code) bool {
+	e, ok := err.(*Error)
+	return ok && e.Code == c
+}
+
+// endTxn commits or rolls back.
+func (s *Session) endTxn(commit bool) (*mysql.Result, error) {
+	t := s.txn
+	s.txn = txnState{}
+	if t.aborted {
+		if commit {
+			return nil, errorf(CodeTxnAborted, "COMMIT failed: the transaction was already rolled back because its backend connection broke")
+		}
+		return okResult(), nil
+	}
+	if t.conn == nil {
+		return okResult(), nil
+	}
+	verb := "ROLLBACK"
+	if commit {
+		verb = "COMMIT"
+	}
+	start := time.Now()
+	r, err := t.conn.Exec(verb)
+	if t.pin >= 0 {
+		s.e.metrics.observeShard(router.Shard(t.pin), true, start, err)
+	}
+	t.conn.Release()
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func okResult() *mysql.Result { return &mysql.Result{} }

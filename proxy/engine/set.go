@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/convoy-im/convoy/rewrite"
+)
+
+// safeCharsets are the client character sets whose bytes the parser and the
+// restorer read exactly like the server does. Multibyte sets such as GBK or
+// SJIS can hide a quote inside a character (the classic 0xbf27 injection), so
+// they are refused rather than half-supported.
+var safeCharsets = map[string]bool{"utf8mb4": true, "utf8": true, "utf8mb3": true, "latin1": true, "ascii": true, "binary": true}
+
+// set applies SET statements. Session variables are checked on a real
+// backend connection at once, so a bad name or value fails now with the
+// server's own error, and then travel with the session to every connection
+// it uses.
+func (s *Session) set(a *rewrite.Analysis) (*mysql.Result, error) {
+	next := make(map[string]string, len(s.vars)+len(a.SetVars))
+	for k, v := range s.vars {
+		next[k] = v
+	}
+	autocommit := s.autocommit
+	for _, v := range a.SetVars {
+		switch {
+		case v.Global:
+			return nil, errorf(CodeNotSupported, "SET GLOBAL %s is not allowed through Convoy: it would change one datasource only; set it on each server directly", v.Name)
+		case v.User:
+			name := "@" + strings.TrimPrefix(v.Name, "@")
+			next[name] = v.Value
+		case v.Name == "autocommit":
+			on, ok := boolValue(v.Value)
+			if !ok {
+				return nil, &mysql.MyError{Code: mysql.ER_WRONG_VALUE_FOR_VAR, State: "42000",
+					Message: "Variable 'autocommit' can't be set to the value of '" + v.Value + "'"}
+			}
+			autocommit = on
+		case v.Name == "names" || v.Name == "character_set":
+			cs := strings.ToLower(unquote(v.Value))
+			if cs == "default" {
+				delete(next, "names")
+				continue
+			}
+			if !safeCharsets[cs] {
+				return nil, errorf(CodeNotSupported, "character set %q is not supported through Convoy (use utf8mb4): multibyte sets like GBK break escaping", cs)
+			}
+			val := cs
+			if v.Collate != "" {
+				val += " COLLATE " + unquote(v.Collate)
+			}
+			next["names"] = val
+		case v.Name == "sql_mode":
+			if err := checkSQLMode(v.Value); err != nil {
+				return nil, err
+			}
+			setSys(next, v.Name, v.Value)
+		default:
+			setSys(next, v.Name, v.Value)
+		}
+	}
+	if !mapsEqual(next, s.vars) {
+		var err error
+		if c := s.txn.conn; c != nil {
+			err = c.SyncVars(next)
+			s.afterError(c, err)
+		} else {
+			err = s.withDefaultConn(func(c Conn) error { return c.SyncVars(next) })
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.vars = next
+	}
+	if autocommit && !s.autocommit && s.txn.conn != nil && !s.txn.explicit {
+		// SET autocommit=1 commits the implicit transaction, as in MySQL.
+		if _, err := s.endTxn(true); err != nil {
+			return nil, err
+		}
+	}
+	s.autocommit = autocommit
+	return okResult(), nil
+}
+
+func setSys(m map[string]string, name, value string) {
+	if strings.EqualFold(value, "DEFAULT") {
+		delete(m, "@@"+name)
+		return
+	}
+	m["@@"+name] = value
+}
+
+// checkSQLMode refuses modes that change how string literals and quotes are
+// read: the proxy parses with backslash escapes and backtick identifiers, so
+// NO_BACKSLASH_ESCAPES or ANSI_QUOTES would make the rewritten statement mean
+// different bytes than the client sent.
+func checkSQLMode(v string) error {
+	if strings.EqualFold(v, "DEFAULT") {
+		return nil
+	}
+	if len(v) < 2 || (v[0] != '\'' && v[0] != '"') {
+		return errorf(CodeNotSupported, "SET sql_mode needs a literal string through Convoy (it must check the modes), got %s", v)
+	}
+	for _, m := range strings.Split(strings.ToUpper(unquote(v)), ",") {
+		switch strings.TrimSpace(m) {
+		case "NO_BACKSLASH_ESCAPES", "ANSI_QUOTES", "ANSI":
+			return errorf(CodeNotSupported, "sql_mode %s is not supported through Convoy: it changes how the proxy must read quotes and escapes", strings.TrimSpace(m))
+		}
+	}
+	return nil
+}
+
+func unquote(s string) string {
+	if len(s) >= 2 && (s[0] == '\'' || s[0] == '"' || s[0] == '`') && s[len(s)-1] == s[0] {
+		return s[1 : len(s)-1]
+	}
+	return s
+}
+
+func boolValue(v string) (bool, bool) {
+	switch strings.ToUpper(unquote(v)) {
+	case "1", "ON", "TRUE":
+		return true, true
+	case "0", "OFF", "FALSE":
+		return false, true
+	}
+	return false, false
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,58 @@
+package proxy
+
+import (
+	"errors"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/convoy-im/convoy/proxy/engine"
+)
+
+// mysqlCode is what a client sees for one engine error class.
+type mysqlCode struct {
+	errno uint16
+	state string
+}
+
+// codes is the one place engine errors become MySQL errors. Every engine
+// Code must appear (TestErrorMapComplete); errnos are real server errnos so
+// drivers and retry logic recognise them.
+var codes = map[engine.Code]mysqlCode{
+	engine.CodeInternal:           {mysql.ER_UNKNOWN_ERROR, "HY000"},
+	engine.CodeSyntax:             {mysql.ER_PARSE_ERROR, "42000"},
+	engine.CodeEmptyQuery:         {mysql.ER_EMPTY_QUERY, "42000"},
+	engine.CodeNotSupported:       {mysql.ER_NOT_SUPPORTED_YET, "42000"},
+	engine.CodeBadShardKey:        {mysql.ER_WRONG_VALUE, "HY000"},
+	engine.CodeShardKeyUpdate:     {mysql.ER_NOT_SUPPORTED_YET, "42000"},
+	engine.CodeCrossShardTxn:      {mysql.ER_NOT_SUPPORTED_YET, "42000"},
+	engine.CodeWrongArguments:     {mysql.ER_WRONG_ARGUMENTS, "HY000"},
+	engine.CodeUnknownStmt:        {mysql.ER_UNKNOWN_STMT_HANDLER, "HY000"},
+	engine.CodeBackendUnavailable: {mysql.ER_UNKNOWN_ERROR, "HY000"},
+	engine.CodePoolTimeout:        {mysql.ER_CON_COUNT_ERROR, "08004"},
+	engine.CodeTxnAborted:         {mysql.ER_ERROR_DURING_COMMIT, "HY000"},
+	engine.CodeTooManyConnections: {mysql.ER_CON_COUNT_ERROR, "08004"},
+	engine.CodeAccessDenied:       {mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR, "42000"},
+	engine.CodeUnknownDatabase:    {mysql.ER_BAD_DB_ERROR, "42000"},
+	engine.CodeTooLarge:           {mysql.ER_TOO_BIG_SELECT, "42000"},
+}
+
+// toMySQL maps any error to the packet the client receives. Backend error
+// packets keep their own errno and SQLSTATE.
+func toMySQL(err error) *mysql.MyError {
+	if err == nil {
+		return nil
+	}
+	var me *mysql.MyError
+	if errors.As(err, &me) {
+		return me
+	}
+	var ee *engine.Error
+	if errors.As(err, &ee) {
+		c, ok := codes[ee.Code]
+		if !ok {
+			c = codes[engine.CodeInternal]
+		}
+		return &mysql.MyError{Code: c.errno, State: c.state, Message: err.Error()}
+	}
+	return &mysql.MyError{Code: mysql.ER_UNKNOWN_ERROR, State: "HY000", Message: err.Error()}
+}

@@ -1,0 +1,274 @@
+// Package proxy is Convoy's MySQL wire front: it accepts client connections,
+// authenticates them, and hands each command to an engine.Session. It knows
+// nothing about shards; errors become MySQL error packets here and only here.
+package proxy
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/server"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/convoy-im/convoy/proxy/engine"
+)
+
+// User is an account clients log in with. Admin users may send admin
+// directives (a later feature); the flag is kept from the start so accounts
+// do not change shape.
+type User struct {
+	Name     string
+	Password string
+	Admin    bool
+}
+
+// Config is the front end's configuration.
+type Config struct {
+	Users []User
+	// ServerVersion is announced in the handshake. The 5.5.5- prefix is what
+	// MariaDB sends so that old clients parse a 5.x major version.
+	ServerVersion string
+	// AuthMethod is mysql_native_password (default) or caching_sha2_password;
+	// clients asking for the other one are switched.
+	AuthMethod string
+	// TLSCert and TLSKey enable TLS (and the RSA exchange of caching_sha2).
+	TLSCert, TLSKey string
+	// MaxConnections bounds client connections; the next one gets errno 1040.
+	MaxConnections int
+}
+
+// Server accepts client connections.
+type Server struct {
+	cfg    Config
+	eng    *engine.Engine
+	log    *zap.Logger
+	wire   *server.Server
+	users  credentials
+	active atomic.Int64
+
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+
+	connGauge prometheus.Gauge
+	rejected  prometheus.Counter
+	errs      *prometheus.CounterVec
+}
+
+// New builds a server; call Serve with a listener.
+func New(cfg Config, eng *engine.Engine, log *zap.Logger, reg prometheus.Registerer) (*Server, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if cfg.ServerVersion == "" {
+		cfg.ServerVersion = "5.5.5-10.11.19-MariaDB-Convoy"
+	}
+	if cfg.AuthMethod == "" {
+		cfg.AuthMethod = mysql.AUTH_NATIVE_PASSWORD
+	}
+	if cfg.AuthMethod != mysql.AUTH_NATIVE_PASSWORD && cfg.AuthMethod != mysql.AUTH_CACHING_SHA2_PASSWORD {
+		return nil, fmt.Errorf("auth method %q is not supported (use %s or %s)", cfg.AuthMethod, mysql.AUTH_NATIVE_PASSWORD, mysql.AUTH_CACHING_SHA2_PASSWORD)
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = 4096
+	}
+	if len(cfg.Users) == 0 {
+		return nil, errors.New("no users configured: clients could not log in")
+	}
+	var tlsConf *tls.Config
+	var pubKey []byte
+	if cfg.TLSCert != "" || cfg.TLSKey != "" {
+		var err error
+		if tlsConf, pubKey, err = loadTLS(cfg.TLSCert, cfg.TLSKey); err != nil {
+			return nil, err
+		}
+	}
+	s := &Server{
+		cfg:   cfg,
+		eng:   eng,
+		log:   log,
+		users: credentials{},
+		conns: map[net.Conn]struct{}{},
+		// utf8mb4_general_ci (45) is the collation announced to clients.
+		wire: server.NewServer(cfg.ServerVersion, 45, cfg.AuthMethod, pubKey, tlsConf),
+		connGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "convoy_client_connections", Help: "Open client connections."}),
+		rejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "convoy_client_connections_rejected_total", Help: "Client connections refused because max_connections was reached."}),
+		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "convoy_client_errors_total", Help: "Error packets sent to clients, by errno."}, []string{"errno"}),
+	}
+	for _, u := range cfg.Users {
+		s.users[u.Name] = u
+	}
+	if reg != nil {
+		reg.MustRegister(s.connGauge, s.rejected, s.errs)
+	}
+	return s, nil
+}
+
+func loadTLS(certFile, keyFile string) (*tls.Config, []byte, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading TLS certificate: %w", err)
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return nil, nil, fmt.Errorf("parsing TLS certificate: %w", err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(leaf.PublicKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("TLS public key: %w", err)
+	}
+	pub := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, pub, nil
+}
+
+// credentials implements go-mysql's CredentialProvider over the configured
+// users.
+type credentials map[string]User
+
+func (c credentials) CheckUsername(name string) (bool, error) {
+	_, ok := c[name]
+	return ok, nil
+}
+
+func (c credentials) GetCredential(name string) (string, bool, error) {
+	u, ok := c[name]
+	return u.Password, ok, nil
+}
+
+// Serve accepts connections on ln until Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errors.New("server closed")
+	}
+	s.ln = ln
+	s.mu.Unlock()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		if !s.track(nc) {
+			_ = nc.Close()
+			continue
+		}
+		s.wg.Add(1)
+		go s.handle(nc)
+	}
+}
+
+func (s *Server) track(nc net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[nc] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(nc net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, nc)
+	s.mu.Unlock()
+}
+
+// Close stops accepting, closes every client connection and waits for their
+// goroutines; open transactions are rolled back.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	if s.ln != nil {
+		_ = s.ln.Close()
+	}
+	for nc := range s.conns {
+		_ = nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// handle owns one client connection. A panic anywhere below ends this
+// session only, never the process.
+func (s *Server) handle(nc net.Conn) {
+	defer s.wg.Done()
+	defer s.untrack(nc)
+	defer nc.Close()
+	n := s.active.Add(1)
+	s.connGauge.Inc()
+	defer func() {
+		s.active.Add(-1)
+		s.connGauge.Dec()
+	}()
+	if n > int64(s.cfg.MaxConnections) {
+		s.rejected.Inc()
+		writeRawError(nc, mysql.ER_CON_COUNT_ERROR, "08004", "Too many connections")
+		return
+	}
+	h := &handler{s: s, sess: s.eng.NewSession("")}
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("[BUG] panic in client session; closing it", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+		}
+		h.sess.Close()
+	}()
+	conn, err := s.wire.NewCustomizedConn(nc, s.users, h)
+	if err != nil {
+		s.log.Debug("handshake failed", zap.String("remote", nc.RemoteAddr().String()), zap.Error(err))
+		return
+	}
+	h.conn = conn
+	h.user = s.users[conn.GetUser()]
+	h.syncStatus()
+	for !conn.Closed() {
+		if err := conn.HandleCommand(); err != nil {
+			return
+		}
+	}
+}
+
+// writeRawError sends an error packet in place of the handshake, as MySQL
+// does when it refuses a connection outright.
+func writeRawError(nc net.Conn, code uint16, state, msg string) {
+	body := []byte{0xff, byte(code), byte(code >> 8), '#'}
+	body = append(body, state...)
+	body = append(body, msg...)
+	pkt := append([]byte{byte(len(body)), byte(len(body) >> 8), byte(len(body) >> 16), 0}, body...)
+	_, _ = nc.Write(pkt)
+}
+
+// Addr returns the listening address, once Serve runs.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}

@@ -1,0 +1,536 @@
+package rewrite
+
+import (
+	"cmp"
+	"encoding/binary"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/opcode"
+	"github.com/pingcap/tidb/pkg/parser/test_driver"
+
+	"github.com/convoy-im/convoy/router"
+)
+
+// Kind classifies a statement for routing.
+type Kind int
+
+// Statement kinds. Anything not listed is KindOther: passthrough to the
+// default datasource (the engine should still look at Analysis.Sharded).
+const (
+	KindOther    Kind = iota // anything not listed below
+	KindSelect               // SELECT / UNION / TABLE / VALUES (incl. SELECT ... FOR UPDATE)
+	KindInsert               // INSERT and REPLACE (incl. ON DUPLICATE KEY UPDATE)
+	KindUpdate               // UPDATE
+	KindDelete               // DELETE
+	KindDDL                  // CREATE TABLE [LIKE], ALTER TABLE, DROP TABLE, TRUNCATE TABLE, CREATE/DROP INDEX
+	KindBegin                // BEGIN, START TRANSACTION [...]
+	KindCommit               // COMMIT
+	KindRollback             // ROLLBACK (not ROLLBACK TO SAVEPOINT, which is KindOther)
+	KindSet                  // SET variables, SET NAMES, SET CHARACTER SET, SET TRANSACTION
+	KindUse                  // USE db
+	KindShow                 // SHOW ...
+)
+
+var kindNames = [...]string{"other", "select", "insert", "update", "delete", "ddl", "begin", "commit", "rollback", "set", "use", "show"}
+
+func (k Kind) String() string {
+	if k >= 0 && int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Value is a shard-key value found in a statement.
+type Value struct {
+	// Param >= 0 is the 0-based index of the `?` placeholder (textual order);
+	// -1 means Lit holds a literal.
+	Param int
+	// Lit is the literal as a Go value: nil (NULL), int64, uint64, float64,
+	// router.Decimal, string or []byte. Hex and bit literals are uint64 when
+	// they fit in 8 bytes, else []byte. A minus over a number is folded
+	// (-1 -> int64(-1), -1.5 -> router.Decimal("-1.5")). router.KeyFromValue
+	// decides which of these are acceptable keys.
+	Lit any
+}
+
+// SetVar is one assignment of a SET statement.
+type SetVar struct {
+	Name   string `json:"name"`             // lower-case; "names" for SET NAMES, "character_set" for SET CHARACTER SET
+	Global bool   `json:"global,omitempty"` // SET GLOBAL / @@global.
+	User   bool   `json:"user,omitempty"`   // @user variable
+	// Value is the value expression restored as SQL (`'utf8mb4'`, `0`,
+	// `DEFAULT`); for SET NAMES / SET CHARACTER SET it is the bare charset name.
+	Value   string `json:"value"`
+	Collate string `json:"collate,omitempty"` // SET NAMES ... COLLATE x
+	// NextTx marks SET TRANSACTION ISOLATION LEVEL without SESSION/GLOBAL,
+	// which applies to the next transaction only (Name is "tx_isolation").
+	NextTx bool `json:"next_tx,omitempty"`
+}
+
+// Analysis holds the routing facts of one statement.
+type Analysis struct {
+	Stmt       ast.StmtNode
+	Kind       Kind
+	ParamCount int      // number of `?` placeholders
+	Sharded    []string // distinct logical sharded tables (lower-case), in order of first appearance
+	KeyColumn  string   // shard key column shared by all of Sharded ("conv_id" or "uid")
+	Unsharded  []string // other tables, as written (schema.table or table), distinct
+	HasKey     bool     // SELECT/UPDATE/DELETE: a shard-key restriction was found
+	Keys       []Value  // values of that restriction: one for `=`, many for IN
+	InsertRows []Value  // INSERT/REPLACE into a sharded table: the key value of each row
+	// InsertHasKey is true for an INSERT/REPLACE into a sharded table (the key
+	// column is always in its column list: anything else is refused).
+	InsertHasKey bool
+	SetVars      []SetVar // KindSet
+	UseDB        string   // KindUse
+	TxReadOnly   bool     // START TRANSACTION READ ONLY (informative)
+
+	params map[*test_driver.ParamMarkerExpr]int // placeholder -> index
+}
+
+// Analyze classifies one statement and extracts routing facts. Refusals are
+// *UnsupportedError (see errors.go). Analyze does not modify stmt.
+func Analyze(stmt ast.StmtNode) (*Analysis, error) {
+	a := &Analysis{Stmt: stmt}
+	c := collector{a: a}
+	stmt.Accept(&c)
+	if err := c.finish(); err != nil {
+		return nil, err
+	}
+	switch s := stmt.(type) {
+	case *ast.SelectStmt:
+		a.Kind = KindSelect
+		if len(a.Sharded) > 0 {
+			a.findKey(s.From, s.Where)
+		}
+	case *ast.SetOprStmt:
+		// Each branch has its own WHERE; sending the whole statement to the
+		// shards of several branches would mix rows, so a set operation is
+		// never single-shard: the engine scatters it.
+		a.Kind = KindSelect
+	case *ast.InsertStmt:
+		a.Kind = KindInsert
+		if err := a.analyzeInsert(s); err != nil {
+			return nil, err
+		}
+	case *ast.UpdateStmt:
+		a.Kind = KindUpdate
+		if len(a.Sharded) > 0 {
+			for _, as := range s.List {
+				if as.Column.Name.L == a.KeyColumn {
+					return nil, unsupportedAs(ErrShardKeyUpdate,
+						"UPDATE cannot assign the shard key column %s of sharded table %s: the row would move to another shard",
+						a.KeyColumn, strings.Join(a.Sharded, ", "))
+				}
+			}
+			a.findKey(s.TableRefs, s.Where)
+		}
+	case *ast.DeleteStmt:
+		a.Kind = KindDelete
+		if len(a.Sharded) > 0 {
+			a.findKey(s.TableRefs, s.Where)
+		}
+	case *ast.CreateTableStmt, *ast.AlterTableStmt, *ast.TruncateTableStmt,
+		*ast.CreateIndexStmt, *ast.DropIndexStmt:
+		a.Kind = KindDDL
+	case *ast.DropTableStmt:
+		if !s.IsView {
+			a.Kind = KindDDL
+		}
+	case *ast.BeginStmt:
+		a.Kind = KindBegin
+		a.TxReadOnly = s.ReadOnly
+	case *ast.CommitStmt:
+		a.Kind = KindCommit
+	case *ast.RollbackStmt:
+		if s.SavepointName == "" {
+			a.Kind = KindRollback
+		}
+	case *ast.SetStmt:
+		a.Kind = KindSet
+		vars, err := setVars(s)
+		if err != nil {
+			return nil, err
+		}
+		a.SetVars = vars
+	case *ast.UseStmt:
+		a.Kind = KindUse
+		a.UseDB = s.DBName
+	case *ast.ShowStmt:
+		a.Kind = KindShow
+	}
+	return a, nil
+}
+
+// collector walks the whole statement once: tables, CTE names, placeholders.
+type collector struct {
+	a       *Analysis
+	tables  []*ast.TableName
+	ctes    map[string]bool
+	markers []*test_driver.ParamMarkerExpr
+}
+
+func (c *collector) Enter(n ast.Node) (ast.Node, bool) {
+	switch x := n.(type) {
+	case *test_driver.ParamMarkerExpr:
+		c.markers = append(c.markers, x)
+	case *ast.DeleteTableList:
+		// The targets of a multi-table DELETE name tables (or aliases)
+		// that its FROM clause already lists.
+		return n, true
+	case *ast.CommonTableExpression:
+		if c.ctes == nil {
+			c.ctes = map[string]bool{}
+		}
+		c.ctes[x.Name.L] = true
+	case *ast.TableName:
+		c.tables = append(c.tables, x)
+	}
+	return n, false
+}
+
+func (c *collector) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+func (c *collector) finish() error {
+	a := c.a
+	a.ParamCount = len(c.markers)
+	if len(c.markers) > 0 {
+		slices.SortStableFunc(c.markers, func(x, y *test_driver.ParamMarkerExpr) int { return cmp.Compare(x.Offset, y.Offset) })
+		a.params = make(map[*test_driver.ParamMarkerExpr]int, len(c.markers))
+		for i, m := range c.markers {
+			a.params[m] = i
+		}
+	}
+	for _, tn := range c.tables {
+		if tn.Schema.L == "" && c.ctes[tn.Name.L] {
+			continue // a CTE reference, not a table
+		}
+		if col, ok := router.ShardKeyColumn(tn.Name.L); ok {
+			if !slices.Contains(a.Sharded, tn.Name.L) {
+				a.Sharded = append(a.Sharded, tn.Name.L)
+			}
+			if a.KeyColumn == "" {
+				a.KeyColumn = col
+			} else if a.KeyColumn != col {
+				return unsupportedAs(ErrMixedTables,
+					"statement mixes sharded tables with different shard keys (%s by %s, %s by %s): they live on different shards",
+					a.Sharded[0], a.KeyColumn, tn.Name.L, col)
+			}
+			continue
+		}
+		name := tn.Name.O
+		if tn.Schema.O != "" {
+			name = tn.Schema.O + "." + name
+		}
+		if !slices.Contains(a.Unsharded, name) {
+			a.Unsharded = append(a.Unsharded, name)
+		}
+	}
+	if len(a.Sharded) > 0 && len(a.Unsharded) > 0 {
+		return unsupportedAs(ErrMixedTables,
+			"statement mixes sharded table %s with unsharded table %s: they live in different databases",
+			a.Sharded[0], a.Unsharded[0])
+	}
+	return nil
+}
+
+// findKey looks for the first shard-key restriction among the top-level AND
+// conjuncts of WHERE and of the ON conditions of inner joins whose rows are
+// not null-extended by an outer join.
+func (a *Analysis) findKey(from *ast.TableRefsClause, where ast.ExprNode) {
+	var refs []string // qualifiers that name a sharded table of this FROM
+	var ons []ast.ExprNode
+	if from != nil && from.TableRefs != nil {
+		walkJoin(from.TableRefs, true, &refs, &ons)
+	}
+	var conj []ast.ExprNode
+	conj = conjuncts(where, conj)
+	for _, on := range ons {
+		conj = conjuncts(on, conj)
+	}
+	for _, e := range conj {
+		if keys, ok := a.keyRestriction(e, refs); ok {
+			a.HasKey, a.Keys = true, keys
+			return
+		}
+	}
+}
+
+func walkJoin(n ast.ResultSetNode, preserved bool, refs *[]string, ons *[]ast.ExprNode) {
+	switch x := n.(type) {
+	case *ast.Join:
+		if x.Right == nil {
+			walkJoin(x.Left, preserved, refs, ons)
+			return
+		}
+		switch x.Tp {
+		case ast.LeftJoin:
+			walkJoin(x.Left, preserved, refs, ons)
+			walkJoin(x.Right, false, refs, ons)
+		case ast.RightJoin:
+			walkJoin(x.Left, false, refs, ons)
+			walkJoin(x.Right, preserved, refs, ons)
+		default:
+			walkJoin(x.Left, preserved, refs, ons)
+			walkJoin(x.Right, preserved, refs, ons)
+			if preserved && x.On != nil {
+				*ons = append(*ons, x.On.Expr)
+			}
+		}
+	case *ast.TableSource:
+		tn, ok := x.Source.(*ast.TableName)
+		if !ok {
+			return
+		}
+		if _, sharded := router.ShardKeyColumn(tn.Name.L); !sharded {
+			return
+		}
+		if x.AsName.L != "" {
+			*refs = append(*refs, x.AsName.L)
+		} else {
+			*refs = append(*refs, tn.Name.L)
+		}
+	}
+}
+
+func unparen(e ast.ExprNode) ast.ExprNode {
+	for {
+		p, ok := e.(*ast.ParenthesesExpr)
+		if !ok {
+			return e
+		}
+		e = p.Expr
+	}
+}
+
+func conjuncts(e ast.ExprNode, dst []ast.ExprNode) []ast.ExprNode {
+	if e == nil {
+		return dst
+	}
+	e = unparen(e)
+	if b, ok := e.(*ast.BinaryOperationExpr); ok && b.Op == opcode.LogicAnd {
+		dst = conjuncts(b.L, dst)
+		return conjuncts(b.R, dst)
+	}
+	return append(dst, e)
+}
+
+func (a *Analysis) isKeyColumn(e ast.ExprNode, refs []string) bool {
+	c, ok := unparen(e).(*ast.ColumnNameExpr)
+	if !ok || c.Name.Name.L != a.KeyColumn {
+		return false
+	}
+	return c.Name.Table.L == "" || slices.Contains(refs, c.Name.Table.L)
+}
+
+func (a *Analysis) keyRestriction(e ast.ExprNode, refs []string) ([]Value, bool) {
+	switch x := e.(type) {
+	case *ast.BinaryOperationExpr:
+		if x.Op != opcode.EQ {
+			return nil, false
+		}
+		if a.isKeyColumn(x.L, refs) {
+			if v, ok := a.value(x.R); ok {
+				return []Value{v}, true
+			}
+		}
+		if a.isKeyColumn(x.R, refs) {
+			if v, ok := a.value(x.L); ok {
+				return []Value{v}, true
+			}
+		}
+	case *ast.PatternInExpr:
+		if x.Not || x.Sel != nil || len(x.List) == 0 || !a.isKeyColumn(x.Expr, refs) {
+			return nil, false
+		}
+		vals := make([]Value, 0, len(x.List))
+		for _, item := range x.List {
+			v, ok := a.value(item)
+			if !ok {
+				return nil, false
+			}
+			vals = append(vals, v)
+		}
+		return vals, true
+	}
+	return nil, false
+}
+
+// value extracts a literal, a placeholder or a negated numeric literal.
+func (a *Analysis) value(e ast.ExprNode) (Value, bool) {
+	switch x := unparen(e).(type) {
+	case *test_driver.ParamMarkerExpr: // before ValueExpr: it embeds one
+		i, ok := a.params[x]
+		return Value{Param: i}, ok
+	case *test_driver.ValueExpr:
+		lit, ok := literal(x)
+		return Value{Param: -1, Lit: lit}, ok
+	case *ast.UnaryOperationExpr:
+		if x.Op != opcode.Minus {
+			return Value{}, false
+		}
+		v, ok := unparen(x.V).(*test_driver.ValueExpr)
+		if !ok {
+			return Value{}, false
+		}
+		lit, ok := negate(v)
+		return Value{Param: -1, Lit: lit}, ok
+	}
+	return Value{}, false
+}
+
+func literal(v *test_driver.ValueExpr) (any, bool) {
+	switch v.Kind() {
+	case test_driver.KindNull:
+		return nil, true
+	case test_driver.KindInt64:
+		return v.GetInt64(), true
+	case test_driver.KindUint64:
+		return v.GetUint64(), true
+	case test_driver.KindFloat32, test_driver.KindFloat64:
+		return v.GetFloat64(), true
+	case test_driver.KindMysqlDecimal:
+		return router.Decimal(v.GetMysqlDecimal().String()), true
+	case test_driver.KindString:
+		return v.GetString(), true
+	case test_driver.KindBytes:
+		return slices.Clone(v.GetBytes()), true
+	case test_driver.KindBinaryLiteral:
+		// MySQL treats a hex or bit literal as BIGINT UNSIGNED in a
+		// numeric comparison.
+		b := v.GetBytes()
+		for len(b) > 0 && b[0] == 0 {
+			b = b[1:]
+		}
+		if len(b) > 8 {
+			return slices.Clone(b), true
+		}
+		var buf [8]byte
+		copy(buf[8-len(b):], b)
+		return binary.BigEndian.Uint64(buf[:]), true
+	}
+	return nil, false
+}
+
+func negate(v *test_driver.ValueExpr) (any, bool) {
+	switch v.Kind() {
+	case test_driver.KindInt64:
+		return -v.GetInt64(), true // literals are never negative, so no overflow
+	case test_driver.KindUint64:
+		u := v.GetUint64()
+		if u <= 1<<63 {
+			return -int64(u-1) - 1, true
+		}
+		return router.Decimal("-" + strconv.FormatUint(u, 10)), true
+	case test_driver.KindFloat32, test_driver.KindFloat64:
+		return -v.GetFloat64(), true
+	case test_driver.KindMysqlDecimal:
+		s := v.GetMysqlDecimal().String()
+		if rest, ok := strings.CutPrefix(s, "-"); ok {
+			return router.Decimal(rest), true
+		}
+		return router.Decimal("-" + s), true
+	}
+	return nil, false
+}
+
+func (a *Analysis) analyzeInsert(s *ast.InsertStmt) error {
+	tn := insertTarget(s)
+	if tn == nil {
+		return nil
+	}
+	key, sharded := router.ShardKeyColumn(tn.Name.L)
+	if !sharded {
+		return nil
+	}
+	verb := "INSERT"
+	if s.IsReplace {
+		verb = "REPLACE"
+	}
+	if s.Select != nil {
+		return unsupported("%s ... SELECT into sharded table %s is not supported: send the rows as VALUES", verb, tn.Name.L)
+	}
+	if len(s.Columns) == 0 {
+		return unsupported("%s into sharded table %s must name the columns, e.g. %s INTO %s (%s, ...) VALUES (...)",
+			verb, tn.Name.L, verb, tn.Name.L, key)
+	}
+	idx := -1
+	for i, c := range s.Columns {
+		if c.Name.L == key {
+			idx = i
+			break
+		}
+	}
+	if idx < 0 {
+		return unsupported("%s into sharded table %s must set the shard key column %s", verb, tn.Name.L, key)
+	}
+	for _, as := range s.OnDuplicate {
+		if as.Column.Name.L == key {
+			return unsupportedAs(ErrShardKeyUpdate,
+				"ON DUPLICATE KEY UPDATE cannot assign the shard key column %s of sharded table %s", key, tn.Name.L)
+		}
+	}
+	rows := make([]Value, 0, len(s.Lists))
+	for r, row := range s.Lists {
+		if idx >= len(row) {
+			return unsupported("row %d of %s into %s has %d values for %d columns", r+1, verb, tn.Name.L, len(row), len(s.Columns))
+		}
+		v, ok := a.value(row[idx])
+		if !ok {
+			return unsupported("shard key %s of row %d must be a literal or ?", key, r+1)
+		}
+		rows = append(rows, v)
+	}
+	a.InsertRows, a.InsertHasKey = rows, true
+	return nil
+}
+
+func insertTarget(s *ast.InsertStmt) *ast.TableName {
+	if s.Table == nil || s.Table.TableRefs == nil {
+		return nil
+	}
+	ts, ok := s.Table.TableRefs.Left.(*ast.TableSource)
+	if !ok {
+		return nil
+	}
+	tn, _ := ts.Source.(*ast.TableName)
+	return tn
+}
+
+func setVars(s *ast.SetStmt) ([]SetVar, error) {
+	vars := make([]SetVar, 0, len(s.Variables))
+	for _, v := range s.Variables {
+		sv := SetVar{Name: strings.ToLower(v.Name), Global: v.IsGlobal, User: !v.IsSystem}
+		switch v.Name {
+		case ast.SetNames, ast.SetCharset:
+			sv.Name, sv.User = "names", false
+			if v.Name == ast.SetCharset {
+				sv.Name = "character_set"
+			}
+			if ve, ok := v.Value.(*test_driver.ValueExpr); ok {
+				sv.Value = ve.GetString()
+			} else if _, ok := v.Value.(*ast.DefaultExpr); ok {
+				sv.Value = "DEFAULT"
+			}
+			if ve, ok := v.ExtendValue.(*test_driver.ValueExpr); ok && ve != nil {
+				sv.Collate = ve.GetString()
+			}
+			vars = append(vars, sv)
+			continue
+		case "tx_isolation_one_shot":
+			sv.Name, sv.NextTx = "tx_isolation", true
+		}
+		if v.Value != nil {
+			text, err := Restore(v.Value)
+			if err != nil {
+				return nil, err
+			}
+			sv.Value = text
+		}
+		vars = append(vars, sv)
+	}
+	return vars, nil
+}
