@@ -69,6 +69,29 @@ func differentialCases() []dcase {
 		q("SELECT * FROM conv_msg /* a comment */ WHERE conv_id = 2 -- trailing\n"),
 		q("SELECT 'conv_msg' AS conv_msg, seq FROM conv_msg WHERE conv_id = 2"),
 	)
+	// Reads without the shard key (or with an IN list spanning shards) read
+	// every shard and merge.
+	cs = append(cs,
+		q("SELECT COUNT(*) FROM conv_msg"),
+		q("SELECT COUNT(*), SUM(seq), MIN(seq), MAX(seq), AVG(seq), MIN(created_at), MAX(msg_id) FROM conv_msg"),
+		q("SELECT COUNT(*), SUM(seq), MAX(seq), AVG(seq) FROM conv_msg WHERE msg_type = 99"),
+		q("SELECT conv_id, COUNT(*), SUM(msg_type), AVG(msg_type) FROM conv_msg GROUP BY conv_id ORDER BY conv_id"),
+		q("SELECT sender_uid, COUNT(*) AS n FROM conv_msg GROUP BY sender_uid HAVING n > 1 ORDER BY n DESC, sender_uid"),
+		q("SELECT sender_uid FROM conv_msg GROUP BY sender_uid HAVING COUNT(*) >= 2 ORDER BY sender_uid"),
+		q("SELECT conv_id, seq, msg_id FROM conv_msg ORDER BY conv_id DESC, seq LIMIT 3"),
+		q("SELECT conv_id, seq, msg_id FROM conv_msg ORDER BY conv_id, seq LIMIT 2, 3"),
+		q("SELECT msg_id FROM conv_msg ORDER BY created_at DESC, msg_id LIMIT 4"),
+		q("SELECT DISTINCT sender_uid FROM conv_msg ORDER BY sender_uid"),
+		q("SELECT DISTINCT msg_type FROM conv_msg ORDER BY 1 DESC LIMIT 2"),
+		q("SELECT msg_id, conv_id FROM msg_content WHERE msg_id IN (4201, 101, 4202) ORDER BY msg_id"),
+		q("SELECT * FROM msg_content WHERE msg_id IN (?, ?) ORDER BY msg_id DESC", 101, 4201),
+		q("SELECT conv_id, seq FROM conv_msg WHERE conv_id IN (1, 2, 3, 42) ORDER BY conv_id, seq LIMIT 4"),
+		q("SELECT COUNT(*) FROM conv_msg WHERE conv_id IN (1, 2, 42)"),
+		dcase{sql: "SELECT conv_id, seq FROM conv_msg WHERE msg_type = 1", unordered: true},
+		dcase{sql: "SELECT uid, conv_id FROM im_conv_member", unordered: true},
+		q("SELECT MAX(uid), MIN(uid), COUNT(*) FROM im_conv_member"),
+		q("SELECT COUNT(*) FROM im_inbox WHERE send_time > '2030-01-01'"),
+	)
 	// Updates and deletes by key.
 	cs = append(cs,
 		q("UPDATE im_conv_member SET last_read_seq = ?, updated_at = '2026-01-05 00:00:00.000' WHERE uid = ? AND conv_id = ?", 2, 7, 42),

@@ -86,8 +86,25 @@ func (h *handler) HandleStmtExecute(ctx any, _ string, args []any) (*mysql.Resul
 	if !ok {
 		return nil, h.fail(&engine.Error{Code: engine.CodeUnknownStmt, Msg: "Unknown prepared statement handler given to mysqld_stmt_execute"})
 	}
-	return h.result(h.sess.Execute(p, args))
+	r, err := h.result(h.sess.Execute(p, args))
+	if err != nil && h.conn != nil {
+		// go-mysql wraps every error returned here with errors.Trace and then
+		// no longer recognises it as a *mysql.MyError, so the client would see
+		// errno 1105 for everything. Write the error packet ourselves and hand
+		// back a result the library writes as nothing.
+		if werr := h.conn.WriteValue(err); werr != nil {
+			return nil, werr
+		}
+		return alreadyWritten, nil
+	}
+	return r, err
 }
+
+// alreadyWritten is a result go-mysql's writer skips (a finished
+// multi-statement stream).
+var alreadyWritten = &mysql.Result{Resultset: &mysql.Resultset{
+	Fields: []*mysql.Field{{}}, Streaming: mysql.StreamingMultiple, StreamingDone: true,
+}}
 
 func (h *handler) HandleStmtClose(any) error { return nil }
 
@@ -104,6 +121,7 @@ func (h *handler) HandleOtherCommand(cmd byte, data []byte) error {
 		db := h.sess.DB()
 		h.sess.Close()
 		h.sess = h.s.eng.NewSession(db)
+		h.sess.SetAdmin(h.user.Admin)
 		h.syncStatus()
 		return nil
 	}

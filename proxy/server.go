@@ -245,6 +245,7 @@ func (s *Server) handle(nc net.Conn) {
 	}
 	h.conn = conn
 	h.user = s.users[conn.GetUser()]
+	h.sess.SetAdmin(h.user.Admin)
 	h.syncStatus()
 	for !conn.Closed() {
 		if err := conn.HandleCommand(); err != nil {

@@ -171,6 +171,40 @@ func appendIdent(dst []byte, name string) []byte {
 // the matching subset of bound arguments. It restores the statement, so it
 // costs like NewTemplate; the AST is left unchanged.
 func SubsetInsert(a *Analysis, rows []int) (*Template, []int, error) {
+	return subsetInsert(a, rows, nil, false)
+}
+
+// SeqInsert is SubsetInsert for an INSERT into conv_msg that omits seq
+// (NeedsSeq): the template gets a seq column whose value in rows[i] is
+// seqs[i], allocated by the caller in the same local transaction. With
+// asParams the seqs become placeholders (SeqParam in the returned order), so
+// a prepared statement's text stays the same from one execution to the next.
+func SeqInsert(a *Analysis, rows []int, seqs []uint64, asParams bool) (*Template, []int, error) {
+	if len(seqs) != len(rows) {
+		return nil, nil, errors.New("[BUG] rewrite: SeqInsert needs one seq per row")
+	}
+	if asParams {
+		return subsetInsert(a, rows, nil, true)
+	}
+	return subsetInsert(a, rows, seqs, false)
+}
+
+// NeedsSeq reports an INSERT / REPLACE into conv_msg without a seq column:
+// Convoy allocates the seqs from im_conv_seq.
+func NeedsSeq(a *Analysis) bool {
+	ins, ok := a.Stmt.(*ast.InsertStmt)
+	if !ok || a.Kind != KindInsert || len(a.Sharded) != 1 || a.Sharded[0] != "conv_msg" || ins.Select != nil {
+		return false
+	}
+	for _, c := range ins.Columns {
+		if c.Name.L == "seq" {
+			return false
+		}
+	}
+	return len(ins.Columns) > 0
+}
+
+func subsetInsert(a *Analysis, rows []int, seqs []uint64, seqParams bool) (*Template, []int, error) {
 	ins, ok := a.Stmt.(*ast.InsertStmt)
 	if !ok || ins.Select != nil {
 		return nil, nil, fmt.Errorf("[BUG] rewrite: SubsetInsert on %T, want INSERT ... VALUES", a.Stmt)
@@ -178,22 +212,38 @@ func SubsetInsert(a *Analysis, rows []int) (*Template, []int, error) {
 	if len(rows) == 0 {
 		return nil, nil, errors.New("[BUG] rewrite: SubsetInsert with no rows")
 	}
-	orig := ins.Lists
+	orig, origCols := ins.Lists, ins.Columns
 	sub := make([][]ast.ExprNode, len(rows))
 	for i, r := range rows {
 		if r < 0 || r >= len(orig) {
 			return nil, nil, fmt.Errorf("[BUG] rewrite: SubsetInsert row %d out of range (%d rows)", r, len(orig))
 		}
 		sub[i] = orig[r]
+		if seqs != nil || seqParams {
+			row := make([]ast.ExprNode, len(orig[r]), len(orig[r])+1)
+			copy(row, orig[r])
+			var v ast.ExprNode
+			if seqParams {
+				v = &test_driver.ParamMarkerExpr{}
+			} else {
+				v = ast.NewValueExpr(seqs[i], "", "")
+			}
+			sub[i] = append(row, v)
+		}
+	}
+	if seqs != nil || seqParams {
+		cols := make([]*ast.ColumnName, len(origCols), len(origCols)+1)
+		copy(cols, origCols)
+		ins.Columns = append(cols, &ast.ColumnName{Name: ast.NewCIStr("seq")})
 	}
 	ins.Lists = sub
-	defer func() { ins.Lists = orig }()
+	defer func() { ins.Lists, ins.Columns = orig, origCols }()
 	t, err := newTemplate(ins, a.Sharded)
 	if err != nil {
 		return nil, nil, err
 	}
 	var params []int
-	if a.ParamCount > 0 {
+	if a.ParamCount > 0 || seqParams {
 		pc := paramCollector{index: a.params}
 		ins.Accept(&pc) // visit order of an INSERT is its textual order
 		params = pc.order
@@ -208,10 +258,18 @@ type paramCollector struct {
 
 func (p *paramCollector) Enter(n ast.Node) (ast.Node, bool) {
 	if m, ok := n.(*test_driver.ParamMarkerExpr); ok {
-		p.order = append(p.order, p.index[m])
+		i, known := p.index[m]
+		if !known {
+			i = SeqParam // a placeholder SeqInsert added for a seq value
+		}
+		p.order = append(p.order, i)
 	}
 	return n, false
 }
+
+// SeqParam marks, in the placeholder order SeqInsert returns, a placeholder
+// that takes the next allocated seq instead of a client argument.
+const SeqParam = -1
 
 func (p *paramCollector) Leave(n ast.Node) (ast.Node, bool) { return n, true }
 

@@ -44,9 +44,20 @@ type Config struct {
 	} `yaml:"backend"`
 
 	Engine struct {
-		MaxInList      int `yaml:"max_in_list"`
-		DDLParallelism int `yaml:"ddl_parallelism"`
+		MaxInList          int `yaml:"max_in_list"`
+		ScatterParallelism int `yaml:"scatter_parallelism"`
+		MaxScatterRows     int `yaml:"max_scatter_rows"`
+		DDLParallelism     int `yaml:"ddl_parallelism"`
 	} `yaml:"engine"`
+
+	// Health holds the expansion triggers of seed 001 (SHOW SHARD HEALTH).
+	Health struct {
+		StatsWindow  time.Duration    `yaml:"stats_window"`  // default 60s
+		ShardQPS     float64          `yaml:"shard_qps"`     // default 3000
+		WriteP99     time.Duration    `yaml:"write_p99"`     // default 50ms
+		DiskPercent  float64          `yaml:"disk_percent"`  // default 60
+		DiskCapacity map[string]int64 `yaml:"disk_capacity"` // bytes per datasource
+	} `yaml:"health"`
 }
 
 // UserConfig is one client account. The password comes from exactly one of

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +33,9 @@ import (
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
 
 const usage = `usage:
   convoy serve  [--config FILE] [--listen ADDR] [--etcd HOST:PORT,...] [--cluster NAME]
@@ -172,7 +176,9 @@ func serve(args []string) error {
 		WaitTimeout: c.Backend.WaitTimeout, MaxOpen: c.Backend.MaxOpen, MaxIdle: c.Backend.MaxIdle,
 	})
 	defer pools.Close()
+	reg.MustRegister(pools.Collector())
 
+	var onRoutes atomic.Pointer[func(*router.Snapshot)] // set once the proxy is registered
 	watcher := routecfg.NewWatcher(routecfg.NewStore(cli, c.Etcd.Cluster),
 		routecfg.WithResync(c.Routes.Resync),
 		routecfg.WithCacheFile(c.Routes.CacheFile),
@@ -181,6 +187,9 @@ func serve(args []string) error {
 		routecfg.WithOnChange(func(s *router.Snapshot) {
 			if err := pools.Update(s); err != nil {
 				log.Error("applying datasources of new route table", zap.Int64("version", s.Version()), zap.Error(err))
+			}
+			if f := onRoutes.Load(); f != nil {
+				(*f)(s)
 			}
 		}),
 	)
@@ -196,6 +205,27 @@ func serve(args []string) error {
 
 	eng := engine.New(engine.FromManager(pools), watcher, engine.NewMetrics(reg), log.Named("engine"), engine.Options{
 		MaxInList: c.Engine.MaxInList, DDLParallelism: c.Engine.DDLParallelism,
+		ScatterParallelism: c.Engine.ScatterParallelism, MaxScatterRows: c.Engine.MaxScatterRows,
+		StatsWindow: c.Health.StatsWindow, HealthQPS: c.Health.ShardQPS, HealthWriteP99: c.Health.WriteP99,
+		HealthDiskPct: c.Health.DiskPercent, DiskCapacity: c.Health.DiskCapacity,
+	})
+	eng.SetAdmin(engine.AdminHooks{
+		Reload: watcher.Reload,
+		Pools: func() []engine.PoolStat {
+			var out []engine.PoolStat
+			for _, p := range pools.Stats() {
+				out = append(out, engine.PoolStat{Datasource: p.Datasource, InUse: p.InUse, Idle: p.Idle})
+			}
+			return out
+		},
+		Proxies: func(ctx context.Context) ([]engine.ProxyInfo, error) {
+			ps, err := routecfg.ListProxies(ctx, cli, c.Etcd.Cluster)
+			out := make([]engine.ProxyInfo, len(ps))
+			for i, p := range ps {
+				out[i] = engine.ProxyInfo(p)
+			}
+			return out, err
+		},
 	})
 	srv, err := proxy.New(proxy.Config{
 		Users: users, ServerVersion: c.ServerVersion, AuthMethod: c.AuthMethod,
@@ -224,6 +254,22 @@ func serve(args []string) error {
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return err
+	}
+	// Register this instance (SHOW PROXIES); a registration failure is
+	// logged, not fatal: serving must not depend on etcd being up.
+	hostname, _ := os.Hostname()
+	regCtx, regCancel := context.WithTimeout(ctx, 3*time.Second)
+	registration, err := routecfg.Register(regCtx, cli, c.Etcd.Cluster, routecfg.ProxyInfo{
+		ID: fmt.Sprintf("%s-%d", hostname, os.Getpid()), Listen: ln.Addr().String(), Metrics: c.MetricsListen,
+		Version: version, StartedAt: time.Now(), RouteVersion: watcher.Current().Version(),
+	}, routecfg.WithRegistryLogger(log.Named("registry")))
+	regCancel()
+	if err != nil {
+		log.Warn("registering this proxy in etcd failed; SHOW PROXIES will not list it until a restart", zap.Error(err))
+	} else {
+		defer registration.Close()
+		f := func(s *router.Snapshot) { registration.SetRouteVersion(s.Version()) }
+		onRoutes.Store(&f)
 	}
 	log.Info("convoy serving", zap.String("listen", ln.Addr().String()), zap.String("metrics", c.MetricsListen),
 		zap.String("cluster", c.Etcd.Cluster), zap.Int64("route_version", watcher.Current().Version()))

@@ -6,8 +6,12 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/convoy-im/convoy/proxy/stats"
+	"github.com/convoy-im/convoy/router"
 )
 
 // Options bound what one statement may do. Zero values take the defaults.
@@ -18,6 +22,21 @@ type Options struct {
 	// DDLParallelism bounds concurrent physical DDL statements. DDL on 1024
 	// tables serially takes minutes; unbounded it would exhaust the pools.
 	DDLParallelism int
+	// ScatterParallelism bounds concurrent shard reads of one SELECT that
+	// reads many shards. Default 16.
+	ScatterParallelism int
+	// MaxScatterRows caps the rows one multi-shard SELECT may buffer and
+	// return; above it the client gets a clear error instead of the proxy
+	// exhausting memory. Default 100000.
+	MaxScatterRows int
+	// StatsWindow is the sliding window of SHOW SHARD STATS. Default 60s.
+	StatsWindow time.Duration
+	// Health thresholds of SHOW SHARD HEALTH (seed 001's expansion
+	// triggers): shard QPS, shard write P99, datasource disk use.
+	HealthQPS      float64          // default 3000
+	HealthWriteP99 time.Duration    // default 50ms
+	HealthDiskPct  float64          // default 60
+	DiskCapacity   map[string]int64 // bytes per datasource; unknown -> disk check says so
 }
 
 func (o Options) withDefaults() Options {
@@ -27,6 +46,24 @@ func (o Options) withDefaults() Options {
 	if o.DDLParallelism <= 0 {
 		o.DDLParallelism = 8
 	}
+	if o.ScatterParallelism <= 0 {
+		o.ScatterParallelism = 16
+	}
+	if o.MaxScatterRows <= 0 {
+		o.MaxScatterRows = 100000
+	}
+	if o.StatsWindow <= 0 {
+		o.StatsWindow = time.Minute
+	}
+	if o.HealthQPS <= 0 {
+		o.HealthQPS = 3000
+	}
+	if o.HealthWriteP99 <= 0 {
+		o.HealthWriteP99 = 50 * time.Millisecond
+	}
+	if o.HealthDiskPct <= 0 {
+		o.HealthDiskPct = 60
+	}
 	return o
 }
 
@@ -35,8 +72,17 @@ type Engine struct {
 	backends Backends
 	routes   Routes
 	metrics  *Metrics
+	window   *stats.Window // sliding-window shard stats for SHOW SHARD STATS / HEALTH
+	admin    AdminHooks
 	log      *zap.Logger
 	opt      Options
+}
+
+// observe records one backend statement on a shard.
+func (e *Engine) observe(sh router.Shard, write bool, start time.Time, err error) {
+	d := time.Since(start)
+	e.metrics.observeShard(sh, write, d, err)
+	e.window.Record(sh, write, d, err != nil)
 }
 
 // New builds an engine. metrics may be nil (no metrics are recorded).
@@ -44,7 +90,8 @@ func New(b Backends, r Routes, m *Metrics, log *zap.Logger, opt Options) *Engine
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Engine{backends: b, routes: r, metrics: m, log: log, opt: opt.withDefaults()}
+	opt = opt.withDefaults()
+	return &Engine{backends: b, routes: r, metrics: m, log: log, opt: opt, window: stats.New(opt.StatsWindow, nil)}
 }
 
 // acquire gets a backend connection. Waiting is bounded by the pool's own

@@ -56,9 +56,7 @@ func (s *Session) run(pl *plan, args []any, binary bool) (*mysql.Result, error) 
 	s.e.metrics.countStatement("sharded")
 	if !a.HasKey {
 		if a.Kind == rewrite.KindSelect {
-			return nil, errorf(CodeNotSupported,
-				"SELECT on %s without a %s = ... or %s IN (...) condition would read every shard; cross-shard reads are not supported yet",
-				a.Sharded[0], a.KeyColumn, a.KeyColumn)
+			return s.scatter(pl, nil, args, binary)
 		}
 		return nil, errorf(CodeNotSupported, "%s on %s needs a %s = ... or %s IN (...) condition; refusing to touch every shard",
 			a.Kind, a.Sharded[0], a.KeyColumn, a.KeyColumn)
@@ -145,10 +143,7 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 	}
 	switch pl.a.Kind {
 	case rewrite.KindSelect:
-		if !concatenable(pl.a.Stmt) {
-			return nil, errorf(CodeNotSupported, "this SELECT reaches %d shards and needs ORDER BY / LIMIT / GROUP BY / DISTINCT / aggregate merging, which is not supported yet; query one %s at a time", len(shards), pl.a.KeyColumn)
-		}
-		return s.readParts(parts, binary)
+		return s.scatter(pl, shards, args, binary)
 	default:
 		if limited(pl.a.Stmt) {
 			return nil, errorf(CodeNotSupported, "%s with ORDER BY / LIMIT reaching %d shards is not supported", pl.a.Kind, len(shards))
@@ -172,7 +167,7 @@ func (s *Session) single(p part, write, binary bool) (*mysql.Result, error) {
 	}
 	start := time.Now()
 	r, err := s.exec(c, p, binary)
-	s.e.metrics.observeShard(p.shard, write, start, err)
+	s.e.observe(p.shard, write, start, err)
 	s.afterError(c, err)
 	release()
 	if err != nil {
@@ -182,34 +177,28 @@ func (s *Session) single(p part, write, binary bool) (*mysql.Result, error) {
 	return r, nil
 }
 
-// readParts runs a concatenable SELECT on several shards in parallel and
-// appends the rows in shard order.
-func (s *Session) readParts(parts []part, binary bool) (*mysql.Result, error) {
-	results := make([]*mysql.Result, len(parts))
-	errs := make([]error, len(parts))
-	s.parallel(len(parts), func(i int) {
-		results[i], errs[i] = s.autonomous(parts[i], false, binary, false)
-	})
-	for i, err := range errs {
-		if err != nil {
-			return nil, fmt.Errorf("shard %s: %w", parts[i].shard, classify(err))
-		}
-	}
-	out := results[0]
-	for _, r := range results[1:] {
-		out.RowDatas = append(out.RowDatas, r.RowDatas...)
-		out.Values = append(out.Values, r.Values...)
-	}
-	out.AffectedRows = uint64(len(out.RowDatas))
-	fixFields(out, s.db)
-	return out, nil
+// job is one shard's share of a write: run executes it on a connection
+// that already has a transaction open.
+type job struct {
+	shard router.Shard
+	ds    string
+	run   func(c Conn) (*mysql.Result, error)
 }
 
-// writeParts runs one write per physical table, each in its own local
-// transaction, and commits them only if every one succeeded. Without 2PC a
-// failure between two COMMITs can still leave some applied; the error then
-// says so.
+// writeParts runs one write per physical table; see writeJobs.
 func (s *Session) writeParts(parts []part, binary bool) (*mysql.Result, error) {
+	jobs := make([]job, len(parts))
+	for i, p := range parts {
+		p := p
+		jobs[i] = job{shard: p.shard, ds: p.ds, run: func(c Conn) (*mysql.Result, error) { return s.exec(c, p, binary) }}
+	}
+	return s.writeJobs(jobs)
+}
+
+// writeJobs runs each job in its own local transaction and commits them
+// only if every one succeeded. Without 2PC a failure between two COMMITs can
+// still leave some applied; the error then names what committed.
+func (s *Session) writeJobs(jobs []job) (*mysql.Result, error) {
 	type open struct {
 		c  Conn
 		sh router.Shard
@@ -222,8 +211,8 @@ func (s *Session) writeParts(parts []part, binary bool) (*mysql.Result, error) {
 		}
 	}
 	total := okResult()
-	for _, p := range parts {
-		c, err := s.acquire(p.ds)
+	for _, j := range jobs {
+		c, err := s.acquire(j.ds)
 		if err == nil {
 			if _, err = c.Exec("BEGIN"); err != nil {
 				c.Release()
@@ -233,10 +222,10 @@ func (s *Session) writeParts(parts []part, binary bool) (*mysql.Result, error) {
 			rollback()
 			return nil, err
 		}
-		opened = append(opened, open{c, p.shard})
+		opened = append(opened, open{c, j.shard})
 		start := time.Now()
-		r, err := s.exec(c, p, binary)
-		s.e.metrics.observeShard(p.shard, true, start, err)
+		r, err := j.run(c)
+		s.e.observe(j.shard, true, start, err)
 		if err != nil {
 			rollback()
 			return nil, err
@@ -267,7 +256,7 @@ func (s *Session) writeParts(parts []part, binary bool) (*mysql.Result, error) {
 
 // autonomous runs one statement on its own pooled connection, outside any
 // session transaction.
-func (s *Session) autonomous(p part, write, binary, ensureDB bool) (*mysql.Result, error) {
+func (s *Session) autonomous(p part, write, binary bool) (*mysql.Result, error) {
 	c, err := s.acquire(p.ds)
 	if err != nil {
 		return nil, err
@@ -275,12 +264,12 @@ func (s *Session) autonomous(p part, write, binary, ensureDB bool) (*mysql.Resul
 	defer c.Release()
 	start := time.Now()
 	r, err := s.exec(c, p, binary)
-	s.e.metrics.observeShard(p.shard, write, start, err)
+	s.e.observe(p.shard, write, start, err)
 	return r, err
 }
 
-func (s *Session) parallel(n int, fn func(i int)) {
-	limit := s.e.opt.DDLParallelism
+// parallelN runs fn(0..n-1) with at most limit running at once.
+func (s *Session) parallelN(n, limit int, fn func(i int)) {
 	sem := make(chan struct{}, limit)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
@@ -297,6 +286,9 @@ func (s *Session) parallel(n int, fn func(i int)) {
 // insert splits a (multi-row) INSERT / REPLACE by the shard of each row.
 func (s *Session) insert(pl *plan, args []any, binary bool) (*mysql.Result, error) {
 	a := pl.a
+	if rewrite.NeedsSeq(a) {
+		return s.insertWithSeq(pl, args, binary)
+	}
 	snap := s.e.routes.Current()
 	rowsByTarget := map[router.Target][]int{}
 	var order []router.Target
@@ -379,8 +371,8 @@ func (s *Session) ddl(pl *plan) (*mysql.Result, error) {
 
 func (s *Session) fanout(parts []part, what string) error {
 	errs := make([]error, len(parts))
-	s.parallel(len(parts), func(i int) {
-		_, errs[i] = s.autonomous(parts[i], true, false, false)
+	s.parallelN(len(parts), s.e.opt.DDLParallelism, func(i int) {
+		_, errs[i] = s.autonomous(parts[i], true, false)
 	})
 	var failed []string
 	var first error

@@ -16,6 +16,8 @@ type Metrics struct {
 	latency   *prometheus.HistogramVec
 	errors    *prometheus.CounterVec
 	statement *prometheus.CounterVec
+	scatters  *prometheus.CounterVec
+	scatterN  prometheus.Histogram
 	shardObs  [router.NumShards][2]atomic.Pointer[shardSeries]
 }
 
@@ -43,9 +45,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		statement: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "convoy_statements_total", Help: "Client statements by routing class.",
 		}, []string{"class"}),
+		scatters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "convoy_scatter_total", Help: "SELECTs that read more than one shard, by logical table.",
+		}, []string{"table"}),
+		scatterN: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "convoy_scatter_targets", Help: "Physical tables read by one multi-shard SELECT.",
+			Buckets: []float64{2, 4, 8, 16, 64, 128, 256, 512, 1024},
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.queries, m.latency, m.errors, m.statement)
+		reg.MustRegister(m.queries, m.latency, m.errors, m.statement, m.scatters, m.scatterN)
 	}
 	return m
 }
@@ -70,13 +79,13 @@ func (m *Metrics) shard(sh router.Shard, write bool) *shardSeries {
 	return p.Load()
 }
 
-func (m *Metrics) observeShard(sh router.Shard, write bool, start time.Time, err error) {
+func (m *Metrics) observeShard(sh router.Shard, write bool, d time.Duration, err error) {
 	if m == nil {
 		return
 	}
 	s := m.shard(sh, write)
 	s.count.Inc()
-	s.latency.Observe(time.Since(start).Seconds())
+	s.latency.Observe(d.Seconds())
 	if err != nil {
 		s.errors.Inc()
 	}
@@ -87,4 +96,12 @@ func (m *Metrics) countStatement(class string) {
 		return
 	}
 	m.statement.WithLabelValues(class).Inc()
+}
+
+func (m *Metrics) countScatter(table string, targets int) {
+	if m == nil {
+		return
+	}
+	m.scatters.WithLabelValues(table).Inc()
+	m.scatterN.Observe(float64(targets))
 }

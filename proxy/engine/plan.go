@@ -17,6 +17,8 @@ type plan struct {
 	// pooled connection it runs on is not the one the INSERT ran on, so the
 	// session's value is installed on it first.
 	lastID bool
+	// scatter is the every-shard form of a SELECT, built on first use.
+	scatter *scatterPlan
 }
 
 // plan parses and analyses one statement.
@@ -85,32 +87,6 @@ func renderTemplate(s *Session, t *rewrite.Template, snap *router.Snapshot, sh r
 	})
 	return string(s.buf)
 }
-
-// concatenable reports whether rows of the same SELECT from several shards
-// can simply be appended: no ordering, limit, grouping, aggregate or DISTINCT
-// whose meaning needs a merge step (cross-shard merging is its own feature).
-func concatenable(stmt ast.StmtNode) bool {
-	sel, ok := stmt.(*ast.SelectStmt)
-	if !ok || sel.Distinct || sel.GroupBy != nil || sel.Having != nil || sel.OrderBy != nil || sel.Limit != nil {
-		return false
-	}
-	v := &aggFinder{}
-	sel.Fields.Accept(v)
-	return !v.found
-}
-
-type aggFinder struct{ found bool }
-
-func (v *aggFinder) Enter(n ast.Node) (ast.Node, bool) {
-	switch n.(type) {
-	case *ast.AggregateFuncExpr, *ast.WindowFuncExpr:
-		v.found = true
-		return n, true
-	}
-	return n, false
-}
-
-func (v *aggFinder) Leave(n ast.Node) (ast.Node, bool) { return n, true }
 
 // limited reports an UPDATE / DELETE with ORDER BY or LIMIT, whose meaning
 // changes when it runs once per shard.

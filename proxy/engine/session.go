@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
+	"github.com/convoy-im/convoy/proxy/directive"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -26,6 +27,7 @@ type Session struct {
 	vars       map[string]string // session variables every backend connection must carry
 	txn        txnState
 	lastID     uint64 // LAST_INSERT_ID() of this session, from OK packets
+	admin      bool   // may send admin directives
 	buf        []byte // reused for rendering SQL
 }
 
@@ -90,9 +92,15 @@ func (s *Session) withDefaultConn(fn func(Conn) error) error {
 
 // Query runs one COM_QUERY.
 func (s *Session) Query(sql string) (*mysql.Result, error) {
+	if r, ok, err := s.directive(sql); ok {
+		return r, classify(err)
+	}
 	pl, err := s.plan(sql)
 	if err != nil {
 		return nil, err
+	}
+	if pl.a.ParamCount > 0 {
+		return nil, errorf(CodeSyntax, "You have an error in your SQL syntax: '?' placeholders are only valid in prepared statements")
 	}
 	r, err := s.run(pl, nil, false)
 	s.noteInsertID(r)
@@ -118,6 +126,9 @@ type Prepared struct {
 // Prepare plans sql and asks a backend for its exact parameter and column
 // counts (clients such as libmariadb fail if they are not exact).
 func (s *Session) Prepare(sql string) (*Prepared, error) {
+	if _, ok, _ := directive.Parse(sql); ok {
+		return nil, errorf(CodeNotSupported, "Convoy directives cannot be prepared; send them as plain queries")
+	}
 	pl, err := s.plan(sql)
 	if err != nil {
 		return nil, err
@@ -314,7 +325,7 @@ func (s *Session) endTxn(commit bool) (*mysql.Result, error) {
 	start := time.Now()
 	r, err := t.conn.Exec(verb)
 	if t.pin >= 0 {
-		s.e.metrics.observeShard(router.Shard(t.pin), true, start, err)
+		s.e.observe(router.Shard(t.pin), true, start, err)
 	}
 	t.conn.Release()
 	if err != nil {

@@ -1,0 +1,107 @@
+// Package histcache is Convoy's Redis hot tier for conversation history
+// (DESIGN.md section 4, seed 000). It knows nothing about SQL: the engine
+// recognises the three history reads, asks this package, and goes to MySQL
+// on any miss or error. It imports no other Convoy package.
+//
+// # Keys (all under the {convID} hash tag: one Lua script touches them all)
+//
+//	im:hist:conv:{c}    ZSet  score = seq, member = msg_id:sender_uid:msg_type:created_ms
+//	                          (most recent Options.MaxEntries, TTL Options.TTL)
+//	im:hist:maxseq:{c}  String highest seq written through or filled; a hint only,
+//	                          never trusted by the protocol (no TTL, as designed)
+//	im:hist:meta:{c}    Hash  the protocol state below, TTL Options.TTL
+//
+// meta holds the incarnation (random, chosen when meta is re-created after
+// a loss), the write epoch, the incarnation's birth time, the pending-write
+// markers (one field per writer, value = expiry), the coverage (lo: every
+// committed seq >= lo is in the ZSet; vt: when a full fill last proved it)
+// and n, the ZSet's expected size. Everything a decision depends on lives in
+// this one key, so eviction, expiry or FLUSHALL can only lose it whole.
+//
+// # The invariant
+//
+// A page served from the hot tier equals the page MySQL returns for the same
+// query at the moment the read script (or the LRU's epoch check) ran. The
+// cache answers only when it can prove that from coverage: Before(before, n)
+// is served if n entries below before are cached, or the coverage starts at
+// the first message (lo = 0); After(after, n) is served if after+1 >= lo;
+// ByMsgID says "absent" only when lo = 0. Anything else is a miss.
+//
+// # Protocol
+//
+// Write (every statement that changes conv_msg rows of the conversation):
+//
+//  1. BeginWrite before the statement that makes the change visible (the
+//     autocommit statement or the COMMIT): adds a marker expiring at
+//     now + MarkerTTL (Redis clock), bumps the epoch.
+//  2. The MySQL commit, which must complete within MarkerTTL of step 1.
+//  3. After the commit: EndWrite(committed rows) adds the rows that are
+//     >= lo to the ZSet, trims it, releases the marker, bumps the epoch.
+//     A rollback calls AbortWrite. A recall/delete/update calls Invalidate
+//     and then AbortWrite (the marker covers the change until then).
+//
+// Read: a fresh marker means "a commit may be in flight that the ZSet does
+// not show": miss (pending_write). An expired marker means its writer died
+// or stalled, possibly after committing: the read script drops the ZSet and
+// the coverage and bumps the epoch (stale_marker).
+//
+// Fill after a miss: BeginFill (records incarnation+epoch; refuses while any
+// marker is present or the incarnation is younger than MarkerTTL), then the
+// caller reads MySQL, then Fill installs only if incarnation and epoch are
+// unchanged and no marker is present. A range reaching the newest message
+// (hi = NoUpperBound) replaces the cached range; a bounded one may only
+// extend a live coverage downwards. Why it is exact: a write whose marker
+// existed at BeginFill blocks it; a write that began after BeginFill changed
+// the epoch; a write that ended before BeginFill committed before the MySQL
+// read; a marker cleaned as stale before BeginFill belonged to a writer that
+// committed (if at all) before it expired, so before the read. Hence the
+// committed set was the same from BeginFill to Fill and the fill equals it.
+// While no marker is present, ZSet == committed rows >= lo, because every
+// writer's rows are added by its own EndWrite (each writer keeps its own
+// marker until then, so a gap a slower writer is about to fill is never
+// claimed complete), a dead writer's stale marker drops everything, and a
+// rollback leaves a gap MySQL has too. Trimming raises lo above what it
+// removes.
+//
+// Redis restart / FLUSHALL / eviction of meta: markers are lost with it. A
+// re-created meta gets a new incarnation (so older fill tokens fail, no ABA)
+// and fills are refused for MarkerTTL after its birth, by which time every
+// writer whose marker was lost has committed; its EndWrite finds no marker
+// and invalidates. A ZSet lost without meta is detected by n != ZCARD.
+//
+// Several proxies share the state in Redis; nothing is decided in process.
+//
+// # Hot conversations (in-process LRU)
+//
+// A conversation read more than HotReads times per HotWindow (sliding) gets
+// its pages kept in a small LRU (LRUSize pages, at most LRUTTL, dropped on
+// EndWrite/AbortWrite/Invalidate through this instance). An LRU page is
+// served only after one HMGET shows the conversation's incarnation:epoch
+// unchanged since the page was read; every marker set or released bumps
+// the epoch and nothing is served while a marker is present, so the page is
+// still exactly what the read script would return: the LRU gives the same
+// guarantee as Redis, with no cross-instance staleness window. It saves
+// Redis CPU (an O(1) HMGET instead of the Lua range read), not round trips.
+//
+// # Residual windows (where the guarantee depends on an assumption)
+//
+//   - Lease: a commit that completes later than MarkerTTL after BeginWrite
+//     (lock wait, stall) may be missed by a fill installed meanwhile, until
+//     that writer's EndWrite (which then invalidates: lease_lost). Set
+//     MarkerTTL above the backend statement timeout (innodb_lock_wait_timeout
+//     / max_statement_time) and call BeginWrite right before the commit.
+//   - No marker at all: if BeginWrite fails but the commit proceeds, and the
+//     EndWrite (which invalidates when the marker is missing) also fails,
+//     while other proxies still reach Redis (a partition, or a timeout on a
+//     live Redis), their reads can miss that row until the coverage ages out:
+//     bounded by CoverageTTL (default 1 min) since the last full fill. A
+//     process crash between the commit and EndWrite is covered by the marker.
+//   - Redis Cluster failover with asynchronous replication can lose a marker
+//     written just before the failover without losing meta; WAIT would close
+//     it at a latency cost and is not done.
+//   - seq above MaxSeq (2^53-1, float64 scores) is never cached.
+//
+// Timeouts: every call is bounded by Options.Timeout through its context;
+// the go-redis client must be built with ContextTimeoutEnabled, or a hung
+// (not dead) Redis is only bounded by the client's ReadTimeout.
+package histcache

@@ -1,0 +1,43 @@
+package histcache
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are always allocated so the hot path never checks for nil; they
+// are only registered when New is given a Registerer.
+type metrics struct {
+	hits          *prometheus.CounterVec   // op
+	lruHits       prometheus.Counter       //
+	misses        *prometheus.CounterVec   // op, reason
+	fills         *prometheus.CounterVec   // result
+	writes        *prometheus.CounterVec   // result of EndWrite
+	invalidations *prometheus.CounterVec   // cause
+	fallbacks     *prometheus.CounterVec   // op: a Redis call failed, the caller goes to MySQL
+	latency       *prometheus.HistogramVec // op
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	const ns, sub = "convoy", "histcache"
+	m := &metrics{
+		hits: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "hits_total", Help: "History reads served from the hot tier (Redis or the in-process LRU)."}, []string{"op"}),
+		lruHits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "lru_hits_total", Help: "Hits served from the in-process LRU of hot conversations (after an epoch check)."}),
+		misses: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "misses_total", Help: "History reads the hot tier could not prove complete, by reason."}, []string{"op", "reason"}),
+		fills: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "fills_total", Help: "Fill attempts by result (installed, rejected_stale, rejected_pending, rejected_young, unanchored, redundant, not_fillable, error)."}, []string{"result"}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "write_through_total", Help: "EndWrite results (applied, lease_lost, state_lost, invalidated, error)."}, []string{"result"}),
+		invalidations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "invalidations_total", Help: "Conversations whose cached range was dropped, by cause."}, []string{"cause"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "fallbacks_total", Help: "Redis calls that failed or timed out (reads fall back to MySQL), by operation."}, []string{"op"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
+			Name: "redis_seconds", Help: "Latency of hot-tier Redis calls, by operation.",
+			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1}}, []string{"op"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.hits, m.lruHits, m.misses, m.fills, m.writes, m.invalidations, m.fallbacks, m.latency)
+	}
+	return m
+}

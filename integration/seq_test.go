@@ -1,0 +1,104 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+)
+
+// TestSeqAllocation: an INSERT into conv_msg without seq gets the next seq of
+// its conversation from im_conv_seq, in the same local transaction; the
+// client sees it as LastInsertId / LAST_INSERT_ID(); concurrent writers of
+// one conversation never share a seq.
+func TestSeqAllocation(t *testing.T) {
+	s := newStack(t)
+	for _, mode := range []string{"&interpolateParams=true", "&interpolateParams=false"} {
+		db := openDSN(t, s.convoy.dsn("app", "app secret", "im")+mode)
+		conv := int64(7000)
+		if mode == "&interpolateParams=false" {
+			conv = 7001
+		}
+		const writers, each = 8, 25
+		var mu sync.Mutex
+		var got []int64
+		var wg sync.WaitGroup
+		for w := 0; w < writers; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for i := 0; i < each; i++ {
+					r, err := db.Exec("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, ?, 1, NOW(3))", conv, conv*1000+int64(w*each+i), w)
+					if err != nil {
+						t.Errorf("insert: %v", err)
+						return
+					}
+					id, _ := r.LastInsertId()
+					mu.Lock()
+					got = append(got, id)
+					mu.Unlock()
+				}
+			}(w)
+		}
+		wg.Wait()
+		sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
+		for i, seq := range got {
+			if seq != int64(i+1) {
+				t.Fatalf("%s: seqs handed out %v...: position %d has %d (duplicates or gaps)", mode, got[:min(len(got), 10)], i, seq)
+			}
+		}
+		rows := queryRows(t, db, "SELECT seq FROM conv_msg WHERE conv_id = ? ORDER BY seq", conv)
+		if len(rows) != writers*each || rows[0][0] != "1" || rows[len(rows)-1][0] != fmt.Sprint(writers*each) {
+			t.Fatalf("%s: stored seqs: %d rows, first %v last %v", mode, len(rows), rows[0], rows[len(rows)-1])
+		}
+		if rows := queryRows(t, db, "SELECT max_seq FROM im_conv_seq WHERE conv_id = ?", conv); rows[0][0] != fmt.Sprint(writers*each) {
+			t.Fatalf("%s: im_conv_seq.max_seq = %v", mode, rows)
+		}
+
+		// Multi-row, several conversations and shards: each row gets the
+		// next seq of its own conversation; LastInsertId is the first row's.
+		ctx := context.Background()
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.ExecContext(ctx, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 1, 1, NOW()), (?, ?, 1, 1, NOW()), (?, ?, 1, 1, NOW())",
+			conv+10, conv*1000+900, conv, conv*1000+901, conv+10, conv*1000+902)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id, _ := r.LastInsertId(); id != 1 {
+			t.Errorf("%s: multi-row LastInsertId = %d, want 1 (first row's seq)", mode, id)
+		}
+		if n, _ := r.RowsAffected(); n != 3 {
+			t.Errorf("%s: RowsAffected = %d", mode, n)
+		}
+		var last int64
+		if err := c.QueryRowContext(ctx, "SELECT LAST_INSERT_ID()").Scan(&last); err != nil || last != 1 {
+			t.Errorf("%s: LAST_INSERT_ID() = %d, %v", mode, last, err)
+		}
+		if rows := queryRows(t, db, "SELECT msg_id, seq FROM conv_msg WHERE conv_id IN (?, ?) AND msg_id >= ? ORDER BY msg_id", conv, conv+10, conv*1000+900); fmt.Sprint(rows) != fmt.Sprintf("[[%d 1] [%d %d] [%d 2]]", conv*1000+900, conv*1000+901, writers*each+1, conv*1000+902) {
+			t.Errorf("%s: multi-row seqs: %v", mode, rows)
+		}
+		// Inside a transaction, a rollback returns the seqs too.
+		tx, err := db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 1, 1, NOW())", conv, conv*1000+950); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		r, err = db.Exec("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 1, 1, NOW())", conv, conv*1000+951)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id, _ := r.LastInsertId(); id != int64(writers*each+2) {
+			t.Errorf("%s: seq after a rolled-back insert = %d, want %d", mode, id, writers*each+2)
+		}
+		c.Close()
+	}
+}

@@ -1,0 +1,355 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/convoy-im/convoy/proxy/directive"
+	"github.com/convoy-im/convoy/proxy/stats"
+	"github.com/convoy-im/convoy/rewrite"
+	"github.com/convoy-im/convoy/router"
+)
+
+// PoolStat is one datasource's connection pool usage.
+type PoolStat struct {
+	Datasource  string
+	InUse, Idle int
+}
+
+// ProxyInfo is one live Convoy instance as registered in etcd.
+type ProxyInfo struct {
+	ID, Listen, Metrics, Version string
+	StartedAt                    time.Time
+	RouteVersion                 int64
+}
+
+// AdminHooks give admin directives what lives outside the engine. A nil
+// hook makes its directive answer that the information is not available.
+type AdminHooks struct {
+	Reload  func(context.Context) error
+	Pools   func() []PoolStat
+	Proxies func(context.Context) ([]ProxyInfo, error)
+}
+
+// SetAdmin installs the admin hooks; call before serving.
+func (e *Engine) SetAdmin(h AdminHooks) { e.admin = h }
+
+// SetAdmin grants the session the admin privilege (admin directives).
+func (s *Session) SetAdmin(admin bool) { s.admin = admin }
+
+// directive answers a /*+ convoy ... */ statement. ok=false: sql is not a
+// directive.
+func (s *Session) directive(sql string) (*mysql.Result, bool, error) {
+	d, ok, err := directive.Parse(sql)
+	if !ok {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, errorf(CodeSyntax, "%s", err.Error())
+	}
+	if !s.admin {
+		return nil, true, errorf(CodeAccessDenied, "Access denied; you need the Convoy admin privilege for %s", d.Kind)
+	}
+	s.e.metrics.countStatement("admin")
+	r, err := s.runDirective(d)
+	return r, true, err
+}
+
+func (s *Session) runDirective(d *directive.Directive) (*mysql.Result, error) {
+	snap := s.e.routes.Current()
+	switch d.Kind {
+	case directive.ShowRoutes:
+		return s.showRoutes(snap, d)
+	case directive.ShowShardFor:
+		return s.showShardFor(snap, d)
+	case directive.ShowDatasources:
+		return s.showDatasources(snap)
+	case directive.ShowProxies:
+		return s.showProxies()
+	case directive.ReloadRoutes:
+		if s.e.admin.Reload == nil {
+			return nil, errorf(CodeNotSupported, "RELOAD ROUTES is not available in this process")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.e.admin.Reload(ctx); err != nil {
+			return nil, errorf(CodeBackendUnavailable, "RELOAD ROUTES: %v (still serving route version %d)", err, snap.Version())
+		}
+		return table([]string{"route_version"}, [][]any{{s.e.routes.Current().Version()}})
+	case directive.ShowShardStats:
+		return s.showShardStats(d)
+	case directive.ShowShardHealth:
+		return s.showShardHealth(snap)
+	case directive.ShowMigrations, directive.MigrateShard:
+		return nil, errorf(CodeNotSupported, "%s: online shard migration is not built yet", d.Kind)
+	case directive.Target:
+		return s.targeted(d)
+	}
+	return nil, errorf(CodeInternal, "[BUG] directive %s has no handler", d.Kind)
+}
+
+// table builds a text result set. Values are rendered as strings so that
+// row 0 never types a column wrongly (go-mysql types columns from row 0).
+func table(cols []string, rows [][]any) (*mysql.Result, error) {
+	out := make([][]any, len(rows))
+	for i, r := range rows {
+		out[i] = make([]any, len(r))
+		for j, v := range r {
+			if v == nil {
+				continue
+			}
+			out[i][j] = fmt.Sprint(v)
+		}
+	}
+	rs, err := mysql.BuildSimpleResultset(cols, out, false)
+	if err != nil {
+		return nil, errorf(CodeInternal, "[BUG] building a result set: %v", err)
+	}
+	return mysql.NewResult(rs), nil
+}
+
+func (s *Session) showRoutes(snap *router.Snapshot, d *directive.Directive) (*mysql.Result, error) {
+	if d.Datasource != "" {
+		if _, ok := snap.Datasource(d.Datasource); !ok {
+			return nil, errorf(CodeNotSupported, "unknown datasource %q", d.Datasource)
+		}
+	}
+	var rows [][]any
+	for sh := 0; sh < router.NumShards; sh++ {
+		if d.Shard >= 0 && sh != d.Shard {
+			continue
+		}
+		t := snap.Target(router.Shard(sh))
+		if d.Datasource != "" && t.Datasource != d.Datasource {
+			continue
+		}
+		rows = append(rows, []any{router.Shard(sh).String(), t.Datasource, t.Database,
+			router.PhysicalTableName("*", t.Table), "serving", snap.Version()})
+	}
+	return table([]string{"shard", "datasource", "database", "table", "state", "route_version"}, rows)
+}
+
+func (s *Session) showShardFor(snap *router.Snapshot, d *directive.Directive) (*mysql.Result, error) {
+	sh := router.ShardOf(d.Key)
+	var rows [][]any
+	for _, logical := range router.ShardedTables() {
+		if col, _ := router.ShardKeyColumn(logical); col != d.KeyColumn {
+			continue
+		}
+		p := snap.Physical(logical, sh)
+		rows = append(rows, []any{d.KeyColumn, d.Key, sh.String(), logical, p.Datasource, p.Database, p.Table,
+			fmt.Sprintf("SELECT CRC32(%d) %% %d", d.Key, router.NumShards)})
+	}
+	return table([]string{"key_column", "key", "shard", "logical_table", "datasource", "database", "table", "check_with"}, rows)
+}
+
+func (s *Session) showDatasources(snap *router.Snapshot) (*mysql.Result, error) {
+	usage := map[string]PoolStat{}
+	if s.e.admin.Pools != nil {
+		for _, p := range s.e.admin.Pools() {
+			usage[p.Datasource] = p
+		}
+	}
+	var rows [][]any
+	for _, ds := range snap.Datasources() {
+		health := "up"
+		start := time.Now()
+		if err := s.ping(ds.Name); err != nil {
+			health = "down: " + err.Error()
+		}
+		u := usage[ds.Name]
+		def := ""
+		if ds.Name == snap.DefaultDatasource() {
+			def = "yes"
+		}
+		rows = append(rows, []any{ds.Name, ds.Addr, ds.User, health, time.Since(start).Round(time.Microsecond).String(), u.InUse, u.Idle, def})
+	}
+	return table([]string{"datasource", "addr", "user", "health", "ping", "pool_in_use", "pool_idle", "default"}, rows)
+}
+
+func (s *Session) ping(ds string) error {
+	c, err := s.e.acquire(ds)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	_, err = c.Exec("SELECT 1")
+	return err
+}
+
+func (s *Session) showProxies() (*mysql.Result, error) {
+	if s.e.admin.Proxies == nil {
+		return nil, errorf(CodeNotSupported, "SHOW PROXIES is not available in this process")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ps, err := s.e.admin.Proxies(ctx)
+	if err != nil {
+		return nil, errorf(CodeBackendUnavailable, "SHOW PROXIES: reading etcd: %v", err)
+	}
+	var rows [][]any
+	for _, p := range ps {
+		rows = append(rows, []any{p.ID, p.Listen, p.Metrics, p.Version, p.StartedAt.UTC().Format(time.RFC3339), p.RouteVersion})
+	}
+	return table([]string{"id", "listen", "metrics", "version", "started_at", "route_version"}, rows)
+}
+
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64)
+}
+
+func (s *Session) showShardStats(d *directive.Directive) (*mysql.Result, error) {
+	var rows [][]any
+	add := func(st statsRow) {
+		rows = append(rows, []any{st.Shard.String(), strconv.FormatFloat(st.QPS, 'f', 2, 64), st.Reads, st.Writes, st.Errors,
+			ms(st.ReadP50), ms(st.ReadP99), ms(st.WriteP50), ms(st.WriteP99)})
+	}
+	if d.Shard >= 0 {
+		add(statsRow(s.e.window.Shard(router.Shard(d.Shard))))
+	} else {
+		for _, st := range s.e.window.All() {
+			add(statsRow(st))
+		}
+	}
+	return table([]string{"shard", "qps", "reads", "writes", "errors", "read_p50_ms", "read_p99_ms", "write_p50_ms", "write_p99_ms"}, rows)
+}
+
+// showShardHealth evaluates seed 001's expansion triggers: any shard over
+// the QPS or write-P99 threshold, any datasource whose databases use more
+// than the disk threshold of its configured capacity.
+func (s *Session) showShardHealth(snap *router.Snapshot) (*mysql.Result, error) {
+	o := s.e.opt
+	var rows [][]any
+	fired := func(b bool) string {
+		if b {
+			return "FIRED"
+		}
+		return "ok"
+	}
+	for _, st := range s.e.window.All() {
+		rows = append(rows,
+			[]any{"shard " + st.Shard.String(), "qps", strconv.FormatFloat(st.QPS, 'f', 2, 64), strconv.FormatFloat(o.HealthQPS, 'f', 0, 64), fired(st.QPS > o.HealthQPS)},
+			[]any{"shard " + st.Shard.String(), "write_p99_ms", ms(st.WriteP99), ms(o.HealthWriteP99), fired(st.Writes > 0 && st.WriteP99 > o.HealthWriteP99)})
+	}
+	dbs := map[string][]string{}
+	for _, d := range snap.Databases() {
+		dbs[d[0]] = append(dbs[d[0]], d[1])
+	}
+	names := make([]string, 0, len(dbs))
+	for n := range dbs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, ds := range names {
+		used, err := s.databaseBytes(ds, dbs[ds])
+		capacity := o.DiskCapacity[ds]
+		switch {
+		case err != nil:
+			rows = append(rows, []any{"datasource " + ds, "disk_pct", "error: " + err.Error(), strconv.FormatFloat(o.HealthDiskPct, 'f', 0, 64), "unknown"})
+		case capacity <= 0:
+			rows = append(rows, []any{"datasource " + ds, "disk_bytes", used, "capacity not configured (engine.disk_capacity)", "unknown"})
+		default:
+			pct := 100 * float64(used) / float64(capacity)
+			rows = append(rows, []any{"datasource " + ds, "disk_pct", strconv.FormatFloat(pct, 'f', 2, 64), strconv.FormatFloat(o.HealthDiskPct, 'f', 0, 64), fired(pct > o.HealthDiskPct)})
+		}
+	}
+	return table([]string{"scope", "metric", "value", "threshold", "status"}, rows)
+}
+
+func (s *Session) databaseBytes(ds string, dbs []string) (int64, error) {
+	c, err := s.e.acquire(ds)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Release()
+	quoted := make([]string, len(dbs))
+	for i, d := range dbs {
+		quoted[i] = "'" + strings.ReplaceAll(d, "'", "''") + "'"
+	}
+	r, err := c.Exec("SELECT CAST(COALESCE(SUM(data_length + index_length + data_free), 0) AS UNSIGNED) FROM information_schema.TABLES WHERE table_schema IN (" + strings.Join(quoted, ",") + ")")
+	if err != nil {
+		return 0, err
+	}
+	n, err := r.GetUint(0, 0)
+	return int64(n), err
+}
+
+// targeted runs the statement after /*+ convoy shard=N | datasource=X | all */.
+func (s *Session) targeted(d *directive.Directive) (*mysql.Result, error) {
+	snap := s.e.routes.Current()
+	if d.Datasource != "" {
+		if _, ok := snap.Datasource(d.Datasource); !ok {
+			return nil, errorf(CodeNotSupported, "unknown datasource %q", d.Datasource)
+		}
+		if s.inTxn() {
+			return nil, errorf(CodeCrossShardTxn, "datasource=%s cannot run inside a transaction", d.Datasource)
+		}
+		// Raw: the DBA addresses physical objects by their own names.
+		c, err := s.acquire(d.Datasource)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Release()
+		return c.Exec(d.Rest)
+	}
+	pl, err := s.plan(d.Rest)
+	if err != nil {
+		return nil, err
+	}
+	if pl.a.ParamCount > 0 {
+		return nil, errorf(CodeSyntax, "You have an error in your SQL syntax: '?' placeholders are only valid in prepared statements")
+	}
+	if pl.tmpl == nil {
+		return nil, errorf(CodeNotSupported, "/*+ convoy %s */ needs a statement on a sharded table", targetWords(d))
+	}
+	if d.Shard >= 0 {
+		sh := router.Shard(d.Shard)
+		p := part{shard: sh, ds: snap.Target(sh).Datasource, sql: pl.render(s, snap, sh)}
+		if pl.a.Kind == rewrite.KindDDL {
+			_, err := s.autonomous(p, true, false)
+			if err != nil {
+				return nil, err
+			}
+			return okResult(), nil
+		}
+		return s.single(p, pl.write(), false)
+	}
+	// all: a keyless UPDATE / DELETE may touch every shard.
+	switch pl.a.Kind {
+	case rewrite.KindUpdate, rewrite.KindDelete:
+		if pl.a.HasKey {
+			return s.run(pl, nil, false)
+		}
+		if s.inTxn() {
+			return nil, errorf(CodeCrossShardTxn, "/*+ convoy all */ cannot run inside a transaction")
+		}
+		if limited(pl.a.Stmt) {
+			return nil, errorf(CodeNotSupported, "%s with ORDER BY / LIMIT cannot run on every shard", pl.a.Kind)
+		}
+		var parts []part
+		for _, g := range snap.AllPhysical(pl.a.Sharded[0]) {
+			parts = append(parts, part{shard: g.Shards[0], ds: g.Datasource, sql: pl.render(s, snap, g.Shards[0])})
+		}
+		return s.writeParts(parts, false)
+	}
+	return s.run(pl, nil, false)
+}
+
+func targetWords(d *directive.Directive) string {
+	switch {
+	case d.Shard >= 0:
+		return "shard=" + strconv.Itoa(d.Shard)
+	case d.All:
+		return "all"
+	}
+	return "datasource=" + d.Datasource
+}
+
+// statsRow is the stats package's view of one shard.
+type statsRow = stats.ShardStats

@@ -1,0 +1,261 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/convoy-im/convoy/proxy/merge"
+	"github.com/convoy-im/convoy/rewrite"
+	"github.com/convoy-im/convoy/router"
+)
+
+// scatterPlan is a SELECT rewritten to run on many shards, with the merge
+// that turns their answers into the one answer a single MySQL would give.
+type scatterPlan struct {
+	sc   *rewrite.Scatter
+	tmpl *rewrite.Template
+}
+
+// scatterPlanFor builds (once per plan) the scatter form of a SELECT. It
+// parses the statement again: PlanScatter rewrites its AST, and the
+// single-shard template must keep the original.
+func (s *Session) scatterPlanFor(pl *plan) (*scatterPlan, error) {
+	if pl.scatter != nil {
+		return pl.scatter, nil
+	}
+	stmts, err := s.parser.Parse(pl.sql)
+	if err != nil || len(stmts) != 1 {
+		return nil, errorf(CodeInternal, "[BUG] re-parsing a planned statement failed: %v", err)
+	}
+	a, err := rewrite.Analyze(stmts[0])
+	if err != nil {
+		return nil, err
+	}
+	sc, err := rewrite.PlanScatter(a)
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := rewrite.NewTemplate(a)
+	if err != nil {
+		return nil, err
+	}
+	pl.scatter = &scatterPlan{sc: sc, tmpl: tmpl}
+	return pl.scatter, nil
+}
+
+// scatter runs a SELECT on the physical tables of shards (nil: every shard)
+// in parallel and merges the results. A failed target fails the statement
+// with an error that names it.
+func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bool) (*mysql.Result, error) {
+	if s.inTxn() {
+		return nil, errorf(CodeCrossShardTxn, "this SELECT reads several shards; inside a transaction every statement must stay on one shard (no distributed transactions)")
+	}
+	sp, err := s.scatterPlanFor(pl)
+	if err != nil {
+		return nil, err
+	}
+	snap := s.e.routes.Current()
+	var parts []part
+	if shards == nil {
+		for _, g := range snap.AllPhysical(pl.a.Sharded[0]) {
+			parts = append(parts, part{shard: g.Shards[0], ds: g.Datasource, args: args})
+		}
+	} else {
+		seen := map[router.Target]bool{}
+		for _, sh := range shards {
+			if t := snap.Target(sh); !seen[t] {
+				seen[t] = true
+				parts = append(parts, part{shard: sh, ds: t.Datasource, args: args})
+			}
+		}
+	}
+	for i := range parts {
+		parts[i].sql = renderTemplate(s, sp.tmpl, snap, parts[i].shard)
+	}
+	s.e.metrics.countScatter(pl.a.Sharded[0], len(parts))
+	results := make([]*mysql.Result, len(parts))
+	errs := make([]error, len(parts))
+	s.parallelN(len(parts), s.e.opt.ScatterParallelism, func(i int) {
+		results[i], errs[i] = s.autonomous(parts[i], false, binary)
+	})
+	for i, err := range errs {
+		if err != nil {
+			return nil, shardError(snap, pl.a.Sharded[0], parts[i].shard, classify(err))
+		}
+	}
+	spec, err := mergeSpec(sp.sc, results[0].Fields, binary, s.e.opt.MaxScatterRows)
+	if err != nil {
+		return nil, err
+	}
+	out, err := merge.Merge(results, spec)
+	if err != nil {
+		if errors.Is(err, merge.ErrUnsupported) {
+			return nil, errorf(CodeNotSupported, "%v", err)
+		}
+		if errors.Is(err, merge.ErrTooManyRows) {
+			return nil, errorf(CodeTooLarge, "this SELECT over %d shards produced more than %d rows (max_scatter_rows); add a LIMIT or a %s condition", len(parts), s.e.opt.MaxScatterRows, pl.a.KeyColumn)
+		}
+		return nil, errorf(CodeInternal, "merging shard results: %v", err)
+	}
+	fixFields(out, s.db)
+	return out, nil
+}
+
+// shardError names the shard and physical table a failure came from and
+// keeps the backend's errno.
+func shardError(snap *router.Snapshot, logical string, sh router.Shard, err error) error {
+	where := fmt.Sprintf("shard %s (%s)", sh, snap.Physical(logical, sh))
+	switch e := err.(type) {
+	case *mysql.MyError:
+		return &mysql.MyError{Code: e.Code, State: e.State, Message: where + ": " + e.Message}
+	case *Error:
+		return &Error{Code: e.Code, Msg: where + ": " + e.Msg}
+	}
+	return errorf(CodeInternal, "%s: %v", where, err)
+}
+
+// mergeSpec resolves the scatter description against the columns the shards
+// actually returned (SELECT * is only known then).
+func mergeSpec(sc *rewrite.Scatter, fields []*mysql.Field, binary bool, maxRows int) (merge.Spec, error) {
+	col := func(k rewrite.ScatterKey) (int, error) {
+		if k.Index > 0 {
+			if k.Index > len(fields)-sc.Hidden {
+				return 0, errorf(CodeSyntax, "Unknown column '%d' in 'order clause'", k.Index)
+			}
+			return k.Index - 1, nil
+		}
+		for i, f := range fields {
+			if strings.EqualFold(string(f.Name), k.Name) {
+				return i, nil
+			}
+		}
+		return 0, errorf(CodeInternal, "[BUG] merge column %q not in the shard result", k.Name)
+	}
+	spec := merge.Spec{Binary: binary, Distinct: sc.Distinct, Offset: sc.Offset, Limit: sc.Count,
+		Visible: len(fields) - sc.Hidden, MaxRows: maxRows}
+	for _, k := range sc.OrderBy {
+		i, err := col(k)
+		if err != nil {
+			return spec, err
+		}
+		spec.OrderBy = append(spec.OrderBy, merge.Order{Col: i, Desc: k.Desc})
+	}
+	for _, k := range sc.GroupBy {
+		i, err := col(k)
+		if err != nil {
+			return spec, err
+		}
+		spec.GroupBy = append(spec.GroupBy, i)
+	}
+	if sc.Grouped {
+		spec.Aggs = make([]merge.AggKind, len(fields))
+		for i, a := range sc.Aggs {
+			if i < len(fields) {
+				spec.Aggs[i] = map[rewrite.AggFunc]merge.AggKind{rewrite.AggNone: merge.AggNone, rewrite.AggCount: merge.AggCount,
+					rewrite.AggSum: merge.AggSum, rewrite.AggMin: merge.AggMin, rewrite.AggMax: merge.AggMax}[a]
+			}
+		}
+	}
+	for _, a := range sc.Avgs {
+		sum, err := col(rewrite.ScatterKey{Name: a.SumName})
+		if err != nil {
+			return spec, err
+		}
+		n, err := col(rewrite.ScatterKey{Name: a.CountName})
+		if err != nil {
+			return spec, err
+		}
+		// The shards' own AVG column carries the scale MySQL shows.
+		spec.Avgs = append(spec.Avgs, merge.Avg{Out: a.Out, Sum: sum, Count: n, Scale: int(fields[a.Out].Decimal)})
+	}
+	if len(sc.Having) > 0 {
+		type cond struct {
+			col int
+			op  string
+			val any
+		}
+		var conds []cond
+		for _, h := range sc.Having {
+			i, err := col(rewrite.ScatterKey{Name: h.Name, Index: h.Index()})
+			if err != nil {
+				return spec, err
+			}
+			conds = append(conds, cond{i, h.Op, h.Value})
+		}
+		spec.Having = func(row []mysql.FieldValue) (bool, error) {
+			for _, c := range conds {
+				ok, err := compareHaving(row[c.col], c.op, c.val)
+				if err != nil || !ok {
+					return false, err
+				}
+			}
+			return true, nil
+		}
+	}
+	return spec, nil
+}
+
+// compareHaving evaluates `value op literal` the way MySQL compares a
+// number with a number (exactly, through rationals) or a string with a
+// string (bytewise: an approximation of the collation). NULL compares false.
+func compareHaving(v mysql.FieldValue, op string, lit any) (bool, error) {
+	if v.Type == mysql.FieldValueTypeNull || lit == nil {
+		return false, nil
+	}
+	var c int
+	a, aNum := ratOf(v.Value())
+	b, bNum := ratOf(lit)
+	if aNum && bNum {
+		c = a.Cmp(b)
+	} else {
+		c = strings.Compare(fmt.Sprint(stringOf(v.Value())), fmt.Sprint(stringOf(lit)))
+	}
+	switch op {
+	case "=":
+		return c == 0, nil
+	case "<>":
+		return c != 0, nil
+	case "<":
+		return c < 0, nil
+	case "<=":
+		return c <= 0, nil
+	case ">":
+		return c > 0, nil
+	case ">=":
+		return c >= 0, nil
+	}
+	return false, errorf(CodeInternal, "[BUG] HAVING operator %q", op)
+}
+
+func stringOf(v any) any {
+	if b, ok := v.([]byte); ok {
+		return string(b)
+	}
+	return v
+}
+
+func ratOf(v any) (*big.Rat, bool) {
+	r := new(big.Rat)
+	switch x := v.(type) {
+	case int64:
+		return r.SetInt64(x), true
+	case uint64:
+		return r.SetUint64(x), true
+	case float64:
+		if r.SetFloat64(x) == nil {
+			return nil, false
+		}
+		return r, true
+	case router.Decimal:
+		return r.SetString(string(x))
+	case []byte:
+		return r.SetString(strings.TrimSpace(string(x)))
+	case string:
+		return r.SetString(strings.TrimSpace(x))
+	}
+	return nil, false
+}

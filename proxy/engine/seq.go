@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/convoy-im/convoy/rewrite"
+	"github.com/convoy-im/convoy/router"
+)
+
+// insertWithSeq runs an INSERT into conv_msg that omits seq: each row gets
+// the next seq of its conversation from im_conv_seq on the same shard, in
+// the same local transaction, so concurrent writers of one conversation
+// queue on its im_conv_seq row and never share a seq. The client receives
+// the first row's seq as the statement's last-insert-id.
+func (s *Session) insertWithSeq(pl *plan, args []any, binary bool) (*mysql.Result, error) {
+	a := pl.a
+	snap := s.e.routes.Current()
+	type group struct {
+		shard router.Shard
+		t     router.Target
+		rows  []int
+	}
+	var groups []*group
+	byTarget := map[router.Target]*group{}
+	conv := make([]uint64, len(a.InsertRows))
+	for i, v := range a.InsertRows {
+		k, err := keyOf(v, args)
+		if err != nil {
+			return nil, fmt.Errorf("row %d: %w", i+1, err)
+		}
+		conv[i] = k
+		sh := router.ShardOf(k)
+		t := snap.Target(sh)
+		g, ok := byTarget[t]
+		if !ok {
+			g = &group{shard: sh, t: t}
+			byTarget[t] = g
+			groups = append(groups, g)
+		}
+		g.rows = append(g.rows, i)
+	}
+	if len(groups) > 1 && s.inTxn() {
+		return nil, errorf(CodeCrossShardTxn, "this INSERT has rows for several shards; inside a transaction all rows must belong to the transaction's shard (no distributed transactions)")
+	}
+	var firstSeq uint64
+	jobs := make([]job, len(groups))
+	for gi, g := range groups {
+		g := g
+		jobs[gi] = job{shard: g.shard, ds: g.t.Datasource, run: func(c Conn) (*mysql.Result, error) {
+			seqs, err := s.allocateSeqs(c, snap, g.rows, conv)
+			if err != nil {
+				return nil, err
+			}
+			tmpl, params, err := rewrite.SeqInsert(a, g.rows, seqs, binary)
+			if err != nil {
+				return nil, err
+			}
+			p := part{shard: g.shard, ds: g.t.Datasource, sql: renderTemplate(s, tmpl, snap, g.shard)}
+			if binary {
+				k := 0
+				for _, i := range params {
+					if i == rewrite.SeqParam {
+						p.args = append(p.args, seqs[k])
+						k++
+					} else {
+						p.args = append(p.args, args[i])
+					}
+				}
+			}
+			r, err := s.exec(c, p, binary)
+			if err == nil && g.rows[0] == 0 {
+				firstSeq = seqs[0]
+			}
+			return r, err
+		}}
+	}
+	var r *mysql.Result
+	var err error
+	if s.inTxn() {
+		j := jobs[0]
+		c, release, cerr := s.conn(int(j.shard), j.ds)
+		if cerr != nil {
+			return nil, cerr
+		}
+		r, err = j.run(c)
+		s.afterError(c, err)
+		release()
+	} else {
+		r, err = s.writeJobs(jobs)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.InsertId = firstSeq
+	return r, nil
+}
+
+// allocateSeqs reserves, per conversation, as many seqs as the rows need,
+// with one statement per conversation: LAST_INSERT_ID(expr) makes the server
+// report the new max_seq in the OK packet, and the row lock it takes holds
+// until the caller's transaction ends.
+func (s *Session) allocateSeqs(c Conn, snap *router.Snapshot, rows []int, conv []uint64) ([]uint64, error) {
+	need := map[uint64]uint64{}
+	var order []uint64
+	for _, i := range rows {
+		if need[conv[i]] == 0 {
+			order = append(order, conv[i])
+		}
+		need[conv[i]]++
+	}
+	next := map[uint64]uint64{}
+	for _, id := range order {
+		n := need[id]
+		p := snap.Physical("im_conv_seq", router.ShardOf(id))
+		r, err := c.Exec(fmt.Sprintf("INSERT INTO %s.%s (conv_id, max_seq) VALUES (%d, LAST_INSERT_ID(%d)) ON DUPLICATE KEY UPDATE max_seq = LAST_INSERT_ID(max_seq + %d)",
+			quoteIdent(p.Database), quoteIdent(p.Table), id, n, n))
+		if err != nil {
+			return nil, err
+		}
+		if r.InsertId < n {
+			return nil, errorf(CodeInternal, "[BUG] seq allocation for conversation %d returned %d", id, r.InsertId)
+		}
+		next[id] = r.InsertId - n + 1
+	}
+	seqs := make([]uint64, len(rows))
+	for k, i := range rows {
+		seqs[k] = next[conv[i]]
+		next[conv[i]]++
+	}
+	return seqs, nil
+}

@@ -1,0 +1,86 @@
+package rewrite
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestHistoryShape(t *testing.T) {
+	p := NewParser()
+	cases := []struct {
+		q    string
+		want string // "" = not a history read
+	}{
+		{"SELECT seq, msg_id, sender_uid, msg_type, created_at FROM conv_msg WHERE conv_id = ? AND seq < ? ORDER BY seq DESC LIMIT 20",
+			"dir=1 cols=[seq msg_id sender_uid msg_type created_at] conv={0 <nil>} cursor={1 <nil>} limit={-1 20}"},
+		{"SELECT seq, msg_id FROM conv_msg WHERE seq > 10 AND conv_id = 42 ORDER BY seq ASC LIMIT ?",
+			"dir=2 cols=[seq msg_id] conv={-1 42} cursor={-1 10} limit={0 <nil>}"},
+		{"SELECT m.seq FROM conv_msg m WHERE m.conv_id = 7 AND 5 > m.seq ORDER BY m.seq DESC LIMIT 3",
+			"dir=1 cols=[seq] conv={-1 7} cursor={-1 5} limit={-1 3}"},
+		{"SELECT seq, msg_id, created_at FROM conv_msg WHERE conv_id = ? AND msg_id = ?",
+			"dir=3 cols=[seq msg_id created_at] conv={0 <nil>} cursor={1 <nil>} limit={0 <nil>}"},
+		{"SELECT seq FROM conv_msg WHERE conv_id = 1 AND seq < 5 ORDER BY seq ASC LIMIT 3", ""},   // wrong direction
+		{"SELECT seq FROM conv_msg WHERE conv_id = 1 AND seq <= 5 ORDER BY seq DESC LIMIT 3", ""}, // <= is not the shape
+		{"SELECT seq FROM conv_msg WHERE conv_id = 1 AND seq < 5 ORDER BY seq DESC", ""},          // no LIMIT
+		{"SELECT seq FROM conv_msg WHERE conv_id = 1 AND seq < 5 ORDER BY seq DESC LIMIT 1, 3", ""},
+		{"SELECT seq FROM conv_msg WHERE conv_id = 1 AND seq < 5 AND msg_type = 1 ORDER BY seq DESC LIMIT 3", ""},
+		{"SELECT * FROM conv_msg WHERE conv_id = 1 AND seq < 5 ORDER BY seq DESC LIMIT 3", ""},
+		{"SELECT seq AS s FROM conv_msg WHERE conv_id = 1 AND seq < 5 ORDER BY seq DESC LIMIT 3", ""},
+		{"SELECT COUNT(*) FROM conv_msg WHERE conv_id = 1 AND seq < 5 ORDER BY seq DESC LIMIT 3", ""},
+		{"SELECT seq FROM conv_msg WHERE conv_id IN (1, 2) AND seq < 5 ORDER BY seq DESC LIMIT 3", ""},
+		{"SELECT seq FROM conv_msg WHERE conv_id = 1 AND seq < 5 ORDER BY seq DESC LIMIT 3 FOR UPDATE", ""},
+		{"SELECT seq FROM msg_content WHERE conv_id = 1 AND seq < 5 ORDER BY seq DESC LIMIT 3", ""},
+		{"SELECT content FROM conv_msg WHERE conv_id = 1 AND seq < 5 ORDER BY seq DESC LIMIT 3", ""},
+	}
+	for _, c := range cases {
+		a, err := parseOne(t, p, c.q)
+		if err != nil {
+			t.Fatalf("%s: %v", c.q, err)
+		}
+		h, ok := HistoryShape(a)
+		got := ""
+		if ok {
+			got = fmt.Sprintf("dir=%d cols=%v conv=%v cursor=%v limit=%v", h.Dir, h.Columns, h.ConvID, h.Cursor, h.Limit)
+		}
+		if got != c.want {
+			t.Errorf("%s\n got: %s\nwant: %s", c.q, got, c.want)
+		}
+	}
+}
+
+func TestSeqInsert(t *testing.T) {
+	p := NewParser()
+	a, err := parseOne(t, p, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 1, 1, NOW()), (7, 8, ?, 1, NOW()), (9, 9, 9, 9, NOW())")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !NeedsSeq(a) {
+		t.Fatal("NeedsSeq = false")
+	}
+	phys := func(string) (string, string) { return "im_0", "conv_msg_0001" }
+	tpl, params, err := SeqInsert(a, []int{0, 2}, []uint64{5, 6}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "INSERT INTO `im_0`.`conv_msg_0001` (`conv_id`,`msg_id`,`sender_uid`,`msg_type`,`created_at`,`seq`) VALUES (?,?,1,1,NOW(),5),(9,9,9,9,NOW(),6)"
+	if got := string(tpl.Render(nil, phys)); got != want || fmt.Sprint(params) != "[0 1]" {
+		t.Errorf("literal seqs:\n got %s %v\nwant %s [0 1]", got, params, want)
+	}
+	tpl, params, err = SeqInsert(a, []int{0, 1}, []uint64{5, 6}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = "INSERT INTO `im_0`.`conv_msg_0001` (`conv_id`,`msg_id`,`sender_uid`,`msg_type`,`created_at`,`seq`) VALUES (?,?,1,1,NOW(),?),(7,8,?,1,NOW(),?)"
+	if got := string(tpl.Render(nil, phys)); got != want || fmt.Sprint(params) != "[0 1 -1 2 -1]" {
+		t.Errorf("seq placeholders:\n got %s %v\nwant %s [0 1 -1 2 -1]", got, params, want)
+	}
+	// The AST is left as parsed.
+	if again, _ := Restore(a.Stmt); again != "INSERT INTO `conv_msg` (`conv_id`,`msg_id`,`sender_uid`,`msg_type`,`created_at`) VALUES (?,?,1,1,NOW()),(7,8,?,1,NOW()),(9,9,9,9,NOW())" {
+		t.Errorf("AST changed: %s", again)
+	}
+	b, _ := parseOne(t, p, "INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (1, 1, 1, 1, 1, NOW())")
+	c, _ := parseOne(t, p, "INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (1, 1, 1, 1, '', NOW())")
+	if NeedsSeq(b) || NeedsSeq(c) {
+		t.Error("NeedsSeq true for an insert that names seq, or for another table")
+	}
+}

@@ -1,0 +1,415 @@
+package routecfg
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Proxy registry
+//
+// Every live Convoy instance keeps one key, /convoy/<cluster>/proxies/<id>,
+// attached to an etcd lease that it keeps alive. The key disappears when
+// the process dies (the lease expires after its TTL), when Close revokes the
+// lease, or when etcd has not heard from the proxy for a TTL. SHOW PROXIES
+// lists the keys. If the lease is lost while the process lives (etcd down
+// for longer than the TTL, or a network partition), the registration is
+// recreated with a new lease in the background as soon as etcd answers
+// again, with a backoff of 100 ms to 5 s between attempts.
+
+const (
+	// DefaultRegistryTTL is the lease TTL: how long a dead proxy stays
+	// listed.
+	DefaultRegistryTTL = 10 * time.Second
+	// routeVersionMinInterval bounds how often SetRouteVersion writes to
+	// etcd: a burst of route changes costs at most one write per interval.
+	routeVersionMinInterval = time.Second
+	// registerTimeout bounds Register when ctx has no earlier deadline, and
+	// each background attempt to re-register.
+	registerTimeout      = 3 * time.Second
+	minReregisterBackoff = 100 * time.Millisecond
+	maxReregisterBackoff = 5 * time.Second
+)
+
+// ProxiesPrefix is the etcd prefix under which a cluster's proxies register.
+func ProxiesPrefix(cluster string) string { return "/convoy/" + cluster + "/proxies/" }
+
+// ProxyKey is the etcd key of one proxy's registration.
+func ProxyKey(cluster, id string) string { return ProxiesPrefix(cluster) + id }
+
+// ProxyInfo describes one running Convoy instance.
+type ProxyInfo struct {
+	ID      string // unique per live instance in the cluster (e.g. hostname:port)
+	Listen  string // MySQL protocol listen address
+	Metrics string // metrics/pprof listen address
+	Version string // Convoy build version
+	// StartedAt is when the process started; stored with second precision.
+	StartedAt time.Time
+	// RouteVersion is the route document version the proxy serves.
+	RouteVersion int64
+}
+
+// proxyRecord is the JSON stored in etcd.
+type proxyRecord struct {
+	ID           string `json:"id"`
+	Listen       string `json:"listen"`
+	Metrics      string `json:"metrics"`
+	Version      string `json:"version"`
+	StartedAt    string `json:"started_at"` // RFC3339, UTC
+	RouteVersion int64  `json:"route_version"`
+}
+
+func encodeProxy(p ProxyInfo) string {
+	b, _ := json.Marshal(proxyRecord{
+		ID: p.ID, Listen: p.Listen, Metrics: p.Metrics, Version: p.Version,
+		StartedAt: p.StartedAt.UTC().Format(time.RFC3339), RouteVersion: p.RouteVersion,
+	})
+	return string(b)
+}
+
+func decodeProxy(b []byte) (ProxyInfo, error) {
+	var r proxyRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return ProxyInfo{}, err
+	}
+	p := ProxyInfo{ID: r.ID, Listen: r.Listen, Metrics: r.Metrics, Version: r.Version, RouteVersion: r.RouteVersion}
+	if r.StartedAt != "" {
+		t, err := time.Parse(time.RFC3339, r.StartedAt)
+		if err != nil {
+			return ProxyInfo{}, fmt.Errorf("started_at: %w", err)
+		}
+		p.StartedAt = t
+	}
+	return p, nil
+}
+
+// validKeyPart rejects names that would alias another key: empty, with a
+// '/', NUL or surrounding spaces.
+func validKeyPart(what, s string) error {
+	if s == "" || strings.ContainsAny(s, "/\x00") || strings.TrimSpace(s) != s {
+		return fmt.Errorf("routecfg: invalid %s %q (it must be non-empty, without '/' or surrounding spaces)", what, s)
+	}
+	return nil
+}
+
+// RegistryOption configures Register.
+type RegistryOption func(*registryConfig)
+
+type registryConfig struct {
+	ttl time.Duration
+	log *zap.Logger
+}
+
+// WithTTL sets the lease TTL (default DefaultRegistryTTL), rounded up to
+// whole seconds. etcd enforces a minimum (about 2 s with default election
+// settings) and may grant more than asked.
+func WithTTL(d time.Duration) RegistryOption {
+	return func(c *registryConfig) {
+		if d > 0 {
+			c.ttl = d
+		}
+	}
+}
+
+// WithRegistryLogger sets the logger (default: none).
+func WithRegistryLogger(l *zap.Logger) RegistryOption {
+	return func(c *registryConfig) {
+		if l != nil {
+			c.log = l
+		}
+	}
+}
+
+// Registration is one proxy's live entry in the registry.
+type Registration struct {
+	cli *clientv3.Client
+	key string
+	ttl int64 // seconds
+	log *zap.Logger
+
+	mu    sync.Mutex // guards info and lease
+	info  ProxyInfo
+	lease clientv3.LeaseID
+
+	routeVersion atomic.Int64
+	changed      chan struct{} // SetRouteVersion -> run, capacity 1
+	losses       atomic.Int64  // leases lost so far (each one re-registered)
+
+	ctx       context.Context // canceled by Close
+	cancel    context.CancelFunc
+	done      chan struct{} // closed when run exits
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Register writes info under /convoy/<cluster>/proxies/<info.ID> with a
+// lease, and keeps the lease alive until Close. A zero StartedAt means now.
+// If etcd does not answer, it returns an error once ctx is done or after
+// 3 s, whichever is first: the caller decides whether to serve without
+// being listed. A key left by a previous process with the same ID (killed
+// less than a TTL ago) is taken over, with a warning.
+func Register(ctx context.Context, cli *clientv3.Client, cluster string, info ProxyInfo, opts ...RegistryOption) (*Registration, error) {
+	if err := validKeyPart("cluster name", cluster); err != nil {
+		return nil, err
+	}
+	if err := validKeyPart("proxy id", info.ID); err != nil {
+		return nil, err
+	}
+	cfg := registryConfig{ttl: DefaultRegistryTTL, log: zap.NewNop()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if info.StartedAt.IsZero() {
+		info.StartedAt = time.Now()
+	}
+	info.StartedAt = info.StartedAt.UTC().Truncate(time.Second)
+	key := ProxyKey(cluster, info.ID)
+	r := &Registration{
+		cli:     cli,
+		key:     key,
+		ttl:     int64((cfg.ttl + time.Second - 1) / time.Second),
+		log:     cfg.log.With(zap.String("cluster", cluster), zap.String("key", key)),
+		info:    info,
+		changed: make(chan struct{}, 1),
+		done:    make(chan struct{}),
+	}
+	r.routeVersion.Store(info.RouteVersion)
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+
+	actx, cancel := context.WithTimeout(ctx, registerTimeout)
+	defer cancel()
+	ka, written, err := r.establish(actx)
+	if err != nil {
+		r.cancel()
+		close(r.done)
+		return nil, fmt.Errorf("routecfg: cannot register proxy %q in etcd (%s): %w", info.ID, key, err)
+	}
+	r.log.Info("proxy registered", zap.Int64("ttl_seconds", r.ttl), zap.String("lease", leaseHex(r.leaseID())))
+	go r.run(ka, written)
+	return r, nil
+}
+
+func leaseHex(id clientv3.LeaseID) string { return fmt.Sprintf("%x", int64(id)) }
+
+func (r *Registration) leaseID() clientv3.LeaseID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lease
+}
+
+// value is the JSON to store now, with the latest route version, and that
+// version.
+func (r *Registration) value() (string, int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.info.RouteVersion = r.routeVersion.Load()
+	return encodeProxy(r.info), r.info.RouteVersion
+}
+
+// establish grants a new lease, writes the key with it and starts keeping
+// it alive. ctx bounds the grant and the write; the keepalive lives until
+// Close. It returns the route version written.
+func (r *Registration) establish(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, int64, error) {
+	grant, err := r.cli.Grant(ctx, r.ttl)
+	if err != nil {
+		return nil, 0, fmt.Errorf("grant lease: %w", err)
+	}
+	val, version := r.value()
+	resp, err := r.cli.Put(ctx, r.key, val, clientv3.WithLease(grant.ID), clientv3.WithPrevKV())
+	if err != nil {
+		_ = r.revoke(grant.ID)
+		return nil, 0, fmt.Errorf("write %s: %w", r.key, err)
+	}
+	ka, err := r.cli.KeepAlive(r.ctx, grant.ID)
+	if err != nil {
+		_ = r.revoke(grant.ID)
+		return nil, 0, fmt.Errorf("keep lease alive: %w", err)
+	}
+	r.mu.Lock()
+	old := r.lease
+	r.lease = grant.ID
+	r.mu.Unlock()
+	if prev := resp.PrevKv; prev != nil && prev.Lease != int64(old) {
+		// Not our own previous lease: a process with the same ID died less
+		// than a TTL ago, or two live proxies share an ID (a configuration
+		// error: they would keep overwriting each other).
+		r.log.Warn("took over an existing registration with the same proxy id (a previous process not yet expired, or a duplicate id)",
+			zap.String("previous_lease", leaseHex(clientv3.LeaseID(prev.Lease))), zap.ByteString("previous_value", prev.Value))
+	}
+	return ka, version, nil
+}
+
+// revoke drops a lease, best effort, briefly bounded.
+func (r *Registration) revoke(id clientv3.LeaseID) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := r.cli.Revoke(ctx, id)
+	return err
+}
+
+// SetRouteVersion records the route version the proxy serves. It never
+// blocks: the key is rewritten in the background, at most once per second
+// however often the version changes.
+func (r *Registration) SetRouteVersion(v int64) {
+	if r.routeVersion.Swap(v) == v {
+		return
+	}
+	select {
+	case r.changed <- struct{}{}:
+	default: // a write is already pending; it will read the latest value
+	}
+}
+
+// run drains keepalive responses, writes route version changes, and
+// re-registers when the lease is lost, until Close.
+func (r *Registration) run(ka <-chan *clientv3.LeaseKeepAliveResponse, written int64) {
+	defer close(r.done)
+	var (
+		lastWrite time.Time
+		flush     <-chan time.Time // pending route version write
+	)
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case _, ok := <-ka:
+			if ok {
+				continue
+			}
+			// The client closes the channel when etcd reports the lease
+			// expired, or when no keepalive answer came for a TTL.
+			if r.ctx.Err() != nil {
+				return
+			}
+			lost := r.leaseID()
+			r.losses.Add(1)
+			r.log.Warn("proxy registration lost (etcd unreachable for longer than the lease TTL, or the lease expired); re-registering in the background",
+				zap.String("lease", leaseHex(lost)))
+			if ka, written = r.reregister(); ka == nil {
+				return // closed
+			}
+			lastWrite = time.Now()
+			// The old lease may still be alive in etcd (a restarted etcd
+			// extends leases); the key now belongs to the new one.
+			_ = r.revoke(lost)
+		case <-r.changed:
+			if flush == nil {
+				flush = time.After(max(0, routeVersionMinInterval-time.Since(lastWrite)))
+			}
+		case <-flush:
+			flush = nil
+			if r.routeVersion.Load() == written {
+				continue
+			}
+			v, err := r.writeValue()
+			if err != nil {
+				// Retry later; if the lease is gone, re-registering writes
+				// the latest version anyway.
+				r.log.Warn("cannot update the route version of the proxy registration; retrying", zap.Int64("route_version", v), zap.Error(err))
+				flush = time.After(routeVersionMinInterval)
+				continue
+			}
+			written, lastWrite = v, time.Now()
+		}
+	}
+}
+
+// writeValue rewrites the key with the current lease and value.
+func (r *Registration) writeValue() (int64, error) {
+	ctx, cancel := context.WithTimeout(r.ctx, registerTimeout)
+	defer cancel()
+	val, v := r.value()
+	_, err := r.cli.Put(ctx, r.key, val, clientv3.WithLease(r.leaseID()))
+	return v, err
+}
+
+// reregister retries establish with backoff until it succeeds (the new
+// keepalive channel and the route version written) or Close is called (nil).
+func (r *Registration) reregister() (<-chan *clientv3.LeaseKeepAliveResponse, int64) {
+	backoff := minReregisterBackoff
+	for attempt := 1; ; attempt++ {
+		// gRPC backs reconnects off for up to minutes while etcd is down;
+		// this is the moment we want to know it is back.
+		if conn := r.cli.ActiveConnection(); conn != nil {
+			conn.ResetConnectBackoff()
+		}
+		ctx, cancel := context.WithTimeout(r.ctx, registerTimeout)
+		ka, written, err := r.establish(ctx)
+		cancel()
+		if err == nil {
+			r.log.Info("proxy re-registered with a new lease", zap.Int("attempts", attempt), zap.String("lease", leaseHex(r.leaseID())))
+			return ka, written
+		}
+		if r.ctx.Err() != nil {
+			return nil, 0
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			r.log.Warn("cannot re-register the proxy yet; retrying", zap.Int("attempt", attempt), zap.Duration("backoff", backoff), zap.Error(err))
+		}
+		select {
+		case <-r.ctx.Done():
+			return nil, 0
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxReregisterBackoff)
+	}
+}
+
+// Close stops the background work and revokes the lease, which removes the
+// key at once. It returns the revoke error (etcd unreachable: the key then
+// expires after the TTL). Close is idempotent; later calls return the first
+// call's result.
+func (r *Registration) Close() error {
+	r.closeOnce.Do(func() {
+		r.cancel()
+		<-r.done
+		if err := r.revoke(r.leaseID()); err != nil {
+			r.closeErr = fmt.Errorf("routecfg: revoke the registration lease of %s (it expires within %ds): %w", r.key, r.ttl, err)
+			r.log.Warn("cannot revoke the registration lease; the key expires with it", zap.Error(err))
+			return
+		}
+		r.log.Info("proxy unregistered")
+	})
+	return r.closeErr
+}
+
+// ListProxies returns the proxies registered in the cluster, sorted by ID.
+// Values that do not decode are skipped: one broken entry written by hand
+// must not hide the others. Without a deadline on ctx, the read is bounded
+// by DefaultReadTimeout.
+func ListProxies(ctx context.Context, cli *clientv3.Client, cluster string) ([]ProxyInfo, error) {
+	if err := validKeyPart("cluster name", cluster); err != nil {
+		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultReadTimeout)
+		defer cancel()
+	}
+	prefix := ProxiesPrefix(cluster)
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("routecfg: list proxies under %s: %w", prefix, err)
+	}
+	out := make([]ProxyInfo, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		p, err := decodeProxy(kv.Value)
+		if err != nil {
+			continue
+		}
+		if id := strings.TrimPrefix(string(kv.Key), prefix); p.ID == "" {
+			p.ID = id
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b ProxyInfo) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
