@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -457,4 +458,33 @@ func decode(member, score string) (Entry, error) {
 		return Entry{}, fmt.Errorf("histcache: bad member %q score %q: %w", member, score, e)
 	}
 	return e, nil
+}
+
+// InvalidateAll drops every cached conversation: after DDL such as TRUNCATE
+// or DROP of conv_msg, or a write the proxy could not attribute to
+// conversations. It scans the meta keys (every master on Redis Cluster), so
+// it is O(cached conversations): an operator action, not a hot-path call.
+func (c *Cache) InvalidateAll(ctx context.Context) error {
+	scan := func(ctx context.Context, rdb redis.UniversalClient) error {
+		iter := rdb.Scan(ctx, 0, "im:hist:meta:{*}", 1000).Iterator()
+		for iter.Next(ctx) {
+			key := iter.Val()
+			open, close := strings.IndexByte(key, '{'), strings.IndexByte(key, '}')
+			if open < 0 || close <= open {
+				continue
+			}
+			conv, err := strconv.ParseUint(key[open+1:close], 10, 64)
+			if err != nil {
+				continue
+			}
+			if err := c.Invalidate(ctx, conv); err != nil {
+				return err
+			}
+		}
+		return iter.Err()
+	}
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
+	}
+	return scan(ctx, c.rdb)
 }

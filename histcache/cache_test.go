@@ -543,3 +543,22 @@ func TestEncodeDecode(t *testing.T) {
 		t.Fatal("short member accepted")
 	}
 }
+
+func TestInvalidateAll(t *testing.T) {
+	c, _, _ := setup(t, testOpts())
+	for _, conv := range []uint64{1, 2, 18446744073709551615} {
+		warm(t, c, conv)
+		mustFill(t, c, conv, mkEntries(1, 30), 0, NoUpperBound)
+		if _, ok, err := c.Before(bg, conv, 31, 10); !ok || err != nil {
+			t.Fatalf("conv %d not cached before InvalidateAll: %v", conv, err)
+		}
+	}
+	if err := c.InvalidateAll(bg); err != nil {
+		t.Fatal(err)
+	}
+	for _, conv := range []uint64{1, 2, 18446744073709551615} {
+		if _, ok, _ := c.Before(bg, conv, 31, 10); ok {
+			t.Errorf("conv %d still served after InvalidateAll", conv)
+		}
+	}
+}

@@ -50,6 +50,18 @@ type Config struct {
 		DDLParallelism     int `yaml:"ddl_parallelism"`
 	} `yaml:"engine"`
 
+	// HotTier is the Redis history cache of seed 000.
+	HotTier struct {
+		Enabled     bool          `yaml:"enabled"`
+		Addrs       []string      `yaml:"addrs"`    // one address: single node; several: Redis Cluster
+		Password    string        `yaml:"password"` // prefer password_env
+		PasswordEnv string        `yaml:"password_env"`
+		Timeout     time.Duration `yaml:"timeout"`     // per Redis call; default 50ms
+		MaxEntries  int           `yaml:"max_entries"` // newest messages kept per conversation; default 500
+		TTL         time.Duration `yaml:"ttl"`         // default 168h (7 days)
+		MarkerTTL   time.Duration `yaml:"marker_ttl"`  // must exceed the longest commit; default 5s
+	} `yaml:"hot_tier"`
+
 	// Health holds the expansion triggers of seed 001 (SHOW SHARD HEALTH).
 	Health struct {
 		StatsWindow  time.Duration    `yaml:"stats_window"`  // default 60s

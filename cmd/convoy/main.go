@@ -23,10 +23,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/proxy"
 	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/proxy/engine"
@@ -209,6 +211,25 @@ func serve(args []string) error {
 		StatsWindow: c.Health.StatsWindow, HealthQPS: c.Health.ShardQPS, HealthWriteP99: c.Health.WriteP99,
 		HealthDiskPct: c.Health.DiskPercent, DiskCapacity: c.Health.DiskCapacity,
 	})
+	if c.HotTier.Enabled {
+		pw := c.HotTier.Password
+		if c.HotTier.PasswordEnv != "" {
+			pw = os.Getenv(c.HotTier.PasswordEnv)
+		}
+		rdb := redis.NewUniversalClient(&redis.UniversalOptions{
+			Addrs: c.HotTier.Addrs, Password: pw,
+			// Without this a hung (not dead) Redis would hold a read until the
+			// socket timeout instead of the tier's per-call budget.
+			ContextTimeoutEnabled: true,
+			DialTimeout:           time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
+		})
+		defer rdb.Close()
+		tier := histcache.New(rdb, histcache.Options{
+			MaxEntries: c.HotTier.MaxEntries, TTL: c.HotTier.TTL, MarkerTTL: c.HotTier.MarkerTTL, Timeout: c.HotTier.Timeout,
+		}, reg)
+		eng.SetHotTier(tier, c.HotTier.MaxEntries)
+		log.Info("history hot tier enabled", zap.Strings("redis", c.HotTier.Addrs))
+	}
 	eng.SetAdmin(engine.AdminHooks{
 		Reload: watcher.Reload,
 		Pools: func() []engine.PoolStat {

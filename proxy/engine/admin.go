@@ -296,7 +296,11 @@ func (s *Session) targeted(d *directive.Directive) (*mysql.Result, error) {
 			return nil, err
 		}
 		defer c.Release()
-		return c.Exec(d.Rest)
+		r, err := c.Exec(d.Rest)
+		if strings.Contains(strings.ToLower(d.Rest), historyTable) {
+			s.e.invalidateAllHistory() // a raw write the proxy cannot attribute
+		}
+		return r, err
 	}
 	pl, err := s.plan(d.Rest)
 	if err != nil {
@@ -307,6 +311,9 @@ func (s *Session) targeted(d *directive.Directive) (*mysql.Result, error) {
 	}
 	if pl.tmpl == nil {
 		return nil, errorf(CodeNotSupported, "/*+ convoy %s */ needs a statement on a sharded table", targetWords(d))
+	}
+	if pl.touchesHistory() || (pl.a.Kind == rewrite.KindDDL && pl.a.Sharded[0] == historyTable) {
+		defer s.e.invalidateAllHistory()
 	}
 	if d.Shard >= 0 {
 		sh := router.Shard(d.Shard)

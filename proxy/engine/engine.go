@@ -74,6 +74,7 @@ type Engine struct {
 	metrics  *Metrics
 	window   *stats.Window // sliding-window shard stats for SHOW SHARD STATS / HEALTH
 	admin    AdminHooks
+	hot      *hotState // nil: no hot tier
 	log      *zap.Logger
 	opt      Options
 }

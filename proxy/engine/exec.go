@@ -40,10 +40,49 @@ func (s *Session) run(pl *plan, args []any, binary bool) (*mysql.Result, error) 
 		s.e.metrics.countStatement("unsharded")
 		return s.passthrough(pl, args, binary)
 	}
-	switch a.Kind {
-	case rewrite.KindDDL:
+	if a.Kind == rewrite.KindDDL {
 		s.e.metrics.countStatement("ddl")
 		return s.ddl(pl)
+	}
+	if s.e.hot == nil {
+		return s.runSharded(pl, args, binary)
+	}
+	// The hot tier: history reads may be served from it; conv_msg writes
+	// keep it exact (markers before the commit, write-through or
+	// invalidation after).
+	switch {
+	case pl.hist != nil && !s.inTxn():
+		if r, ok := s.hotRead(pl, args, binary); ok {
+			s.e.metrics.countStatement("hot")
+			return r, nil
+		}
+		r, err := s.runSharded(pl, args, binary)
+		if err == nil {
+			s.afterHistoryMiss(pl, args, binary, r)
+		}
+		return r, err
+	case pl.touchesHistory():
+		convs, known := historyConvs(pl, args)
+		if s.inTxn() {
+			s.txn.noteHistory(convs, known)
+			return s.runSharded(pl, args, binary)
+		}
+		w := s.e.beginHistWrite(convs)
+		s.histEntries = nil
+		r, err := s.runSharded(pl, args, binary)
+		w.end(err, s.histEntries)
+		if !known && err == nil {
+			s.e.invalidateAllHistory()
+		}
+		return r, err
+	}
+	return s.runSharded(pl, args, binary)
+}
+
+// runSharded executes a statement on sharded tables.
+func (s *Session) runSharded(pl *plan, args []any, binary bool) (*mysql.Result, error) {
+	a := pl.a
+	switch a.Kind {
 	case rewrite.KindInsert:
 		s.e.metrics.countStatement("sharded")
 		return s.insert(pl, args, binary)
@@ -363,7 +402,13 @@ func (s *Session) ddl(pl *plan) (*mysql.Result, error) {
 	for i, g := range groups {
 		parts[i] = part{shard: g.Shards[0], ds: g.Datasource, sql: pl.render(s, snap, g.Shards[0])}
 	}
-	if err := s.fanout(parts, "DDL"); err != nil {
+	err := s.fanout(parts, "DDL")
+	for _, t := range pl.a.Sharded {
+		if t == historyTable {
+			s.e.invalidateAllHistory() // TRUNCATE / DROP / ALTER: cached pages may no longer hold
+		}
+	}
+	if err != nil {
 		return nil, err
 	}
 	return okResult(), nil

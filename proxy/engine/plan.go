@@ -19,6 +19,8 @@ type plan struct {
 	lastID bool
 	// scatter is the every-shard form of a SELECT, built on first use.
 	scatter *scatterPlan
+	// hist is set for the seed 000 history reads when the hot tier is on.
+	hist *rewrite.History
 }
 
 // plan parses and analyses one statement.
@@ -47,6 +49,9 @@ func (s *Session) plan(sql string) (*plan, error) {
 		}
 		if pl.tmpl, err = rewrite.NewTemplate(a); err != nil {
 			return nil, classify(err)
+		}
+		if s.e.hot != nil && a.Kind == rewrite.KindSelect {
+			pl.hist, _ = rewrite.HistoryShape(a)
 		}
 	} else if a.Kind == rewrite.KindSelect {
 		v := &funcFinder{name: "last_insert_id"}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
+	"github.com/convoy-im/convoy/histcache"
+
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -70,10 +72,25 @@ func (s *Session) insertWithSeq(pl *plan, args []any, binary bool) (*mysql.Resul
 				}
 			}
 			r, err := s.exec(c, p, binary)
-			if err == nil && g.rows[0] == 0 {
+			if err != nil {
+				return nil, err
+			}
+			if g.rows[0] == 0 {
 				firstSeq = seqs[0]
 			}
-			return r, err
+			if s.e.hot != nil && !s.inTxn() {
+				es, err := s.readBackHistory(c, snap, g.rows, conv, seqs)
+				if err != nil {
+					return nil, err
+				}
+				for id, e := range es {
+					if s.histEntries == nil {
+						s.histEntries = map[uint64][]histcache.Entry{}
+					}
+					s.histEntries[id] = e
+				}
+			}
+			return r, nil
 		}}
 	}
 	var r *mysql.Result

@@ -6,6 +6,8 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
+	"github.com/convoy-im/convoy/histcache"
+
 	"github.com/convoy-im/convoy/proxy/directive"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
@@ -27,8 +29,11 @@ type Session struct {
 	vars       map[string]string // session variables every backend connection must carry
 	txn        txnState
 	lastID     uint64 // LAST_INSERT_ID() of this session, from OK packets
-	admin      bool   // may send admin directives
-	buf        []byte // reused for rendering SQL
+	// histEntries are the conv_msg rows the current statement inserted, read
+	// back before its commit for the hot tier's write-through.
+	histEntries map[uint64][]histcache.Entry
+	admin       bool   // may send admin directives
+	buf         []byte // reused for rendering SQL
 }
 
 // txnState is a transaction pinned to one backend connection of one shard.
@@ -40,6 +45,16 @@ type txnState struct {
 	conn     Conn   // nil until the first statement
 	pin      int    // shard number, pinUnsharded or pinAny
 	aborted  bool   // the pinned connection broke: only ROLLBACK is accepted
+	// hist lists conversations whose conv_msg rows this transaction wrote;
+	// histAll means some write could not be attributed. COMMIT guards them on
+	// the hot tier.
+	hist    []uint64
+	histAll bool
+}
+
+func (t *txnState) noteHistory(convs []uint64, known bool) {
+	t.hist = append(t.hist, convs...)
+	t.histAll = t.histAll || !known
 }
 
 // NewSession starts a session with db as its current database.
@@ -319,11 +334,17 @@ func (s *Session) endTxn(commit bool) (*mysql.Result, error) {
 		return okResult(), nil
 	}
 	verb := "ROLLBACK"
+	var w *histWrite
 	if commit {
 		verb = "COMMIT"
+		w = s.e.beginHistWrite(dedupe(t.hist))
 	}
 	start := time.Now()
 	r, err := t.conn.Exec(verb)
+	w.end(err, nil) // transactional writes invalidate: their rows are not read back
+	if commit && t.histAll {
+		s.e.invalidateAllHistory()
+	}
 	if t.pin >= 0 {
 		s.e.observe(router.Shard(t.pin), true, start, err)
 	}
@@ -335,3 +356,15 @@ func (s *Session) endTxn(commit bool) (*mysql.Result, error) {
 }
 
 func okResult() *mysql.Result { return &mysql.Result{} }
+
+func dedupe(xs []uint64) []uint64 {
+	seen := make(map[uint64]bool, len(xs))
+	out := xs[:0:0]
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
