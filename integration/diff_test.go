@@ -226,7 +226,7 @@ func sortRows(rows [][]string) {
 	sort.Slice(rows, func(i, j int) bool { return strings.Join(rows[i], "\x00") < strings.Join(rows[j], "\x00") })
 }
 
-func openDSN(t *testing.T, dsn string) *sql.DB {
+func openDSN(t testing.TB, dsn string) *sql.DB {
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
 		t.Fatal(err)

@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 // and a reference MariaDB holding every row in plain tables (database im),
 // for differential checks.
 type stack struct {
-	t      *testing.T
+	t      testing.TB
 	ds     [2]*testsvc.MariaDB
 	ref    *testsvc.MariaDB
 	etcd   *testsvc.Etcd
@@ -72,7 +72,7 @@ func testLayout(ds ...*testsvc.MariaDB) router.Document {
 	return doc
 }
 
-func newStack(t *testing.T) *stack {
+func newStack(t testing.TB) *stack {
 	t.Helper()
 	s := &stack{t: t}
 	s.ds[0] = testsvc.StartMariaDB(t, testsvc.WithServerID(1))
@@ -110,7 +110,7 @@ func newStack(t *testing.T) *stack {
 
 // readSchema splits schema/im.sql into statements (it has no ';' inside
 // literals).
-func readSchema(t *testing.T) []string {
+func readSchema(t testing.TB) []string {
 	b, err := os.ReadFile("../schema/im.sql")
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ type convoyProc struct {
 	exited  chan struct{}
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +150,7 @@ func freeAddr(t *testing.T) string {
 
 // startConvoy starts the convoy binary with a generated config and waits
 // until a client can log in.
-func startConvoy(t *testing.T, etcd []string, extraYAML ...string) *convoyProc {
+func startConvoy(t testing.TB, etcd []string, extraYAML ...string) *convoyProc {
 	t.Helper()
 	dir := t.TempDir()
 	p := &convoyProc{addr: freeAddr(t), metrics: freeAddr(t), logPath: filepath.Join(dir, "convoy.log"), cfgPath: filepath.Join(dir, "convoy.yaml")}
@@ -176,7 +176,7 @@ users:
 	return p
 }
 
-func (p *convoyProc) start(t *testing.T) {
+func (p *convoyProc) start(t testing.TB) {
 	t.Helper()
 	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -230,7 +230,7 @@ func (p *convoyProc) dsn(user, pass, db string) string {
 	return fmt.Sprintf("%s:%s@tcp(%s)/%s?collation=utf8mb4_general_ci&timeout=5s&readTimeout=30s", user, pass, p.addr, db)
 }
 
-func (p *convoyProc) open(t *testing.T, user, pass, db string) *sql.DB {
+func (p *convoyProc) open(t testing.TB, user, pass, db string) *sql.DB {
 	t.Helper()
 	h, err := sql.Open("mysql", p.dsn(user, pass, db))
 	if err != nil {
