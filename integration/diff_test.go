@@ -90,6 +90,16 @@ func differentialCases() []dcase {
 		dcase{sql: "SELECT conv_id, seq FROM conv_msg WHERE msg_type = 1", unordered: true},
 		dcase{sql: "SELECT uid, conv_id FROM im_conv_member", unordered: true},
 		q("SELECT MAX(uid), MIN(uid), COUNT(*) FROM im_conv_member"),
+		// NULLs: a nullable column added through the DDL fan-out.
+		q("ALTER TABLE msg_content ADD COLUMN note VARCHAR(16) NULL"),
+		q("UPDATE msg_content SET note = 'b' WHERE conv_id = 42 AND msg_id = 4201"),
+		q("UPDATE msg_content SET note = 'A' WHERE conv_id = 1 AND msg_id = 101"),
+		q("SELECT msg_id, note FROM msg_content ORDER BY note, msg_id"),
+		q("SELECT msg_id, note FROM msg_content ORDER BY note DESC, msg_id LIMIT 2"),
+		q("SELECT COUNT(note), COUNT(*), MIN(note), MAX(note) FROM msg_content"),
+		q("SELECT note, COUNT(*) FROM msg_content GROUP BY note ORDER BY note"),
+		q("SELECT DISTINCT note FROM msg_content ORDER BY note"),
+		q("ALTER TABLE msg_content DROP COLUMN note"),
 		q("SELECT COUNT(*) FROM im_inbox WHERE send_time > '2030-01-01'"),
 	)
 	// Updates and deletes by key.
