@@ -196,7 +196,7 @@ func (p *convoyProc) start(t testing.TB) {
 			err = db.Ping()
 			db.Close()
 		}
-		if err == nil {
+		if err == nil || errno(err) != 0 { // a MySQL error packet: the server is up
 			return
 		}
 		select {

@@ -11,10 +11,11 @@ import (
 
 // handler adapts go-mysql's server.Handler to one engine.Session.
 type handler struct {
-	s    *Server
-	sess *engine.Session
-	conn *server.Conn // nil during the handshake
-	user User
+	s     *Server
+	sess  *engine.Session
+	conn  *server.Conn // nil during the handshake
+	user  User
+	stmts int // open prepared statements (bounded by MaxPreparedPerSession)
 }
 
 var _ server.Handler = (*handler)(nil)
@@ -74,10 +75,15 @@ func (h *handler) HandleFieldList(table, wildcard string) ([]*mysql.Field, error
 }
 
 func (h *handler) HandleStmtPrepare(q string) (int, int, any, error) {
+	if h.stmts >= h.s.cfg.MaxPreparedPerSession {
+		return 0, 0, nil, h.fail(&mysql.MyError{Code: mysql.ER_MAX_PREPARED_STMT_COUNT_REACHED, State: "42000",
+			Message: "Can't create more than " + strconv.Itoa(h.s.cfg.MaxPreparedPerSession) + " prepared statements in one session; close some"})
+	}
 	p, err := h.sess.Prepare(q)
 	if err != nil {
 		return 0, 0, nil, h.fail(err)
 	}
+	h.stmts++
 	return p.Params, p.Columns, p, nil
 }
 
@@ -106,7 +112,10 @@ var alreadyWritten = &mysql.Result{Resultset: &mysql.Resultset{
 	Fields: []*mysql.Field{{}}, Streaming: mysql.StreamingMultiple, StreamingDone: true,
 }}
 
-func (h *handler) HandleStmtClose(any) error { return nil }
+func (h *handler) HandleStmtClose(any) error {
+	h.stmts--
+	return nil
+}
 
 // COM_RESET_CONNECTION is not in go-mysql's command switch.
 const comResetConnection = 0x1f

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/server"
@@ -44,6 +45,21 @@ type Config struct {
 	TLSCert, TLSKey string
 	// MaxConnections bounds client connections; the next one gets errno 1040.
 	MaxConnections int
+	// MaxUserConnections bounds connections per user (errno 1203); 0 = no bound.
+	MaxUserConnections int
+	// MaxPacket is the largest packet a client may send (errno 1153 and the
+	// connection is closed). Default 64 MiB.
+	MaxPacket int
+	// MaxPreparedPerSession bounds open prepared statements of one client
+	// (errno 1461). Default 1024.
+	MaxPreparedPerSession int
+	// AuthFailures failed logins from one host within AuthWindow block the
+	// host for the rest of the window (errno 1129). Default 10 per minute;
+	// negative disables.
+	AuthFailures int
+	AuthWindow   time.Duration
+	// RequireSecureTransport refuses clients that did not negotiate TLS.
+	RequireSecureTransport bool
 }
 
 // Server accepts client connections.
@@ -54,6 +70,10 @@ type Server struct {
 	wire   *server.Server
 	users  credentials
 	active atomic.Int64
+	auth   *authThrottle
+
+	perUserMu sync.Mutex
+	perUser   map[string]int
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -83,6 +103,21 @@ func New(cfg Config, eng *engine.Engine, log *zap.Logger, reg prometheus.Registe
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = 4096
 	}
+	if cfg.MaxPacket <= 0 {
+		cfg.MaxPacket = 64 << 20
+	}
+	if cfg.MaxPreparedPerSession <= 0 {
+		cfg.MaxPreparedPerSession = 1024
+	}
+	if cfg.AuthFailures == 0 {
+		cfg.AuthFailures = 10
+	}
+	if cfg.AuthWindow <= 0 {
+		cfg.AuthWindow = time.Minute
+	}
+	if cfg.RequireSecureTransport && cfg.TLSCert == "" {
+		return nil, errors.New("require_secure_transport needs tls_cert and tls_key")
+	}
 	if len(cfg.Users) == 0 {
 		return nil, errors.New("no users configured: clients could not log in")
 	}
@@ -95,11 +130,13 @@ func New(cfg Config, eng *engine.Engine, log *zap.Logger, reg prometheus.Registe
 		}
 	}
 	s := &Server{
-		cfg:   cfg,
-		eng:   eng,
-		log:   log,
-		users: credentials{},
-		conns: map[net.Conn]struct{}{},
+		cfg:     cfg,
+		eng:     eng,
+		log:     log,
+		users:   credentials{},
+		conns:   map[net.Conn]struct{}{},
+		auth:    newAuthThrottle(cfg.AuthFailures, cfg.AuthWindow),
+		perUser: map[string]int{},
 		// utf8mb4_general_ci (45) is the collation announced to clients.
 		wire: server.NewServer(cfg.ServerVersion, 45, cfg.AuthMethod, pubKey, tlsConf),
 		connGauge: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -228,7 +265,13 @@ func (s *Server) handle(nc net.Conn) {
 	}()
 	if n > int64(s.cfg.MaxConnections) {
 		s.rejected.Inc()
-		writeRawError(nc, mysql.ER_CON_COUNT_ERROR, "08004", "Too many connections")
+		writeRawError(nc, 0, mysql.ER_CON_COUNT_ERROR, "08004", "Too many connections")
+		return
+	}
+	host := hostOf(nc.RemoteAddr())
+	if s.auth.blocked(host) {
+		s.rejected.Inc()
+		writeRawError(nc, 0, mysql.ER_HOST_IS_BLOCKED, "HY000", "Host '"+host+"' is blocked because of many failed logins; retry later")
 		return
 	}
 	h := &handler{s: s, sess: s.eng.NewSession("")}
@@ -240,11 +283,27 @@ func (s *Server) handle(nc net.Conn) {
 	}()
 	conn, err := s.wire.NewCustomizedConn(nc, s.users, h)
 	if err != nil {
+		var me *mysql.MyError
+		if errors.As(err, &me) && me.Code == mysql.ER_ACCESS_DENIED_ERROR {
+			s.auth.fail(host)
+		}
 		s.log.Debug("handshake failed", zap.String("remote", nc.RemoteAddr().String()), zap.Error(err))
 		return
 	}
 	h.conn = conn
 	h.user = s.users[conn.GetUser()]
+	if reason := s.admit(conn); reason != nil {
+		// The handshake's OK is out: answer the client's first command with
+		// the refusal, in sequence, then close.
+		_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := conn.ReadPacket(); err == nil {
+			_ = conn.WriteValue(reason)
+		}
+		return
+	}
+	defer s.leave(h.user.Name)
+	// From here on the packet-size bound applies (see packetLimit).
+	conn.Conn.Conn = &packetLimit{Conn: conn.Conn.Conn, max: s.cfg.MaxPacket}
 	h.sess.SetAdmin(h.user.Admin)
 	h.syncStatus()
 	for !conn.Closed() {
@@ -254,13 +313,41 @@ func (s *Server) handle(nc net.Conn) {
 	}
 }
 
-// writeRawError sends an error packet in place of the handshake, as MySQL
-// does when it refuses a connection outright.
-func writeRawError(nc net.Conn, code uint16, state, msg string) {
+// admit applies the checks that need the authenticated user and transport:
+// per-user connection bound and require_secure_transport. The handshake's OK
+// is already sent, so the client sees the error on its first command.
+func (s *Server) admit(conn *server.Conn) *mysql.MyError {
+	if s.cfg.RequireSecureTransport {
+		if _, ok := conn.Conn.Conn.(*tls.Conn); !ok {
+			return &mysql.MyError{Code: 3159, State: "HY000", Message: "Connections using insecure transport are prohibited while require_secure_transport is on"}
+		}
+	}
+	user := conn.GetUser()
+	s.perUserMu.Lock()
+	defer s.perUserMu.Unlock()
+	if s.cfg.MaxUserConnections > 0 && s.perUser[user] >= s.cfg.MaxUserConnections {
+		return &mysql.MyError{Code: mysql.ER_TOO_MANY_USER_CONNECTIONS, State: "42000", Message: "User '" + user + "' has exceeded the 'max_user_connections' resource"}
+	}
+	s.perUser[user]++
+	return nil
+}
+
+func (s *Server) leave(user string) {
+	s.perUserMu.Lock()
+	defer s.perUserMu.Unlock()
+	if s.perUser[user]--; s.perUser[user] <= 0 {
+		delete(s.perUser, user)
+	}
+}
+
+// writeRawError sends one error packet straight to the socket: in place of
+// the handshake (as MySQL does when it refuses a connection outright), or
+// when a client packet is refused before go-mysql reads it.
+func writeRawError(nc net.Conn, seq byte, code uint16, state, msg string) {
 	body := []byte{0xff, byte(code), byte(code >> 8), '#'}
 	body = append(body, state...)
 	body = append(body, msg...)
-	pkt := append([]byte{byte(len(body)), byte(len(body) >> 8), byte(len(body) >> 16), 0}, body...)
+	pkt := append([]byte{byte(len(body)), byte(len(body) >> 8), byte(len(body) >> 16), seq}, body...)
 	_, _ = nc.Write(pkt)
 }
 

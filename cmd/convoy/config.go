@@ -20,6 +20,13 @@ type Config struct {
 	TLSCert       string `yaml:"tls_cert"`
 	TLSKey        string `yaml:"tls_key"`
 	MaxConns      int    `yaml:"max_connections"`
+	// Client bounds (0 = default): see proxy.Config.
+	MaxUserConns           int           `yaml:"max_user_connections"`
+	MaxPacket              int           `yaml:"max_packet"`
+	MaxPreparedPerSession  int           `yaml:"max_prepared_per_session"`
+	AuthFailures           int           `yaml:"auth_failures"`
+	AuthWindow             time.Duration `yaml:"auth_window"`
+	RequireSecureTransport bool          `yaml:"require_secure_transport"`
 
 	Etcd struct {
 		Endpoints   []string      `yaml:"endpoints"`

@@ -251,6 +251,8 @@ func serve(args []string) error {
 	srv, err := proxy.New(proxy.Config{
 		Users: users, ServerVersion: c.ServerVersion, AuthMethod: c.AuthMethod,
 		TLSCert: c.TLSCert, TLSKey: c.TLSKey, MaxConnections: c.MaxConns,
+		MaxUserConnections: c.MaxUserConns, MaxPacket: c.MaxPacket, MaxPreparedPerSession: c.MaxPreparedPerSession,
+		AuthFailures: c.AuthFailures, AuthWindow: c.AuthWindow, RequireSecureTransport: c.RequireSecureTransport,
 	}, eng, log.Named("proxy"), reg)
 	if err != nil {
 		return err

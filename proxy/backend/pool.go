@@ -163,6 +163,9 @@ func (p *Pool) dial(ctx context.Context) (*Conn, error) {
 		func(c *client.Conn) error {
 			c.ReadTimeout = p.opt.ReadTimeout
 			c.WriteTimeout = p.opt.WriteTimeout
+			// A backend asking for a local file (LOAD DATA LOCAL) must never
+			// get one: without this capability the server refuses the statement.
+			c.UnsetCapability(mysql.CLIENT_LOCAL_FILES)
 			return c.SetCollation(Collation)
 		})
 	if err != nil {

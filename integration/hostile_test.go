@@ -1,0 +1,1189 @@
+package integration
+
+// Hostile input (issue 6, "bad input gets a MySQL error, never a panic, hang
+// or dropped connection"): a corpus run against the reference MariaDB and
+// through Convoy, raw protocol abuse with go-mysql's client, packet-size
+// boundaries, charset and sql_mode smuggling, multi-statements. After every
+// case the Convoy connection must still answer a ping (unless the server
+// itself closed it, as MariaDB does after 1153) and the process must be alive.
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/client"
+	gmysql "github.com/go-mysql-org/go-mysql/mysql"
+)
+
+// ---- helpers ------------------------------------------------------------
+
+// alive fails the test when the convoy process has exited.
+func (p *convoyProc) alive(t *testing.T, after string) {
+	t.Helper()
+	select {
+	case <-p.exited:
+		t.Fatalf("convoy process died after %s:\n%s", after, p.logTail())
+	default:
+	}
+}
+
+// queryOutcome runs sql as a query (rows expected or not) and records what
+// came back, like run() in diff_test.go but without guessing the verb.
+func queryOutcome(ctx context.Context, c *sql.Conn, q string, args ...any) outcome {
+	var o outcome
+	rows, err := c.QueryContext(ctx, q, args...)
+	if err != nil {
+		return errOutcome(err)
+	}
+	defer rows.Close()
+	o.cols, _ = rows.Columns()
+	cts, _ := rows.ColumnTypes()
+	for _, ct := range cts {
+		n, _ := ct.Nullable()
+		o.types = append(o.types, fmt.Sprintf("%s/%v", ct.DatabaseTypeName(), n))
+	}
+	for rows.Next() {
+		raw := make([]sql.RawBytes, len(o.cols))
+		ptrs := make([]any, len(raw))
+		for i := range raw {
+			ptrs[i] = &raw[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return errOutcome(err)
+		}
+		row := make([]string, len(raw))
+		for i, b := range raw {
+			if b == nil {
+				row[i] = "NULL"
+			} else {
+				row[i] = "'" + string(b) + "'"
+			}
+		}
+		o.rows = append(o.rows, row)
+	}
+	if err := rows.Err(); err != nil {
+		return errOutcome(err)
+	}
+	if o.cols == nil || len(o.cols) == 0 {
+		o.cols = nil
+	}
+	return o
+}
+
+// hconn is one pinned connection to the reference and one to Convoy.
+type hconn struct {
+	ref, cv *sql.Conn
+}
+
+func openPair(t *testing.T, s *stack, params string) hconn {
+	t.Helper()
+	ctx := context.Background()
+	ref := openDSN(t, fmt.Sprintf("root@tcp(%s)/im?collation=utf8mb4_general_ci&timeout=5s&readTimeout=60s%s", s.ref.Addr(), params))
+	cv := openDSN(t, s.convoy.dsn("convoy", "convoy", "im")+params)
+	rc, err := ref.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := cv.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close(); cc.Close() })
+	return hconn{ref: rc, cv: cc}
+}
+
+// pingOK checks that the Convoy side of the pair still works.
+func (h hconn) pingOK(t *testing.T, s *stack, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.cv.PingContext(ctx); err != nil {
+		t.Errorf("%s: connection through convoy broken afterwards: %v", what, err)
+	}
+	s.convoy.alive(t, what)
+}
+
+// hostileSeed writes the same rows to the reference and through Convoy.
+func hostileSeed(t *testing.T, h hconn) {
+	t.Helper()
+	ctx := context.Background()
+	stmts := []string{
+		"INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES " +
+			"(42, 1, 4201, 7, 1, '2026-01-01 10:00:00.000'), (42, 2, 4202, 8, 1, '2026-01-01 10:00:01.000'), " +
+			"(42, 3, 4203, 7, 1, '2026-01-01 10:00:02.000'), (42, 4, 4204, 7, 1, '2026-01-01 10:00:03.000'), " +
+			"(42, 5, 4205, 9, 2, '2026-01-01 10:00:04.000'), (1, 1, 101, 7, 1, '2026-01-01 10:00:05.000'), " +
+			"(1, 2, 102, 7, 1, '2026-01-01 10:00:06.000'), (2, 1, 201, 9, 1, '2026-01-01 10:00:07.000')",
+		// The extreme keys of the brief, one row each (msg_id = 9000 + i).
+		"INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES " +
+			"(0, 1, 9000, 1, 1, '2026-01-02'), (9223372036854775807, 1, 9001, 1, 1, '2026-01-02'), " +
+			"(9223372036854775808, 1, 9002, 1, 1, '2026-01-02'), (18446744073709551615, 1, 9003, 1, 1, '2026-01-02'), " +
+			"(123, 1, 9004, 1, 1, '2026-01-02'), (1000, 1, 9005, 1, 1, '2026-01-02')",
+		func() string {
+			var v []string
+			for c := 71; c <= 75; c++ {
+				for q := 1; q <= 5; q++ {
+					v = append(v, fmt.Sprintf("(%d, %d, %d, 1, 1, '2026-01-03')", c, q, c*100+q))
+				}
+			}
+			return "INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES " + strings.Join(v, ", ")
+		}(),
+		"INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES " +
+			"(4201, 42, 7, 1, 'conv_msg', '2026-01-01'), (4202, 42, 8, 1, 'SELECT * FROM conv_msg; -- ', '2026-01-01')",
+		"CREATE TABLE notes (id INT PRIMARY KEY, conv_msg INT, conv_id BIGINT, txt VARCHAR(64)) DEFAULT CHARSET=utf8mb4",
+		"INSERT INTO notes VALUES (1, 7, 42, 'conv_msg'), (2, 8, 1, 'im_inbox WHERE uid = 1'), (3, 9, 2, 'x')",
+		"CREATE TABLE `we``ird` (`se``lect` INT PRIMARY KEY, `from` INT, `名字` VARCHAR(16), `größe` INT) DEFAULT CHARSET=utf8mb4",
+		"INSERT INTO `we``ird` VALUES (1, 2, '中文', 3), (4, 5, 'conv_msg', 6)",
+	}
+	for _, q := range stmts {
+		if _, err := h.ref.ExecContext(ctx, q); err != nil {
+			t.Fatalf("seed reference: %v\n%s", err, q)
+		}
+		if _, err := h.cv.ExecContext(ctx, q); err != nil {
+			t.Fatalf("seed through convoy: %v\n%s", err, q)
+		}
+	}
+}
+
+// ---- the differential corpus ----------------------------------------------
+
+type hcase struct {
+	sql       string
+	write     bool // compare affected rows (Exec) instead of rows
+	unordered bool
+	check     string // a SELECT run afterwards on both, to compare the effect of a write
+	allow1235 bool   // a documented Convoy refusal (errno 1235) is acceptable
+}
+
+func hq(sql string) hcase { return hcase{sql: sql} }
+
+func hostileCorpus() []hcase {
+	return []hcase{
+		// Comments of every kind.
+		hq("/* leading */ SELECT seq FROM conv_msg WHERE conv_id = 42 ORDER BY seq"),
+		hq("SELECT seq FROM conv_msg /* mid */ WHERE /**/ conv_id = 42 ORDER BY seq"),
+		hq("SELECT seq FROM conv_msg WHERE conv_id = 42 # AND seq = 1\nORDER BY seq"),
+		hq("SELECT seq FROM conv_msg WHERE conv_id = 42 -- AND seq = 1\nORDER BY seq"),
+		hq("SELECT seq FROM conv_msg WHERE conv_id = 42 --\tAND seq = 1\nORDER BY seq"),
+		// --x is NOT a comment: 3--1 is 3 - (-1) = 4.
+		hq("SELECT seq FROM conv_msg WHERE conv_id = 42 AND seq = 3--1"),
+		hq("SELECT seq FROM conv_msg WHERE conv_id = 42 AND seq = 2 --1\n"),
+		hq("SELECT seq FROM conv_msg WHERE conv_id = 42 AND seq = 2 --seq\n"),
+		hq("SELECT seq FROM conv_msg WHERE conv_id = 42--1\nORDER BY seq"),
+		hq("SELECT seq FROM conv_msg WHERE conv_id = 42 /* unterminated"),
+		hq("SELECT /* nested /* */ seq FROM conv_msg WHERE conv_id = 2"),
+		// Optimizer hints after SELECT.
+		hq("SELECT /*+ MAX_EXECUTION_TIME(1000) */ seq FROM conv_msg WHERE conv_id = 42 ORDER BY seq"),
+		hq("SELECT /*+ NO_INDEX(conv_msg) BKA(conv_msg) */ seq FROM conv_msg WHERE conv_id = 1 ORDER BY seq"),
+		hq("SELECT /*+ some garbage ((( */ seq FROM conv_msg WHERE conv_id = 2"),
+		// Executable comments are SQL.
+		hq("SELECT seq FROM conv_msg WHERE conv_id = 42 /*! AND seq = 2 */"),
+		hq("SELECT seq FROM conv_msg WHERE conv_id = 42 /*!50000 AND seq = 2 */"),
+		hq("SELECT seq FROM conv_msg WHERE conv_id = 42 /*!99999 AND seq = 2 */"),
+		hq("SELECT seq FROM conv_msg WHERE conv_id = 42 /*M! AND seq = 2 */"),
+		hq("SELECT seq FROM conv_msg WHERE conv_id = 42 /*M!100000 AND seq = 2 */"),
+		hq("SELECT seq FROM conv_msg WHERE /*! conv_id = 42 AND */ seq = 3"),
+		hq("/*! SELECT seq FROM conv_msg WHERE conv_id = 42 AND seq = 4 */"),
+		{sql: "SELECT 1 /*! , (SELECT COUNT(*) FROM conv_msg WHERE conv_id = 42) */", allow1235: true},
+		hq("SELECT 1 /*M! , (SELECT COUNT(*) FROM conv_msg WHERE conv_id = 42) */"),
+		hq("SELECT seq FROM conv_msg WHERE conv_id = 42 /*! AND seq = 2"),
+		// Identifiers: escaped backticks, reserved words, Unicode.
+		hq("SELECT `se``lect`, `from`, `名字`, `größe` FROM `we``ird` ORDER BY 1"),
+		hq("SELECT `seq` AS `a``b`, `conv_id` `select`, msg_id `from` FROM `conv_msg` WHERE `conv_id` = 42 ORDER BY 1"),
+		hq("SELECT `order`.seq FROM conv_msg AS `order` WHERE `order`.conv_id = 42 ORDER BY 1"),
+		hq("SELECT seq AS `序号`, msg_id AS `😀` FROM conv_msg WHERE conv_id = 42 ORDER BY 1"),
+		hq("SELECT seq AS 序号 FROM conv_msg WHERE conv_id = 1 ORDER BY 1"),
+		hq("SELECT `conv_msg`.`seq` FROM `im`.`conv_msg` WHERE `conv_msg`.`conv_id` = 2"),
+		hq("SELECT seq FROM `conv``msg` WHERE conv_id = 2"),
+		// Columns and literals named like logical tables.
+		hq("SELECT conv_msg, txt FROM notes WHERE txt = 'conv_msg' AND conv_id = 42"),
+		hq("SELECT id, conv_msg FROM notes WHERE conv_id = 1"),
+		hq("SELECT 'FROM conv_msg WHERE conv_id = 1' AS conv_msg, 'im_inbox' im_inbox"),
+		hq("SELECT content FROM msg_content WHERE conv_id = 42 AND content = 'conv_msg'"),
+		hq("SELECT msg_id FROM msg_content WHERE conv_id = 42 AND content LIKE '%; -- %'"),
+		hq("SELECT txt FROM notes WHERE txt = 'im_inbox WHERE uid = 1'"),
+		hq("SELECT conv_msg.seq FROM conv_msg WHERE conv_msg.conv_id = 42 AND 'conv_msg' = 'conv_msg' ORDER BY 1"),
+		// String literals with quotes and backslashes next to the key.
+		hq("SELECT seq FROM conv_msg WHERE conv_id = 42 AND 'a\\'b' = 'a''b' ORDER BY seq"),
+		hq("SELECT seq FROM conv_msg WHERE conv_id = 42 AND \"x\\\"\" = 'x\"' ORDER BY seq"),
+		hq("SELECT 'tail\\\\' AS s, seq FROM conv_msg WHERE conv_id = 2"),
+		// Non-key text that looks like a key condition.
+		hq("SELECT seq FROM conv_msg WHERE conv_id = 42 AND 'conv_id = 1' <> '' ORDER BY seq"),
+		// Writes last, each on a conversation of its own (71..75, seq 1..5),
+		// so that one divergence does not cascade.
+		{sql: "DELETE FROM conv_msg WHERE conv_id = 71 /*M! AND seq = 5 */", write: true, check: "SELECT seq FROM conv_msg WHERE conv_id = 71 ORDER BY seq"},
+		{sql: "UPDATE conv_msg SET msg_type = 7 WHERE conv_id = 72 /*!50000 AND seq = 4 */", write: true, check: "SELECT seq, msg_type FROM conv_msg WHERE conv_id = 72 ORDER BY seq"},
+		{sql: "UPDATE conv_msg SET msg_type = 6 WHERE conv_id = 73 /*M!100000 AND seq = 3 */", write: true, check: "SELECT seq, msg_type FROM conv_msg WHERE conv_id = 73 ORDER BY seq"},
+		{sql: "DELETE FROM conv_msg WHERE conv_id = 74 /*!99999 AND seq = 2 */", write: true, check: "SELECT seq FROM conv_msg WHERE conv_id = 74 ORDER BY seq"},
+		{sql: "DELETE FROM conv_msg WHERE conv_id = 75 AND seq = 3--1", write: true, check: "SELECT seq FROM conv_msg WHERE conv_id = 75 ORDER BY seq"},
+	}
+}
+
+// TestHostileCorpus runs hostileCorpus against MariaDB directly and through
+// Convoy, text protocol, and requires the same rows / affected rows / errno.
+func TestHostileCorpus(t *testing.T) {
+	s := newStack(t)
+	h := openPair(t, s, "")
+	hostileSeed(t, h)
+	ctx := context.Background()
+	mism := 0
+	for i, c := range hostileCorpus() {
+		var want, got outcome
+		if c.write {
+			want = run(ctx, h.ref, dcase{sql: c.sql})
+			got = run(ctx, h.cv, dcase{sql: c.sql})
+		} else {
+			want = queryOutcome(ctx, h.ref, c.sql)
+			got = queryOutcome(ctx, h.cv, c.sql)
+		}
+		if c.allow1235 && got.errno == 1235 {
+			t.Logf("case %d: %q: refused by convoy (documented): %s", i, c.sql, got.errText)
+		} else if !same(want, got, c.unordered) {
+			mism++
+			t.Errorf("case %d: %q\n  mariadb: %v\n  convoy:  %v", i, c.sql, want, got)
+		}
+		if c.check != "" {
+			w, g := queryOutcome(ctx, h.ref, c.check), queryOutcome(ctx, h.cv, c.check)
+			if !same(w, g, false) {
+				t.Errorf("case %d: %q: effect differs (%s)\n  mariadb: %v\n  convoy:  %v", i, c.sql, c.check, w, g)
+			}
+		}
+		h.pingOK(t, s, c.sql)
+	}
+	t.Logf("%d cases, %d mismatches", len(hostileCorpus()), mism)
+
+	// Case of table names: MariaDB on Linux (lower_case_table_names=0) does
+	// not know CONV_MSG. Logged, not failed: a documented choice either way.
+	for _, q := range []string{"SELECT seq FROM CONV_MSG WHERE conv_id = 2", "SELECT seq FROM conv_msg WHERE CONV_ID = 2"} {
+		w, g := queryOutcome(ctx, h.ref, q), queryOutcome(ctx, h.cv, q)
+		if !same(w, g, false) {
+			t.Logf("note: %q: mariadb %v, convoy %v", q, w, g)
+		}
+		h.pingOK(t, s, q)
+	}
+}
+
+// TestHostileDirectiveNeedsAdmin: a non-admin user cannot run a Convoy
+// directive, however it is dressed.
+func TestHostileDirectiveNeedsAdmin(t *testing.T) {
+	s := newStack(t)
+	app := openDSN(t, s.convoy.dsn("app", "app secret", "im"))
+	ctx := context.Background()
+	c, err := app.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, q := range []string{
+		"/*+ convoy SHOW ROUTES */",
+		"/*+ convoy shard=3 */ DELETE FROM conv_msg",
+		"/*+ convoy all */ DELETE FROM conv_msg",
+		"  /*+   CONVOY   all */ TRUNCATE TABLE conv_msg",
+		"/*+ convoy datasource=ds1 */ SELECT 1",
+	} {
+		_, err := c.ExecContext(ctx, q)
+		if err == nil {
+			t.Errorf("non-admin %q: accepted", q)
+		} else if n := errno(err); n != 1227 && n != 1045 && n != 1142 && n != 1064 {
+			t.Errorf("non-admin %q: %v (errno %d), want an access-denied errno", q, err, n)
+		}
+		if err := c.PingContext(ctx); err != nil {
+			t.Errorf("%q: connection broken: %v", q, err)
+		}
+	}
+}
+
+// ---- shard keys: literal vs prepared -----------------------------------
+
+// TestHostileShardKeys: every key form finds the same row as a literal and as
+// a bound parameter (or both fail with the same errno), and when Convoy
+// answers it answers what MariaDB does.
+func TestHostileShardKeys(t *testing.T) {
+	s := newStack(t)
+	h := openPair(t, s, "&interpolateParams=false")
+	hostileSeed(t, h)
+	ctx := context.Background()
+	keys := []struct {
+		lit string
+		arg any
+	}{
+		{"0", int64(0)},
+		{"-1", int64(-1)},
+		{"9223372036854775807", int64(9223372036854775807)},
+		{"9223372036854775808", uint64(9223372036854775808)},
+		{"18446744073709551615", uint64(18446744073709551615)},
+		{"18446744073709551616", "18446744073709551616"},
+		{"'123'", "123"},
+		{"0x7B", int64(0x7B)},
+		{"1e3", float64(1e3)},
+		{"NULL", nil},
+		{"'  123'", "  123"},
+		{"'123abc'", "123abc"},
+		{"123.0", "123.0"},
+		{"+123", "+123"},
+		{"'0x7B'", "0x7B"},
+		{"''", ""},
+	}
+	for _, k := range keys {
+		lit := "SELECT msg_id FROM conv_msg WHERE conv_id = " + k.lit
+		prep := "SELECT msg_id FROM conv_msg WHERE conv_id = ?"
+		refLit := queryOutcome(ctx, h.ref, lit)
+		cvLit := queryOutcome(ctx, h.cv, lit)
+		h.pingOK(t, s, lit)
+		cvPrep := queryOutcome(ctx, h.cv, prep, k.arg)
+		h.pingOK(t, s, fmt.Sprintf("%s [%#v]", prep, k.arg))
+		if !sameRowsOrErrno(cvLit, cvPrep) {
+			t.Errorf("key %s: literal and prepared routing differ\n  literal:  %v\n  prepared: %v", k.lit, cvLit, cvPrep)
+		}
+		if cvLit.errno == 0 && !sameRowsOrErrno(refLit, cvLit) {
+			t.Errorf("key %s: convoy answers differently from mariadb\n  mariadb: %v\n  convoy:  %v", k.lit, refLit, cvLit)
+		}
+		if cvLit.errno != 0 && cvLit.errno != 1525 && cvLit.errno != refLit.errno {
+			t.Errorf("key %s: unclear error %v (mariadb: %v)", k.lit, cvLit, refLit)
+		}
+		t.Logf("key %-22s mariadb=%v convoy-literal=%v convoy-prepared=%v", k.lit, refLit, cvLit, cvPrep)
+	}
+	// Re-execute one prepared statement with new argument types each time.
+	st, err := h.cv.PrepareContext(ctx, "SELECT msg_id FROM conv_msg WHERE conv_id = ?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, arg := range []any{int64(123), "123", uint64(123), float64(123), []byte("123"), int64(42), nil, "abc", int64(123)} {
+		var got []string
+		rows, err := st.QueryContext(ctx, arg)
+		if err == nil {
+			for rows.Next() {
+				var id string
+				_ = rows.Scan(&id)
+				got = append(got, id)
+			}
+			err = rows.Err()
+			rows.Close()
+		}
+		t.Logf("re-execute with %T %v: %v %v", arg, arg, got, err)
+		if err != nil && errno(err) == 0 {
+			t.Errorf("re-execute with %T %v: unclear error %v", arg, arg, err)
+		}
+		if (arg == int64(123) || arg == "123" || arg == uint64(123)) && (err != nil || len(got) != 1 || got[0] != "9004") {
+			t.Errorf("re-execute with %T %v: got %v %v, want [9004]", arg, arg, got, err)
+		}
+	}
+	h.pingOK(t, s, "re-execute with new types")
+}
+
+func sameRowsOrErrno(a, b outcome) bool {
+	if a.errno != 0 || b.errno != 0 {
+		return a.errno == b.errno
+	}
+	return fmt.Sprint(a.rows) == fmt.Sprint(b.rows)
+}
+
+// ---- IN lists ----------------------------------------------------------
+
+func TestHostileInLists(t *testing.T) {
+	s := newStack(t)
+	h := openPair(t, s, "")
+	hostileSeed(t, h)
+	ctx := context.Background()
+	for _, n := range []int{10000, 65535, 100000, 100001} {
+		var b strings.Builder
+		b.WriteString("SELECT COUNT(*), SUM(msg_id) FROM conv_msg WHERE conv_id IN (")
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(i))
+		}
+		b.WriteString(")")
+		q := b.String()
+		start := time.Now()
+		want := queryOutcome(ctx, h.ref, q)
+		got := queryOutcome(ctx, h.cv, q)
+		d := time.Since(start)
+		switch {
+		case got.errno == 0 && !same(want, got, false):
+			t.Errorf("IN list of %d: mariadb %v, convoy %v", n, want, got)
+		case got.errno != 0 && got.errno != 1104 && got.errno != 1235:
+			t.Errorf("IN list of %d: unclear error %v", n, got)
+		}
+		t.Logf("IN list of %d literals: convoy %v (%s, both sides)", n, got, d.Round(time.Millisecond))
+		h.pingOK(t, s, fmt.Sprintf("IN list of %d", n))
+	}
+	// Prepared: 65,535 placeholders is MariaDB's maximum; 65,536 must fail
+	// clearly (MariaDB: 1390), never wrap the 16-bit count to 0.
+	for _, n := range []int{65535, 65536} {
+		q := "SELECT COUNT(*) FROM conv_msg WHERE conv_id IN (?" + strings.Repeat(",?", n-1) + ")"
+		args := make([]any, n)
+		for i := range args {
+			args[i] = int64(i)
+		}
+		want := queryOutcome(ctx, h.ref, q, args...)
+		got := queryOutcome(ctx, h.cv, q, args...)
+		// go-sql-driver interpolates nothing here: DSN without interpolateParams
+		// prepares on the server.
+		if got.errno == 0 && !same(want, got, false) || got.errno != 0 && got.errno != want.errno && got.errno != 1104 && got.errno != 1390 {
+			t.Errorf("prepared IN list of %d: mariadb %v, convoy %v", n, want, got)
+		}
+		t.Logf("prepared IN list of %d: mariadb %v, convoy %v", n, want, got)
+		h.pingOK(t, s, fmt.Sprintf("prepared IN list of %d", n))
+	}
+}
+
+// ---- raw protocol --------------------------------------------------------
+
+func rawConnect(t *testing.T, addr, user, pass, db string) *client.Conn {
+	t.Helper()
+	c, err := client.ConnectWithTimeout(addr, user, pass, db, 5*time.Second, func(c *client.Conn) error {
+		c.ReadTimeout = 20 * time.Second
+		return c.SetCollation("utf8mb4_general_ci")
+	})
+	if err != nil {
+		t.Fatalf("connect %s: %v", addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// rawReply is what one command got back.
+type rawReply struct {
+	errno  uint16
+	msg    string
+	ok     bool
+	rows   int    // result set rows
+	stmtID uint32 // COM_STMT_PREPARE
+	params int
+	closed bool // the server closed the connection (or it timed out)
+	err    error
+}
+
+func (r rawReply) String() string {
+	switch {
+	case r.closed:
+		return fmt.Sprintf("connection closed (%v)", r.err)
+	case r.errno != 0:
+		return fmt.Sprintf("error %d: %s", r.errno, r.msg)
+	case r.ok:
+		return "OK"
+	}
+	return fmt.Sprintf("resultset rows=%d", r.rows)
+}
+
+func isEOF(p []byte) bool { return len(p) > 0 && p[0] == 0xfe && len(p) < 9 }
+
+// rawCommand sends one command packet and reads the complete reply.
+// prepare: the reply is a COM_STMT_PREPARE reply.
+func rawCommand(c *client.Conn, payload []byte, prepare bool) rawReply {
+	c.ResetSequence()
+	buf := make([]byte, 4, 4+len(payload))
+	buf = append(buf, payload...)
+	if err := c.WritePacket(buf); err != nil {
+		return rawReply{closed: true, err: err}
+	}
+	return rawRead(c, prepare)
+}
+
+func rawRead(c *client.Conn, prepare bool) rawReply {
+	p, err := c.ReadPacket()
+	if err != nil {
+		return rawReply{closed: true, err: err}
+	}
+	switch {
+	case p[0] == 0xff:
+		return parseErrPacket(p)
+	case p[0] == 0x00 && prepare && len(p) >= 12:
+		r := rawReply{ok: true, stmtID: binary.LittleEndian.Uint32(p[1:5])}
+		cols := int(binary.LittleEndian.Uint16(p[5:7]))
+		r.params = int(binary.LittleEndian.Uint16(p[7:9]))
+		for _, n := range []int{r.params, cols} {
+			if n == 0 {
+				continue
+			}
+			for i := 0; i <= n; i++ { // n definitions + EOF
+				if _, err := c.ReadPacket(); err != nil {
+					return rawReply{closed: true, err: err}
+				}
+			}
+		}
+		return r
+	case p[0] == 0x00:
+		return rawReply{ok: true}
+	}
+	// Result set: column definitions, EOF, rows, EOF (or an error mid-way).
+	var r rawReply
+	eofs := 0
+	for eofs < 2 {
+		p, err := c.ReadPacket()
+		if err != nil {
+			return rawReply{closed: true, err: err}
+		}
+		if p[0] == 0xff {
+			return parseErrPacket(p)
+		}
+		if isEOF(p) {
+			eofs++
+			continue
+		}
+		if eofs == 1 {
+			r.rows++
+		}
+	}
+	return r
+}
+
+func parseErrPacket(p []byte) rawReply {
+	var r rawReply
+	if len(p) >= 3 {
+		r.errno = binary.LittleEndian.Uint16(p[1:3])
+	}
+	if len(p) > 9 && p[3] == '#' {
+		r.msg = string(p[9:])
+	} else if len(p) > 3 {
+		r.msg = string(p[3:])
+	}
+	return r
+}
+
+func comQuery(q string) []byte { return append([]byte{gmysql.COM_QUERY}, q...) }
+
+func comPrepare(q string) []byte { return append([]byte{gmysql.COM_STMT_PREPARE}, q...) }
+
+// comExecute builds a COM_STMT_EXECUTE with new-params-bound = 1 and the
+// given values, all sent as LONGLONG (int64) or VAR_STRING.
+func comExecute(id uint32, args ...any) []byte {
+	b := []byte{gmysql.COM_STMT_EXECUTE}
+	b = binary.LittleEndian.AppendUint32(b, id)
+	b = append(b, 0)                          // flags: no cursor
+	b = binary.LittleEndian.AppendUint32(b, 1) // iteration count
+	if len(args) == 0 {
+		return b
+	}
+	null := make([]byte, (len(args)+7)/8)
+	var types, vals []byte
+	for i, a := range args {
+		switch v := a.(type) {
+		case nil:
+			null[i/8] |= 1 << (i % 8)
+			types = append(types, gmysql.MYSQL_TYPE_NULL, 0)
+		case int64:
+			types = append(types, gmysql.MYSQL_TYPE_LONGLONG, 0)
+			vals = binary.LittleEndian.AppendUint64(vals, uint64(v))
+		case string:
+			types = append(types, gmysql.MYSQL_TYPE_VAR_STRING, 0)
+			vals = append(vals, gmysql.PutLengthEncodedInt(uint64(len(v)))...)
+			vals = append(vals, v...)
+		}
+	}
+	b = append(b, null...)
+	b = append(b, 1)
+	b = append(b, types...)
+	return append(b, vals...)
+}
+
+// rawBoth runs the same raw exchange against the reference and Convoy.
+type rawPair struct{ ref, cv *client.Conn }
+
+func openRawPair(t *testing.T, s *stack) rawPair {
+	return rawPair{
+		ref: rawConnect(t, s.ref.Addr(), "root", "", "im"),
+		cv:  rawConnect(t, s.convoy.addr, "convoy", "convoy", "im"),
+	}
+}
+
+// TestHostilePreparedRaw: too few / too many parameters, unknown and closed
+// statement ids, malformed execute packets, > 65,535 placeholders, sent raw
+// (drivers refuse these before sending).
+func TestHostilePreparedRaw(t *testing.T) {
+	s := newStack(t)
+	h := openPair(t, s, "")
+	hostileSeed(t, h)
+	rp := openRawPair(t, s)
+	const q = "SELECT msg_id FROM conv_msg WHERE conv_id = ? AND seq = ?"
+	prep := func(c *client.Conn) uint32 {
+		r := rawCommand(c, comPrepare(q), true)
+		if !r.ok || r.params != 2 {
+			t.Fatalf("prepare: %v (params %d)", r, r.params)
+		}
+		return r.stmtID
+	}
+	idRef, idCv := prep(rp.ref), prep(rp.cv)
+	cases := []struct {
+		name string
+		pkt  func(id uint32) []byte
+	}{
+		{"right count", func(id uint32) []byte { return comExecute(id, int64(42), int64(2)) }},
+		{"too few args", func(id uint32) []byte { return comExecute(id, int64(42)) }},
+		{"too many args", func(id uint32) []byte { return comExecute(id, int64(42), int64(2), int64(3)) }},
+		{"no args at all", func(id uint32) []byte { return comExecute(id) }},
+		{"string key", func(id uint32) []byte { return comExecute(id, "42", "2") }},
+		{"null key", func(id uint32) []byte { return comExecute(id, nil, int64(2)) }},
+		{"truncated value", func(id uint32) []byte { b := comExecute(id, int64(42), int64(2)); return b[:len(b)-3] }},
+		{"bound flag 0 on first execute of a new stmt", func(id uint32) []byte {
+			b := comExecute(id, int64(42), int64(2))
+			return b[:11] // header + null bitmap, new-params-bound byte dropped
+		}},
+		{"unknown type", func(id uint32) []byte {
+			b := comExecute(id, int64(42), int64(2))
+			b[12] = 0x77
+			return b
+		}},
+		{"huge lenenc string", func(id uint32) []byte {
+			b := comExecute(id, "x", "y")
+			// replace the first value's length with 0xfe + 8-byte huge length
+			hdr := 1 + 4 + 1 + 4 + 1 + 1 + 4
+			out := append([]byte{}, b[:hdr]...)
+			out = append(out, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f)
+			return append(out, 'x')
+		}},
+		{"cursor flag", func(id uint32) []byte { b := comExecute(id, int64(42), int64(2)); b[5] = 1; return b }},
+		{"unknown statement id", func(uint32) []byte { return comExecute(0x7fffffff, int64(42), int64(2)) }},
+		{"execute shorter than its header", func(id uint32) []byte { return []byte{gmysql.COM_STMT_EXECUTE, byte(id)} }},
+		{"send long data to unknown param", func(id uint32) []byte {
+			b := []byte{gmysql.COM_STMT_SEND_LONG_DATA}
+			b = binary.LittleEndian.AppendUint32(b, id)
+			b = binary.LittleEndian.AppendUint16(b, 9)
+			return append(b, "zzz"...)
+		}},
+		{"reset unknown statement", func(uint32) []byte { return binary.LittleEndian.AppendUint32([]byte{gmysql.COM_STMT_RESET}, 0x7ffffffe) }},
+		{"right count again", func(id uint32) []byte { return comExecute(id, int64(42), int64(3)) }},
+	}
+	for _, c := range cases {
+		noReply := c.name == "send long data to unknown param"
+		var want, got rawReply
+		if noReply {
+			rawSendOnly(rp.ref, c.pkt(idRef))
+			rawSendOnly(rp.cv, c.pkt(idCv))
+		} else {
+			want = rawCommand(rp.ref, c.pkt(idRef), false)
+			got = rawCommand(rp.cv, c.pkt(idCv), false)
+		}
+		t.Logf("%-45s mariadb: %v | convoy: %v", c.name, want, got)
+		switch {
+		case got.closed && !want.closed:
+			t.Errorf("%s: convoy closed the connection (%v); mariadb answered %v", c.name, got.err, want)
+		case want.errno == 0 && !want.closed && got.errno != 0:
+			t.Errorf("%s: convoy error %v; mariadb answered %v", c.name, got, want)
+		case want.errno != 0 && got.errno == 0 && !got.closed:
+			t.Errorf("%s: convoy accepted (%v); mariadb refused with %v", c.name, got, want)
+		case want.errno == 0 && !want.closed && want.rows != got.rows:
+			t.Errorf("%s: rows mariadb %d, convoy %d", c.name, want.rows, got.rows)
+		case got.errno == 1105 && want.errno != 1105:
+			t.Errorf("%s: convoy answered the catch-all 1105 (%s); mariadb %v", c.name, got.msg, want)
+		}
+		if got.closed {
+			rp.cv = rawConnect(t, s.convoy.addr, "convoy", "convoy", "im")
+			idCv = prep(rp.cv)
+		} else if err := rp.cv.Ping(); err != nil {
+			t.Errorf("%s: ping through convoy afterwards: %v", c.name, err)
+			rp.cv = rawConnect(t, s.convoy.addr, "convoy", "convoy", "im")
+			idCv = prep(rp.cv)
+		}
+		if want.closed {
+			rp.ref = rawConnect(t, s.ref.Addr(), "root", "", "im")
+			idRef = prep(rp.ref)
+		}
+		s.convoy.alive(t, c.name)
+	}
+
+	// A closed statement id, with go-mysql's own client.
+	for name, c := range map[string]*client.Conn{"mariadb": rp.ref, "convoy": rp.cv} {
+		st, err := c.Prepare(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Execute(42, 2); err != nil {
+			t.Fatalf("%s: execute: %v", name, err)
+		}
+		_ = st.Close()
+		_, err = st.Execute(42, 2)
+		var me *gmysql.MyError
+		if !errors.As(err, &me) || me.Code != gmysql.ER_UNKNOWN_STMT_HANDLER {
+			t.Errorf("%s: execute after close: %v, want errno 1243", name, err)
+		}
+		if err := c.Ping(); err != nil {
+			t.Errorf("%s: ping after executing a closed statement: %v", name, err)
+		}
+	}
+
+	// More than 65,535 placeholders in a raw prepare.
+	big := "SELECT COUNT(*) FROM conv_msg WHERE conv_id IN (?" + strings.Repeat(",?", 70000-1) + ")"
+	want := rawCommand(rp.ref, comPrepare(big), true)
+	got := rawCommand(rp.cv, comPrepare(big), true)
+	t.Logf("prepare with 70000 placeholders: mariadb %v | convoy %v (params %d)", want, got, got.params)
+	if got.ok {
+		t.Errorf("prepare with 70000 placeholders accepted by convoy (announced %d params); mariadb: %v", got.params, want)
+	} else if got.closed {
+		t.Errorf("prepare with 70000 placeholders: convoy closed the connection: %v", got.err)
+	}
+	if err := rp.cv.Ping(); err != nil && !got.closed {
+		t.Errorf("ping after the 70000-placeholder prepare: %v", err)
+	}
+	s.convoy.alive(t, "70000 placeholders")
+}
+
+func rawSendOnly(c *client.Conn, payload []byte) {
+	c.ResetSequence()
+	buf := make([]byte, 4, 4+len(payload))
+	_ = c.WritePacket(append(buf, payload...))
+}
+
+// TestHostileSendLongData: go-sql-driver sends a []byte argument with
+// COM_STMT_SEND_LONG_DATA when it is at least maxAllowedPacket/(params+1)
+// bytes; with maxAllowedPacket=8192 a 4000-byte content of a 6-parameter
+// INSERT goes as long data. The stored bytes must equal what was sent.
+func TestHostileSendLongData(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	params := "&interpolateParams=false&maxAllowedPacket=8192"
+	ref := openDSN(t, fmt.Sprintf("root@tcp(%s)/im?collation=utf8mb4_general_ci%s", s.ref.Addr(), params))
+	cv := openDSN(t, s.convoy.dsn("convoy", "convoy", "im")+params)
+	blob := make([]byte, 4000)
+	rand.New(rand.NewSource(6)).Read(blob)
+	small := []byte("short \x00 ' \\ value")
+	for name, db := range map[string]*sql.DB{"mariadb": ref, "convoy": cv} {
+		for i, content := range [][]byte{blob, small, blob[:1200]} {
+			_, err := db.ExecContext(ctx, "INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+				7000+i, 42, 1, 1, content, "2026-01-01 00:00:00")
+			if err != nil {
+				t.Errorf("%s: insert %d (%d bytes): %v", name, i, len(content), err)
+				continue
+			}
+			var back []byte
+			if err := db.QueryRowContext(ctx, "SELECT content FROM msg_content WHERE conv_id = ? AND msg_id = ?", 42, 7000+i).Scan(&back); err != nil {
+				t.Errorf("%s: read back %d: %v", name, i, err)
+				continue
+			}
+			if !bytes.Equal(back, content) {
+				t.Errorf("%s: content %d (%d bytes) stored as %d bytes, sha %x want %x", name, i, len(content), len(back), sha256.Sum256(back), sha256.Sum256(content))
+			}
+		}
+	}
+	// Long data for an unsharded passthrough statement, and as the shard key.
+	for name, db := range map[string]*sql.DB{"mariadb": ref, "convoy": cv} {
+		if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS ld (id INT PRIMARY KEY, a BLOB, b BLOB)"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := db.ExecContext(ctx, "INSERT INTO ld VALUES (?, ?, ?)", 1, blob, small)
+		var a, b []byte
+		if err == nil {
+			err = db.QueryRowContext(ctx, "SELECT a, b FROM ld WHERE id = 1").Scan(&a, &b)
+		}
+		if err != nil || !bytes.Equal(a, blob) || !bytes.Equal(b, small) {
+			t.Errorf("%s: unsharded long data: err=%v a=%d bytes (want %d) b=%q", name, err, len(a), len(blob), b)
+		}
+	}
+	s.convoy.alive(t, "send long data")
+}
+
+// ---- packet sizes --------------------------------------------------------
+
+// setMaxPacket raises max_allowed_packet on every server and restarts Convoy
+// so its backend pools reconnect with the new session value.
+func setMaxPacket(t *testing.T, s *stack, n int) {
+	t.Helper()
+	q := fmt.Sprintf("SET GLOBAL max_allowed_packet = %d", n)
+	s.ds[0].Exec(t, q)
+	s.ds[1].Exec(t, q)
+	s.ref.Exec(t, q)
+	s.convoy.kill()
+	s.convoy.start(t)
+}
+
+func letters(n int, seed int64) string {
+	r := rand.New(rand.NewSource(seed))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 'a' + byte(r.Intn(26))
+	}
+	return string(b)
+}
+
+// TestHostilePacketSizes: COM_QUERY payloads and result rows of exactly
+// 0xFFFFFF-1, 0xFFFFFF, 0xFFFFFF+1 and 2*0xFFFFFF bytes, both ways,
+// byte-identical to MariaDB direct; then a statement above
+// max_allowed_packet gets 1153.
+func TestHostilePacketSizes(t *testing.T) {
+	s := newStack(t)
+	setMaxPacket(t, s, 48<<20)
+	ctx := context.Background()
+	dsnRef := fmt.Sprintf("root@tcp(%s)/im?collation=utf8mb4_general_ci&readTimeout=60s&maxAllowedPacket=125829120", s.ref.Addr())
+	// The client's own limit is far above the servers' (48 MiB) so that
+	// go-sql-driver sends every blob inline (no SEND_LONG_DATA here) and lets
+	// the 50 MiB statement reach the server.
+	dsnCv := s.convoy.dsn("convoy", "convoy", "im") + "&maxAllowedPacket=125829120"
+	ref, cv := openDSN(t, dsnRef), openDSN(t, dsnCv)
+	for _, db := range []*sql.DB{ref, cv} {
+		if _, err := db.ExecContext(ctx, "CREATE TABLE big (id INT PRIMARY KEY, b LONGBLOB)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const M = 0xFFFFFF
+	for i, n := range []int{M - 1, M, M + 1, 2 * M} {
+		// Client -> server: a COM_QUERY whose payload (command byte + SQL) is
+		// exactly n bytes.
+		prefix, suffix := "SELECT LENGTH('", "') AS n"
+		pad := n - 1 - len(prefix) - len(suffix)
+		q := prefix + letters(pad, int64(i)) + suffix
+		var wantN, gotN int
+		errR := ref.QueryRowContext(ctx, q).Scan(&wantN)
+		start := time.Now()
+		errC := cv.QueryRowContext(ctx, q).Scan(&gotN)
+		t.Logf("COM_QUERY payload %d bytes: mariadb %d %v, convoy %d %v (%s)", n, wantN, errR, gotN, errC, time.Since(start).Round(time.Millisecond))
+		if errR != nil || errC != nil || wantN != gotN || gotN != pad {
+			t.Errorf("COM_QUERY payload of %d bytes: mariadb %d (%v), convoy %d (%v), want %d", n, wantN, errR, gotN, errC, pad)
+		}
+		s.convoy.alive(t, fmt.Sprintf("query of %d bytes", n))
+
+		// Server -> client: a row packet of exactly n bytes (lenenc header +
+		// blob). Inserted as a prepared statement with random binary bytes.
+		hdr := 4
+		if n-4 >= 1<<24 {
+			hdr = 9
+		}
+		blob := make([]byte, n-hdr)
+		rand.New(rand.NewSource(int64(100+i))).Read(blob)
+		var sums [2][32]byte
+		for j, db := range []*sql.DB{ref, cv} {
+			if _, err := db.ExecContext(ctx, "INSERT INTO big VALUES (?, ?)", i, blob); err != nil {
+				t.Errorf("insert blob of %d bytes (%s): %v", len(blob), []string{"mariadb", "convoy"}[j], err)
+				continue
+			}
+			var back []byte
+			if err := db.QueryRowContext(ctx, "SELECT b FROM big WHERE id = ?", i).Scan(&back); err != nil {
+				t.Errorf("read blob of %d bytes (%s, prepared): %v", len(blob), []string{"mariadb", "convoy"}[j], err)
+				continue
+			}
+			sums[j] = sha256.Sum256(back)
+			if !bytes.Equal(back, blob) {
+				t.Errorf("%s: blob row of %d bytes comes back as %d bytes", []string{"mariadb", "convoy"}[j], len(blob), len(back))
+			}
+			// Text protocol too.
+			var txt []byte
+			if err := db.QueryRowContext(ctx, fmt.Sprintf("SELECT b FROM big WHERE id = %d", i)).Scan(&txt); err != nil || !bytes.Equal(txt, blob) {
+				t.Errorf("%s: text read of the %d-byte blob: %d bytes, err %v", []string{"mariadb", "convoy"}[j], len(blob), len(txt), err)
+			}
+		}
+		if sums[0] != sums[1] {
+			t.Errorf("row packet of %d bytes: convoy bytes differ from mariadb", n)
+		}
+		s.convoy.alive(t, fmt.Sprintf("row of %d bytes", n))
+	}
+
+	// Above max_allowed_packet (48 MiB): 1153, then the server closes.
+	over := "SELECT LENGTH('" + letters(50<<20, 9) + "')"
+	for name, db := range map[string]*sql.DB{"mariadb": ref, "convoy": cv} {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		err = c.QueryRowContext(ctx, over).Scan(&n)
+		perr := c.PingContext(ctx)
+		t.Logf("%s: 50 MiB query: %v; ping afterwards: %v", name, err, perr)
+		if errno(err) != 1153 {
+			t.Errorf("%s: query above max_allowed_packet: %v (errno %d), want 1153", name, err, errno(err))
+		}
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+		c.Close()
+	}
+	s.convoy.alive(t, "query above max_allowed_packet")
+	var one int
+	if err := cv.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		t.Errorf("a fresh connection after the 1153: %v", err)
+	}
+}
+
+// TestHostileOversizedStream: a client streams 0xFFFFFF-byte continuation
+// packets (160 MiB in all) after logging in. Convoy must stop it with 1153
+// (or a close) instead of buffering it, and stay small.
+func TestHostileOversizedStream(t *testing.T) {
+	s := newStack(t)
+	c := rawConnect(t, s.convoy.addr, "convoy", "convoy", "im")
+	nc := c.Conn.Conn
+	chunk := make([]byte, 4+0xFFFFFF)
+	chunk[0], chunk[1], chunk[2] = 0xff, 0xff, 0xff
+	chunk[4] = gmysql.COM_QUERY
+	for i := 5; i < len(chunk); i++ {
+		chunk[i] = 'a'
+	}
+	base := rssKB(s.convoy.cmd.Process.Pid)
+	var peak atomic.Int64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-s.convoy.exited:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if r := rssKB(s.convoy.cmd.Process.Pid); r > peak.Load() {
+				peak.Store(r)
+			}
+		}
+	}()
+	_ = nc.SetWriteDeadline(time.Now().Add(20 * time.Second))
+	var werr error
+	sent := 0
+	for seq := 0; seq < 10; seq++ {
+		chunk[3] = byte(seq)
+		if seq > 0 {
+			chunk[4] = 'a'
+		}
+		if _, werr = nc.Write(chunk); werr != nil {
+			break
+		}
+		sent += 0xFFFFFF
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	<-done
+	peakKB := peak.Load()
+	s.convoy.alive(t, "a 160 MiB packet stream")
+	t.Logf("sent %d MiB (write error: %v); convoy RSS %d MiB before, peak %d MiB", sent>>20, werr, base>>10, peakKB>>10)
+	if peakKB-base > 100<<10 {
+		t.Errorf("convoy buffered an oversized packet: peak RSS %d MiB after %d MiB were sent without a 1153", peakKB>>10, sent>>20)
+	}
+	var one int
+	if err := s.convoy.open(t, "convoy", "convoy", "im").QueryRow("SELECT 1").Scan(&one); err != nil {
+		t.Errorf("fresh connection afterwards: %v", err)
+	}
+}
+
+func rssKB(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			f := strings.Fields(l)
+			if len(f) >= 2 {
+				v, _ := strconv.ParseInt(f[1], 10, 64)
+				return v
+			}
+		}
+	}
+	return 0
+}
+
+// ---- charsets, sql_mode, multi-statements --------------------------------
+
+// TestHostileCharsetAndSQLMode: every way to switch the connection to GBK or
+// to NO_BACKSLASH_ESCAPES / ANSI_QUOTES is refused, or, if accepted, the
+// 0xbf27 payload means exactly what it means to MariaDB.
+func TestHostileCharsetAndSQLMode(t *testing.T) {
+	s := newStack(t)
+	h := openPair(t, s, "")
+	hostileSeed(t, h)
+	ctx := context.Background()
+	// The classic GBK payload: the client escapes ' as \' so 0xbf 0x27
+	// becomes 0xbf 0x5c 0x27, and 0xbf5c is one GBK character.
+	inj := "SELECT COUNT(*) FROM conv_msg WHERE conv_id = 42 AND sender_uid = '\xbf\\' OR 1=1 -- '"
+
+	charsetSwitches := []string{
+		"SET NAMES gbk",
+		"SET NAMES 'gbk'",
+		"SET NAMES gbk COLLATE gbk_bin",
+		"SET CHARACTER SET gbk",
+		"SET character_set_client = gbk",
+		"SET @@character_set_client = 'gbk'",
+		"SET SESSION character_set_client = 'GBK'",
+		"SET @@session.character_set_connection = gbk, character_set_client = gbk",
+		"SET character_set_client = 28",
+		"SET collation_connection = gbk_chinese_ci",
+		"/*!40101 SET NAMES gbk */",
+		"SET NAMES big5",
+		"SET NAMES sjis",
+		"SET NAMES cp932",
+		"SET NAMES gb18030",
+	}
+	for _, q := range charsetSwitches {
+		_, err := h.cv.ExecContext(ctx, q)
+		if err == nil {
+			var cs string
+			_ = h.cv.QueryRowContext(ctx, "SELECT @@character_set_client").Scan(&cs)
+			want := queryOutcomeAfter(ctx, h.ref, q, inj)
+			got := queryOutcome(ctx, h.cv, inj)
+			if !same(want, got, false) {
+				t.Errorf("%q accepted (character_set_client now %s) and the 0xbf27 payload differs:\n  mariadb: %v\n  convoy:  %v", q, cs, want, got)
+			} else {
+				t.Logf("%q accepted; 0xbf27 payload exact: %v", q, got)
+			}
+			// back to utf8mb4 on both
+			_, _ = h.cv.ExecContext(ctx, "SET NAMES utf8mb4")
+			_, _ = h.ref.ExecContext(ctx, "SET NAMES utf8mb4")
+		} else if n := errno(err); n == 0 || n == 1105 {
+			t.Errorf("%q: unclear refusal %v", q, err)
+		}
+		h.pingOK(t, s, q)
+	}
+
+	// The handshake collation (no SET NAMES at all): gbk_chinese_ci = 28.
+	gbkRef := openDSN(t, fmt.Sprintf("root@tcp(%s)/im?collation=gbk_chinese_ci", s.ref.Addr()))
+	gbkCv := openDSN(t, strings.Replace(s.convoy.dsn("convoy", "convoy", "im"), "collation=utf8mb4_general_ci", "collation=gbk_chinese_ci", 1))
+	rc, _ := gbkRef.Conn(ctx)
+	cc, errConn := gbkCv.Conn(ctx)
+	if errConn == nil {
+		errConn = cc.PingContext(ctx)
+	}
+	if errConn != nil {
+		t.Logf("handshake collation gbk: refused at connect: %v", errConn)
+		if errno(errConn) == 0 {
+			t.Errorf("handshake collation gbk refused without a MySQL errno: %v", errConn)
+		}
+	} else {
+		want := queryOutcome(ctx, rc, inj)
+		got := queryOutcome(ctx, cc, inj)
+		var csR, csC string
+		_ = rc.QueryRowContext(ctx, "SELECT @@character_set_client").Scan(&csR)
+		_ = cc.QueryRowContext(ctx, "SELECT @@character_set_client").Scan(&csC)
+		if got.errno == 0 && (!same(want, got, false) || csR != csC) {
+			t.Errorf("handshake collation gbk_chinese_ci accepted but not honoured: character_set_client mariadb=%s convoy=%s; 0xbf27 payload mariadb %v, convoy %v", csR, csC, want, got)
+		}
+		// GBK text round trip: 中 is 0xd6d0 in GBK.
+		w := queryOutcome(ctx, rc, "SELECT HEX('\xd6\xd0'), HEX(CONVERT('\xd6\xd0' USING utf8mb4))")
+		g := queryOutcome(ctx, cc, "SELECT HEX('\xd6\xd0'), HEX(CONVERT('\xd6\xd0' USING utf8mb4))")
+		if g.errno == 0 && !same(w, g, false) {
+			t.Errorf("handshake collation gbk: GBK literal differs: mariadb %v, convoy %v", w, g)
+		}
+		cc.Close()
+	}
+	rc.Close()
+
+	// sql_mode: NO_BACKSLASH_ESCAPES and ANSI_QUOTES, however spelt.
+	var nbe, ansi int64
+	if err := h.ref.QueryRowContext(ctx, "SELECT CAST(@@sql_mode AS UNSIGNED)").Err(); err != nil {
+		t.Fatal(err)
+	}
+	saved := ""
+	_ = h.ref.QueryRowContext(ctx, "SELECT @@sql_mode").Scan(&saved)
+	mustExec(t, h.ref, "SET sql_mode = 'NO_BACKSLASH_ESCAPES'")
+	_ = h.ref.QueryRowContext(ctx, "SELECT @@sql_mode + 0").Scan(&nbe)
+	mustExec(t, h.ref, "SET sql_mode = 'ANSI_QUOTES'")
+	_ = h.ref.QueryRowContext(ctx, "SELECT @@sql_mode + 0").Scan(&ansi)
+	mustExec(t, h.ref, "SET sql_mode = ?", saved)
+	modes := []string{
+		"SET sql_mode = 'NO_BACKSLASH_ESCAPES'",
+		"SET SESSION sql_mode = 'STRICT_TRANS_TABLES,no_backslash_escapes'",
+		"SET @@sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES')",
+		"SET @@SESSION.sql_mode = 'ANSI'",
+		"SET sql_mode = 'ANSI_QUOTES'",
+		"SET sql_mode = 'ORACLE'",
+		"SET sql_mode = 'POSTGRESQL'",
+		fmt.Sprintf("SET sql_mode = %d", nbe),
+		fmt.Sprintf("SET sql_mode = %d", ansi),
+		"SET sql_mode = 0x4E4F5F4241434B534C4153485F45534341504553",
+		"SET sql_mode = REPLACE('NO_BACKSLASH_ESCAPEZ', 'Z', 'S')",
+		"/*!40101 SET sql_mode = 'NO_BACKSLASH_ESCAPES' */",
+		"SET @m = 'NO_BACKSLASH_ESCAPES'",
+		"SET sql_mode = @m",
+		"SET STATEMENT sql_mode = 'NO_BACKSLASH_ESCAPES' FOR SELECT msg_id FROM conv_msg WHERE conv_id = 42 AND 'a\\' = 'a\\'",
+		"SET sql_mode = 'NO_BACKSLASH_ESCAPES', character_set_client = utf8mb4",
+	}
+	for _, q := range modes {
+		_, err := h.cv.ExecContext(ctx, q)
+		var mode string
+		if perr := h.cv.QueryRowContext(ctx, "SELECT @@sql_mode").Scan(&mode); perr != nil {
+			t.Errorf("after %q: SELECT @@sql_mode: %v", q, perr)
+		}
+		up := strings.ToUpper(mode)
+		if strings.Contains(up, "NO_BACKSLASH_ESCAPES") || strings.Contains(up, "ANSI_QUOTES") {
+			t.Errorf("%q: accepted (err=%v); the backend session now has sql_mode=%s", q, err, mode)
+		}
+		if err != nil && (errno(err) == 0 || errno(err) == 1105) {
+			t.Errorf("%q: unclear refusal %v", q, err)
+		}
+		h.pingOK(t, s, q)
+	}
+	// Escaping still means the same bytes after all of that.
+	w := queryOutcome(ctx, h.ref, "SELECT 'a\\'b', 'c\\\\', \"d\\\"\"")
+	g := queryOutcome(ctx, h.cv, "SELECT 'a\\'b', 'c\\\\', \"d\\\"\"")
+	if !same(w, g, false) {
+		t.Errorf("escaping differs after the sql_mode attempts: mariadb %v, convoy %v", w, g)
+	}
+}
+
+// queryOutcomeAfter runs setup then q on c (errors of setup included).
+func queryOutcomeAfter(ctx context.Context, c *sql.Conn, setup, q string) outcome {
+	if _, err := c.ExecContext(ctx, setup); err != nil {
+		return errOutcome(err)
+	}
+	return queryOutcome(ctx, c, q)
+}
+
+// TestHostileMultiStatements: with CLIENT_MULTI_STATEMENTS on, every
+// statement is routed on its own or the whole string is refused; nothing is
+// smuggled to a backend unrouted.
+func TestHostileMultiStatements(t *testing.T) {
+	s := newStack(t)
+	h := openPair(t, s, "&multiStatements=true")
+	hostileSeed(t, h)
+	ctx := context.Background()
+	countAll := func() string {
+		o := queryOutcome(ctx, h.cv, "SELECT (SELECT COUNT(*) FROM notes), (SELECT COUNT(*) FROM `we``ird`)")
+		p := queryOutcome(ctx, h.cv, "SELECT COUNT(*) FROM conv_msg")
+		return fmt.Sprint(o.rows, p.rows, o.errno, p.errno)
+	}
+	before := countAll()
+	cases := []string{
+		"SELECT 1; SELECT 2",
+		"SELECT 1;SELECT 2;",
+		"DELETE FROM notes WHERE id = 3; DELETE FROM conv_msg",
+		"SELECT msg_id FROM conv_msg WHERE conv_id = 42; DELETE FROM conv_msg WHERE conv_id = 1",
+		"SELECT 1 /*!; DELETE FROM notes */",
+		"SELECT 1 /*M!; DELETE FROM notes */",
+		"SELECT 1 /*!50000 ; DELETE FROM notes */",
+		"SELECT 1 -- ; DELETE FROM notes\n; DELETE FROM notes",
+		"SELECT 1 # ; x\n; DELETE FROM `we``ird`",
+		"SELECT ';' ; DELETE FROM notes",
+		"SELECT \";\"; DELETE FROM notes",
+		"SELECT `;`; DELETE FROM notes",
+		"UPDATE notes SET txt = 'a;b' WHERE id = 99; DELETE FROM notes",
+		"SELECT msg_id FROM conv_msg WHERE conv_id = 42 /*M!; DELETE FROM msg_content */",
+		"DELETE FROM conv_msg WHERE conv_id = 1 /*M!; DELETE FROM notes */",
+		"BEGIN; DELETE FROM notes; COMMIT",
+		"SET @a = 1; DELETE FROM notes",
+		"USE im; DELETE FROM notes",
+	}
+	for _, q := range cases {
+		_, err := h.cv.ExecContext(ctx, q)
+		after := countAll()
+		t.Logf("%q -> %v", q, err)
+		if err == nil {
+			// Accepted: must have been split and each statement run as MariaDB
+			// would. Compare the effect with the reference.
+			if _, rerr := h.ref.ExecContext(ctx, q); rerr != nil {
+				t.Errorf("%q: convoy accepted it, mariadb refused it: %v", q, rerr)
+			}
+		} else if n := errno(err); n == 0 || n == 1105 {
+			t.Errorf("%q: unclear refusal %v", q, err)
+		}
+		if err != nil && after != before {
+			t.Errorf("%q: refused (%v) but data changed: before %s, after %s", q, err, before, after)
+		}
+		before = after
+		h.pingOK(t, s, q)
+	}
+	// Whatever was accepted, both sides must now hold the same rows.
+	for _, q := range []string{"SELECT * FROM notes ORDER BY id", "SELECT * FROM `we``ird` ORDER BY 1", "SELECT conv_id, seq FROM conv_msg ORDER BY conv_id, seq", "SELECT msg_id FROM msg_content ORDER BY msg_id"} {
+		w, g := queryOutcome(ctx, h.ref, q), queryOutcome(ctx, h.cv, q)
+		if !same(w, g, false) {
+			t.Errorf("after the multi-statements: %s\n  mariadb: %v\n  convoy:  %v", q, w, g)
+		}
+	}
+}

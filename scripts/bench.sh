@@ -1,0 +1,272 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark of Convoy in ONE session (issue 5). Configurations
+# alternate A B C D E, A B C D E, ... (ROUNDS rounds) and the median per
+# measurement is reported, so slow drift of a shared machine hits all of
+# them alike:
+#   A direct   MariaDB ds0 127.0.0.1:13306
+#   B relay    bin/convoy-bench relay (bytes only) in front of ds0
+#   C convoy   Convoy, no hot tier            (sysbench: passthrough table im.sbtest1;
+#                                              convoy-bench: sharded conv_msg etc.)
+#   D hot      Convoy with the Redis hot tier (first-screen pages only)
+# Workloads:
+#   sb-text / sb-prep      sysbench oltp_point_select, 16 threads, --db-ps-mode=disable / auto,
+#                          on im.sbtest1 (unsharded: Convoy passes it through)
+#   point-text / -prep     convoy-bench --mix point=100: conv_msg by conv_id + seq
+#                          (sharded through Convoy; the same rows in imflat.conv_msg on A/B)
+#   first-text / -prep     convoy-bench --mix first=100: newest 20-row history page
+# A/B run convoy-bench on database imflat (the logical tables, unsharded, on ds0).
+#
+# Env: ROUNDS (3), DURATION (8 s per measurement), THREADS (16), TABLE_SIZE (100000),
+#      CONVS (2000), CONVOY_REF (build Convoy from this git ref via git archive
+#      instead of the working tree), KEEP=1 (leave the proxies running), OUT (results dir).
+# Data services come from scripts/dev-up.sh (ds0 13306, ds1 13307, Redis 16379,
+# etcd 12379); this script starts its own relay (13320) and two Convoys
+# (13310 plain, 13311 hot tier; metrics 19110/19111) and stops them at the end.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+STATE="$ROOT/.state"
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-8}
+THREADS=${THREADS:-16}
+TABLE_SIZE=${TABLE_SIZE:-100000}
+CONVS=${CONVS:-2000}
+OUT=${OUT:-$STATE/bench/$(date +%Y%m%d-%H%M%S)}
+BIN="$STATE/bench/bin"
+ETCD=127.0.0.1:12379
+DIRECT_PORT=13306 RELAY_PORT=13320 CONVOY_PORT=13310 HOT_PORT=13311
+
+log() { printf 'bench: %s\n' "$*" >&2; }
+die() { printf 'bench: ERROR: %s\n' "$*" >&2; exit 1; }
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+mysql_ds0() { mariadb --no-defaults -h127.0.0.1 -P$DIRECT_PORT -uroot "$@"; }
+
+mkdir -p "$OUT" "$BIN"
+PIDS=()
+cleanup() {
+  [ "${KEEP:-0}" = 1 ] && { log "KEEP=1: leaving pids ${PIDS[*]:-} running"; return; }
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+machine() {
+  printf 'nproc %s; %s; load average %s\n' "$(nproc)" \
+    "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$(cut -d' ' -f1-3 /proc/loadavg)"
+}
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+log "machine: $(machine)"
+
+# ---- stack ------------------------------------------------------------------
+log "data services (scripts/dev-up.sh)"
+scripts/dev-up.sh >&2
+
+log "building convoy-bench and convoy"
+go build -o "$BIN/convoy-bench" ./cmd/convoy-bench
+if [ -n "${CONVOY_REF:-}" ]; then
+  src="$STATE/bench/src"
+  rm -rf "$src" && mkdir -p "$src"
+  git archive "$CONVOY_REF" | tar -x -C "$src"
+  (cd "$src" && go build -o "$BIN/convoy" ./cmd/convoy)
+  CONVOY_DESC="$(git rev-parse --short "$CONVOY_REF") ($CONVOY_REF)"
+else
+  go build -o "$BIN/convoy" ./cmd/convoy
+  CONVOY_DESC="working tree at $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!BENCHMARKS.md' ':!scripts/bench.sh' ':!cmd/convoy-bench' || echo ' + uncommitted changes')"
+fi
+log "convoy: $CONVOY_DESC"
+
+# Databases and the route table, as scripts/run.sh does.
+mysql_ds0 -e 'CREATE DATABASE IF NOT EXISTS im_0; CREATE DATABASE IF NOT EXISTS im_1;
+  CREATE DATABASE IF NOT EXISTS im_2; CREATE DATABASE IF NOT EXISTS im_3;
+  CREATE DATABASE IF NOT EXISTS im; CREATE DATABASE IF NOT EXISTS imflat;'
+mariadb --no-defaults -h127.0.0.1 -P13307 -uroot -e 'CREATE DATABASE IF NOT EXISTS im_4;
+  CREATE DATABASE IF NOT EXISTS im_5; CREATE DATABASE IF NOT EXISTS im_6; CREATE DATABASE IF NOT EXISTS im_7;'
+if ! "$BIN/convoy" routes --etcd $ETCD --cluster dev show >/dev/null 2>&1; then
+  "$BIN/convoy" routes --etcd $ETCD --cluster dev init \
+    --datasource ds0=root@127.0.0.1:13306 --datasource ds1=root@127.0.0.1:13307 --dbs 8 >&2
+fi
+
+start_convoy() { # NAME PORT METRICS EXTRA_YAML
+  local name=$1 port=$2 metrics=$3 extra=$4 cfg="$OUT/$1.yaml"
+  port_open "$port" && die "port $port is taken (another bench running? ss -ltnp 'sport = :$port')"
+  cat >"$cfg" <<EOF
+listen: 127.0.0.1:$port
+metrics_listen: 127.0.0.1:$metrics
+log_level: warn
+etcd: {endpoints: ["$ETCD"], cluster: dev}
+users:
+  - {name: convoy, password: convoy, admin: true}
+$extra
+EOF
+  "$BIN/convoy" serve --config "$cfg" >"$OUT/$name.log" 2>&1 </dev/null &
+  PIDS+=($!)
+  local i
+  for ((i = 0; i < 300; i++)); do
+    port_open "$port" && { log "$name: Convoy on 127.0.0.1:$port (pid $!)"; return; }
+    kill -0 $! 2>/dev/null || { tail -n 20 "$OUT/$name.log" >&2; die "$name exited"; }
+    sleep 0.1
+  done
+  die "$name not listening after 30s"
+}
+port_open $RELAY_PORT && die "port $RELAY_PORT is taken"
+"$BIN/convoy-bench" relay --listen 127.0.0.1:$RELAY_PORT --to 127.0.0.1:$DIRECT_PORT 2>"$OUT/relay.log" &
+PIDS+=($!)
+start_convoy convoy $CONVOY_PORT 19110 ""
+start_convoy hot $HOT_PORT 19111 "hot_tier: {enabled: true, addrs: [\"127.0.0.1:16379\"]}"
+
+# Logical schema through Convoy (CREATE TABLE IF NOT EXISTS fans out) and in imflat.
+log "schema (through Convoy; imflat directly)"
+mariadb --no-defaults -h127.0.0.1 -P$CONVOY_PORT -uconvoy -pconvoy im <schema/im.sql
+mysql_ds0 imflat <schema/im.sql
+
+# ---- data -------------------------------------------------------------------
+SB=(sysbench oltp_point_select --tables=1 --table-size="$TABLE_SIZE" --mysql-user=root --mysql-db=im)
+log "sysbench prepare im.sbtest1 ($TABLE_SIZE rows) through Convoy"
+"${SB[@]}" --mysql-host=127.0.0.1 --mysql-port=$CONVOY_PORT --mysql-user=convoy --mysql-password=convoy cleanup >/dev/null 2>&1 || true
+"${SB[@]}" --mysql-host=127.0.0.1 --mysql-port=$CONVOY_PORT --mysql-user=convoy --mysql-password=convoy prepare >"$OUT/sysbench-prepare.log" 2>&1 ||
+  { tail -n 20 "$OUT/sysbench-prepare.log" >&2; die "sysbench prepare through Convoy failed"; }
+CB_DATA=(--convs "$CONVS")
+log "convoy-bench prepare: sharded tables through Convoy, imflat directly"
+"$BIN/convoy-bench" --dsn "convoy:convoy@tcp(127.0.0.1:$CONVOY_PORT)/im" "${CB_DATA[@]}" --prepare-only 2>&1 | sed 's/^/  convoy: /' >&2
+"$BIN/convoy-bench" --dsn "root@tcp(127.0.0.1:$DIRECT_PORT)/imflat" "${CB_DATA[@]}" --prepare-only 2>&1 | sed 's/^/  imflat: /' >&2
+# The data went in through the Convoy without the tier: start the tier empty.
+redis-cli -h 127.0.0.1 -p 16379 FLUSHALL >/dev/null
+
+# ---- measurements -----------------------------------------------------------
+# RESULTS: lines "config workload round qps p99_ms errors"
+RESULTS="$OUT/results.txt"
+: >"$RESULTS"
+
+dsn_of() { # CONFIG -> convoy-bench DSN
+  case $1 in
+    direct) echo "root@tcp(127.0.0.1:$DIRECT_PORT)/imflat" ;;
+    relay) echo "root@tcp(127.0.0.1:$RELAY_PORT)/imflat" ;;
+    convoy) echo "convoy:convoy@tcp(127.0.0.1:$CONVOY_PORT)/im" ;;
+    hot) echo "convoy:convoy@tcp(127.0.0.1:$HOT_PORT)/im" ;;
+  esac
+}
+sb_target() { # CONFIG -> sysbench connection flags
+  case $1 in
+    direct) echo "--mysql-host=127.0.0.1 --mysql-port=$DIRECT_PORT --mysql-user=root" ;;
+    relay) echo "--mysql-host=127.0.0.1 --mysql-port=$RELAY_PORT --mysql-user=root" ;;
+    convoy) echo "--mysql-host=127.0.0.1 --mysql-port=$CONVOY_PORT --mysql-user=convoy --mysql-password=convoy" ;;
+  esac
+}
+
+run_sysbench() { # CONFIG PSMODE WORKLOAD ROUND
+  local f="$OUT/$1-$3-r$4.txt" qps p99 err
+  # shellcheck disable=SC2046
+  sysbench oltp_point_select --tables=1 --table-size="$TABLE_SIZE" --mysql-db=im $(sb_target "$1") \
+    --threads="$THREADS" --time="$DURATION" --percentile=99 --report-interval=0 \
+    --db-ps-mode="$2" --mysql-ignore-errors=all run >"$f" 2>&1 || true
+  qps=$(awk '/queries:/ {gsub(/[(]/, "", $3); print $3; exit}' "$f")
+  p99=$(awk '/99th percentile:/ {print $3; exit}' "$f")
+  err=$(awk '/ignored errors:/ {print $3; exit}' "$f")
+  grep -q 'FATAL' "$f" && { err="FATAL"; log "$1 $3: $(grep -m1 FATAL "$f")"; }
+  echo "$1 $3 $4 ${qps:-0} ${p99:-0} ${err:-?}" >>"$RESULTS"
+}
+
+run_cb() { # CONFIG MODE MIX WORKLOAD ROUND
+  local f="$OUT/$1-$4-r$5.json" extra=() qps p99 err
+  case $1 in direct | relay) extra=(--explicit-seq) ;; esac
+  "$BIN/convoy-bench" --dsn "$(dsn_of "$1")" "${CB_DATA[@]}" "${extra[@]}" --conns "$THREADS" \
+    --duration "${DURATION}s" --warmup 1s --mode "$2" --mix "$3" --json --quiet --label "$1 $4" >"$f" 2>"$f.err" || true
+  read -r qps p99 err < <(python3 -c '
+import json,sys
+try:
+    r=json.load(open(sys.argv[1])); t=r["total"]; print(round(t["qps"]), round(t["p99_us"]/1000,2), sum(o["errors"] for o in r["ops"]))
+except Exception: print(0, 0, "FAILED")' "$f")
+  if [ "$err" != 0 ]; then
+    log "$1 $4: errors: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print([o.get("first_error") for o in r["ops"] if o["errors"]])' "$f" 2>/dev/null || tail -n 3 "$f.err")"
+  fi
+  echo "$1 $4 $5 $qps $p99 $err" >>"$RESULTS"
+}
+
+run_config() { # CONFIG ROUND
+  local c=$1 r=$2
+  case $c in
+    direct | relay | convoy)
+      run_sysbench "$c" disable sb-text "$r"
+      run_sysbench "$c" auto sb-prep "$r"
+      run_cb "$c" text point=100 point-text "$r"
+      run_cb "$c" prepared point=100 point-prep "$r"
+      ;;
+  esac
+  run_cb "$c" text first=100 first-text "$r"
+  run_cb "$c" prepared first=100 first-prep "$r"
+}
+
+CONFIGS=(direct relay convoy hot)
+log "measuring: ${#CONFIGS[@]} configurations x $ROUNDS rounds, ${DURATION}s each, $THREADS threads"
+T0=$(date +%s)
+for ((r = 1; r <= ROUNDS; r++)); do
+  for c in "${CONFIGS[@]}"; do
+    run_config "$c" "$r"
+    log "round $r/$ROUNDS $c done ($(($(date +%s) - T0))s)"
+  done
+done
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# ---- report -----------------------------------------------------------------
+python3 - "$RESULTS" "$ROUNDS" "$DURATION" "$THREADS" "$LOAD_BEFORE" "$LOAD_AFTER" "$CONVOY_DESC" <<'PY' | tee "$OUT/report.md"
+import sys, statistics, collections, platform, os
+path, rounds, dur, threads, lb, la, desc = sys.argv[1:]
+res = collections.defaultdict(list)  # (config, workload) -> [(qps, p99, err)]
+for line in open(path):
+    c, w, r, q, p, e = line.split()
+    res[(c, w)].append((float(q), float(p), e))
+model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+print(f"machine: nproc {os.cpu_count()}, {model}; load average before {lb}, after {la}")
+print(f"convoy: {desc}; {rounds} rounds x {dur}s per measurement, {threads} client threads, alternating configurations\n")
+configs = ["direct", "relay", "convoy", "hot"]
+workloads = ["sb-text", "sb-prep", "point-text", "point-prep", "first-text", "first-prep"]
+med = {}
+print("| workload | " + " | ".join(configs) + " |")
+print("|---|" + "---|" * len(configs))
+for w in workloads:
+    cells = []
+    for c in configs:
+        v = res.get((c, w))
+        if not v:
+            cells.append("-"); continue
+        qs = [x[0] for x in v]; m = statistics.median(qs); med[(c, w)] = m
+        p99 = statistics.median([x[1] for x in v])
+        errs = [x[2] for x in v if x[2] not in ("0", "0.0")]
+        spread = (max(qs) - min(qs)) / m * 100 if m else 0
+        cell = f"{m:,.0f} (p99 {p99:g} ms, ±{spread/2:.0f}%)"
+        if errs: cell += f" ERR {','.join(errs)}"
+        cells.append(cell)
+    print(f"| {w} | " + " | ".join(cells) + " |")
+print("\nQPS = median over rounds; p99 = median of the rounds' p99 (sysbench: --percentile=99; sysbench 1.0 has no warm-up option, convoy-bench runs 1 s unrecorded first); ±x% = half the min-max spread over rounds relative to the median.\n")
+def ratio(a, b):
+    if a in med and b in med and med[b]:
+        return f"{med[a]/med[b]:.2f}"
+    return "-"
+print("| ratio | value | target |")
+print("|---|---|---|")
+rows = [
+    ("relay / direct, sysbench text", ("relay", "sb-text"), ("direct", "sb-text"), ""),
+    ("Convoy / relay, sysbench text (passthrough)", ("convoy", "sb-text"), ("relay", "sb-text"), ""),
+    ("Convoy / relay, sysbench prepared (passthrough)", ("convoy", "sb-prep"), ("relay", "sb-prep"), ""),
+    ("Convoy / relay, sharded point select, text", ("convoy", "point-text"), ("relay", "point-text"), ">= 0.90"),
+    ("Convoy / relay, sharded point select, prepared", ("convoy", "point-prep"), ("relay", "point-prep"), ">= 0.90"),
+    ("Convoy / relay, first-screen page, text", ("convoy", "first-text"), ("relay", "first-text"), ""),
+    ("prepared / text, direct, sysbench", ("direct", "sb-prep"), ("direct", "sb-text"), ""),
+    ("prepared / text, relay, sysbench", ("relay", "sb-prep"), ("relay", "sb-text"), ""),
+    ("prepared / text, Convoy, sysbench (passthrough)", ("convoy", "sb-prep"), ("convoy", "sb-text"), ">= 1"),
+    ("prepared / text, Convoy, sharded point select", ("convoy", "point-prep"), ("convoy", "point-text"), ">= 1"),
+    ("prepared / text, Convoy, first-screen page", ("convoy", "first-prep"), ("convoy", "first-text"), ">= 1"),
+    ("hot / MySQL-through-Convoy, first-screen, text", ("hot", "first-text"), ("convoy", "first-text"), ">= 1.5"),
+    ("hot / MySQL-through-Convoy, first-screen, prepared", ("hot", "first-prep"), ("convoy", "first-prep"), ">= 1.5"),
+    ("hot / relay, first-screen, text", ("hot", "first-text"), ("relay", "first-text"), ""),
+]
+for name, a, b, tgt in rows:
+    print(f"| {name} | {ratio(a, b)} | {tgt} |")
+print("\nnoise (max-min)/median per measurement, %:")
+for (c, w), v in sorted(res.items()):
+    qs = [x[0] for x in v]; m = statistics.median(qs)
+    print(f"  {c:7s} {w:11s} " + " ".join(f"{q:8.0f}" for q in qs) + f"   spread {((max(qs)-min(qs))/m*100 if m else 0):5.1f}%")
+PY
+log "raw results and logs in $OUT"
