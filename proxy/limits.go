@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -52,6 +53,7 @@ func (l *packetLimit) Read(p []byte) (int, error) {
 		if l.logical > l.max {
 			l.tripped = true
 			writeRawError(l.Conn, l.hdr[3]+1, mysql.ER_NET_PACKET_TOO_LARGE, "08S01", "Got a packet bigger than 'max_allowed_packet' bytes")
+			l.drain(size - len(b))
 			return 0, errPacketTooLarge
 		}
 		l.left = size
@@ -60,6 +62,17 @@ func (l *packetLimit) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// drain reads and drops what the client is still sending of the refused
+// packet (bounded in bytes and time), so that its write completes and it
+// reads the 1153 instead of a connection reset.
+func (l *packetLimit) drain(left int) {
+	if left <= 0 {
+		return
+	}
+	_ = l.Conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	_, _ = io.CopyN(io.Discard, l.Conn, int64(min(left, 4*l.max)))
 }
 
 // authThrottle blocks a host for a while after repeated failed logins, so a
