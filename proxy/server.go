@@ -302,12 +302,17 @@ func (s *Server) handle(nc net.Conn) {
 		return
 	}
 	defer s.leave(h.user.Name)
-	// From here on the packet-size bound applies (see packetLimit).
-	conn.Conn.Conn = &packetLimit{Conn: conn.Conn.Conn, max: s.cfg.MaxPacket}
+	// From here on: bounded packet size, one write per response (clientConn).
+	cc := &clientConn{Conn: conn.Conn.Conn, max: s.cfg.MaxPacket}
+	conn.Conn.Conn = cc
 	h.sess.SetAdmin(h.user.Admin)
 	h.syncStatus()
 	for !conn.Closed() {
-		if err := conn.HandleCommand(); err != nil {
+		err := conn.HandleCommand()
+		if ferr := cc.Flush(); err == nil {
+			err = ferr
+		}
+		if err != nil {
 			return
 		}
 	}
