@@ -4,6 +4,7 @@
 package proxy
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -292,7 +293,14 @@ func (s *Server) handle(nc net.Conn) {
 	}
 	h.conn = conn
 	h.user = s.users[conn.GetUser()]
-	if reason := s.admit(conn); reason != nil {
+	reason := s.admit(conn)
+	if reason == nil {
+		if err := h.sess.SetClientCollation(conn.Charset()); err != nil {
+			s.leave(h.user.Name)
+			reason = toMySQL(err)
+		}
+	}
+	if reason != nil {
 		// The handshake's OK is out: answer the client's first command with
 		// the refusal, in sequence, then close.
 		_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -308,7 +316,7 @@ func (s *Server) handle(nc net.Conn) {
 	h.sess.SetAdmin(h.user.Admin)
 	h.syncStatus()
 	for !conn.Closed() {
-		err := conn.HandleCommand()
+		err := h.command(conn)
 		if ferr := cc.Flush(); err == nil {
 			err = ferr
 		}
@@ -343,6 +351,37 @@ func (s *Server) leave(user string) {
 	if s.perUser[user]--; s.perUser[user] <= 0 {
 		delete(s.perUser, user)
 	}
+}
+
+// errPanicInTxn ends a session whose command panicked inside a transaction:
+// its state on the pinned backend connection is no longer known.
+var errPanicInTxn = errors.New("[BUG] panic inside a transaction")
+
+// command runs one client command. A panic while decoding a hostile packet
+// (go-mysql's decoders trust lengths in COM_STMT_EXECUTE, COM_FIELD_LIST and
+// empty packets) answers that command with errno 1835 and keeps the session;
+// inside a transaction the session ends instead.
+func (h *handler) command(conn *server.Conn) (err error) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		stack := debug.Stack()
+		if bytes.Contains(stack, []byte("convoy/proxy/engine")) || bytes.Contains(stack, []byte("convoy/proxy.(*handler).Handle")) {
+			h.s.log.Error("[BUG] panic while handling a client command", zap.Any("panic", r), zap.ByteString("stack", stack))
+		} else {
+			// go-mysql's packet decoders index by lengths the client sent.
+			h.s.log.Warn("malformed client packet refused", zap.Any("panic", r), zap.String("remote", conn.RemoteAddr().String()))
+		}
+		if h.sess.InTransaction() {
+			err = errPanicInTxn
+			return
+		}
+		err = conn.WriteValue(&mysql.MyError{Code: 1835, State: "HY000", Message: "Malformed communication packet"})
+		conn.ResetSequence()
+	}()
+	return conn.HandleCommand()
 }
 
 // writeRawError sends one error packet straight to the socket: in place of

@@ -74,9 +74,9 @@ func KeyFromValue(v any) (uint64, error) {
 	case Decimal:
 		return fromDecimalText(string(x))
 	case string:
-		return fromIntegerText(x)
+		return fromText(x)
 	case []byte:
-		return fromIntegerText(string(x))
+		return fromText(string(x))
 	default:
 		return 0, keyErr(v, fmt.Sprintf("has unsupported type %T", v))
 	}
@@ -101,6 +101,15 @@ func fromFloat(f float64) (uint64, error) {
 		return 0, keyErr(f, "is a float too large to name one integer; send it as an integer")
 	}
 	return uint64(f), nil
+}
+
+// fromText reads a string the way MySQL compares it with a BIGINT column:
+// '123', ' 0123', '123.000' all mean 123.
+func fromText(s string) (uint64, error) {
+	if strings.Contains(s, ".") {
+		return fromDecimalText(s)
+	}
+	return fromIntegerText(s)
 }
 
 func fromIntegerText(s string) (uint64, error) {

@@ -29,7 +29,7 @@ func TestKeyFromValue(t *testing.T) {
 	}{
 		{int64(42), 42}, {uint64(math.MaxUint64), math.MaxUint64}, {"123", 123}, {" +0123 ", 123},
 		{[]byte("18446744073709551615"), math.MaxUint64}, {float64(1000), 1000}, {Decimal("42.000"), 42},
-		{Decimal("-0.0"), 0}, {int8(7), 7}, {uint16(9), 9},
+		{Decimal("-0.0"), 0}, {int8(7), 7}, {uint16(9), 9}, {"123.000", 123}, {[]byte(" 42.0"), 42},
 	}
 	for _, c := range ok {
 		got, err := KeyFromValue(c.in)
@@ -38,7 +38,7 @@ func TestKeyFromValue(t *testing.T) {
 		}
 	}
 	bad := []any{nil, int64(-1), "-1", "18446744073709551616", "12abc", "1e3", "", " ", 1.5, math.NaN(),
-		float64(1 << 60), Decimal("1.5"), Decimal("-3"), Decimal("."), struct{}{}, int32(-5)}
+		float64(1 << 60), Decimal("1.5"), Decimal("-3"), Decimal("."), struct{}{}, int32(-5), "1.5", "-2.0", "."}
 	for _, v := range bad {
 		_, err := KeyFromValue(v)
 		var ke *KeyError

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"errors"
 	"sort"
 	"strings"
 	"time"
@@ -45,7 +46,13 @@ func (c *Conn) close() {
 // check marks the connection broken on anything but a server error packet: a
 // half-read result leaves the protocol state unknown, so it must not be reused.
 func (c *Conn) check(err error) error {
-	if err == nil || IsServerError(err) {
+	if err == nil {
+		return nil
+	}
+	if IsServerError(err) {
+		if closesConnection(err) {
+			c.broken = true
+		}
 		return err
 	}
 	c.broken = true
@@ -168,4 +175,19 @@ func assign(name, value string) string {
 		return "@@SESSION." + name[2:] + " = " + value
 	}
 	return name + " = " + value
+}
+
+// closesConnection reports server errors after which the server drops the
+// connection: reusing it would fail the next statement of another session.
+func closesConnection(err error) bool {
+	var me *mysql.MyError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Code {
+	case mysql.ER_NET_PACKET_TOO_LARGE, 1927 /* ER_CONNECTION_KILLED */, 4031 /* ER_CLIENT_INTERACTION_TIMEOUT */, mysql.ER_NET_READ_ERROR,
+		mysql.ER_NET_READ_INTERRUPTED, mysql.ER_NET_ERROR_ON_WRITE, mysql.ER_NET_WRITE_INTERRUPTED, mysql.ER_NET_PACKETS_OUT_OF_ORDER:
+		return true
+	}
+	return false
 }

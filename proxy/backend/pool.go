@@ -159,7 +159,21 @@ func (p *Pool) dial(ctx context.Context) (*Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.opt.ConnectTimeout)
 	defer cancel()
 	d := &net.Dialer{Timeout: p.opt.ConnectTimeout}
-	cc, err := client.ConnectWithDialer(ctx, "tcp", p.ds.Addr, p.ds.User, p.password, "", d.DialContext,
+	// The dialer's timeout covers only TCP: a server that accepts and never
+	// answers would hold the handshake until the read timeout (30 s).
+	// handshakeConn clamps every deadline go-mysql sets to the connect
+	// deadline until the handshake is done.
+	var hc *handshakeConn
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		hc = &handshakeConn{Conn: nc, until: time.Now().Add(p.opt.ConnectTimeout)}
+		_ = nc.SetDeadline(hc.until)
+		return hc, nil
+	}
+	cc, err := client.ConnectWithDialer(ctx, "tcp", p.ds.Addr, p.ds.User, p.password, "", dial,
 		func(c *client.Conn) error {
 			c.ReadTimeout = p.opt.ReadTimeout
 			c.WriteTimeout = p.opt.WriteTimeout
@@ -172,6 +186,8 @@ func (p *Pool) dial(ctx context.Context) (*Conn, error) {
 		// The error text of go-mysql never contains the password.
 		return nil, &UnavailableError{Datasource: p.ds.Name, Err: err}
 	}
+	hc.until = time.Time{}
+	_ = hc.Conn.SetDeadline(time.Time{})
 	return &Conn{Conn: cc, pool: p, vars: map[string]string{}, lastUsed: time.Now()}, nil
 }
 
@@ -232,4 +248,24 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 func IsServerError(err error) bool {
 	var me *mysql.MyError
 	return errors.As(err, &me)
+}
+
+// handshakeConn bounds the MySQL handshake: while until is set, no deadline
+// go-mysql asks for may lie beyond it. Only the dialing goroutine uses it.
+type handshakeConn struct {
+	net.Conn
+	until time.Time
+}
+
+func (h *handshakeConn) clamp(t time.Time) time.Time {
+	if !h.until.IsZero() && (t.IsZero() || t.After(h.until)) {
+		return h.until
+	}
+	return t
+}
+
+func (h *handshakeConn) SetDeadline(t time.Time) error     { return h.Conn.SetDeadline(h.clamp(t)) }
+func (h *handshakeConn) SetReadDeadline(t time.Time) error { return h.Conn.SetReadDeadline(h.clamp(t)) }
+func (h *handshakeConn) SetWriteDeadline(t time.Time) error {
+	return h.Conn.SetWriteDeadline(h.clamp(t))
 }

@@ -25,6 +25,9 @@ type plan struct {
 
 // plan parses and analyses one statement.
 func (s *Session) plan(sql string) (*plan, error) {
+	if err := rewrite.CheckComments(sql); err != nil {
+		return nil, classify(err)
+	}
 	stmts, err := s.parser.Parse(sql)
 	if err != nil {
 		return nil, classify(err)

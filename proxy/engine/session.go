@@ -156,10 +156,17 @@ func (s *Session) Prepare(sql string) (*Prepared, error) {
 		}
 		return p, nil
 	case pl.tmpl != nil:
+		// Any shard describes the statement (same schema everywhere); try one
+		// shard per datasource so one datasource down does not stop PREPARE.
 		snap := s.e.routes.Current()
-		sh := router.Shard(0)
-		sql := pl.render(s, snap, sh)
-		err = s.describe(snap.Target(sh).Datasource, "", sql, p)
+		for _, sh := range shardPerDatasource(snap) {
+			if err = s.describe(snap.Target(sh).Datasource, "", pl.render(s, snap, sh), p); err == nil {
+				break
+			}
+			if ce := classify(err); !isCode(ce, CodeBackendUnavailable) && !isCode(ce, CodePoolTimeout) {
+				break
+			}
+		}
 	default:
 		err = s.describe(s.e.routes.Current().DefaultDatasource(), s.db, pl.sql, p)
 	}
@@ -350,6 +357,9 @@ func (s *Session) endTxn(commit bool) (*mysql.Result, error) {
 	}
 	t.conn.Release()
 	if err != nil {
+		if ce := classify(err); commit && isCode(ce, CodeBackendUnavailable) {
+			return nil, errorf(CodeTxnAborted, "COMMIT failed: the backend connection broke (%v); the transaction's outcome on the server is unknown, nothing was replayed", ce)
+		}
 		return nil, err
 	}
 	return r, nil
@@ -364,6 +374,21 @@ func dedupe(xs []uint64) []uint64 {
 		if !seen[x] {
 			seen[x] = true
 			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// shardPerDatasource returns the first shard of every datasource, shard 0's
+// datasource first.
+func shardPerDatasource(snap *router.Snapshot) []router.Shard {
+	seen := map[string]bool{}
+	var out []router.Shard
+	for sh := 0; sh < router.NumShards; sh++ {
+		ds := snap.Target(router.Shard(sh)).Datasource
+		if !seen[ds] {
+			seen[ds] = true
+			out = append(out, router.Shard(sh))
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/pingcap/tidb/pkg/parser/charset"
 
 	"github.com/convoy-im/convoy/rewrite"
 )
@@ -52,6 +53,11 @@ func (s *Session) set(a *rewrite.Analysis) (*mysql.Result, error) {
 				val += " COLLATE " + unquote(v.Collate)
 			}
 			next["names"] = val
+		case charsetVars[v.Name]:
+			if err := checkCharsetValue(v.Name, v.Value); err != nil {
+				return nil, err
+			}
+			setSys(next, v.Name, v.Value)
 		case v.Name == "sql_mode":
 			if err := checkSQLMode(v.Value); err != nil {
 				return nil, err
@@ -105,7 +111,8 @@ func checkSQLMode(v string) error {
 	}
 	for _, m := range strings.Split(strings.ToUpper(unquote(v)), ",") {
 		switch strings.TrimSpace(m) {
-		case "NO_BACKSLASH_ESCAPES", "ANSI_QUOTES", "ANSI":
+		// ANSI and the compatibility modes imply ANSI_QUOTES.
+		case "NO_BACKSLASH_ESCAPES", "ANSI_QUOTES", "ANSI", "ORACLE", "POSTGRESQL", "MSSQL", "DB2", "MAXDB":
 			return errorf(CodeNotSupported, "sql_mode %s is not supported through Convoy: it changes how the proxy must read quotes and escapes", strings.TrimSpace(m))
 		}
 	}
@@ -139,4 +146,52 @@ func mapsEqual(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// charsetVars are the session variables that decide how the server reads
+// the bytes of a statement; each must stay a safe character set.
+var charsetVars = map[string]bool{
+	"character_set_client": true, "character_set_connection": true, "character_set_results": true,
+	"collation_connection": true,
+}
+
+func checkCharsetValue(name, value string) error {
+	if strings.EqualFold(value, "DEFAULT") {
+		return nil
+	}
+	v := strings.ToLower(unquote(value))
+	if v == "" || v[0] >= '0' && v[0] <= '9' || strings.ContainsAny(v, "()@ ") {
+		return errorf(CodeNotSupported, "SET %s needs a character set name through Convoy (it must check it), got %s", name, value)
+	}
+	cs := v
+	if name == "collation_connection" {
+		c, err := charset.GetCollationByName(v)
+		if err != nil {
+			return errorf(CodeNotSupported, "unknown collation %q", v)
+		}
+		cs = c.CharsetName
+	}
+	if !safeCharsets[cs] {
+		return errorf(CodeNotSupported, "character set %q is not supported through Convoy (use utf8mb4): multibyte sets like GBK break escaping", cs)
+	}
+	return nil
+}
+
+// SetClientCollation applies the collation a client announced in its
+// handshake: the backend connections must read its bytes in the same
+// character set. Unsafe sets (GBK, SJIS, ...) are refused.
+func (s *Session) SetClientCollation(id uint8) error {
+	c, err := charset.GetCollationByID(int(id))
+	if err != nil {
+		return errorf(CodeNotSupported, "the client asked for unknown collation id %d; connect with utf8mb4", id)
+	}
+	cs := strings.ToLower(c.CharsetName)
+	if cs == "utf8mb4" {
+		return nil // what every backend connection uses
+	}
+	if !safeCharsets[cs] {
+		return errorf(CodeNotSupported, "character set %q is not supported through Convoy (use utf8mb4): multibyte sets like GBK break escaping", cs)
+	}
+	s.vars["names"] = cs
+	return nil
 }

@@ -1,0 +1,100 @@
+package rewrite
+
+import (
+	"strconv"
+)
+
+// maxSharedVersion is the highest version number of a `/*!NNNNN ... */`
+// comment that MariaDB and the parser both execute. MariaDB skips some
+// MySQL-only version comments (5.7+ and "never" markers like 99999) that the
+// parser would execute: the proxy and the server would then disagree about
+// which rows a statement touches.
+const maxSharedVersion = 50699
+
+// CheckComments refuses executable comments whose meaning the proxy cannot
+// share with MariaDB: `/*M! ... */` (MariaDB-only, the parser ignores it),
+// `/*!NNNNN ... */` above maxSharedVersion, and an unterminated executable
+// comment (MariaDB: syntax error; the parser: executes to the end). Plain
+// `/*! ... */` and old version comments (mysqldump's 40101, 50003, ...) are
+// SQL and are routed as such.
+func CheckComments(sql string) error {
+	for i := 0; i < len(sql); i++ {
+		switch c := sql[i]; c {
+		case '\'', '"', '`':
+			i = skipQuoted(sql, i)
+		case '#':
+			i = skipLine(sql, i)
+		case '-':
+			if i+2 < len(sql) && sql[i+1] == '-' && (sql[i+2] <= ' ') || i+2 == len(sql) && sql[i+1] == '-' {
+				i = skipLine(sql, i)
+			}
+		case '/':
+			if i+1 >= len(sql) || sql[i+1] != '*' {
+				continue
+			}
+			end := indexFrom(sql, i+2, "*/")
+			body := i + 2
+			switch {
+			case body < len(sql) && sql[body] == '!':
+				if end < 0 {
+					return &SyntaxError{Msg: "You have an error in your SQL syntax: unterminated executable comment /*! ...", Code: 1064}
+				}
+				j := body + 1
+				for j < len(sql) && j < body+7 && sql[j] >= '0' && sql[j] <= '9' {
+					j++
+				}
+				if digits := sql[body+1 : j]; digits != "" {
+					if v, err := strconv.Atoi(digits); err != nil || v > maxSharedVersion {
+						return unsupported("the version comment /*!%s ... */ is executed differently by MariaDB and by Convoy's parser; remove it or use a plain /*! ... */", digits)
+					}
+				}
+			case body+1 < len(sql) && sql[body] == 'M' && sql[body+1] == '!':
+				return unsupported("MariaDB executable comments /*M! ... */ are not supported through Convoy: the router cannot see what they run")
+			}
+			if end < 0 {
+				return nil // an unterminated plain comment: the parser reports it
+			}
+			if sql[body] == '!' {
+				// Its content is SQL: keep scanning inside it.
+				continue
+			}
+			i = end + 1
+		}
+	}
+	return nil
+}
+
+func indexFrom(s string, from int, sub string) int {
+	for i := from; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
+
+func skipLine(s string, i int) int {
+	for i < len(s) && s[i] != '\n' {
+		i++
+	}
+	return i
+}
+
+// skipQuoted returns the index of the closing quote of the literal or
+// identifier opened at i (backslash escapes in strings, doubled quotes).
+func skipQuoted(s string, i int) int {
+	q := s[i]
+	for j := i + 1; j < len(s); j++ {
+		switch {
+		case s[j] == '\\' && q != '`':
+			j++
+		case s[j] == q:
+			if j+1 < len(s) && s[j+1] == q {
+				j++
+				continue
+			}
+			return j
+		}
+	}
+	return len(s)
+}

@@ -1,0 +1,51 @@
+package rewrite
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestCheckComments(t *testing.T) {
+	ok := []string{
+		"SELECT 1",
+		"SELECT /*! STRAIGHT_JOIN */ 1",
+		"/*!40101 SET NAMES utf8mb4 */",
+		"SELECT 1 /*!50001 , 2 */",
+		"SELECT '/*M! x */', \"/*!99999\", `/*M!` FROM t",
+		"SELECT 1 -- /*M! not a comment start\n",
+		"SELECT 1 # /*!99999 x */",
+		"SELECT /* plain /*M! inside a plain comment */ 1",
+		"SELECT 'it''s /*M!' , 'a\\'b /*M!'",
+		"SELECT 1 /* unterminated plain",
+	}
+	for _, q := range ok {
+		if err := CheckComments(q); err != nil {
+			t.Errorf("%q: %v", q, err)
+		}
+	}
+	var ue *UnsupportedError
+	var se *SyntaxError
+	bad := map[string]any{
+		"DELETE FROM conv_msg WHERE conv_id = 1 /*M! AND seq = 5 */":     &ue,
+		"UPDATE t SET a = 1 WHERE k = 1 /*M!100000 AND seq = 3 */":       &ue,
+		"DELETE FROM conv_msg WHERE conv_id = 74 /*!99999 AND seq = 2 */": &ue,
+		"SELECT 1 /*!50700 , 2 */":                                       &ue,
+		"SELECT * FROM conv_msg WHERE conv_id = 42 /*! AND seq = 2":      &se,
+		"SELECT 1 /*!40101 , (1 /*M! +1 */) */":                          &ue,
+		"SELECT 1 --x /*M! y */":                                         &ue, // --x is not a comment in MySQL
+	}
+	for q, target := range bad {
+		if err := CheckComments(q); err == nil || !errors.As(err, target) {
+			t.Errorf("%q: %v, want %T", q, err, target)
+		}
+	}
+}
+
+func FuzzCheckComments(f *testing.F) {
+	for _, s := range []string{"SELECT 1 /*M! x */", "/*!40101 x */", "'", "`a``b`", "--", "/*!", "/*"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		_ = CheckComments(s) // must not panic or hang
+	})
+}
