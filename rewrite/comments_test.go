@@ -26,13 +26,13 @@ func TestCheckComments(t *testing.T) {
 	var ue *UnsupportedError
 	var se *SyntaxError
 	bad := map[string]any{
-		"DELETE FROM conv_msg WHERE conv_id = 1 /*M! AND seq = 5 */":     &ue,
-		"UPDATE t SET a = 1 WHERE k = 1 /*M!100000 AND seq = 3 */":       &ue,
+		"DELETE FROM conv_msg WHERE conv_id = 1 /*M! AND seq = 5 */":      &ue,
+		"UPDATE t SET a = 1 WHERE k = 1 /*M!100000 AND seq = 3 */":        &ue,
 		"DELETE FROM conv_msg WHERE conv_id = 74 /*!99999 AND seq = 2 */": &ue,
-		"SELECT 1 /*!50700 , 2 */":                                       &ue,
-		"SELECT * FROM conv_msg WHERE conv_id = 42 /*! AND seq = 2":      &se,
-		"SELECT 1 /*!40101 , (1 /*M! +1 */) */":                          &ue,
-		"SELECT 1 --x /*M! y */":                                         &ue, // --x is not a comment in MySQL
+		"SELECT 1 /*!50700 , 2 */":                                        &ue,
+		"SELECT * FROM conv_msg WHERE conv_id = 42 /*! AND seq = 2":       &se,
+		"SELECT 1 /*!40101 , (1 /*M! +1 */) */":                           &ue,
+		"SELECT 1 --x /*M! y */":                                          &ue, // --x is not a comment in MySQL
 	}
 	for q, target := range bad {
 		if err := CheckComments(q); err == nil || !errors.As(err, target) {
