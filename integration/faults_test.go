@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -510,33 +509,6 @@ func TestFaultBlackholedBackend(t *testing.T) {
 	waitBaseline(t, s.convoy, g0, fd0, 8, 10*time.Second)
 }
 
-// startConvoyYAML starts Convoy with a complete users section of its own
-// (startConvoy's users cannot be extended from extra YAML).
-func startConvoyYAML(t *testing.T, s *stack, users string, extra ...string) *convoyProc {
-	t.Helper()
-	dir := t.TempDir()
-	p := &convoyProc{addr: freeAddr(t), metrics: freeAddr(t), logPath: filepath.Join(dir, "convoy.log"), cfgPath: filepath.Join(dir, "convoy.yaml")}
-	cfg := fmt.Sprintf(`listen: %s
-metrics_listen: %s
-log_level: debug
-etcd:
-  endpoints: [%s]
-  cluster: %s
-routes:
-  resync: 1s
-  cache_file: %s
-users:
-%s
-%s
-`, p.addr, p.metrics, strings.Join(s.etcd.Endpoints(), ","), testCluster, filepath.Join(dir, "routes-cache.json"), users, strings.Join(extra, "\n"))
-	if err := os.WriteFile(p.cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p.start(t)
-	t.Cleanup(p.kill)
-	return p
-}
-
 // TestSecretsNeverLogged: a client password and a datasource password (read
 // from password_env) never appear in convoy.log, whatever happens: logins,
 // failed logins, queries, errors, a route change, debug logging.
@@ -561,7 +533,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.convoy.kill()
-	p := startConvoyYAML(t, s, `  - {name: convoy, password: convoy, admin: true}
+	p := startConvoyUsers(t, s.etcd.Endpoints(), `  - {name: convoy, password: convoy, admin: true}
   - {name: sec, password: "`+userPW+`"}`)
 	db := openDSN(t, p.dsn("sec", userPW, "im"))
 	k0, k1 := keysOn(t, s, "ds0", 1)[0], keysOn(t, s, "ds1", 1)[0]

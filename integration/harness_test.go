@@ -148,9 +148,20 @@ func freeAddr(t testing.TB) string {
 	return l.Addr().String()
 }
 
+// defaultUsers are the accounts every test Convoy knows.
+const defaultUsers = `  - {name: convoy, password: convoy, admin: true}
+  - {name: app, password: "app secret", admin: false}`
+
 // startConvoy starts the convoy binary with a generated config and waits
 // until a client can log in.
 func startConvoy(t testing.TB, etcd []string, extraYAML ...string) *convoyProc {
+	t.Helper()
+	return startConvoyUsers(t, etcd, defaultUsers, extraYAML...)
+}
+
+// startConvoyUsers is startConvoy with its own users section (YAML list
+// items, indented two spaces).
+func startConvoyUsers(t testing.TB, etcd []string, users string, extraYAML ...string) *convoyProc {
 	t.Helper()
 	dir := t.TempDir()
 	p := &convoyProc{addr: freeAddr(t), metrics: freeAddr(t), logPath: filepath.Join(dir, "convoy.log"), cfgPath: filepath.Join(dir, "convoy.yaml")}
@@ -164,10 +175,9 @@ routes:
   resync: 1s
   cache_file: %s
 users:
-  - {name: convoy, password: convoy, admin: true}
-  - {name: app, password: "app secret", admin: false}
 %s
-`, p.addr, p.metrics, strings.Join(etcd, ","), testCluster, filepath.Join(dir, "routes-cache.json"), strings.Join(extraYAML, "\n"))
+%s
+`, p.addr, p.metrics, strings.Join(etcd, ","), testCluster, filepath.Join(dir, "routes-cache.json"), users, strings.Join(extraYAML, "\n"))
 	if err := os.WriteFile(p.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

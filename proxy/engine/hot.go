@@ -56,9 +56,22 @@ func (e *Engine) SetHotTier(t HotTier, fillRows int) {
 const historyTable = "conv_msg"
 
 // fieldsKey names a history result shape: metadata names the session's
-// database, so that is part of the key.
-func fieldsKey(cols []string, bin bool, db string) string {
-	return fmt.Sprintf("%v/%v/%s", cols, bin, db)
+// database, so that is part of the key. It is built once per plan and
+// protocol (and again only if the session changes database): hot reads are
+// the fastest path and should not format strings.
+func (s *Session) fieldsKey(pl *plan, bin bool) string {
+	i := 0
+	if bin {
+		i = 1
+	}
+	if pl.histKeyDB != s.db || pl.histKeys[i] == "" {
+		if pl.histKeyDB != s.db {
+			pl.histKeys = [2]string{}
+			pl.histKeyDB = s.db
+		}
+		pl.histKeys[i] = fmt.Sprintf("%v/%v/%s", pl.hist.Columns, bin, s.db)
+	}
+	return pl.histKeys[i]
 }
 
 // hotRead serves a recognised history read from the tier. ok=false: go to
@@ -73,7 +86,7 @@ func (s *Session) hotRead(pl *plan, args []any, bin bool) (*mysql.Result, bool) 
 	if err != nil {
 		return nil, false
 	}
-	f, ok := s.e.hot.fields.Load(fieldsKey(h.Columns, bin, s.db))
+	f, ok := s.e.hot.fields.Load(s.fieldsKey(pl, bin))
 	if !ok {
 		return nil, false // first sight of this shape: learn MySQL's metadata first
 	}
@@ -119,7 +132,7 @@ func (s *Session) hotRead(pl *plan, args []any, bin bool) (*mysql.Result, bool) 
 func (s *Session) afterHistoryMiss(pl *plan, args []any, bin bool, r *mysql.Result) {
 	h := pl.hist
 	if r != nil && r.Resultset != nil && len(r.Fields) == len(h.Columns) {
-		key := fieldsKey(h.Columns, bin, s.db)
+		key := s.fieldsKey(pl, bin)
 		if _, seen := s.e.hot.fields.Load(key); !seen && historyFieldsEncodable(r.Fields) {
 			fs := make([]*mysql.Field, len(r.Fields))
 			for i, f := range r.Fields {

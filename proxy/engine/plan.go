@@ -21,6 +21,9 @@ type plan struct {
 	scatter *scatterPlan
 	// hist is set for the seed 000 history reads when the hot tier is on.
 	hist *rewrite.History
+	// histKeys cache the metadata keys of hist (text, binary) for histKeyDB.
+	histKeys  [2]string
+	histKeyDB string
 }
 
 // plan parses and analyses one statement.
