@@ -282,7 +282,11 @@ func (s *Server) handle(nc net.Conn) {
 		}
 		h.sess.Close()
 	}()
+	// A client that connects and never finishes the handshake must not hold
+	// a goroutine and a descriptor forever.
+	_ = nc.SetDeadline(time.Now().Add(handshakeTimeout))
 	conn, err := s.wire.NewCustomizedConn(nc, s.users, h)
+	_ = nc.SetDeadline(time.Time{})
 	if err != nil {
 		var me *mysql.MyError
 		if errors.As(err, &me) && me.Code == mysql.ER_ACCESS_DENIED_ERROR {
@@ -352,6 +356,9 @@ func (s *Server) leave(user string) {
 		delete(s.perUser, user)
 	}
 }
+
+// handshakeTimeout bounds the whole connection phase (TLS included).
+const handshakeTimeout = 10 * time.Second
 
 // errPanicInTxn ends a session whose command panicked inside a transaction:
 // its state on the pinned backend connection is no longer known.
