@@ -160,36 +160,7 @@ func run(ctx context.Context, c *sql.Conn, dc dcase) outcome {
 		if err != nil {
 			return errOutcome(err)
 		}
-		defer rows.Close()
-		o.cols, _ = rows.Columns()
-		cts, _ := rows.ColumnTypes()
-		for _, ct := range cts {
-			n, _ := ct.Nullable()
-			o.types = append(o.types, fmt.Sprintf("%s/%v", ct.DatabaseTypeName(), n))
-		}
-		for rows.Next() {
-			raw := make([]sql.RawBytes, len(o.cols))
-			ptrs := make([]any, len(raw))
-			for i := range raw {
-				ptrs[i] = &raw[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				return errOutcome(err)
-			}
-			row := make([]string, len(raw))
-			for i, b := range raw {
-				if b == nil {
-					row[i] = "NULL"
-				} else {
-					row[i] = "'" + string(b) + "'"
-				}
-			}
-			o.rows = append(o.rows, row)
-		}
-		if err := rows.Err(); err != nil {
-			return errOutcome(err)
-		}
-		return o
+		return readOutcome(rows)
 	}
 	res, err := c.ExecContext(ctx, dc.sql, dc.args...)
 	if err != nil {
@@ -197,6 +168,41 @@ func run(ctx context.Context, c *sql.Conn, dc dcase) outcome {
 	}
 	o.affected, _ = res.RowsAffected()
 	o.lastID, _ = res.LastInsertId()
+	return o
+}
+
+// readOutcome records the columns, types and rows of a result and closes it.
+func readOutcome(rows *sql.Rows) outcome {
+	var o outcome
+	defer rows.Close()
+	o.cols, _ = rows.Columns()
+	cts, _ := rows.ColumnTypes()
+	for _, ct := range cts {
+		n, _ := ct.Nullable()
+		o.types = append(o.types, fmt.Sprintf("%s/%v", ct.DatabaseTypeName(), n))
+	}
+	for rows.Next() {
+		raw := make([]sql.RawBytes, len(o.cols))
+		ptrs := make([]any, len(raw))
+		for i := range raw {
+			ptrs[i] = &raw[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return errOutcome(err)
+		}
+		row := make([]string, len(raw))
+		for i, b := range raw {
+			if b == nil {
+				row[i] = "NULL"
+			} else {
+				row[i] = "'" + string(b) + "'"
+			}
+		}
+		o.rows = append(o.rows, row)
+	}
+	if err := rows.Err(); err != nil {
+		return errOutcome(err)
+	}
 	return o
 }
 

@@ -72,41 +72,12 @@ func (p *convoyProc) noNewPanics(t *testing.T, n *int, what string) {
 // queryOutcome runs sql as a query (rows expected or not) and records what
 // came back, like run() in diff_test.go but without guessing the verb.
 func queryOutcome(ctx context.Context, c *sql.Conn, q string, args ...any) outcome {
-	var o outcome
 	rows, err := c.QueryContext(ctx, q, args...)
 	if err != nil {
 		return errOutcome(err)
 	}
-	defer rows.Close()
-	o.cols, _ = rows.Columns()
-	cts, _ := rows.ColumnTypes()
-	for _, ct := range cts {
-		n, _ := ct.Nullable()
-		o.types = append(o.types, fmt.Sprintf("%s/%v", ct.DatabaseTypeName(), n))
-	}
-	for rows.Next() {
-		raw := make([]sql.RawBytes, len(o.cols))
-		ptrs := make([]any, len(raw))
-		for i := range raw {
-			ptrs[i] = &raw[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return errOutcome(err)
-		}
-		row := make([]string, len(raw))
-		for i, b := range raw {
-			if b == nil {
-				row[i] = "NULL"
-			} else {
-				row[i] = "'" + string(b) + "'"
-			}
-		}
-		o.rows = append(o.rows, row)
-	}
-	if err := rows.Err(); err != nil {
-		return errOutcome(err)
-	}
-	if o.cols == nil || len(o.cols) == 0 {
+	o := readOutcome(rows)
+	if len(o.cols) == 0 {
 		o.cols = nil
 	}
 	return o
