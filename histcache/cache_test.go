@@ -3,10 +3,8 @@ package histcache
 import (
 	"context"
 	"errors"
-	"net"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -455,34 +453,10 @@ func missErr(ok bool, err error) error {
 // A Redis that accepts connections and never answers (hung, SIGSTOPped,
 // black-holed): the per-call Timeout must still bound every call.
 func TestHungRedisBounded(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			cn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, cn)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		for _, cn := range conns {
-			cn.Close()
-		}
-		mu.Unlock()
-	})
+	addr := testsvc.Blackhole(t)
 	opt := testOpts()
 	opt.Timeout = 50 * time.Millisecond
-	rdb := redis.NewClient(&redis.Options{Addr: l.Addr().String(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer rdb.Close()
 	c := New(rdb, opt, nil)
 	for i := range 3 {

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/convoy-im/convoy/internal/testsvc"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -356,37 +357,6 @@ func TestFaultPoolExhaustion(t *testing.T) {
 	}
 }
 
-// blackhole accepts TCP connections and never writes a byte.
-func blackhole(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	return ln.Addr().String()
-}
-
 // TestFaultBlackholedBackend: ds1's address is changed (route update) to a
 // listener that accepts and never answers. ds1 keys fail within
 // connect_timeout (1 s) plus slack with a MySQL errno; goroutine growth is
@@ -412,7 +382,7 @@ func TestFaultBlackholedBackend(t *testing.T) {
 	ctx := context.Background()
 	g0, fd0 := goroutines(t, s.convoy), fdCount(s.convoy)
 
-	bh := blackhole(t)
+	bh := testsvc.Blackhole(t)
 	doc, err := s.store.Get(ctx)
 	if err != nil {
 		t.Fatal(err)

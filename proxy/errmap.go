@@ -30,9 +30,7 @@ var codes = map[engine.Code]mysqlCode{
 	engine.CodeBackendUnavailable: {mysql.ER_UNKNOWN_ERROR, "HY000"},
 	engine.CodePoolTimeout:        {mysql.ER_CON_COUNT_ERROR, "08004"},
 	engine.CodeTxnAborted:         {mysql.ER_ERROR_DURING_COMMIT, "HY000"},
-	engine.CodeTooManyConnections: {mysql.ER_CON_COUNT_ERROR, "08004"},
 	engine.CodeAccessDenied:       {mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR, "42000"},
-	engine.CodeUnknownDatabase:    {mysql.ER_BAD_DB_ERROR, "42000"},
 	engine.CodeTooLarge:           {mysql.ER_TOO_BIG_SELECT, "42000"},
 }
 

@@ -149,15 +149,11 @@ func (e *Etcd) start() error {
 	cmd.Env = withoutEtcdEnv(os.Environ())
 	cmd.Stdout = e.out
 	cmd.Stderr = e.out
-	if err := cmd.Start(); err != nil {
+	exited, err := spawn(cmd)
+	if err != nil {
 		return fmt.Errorf("exec %s: %w", e.bin, err)
 	}
-	exited := make(chan struct{})
 	e.cmd, e.exited = cmd, exited
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
 	return e.waitReady(clientURL+"/health", exited)
 }
 

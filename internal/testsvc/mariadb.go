@@ -266,13 +266,10 @@ func (m *MariaDB) start() error {
 	cmd := exec.Command(mariadbdPath, m.args()...)
 	var out bytes.Buffer // mariadbd writes almost nothing here (log-error is a file)
 	cmd.Stdout, cmd.Stderr = &out, &out
-	// If the test binary dies (panic, -timeout), do not leave servers behind.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	done, err := spawn(cmd)
+	if err != nil {
 		return fmt.Errorf("exec %s: %v", mariadbdPath, err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
 	m.mu.Lock()
 	m.proc, m.done = cmd, done
 	m.mu.Unlock()

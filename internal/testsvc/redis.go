@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -122,12 +121,10 @@ func (r *Redis) start() error {
 	)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	done, err := spawn(cmd)
+	if err != nil {
 		return fmt.Errorf("exec %s: %v", bin, err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
 	r.mu.Lock()
 	r.proc, r.done = cmd, done
 	r.mu.Unlock()

@@ -29,9 +29,7 @@ const (
 	CodeBackendUnavailable             // a datasource is down or the connection broke
 	CodePoolTimeout                    // no backend connection freed up in time
 	CodeTxnAborted                     // the pinned connection broke; only ROLLBACK helps
-	CodeTooManyConnections             // client connection limit reached
 	CodeAccessDenied                   // authentication or privilege failure
-	CodeUnknownDatabase                // USE / connect to a database that does not exist
 	CodeTooLarge                       // an input exceeds a configured bound
 	codeCount                          // keep last: the mapping test iterates to it
 )
