@@ -1,7 +1,10 @@
 package integration
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -65,10 +68,27 @@ func TestDDLFieldListAndSysbench(t *testing.T) {
 		return string(out)
 	}
 	sb("prepare")
+	// sysbench (libmariadb) binds once and re-EXECUTEs with
+	// new_params_bound_flag = 0; the backend must see the values every time
+	// (go-mysql alone turned them into NULL). The general log of the default
+	// datasource shows what actually ran.
+	logFile := filepath.Join(t.TempDir(), "general.log")
+	s.ds[0].Exec(t, "SET GLOBAL general_log_file = '"+logFile+"'", "SET GLOBAL general_log = 1")
 	out := sb("--threads=2", "--time=2", "--db-ps-mode=auto", "run")
+	s.ds[0].Exec(t, "SET GLOBAL general_log = 0")
 	if !strings.Contains(out, "ignored errors:                      0") || !strings.Contains(out, "queries:") {
 		t.Fatalf("sysbench prepared run:\n%s", out)
 	}
+	glog, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withValue := regexp.MustCompile(`Execute\s+SELECT c FROM sbtest1 WHERE id=\d+`).FindAll(glog, -1)
+	withNull := regexp.MustCompile(`Execute\s+SELECT c FROM sbtest1 WHERE id=NULL`).FindAll(glog, -1)
+	if len(withValue) < 100 || len(withNull) > 0 {
+		t.Fatalf("sysbench prepared point selects on the backend: %d with a value, %d with NULL (want all with a value)", len(withValue), len(withNull))
+	}
+	t.Logf("sysbench prepared: %d backend EXECUTEs, all with their value", len(withValue))
 	out = sb("--threads=2", "--time=1", "--db-ps-mode=disable", "run")
 	if !strings.Contains(out, "ignored errors:                      0") {
 		t.Fatalf("sysbench text run:\n%s", out)

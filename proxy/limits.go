@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"errors"
 	"io"
 	"net"
@@ -15,31 +16,50 @@ import (
 var errPacketTooLarge = errors.New("client packet larger than max_allowed_packet")
 
 // clientConn sits below go-mysql's packet layer once the handshake is done
-// (so it sees plaintext even under TLS) and does two things go-mysql does
-// not:
+// (so it sees plaintext even under TLS) and does what go-mysql does not:
 //
 //   - Read watches the packet headers a client sends and stops a packet
 //     bigger than max before go-mysql buffers it whole: without it one
 //     client could make the proxy allocate gigabytes.
+//   - Read hands the prepared-statement commands to stmtWire whole, which
+//     rewrites COM_STMT_EXECUTE into a form go-mysql decodes correctly and
+//     answers or swallows what go-mysql would get wrong (see stmtWire).
 //   - Write buffers: go-mysql writes every packet (each column definition,
 //     each row, each EOF) with its own syscall, which cost ~40% of the
 //     proxy's CPU on point selects. The connection loop calls Flush once per
 //     command; large results flush every writeChunk bytes.
+//
+// Read never returns bytes of two packets in one call, so go-mysql's own
+// buffered reader never holds the start of a command clientConn has not
+// looked at yet.
 type clientConn struct {
 	net.Conn
+	br      *bufio.Reader
 	wbuf    []byte
 	max     int
-	hdr     [4]byte
-	hdrN    int // header bytes seen of the current physical packet
-	left    int // payload bytes still to come in the current physical packet
-	logical int // payload bytes of the current logical packet (chunks of 0xFFFFFF join)
+	pending []byte // the rest of a held (possibly rewritten) packet, header included
+	left    int    // payload bytes still to pass up of the current streamed packet
+	logical int    // payload bytes of the current logical packet (chunks of 0xFFFFFF join)
+	cont    bool   // the next physical packet continues a logical one
 	tripped bool
+	stmts   *stmtWire
+	// sniffPrepare: the command being answered is COM_STMT_PREPARE, so the
+	// next Write starts with its OK (statement id and parameter count).
+	sniffPrepare bool
+}
+
+func newClientConn(nc net.Conn, maxPacket int) *clientConn {
+	return &clientConn{Conn: nc, br: bufio.NewReaderSize(nc, 16<<10), max: maxPacket, stmts: newStmtWire(maxPacket)}
 }
 
 // writeChunk bounds the buffered bytes of one command's response.
 const writeChunk = 64 << 10
 
 func (l *clientConn) Write(p []byte) (int, error) {
+	if l.sniffPrepare {
+		l.sniffPrepare = false
+		l.stmts.sniffPrepareOK(p)
+	}
 	l.wbuf = append(l.wbuf, p...)
 	if len(l.wbuf) >= writeChunk {
 		if err := l.Flush(); err != nil {
@@ -64,40 +84,88 @@ func (l *clientConn) Flush() error {
 }
 
 func (l *clientConn) Read(p []byte) (int, error) {
-	if l.tripped {
-		return 0, errPacketTooLarge
-	}
-	n, err := l.Conn.Read(p)
-	b := p[:n]
-	for len(b) > 0 {
-		if l.left > 0 {
-			k := min(l.left, len(b))
-			l.left -= k
-			b = b[k:]
-			continue
-		}
-		l.hdr[l.hdrN] = b[0]
-		l.hdrN++
-		b = b[1:]
-		if l.hdrN < 4 {
-			continue
-		}
-		l.hdrN = 0
-		size := int(l.hdr[0]) | int(l.hdr[1])<<8 | int(l.hdr[2])<<16
-		l.logical += size
-		if l.logical > l.max {
-			l.tripped = true
-			_ = l.Flush()
-			writeRawError(l.Conn, l.hdr[3]+1, mysql.ER_NET_PACKET_TOO_LARGE, "08S01", "Got a packet bigger than 'max_allowed_packet' bytes")
-			l.drain(size - len(b))
+	for {
+		if l.tripped {
 			return 0, errPacketTooLarge
 		}
-		l.left = size
-		if size < 0xffffff { // the last chunk of this logical packet
-			l.logical = 0
+		if len(l.pending) > 0 {
+			n := copy(p, l.pending)
+			l.pending = l.pending[n:]
+			return n, nil
+		}
+		if l.left > 0 {
+			n, err := l.br.Read(p[:min(len(p), l.left)])
+			l.left -= n
+			return n, err
+		}
+		if err := l.nextPacket(); err != nil {
+			return 0, err
 		}
 	}
-	return n, err
+}
+
+// nextPacket reads the next physical packet header and either holds the
+// whole packet in pending (prepared-statement commands, maybe rewritten or
+// consumed) or sets it up to stream through.
+func (l *clientConn) nextPacket() error {
+	var hdr [4]byte
+	if _, err := io.ReadFull(l.br, hdr[:]); err != nil {
+		return err
+	}
+	size := int(hdr[0]) | int(hdr[1])<<8 | int(hdr[2])<<16
+	first := !l.cont
+	l.logical += size
+	if l.logical > l.max {
+		l.tripped = true
+		_ = l.Flush()
+		writeRawError(l.Conn, hdr[3]+1, mysql.ER_NET_PACKET_TOO_LARGE, "08S01", "Got a packet bigger than 'max_allowed_packet' bytes")
+		l.drain(size)
+		return errPacketTooLarge
+	}
+	l.cont = size == 0xffffff
+	if !l.cont {
+		l.logical = 0
+	}
+	if first && size > 0 {
+		cmd, err := l.br.Peek(1)
+		if err != nil {
+			return err
+		}
+		l.sniffPrepare = cmd[0] == comStmtPrepare
+		if !l.cont && tracked(cmd[0]) {
+			payload := make([]byte, size)
+			if _, err := io.ReadFull(l.br, payload); err != nil {
+				return err
+			}
+			out, reply := l.stmts.command(payload)
+			switch {
+			case reply != nil:
+				// Consumed: go-mysql never sees this command. Its previous
+				// response was flushed before it asked for the next command.
+				writeRawError(l.Conn, hdr[3]+1, reply.Code, reply.State, reply.Message)
+			case out != nil:
+				l.pending = appendPackets(make([]byte, 0, len(out)+8), out, hdr[3])
+			}
+			return nil
+		}
+	}
+	l.pending = append(l.pending[:0], hdr[:]...)
+	l.left = size
+	return nil
+}
+
+// appendPackets frames payload as packets starting at sequence seq.
+func appendPackets(dst, payload []byte, seq byte) []byte {
+	for {
+		n := min(len(payload), 0xffffff)
+		dst = append(dst, byte(n), byte(n>>8), byte(n>>16), seq)
+		dst = append(dst, payload[:n]...)
+		payload = payload[n:]
+		seq++
+		if n < 0xffffff {
+			return dst
+		}
+	}
 }
 
 // drain reads and drops what the client is still sending of the refused
@@ -108,7 +176,7 @@ func (l *clientConn) drain(left int) {
 		return
 	}
 	_ = l.Conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-	_, _ = io.CopyN(io.Discard, l.Conn, int64(min(left, 4*l.max)))
+	_, _ = io.CopyN(io.Discard, l.br, int64(min(left, 4*l.max)))
 }
 
 // authThrottle blocks a host for a while after repeated failed logins, so a

@@ -315,7 +315,7 @@ func (s *Server) handle(nc net.Conn) {
 	}
 	defer s.leave(h.user.Name)
 	// From here on: bounded packet size, one write per response (clientConn).
-	cc := &clientConn{Conn: conn.Conn.Conn, max: s.cfg.MaxPacket}
+	cc := newClientConn(conn.Conn.Conn, s.cfg.MaxPacket)
 	conn.Conn.Conn = cc
 	h.sess.SetAdmin(h.user.Admin)
 	h.syncStatus()

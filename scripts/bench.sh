@@ -60,7 +60,8 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 log "machine: $(machine)"
 
 # ---- stack ------------------------------------------------------------------
-log "data services (scripts/dev-up.sh)"
+log "packages (sysbench etc.) and data services (scripts/dev-up.sh)"
+scripts/ensure-packages.sh test >&2
 scripts/dev-up.sh >&2
 
 log "building convoy-bench and convoy"

@@ -1,0 +1,141 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+)
+
+// execPkt builds a COM_STMT_EXECUTE payload: flags, null bitmap, bound flag,
+// types (when bound) and raw values.
+func execPkt(id uint32, flags byte, nulls []byte, bound bool, types, vals []byte) []byte {
+	b := []byte{comStmtExecute}
+	b = binary.LittleEndian.AppendUint32(b, id)
+	b = append(b, flags)
+	b = binary.LittleEndian.AppendUint32(b, 1)
+	b = append(b, nulls...)
+	if bound {
+		b = append(b, 1)
+		b = append(b, types...)
+	} else {
+		b = append(b, 0)
+	}
+	return append(b, vals...)
+}
+
+func le64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+
+func TestStmtWireReusesBoundTypes(t *testing.T) {
+	w := newStmtWire(1 << 20)
+	w.prepared(7, 2)
+	types := []byte{mysql.MYSQL_TYPE_LONGLONG, 0, mysql.MYSQL_TYPE_LONGLONG, 0}
+	first := execPkt(7, 0, []byte{0}, true, types, append(le64(42), le64(2)...))
+	out, reply := w.command(first)
+	if reply != nil || !bytes.Equal(out, first) {
+		t.Fatalf("a plain bound EXECUTE must pass unchanged: %v %x", reply, out)
+	}
+	again := execPkt(7, 0, []byte{0}, false, nil, append(le64(42), le64(3)...))
+	out, reply = w.command(again)
+	want := execPkt(7, 0, []byte{0}, true, types, append(le64(42), le64(3)...))
+	if reply != nil || !bytes.Equal(out, want) {
+		t.Fatalf("re-EXECUTE without types:\n got %x %v\nwant %x", out, reply, want)
+	}
+}
+
+func TestStmtWireTemporalAndLongData(t *testing.T) {
+	w := newStmtWire(1 << 20)
+	w.prepared(1, 3)
+	// Long data for parameter 0 in two pieces.
+	for _, piece := range []string{"ab", "c"} {
+		ld := binary.LittleEndian.AppendUint16(binary.LittleEndian.AppendUint32([]byte{comStmtSendLongData}, 1), 0)
+		if out, reply := w.command(append(ld, piece...)); out != nil || reply != nil {
+			t.Fatalf("SEND_LONG_DATA must be consumed silently: %x %v", out, reply)
+		}
+	}
+	types := []byte{mysql.MYSQL_TYPE_BLOB, 0, mysql.MYSQL_TYPE_DATETIME, 0, mysql.MYSQL_TYPE_TIME, 0}
+	dtv := []byte{11, 0xea, 0x07, 12, 31, 23, 59, 58, 0x20, 0xa1, 0x07, 0} // 2026-12-31 23:59:58.500000
+	tmv := []byte{8, 1, 2, 0, 0, 0, 3, 4, 5}                               // -(2 days) 03:04:05
+	pkt := execPkt(1, 1 /* cursor */, []byte{0}, true, types, append(append([]byte{}, dtv...), tmv...))
+	out, reply := w.command(pkt)
+	if reply != nil {
+		t.Fatal(reply)
+	}
+	wantTypes := []byte{mysql.MYSQL_TYPE_BLOB, 0, mysql.MYSQL_TYPE_STRING, 0, mysql.MYSQL_TYPE_STRING, 0}
+	var vals []byte
+	for _, v := range []string{"abc", "2026-12-31 23:59:58.500000", "-51:04:05"} {
+		vals = append(vals, byte(len(v)))
+		vals = append(vals, v...)
+	}
+	if want := execPkt(1, 0, []byte{0}, true, wantTypes, vals); !bytes.Equal(out, want) {
+		t.Fatalf("\n got %q\nwant %q", out, want)
+	}
+	// Long data is consumed by the EXECUTE: the next one must carry values.
+	if _, reply := w.command(execPkt(1, 0, []byte{0}, false, nil, nil)); reply == nil || reply.Code != mysql.ER_WRONG_ARGUMENTS {
+		t.Fatalf("EXECUTE without values after the long data was used: %v, want 1210", reply)
+	}
+}
+
+func TestStmtWireRefusals(t *testing.T) {
+	w := newStmtWire(64)
+	w.prepared(1, 1)
+	longlong := []byte{mysql.MYSQL_TYPE_LONGLONG, 0}
+	for name, c := range map[string]struct {
+		pkt  []byte
+		code uint16
+	}{
+		"short header":     {[]byte{comStmtExecute, 1, 0}, 1835},
+		"unknown id":       {execPkt(9, 0, []byte{0}, true, longlong, le64(1)), mysql.ER_UNKNOWN_STMT_HANDLER},
+		"never bound":      {execPkt(1, 0, []byte{0}, false, nil, le64(1)), mysql.ER_WRONG_ARGUMENTS},
+		"truncated value":  {execPkt(1, 0, []byte{0}, true, longlong, le64(1)[:5]), mysql.ER_WRONG_ARGUMENTS},
+		"unknown type":     {execPkt(1, 0, []byte{0}, true, []byte{0x77, 0}, le64(1)), mysql.ER_WRONG_ARGUMENTS},
+		"bad date length":  {execPkt(1, 0, []byte{0}, true, []byte{mysql.MYSQL_TYPE_DATE, 0}, []byte{5, 1, 2, 3, 4, 5}), mysql.ER_WRONG_ARGUMENTS},
+		"lenenc too long":  {execPkt(1, 0, []byte{0}, true, []byte{mysql.MYSQL_TYPE_STRING, 0}, []byte{0xfc, 0xff, 0xff, 'x'}), mysql.ER_WRONG_ARGUMENTS},
+		"reset unknown id": {binary.LittleEndian.AppendUint32([]byte{comStmtReset}, 5), mysql.ER_UNKNOWN_STMT_HANDLER},
+	} {
+		out, reply := w.command(c.pkt)
+		if out != nil || reply == nil || reply.Code != c.code {
+			t.Errorf("%s: got %x %v, want errno %d", name, out, reply, c.code)
+		}
+	}
+	// Long data beyond the bound fails the next EXECUTE with 1153, once.
+	ld := binary.LittleEndian.AppendUint16(binary.LittleEndian.AppendUint32([]byte{comStmtSendLongData}, 1), 0)
+	w.command(append(ld, bytes.Repeat([]byte{'x'}, 100)...))
+	if _, reply := w.command(execPkt(1, 0, []byte{0}, true, longlong, le64(1))); reply == nil || reply.Code != mysql.ER_NET_PACKET_TOO_LARGE {
+		t.Errorf("EXECUTE after oversized long data: %v, want 1153", reply)
+	}
+	if out, reply := w.command(execPkt(1, 0, []byte{0}, true, longlong, le64(1))); reply != nil || out == nil {
+		t.Errorf("the EXECUTE after that must work again: %v", reply)
+	}
+}
+
+// FuzzStmtWire: no input panics, and a rewritten EXECUTE is a fixed point
+// (normalising it again changes nothing), i.e. go-mysql gets a packet with
+// the bound flag set and every value where its types say.
+func FuzzStmtWire(f *testing.F) {
+	f.Add(uint8(2), execPkt(1, 0, []byte{0}, true, []byte{8, 0, 8, 0}, append(le64(1), le64(2)...)))
+	f.Add(uint8(2), execPkt(1, 0, []byte{0}, false, nil, append(le64(1), le64(2)...)))
+	f.Add(uint8(1), execPkt(1, 1, []byte{0}, true, []byte{12, 0}, []byte{11, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}))
+	f.Add(uint8(3), []byte{comStmtSendLongData, 1, 0, 0, 0, 1, 0, 'x'})
+	f.Fuzz(func(t *testing.T, params uint8, pkt []byte) {
+		if len(pkt) == 0 {
+			return
+		}
+		pkt[0] = []byte{comStmtExecute, comStmtSendLongData, comStmtClose, comStmtReset}[int(pkt[0])%4]
+		w := newStmtWire(1 << 16)
+		w.prepared(1, int(params))
+		w.stmts[1].types = make([]byte, 2*int(params)) // as if bound before (type DECIMAL: lenenc)
+		out, reply := w.command(pkt)
+		if out == nil || reply != nil || pkt[0] != comStmtExecute || params == 0 {
+			return
+		}
+		if out[5] != 0 || out[10+(int(params)+7)/8] != 1 {
+			t.Fatalf("rewritten EXECUTE keeps flags %x or bound flag %x", out[5], out[10+(int(params)+7)/8])
+		}
+		again, reply := w.command(out)
+		if reply != nil || !bytes.Equal(again, out) {
+			t.Fatalf("not a fixed point: %x -> %x (%v)", out, again, reply)
+		}
+	})
+}
