@@ -30,6 +30,8 @@ var knownMetrics = map[string][]string{
 	"convoy_statements_total":             {"class"},
 	"convoy_scatter_total":                {"table"},
 	"convoy_scatter_targets":              {}, // histogram
+	"convoy_plan_cache_total":             {"result"},
+	"convoy_prepared_backend_total":       {"path"},
 
 	// proxy/server.go (client side)
 	"convoy_client_connections":                {},

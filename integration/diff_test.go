@@ -49,6 +49,18 @@ func differentialCases() []dcase {
 		q("SELECT seq, msg_id, sender_uid, msg_type, created_at FROM conv_msg WHERE conv_id = ? AND seq < ? ORDER BY seq DESC LIMIT 20", 42, 3),
 		q("SELECT seq, msg_id FROM conv_msg WHERE conv_id = ? AND seq > ? ORDER BY seq ASC LIMIT 50", 1, 0),
 		q("SELECT seq, msg_id, created_at FROM conv_msg WHERE conv_id = ? AND msg_id = ?", 42, 4202),
+		// The restorer prints LIMIT ? OFFSET ? as LIMIT ?,? (offset first):
+		// values must follow their placeholders.
+		q("SELECT seq, msg_id FROM conv_msg WHERE conv_id = ? ORDER BY seq LIMIT ? OFFSET ?", 42, 1, 1),
+		q("SELECT seq, msg_id FROM conv_msg WHERE conv_id = ? AND seq >= ? ORDER BY seq LIMIT ? OFFSET ?", 1, 1, 1, 1),
+		q("SELECT seq, msg_id FROM conv_msg WHERE conv_id = 42 ORDER BY seq LIMIT 1 OFFSET 1"),
+		// Text statements that share a cached plan, and forms that must not.
+		q("SELECT msg_id FROM conv_msg WHERE conv_id = 1 AND seq = 2"),
+		q("SELECT msg_id FROM conv_msg WHERE conv_id = 2 AND seq = 1"),
+		q("SELECT msg_id FROM conv_msg WHERE conv_id = '42' AND seq = 1"),
+		q("SELECT msg_id FROM conv_msg WHERE conv_id = 42 AND seq = 1 LIMIT 1"),
+		q("SELECT msg_id FROM conv_msg WHERE conv_id = 42 AND seq = 1 LIMIT '1'"),
+		q("SELECT msg_id, 'conv_id = 1' AS note FROM conv_msg WHERE conv_id = 42 AND seq = 1"),
 		q("SELECT * FROM conv_msg WHERE conv_id = 18446744073709551615"),
 		q("SELECT * FROM conv_msg WHERE conv_id = '42' ORDER BY seq"),
 		q("SELECT * FROM conv_msg WHERE conv_id = 0x2A ORDER BY seq"),
@@ -292,5 +304,15 @@ func TestDifferential(t *testing.T) {
 			}
 			t.Logf("%d cases, %d mismatches", len(differentialCases()), mismatches)
 		})
+	}
+	// The identical answers above came through the fast paths, not around
+	// them: text statements shared cached plans and prepared SELECTs went to
+	// the backend as text.
+	body := scrape(t, s.convoy.metrics)
+	hits := metricValue(t, body, `convoy_plan_cache_total{result="hit"}`)
+	inline := metricValue(t, body, `convoy_prepared_backend_total{path="inline"}`)
+	t.Logf("plan cache hits %v, prepared EXECUTEs sent inline %v", hits, inline)
+	if hits < 1 || inline < 5 {
+		t.Errorf("fast paths not taken: plan cache hits %v, inline EXECUTEs %v", hits, inline)
 	}
 }

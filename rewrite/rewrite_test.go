@@ -294,7 +294,7 @@ func TestSentinelLookalike(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 	// Forced collision: split must refuse text holding the token.
-	if _, ok := split("SELECT `tok_0` FROM `tok_0`", "tok", []string{"conv_msg"}, 1); ok {
+	if _, ok := split("SELECT `tok_0` FROM `tok_0`", "tok", []string{"conv_msg"}, 1, 0); ok {
 		t.Error("split accepted more sentinels than were installed")
 	}
 }

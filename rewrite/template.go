@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/format"
 	"github.com/pingcap/tidb/pkg/parser/test_driver"
 )
 
@@ -16,9 +17,11 @@ import (
 // It is immutable: Render may be called from any number of goroutines.
 type Template struct {
 	parts    []string // len(holes)+1 fixed fragments
-	holes    []int    // hole i is filled with logicals[holes[i]]
+	holes    []int    // hole i is filled with logicals[holes[i]]; < 0: a placeholder (see paramHole)
 	logicals []string // distinct logical tables that have holes
 	fixed    int      // total length of parts
+	params   int      // placeholder holes
+	shuffled bool     // placeholders are printed out of the client's order
 }
 
 // NewTemplate restores a.Stmt once, with every reference to a sharded
@@ -36,18 +39,26 @@ type Template struct {
 //     become holes too (`conv_msg`.`seq` -> `im_3`.`conv_msg_0441`.`seq`);
 //   - a schema qualifier on a sharded table (`im.conv_msg`) is dropped: the
 //     hole carries the physical database.
+//
+// Placeholders become holes too, each knowing the client's placeholder
+// index: the restorer does not always print them in the client's order
+// (`LIMIT ? OFFSET ?` comes out as `LIMIT ?,?`, offset first), so Render
+// prints `?` and Bind puts the arguments in printed order, and RenderInline
+// prints each value where its placeholder went.
 func NewTemplate(a *Analysis) (*Template, error) {
-	return newTemplate(a.Stmt, a.Sharded)
+	return newTemplate(a.Stmt, a.Sharded, a.params)
 }
 
 // maxTokenAttempts bounds retries when restored text happens to contain the
 // random sentinel token; with 64 random bits a retry is already a miracle.
 const maxTokenAttempts = 4
 
-func newTemplate(stmt ast.StmtNode, sharded []string) (*Template, error) {
+// newTemplate restores stmt with holes for the sharded tables and for the
+// placeholders listed in params (nil: placeholders stay plain `?` text).
+func newTemplate(stmt ast.StmtNode, sharded []string, params map[*test_driver.ParamMarkerExpr]int) (*Template, error) {
 	undo := keepSourceForms(stmt)
 	defer undo()
-	if len(sharded) == 0 {
+	if len(sharded) == 0 && len(params) == 0 {
 		text, err := Restore(stmt)
 		if err != nil {
 			return nil, err
@@ -58,21 +69,76 @@ func newTemplate(stmt ast.StmtNode, sharded []string) (*Template, error) {
 		token := "cvy" + strconv.FormatUint(rand.Uint64()|1<<63, 36)
 		r := renamer{token: token, sharded: sharded}
 		stmt.Accept(&r)
+		ps := paramSwapper{token: token, index: params}
+		if len(params) > 0 {
+			stmt.Accept(&ps)
+		}
 		text, err := Restore(stmt)
+		if ps.installed > 0 {
+			ps.undo = true
+			stmt.Accept(&ps)
+		}
 		r.undoAll()
 		if err != nil {
 			return nil, err
 		}
-		if t, ok := split(text, token, sharded, r.installed); ok {
+		if t, ok := split(text, token, sharded, r.installed, ps.installed); ok {
 			return t, nil
 		}
 	}
 	return nil, errors.New("[BUG] rewrite: sentinel token collided with statement text repeatedly")
 }
 
-// split cuts text at the sentinels `token_N`. It fails when the text holds
-// more sentinels than were installed (user text containing the token).
-func split(text, token string, sharded []string, installed int) (*Template, bool) {
+// paramSentinel stands in for a placeholder while a template is restored
+// and prints `token_pN`, N being the client's placeholder index.
+type paramSentinel struct {
+	*test_driver.ParamMarkerExpr
+	text string
+}
+
+func (p *paramSentinel) Restore(ctx *format.RestoreCtx) error {
+	ctx.WritePlain(p.text)
+	return nil
+}
+
+func (p *paramSentinel) Accept(v ast.Visitor) (ast.Node, bool) {
+	n, skip := v.Enter(p)
+	if skip {
+		return v.Leave(n)
+	}
+	return v.Leave(p)
+}
+
+// paramSwapper replaces placeholders with sentinels (parents store what
+// Leave returns) and, with undo set, puts them back.
+type paramSwapper struct {
+	token     string
+	index     map[*test_driver.ParamMarkerExpr]int
+	installed int
+	undo      bool
+}
+
+func (s *paramSwapper) Enter(n ast.Node) (ast.Node, bool) { return n, false }
+
+func (s *paramSwapper) Leave(n ast.Node) (ast.Node, bool) {
+	switch x := n.(type) {
+	case *test_driver.ParamMarkerExpr:
+		if i, ok := s.index[x]; ok && !s.undo {
+			s.installed++
+			return &paramSentinel{ParamMarkerExpr: x, text: "`" + s.token + "_p" + strconv.Itoa(i) + "`"}, true
+		}
+	case *paramSentinel:
+		if s.undo {
+			return x.ParamMarkerExpr, true
+		}
+	}
+	return n, true
+}
+
+// split cuts text at the sentinels `token_N` (table N of sharded) and
+// `token_pN` (client placeholder N). It fails when the text holds more
+// sentinels than were installed (user text containing the token).
+func split(text, token string, sharded []string, tables, params int) (*Template, bool) {
 	marker := "`" + token + "_"
 	t := &Template{}
 	used := make([]int, len(sharded)) // sharded index -> logicals index + 1
@@ -82,6 +148,10 @@ func split(text, token string, sharded []string, installed int) (*Template, bool
 			break
 		}
 		rest := text[i+len(marker):]
+		param := len(rest) > 0 && rest[0] == 'p'
+		if param {
+			rest = rest[1:]
+		}
 		j := 0
 		for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
 			j++
@@ -90,19 +160,28 @@ func split(text, token string, sharded []string, installed int) (*Template, bool
 			return nil, false
 		}
 		n, err := strconv.Atoi(rest[:j])
-		if err != nil || n >= len(sharded) {
+		if err != nil {
 			return nil, false
 		}
-		if used[n] == 0 {
-			t.logicals = append(t.logicals, sharded[n])
-			used[n] = len(t.logicals)
-		}
 		t.parts = append(t.parts, text[:i])
-		t.holes = append(t.holes, used[n]-1)
+		switch {
+		case param:
+			t.shuffled = t.shuffled || n != t.params
+			t.holes = append(t.holes, paramHole(n))
+			t.params++
+		case n >= len(sharded):
+			return nil, false
+		default:
+			if used[n] == 0 {
+				t.logicals = append(t.logicals, sharded[n])
+				used[n] = len(t.logicals)
+			}
+			t.holes = append(t.holes, used[n]-1)
+		}
 		text = rest[j+1:]
 	}
 	t.parts = append(t.parts, text)
-	if len(t.holes) > installed {
+	if len(t.holes)-t.params > tables || t.params != params {
 		return nil, false
 	}
 	for _, p := range t.parts {
@@ -130,13 +209,19 @@ func (t *Template) Render(dst []byte, phys func(logical string) (db, table strin
 		db, tb := phys(l)
 		names = append(names, [2]string{db, tb})
 	}
-	size := t.fixed
+	size := t.fixed + t.params
 	for _, h := range t.holes {
-		size += len(names[h][0]) + len(names[h][1]) + 5
+		if h >= 0 {
+			size += len(names[h][0]) + len(names[h][1]) + 5
+		}
 	}
 	dst = slices.Grow(dst, size)
 	for i, h := range t.holes {
 		dst = append(dst, t.parts[i]...)
+		if h < 0 {
+			dst = append(dst, '?')
+			continue
+		}
 		dst = appendIdent(dst, names[h][0])
 		dst = append(dst, '.')
 		dst = appendIdent(dst, names[h][1])
@@ -149,6 +234,10 @@ func (t *Template) String() string {
 	var sb strings.Builder
 	for i, h := range t.holes {
 		sb.WriteString(t.parts[i])
+		if h < 0 {
+			sb.WriteString("?")
+			continue
+		}
 		sb.WriteString("{" + t.logicals[h] + "}")
 	}
 	sb.WriteString(t.parts[len(t.parts)-1])
@@ -238,7 +327,7 @@ func subsetInsert(a *Analysis, rows []int, seqs []uint64, seqParams bool) (*Temp
 	}
 	ins.Lists = sub
 	defer func() { ins.Lists, ins.Columns = orig, origCols }()
-	t, err := newTemplate(ins, a.Sharded)
+	t, err := newTemplate(ins, a.Sharded, nil)
 	if err != nil {
 		return nil, nil, err
 	}

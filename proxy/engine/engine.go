@@ -75,6 +75,7 @@ type Engine struct {
 	window   *stats.Window // sliding-window shard stats for SHOW SHARD STATS / HEALTH
 	admin    AdminHooks
 	hot      *hotState // nil: no hot tier
+	plans    *planCache
 	log      *zap.Logger
 	opt      Options
 }
@@ -92,7 +93,7 @@ func New(b Backends, r Routes, m *Metrics, log *zap.Logger, opt Options) *Engine
 		log = zap.NewNop()
 	}
 	opt = opt.withDefaults()
-	return &Engine{backends: b, routes: r, metrics: m, log: log, opt: opt, window: stats.New(opt.StatsWindow, nil)}
+	return &Engine{backends: b, routes: r, metrics: m, log: log, opt: opt, window: stats.New(opt.StatsWindow, nil), plans: newPlanCache()}
 }
 
 // acquire gets a backend connection. Waiting is bounded by the pool's own

@@ -141,6 +141,9 @@ func keyOf(v rewrite.Value, args []any) (uint64, error) {
 		if v.Param >= len(args) {
 			return 0, errorf(CodeWrongArguments, "placeholder %d has no bound value", v.Param+1)
 		}
+		if l, ok := args[v.Param].(rewrite.Literal); ok {
+			return router.KeyFromValue(l.Val)
+		}
 		return router.KeyFromValue(args[v.Param])
 	}
 	return router.KeyFromValue(v.Lit)
@@ -152,6 +155,10 @@ type part struct {
 	ds    string
 	sql   string
 	args  []any
+	// inline is sql with args printed as literals, for a binary-protocol
+	// statement sent as text (see rewrite.InlineShape); pl is its plan.
+	inline string
+	pl     *plan
 }
 
 // onShards runs a SELECT / UPDATE / DELETE on the physical tables of shards.
@@ -159,7 +166,17 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 	snap := s.e.routes.Current()
 	if len(shards) == 1 {
 		sh := shards[0]
-		return s.single(part{shard: sh, ds: snap.Target(sh).Datasource, sql: pl.render(s, snap, sh), args: args}, pl.write(), binary)
+		p := part{shard: sh, ds: snap.Target(sh).Datasource, args: pl.tmpl.Bind(args)}
+		switch {
+		case pl.textArgs:
+			p.sql, _ = pl.renderInline(s, snap, sh, args) // inlinable was checked at lookup
+		case binary && pl.inlinable(args):
+			p.inline, p.pl = pl.renderInline(s, snap, sh, args)
+		}
+		if p.inline == "" && p.sql == "" {
+			p.sql = pl.render(s, snap, sh)
+		}
+		return s.single(p, pl.write(), binary)
 	}
 	if s.inTxn() {
 		return nil, errorf(CodeCrossShardTxn, "this statement reaches %d shards; inside a transaction every statement must stay on one shard (no distributed transactions)", len(shards))
@@ -175,7 +192,7 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 			continue
 		}
 		seen[t] = true
-		parts = append(parts, part{shard: sh, ds: t.Datasource, sql: pl.render(s, snap, sh), args: args})
+		parts = append(parts, part{shard: sh, ds: t.Datasource, sql: pl.render(s, snap, sh), args: pl.tmpl.Bind(args)})
 	}
 	if len(parts) == 1 {
 		return s.single(parts[0], pl.write(), binary)
@@ -192,7 +209,20 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 }
 
 func (s *Session) exec(c Conn, p part, binary bool) (*mysql.Result, error) {
+	if binary && p.inline != "" {
+		r, err := c.Exec(p.inline)
+		if err != nil || r.Resultset == nil || textToBinary(r.Resultset) {
+			s.e.metrics.countBackendPS("inline")
+			return r, err
+		}
+		// A column without an exact binary form (FLOAT, DOUBLE): this plan
+		// is prepared on the backend from now on, and this SELECT runs again
+		// that way (a plain SELECT without locking reads: harmless).
+		p.pl.noInline = true
+		p.sql = p.pl.render(s, s.e.routes.Current(), p.shard)
+	}
 	if binary {
+		s.e.metrics.countBackendPS("prepared")
 		return c.ExecPrepared(p.sql, p.args)
 	}
 	return c.Exec(p.sql)
@@ -356,7 +386,7 @@ func (s *Session) insert(pl *plan, args []any, binary bool) (*mysql.Result, erro
 	}
 	if len(order) == 1 {
 		sh := shards[0]
-		return s.single(part{shard: sh, ds: order[0].Datasource, sql: pl.render(s, snap, sh), args: args}, true, binary)
+		return s.single(part{shard: sh, ds: order[0].Datasource, sql: pl.render(s, snap, sh), args: pl.tmpl.Bind(args)}, true, binary)
 	}
 	parts := make([]part, 0, len(order))
 	for _, t := range order {

@@ -58,14 +58,28 @@ func (r *recorder) take() []string {
 }
 
 func (c *fakeConn) Datasource() string { return c.ds }
+
+// fakeResult answers a SELECT with one row (seq 1, msg_id 2) in the
+// protocol asked for, anything else with an OK.
+func fakeResult(sql string, binary bool) *mysql.Result {
+	if strings.HasPrefix(sql, "SELECT `seq`,`msg_id` FROM") {
+		rs, err := mysql.BuildSimpleResultset([]string{"seq", "msg_id"}, [][]any{{int64(1), int64(2)}}, binary)
+		if err != nil {
+			panic(err)
+		}
+		return &mysql.Result{Resultset: rs}
+	}
+	return &mysql.Result{AffectedRows: 1}
+}
+
 func (c *fakeConn) Exec(sql string) (*mysql.Result, error) {
-	return &mysql.Result{AffectedRows: 1}, c.r.record(c, "text", sql)
+	return fakeResult(sql, false), c.r.record(c, "text", sql)
 }
 func (c *fakeConn) ExecPrepared(sql string, args []any) (*mysql.Result, error) {
 	if c.r.quiet {
-		return &mysql.Result{AffectedRows: 1}, nil
+		return fakeResult(sql, true), nil
 	}
-	return &mysql.Result{AffectedRows: 1}, c.r.record(c, fmt.Sprintf("prepared%v", args), sql)
+	return fakeResult(sql, true), c.r.record(c, fmt.Sprintf("prepared%v", args), sql)
 }
 func (c *fakeConn) Describe(sql string) (int, int, error) {
 	return strings.Count(sql, "?"), c.r.cols, c.r.record(c, "describe", sql)

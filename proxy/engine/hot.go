@@ -358,23 +358,5 @@ func appendDatetime(dst []byte, f *mysql.Field, ms int64, bin bool) ([]byte, boo
 		dst = mysql.AppendLengthEncodedInteger(dst, uint64(len(s)))
 		return append(dst, s...), true
 	}
-	// The binary DATETIME is as short as its value allows: 11 bytes with
-	// microseconds, 7 with a time of day, 4 for midnight.
-	n := byte(11)
-	switch {
-	case micro == 0 && t.Hour() == 0 && t.Minute() == 0 && t.Second() == 0:
-		n = 4
-	case micro == 0:
-		n = 7
-	}
-	dst = append(dst, n)
-	dst = binary.LittleEndian.AppendUint16(dst, uint16(t.Year()))
-	dst = append(dst, byte(t.Month()), byte(t.Day()))
-	if n >= 7 {
-		dst = append(dst, byte(t.Hour()), byte(t.Minute()), byte(t.Second()))
-	}
-	if n == 11 {
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(micro))
-	}
-	return dst, true
+	return appendBinaryDatetime(dst, t.Year(), int(t.Month()), t.Day(), t.Hour(), t.Minute(), t.Second(), int(micro)), true
 }

@@ -18,6 +18,8 @@ type Metrics struct {
 	statement *prometheus.CounterVec
 	scatters  *prometheus.CounterVec
 	scatterN  prometheus.Histogram
+	plans     *prometheus.CounterVec
+	backendPS *prometheus.CounterVec
 	shardObs  [router.NumShards][2]atomic.Pointer[shardSeries]
 }
 
@@ -52,9 +54,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "convoy_scatter_targets", Help: "Physical tables read by one multi-shard SELECT.",
 			Buckets: []float64{2, 4, 8, 16, 64, 128, 256, 512, 1024},
 		}),
+		plans: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "convoy_plan_cache_total",
+			Help: "Text statements by plan-cache outcome: hit (shared plan), miss (plan built and shared), bypass (planned on their own).",
+		}, []string{"result"}),
+		backendPS: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "convoy_prepared_backend_total",
+			Help: "Backend statements of client EXECUTEs by path: inline (sent as text with the values printed) or prepared (a backend prepared statement).",
+		}, []string{"path"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.queries, m.latency, m.errors, m.statement, m.scatters, m.scatterN)
+		reg.MustRegister(m.queries, m.latency, m.errors, m.statement, m.scatters, m.scatterN, m.plans, m.backendPS)
 	}
 	return m
 }
@@ -104,4 +114,18 @@ func (m *Metrics) countScatter(table string, targets int) {
 	}
 	m.scatters.WithLabelValues(table).Inc()
 	m.scatterN.Observe(float64(targets))
+}
+
+func (m *Metrics) countPlanCache(result string) {
+	if m == nil {
+		return
+	}
+	m.plans.WithLabelValues(result).Inc()
+}
+
+func (m *Metrics) countBackendPS(path string) {
+	if m == nil {
+		return
+	}
+	m.backendPS.WithLabelValues(path).Inc()
 }

@@ -24,6 +24,66 @@ type plan struct {
 	// histKeys cache the metadata keys of hist (text, binary) for histKeyDB.
 	histKeys  [2]string
 	histKeyDB string
+	// inline: a prepared SELECT on one shard goes to the backend as text with
+	// its values printed (rewrite.InlineShape); a backend statement per
+	// physical table would thrash the backend's prepared-statement cache.
+	// inlineLimit are the placeholders that must be non-negative integers;
+	// noInline is set once a result had a column without an exact binary form.
+	inline      bool
+	inlineLimit []int
+	noInline    bool
+	// textArgs marks a shared plan from the plan cache: its arguments are
+	// the literals of a text statement (rewrite.Literal), always inlined.
+	textArgs bool
+}
+
+// inlinable reports whether this execution may be sent as text.
+func (pl *plan) inlinable(args []any) bool {
+	if !pl.inline || pl.noInline {
+		return false
+	}
+	for _, i := range pl.inlineLimit {
+		v := args[i]
+		if l, ok := v.(rewrite.Literal); ok {
+			v = l.Val
+		}
+		switch v := v.(type) {
+		case int8:
+			if v < 0 {
+				return false
+			}
+		case int16:
+			if v < 0 {
+				return false
+			}
+		case int32:
+			if v < 0 {
+				return false
+			}
+		case int64:
+			if v < 0 {
+				return false
+			}
+		case uint8, uint16, uint32, uint64:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// renderInline prints the statement for one shard with args as literals;
+// "" when an argument has no exact literal.
+func (pl *plan) renderInline(s *Session, snap *router.Snapshot, sh router.Shard, args []any) (string, *plan) {
+	b, ok := pl.tmpl.RenderInline(s.buf[:0], func(logical string) (string, string) {
+		p := snap.Physical(logical, sh)
+		return p.Database, p.Table
+	}, args)
+	s.buf = b
+	if !ok {
+		return "", nil
+	}
+	return string(b), pl
 }
 
 // plan parses and analyses one statement.
@@ -58,6 +118,10 @@ func (s *Session) plan(sql string) (*plan, error) {
 		}
 		if s.e.hot != nil && a.Kind == rewrite.KindSelect {
 			pl.hist, _ = rewrite.HistoryShape(a)
+		}
+		if a.Kind == rewrite.KindSelect && a.ParamCount > 0 {
+			pl.inline, pl.inlineLimit = rewrite.InlineShape(a)
+			pl.inline = pl.inline && pl.tmpl.Params() == a.ParamCount
 		}
 	} else if a.Kind == rewrite.KindSelect {
 		v := &funcFinder{name: "last_insert_id"}

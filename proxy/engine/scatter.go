@@ -59,6 +59,7 @@ func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bo
 		return nil, err
 	}
 	snap := s.e.routes.Current()
+	args = sp.tmpl.Bind(args) // the scatter form prints placeholders in its own order
 	var parts []part
 	if shards == nil {
 		for _, g := range snap.AllPhysical(pl.a.Sharded[0]) {

@@ -34,6 +34,8 @@ type Session struct {
 	histEntries map[uint64][]histcache.Entry
 	admin       bool   // may send admin directives
 	buf         []byte // reused for rendering SQL
+	normBuf     []byte // reused by the plan cache (rewrite.Normalize)
+	lits        []rewrite.Literal
 }
 
 // txnState is a transaction pinned to one backend connection of one shard.
@@ -108,6 +110,10 @@ func (s *Session) withDefaultConn(fn func(Conn) error) error {
 // Query runs one COM_QUERY.
 func (s *Session) Query(sql string) (*mysql.Result, error) {
 	if r, ok, err := s.directive(sql); ok {
+		return r, classify(err)
+	}
+	if pl, args, ok := s.cachedPlan(sql); ok {
+		r, err := s.run(pl, args, false)
 		return r, classify(err)
 	}
 	pl, err := s.plan(sql)

@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/convoy-im/convoy/rewrite"
+)
+
+// planCache holds the plans of text statements by their normalised form
+// (rewrite.Normalize: literals replaced with `?`), so the point reads and
+// history pages an IM client sends thousands of times differ only in values
+// and are parsed once per proxy instead of once per statement.
+//
+// Only plans that are safe to share between sessions are kept: a SELECT on
+// sharded tables routed by one shard-key value, whose literals all sit in
+// WHERE / LIMIT (rewrite.InlineShape) and that the hot tier does not serve.
+// Such a plan is only read after it is built (its template is immutable; no
+// scatter plan, no history keys, no prepared fallback state). Every other
+// normalised form is remembered as "not cacheable" so it costs one failed
+// lookup, not a second parse. The cache does not depend on the route table:
+// holes are filled from the current snapshot at every execution.
+type planCache struct {
+	m   sync.Map // normalised SQL -> *plan (nil: not cacheable)
+	n   atomic.Int64
+	max int64
+}
+
+// maxCachedPlans bounds the cache; when full it is emptied (statement shapes
+// are few in practice, so this only trips on generated SQL).
+const maxCachedPlans = 10000
+
+func newPlanCache() *planCache { return &planCache{max: maxCachedPlans} }
+
+func (c *planCache) get(norm string) (*plan, bool) {
+	v, ok := c.m.Load(norm)
+	if !ok {
+		return nil, false
+	}
+	return v.(*plan), true
+}
+
+func (c *planCache) put(norm string, pl *plan) {
+	if c.n.Add(1) > c.max {
+		c.m.Clear()
+		c.n.Store(1)
+	}
+	c.m.Store(norm, pl)
+}
+
+// cachedPlan returns the shared plan of a text statement and its literals as
+// arguments, or ok=false when the statement must be planned on its own.
+func (s *Session) cachedPlan(sql string) (pl *plan, args []any, ok bool) {
+	c := s.e.plans
+	norm, lits, ok := rewrite.Normalize(s.normBuf[:0], sql, s.lits[:0])
+	s.normBuf, s.lits = norm, lits
+	if !ok || len(lits) == 0 {
+		s.e.metrics.countPlanCache("bypass")
+		return nil, nil, false
+	}
+	result := "hit"
+	pl, known := c.get(string(norm))
+	if !known {
+		result = "miss"
+		pl = s.buildShared(string(norm), len(lits))
+		c.put(string(norm), pl)
+	}
+	if pl == nil {
+		s.e.metrics.countPlanCache("bypass")
+		return nil, nil, false
+	}
+	args = make([]any, len(lits))
+	for i, l := range lits {
+		args[i] = l
+	}
+	if !pl.inlinable(args) {
+		s.e.metrics.countPlanCache("bypass")
+		return nil, nil, false // e.g. LIMIT '5': the full path gives MariaDB's error
+	}
+	s.e.metrics.countPlanCache(result)
+	return pl, args, true
+}
+
+// buildShared plans a normalised statement; nil when it is not shareable.
+func (s *Session) buildShared(norm string, params int) *plan {
+	pl, err := s.plan(norm)
+	if err != nil || pl.tmpl == nil || pl.hist != nil || !pl.inline {
+		return nil
+	}
+	a := pl.a
+	if a.Kind != rewrite.KindSelect || a.ParamCount != params || !a.HasKey || len(a.Keys) != 1 || a.Keys[0].Param < 0 {
+		return nil
+	}
+	pl.textArgs = true
+	return pl
+}

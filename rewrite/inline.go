@@ -1,0 +1,163 @@
+package rewrite
+
+import (
+	"strconv"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/test_driver"
+)
+
+// Inline rendering: a prepared SELECT that reaches one sharded table would be
+// a different backend statement per physical table (1024 of them), so
+// preparing it on the backend thrashes any per-connection statement cache
+// (PREPARE + EXECUTE + CLOSE for each EXECUTE). Sharding proxies send such
+// statements as text instead, with the bound values printed as literals:
+// the template knows where each placeholder went (see NewTemplate).
+
+// paramHole encodes client placeholder k as a negative hole.
+func paramHole(k int) int { return -1 - k }
+
+// Params is the number of placeholder holes (0 for templates built without,
+// e.g. SubsetInsert's, whose placeholders stay plain `?` text).
+func (t *Template) Params() int { return t.params }
+
+// Bind returns args in the order Render prints the placeholders, for a
+// backend prepared statement (args itself when that is the client's order).
+func (t *Template) Bind(args []any) []any {
+	if !t.shuffled {
+		return args
+	}
+	out := make([]any, 0, t.params)
+	for _, h := range t.holes {
+		if h < 0 && -1-h < len(args) {
+			out = append(out, args[-1-h])
+		}
+	}
+	return out
+}
+
+// RenderInline is Render with placeholder k printed as the literal of
+// args[k] (see AppendLiteral). ok is false when an argument has no exact
+// literal form; dst is then unusable and the caller prepares instead.
+func (t *Template) RenderInline(dst []byte, phys func(logical string) (db, table string), args []any) (_ []byte, ok bool) {
+	if t.params == 0 || len(args) != t.params {
+		return dst, false
+	}
+	var stack [4][2]string
+	names := stack[:0]
+	for _, l := range t.logicals {
+		db, tb := phys(l)
+		names = append(names, [2]string{db, tb})
+	}
+	for i, h := range t.holes {
+		dst = append(dst, t.parts[i]...)
+		if h < 0 {
+			if dst, ok = AppendLiteral(dst, args[-1-h]); !ok {
+				return dst, false
+			}
+			continue
+		}
+		dst = appendIdent(dst, names[h][0])
+		dst = append(dst, '.')
+		dst = appendIdent(dst, names[h][1])
+	}
+	return append(dst, t.parts[len(t.parts)-1]...), true
+}
+
+// AppendLiteral prints a bound value (as go-mysql's server decodes binary
+// parameters) as an SQL literal that means the same to MariaDB in a session
+// without NO_BACKSLASH_ESCAPES and with a character set that has no
+// multi-byte sequence containing 0x5c (Convoy refuses the others): integers
+// in decimal, strings single-quoted with backslash escapes, nil as NULL; a
+// Literal (from Normalize) as the client's own token.
+// Floating-point values report !ok: a literal would be DECIMAL or need a
+// precision argument to round-trip, so they go through a prepared statement.
+func AppendLiteral(dst []byte, v any) ([]byte, bool) {
+	switch x := v.(type) {
+	case Literal:
+		return append(dst, x.Raw...), true
+	case nil:
+		return append(dst, "NULL"...), true
+	case int8:
+		return strconv.AppendInt(dst, int64(x), 10), true
+	case int16:
+		return strconv.AppendInt(dst, int64(x), 10), true
+	case int32:
+		return strconv.AppendInt(dst, int64(x), 10), true
+	case int64:
+		return strconv.AppendInt(dst, x, 10), true
+	case int:
+		return strconv.AppendInt(dst, int64(x), 10), true
+	case uint8:
+		return strconv.AppendUint(dst, uint64(x), 10), true
+	case uint16:
+		return strconv.AppendUint(dst, uint64(x), 10), true
+	case uint32:
+		return strconv.AppendUint(dst, uint64(x), 10), true
+	case uint64:
+		return strconv.AppendUint(dst, x, 10), true
+	case []byte:
+		return appendQuoted(dst, x), true
+	case string:
+		return appendQuoted(dst, []byte(x)), true
+	}
+	return dst, false
+}
+
+func appendQuoted(dst, s []byte) []byte {
+	dst = append(dst, '\'')
+	for _, c := range s {
+		switch c {
+		case 0:
+			dst = append(dst, '\\', '0')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case 0x1a:
+			dst = append(dst, '\\', 'Z')
+		case '\\', '\'', '"':
+			dst = append(dst, '\\', c)
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '\'')
+}
+
+// InlineShape reports whether a prepared statement may be sent as text with
+// its values inlined: a plain SELECT whose placeholders all sit in WHERE or
+// LIMIT / OFFSET, where a literal means what the bound value means. (In the
+// select list a literal changes the result's metadata; `ORDER BY 1` and
+// `GROUP BY 1` mean a column position, `ORDER BY ?` does not.) limit lists
+// the placeholders of LIMIT / OFFSET (by index), which may only be inlined as
+// non-negative integers: MariaDB rejects anything else there.
+func InlineShape(a *Analysis) (ok bool, limit []int) {
+	sel, isSel := a.Stmt.(*ast.SelectStmt)
+	if !isSel || a.ParamCount == 0 || sel.LockInfo != nil {
+		return false, nil
+	}
+	where := markerCollector{index: a.params}
+	lim := markerCollector{index: a.params}
+	if sel.Where != nil {
+		sel.Where.Accept(&where)
+	}
+	if sel.Limit != nil {
+		sel.Limit.Accept(&lim)
+	}
+	return len(where.found)+len(lim.found) == a.ParamCount, lim.found
+}
+
+type markerCollector struct {
+	index map[*test_driver.ParamMarkerExpr]int
+	found []int
+}
+
+func (m *markerCollector) Enter(n ast.Node) (ast.Node, bool) {
+	if p, ok := n.(*test_driver.ParamMarkerExpr); ok {
+		m.found = append(m.found, m.index[p])
+	}
+	return n, false
+}
+
+func (m *markerCollector) Leave(n ast.Node) (ast.Node, bool) { return n, true }

@@ -1,0 +1,133 @@
+package rewrite
+
+import (
+	"testing"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/test_driver"
+)
+
+func physOf(logical string) (string, string) { return "im_3", logical + "_0441" }
+
+func TestRenderInline(t *testing.T) {
+	p := NewParser()
+	for _, c := range []struct {
+		sql  string
+		args []any
+		want string
+	}{
+		{"SELECT seq, msg_id FROM conv_msg WHERE conv_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+			[]any{int64(42), uint64(1 << 63), int8(-20)},
+			"SELECT `seq`,`msg_id` FROM `im_3`.`conv_msg_0441` AS `conv_msg` WHERE `conv_id`=42 AND `seq`<9223372036854775808 ORDER BY `seq` DESC LIMIT -20"},
+		{"SELECT msg_id FROM conv_msg WHERE conv_id = ? AND sender_uid = '?' AND msg_type IN (?, ?)",
+			[]any{[]byte("7"), nil, uint16(3)},
+			"SELECT `msg_id` FROM `im_3`.`conv_msg_0441` AS `conv_msg` WHERE `conv_id`='7' AND `sender_uid`='?' AND `msg_type` IN (NULL,3)"},
+		{"SELECT `a?b` FROM conv_msg WHERE conv_id = ? /* ? */", []any{int32(1)},
+			"SELECT `a?b` FROM `im_3`.`conv_msg_0441` AS `conv_msg` WHERE `conv_id`=1"},
+	} {
+		a, err := parseOne(t, p, c.sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm, err := NewTemplate(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tm.Params() != a.ParamCount {
+			t.Fatalf("%s: %d placeholder holes, parser counted %d", c.sql, tm.Params(), a.ParamCount)
+		}
+		got, ok := tm.RenderInline(nil, physOf, c.args)
+		if !ok || string(got) != c.want {
+			t.Errorf("%s:\n got %s (%v)\nwant %s", c.sql, got, ok, c.want)
+		}
+	}
+}
+
+// The restorer prints `LIMIT ? OFFSET ?` as `LIMIT ?,?` (offset first): the
+// text keeps each value in its place and Bind reorders prepared arguments.
+func TestPlaceholdersOutOfOrder(t *testing.T) {
+	p := NewParser()
+	a, err := parseOne(t, p, "SELECT seq FROM conv_msg WHERE conv_id = ? ORDER BY seq LIMIT ? OFFSET ?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := NewTemplate(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "SELECT `seq` FROM `im_3`.`conv_msg_0441` AS `conv_msg` WHERE `conv_id`=? ORDER BY `seq` LIMIT ?,?"
+	if got := string(tm.Render(nil, physOf)); got != want {
+		t.Fatalf("Render:\n got %s\nwant %s", got, want)
+	}
+	args := []any{int64(42), int64(20), int64(5)} // conv, count, offset
+	if got := tm.Bind(args); len(got) != 3 || got[0] != int64(42) || got[1] != int64(5) || got[2] != int64(20) {
+		t.Fatalf("Bind = %v, want [42 5 20] (offset before count)", got)
+	}
+	inl, _ := tm.RenderInline(nil, physOf, args)
+	if want := "SELECT `seq` FROM `im_3`.`conv_msg_0441` AS `conv_msg` WHERE `conv_id`=42 ORDER BY `seq` LIMIT 5,20"; string(inl) != want {
+		t.Fatalf("RenderInline:\n got %s\nwant %s", inl, want)
+	}
+	in, err := parseOne(t, p, "SELECT seq FROM conv_msg WHERE conv_id = ? AND seq < ?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti, _ := NewTemplate(in)
+	if a2 := []any{1, 2}; &ti.Bind(a2)[0] != &a2[0] {
+		t.Error("Bind must not copy arguments already in order")
+	}
+}
+
+// A string value must come back from the parser as exactly its bytes.
+func TestAppendLiteralRoundTrip(t *testing.T) {
+	p := NewParser()
+	for _, v := range []string{"", "plain", "it's", `back\slash`, "nul\x00byte", "\r\n\x1a\"", "中文 ' \\' \\\\", "\xbf'", "?"} {
+		lit, ok := AppendLiteral(nil, []byte(v))
+		if !ok {
+			t.Fatal("string not inlined")
+		}
+		stmts, err := p.Parse("SELECT " + string(lit))
+		if err != nil {
+			t.Fatalf("%q -> %s: %v", v, lit, err)
+		}
+		val := stmts[0].(*ast.SelectStmt).Fields.Fields[0].Expr.(*test_driver.ValueExpr)
+		if got := val.GetString(); got != v {
+			t.Errorf("%q printed as %s parses back as %q", v, lit, got)
+		}
+	}
+	for _, v := range []any{float32(1.5), 2.5, struct{}{}} {
+		if _, ok := AppendLiteral(nil, v); ok {
+			t.Errorf("%T must not be inlined", v)
+		}
+	}
+}
+
+func TestInlineShape(t *testing.T) {
+	p := NewParser()
+	for sql, want := range map[string][2]bool{
+		"SELECT msg_id FROM conv_msg WHERE conv_id = ? AND seq < ? LIMIT ?":   {true, true},
+		"SELECT msg_id FROM conv_msg WHERE conv_id = ?":                       {true, false},
+		"SELECT msg_id, ? FROM conv_msg WHERE conv_id = ?":                    {false, false},
+		"SELECT msg_id FROM conv_msg WHERE conv_id = ? ORDER BY ?":            {false, false},
+		"SELECT msg_id FROM conv_msg WHERE conv_id = ? GROUP BY ?":            {false, false},
+		"SELECT msg_id FROM conv_msg WHERE conv_id = ? FOR UPDATE":            {false, false},
+		"SELECT msg_id FROM conv_msg WHERE conv_id = 1":                       {false, false},
+		"SELECT msg_id FROM conv_msg WHERE conv_id = ? UNION SELECT 1":        {false, false},
+		"UPDATE conv_msg SET msg_type = ? WHERE conv_id = ?":                  {false, false},
+		"SELECT msg_id FROM conv_msg WHERE conv_id = ? LIMIT 10 OFFSET ?":     {true, true},
+		"SELECT msg_id FROM conv_msg WHERE conv_id IN (SELECT ?) AND seq = ?": {true, false},
+	} {
+		a, err := parseOne(t, p, sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok, limit := InlineShape(a)
+		if ok != want[0] || (len(limit) > 0) != want[1] {
+			t.Errorf("%s: InlineShape = %v, %v; want %v, limit placeholders %v", sql, ok, limit, want[0], want[1])
+		}
+		for _, i := range limit {
+			if i != a.ParamCount-1 {
+				t.Errorf("%s: LIMIT placeholder index %d, want %d (the last)", sql, i, a.ParamCount-1)
+			}
+		}
+	}
+}
