@@ -55,5 +55,11 @@ func ShardedTables() []string {
 // PhysicalTableName is the physical name of a logical table at a table index:
 // conv_msg + 441 -> conv_msg_0441, so a name tells where its rows came from.
 func PhysicalTableName(logical string, index int) string {
-	return fmt.Sprintf("%s_%04d", logical, index)
+	if index < 0 || index > 9999 {
+		return fmt.Sprintf("%s_%04d", logical, index)
+	}
+	// Built by hand: this runs for every routed statement.
+	b := make([]byte, 0, len(logical)+5)
+	b = append(b, logical...)
+	return string(append(b, '_', byte('0'+index/1000), byte('0'+index/100%10), byte('0'+index/10%10), byte('0'+index%10)))
 }

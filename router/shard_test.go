@@ -75,3 +75,15 @@ func uintText(k uint64) string {
 	}
 	return string(b)
 }
+
+func TestPhysicalTableName(t *testing.T) {
+	for _, c := range []struct {
+		logical string
+		index   int
+		want    string
+	}{{"conv_msg", 0, "conv_msg_0000"}, {"conv_msg", 441, "conv_msg_0441"}, {"im_inbox", 1023, "im_inbox_1023"}, {"x", 9999, "x_9999"}, {"x", 12345, "x_12345"}} {
+		if got := PhysicalTableName(c.logical, c.index); got != c.want {
+			t.Errorf("PhysicalTableName(%q, %d) = %q, want %q", c.logical, c.index, got, c.want)
+		}
+	}
+}
