@@ -119,6 +119,11 @@ func differentialCases() []dcase {
 		q("UPDATE im_conv_member SET last_read_seq = ?, updated_at = '2026-01-05 00:00:00.000' WHERE uid = ? AND conv_id = ?", 2, 7, 42),
 		q("UPDATE im_conv_member SET mute = 1 WHERE uid = 7"),
 		q("UPDATE conv_msg SET msg_type = 9 WHERE conv_id = 42 AND seq = 99"),
+		// Rows matched but unchanged: 0 affected, or 1 with CLIENT_FOUND_ROWS
+		// (the "found rows" mode below; Connector/J's default).
+		q("UPDATE conv_msg SET msg_type = msg_type WHERE conv_id = 42 AND seq = 1"),
+		q("UPDATE im_conv_member SET mute = mute WHERE uid = 7 AND conv_id = 42"),
+		q("INSERT INTO im_conv_seq (conv_id, max_seq, member_cnt) VALUES (2, 1, 2) ON DUPLICATE KEY UPDATE max_seq = max_seq"),
 		q("DELETE FROM im_inbox WHERE uid = 8 AND conv_id = 42 AND seq = 1"),
 		q("DELETE FROM conv_msg WHERE conv_id IN (0, 9223372036854775813)"),
 		q("SELECT * FROM im_conv_member WHERE uid = 7 ORDER BY conv_id"),
@@ -271,7 +276,7 @@ func TestDifferential(t *testing.T) {
 	for _, mode := range []struct {
 		name   string
 		params string
-	}{{"text", "&interpolateParams=true"}, {"prepared", "&interpolateParams=false"}} {
+	}{{"text", "&interpolateParams=true"}, {"prepared", "&interpolateParams=false"}, {"found rows", "&interpolateParams=true&clientFoundRows=true"}} {
 		t.Run(mode.name, func(t *testing.T) {
 			ctx := context.Background()
 			ref := openDSN(t, fmt.Sprintf("root@tcp(%s)/im?collation=utf8mb4_general_ci%s", s.ref.Addr(), mode.params))

@@ -25,7 +25,7 @@ import (
 
 type fuzzBackends struct{}
 
-func (fuzzBackends) Acquire(_ context.Context, ds string) (engine.Conn, error) {
+func (fuzzBackends) Acquire(_ context.Context, ds string, _ bool) (engine.Conn, error) {
 	return &fuzzConn{ds: ds}, nil
 }
 

@@ -131,6 +131,7 @@ func (h *handler) HandleOtherCommand(cmd byte, data []byte) error {
 		h.sess.Close()
 		h.sess = h.s.eng.NewSession(db)
 		h.sess.SetAdmin(h.user.Admin)
+		h.sess.SetFoundRows(h.conn.HasCapability(mysql.CLIENT_FOUND_ROWS))
 		h.syncStatus()
 		return nil
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -177,6 +178,51 @@ func (l *clientConn) drain(left int) {
 	}
 	_ = l.Conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 	_, _ = io.CopyN(io.Discard, l.br, int64(min(left, 4*l.max)))
+}
+
+// extraCapabilities are announced in the server greeting on top of
+// go-mysql's own set, which has no option for them. Clients such as
+// go-sql-driver keep only the capabilities the server announces, so without
+// CLIENT_FOUND_ROWS a client asking for it (Connector/J does by default)
+// would silently get changed-rows counts.
+const extraCapabilities = mysql.CLIENT_FOUND_ROWS
+
+// greetingConn adds capabilities to the first packet written on a new
+// connection: the server greeting (HandshakeV10).
+type greetingConn struct {
+	net.Conn
+	caps    uint32
+	patched bool
+}
+
+func (g *greetingConn) Write(p []byte) (int, error) {
+	if !g.patched {
+		g.patched = true
+		patchGreeting(p, g.caps)
+	}
+	return g.Conn.Write(p)
+}
+
+// patchGreeting ORs caps into a HandshakeV10 packet (header included):
+// protocol version, NUL-terminated server version, connection id (4), salt
+// part 1 (8), filler (1), capabilities low (2), charset (1), status (2),
+// capabilities high (2).
+func patchGreeting(p []byte, caps uint32) {
+	if len(p) < 5 || p[4] != 10 {
+		return
+	}
+	end := bytes.IndexByte(p[5:], 0)
+	if end < 0 {
+		return
+	}
+	low := 5 + end + 1 + 4 + 8 + 1
+	if len(p) < low+7 {
+		return
+	}
+	p[low] |= byte(caps)
+	p[low+1] |= byte(caps >> 8)
+	p[low+5] |= byte(caps >> 16)
+	p[low+6] |= byte(caps >> 24)
 }
 
 // authThrottle blocks a host for a while after repeated failed logins, so a

@@ -285,7 +285,7 @@ func (s *Server) handle(nc net.Conn) {
 	// A client that connects and never finishes the handshake must not hold
 	// a goroutine and a descriptor forever.
 	_ = nc.SetDeadline(time.Now().Add(handshakeTimeout))
-	conn, err := s.wire.NewCustomizedConn(nc, s.users, h)
+	conn, err := s.wire.NewCustomizedConn(&greetingConn{Conn: nc, caps: extraCapabilities}, s.users, h)
 	_ = nc.SetDeadline(time.Time{})
 	if err != nil {
 		var me *mysql.MyError
@@ -303,6 +303,7 @@ func (s *Server) handle(nc net.Conn) {
 			s.leave(h.user.Name)
 			reason = toMySQL(err)
 		}
+		h.sess.SetFoundRows(conn.HasCapability(mysql.CLIENT_FOUND_ROWS))
 	}
 	if reason != nil {
 		// The handshake's OK is out: answer the client's first command with

@@ -139,3 +139,26 @@ func FuzzStmtWire(f *testing.F) {
 		}
 	})
 }
+
+func TestPatchGreeting(t *testing.T) {
+	caps := uint32(mysql.CLIENT_PROTOCOL_41 | mysql.CLIENT_PLUGIN_AUTH)
+	body := []byte{10}
+	body = append(body, "11.4.0-convoy\x00"...)
+	body = binary.LittleEndian.AppendUint32(body, 7) // connection id
+	body = append(body, "12345678"...)               // salt part 1
+	body = append(body, 0)                           // filler
+	body = binary.LittleEndian.AppendUint16(body, uint16(caps))
+	body = append(body, 45, 2, 0) // charset, status
+	body = binary.LittleEndian.AppendUint16(body, uint16(caps>>16))
+	body = append(body, 21, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) // auth data length, reserved
+	p := appendPackets(nil, body, 0)
+	patchGreeting(p, mysql.CLIENT_FOUND_ROWS|mysql.CLIENT_MULTI_RESULTS)
+	low := 4 + 1 + len("11.4.0-convoy\x00") + 4 + 8 + 1
+	got := uint32(binary.LittleEndian.Uint16(p[low:])) | uint32(binary.LittleEndian.Uint16(p[low+5:]))<<16
+	if want := caps | mysql.CLIENT_FOUND_ROWS | mysql.CLIENT_MULTI_RESULTS; got != want {
+		t.Fatalf("capabilities %#x, want %#x", got, want)
+	}
+	if p[low+2] != 45 || p[low+3] != 2 {
+		t.Fatal("charset / status bytes changed")
+	}
+}

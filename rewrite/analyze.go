@@ -208,7 +208,7 @@ func (c *collector) finish() error {
 		if tn.Schema.L == "" && c.ctes[tn.Name.L] {
 			continue // a CTE reference, not a table
 		}
-		if col, ok := router.ShardKeyColumn(tn.Name.L); ok {
+		if col, ok := router.ShardKeyColumn(logicalName(tn.Name)); ok {
 			if !slices.Contains(a.Sharded, tn.Name.L) {
 				a.Sharded = append(a.Sharded, tn.Name.L)
 			}
@@ -285,7 +285,7 @@ func walkJoin(n ast.ResultSetNode, preserved bool, refs *[]string, ons *[]ast.Ex
 		if !ok {
 			return
 		}
-		if _, sharded := router.ShardKeyColumn(tn.Name.L); !sharded {
+		if _, sharded := router.ShardKeyColumn(logicalName(tn.Name)); !sharded {
 			return
 		}
 		if x.AsName.L != "" {
@@ -442,7 +442,7 @@ func (a *Analysis) analyzeInsert(s *ast.InsertStmt) error {
 	if tn == nil {
 		return nil
 	}
-	key, sharded := router.ShardKeyColumn(tn.Name.L)
+	key, sharded := router.ShardKeyColumn(logicalName(tn.Name))
 	if !sharded {
 		return nil
 	}
@@ -533,4 +533,16 @@ func setVars(s *ast.SetStmt) ([]SetVar, error) {
 		vars = append(vars, sv)
 	}
 	return vars, nil
+}
+
+// logicalName is the name a table reference may match a sharded logical
+// table by: table names are case-sensitive, as on MariaDB for Linux
+// (lower_case_table_names=0), so `CONV_MSG` is another table. It is passed
+// through to the default datasource, which answers 1146 as MariaDB would,
+// instead of being routed as conv_msg.
+func logicalName(n ast.CIStr) string {
+	if n.O != n.L {
+		return ""
+	}
+	return n.L
 }

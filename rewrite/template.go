@@ -427,7 +427,7 @@ func (r *renamer) markNoAlias(refs *ast.TableRefsClause) {
 			}
 			r.noAlias[x] = true
 			if tn, ok := x.Source.(*ast.TableName); ok && x.AsName.L == "" {
-				if i := r.shardedIndex(tn.Name.L); i >= 0 {
+				if i := r.shardedIndex(logicalName(tn.Name)); i >= 0 {
 					r.targets[tn.Name.L] = i
 				}
 			}
@@ -471,7 +471,7 @@ func (r *renamer) qualifier(schema, table ast.CIStr) (ast.CIStr, ast.CIStr, bool
 	if i, ok := r.targets[table.L]; ok && !r.shadowed(table.L) {
 		return ast.CIStr{}, r.sentinel(i), true
 	}
-	if schema.L != "" && r.shardedIndex(table.L) >= 0 {
+	if schema.L != "" && r.shardedIndex(logicalName(table)) >= 0 {
 		return ast.CIStr{}, table, true
 	}
 	return schema, table, false
@@ -518,18 +518,18 @@ func (r *renamer) Enter(n ast.Node) (ast.Node, bool) {
 		// Multi-table DELETE targets name FROM entries, which are aliased
 		// with their logical name: only a schema qualifier has to go.
 		for _, tn := range x.Tables {
-			if tn.Schema.L != "" && r.shardedIndex(tn.Name.L) >= 0 {
+			if tn.Schema.L != "" && r.shardedIndex(logicalName(tn.Name)) >= 0 {
 				r.set(&tn.Schema, ast.CIStr{})
 			}
 		}
 		return n, true
 	case *ast.TableSource:
 		tn, ok := x.Source.(*ast.TableName)
-		if ok && x.AsName.L == "" && !r.noAlias[x] && r.shardedIndex(tn.Name.L) >= 0 {
+		if ok && x.AsName.L == "" && !r.noAlias[x] && r.shardedIndex(logicalName(tn.Name)) >= 0 {
 			r.set(&x.AsName, tn.Name)
 		}
 	case *ast.TableName:
-		if i := r.shardedIndex(x.Name.L); i >= 0 && !(x.Schema.L == "" && r.ctes[x.Name.L]) {
+		if i := r.shardedIndex(logicalName(x.Name)); i >= 0 && !(x.Schema.L == "" && r.ctes[x.Name.L]) {
 			r.set(&x.Schema, ast.CIStr{})
 			r.set(&x.Name, r.sentinel(i))
 		}

@@ -50,7 +50,7 @@ func TestPoolAgainstMariaDB(t *testing.T) {
 	mgr := newTestManager(t, m, Options{MaxOpen: 2, WaitTimeout: 200 * time.Millisecond, ReadTimeout: 5 * time.Second})
 	ctx := context.Background()
 
-	c, err := mgr.Acquire(ctx, "ds0")
+	c, err := mgr.Acquire(ctx, "ds0", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestPoolAgainstMariaDB(t *testing.T) {
 	c.Release()
 
 	// The next user gets the same (warm) connection with its own state.
-	c, err = mgr.Acquire(ctx, "ds0")
+	c, err = mgr.Acquire(ctx, "ds0", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,12 +85,12 @@ func TestPoolAgainstMariaDB(t *testing.T) {
 	}
 
 	// MaxOpen=2: a third Acquire waits WaitTimeout, then fails clearly.
-	c2, err := mgr.Acquire(ctx, "ds0")
+	c2, err := mgr.Acquire(ctx, "ds0", false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = mgr.Acquire(ctx, "ds0")
+	_, err = mgr.Acquire(ctx, "ds0", false)
 	if !errors.Is(err, ErrPoolTimeout) || time.Since(start) < 150*time.Millisecond {
 		t.Fatalf("third acquire: %v after %s", err, time.Since(start))
 	}
@@ -104,7 +104,7 @@ func TestPoolAgainstMariaDB(t *testing.T) {
 	if got := scalar(t, c, "SELECT 1"); got != "1" {
 		t.Fatal("connection unusable after a server error")
 	}
-	killer, err := mgr.Acquire(ctx, "ds0")
+	killer, err := mgr.Acquire(ctx, "ds0", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestPoolAgainstMariaDB(t *testing.T) {
 	if inUse, idle := mgr.Stats()[0].InUse, mgr.Stats()[0].Idle; inUse != 0 || idle != 1 {
 		t.Fatalf("after release: in use %d idle %d, want 0 and 1 (the broken one closed)", inUse, idle)
 	}
-	c, err = mgr.Acquire(ctx, "ds0")
+	c, err = mgr.Acquire(ctx, "ds0", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,12 +139,12 @@ func TestUnreachableDatasource(t *testing.T) {
 	if err := mgr.Update(snap); err != nil {
 		t.Fatal(err)
 	}
-	_, err := mgr.Acquire(context.Background(), "ds0")
+	_, err := mgr.Acquire(context.Background(), "ds0", false)
 	var ue *UnavailableError
 	if !errors.As(err, &ue) || ue.Datasource != "ds0" {
 		t.Fatalf("unreachable datasource: %v", err)
 	}
-	if _, err := mgr.Acquire(context.Background(), "nope"); !errors.Is(err, ErrUnknownDatasource) {
+	if _, err := mgr.Acquire(context.Background(), "nope", false); !errors.Is(err, ErrUnknownDatasource) {
 		t.Fatalf("unknown datasource: %v", err)
 	}
 }

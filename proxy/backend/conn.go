@@ -19,12 +19,13 @@ const maxStmtCache = 64
 // Acquire and Release.
 type Conn struct {
 	*client.Conn
-	pool     *Pool
-	broken   bool
-	lastUsed time.Time
-	vars     map[string]string // session variables applied on this connection
-	stmts    map[string]*client.Stmt
-	stmtLRU  []string
+	pool      *Pool
+	foundRows bool // CLIENT_FOUND_ROWS was set at the handshake
+	broken    bool
+	lastUsed  time.Time
+	vars      map[string]string // session variables applied on this connection
+	stmts     map[string]*client.Stmt
+	stmtLRU   []string
 }
 
 // Datasource is the name of the datasource this connection belongs to.

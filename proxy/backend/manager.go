@@ -50,15 +50,16 @@ func (m *Manager) Update(snap *router.Snapshot) error {
 	return nil
 }
 
-// Acquire returns a connection to the named datasource.
-func (m *Manager) Acquire(ctx context.Context, datasource string) (*Conn, error) {
+// Acquire returns a connection to the named datasource; foundRows asks for
+// one with CLIENT_FOUND_ROWS (for clients that set it).
+func (m *Manager) Acquire(ctx context.Context, datasource string, foundRows bool) (*Conn, error) {
 	m.mu.RLock()
 	p, ok := m.pools[datasource]
 	m.mu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownDatasource, datasource)
 	}
-	return p.Acquire(ctx)
+	return p.Acquire(ctx, foundRows)
 }
 
 // PoolStats is a point-in-time view of one pool.

@@ -87,9 +87,11 @@ type Pool struct {
 	password string
 	opt      Options
 
-	slots  chan struct{} // one token per open connection: bounds MaxOpen
-	mu     sync.Mutex
-	idle   []*Conn // LIFO: the most recently used connection is warmest
+	slots chan struct{} // one token per open connection: bounds MaxOpen
+	mu    sync.Mutex
+	// idle connections by flavour (see flavour), LIFO: the most recently
+	// used connection is warmest. Both flavours share slots (MaxOpen).
+	idle   [2][]*Conn
 	inUse  int
 	closed bool
 }
@@ -109,42 +111,73 @@ func (p *Pool) Name() string { return p.ds.Name }
 func (p *Pool) Stats() (inUse, idle int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.inUse, len(p.idle)
+	return p.inUse, len(p.idle[0]) + len(p.idle[1])
+}
+
+// flavour 1 connections carry CLIENT_FOUND_ROWS (affected rows of an UPDATE
+// count matched rows, as the client asked: Connector/J does by default);
+// the capability is fixed at the handshake, so connections are not shared
+// across flavours.
+func flavour(foundRows bool) int {
+	if foundRows {
+		return 1
+	}
+	return 0
+}
+
+// popIdle takes the warmest idle connection of flavour f (nil: none).
+func (p *Pool) popIdle(f int) *Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.idle[f])
+	if n == 0 {
+		return nil
+	}
+	c := p.idle[f][n-1]
+	p.idle[f] = p.idle[f][:n-1]
+	p.inUse++
+	return c
 }
 
 // Acquire returns a healthy connection, reusing an idle one when possible.
-func (p *Pool) Acquire(ctx context.Context) (*Conn, error) {
+func (p *Pool) Acquire(ctx context.Context, foundRows bool) (*Conn, error) {
+	f := flavour(foundRows)
 	for {
 		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
+		closed := p.closed
+		p.mu.Unlock()
+		if closed {
 			return nil, fmt.Errorf("datasource %s: pool closed", p.ds.Name)
 		}
-		n := len(p.idle)
-		if n == 0 {
-			p.mu.Unlock()
+		c := p.popIdle(f)
+		if c == nil {
 			break
 		}
-		c := p.idle[n-1]
-		p.idle = p.idle[:n-1]
-		p.inUse++
-		p.mu.Unlock()
 		if time.Since(c.lastUsed) > p.opt.IdleTimeout {
 			p.discard(c)
 			continue
 		}
 		return c, nil
 	}
-	wait := time.NewTimer(p.opt.WaitTimeout)
-	defer wait.Stop()
 	select {
 	case p.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-wait.C:
-		return nil, fmt.Errorf("datasource %s: %w after %s (max %d open)", p.ds.Name, ErrPoolTimeout, p.opt.WaitTimeout, p.opt.MaxOpen)
+	default:
+		// Every slot is taken: an idle connection of the other flavour
+		// gives its slot up rather than make this one wait for nothing.
+		if c := p.popIdle(1 - f); c != nil {
+			p.discard(c)
+		}
+		wait := time.NewTimer(p.opt.WaitTimeout)
+		defer wait.Stop()
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-wait.C:
+			return nil, fmt.Errorf("datasource %s: %w after %s (max %d open)", p.ds.Name, ErrPoolTimeout, p.opt.WaitTimeout, p.opt.MaxOpen)
+		}
 	}
-	c, err := p.dial(ctx)
+	c, err := p.dial(ctx, foundRows)
 	if err != nil {
 		<-p.slots
 		return nil, err
@@ -155,7 +188,7 @@ func (p *Pool) Acquire(ctx context.Context) (*Conn, error) {
 	return c, nil
 }
 
-func (p *Pool) dial(ctx context.Context) (*Conn, error) {
+func (p *Pool) dial(ctx context.Context, foundRows bool) (*Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.opt.ConnectTimeout)
 	defer cancel()
 	d := &net.Dialer{Timeout: p.opt.ConnectTimeout}
@@ -180,6 +213,9 @@ func (p *Pool) dial(ctx context.Context) (*Conn, error) {
 			// A backend asking for a local file (LOAD DATA LOCAL) must never
 			// get one: without this capability the server refuses the statement.
 			c.UnsetCapability(mysql.CLIENT_LOCAL_FILES)
+			if foundRows {
+				c.SetCapability(mysql.CLIENT_FOUND_ROWS)
+			}
 			return c.SetCollation(Collation)
 		})
 	if err != nil {
@@ -188,7 +224,7 @@ func (p *Pool) dial(ctx context.Context) (*Conn, error) {
 	}
 	hc.until = time.Time{}
 	_ = hc.Conn.SetDeadline(time.Time{})
-	return &Conn{Conn: cc, pool: p, vars: map[string]string{}, lastUsed: time.Now()}, nil
+	return &Conn{Conn: cc, pool: p, foundRows: foundRows, vars: map[string]string{}, lastUsed: time.Now()}, nil
 }
 
 // release returns c to the idle list, or closes it when it is broken, still
@@ -197,9 +233,10 @@ func (p *Pool) release(c *Conn) {
 	c.lastUsed = time.Now()
 	p.mu.Lock()
 	p.inUse--
-	keep := !p.closed && !c.broken && !c.InTxn() && len(p.idle) < p.opt.MaxIdle
+	f := flavour(c.foundRows)
+	keep := !p.closed && !c.broken && !c.InTxn() && len(p.idle[0])+len(p.idle[1]) < p.opt.MaxIdle
 	if keep {
-		p.idle = append(p.idle, c)
+		p.idle[f] = append(p.idle[f], c)
 	}
 	p.mu.Unlock()
 	if !keep {
@@ -221,8 +258,8 @@ func (p *Pool) discard(c *Conn) {
 func (p *Pool) Close() {
 	p.mu.Lock()
 	p.closed = true
-	idle := p.idle
-	p.idle = nil
+	idle := append(p.idle[0], p.idle[1]...)
+	p.idle = [2][]*Conn{}
 	p.mu.Unlock()
 	for _, c := range idle {
 		c.close()

@@ -12,8 +12,8 @@ type managerBackends struct{ m *backend.Manager }
 // FromManager returns the Backends view of a backend.Manager.
 func FromManager(m *backend.Manager) Backends { return managerBackends{m} }
 
-func (b managerBackends) Acquire(ctx context.Context, ds string) (Conn, error) {
-	c, err := b.m.Acquire(ctx, ds)
+func (b managerBackends) Acquire(ctx context.Context, ds string, foundRows bool) (Conn, error) {
+	c, err := b.m.Acquire(ctx, ds, foundRows)
 	if err != nil {
 		return nil, err
 	}

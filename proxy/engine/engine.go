@@ -100,5 +100,5 @@ func New(b Backends, r Routes, m *Metrics, log *zap.Logger, opt Options) *Engine
 // wait timeout and running by the backend read timeout, so no per-statement
 // context timer is needed on the hot path.
 func (e *Engine) acquire(ds string) (Conn, error) {
-	return e.backends.Acquire(context.Background(), ds)
+	return e.backends.Acquire(context.Background(), ds, false)
 }

@@ -29,7 +29,7 @@ type fakeConn struct {
 	vars map[string]string
 }
 
-func (r *recorder) Acquire(_ context.Context, ds string) (Conn, error) {
+func (r *recorder) Acquire(_ context.Context, ds string, _ bool) (Conn, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.nconn++

@@ -96,8 +96,8 @@ func FuzzQuery(f *testing.F) {
 // set, as MariaDB would, instead of an OK packet.
 type rowsBackends struct{ r *recorder }
 
-func (b rowsBackends) Acquire(ctx context.Context, ds string) (Conn, error) {
-	c, err := b.r.Acquire(ctx, ds)
+func (b rowsBackends) Acquire(ctx context.Context, ds string, foundRows bool) (Conn, error) {
+	c, err := b.r.Acquire(ctx, ds, foundRows)
 	if err != nil {
 		return nil, err
 	}

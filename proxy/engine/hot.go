@@ -56,22 +56,15 @@ func (e *Engine) SetHotTier(t HotTier, fillRows int) {
 const historyTable = "conv_msg"
 
 // fieldsKey names a history result shape: metadata names the session's
-// database, so that is part of the key. It is built once per plan and
-// protocol (and again only if the session changes database): hot reads are
-// the fastest path and should not format strings.
+// database, so that is part of the key. Plans may be shared between sessions
+// (the plan cache), so nothing is cached on the plan: the column part is
+// printed once when the plan is built and the rest is a concatenation.
 func (s *Session) fieldsKey(pl *plan, bin bool) string {
-	i := 0
+	proto := "/text/"
 	if bin {
-		i = 1
+		proto = "/binary/"
 	}
-	if pl.histKeyDB != s.db || pl.histKeys[i] == "" {
-		if pl.histKeyDB != s.db {
-			pl.histKeys = [2]string{}
-			pl.histKeyDB = s.db
-		}
-		pl.histKeys[i] = fmt.Sprintf("%v/%v/%s", pl.hist.Columns, bin, s.db)
-	}
-	return pl.histKeys[i]
+	return pl.histCols + proto + s.db
 }
 
 // hotRead serves a recognised history read from the tier. ok=false: go to

@@ -11,7 +11,9 @@ import (
 // Backends hands out connections to datasources. proxy/backend satisfies it
 // (through a one-line adapter); unit tests use a recording fake.
 type Backends interface {
-	Acquire(ctx context.Context, datasource string) (Conn, error)
+	// Acquire returns a connection to datasource; foundRows asks for one
+	// opened with CLIENT_FOUND_ROWS, for a client that set it.
+	Acquire(ctx context.Context, datasource string, foundRows bool) (Conn, error)
 }
 
 // Conn is one backend connection, owned by one session until Release.

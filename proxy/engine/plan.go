@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/convoy-im/convoy/rewrite"
@@ -21,9 +22,8 @@ type plan struct {
 	scatter *scatterPlan
 	// hist is set for the seed 000 history reads when the hot tier is on.
 	hist *rewrite.History
-	// histKeys cache the metadata keys of hist (text, binary) for histKeyDB.
-	histKeys  [2]string
-	histKeyDB string
+	// histCols prints hist's columns, the fixed part of its metadata key.
+	histCols string
 	// inline: a prepared SELECT on one shard goes to the backend as text with
 	// its values printed (rewrite.InlineShape); a backend statement per
 	// physical table would thrash the backend's prepared-statement cache.
@@ -117,7 +117,9 @@ func (s *Session) plan(sql string) (*plan, error) {
 			return nil, classify(err)
 		}
 		if s.e.hot != nil && a.Kind == rewrite.KindSelect {
-			pl.hist, _ = rewrite.HistoryShape(a)
+			if pl.hist, _ = rewrite.HistoryShape(a); pl.hist != nil {
+				pl.histCols = fmt.Sprint(pl.hist.Columns)
+			}
 		}
 		if a.Kind == rewrite.KindSelect && a.ParamCount > 0 {
 			pl.inline, pl.inlineLimit = rewrite.InlineShape(a)

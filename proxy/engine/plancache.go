@@ -14,9 +14,9 @@ import (
 //
 // Only plans that are safe to share between sessions are kept: a SELECT on
 // sharded tables routed by one shard-key value, whose literals all sit in
-// WHERE / LIMIT (rewrite.InlineShape) and that the hot tier does not serve.
-// Such a plan is only read after it is built (its template is immutable; no
-// scatter plan, no history keys, no prepared fallback state). Every other
+// WHERE / LIMIT (rewrite.InlineShape); the history pages the hot tier serves
+// are such SELECTs. Such a plan is only read after it is built (its template
+// is immutable; no scatter plan, no prepared fallback state). Every other
 // normalised form is remembered as "not cacheable" so it costs one failed
 // lookup, not a second parse. The cache does not depend on the route table:
 // holes are filled from the current snapshot at every execution.
@@ -84,7 +84,7 @@ func (s *Session) cachedPlan(sql string) (pl *plan, args []any, ok bool) {
 // buildShared plans a normalised statement; nil when it is not shareable.
 func (s *Session) buildShared(norm string, params int) *plan {
 	pl, err := s.plan(norm)
-	if err != nil || pl.tmpl == nil || pl.hist != nil || !pl.inline {
+	if err != nil || pl.tmpl == nil || !pl.inline {
 		return nil
 	}
 	a := pl.a

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -29,6 +30,7 @@ type Session struct {
 	vars       map[string]string // session variables every backend connection must carry
 	txn        txnState
 	lastID     uint64 // LAST_INSERT_ID() of this session, from OK packets
+	foundRows  bool   // the client set CLIENT_FOUND_ROWS: backend connections carry it too
 	// histEntries are the conv_msg rows the current statement inserted, read
 	// back before its commit for the hot tier's write-through.
 	histEntries map[uint64][]histcache.Entry
@@ -243,9 +245,15 @@ func (s *Session) FieldList(table, wildcard string) ([]*mysql.Field, error) {
 	return fs, nil
 }
 
+// SetFoundRows records that the client connected with CLIENT_FOUND_ROWS
+// (affected rows of UPDATE / INSERT ... ON DUPLICATE KEY UPDATE count rows
+// matched, not rows changed); its statements run on backend connections
+// opened the same way.
+func (s *Session) SetFoundRows(on bool) { s.foundRows = on }
+
 // acquire gets a pooled connection carrying the session's variables.
 func (s *Session) acquire(ds string) (Conn, error) {
-	c, err := s.e.acquire(ds)
+	c, err := s.e.backends.Acquire(context.Background(), ds, s.foundRows)
 	if err != nil {
 		return nil, err
 	}
