@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"encoding/binary"
 	"strconv"
+	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/server"
@@ -16,6 +18,9 @@ type handler struct {
 	conn  *server.Conn // nil during the handshake
 	user  User
 	stmts int // open prepared statements (bounded by MaxPreparedPerSession)
+	// multi: the client enabled multi-statements (CLIENT_MULTI_STATEMENTS at
+	// the handshake, or COM_SET_OPTION later).
+	multi bool
 }
 
 var _ server.Handler = (*handler)(nil)
@@ -66,7 +71,42 @@ func (h *handler) UseDB(db string) error {
 }
 
 func (h *handler) HandleQuery(q string) (*mysql.Result, error) {
+	if h.multi && h.conn != nil && strings.IndexByte(q, ';') >= 0 {
+		return h.multiQuery(q)
+	}
 	return h.result(h.sess.Query(q))
+}
+
+// multiQuery runs the statements of a multi-statement query one by one, as
+// MariaDB does: each result goes out with SERVER_MORE_RESULTS_EXISTS but the
+// last, and the first error ends the query (the statements before it stay
+// done).
+func (h *handler) multiQuery(q string) (*mysql.Result, error) {
+	parts, err := h.sess.Split(q)
+	if err != nil || len(parts) == 1 {
+		if err != nil {
+			return h.result(nil, err)
+		}
+		return h.result(h.sess.Query(q))
+	}
+	for i, part := range parts {
+		r, err := h.result(h.sess.Query(part))
+		if err != nil {
+			if werr := h.conn.WriteValue(err); werr != nil {
+				return nil, werr
+			}
+			return alreadyWritten, nil
+		}
+		if i < len(parts)-1 {
+			h.conn.SetStatus(mysql.SERVER_MORE_RESULTS_EXISTS)
+		}
+		werr := h.conn.WriteValue(r)
+		h.conn.UnsetStatus(mysql.SERVER_MORE_RESULTS_EXISTS)
+		if werr != nil {
+			return nil, werr
+		}
+	}
+	return alreadyWritten, nil
 }
 
 func (h *handler) HandleFieldList(table, wildcard string) ([]*mysql.Field, error) {
@@ -123,8 +163,18 @@ const comResetConnection = 0x1f
 func (h *handler) HandleOtherCommand(cmd byte, data []byte) error {
 	switch cmd {
 	case mysql.COM_SET_OPTION:
-		// Multi-statements stay off either way (CLIENT_MULTI_STATEMENTS is not
-		// announced); accepting the option keeps PHP / C clients working.
+		// MYSQL_OPTION_MULTI_STATEMENTS_ON (0) / _OFF (1).
+		if len(data) < 2 {
+			return h.fail(&mysql.MyError{Code: 1835, State: "HY000", Message: "Malformed communication packet"})
+		}
+		switch binary.LittleEndian.Uint16(data) {
+		case 0:
+			h.multi = true
+		case 1:
+			h.multi = false
+		default:
+			return h.fail(&mysql.MyError{Code: mysql.ER_UNKNOWN_COM_ERROR, State: "08S01", Message: "Unknown COM_SET_OPTION option"})
+		}
 		return nil
 	case comResetConnection:
 		db := h.sess.DB()

@@ -184,8 +184,9 @@ func (l *clientConn) drain(left int) {
 // go-mysql's own set, which has no option for them. Clients such as
 // go-sql-driver keep only the capabilities the server announces, so without
 // CLIENT_FOUND_ROWS a client asking for it (Connector/J does by default)
-// would silently get changed-rows counts.
-const extraCapabilities = mysql.CLIENT_FOUND_ROWS
+// would silently get changed-rows counts, and multi-statements could not be
+// enabled at all.
+const extraCapabilities = mysql.CLIENT_FOUND_ROWS | mysql.CLIENT_MULTI_STATEMENTS | mysql.CLIENT_MULTI_RESULTS
 
 // greetingConn adds capabilities to the first packet written on a new
 // connection: the server greeting (HandshakeV10).

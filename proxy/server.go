@@ -304,6 +304,7 @@ func (s *Server) handle(nc net.Conn) {
 			reason = toMySQL(err)
 		}
 		h.sess.SetFoundRows(conn.HasCapability(mysql.CLIENT_FOUND_ROWS))
+		h.multi = conn.HasCapability(mysql.CLIENT_MULTI_STATEMENTS)
 	}
 	if reason != nil {
 		// The handshake's OK is out: answer the client's first command with

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"github.com/pingcap/tidb/pkg/parser/ast"
+	"strings"
 
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
@@ -86,6 +87,34 @@ func (pl *plan) renderInline(s *Session, snap *router.Snapshot, sh router.Shard,
 	return string(b), pl
 }
 
+// Split cuts a multi-statement query into its statements' texts, for a
+// client that enabled multi-statements; each is then run (routed, checked,
+// authorised) on its own. One statement comes back as is. The whole text is
+// parsed first: a syntax error anywhere refuses all of it, before anything
+// ran (MariaDB would have run the statements before the bad one).
+func (s *Session) Split(sql string) ([]string, error) {
+	if err := rewrite.CheckComments(sql); err != nil {
+		return nil, classify(err)
+	}
+	stmts, err := s.parser.Parse(sql)
+	if err != nil {
+		return nil, classify(err)
+	}
+	if len(stmts) <= 1 {
+		return []string{sql}, nil
+	}
+	if strings.Contains(sql, "/*!") {
+		// A statement boundary inside an executable comment has no text of
+		// its own to run separately.
+		return nil, errorf(CodeNotSupported, "multi-statements with executable comments (/*! ... */) are not supported through Convoy: send the statements one by one")
+	}
+	out := make([]string, len(stmts))
+	for i, st := range stmts {
+		out[i] = st.Text()
+	}
+	return out, nil
+}
+
 // plan parses and analyses one statement.
 func (s *Session) plan(sql string) (*plan, error) {
 	if err := rewrite.CheckComments(sql); err != nil {
@@ -100,7 +129,7 @@ func (s *Session) plan(sql string) (*plan, error) {
 		return nil, errorf(CodeEmptyQuery, "Query was empty")
 	case 1:
 	default:
-		return nil, errorf(CodeSyntax, "multi-statements are not supported: send one statement per query")
+		return nil, errorf(CodeSyntax, "You have an error in your SQL syntax: several statements in one query need the client's multi-statements option (CLIENT_MULTI_STATEMENTS)")
 	}
 	a, err := rewrite.Analyze(stmts[0])
 	if err != nil {
