@@ -130,6 +130,47 @@ print(json.dumps(out, ensure_ascii=False))
 		}
 	})
 
+	// Ruby mysql2 (libmariadb, server-side prepared statements): Time values
+	// travel as binary DATETIME parameters, results as binary rows.
+	t.Run("ruby mysql2", func(t *testing.T) {
+		rb := `
+require "mysql2"
+require "json"
+host, port, user, pw = ARGV
+c = Mysql2::Client.new(host: host, port: port.to_i, username: user, password: pw, database: "im", encoding: "utf8mb4")
+out = []
+ins = c.prepare("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, ?, ?, ?, ?)")
+(1..6).each { |i| ins.execute(1400 + i % 2, i, 140000 + i, 7, 1, Time.utc(2026, 3, 3, 10, 0, i, 250000)) }
+out << ins.affected_rows
+sel = c.prepare("SELECT seq, msg_id, created_at FROM conv_msg WHERE conv_id = ? AND seq <= ? ORDER BY seq")
+[[1400, 6], [1401, 6], [1400, 2], [1401, 3]].each do |conv, s|
+  out << sel.execute(conv, s).map { |r| [r["seq"], r["msg_id"], r["created_at"].strftime("%F %T.%L")] }
+end
+cnt = c.prepare("SELECT COUNT(*) AS n FROM conv_msg WHERE conv_id = ? AND created_at >= ?")
+out << cnt.execute(1400, Time.utc(2026, 3, 3, 10, 0, 4)).first["n"]
+upd = c.prepare("UPDATE conv_msg SET msg_type = ? WHERE conv_id = ? AND seq = ?")
+upd.execute(2, 1401, 1)
+out << upd.affected_rows
+out << c.query("SELECT msg_type FROM conv_msg WHERE conv_id = 1401 AND seq = 1").first["msg_type"]
+out << c.query("SELECT msg_id FROM conv_msg WHERE conv_id = 1400 AND seq = 4").first["msg_id"]
+puts JSON.generate(out)
+`
+		runRb := func(addr, user, pw string) string {
+			h, p := hostPort(t, addr)
+			out, err := exec.Command("ruby", "-e", rb, h, p, user, pw).CombinedOutput()
+			if err != nil {
+				t.Fatalf("ruby mysql2 against %s: %v\n%s (apt-get install ruby-mysql2)", addr, err, out)
+			}
+			return strings.TrimSpace(string(out))
+		}
+		got := runRb(s.convoy.addr, "app", "app secret")
+		want := runRb(s.ref.Addr(), "root", "")
+		t.Logf("mysql2: %s", got)
+		if got != want || !strings.Contains(got, "140004") {
+			t.Errorf("ruby mysql2 results differ\nmariadb: %s\nconvoy:  %s", want, got)
+		}
+	})
+
 	t.Run("go-mysql client sees logical metadata", func(t *testing.T) {
 		conn := func(addr, user, pass string) *client.Conn {
 			c, err := client.Connect(addr, user, pass, "im", func(c *client.Conn) error { return c.SetCollation("utf8mb4_general_ci") })

@@ -51,8 +51,8 @@ func (c *fuzzConn) Exec(sql string) (*mysql.Result, error) { return rowsFor(sql,
 func (c *fuzzConn) ExecPrepared(sql string, _ []any) (*mysql.Result, error) {
 	return rowsFor(sql, true)
 }
-func (c *fuzzConn) Describe(sql string) (int, int, error) {
-	return strings.Count(sql, "?"), 1, nil
+func (c *fuzzConn) Describe(sql string) (int, []*mysql.Field, error) {
+	return strings.Count(sql, "?"), []*mysql.Field{{Name: []byte("1"), Type: mysql.MYSQL_TYPE_LONGLONG}}, nil
 }
 func (c *fuzzConn) UseDB(string) error               { return nil }
 func (c *fuzzConn) SyncVars(map[string]string) error { return nil }

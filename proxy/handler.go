@@ -16,6 +16,7 @@ type handler struct {
 	s     *Server
 	sess  *engine.Session
 	conn  *server.Conn // nil during the handshake
+	cc    *clientConn  // nil until the handshake is done
 	user  User
 	stmts int // open prepared statements (bounded by MaxPreparedPerSession)
 	// multi: the client enabled multi-statements (CLIENT_MULTI_STATEMENTS at
@@ -124,6 +125,13 @@ func (h *handler) HandleStmtPrepare(q string) (int, int, any, error) {
 		return 0, 0, nil, h.fail(err)
 	}
 	h.stmts++
+	if h.cc != nil && len(p.Fields) > 0 {
+		cols := make([][]byte, len(p.Fields))
+		for i, f := range p.Fields {
+			cols[i] = f.Dump()
+		}
+		h.cc.setPrepareColumns(cols)
+	}
 	return p.Params, p.Columns, p, nil
 }
 

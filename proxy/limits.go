@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -47,6 +48,11 @@ type clientConn struct {
 	// sniffPrepare: the command being answered is COM_STMT_PREPARE, so the
 	// next Write starts with its OK (statement id and parameter count).
 	sniffPrepare bool
+	// columns, when set, replace the column definitions of the PREPARE
+	// response being written (see setPrepareColumns); spilled: part of this
+	// response was already flushed, so it can no longer be rewritten.
+	columns [][]byte
+	spilled bool
 }
 
 func newClientConn(nc net.Conn, maxPacket int) *clientConn {
@@ -63,11 +69,71 @@ func (l *clientConn) Write(p []byte) (int, error) {
 	}
 	l.wbuf = append(l.wbuf, p...)
 	if len(l.wbuf) >= writeChunk {
+		l.spilled = true
 		if err := l.Flush(); err != nil {
 			return 0, err
 		}
 	}
 	return len(p), nil
+}
+
+// setPrepareColumns makes the PREPARE response being written carry these
+// column definitions (payloads) instead of go-mysql's empty placeholders:
+// libmariadb-based clients (Ruby mysql2, PHP mysqli, Connector/C) name
+// result columns from the PREPARE response.
+func (l *clientConn) setPrepareColumns(cols [][]byte) { l.columns = cols }
+
+// endCommand finishes the response of one command and sends it.
+func (l *clientConn) endCommand() error {
+	if l.columns != nil && !l.spilled {
+		l.wbuf = replacePrepareColumns(l.wbuf, l.columns)
+	}
+	l.columns, l.spilled = nil, false
+	return l.Flush()
+}
+
+// replacePrepareColumns rewrites a buffered COM_STMT_PREPARE OK response
+// (OK, parameter definitions + EOF, column definitions + EOF) with cols as
+// its column definitions, keeping every packet's sequence number. Anything
+// it does not recognise is returned unchanged.
+func replacePrepareColumns(buf []byte, cols [][]byte) []byte {
+	type pkt struct {
+		seq     byte
+		payload []byte
+	}
+	var pkts []pkt
+	for rest := buf; len(rest) > 0; {
+		if len(rest) < 4 {
+			return buf
+		}
+		n := int(rest[0]) | int(rest[1])<<8 | int(rest[2])<<16
+		if n >= 0xffffff || len(rest) < 4+n {
+			return buf
+		}
+		pkts = append(pkts, pkt{rest[3], rest[4 : 4+n]})
+		rest = rest[4+n:]
+	}
+	if len(pkts) == 0 || len(pkts[0].payload) < 9 || pkts[0].payload[0] != 0 {
+		return buf
+	}
+	ncols := int(binary.LittleEndian.Uint16(pkts[0].payload[5:7]))
+	nparams := int(binary.LittleEndian.Uint16(pkts[0].payload[7:9]))
+	first := 1
+	if nparams > 0 {
+		first += nparams + 1
+	}
+	if ncols != len(cols) || ncols == 0 || len(pkts) < first+ncols+1 {
+		return buf
+	}
+	out := make([]byte, 0, len(buf)+64*len(cols))
+	for i, p := range pkts {
+		payload := p.payload
+		if i >= first && i < first+ncols {
+			payload = cols[i-first]
+		}
+		out = appendPackets(out, payload, p.seq)
+	}
+	return out
 }
 
 // Flush sends the buffered response bytes.

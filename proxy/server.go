@@ -319,11 +319,12 @@ func (s *Server) handle(nc net.Conn) {
 	// From here on: bounded packet size, one write per response (clientConn).
 	cc := newClientConn(conn.Conn.Conn, s.cfg.MaxPacket)
 	conn.Conn.Conn = cc
+	h.cc = cc
 	h.sess.SetAdmin(h.user.Admin)
 	h.syncStatus()
 	for !conn.Closed() {
 		err := h.command(conn)
-		if ferr := cc.Flush(); err == nil {
+		if ferr := cc.endCommand(); err == nil {
 			err = ferr
 		}
 		if err != nil {

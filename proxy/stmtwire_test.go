@@ -162,3 +162,30 @@ func TestPatchGreeting(t *testing.T) {
 		t.Fatal("charset / status bytes changed")
 	}
 }
+
+func TestReplacePrepareColumns(t *testing.T) {
+	ok := []byte{0, 7, 0, 0, 0, 2, 0, 1, 0, 0, 0, 0} // stmt 7, 2 columns, 1 param
+	eof := []byte{0xfe, 0, 0, 2, 0}
+	placeholder := (&mysql.Field{}).Dump()
+	var buf []byte
+	for i, p := range [][]byte{ok, (&mysql.Field{Name: []byte("?")}).Dump(), eof, placeholder, placeholder, eof} {
+		buf = appendPackets(buf, p, byte(i+1))
+	}
+	cols := [][]byte{(&mysql.Field{Name: []byte("seq")}).Dump(), (&mysql.Field{Name: []byte("msg_id")}).Dump()}
+	out := replacePrepareColumns(append([]byte(nil), buf...), cols)
+	var want []byte
+	for i, p := range [][]byte{ok, (&mysql.Field{Name: []byte("?")}).Dump(), eof, cols[0], cols[1], eof} {
+		want = appendPackets(want, p, byte(i+1))
+	}
+	if !bytes.Equal(out, want) {
+		t.Fatalf("\n got %x\nwant %x", out, want)
+	}
+	// A count mismatch or an error response is left alone.
+	if got := replacePrepareColumns(buf, cols[:1]); !bytes.Equal(got, buf) {
+		t.Error("rewrote a response with another column count")
+	}
+	errPkt := appendPackets(nil, []byte{0xff, 0x28, 0x04, '#', '4', '2', '0', '0', '0', 'x'}, 1)
+	if got := replacePrepareColumns(errPkt, cols); !bytes.Equal(got, errPkt) {
+		t.Error("rewrote an error response")
+	}
+}

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"encoding/binary"
 	"errors"
 	"sort"
 	"strings"
@@ -78,13 +79,56 @@ func (c *Conn) ExecPrepared(sql string, args []any) (*mysql.Result, error) {
 	return r, c.check(err)
 }
 
-// Describe prepares sql and reports its parameter and column counts.
-func (c *Conn) Describe(sql string) (params, columns int, err error) {
-	st, err := c.stmt(sql)
-	if err != nil {
-		return 0, 0, err
+// Describe prepares sql on the backend and reports its parameter count and
+// result columns, as the server describes them at PREPARE (go-mysql's client
+// drops the column definitions, so this speaks the protocol itself). The
+// statement is closed again: EXECUTE prepares its own, per physical table.
+func (c *Conn) Describe(sql string) (params int, fields []*mysql.Field, err error) {
+	defer func() { err = c.check(err) }()
+	c.Conn.ResetSequence()
+	if err := c.Conn.WritePacket(append([]byte{0, 0, 0, 0, mysql.COM_STMT_PREPARE}, sql...)); err != nil {
+		return 0, nil, err
 	}
-	return st.ParamNum(), st.ColumnNum(), nil
+	data, err := c.Conn.ReadPacket()
+	if err != nil {
+		return 0, nil, err
+	}
+	if data[0] == mysql.ERR_HEADER {
+		return 0, nil, c.Conn.HandleErrorPacket(data)
+	}
+	if data[0] != mysql.OK_HEADER || len(data) < 9 {
+		return 0, nil, mysql.ErrMalformPacket
+	}
+	id := binary.LittleEndian.Uint32(data[1:5])
+	columns := int(binary.LittleEndian.Uint16(data[5:7]))
+	params = int(binary.LittleEndian.Uint16(data[7:9]))
+	if params > 0 {
+		for i := 0; i <= params; i++ { // definitions, then EOF
+			if _, err := c.Conn.ReadPacket(); err != nil {
+				return 0, nil, err
+			}
+		}
+	}
+	if columns > 0 {
+		fields = make([]*mysql.Field, 0, columns)
+		for i := 0; i <= columns; i++ {
+			data, err := c.Conn.ReadPacket()
+			if err != nil {
+				return 0, nil, err
+			}
+			if i == columns {
+				break // EOF
+			}
+			f, err := mysql.FieldData(data).Parse()
+			if err != nil {
+				return 0, nil, err
+			}
+			fields = append(fields, f)
+		}
+	}
+	c.Conn.ResetSequence()
+	err = c.Conn.WritePacket(binary.LittleEndian.AppendUint32([]byte{0, 0, 0, 0, mysql.COM_STMT_CLOSE}, id))
+	return params, fields, err
 }
 
 func (c *Conn) stmt(sql string) (*client.Stmt, error) {

@@ -81,8 +81,12 @@ func (c *fakeConn) ExecPrepared(sql string, args []any) (*mysql.Result, error) {
 	}
 	return fakeResult(sql, true), c.r.record(c, fmt.Sprintf("prepared%v", args), sql)
 }
-func (c *fakeConn) Describe(sql string) (int, int, error) {
-	return strings.Count(sql, "?"), c.r.cols, c.r.record(c, "describe", sql)
+func (c *fakeConn) Describe(sql string) (int, []*mysql.Field, error) {
+	fs := make([]*mysql.Field, c.r.cols)
+	for i := range fs {
+		fs[i] = &mysql.Field{Name: []byte(fmt.Sprintf("c%d", i)), Type: mysql.MYSQL_TYPE_LONGLONG}
+	}
+	return strings.Count(sql, "?"), fs, c.r.record(c, "describe", sql)
 }
 func (c *fakeConn) UseDB(string) error { return nil }
 func (c *fakeConn) SyncVars(want map[string]string) error {

@@ -24,8 +24,9 @@ type Conn interface {
 	// ExecPrepared runs sql as a server-side prepared statement and returns
 	// binary-protocol rows.
 	ExecPrepared(sql string, args []any) (*mysql.Result, error)
-	// Describe prepares sql and returns its parameter and column counts.
-	Describe(sql string) (params, columns int, err error)
+	// Describe prepares sql and returns its parameter count and the result
+	// columns the server describes at PREPARE.
+	Describe(sql string) (params int, columns []*mysql.Field, err error)
 	UseDB(db string) error
 	// SyncVars makes the connection's session variables equal want.
 	SyncVars(want map[string]string) error

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"github.com/pingcap/tidb/pkg/parser/ast"
+	"regexp"
 	"strings"
 
 	"github.com/convoy-im/convoy/rewrite"
@@ -115,6 +116,10 @@ func (s *Session) Split(sql string) ([]string, error) {
 	return out, nil
 }
 
+// selectIntoVar spots SELECT ... INTO @var, which the parser does not know:
+// a clear refusal instead of a syntax error.
+var selectIntoVar = regexp.MustCompile(`(?is)^\s*select\b.*\binto\s+@`)
+
 // plan parses and analyses one statement.
 func (s *Session) plan(sql string) (*plan, error) {
 	if err := rewrite.CheckComments(sql); err != nil {
@@ -122,6 +127,9 @@ func (s *Session) plan(sql string) (*plan, error) {
 	}
 	stmts, err := s.parser.Parse(sql)
 	if err != nil {
+		if selectIntoVar.MatchString(sql) {
+			return nil, errorf(CodeNotSupported, "SELECT ... INTO @variable is not supported through Convoy: select the value and SET the variable from it")
+		}
 		return nil, classify(err)
 	}
 	switch len(stmts) {

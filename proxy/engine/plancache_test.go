@@ -69,3 +69,13 @@ func TestPlanCacheConcurrentSessions(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestSelectIntoVariableRefusedClearly(t *testing.T) {
+	s, _ := newTestSession()
+	_, err := s.Query("SELECT msg_id INTO @m FROM conv_msg WHERE conv_id = 1 AND seq = 1")
+	expectCode(t, err, CodeNotSupported)
+	_, err = s.Query("SELECT msg_id FROM conv_msg WHERE conv_id = 1 AND seq = 1 INTO @m")
+	expectCode(t, err, CodeNotSupported)
+	_, err = s.Query("SELEC 1 INTO @m")
+	expectCode(t, err, CodeSyntax)
+}

@@ -144,6 +144,10 @@ type Prepared struct {
 	pl      *plan
 	Params  int
 	Columns int
+	// Fields are the result columns as the backend describes them at
+	// PREPARE, in logical names: clients such as libmariadb (Ruby mysql2,
+	// PHP mysqli) take column names from the PREPARE response.
+	Fields []*mysql.Field
 }
 
 // Prepare plans sql and asks a backend for its exact parameter and column
@@ -193,14 +197,15 @@ func (s *Session) describe(ds, db, sql string, p *Prepared) error {
 	if err := c.UseDB(db); err != nil {
 		return err
 	}
-	params, cols, err := c.Describe(sql)
+	params, fields, err := c.Describe(sql)
 	if err != nil {
 		return err
 	}
 	if params != p.Params {
 		return errorf(CodeInternal, "[BUG] backend counts %d placeholders where the parser counted %d", params, p.Params)
 	}
-	p.Columns = cols
+	fixFieldList(fields, s.db)
+	p.Columns, p.Fields = len(fields), fields
 	return nil
 }
 
