@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"flag"
 	"io"
 	"net/http"
 	"regexp"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/convoy-im/convoy/router"
 )
+
+var etcdDown = flag.Duration("routes.etcddown", time.Minute, "how long TestRouteChange keeps etcd down while it reads and writes")
 
 func scrape(t *testing.T, addr string) string {
 	t.Helper()
@@ -105,15 +108,34 @@ func TestRouteChangeAndEtcdOutage(t *testing.T) {
 		t.Errorf("convoy_route_version = %v after apply, want 2", v)
 	}
 
-	// etcd down: reads and writes keep working on the last snapshot.
+	// etcd down for -routes.etcddown (a minute by default): reads and writes
+	// keep working on the last snapshot the whole time, a route change fails
+	// closed (nothing half-applied), goroutines stay bounded.
+	g0 := goroutines(t, s.convoy)
 	s.etcd.Stop()
-	for i := 0; i < 20; i++ {
+	downUntil := time.Now().Add(*etcdDown)
+	for i := 0; i == 0 || time.Now().Before(downUntil); i++ {
 		var n int
 		if err := db.QueryRow("SELECT COUNT(*) FROM conv_msg WHERE conv_id = ?", 42).Scan(&n); err != nil || n != 1 {
-			t.Fatalf("read with etcd down: n=%d err=%v", n, err)
+			t.Fatalf("read with etcd down for %s: n=%d err=%v", time.Since(downUntil.Add(-*etcdDown)).Round(time.Second), n, err)
 		}
+		mustExec(t, db, "INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (1, 42, ?, 1, NOW())", i+1)
+		if i%50 == 0 {
+			cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, err := s.store.Apply(cctx, doc)
+			ccancel()
+			if err == nil {
+				t.Fatal("a route change was accepted with etcd down")
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	mustExec(t, db, "INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (1, 42, 1, 1, NOW())")
+	if g := goroutines(t, s.convoy); g > g0+50 {
+		t.Errorf("goroutines grew from %v to %v while etcd was down", g0, g)
+	}
+	if v := metricValue(t, scrape(t, s.convoy.metrics), `convoy_route_version{cluster="it"}`); v != 2 {
+		t.Errorf("convoy_route_version = %v after etcd was down, want 2 (unchanged)", v)
+	}
 	waitFor(t, "convoy_route_stale to become 1", 10*time.Second, func() bool {
 		return metricValue(t, scrape(t, s.convoy.metrics), `convoy_route_stale{cluster="it"}`) == 1
 	})
