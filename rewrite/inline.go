@@ -1,7 +1,9 @@
 package rewrite
 
 import (
+	"reflect"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/test_driver"
@@ -70,8 +72,10 @@ func (t *Template) RenderInline(dst []byte, phys func(logical string) (db, table
 // multi-byte sequence containing 0x5c (Convoy refuses the others): integers
 // in decimal, strings single-quoted with backslash escapes, nil as NULL; a
 // Literal (from Normalize) as the client's own token.
-// Floating-point values report !ok: a literal would be DECIMAL or need a
-// precision argument to round-trip, so they go through a prepared statement.
+// Floating-point values and bytes that are not UTF-8 report !ok (a literal
+// would be DECIMAL or need a precision argument to round-trip; arbitrary
+// bytes in a utf8mb4 literal could be checked as text), so they go through a
+// prepared statement.
 func AppendLiteral(dst []byte, v any) ([]byte, bool) {
 	switch x := v.(type) {
 	case Literal:
@@ -97,8 +101,14 @@ func AppendLiteral(dst []byte, v any) ([]byte, bool) {
 	case uint64:
 		return strconv.AppendUint(dst, x, 10), true
 	case []byte:
+		if !utf8.Valid(x) {
+			return dst, false // arbitrary bytes stay a bound parameter
+		}
 		return appendQuoted(dst, x), true
 	case string:
+		if !utf8.Valid([]byte(x)) {
+			return dst, false
+		}
 		return appendQuoted(dst, []byte(x)), true
 	}
 	return dst, false
@@ -126,26 +136,57 @@ func appendQuoted(dst, s []byte) []byte {
 }
 
 // InlineShape reports whether a prepared statement may be sent as text with
-// its values inlined: a plain SELECT whose placeholders all sit in WHERE or
-// LIMIT / OFFSET, where a literal means what the bound value means. (In the
-// select list a literal changes the result's metadata; `ORDER BY 1` and
-// `GROUP BY 1` mean a column position, `ORDER BY ?` does not.) limit lists
-// the placeholders of LIMIT / OFFSET (by index), which may only be inlined as
-// non-negative integers: MariaDB rejects anything else there.
+// its values inlined: every placeholder sits where a literal means what the
+// bound value means. That is WHERE and LIMIT / OFFSET of a plain SELECT,
+// UPDATE or DELETE, the assigned values of an UPDATE, and the VALUES (and ON
+// DUPLICATE KEY UPDATE values) of an INSERT / REPLACE. Not the select list
+// (a literal there changes the result's metadata) nor ORDER BY / GROUP BY
+// (`ORDER BY 1` means a column position, `ORDER BY ?` does not). limit lists
+// the placeholders of LIMIT / OFFSET (by index), which may only be inlined
+// as non-negative integers: MariaDB rejects anything else there.
 func InlineShape(a *Analysis) (ok bool, limit []int) {
-	sel, isSel := a.Stmt.(*ast.SelectStmt)
-	if !isSel || a.ParamCount == 0 || sel.LockInfo != nil {
+	if a.ParamCount == 0 {
 		return false, nil
 	}
-	where := markerCollector{index: a.params}
+	vals := markerCollector{index: a.params}
 	lim := markerCollector{index: a.params}
-	if sel.Where != nil {
-		sel.Where.Accept(&where)
+	visit := func(c *markerCollector, n ast.Node) {
+		if n != nil && !reflect.ValueOf(n).IsNil() {
+			n.Accept(c)
+		}
 	}
-	if sel.Limit != nil {
-		sel.Limit.Accept(&lim)
+	switch st := a.Stmt.(type) {
+	case *ast.SelectStmt:
+		if st.LockInfo != nil {
+			return false, nil
+		}
+		visit(&vals, st.Where)
+		visit(&lim, st.Limit)
+	case *ast.UpdateStmt:
+		for _, as := range st.List {
+			visit(&vals, as.Expr)
+		}
+		visit(&vals, st.Where)
+		visit(&lim, st.Limit)
+	case *ast.DeleteStmt:
+		visit(&vals, st.Where)
+		visit(&lim, st.Limit)
+	case *ast.InsertStmt:
+		if st.Select != nil {
+			return false, nil
+		}
+		for _, row := range st.Lists {
+			for _, e := range row {
+				visit(&vals, e)
+			}
+		}
+		for _, as := range st.OnDuplicate {
+			visit(&vals, as.Expr)
+		}
+	default:
+		return false, nil
 	}
-	return len(where.found)+len(lim.found) == a.ParamCount, lim.found
+	return len(vals.found)+len(lim.found) == a.ParamCount, lim.found
 }
 
 type markerCollector struct {

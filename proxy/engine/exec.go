@@ -217,7 +217,12 @@ func (s *Session) exec(c Conn, p part, binary bool) (*mysql.Result, error) {
 		}
 		// A column without an exact binary form (FLOAT, DOUBLE): this plan
 		// is prepared on the backend from now on, and this SELECT runs again
-		// that way (a plain SELECT without locking reads: harmless).
+		// that way (a plain SELECT without locking reads: harmless). Only a
+		// SELECT returns rows here (the parser knows no RETURNING), and only
+		// a SELECT may ever run twice.
+		if p.pl.a.Kind != rewrite.KindSelect {
+			return nil, errorf(CodeInternal, "[BUG] an inlined %s returned rows without an exact binary form", p.pl.a.Kind)
+		}
 		p.pl.noInline = true
 		p.sql = p.pl.render(s, s.e.routes.Current(), p.shard)
 	}
@@ -386,7 +391,14 @@ func (s *Session) insert(pl *plan, args []any, binary bool) (*mysql.Result, erro
 	}
 	if len(order) == 1 {
 		sh := shards[0]
-		return s.single(part{shard: sh, ds: order[0].Datasource, sql: pl.render(s, snap, sh), args: pl.tmpl.Bind(args)}, true, binary)
+		p := part{shard: sh, ds: order[0].Datasource, args: pl.tmpl.Bind(args)}
+		if binary && pl.inlinable(args) {
+			p.inline, p.pl = pl.renderInline(s, snap, sh, args)
+		}
+		if p.inline == "" {
+			p.sql = pl.render(s, snap, sh)
+		}
+		return s.single(p, true, binary)
 	}
 	parts := make([]part, 0, len(order))
 	for _, t := range order {

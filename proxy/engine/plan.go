@@ -26,8 +26,8 @@ type plan struct {
 	hist *rewrite.History
 	// histCols prints hist's columns, the fixed part of its metadata key.
 	histCols string
-	// inline: a prepared SELECT on one shard goes to the backend as text with
-	// its values printed (rewrite.InlineShape); a backend statement per
+	// inline: a prepared statement on one shard goes to the backend as text
+	// with its values printed (rewrite.InlineShape); a backend statement per
 	// physical table would thrash the backend's prepared-statement cache.
 	// inlineLimit are the placeholders that must be non-negative integers;
 	// noInline is set once a result had a column without an exact binary form.
@@ -158,7 +158,7 @@ func (s *Session) plan(sql string) (*plan, error) {
 				pl.histCols = fmt.Sprint(pl.hist.Columns)
 			}
 		}
-		if a.Kind == rewrite.KindSelect && a.ParamCount > 0 {
+		if a.ParamCount > 0 {
 			pl.inline, pl.inlineLimit = rewrite.InlineShape(a)
 			pl.inline = pl.inline && pl.tmpl.Params() == a.ParamCount
 		}
