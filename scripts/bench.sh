@@ -5,6 +5,10 @@
 # them alike:
 #   A direct   MariaDB ds0 127.0.0.1:13306
 #   B relay    bin/convoy-bench relay (bytes only) in front of ds0
+#   B2 relay2  one relay per datasource (13320 -> ds0, 13321 -> ds1) and
+#              client-side sharding (convoy-bench --physical): the same
+#              physical tables and servers Convoy uses, one extra hop, no
+#              proxy logic; text-mode conv_msg reads only
 #   C convoy   Convoy, no hot tier            (sysbench: passthrough table im.sbtest1;
 #                                              convoy-bench: sharded conv_msg etc.)
 #   D hot      Convoy with the Redis hot tier (first-screen pages only)
@@ -20,7 +24,7 @@
 #      CONVS (2000), CONVOY_REF (build Convoy from this git ref via git archive
 #      instead of the working tree), KEEP=1 (leave the proxies running), OUT (results dir).
 # Data services come from scripts/dev-up.sh (ds0 13306, ds1 13307, Redis 16379,
-# etcd 12379); this script starts its own relay (13320) and two Convoys
+# etcd 12379); this script starts its own relays (13320 -> ds0, 13321 -> ds1) and two Convoys
 # (13310 plain, 13311 hot tier; metrics 19110/19111) and stops them at the end.
 set -euo pipefail
 
@@ -35,7 +39,7 @@ CONVS=${CONVS:-2000}
 OUT=${OUT:-$STATE/bench/$(date +%Y%m%d-%H%M%S)}
 BIN="$STATE/bench/bin"
 ETCD=127.0.0.1:12379
-DIRECT_PORT=13306 RELAY_PORT=13320 CONVOY_PORT=13310 HOT_PORT=13311
+DIRECT_PORT=13306 DS1_PORT=13307 RELAY_PORT=13320 RELAY1_PORT=13321 CONVOY_PORT=13310 HOT_PORT=13311
 
 log() { printf 'bench: %s\n' "$*" >&2; }
 die() { printf 'bench: ERROR: %s\n' "$*" >&2; exit 1; }
@@ -114,6 +118,9 @@ EOF
 port_open $RELAY_PORT && die "port $RELAY_PORT is taken"
 "$BIN/convoy-bench" relay --listen 127.0.0.1:$RELAY_PORT --to 127.0.0.1:$DIRECT_PORT 2>"$OUT/relay.log" &
 PIDS+=($!)
+port_open $RELAY1_PORT && die "port $RELAY1_PORT is taken"
+"$BIN/convoy-bench" relay --listen 127.0.0.1:$RELAY1_PORT --to 127.0.0.1:$DS1_PORT 2>"$OUT/relay1.log" &
+PIDS+=($!)
 start_convoy convoy $CONVOY_PORT 19110 ""
 start_convoy hot $HOT_PORT 19111 "hot_tier: {enabled: true, addrs: [\"127.0.0.1:16379\"]}"
 
@@ -143,7 +150,7 @@ RESULTS="$OUT/results.txt"
 dsn_of() { # CONFIG -> convoy-bench DSN
   case $1 in
     direct) echo "root@tcp(127.0.0.1:$DIRECT_PORT)/imflat" ;;
-    relay) echo "root@tcp(127.0.0.1:$RELAY_PORT)/imflat" ;;
+    relay | relay2) echo "root@tcp(127.0.0.1:$RELAY_PORT)/imflat" ;;
     convoy) echo "convoy:convoy@tcp(127.0.0.1:$CONVOY_PORT)/im" ;;
     hot) echo "convoy:convoy@tcp(127.0.0.1:$HOT_PORT)/im" ;;
   esac
@@ -171,7 +178,10 @@ run_sysbench() { # CONFIG PSMODE WORKLOAD ROUND
 
 run_cb() { # CONFIG MODE MIX WORKLOAD ROUND
   local f="$OUT/$1-$4-r$5.json" extra=() qps p99 err
-  case $1 in direct | relay) extra=(--explicit-seq) ;; esac
+  case $1 in
+    direct | relay) extra=(--explicit-seq) ;;
+    relay2) extra=(--physical "ds0=root@tcp(127.0.0.1:$RELAY_PORT)/,ds1=root@tcp(127.0.0.1:$RELAY1_PORT)/" --physical-dbs 8) ;;
+  esac
   "$BIN/convoy-bench" --dsn "$(dsn_of "$1")" "${CB_DATA[@]}" "${extra[@]}" --conns "$THREADS" \
     --duration "${DURATION}s" --warmup 1s --mode "$2" --mix "$3" --json --quiet --label "$1 $4" >"$f" 2>"$f.err" || true
   read -r qps p99 err < <(python3 -c '
@@ -188,6 +198,11 @@ except Exception: print(0, 0, "FAILED")' "$f")
 run_config() { # CONFIG ROUND
   local c=$1 r=$2
   case $c in
+    relay2)
+      run_cb "$c" text point=100 point-text "$r"
+      run_cb "$c" text first=100 first-text "$r"
+      return
+      ;;
     direct | relay | convoy)
       run_sysbench "$c" disable sb-text "$r"
       run_sysbench "$c" auto sb-prep "$r"
@@ -199,7 +214,7 @@ run_config() { # CONFIG ROUND
   run_cb "$c" prepared first=100 first-prep "$r"
 }
 
-CONFIGS=(direct relay convoy hot)
+CONFIGS=(direct relay relay2 convoy hot)
 log "measuring: ${#CONFIGS[@]} configurations x $ROUNDS rounds, ${DURATION}s each, $THREADS threads"
 T0=$(date +%s)
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -221,7 +236,7 @@ for line in open(path):
 model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print(f"machine: nproc {os.cpu_count()}, {model}; load average before {lb}, after {la}")
 print(f"convoy: {desc}; {rounds} rounds x {dur}s per measurement, {threads} client threads, alternating configurations\n")
-configs = ["direct", "relay", "convoy", "hot"]
+configs = ["direct", "relay", "relay2", "convoy", "hot"]
 workloads = ["sb-text", "sb-prep", "point-text", "point-prep", "first-text", "first-prep"]
 med = {}
 print("| workload | " + " | ".join(configs) + " |")
@@ -253,6 +268,9 @@ rows = [
     ("Convoy / relay, sysbench prepared (passthrough)", ("convoy", "sb-prep"), ("relay", "sb-prep"), ""),
     ("Convoy / relay, sharded point select, text", ("convoy", "point-text"), ("relay", "point-text"), ">= 0.90"),
     ("Convoy / relay, sharded point select, prepared", ("convoy", "point-prep"), ("relay", "point-prep"), ">= 0.90"),
+    ("relay2 / relay, point select, text (what the sharded layout costs one hop)", ("relay2", "point-text"), ("relay", "point-text"), ""),
+    ("Convoy / relay2, sharded point select, text (same tables and servers)", ("convoy", "point-text"), ("relay2", "point-text"), ""),
+    ("Convoy / relay2, first-screen page, text (same tables and servers)", ("convoy", "first-text"), ("relay2", "first-text"), ""),
     ("Convoy / relay, first-screen page, text", ("convoy", "first-text"), ("relay", "first-text"), ""),
     ("prepared / text, direct, sysbench", ("direct", "sb-prep"), ("direct", "sb-text"), ""),
     ("prepared / text, relay, sysbench", ("relay", "sb-prep"), ("relay", "sb-text"), ""),

@@ -70,6 +70,9 @@ type options struct {
 	seed        uint64
 	quiet       bool
 	label       string
+	physical    string // name=DSN,...: client-side sharding (see physical.go)
+	physDBs     int
+	phys        *physical
 }
 
 func runBench(args []string) error {
@@ -117,6 +120,8 @@ flags:
 	fs.Uint64Var(&o.seed, "seed", 0, "random seed (0: time based)")
 	fs.BoolVar(&o.quiet, "quiet", false, "no live progress line")
 	fs.StringVar(&o.label, "label", "", "free text copied into the report")
+	fs.StringVar(&o.physical, "physical", "", "ds0=DSN,ds1=DSN: route conv_msg reads to their physical tables in the client (text mode; a baseline for the sharded layout)")
+	fs.IntVar(&o.physDBs, "physical-dbs", 8, "databases of the --physical layout (as convoy routes init --dbs)")
 	fs.Parse(args)
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -136,6 +141,20 @@ flags:
 	mix, err := parseMix(o.mix)
 	if err != nil {
 		return err
+	}
+	if o.physical != "" {
+		if o.mode != "text" || o.prepare || o.prepOnly {
+			return fmt.Errorf("--physical runs text-mode reads only (no --prepare)")
+		}
+		for i, wt := range mix {
+			if wt > 0 && !physicalOps[opNames[i]] {
+				return fmt.Errorf("--physical routes conv_msg reads only, not %s", opNames[i])
+			}
+		}
+		if o.phys, err = openPhysical(o.physical, o.physDBs, o.conns); err != nil {
+			return err
+		}
+		defer o.phys.close()
 	}
 	dsn, err := buildDSN(o.dsn, o.mode == "text")
 	if err != nil {

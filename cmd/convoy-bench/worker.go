@@ -50,6 +50,7 @@ type worker struct {
 	stmts   [numStmts]*sql.Stmt
 	hists   [numOps]hist
 	payload []byte
+	phys    map[string]*sql.Conn // --physical: one connection per datasource
 }
 
 func newWorker(ctx context.Context, db *sql.DB, d *dataset, mix []int, o *options, idx int) (*worker, error) {
@@ -58,6 +59,12 @@ func newWorker(ctx context.Context, db *sql.DB, d *dataset, mix []int, o *option
 		return nil, err
 	}
 	w := &worker{d: d, o: o, conn: c, p: newPicker(d, idx)}
+	if o.phys != nil {
+		if w.phys, err = o.phys.conns(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	w.sql = [numStmts]string{
 		stSend: sqlSendConvoy, stContent: sqlSendContent, stMaxSeq: sqlMaxSeq,
 		stFirst: sqlFirst, stCatchup: sqlCatchup, stJump: sqlJump,
@@ -142,6 +149,9 @@ func (w *worker) close() {
 		}
 	}
 	w.conn.Close()
+	for _, c := range w.phys {
+		c.Close()
+	}
 }
 
 func (w *worker) exec(ctx context.Context, s stmtID, args ...any) (sql.Result, error) {
@@ -155,9 +165,13 @@ func (w *worker) exec(ctx context.Context, s stmtID, args ...any) (sql.Result, e
 func (w *worker) query(ctx context.Context, s stmtID, args ...any) (int, error) {
 	var rows *sql.Rows
 	var err error
-	if st := w.stmts[s]; st != nil {
+	switch st := w.stmts[s]; {
+	case w.phys != nil:
+		q, ds := w.o.phys.route(w.sql[s], args[0].(uint64))
+		rows, err = w.phys[ds].QueryContext(ctx, q, args...)
+	case st != nil:
 		rows, err = st.QueryContext(ctx, args...)
-	} else {
+	default:
 		rows, err = w.conn.QueryContext(ctx, w.sql[s], args...)
 	}
 	if err != nil {
