@@ -84,10 +84,10 @@ func (h *handler) HandleQuery(q string) (*mysql.Result, error) {
 // done).
 func (h *handler) multiQuery(q string) (*mysql.Result, error) {
 	parts, err := h.sess.Split(q)
-	if err != nil || len(parts) == 1 {
-		if err != nil {
-			return h.result(nil, err)
-		}
+	if err != nil {
+		return h.result(nil, err)
+	}
+	if len(parts) == 1 {
 		return h.result(h.sess.Query(q))
 	}
 	for i, part := range parts {

@@ -166,17 +166,7 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 	snap := s.e.routes.Current()
 	if len(shards) == 1 {
 		sh := shards[0]
-		p := part{shard: sh, ds: snap.Target(sh).Datasource, args: pl.tmpl.Bind(args)}
-		switch {
-		case pl.textArgs:
-			p.sql, _ = pl.renderInline(s, snap, sh, args) // inlinable was checked at lookup
-		case binary && pl.inlinable(args):
-			p.inline, p.pl = pl.renderInline(s, snap, sh, args)
-		}
-		if p.inline == "" && p.sql == "" {
-			p.sql = pl.render(s, snap, sh)
-		}
-		return s.single(p, pl.write(), binary)
+		return s.single(s.partFor(pl, snap, sh, snap.Target(sh).Datasource, args, binary), pl.write(), binary)
 	}
 	if s.inTxn() {
 		return nil, errorf(CodeCrossShardTxn, "this statement reaches %d shards; inside a transaction every statement must stay on one shard (no distributed transactions)", len(shards))
@@ -192,7 +182,7 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 			continue
 		}
 		seen[t] = true
-		parts = append(parts, part{shard: sh, ds: t.Datasource, sql: pl.render(s, snap, sh), args: pl.tmpl.Bind(args)})
+		parts = append(parts, s.partFor(pl, snap, sh, t.Datasource, args, binary))
 	}
 	if len(parts) == 1 {
 		return s.single(parts[0], pl.write(), binary)
@@ -206,6 +196,24 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 		}
 		return s.writeParts(parts, binary)
 	}
+}
+
+// partFor builds pl's statement for shard sh: with the values printed in
+// when they allow it (always for a plan-cache plan, whose arguments are the
+// client's own literals; for a prepared statement when inlinable), else
+// with placeholders and the arguments in the order they are printed.
+func (s *Session) partFor(pl *plan, snap *router.Snapshot, sh router.Shard, ds string, args []any, binary bool) part {
+	p := part{shard: sh, ds: ds, args: pl.tmpl.Bind(args)}
+	switch {
+	case pl.textArgs:
+		p.sql, _ = pl.renderInline(s, snap, sh, args) // inlinable was checked at lookup
+	case binary && pl.inlinable(args):
+		p.inline, p.pl = pl.renderInline(s, snap, sh, args)
+	}
+	if p.inline == "" && p.sql == "" {
+		p.sql = pl.render(s, snap, sh)
+	}
+	return p
 }
 
 func (s *Session) exec(c Conn, p part, binary bool) (*mysql.Result, error) {
@@ -391,14 +399,7 @@ func (s *Session) insert(pl *plan, args []any, binary bool) (*mysql.Result, erro
 	}
 	if len(order) == 1 {
 		sh := shards[0]
-		p := part{shard: sh, ds: order[0].Datasource, args: pl.tmpl.Bind(args)}
-		if binary && pl.inlinable(args) {
-			p.inline, p.pl = pl.renderInline(s, snap, sh, args)
-		}
-		if p.inline == "" {
-			p.sql = pl.render(s, snap, sh)
-		}
-		return s.single(p, true, binary)
+		return s.single(s.partFor(pl, snap, sh, order[0].Datasource, args, binary), true, binary)
 	}
 	parts := make([]part, 0, len(order))
 	for _, t := range order {

@@ -2,9 +2,10 @@ package engine
 
 import (
 	"fmt"
-	"github.com/pingcap/tidb/pkg/parser/ast"
 	"regexp"
 	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
@@ -45,33 +46,31 @@ func (pl *plan) inlinable(args []any) bool {
 		return false
 	}
 	for _, i := range pl.inlineLimit {
-		v := args[i]
-		if l, ok := v.(rewrite.Literal); ok {
-			v = l.Val
-		}
-		switch v := v.(type) {
-		case int8:
-			if v < 0 {
-				return false
-			}
-		case int16:
-			if v < 0 {
-				return false
-			}
-		case int32:
-			if v < 0 {
-				return false
-			}
-		case int64:
-			if v < 0 {
-				return false
-			}
-		case uint8, uint16, uint32, uint64:
-		default:
+		if !nonNegativeInt(args[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// nonNegativeInt: the only values MariaDB takes in LIMIT / OFFSET.
+func nonNegativeInt(v any) bool {
+	if l, ok := v.(rewrite.Literal); ok {
+		v = l.Val
+	}
+	switch x := v.(type) {
+	case uint8, uint16, uint32, uint64:
+		return true
+	case int8:
+		return x >= 0
+	case int16:
+		return x >= 0
+	case int32:
+		return x >= 0
+	case int64:
+		return x >= 0
+	}
+	return false
 }
 
 // renderInline prints the statement for one shard with args as literals;
