@@ -247,7 +247,7 @@ func FuzzServer(f *testing.F) {
 		}
 		if after := fs.logs.FilterMessageSnippet("[BUG]").All(); len(after) > before {
 			e := after[len(after)-1]
-			t.Fatalf("input %q: the server recovered a panic (one session killed): %v", data, e.ContextMap()["panic"])
+			t.Fatalf("input %q: the server recovered a panic (one session killed): %v\n%s", data, e.ContextMap()["panic"], e.ContextMap()["stack"])
 		}
 	})
 }

@@ -278,7 +278,16 @@ func (s *Server) handle(nc net.Conn) {
 	h := &handler{s: s, sess: s.eng.NewSession("")}
 	defer func() {
 		if r := recover(); r != nil {
-			s.log.Error("[BUG] panic in client session; closing it", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			stack := debug.Stack()
+			if h.conn == nil && bytes.Contains(stack, []byte("go-mysql/server.(*Conn).readHandshakeResponse")) {
+				// go-mysql's handshake decoder indexes by what the client
+				// sent (a missing NUL terminator panics): a bad handshake,
+				// answered as MariaDB does, not a bug of ours.
+				s.log.Warn("malformed handshake refused", zap.Any("panic", r), zap.String("remote", nc.RemoteAddr().String()))
+				writeRawError(nc, 2, mysql.ER_HANDSHAKE_ERROR, "08S01", "Bad handshake")
+			} else {
+				s.log.Error("[BUG] panic in client session; closing it", zap.Any("panic", r), zap.ByteString("stack", stack))
+			}
 		}
 		h.sess.Close()
 	}()

@@ -1,7 +1,9 @@
 package rewrite
 
 import (
+	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // maxSharedVersion is the highest version number of a `/*!NNNNN ... */`
@@ -17,11 +19,29 @@ const maxSharedVersion = 50699
 // comment (MariaDB: syntax error; the parser: executes to the end). Plain
 // `/*! ... */` and old version comments (mysqldump's 40101, 50003, ...) are
 // SQL and are routed as such.
+//
+// It also refuses bytes that are not UTF-8 outside string literals and
+// comments: the lexer replaces them with '?', so the statement the proxy
+// would send is not the one the client wrote (found by fuzzing).
 func CheckComments(sql string) error {
 	for i := 0; i < len(sql); i++ {
+		if c := sql[i]; c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(sql[i:])
+			if r == utf8.RuneError && size == 1 {
+				return &SyntaxError{Msg: fmt.Sprintf("You have an error in your SQL syntax: byte 0x%02x at offset %d is not UTF-8 (only string literals may hold arbitrary bytes)", c, i), Code: 1064}
+			}
+			i += size - 1
+			continue
+		}
 		switch c := sql[i]; c {
-		case '\'', '"', '`':
+		case '\'', '"':
 			i = skipQuoted(sql, i)
+		case '`':
+			end := skipQuoted(sql, i)
+			if !utf8.ValidString(sql[i:min(end+1, len(sql))]) {
+				return &SyntaxError{Msg: fmt.Sprintf("You have an error in your SQL syntax: the quoted name at offset %d is not UTF-8", i), Code: 1064}
+			}
+			i = end
 		case '#':
 			i = skipLine(sql, i)
 		case '-':

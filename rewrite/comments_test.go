@@ -49,3 +49,21 @@ func FuzzCheckComments(f *testing.F) {
 		_ = CheckComments(s) // must not panic or hang
 	})
 }
+
+// Bytes that are not UTF-8 are refused outside string literals (the lexer
+// would turn them into '?') and kept inside them.
+func TestCheckCommentsRefusesNonUTF8Names(t *testing.T) {
+	for q, ok := range map[string]bool{
+		"SELECT 0\xa0000(0)":                 false,
+		"SELECT `a\xffb` FROM t":             false,
+		"SELECT 'a\xffb', \"\xfe\" FROM 中文表": true,
+		"SELECT 1 /* \xff */":                true,
+		"SELECT 1 -- \xff\n":                 true,
+	} {
+		err := CheckComments(q)
+		var se *SyntaxError
+		if ok != (err == nil) || (!ok && !errors.As(err, &se)) {
+			t.Errorf("%q: %v, want ok=%v", q, err, ok)
+		}
+	}
+}
