@@ -206,9 +206,11 @@ func (s *Session) partFor(pl *plan, snap *router.Snapshot, sh router.Shard, ds s
 	p := part{shard: sh, ds: ds, args: pl.tmpl.Bind(args)}
 	switch {
 	case pl.textArgs:
-		p.sql, _ = pl.renderInline(s, snap, sh, args) // inlinable was checked at lookup
+		p.sql = pl.renderInline(s, snap, sh, args) // inlinable was checked at lookup
 	case binary && pl.inlinable(args):
-		p.inline, p.pl = pl.renderInline(s, snap, sh, args)
+		if p.inline = pl.renderInline(s, snap, sh, args); p.inline != "" {
+			p.pl = pl
+		}
 	}
 	if p.inline == "" && p.sql == "" {
 		p.sql = pl.render(s, snap, sh)

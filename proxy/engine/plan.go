@@ -75,16 +75,16 @@ func nonNegativeInt(v any) bool {
 
 // renderInline prints the statement for one shard with args as literals;
 // "" when an argument has no exact literal.
-func (pl *plan) renderInline(s *Session, snap *router.Snapshot, sh router.Shard, args []any) (string, *plan) {
+func (pl *plan) renderInline(s *Session, snap *router.Snapshot, sh router.Shard, args []any) string {
 	b, ok := pl.tmpl.RenderInline(s.buf[:0], func(logical string) (string, string) {
 		p := snap.Physical(logical, sh)
 		return p.Database, p.Table
 	}, args)
 	s.buf = b
 	if !ok {
-		return "", nil
+		return ""
 	}
-	return string(b), pl
+	return string(b)
 }
 
 // Split cuts a multi-statement query into its statements' texts, for a

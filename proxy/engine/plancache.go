@@ -59,11 +59,12 @@ func (s *Session) cachedPlan(sql string) (pl *plan, args []any, ok bool) {
 		return nil, nil, false
 	}
 	result := "hit"
-	pl, known := c.get(string(norm))
+	key := string(norm) // one conversion: sync.Map keys are interfaces
+	pl, known := c.get(key)
 	if !known {
 		result = "miss"
-		pl = s.buildShared(string(norm), len(lits))
-		c.put(string(norm), pl)
+		pl = s.buildShared(key, len(lits))
+		c.put(key, pl)
 	}
 	if pl == nil {
 		s.e.metrics.countPlanCache("bypass")
