@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
+
 	"github.com/convoy-im/convoy/internal/testsvc"
 	"github.com/convoy-im/convoy/router"
 )
@@ -34,11 +36,17 @@ func scalar(t *testing.T, c *Conn, q string) string {
 	if err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
-	v, err := r.GetString(0, 0)
+	if len(r.RowDatas) == 0 {
+		t.Fatalf("%s: no row", q)
+	}
+	vals, err := r.RowDatas[0].Parse(r.Fields, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v
+	if vals[0].Type == mysql.FieldValueTypeString {
+		return string(vals[0].AsString())
+	}
+	return vals[0].String()
 }
 
 // TestPoolAgainstMariaDB covers the pool's promises on a real server:
@@ -60,7 +68,7 @@ func TestPoolAgainstMariaDB(t *testing.T) {
 	if got := scalar(t, c, "SELECT HEX('😀')"); got != "F09F9880" {
 		t.Fatalf("emoji bytes changed on the way: %s", got)
 	}
-	id := c.GetConnectionID()
+	id := c.ConnectionID()
 	if err := c.SyncVars(map[string]string{"@@sql_mode": "'STRICT_ALL_TABLES'", "@u": "7", "names": "latin1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +82,7 @@ func TestPoolAgainstMariaDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.GetConnectionID() != id {
+	if c.ConnectionID() != id {
 		t.Fatalf("idle connection not reused")
 	}
 	if err := c.SyncVars(map[string]string{}); err != nil {

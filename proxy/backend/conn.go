@@ -1,13 +1,11 @@
 package backend
 
 import (
-	"encoding/binary"
 	"errors"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 )
 
@@ -19,30 +17,33 @@ const maxStmtCache = 64
 // Conn is one backend connection. It is owned by a single session between
 // Acquire and Release.
 type Conn struct {
-	*client.Conn
+	w         *wire
+	id        uint32 // the server's connection id
 	pool      *Pool
 	foundRows bool // CLIENT_FOUND_ROWS was set at the handshake
 	broken    bool
 	lastUsed  time.Time
+	db        string            // current database on the server
 	vars      map[string]string // session variables applied on this connection
-	stmts     map[string]*client.Stmt
+	stmts     map[string]*stmt
 	stmtLRU   []string
 }
 
 // Datasource is the name of the datasource this connection belongs to.
 func (c *Conn) Datasource() string { return c.pool.ds.Name }
 
+// ConnectionID is the server's id of this connection (KILL takes it).
+func (c *Conn) ConnectionID() uint32 { return c.id }
+
 // Release hands the connection back to its pool. Never use c afterwards.
 func (c *Conn) Release() { c.pool.release(c) }
 
 // InTxn reports whether the server says a transaction is open.
-func (c *Conn) InTxn() bool { return c.Conn.IsInTransaction() }
+func (c *Conn) InTxn() bool { return c.w.status&mysql.SERVER_STATUS_IN_TRANS != 0 }
 
 func (c *Conn) close() {
-	for _, s := range c.stmts {
-		_ = s.Close()
-	}
-	_ = c.Conn.Close()
+	// Server-side statements go with the connection.
+	c.w.quit()
 }
 
 // check marks the connection broken on anything but a server error packet: a
@@ -61,9 +62,11 @@ func (c *Conn) check(err error) error {
 	return &UnavailableError{Datasource: c.pool.ds.Name, Err: err}
 }
 
-// Exec runs a text-protocol statement.
+// Exec runs a text-protocol statement. Rows come back as the server sent
+// them (Resultset.RowDatas; Values are not decoded): most go to the client
+// unchanged.
 func (c *Conn) Exec(sql string) (*mysql.Result, error) {
-	r, err := c.Conn.Execute(sql)
+	r, err := c.w.query(sql)
 	return r, c.check(err)
 }
 
@@ -75,79 +78,46 @@ func (c *Conn) ExecPrepared(sql string, args []any) (*mysql.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := st.Execute(args...)
+	r, err := c.w.execute(st, args)
 	return r, c.check(err)
 }
 
 // Describe prepares sql on the backend and reports its parameter count and
-// result columns, as the server describes them at PREPARE (go-mysql's client
-// drops the column definitions, so this speaks the protocol itself). The
-// statement is closed again: EXECUTE prepares its own, per physical table.
+// result columns, as the server describes them at PREPARE. The statement is
+// closed again: EXECUTE prepares its own, per physical table.
 func (c *Conn) Describe(sql string) (params int, fields []*mysql.Field, err error) {
-	defer func() { err = c.check(err) }()
-	c.Conn.ResetSequence()
-	if err := c.Conn.WritePacket(append([]byte{0, 0, 0, 0, mysql.COM_STMT_PREPARE}, sql...)); err != nil {
-		return 0, nil, err
-	}
-	data, err := c.Conn.ReadPacket()
+	st, err := c.w.prepare(sql)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, c.check(err)
 	}
-	if data[0] == mysql.ERR_HEADER {
-		return 0, nil, c.Conn.HandleErrorPacket(data)
-	}
-	if data[0] != mysql.OK_HEADER || len(data) < 9 {
-		return 0, nil, mysql.ErrMalformPacket
-	}
-	id := binary.LittleEndian.Uint32(data[1:5])
-	columns := int(binary.LittleEndian.Uint16(data[5:7]))
-	params = int(binary.LittleEndian.Uint16(data[7:9]))
-	if params > 0 {
-		for i := 0; i <= params; i++ { // definitions, then EOF
-			if _, err := c.Conn.ReadPacket(); err != nil {
-				return 0, nil, err
-			}
-		}
-	}
-	if columns > 0 {
-		fields = make([]*mysql.Field, 0, columns)
-		for i := 0; i <= columns; i++ {
-			data, err := c.Conn.ReadPacket()
-			if err != nil {
-				return 0, nil, err
-			}
-			if i == columns {
-				break // EOF
-			}
-			f, err := mysql.FieldData(data).Parse()
-			if err != nil {
-				return 0, nil, err
-			}
-			fields = append(fields, f)
-		}
-	}
-	c.Conn.ResetSequence()
-	err = c.Conn.WritePacket(binary.LittleEndian.AppendUint32([]byte{0, 0, 0, 0, mysql.COM_STMT_CLOSE}, id))
-	return params, fields, err
+	return st.params, st.columns, c.check(c.w.closeStmt(st.id))
 }
 
-func (c *Conn) stmt(sql string) (*client.Stmt, error) {
+// FieldList runs COM_FIELD_LIST on a table of the current database.
+func (c *Conn) FieldList(table, wildcard string) ([]*mysql.Field, error) {
+	fs, err := c.w.fieldList(table, wildcard)
+	return fs, c.check(err)
+}
+
+func (c *Conn) stmt(sql string) (*stmt, error) {
 	if st, ok := c.stmts[sql]; ok {
 		return st, nil
 	}
-	st, err := c.Conn.Prepare(sql)
+	st, err := c.w.prepare(sql)
 	if err != nil {
 		return nil, c.check(err)
 	}
 	if c.stmts == nil {
-		c.stmts = map[string]*client.Stmt{}
+		c.stmts = map[string]*stmt{}
 	}
 	if len(c.stmtLRU) >= maxStmtCache {
 		old := c.stmtLRU[0]
 		c.stmtLRU = c.stmtLRU[1:]
 		if s, ok := c.stmts[old]; ok {
-			_ = s.Close()
 			delete(c.stmts, old)
+			if err := c.check(c.w.closeStmt(s.id)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	c.stmts[sql] = st
@@ -157,10 +127,14 @@ func (c *Conn) stmt(sql string) (*client.Stmt, error) {
 
 // UseDB switches the connection's default database when it differs.
 func (c *Conn) UseDB(db string) error {
-	if db == "" || c.Conn.GetDB() == db {
+	if db == "" || c.db == db {
 		return nil
 	}
-	return c.check(c.Conn.UseDB(db))
+	if err := c.check(c.w.simple(mysql.COM_INIT_DB, db)); err != nil {
+		return err
+	}
+	c.db = db
+	return nil
 }
 
 // SyncVars makes the connection's session variables equal want (name ->

@@ -222,9 +222,11 @@ func (p *Pool) dial(ctx context.Context, foundRows bool) (*Conn, error) {
 		// The error text of go-mysql never contains the password.
 		return nil, &UnavailableError{Datasource: p.ds.Name, Err: err}
 	}
-	hc.until = time.Time{}
+	// From here on Convoy speaks the protocol itself (see wire) on the bare
+	// socket; go-mysql's reader holds nothing after the handshake's OK.
 	_ = hc.Conn.SetDeadline(time.Time{})
-	return &Conn{Conn: cc, pool: p, foundRows: foundRows, vars: map[string]string{}, lastUsed: time.Now()}, nil
+	return &Conn{w: newWire(hc.Conn, p.opt.ReadTimeout, p.opt.WriteTimeout), id: cc.GetConnectionID(),
+		pool: p, foundRows: foundRows, vars: map[string]string{}, lastUsed: time.Now()}, nil
 }
 
 // release returns c to the idle list, or closes it when it is broken, still

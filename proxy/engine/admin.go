@@ -276,6 +276,9 @@ func (s *Session) databaseBytes(ds string, dbs []string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if err := decodeRows(r); err != nil {
+		return 0, err
+	}
 	n, err := r.GetUint(0, 0)
 	return int64(n), err
 }

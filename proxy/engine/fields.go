@@ -1,7 +1,7 @@
 package engine
 
 import (
-	"strings"
+	"bytes"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
@@ -19,33 +19,64 @@ func fixFields(r *mysql.Result, db string) {
 }
 
 func fixFieldList(fs []*mysql.Field, db string) {
+	var dbName []byte
 	for _, f := range fs {
-		logical, ok := logicalName(string(f.OrgTable))
+		logical, ok := logicalName(f.OrgTable)
 		if !ok {
 			continue
 		}
-		if string(f.Table) == string(f.OrgTable) {
-			f.Table = []byte(logical)
+		if dbName == nil {
+			dbName = []byte(db)
 		}
-		f.OrgTable = []byte(logical)
-		f.Schema = []byte(db)
+		if string(f.Table) == string(f.OrgTable) {
+			f.Table = logical
+		}
+		f.OrgTable = logical
+		f.Schema = dbName
 		f.Data = nil // Dump re-encodes from the fields only when Data is nil
 	}
 }
 
+// logicalNames are the logical table names as field bytes, shared by every
+// renamed column definition (never written to).
+var logicalNames = func() map[string][]byte {
+	m := map[string][]byte{}
+	for _, t := range router.ShardedTables() {
+		m[t] = []byte(t)
+	}
+	return m
+}()
+
+// decodeRows fills r.Values from the raw rows of a text-protocol result, for
+// the few results Convoy reads itself: backends hand rows over undecoded,
+// since most go to the client unchanged.
+func decodeRows(r *mysql.Result) error {
+	if r == nil || r.Resultset == nil || r.Values != nil {
+		return nil
+	}
+	vals := make([][]mysql.FieldValue, len(r.RowDatas))
+	for i, row := range r.RowDatas {
+		v, err := row.Parse(r.Fields, false, nil)
+		if err != nil {
+			return err
+		}
+		vals[i] = v
+	}
+	r.Values = vals
+	return nil
+}
+
 // logicalName maps a physical table name (conv_msg_0441) to its logical name.
-func logicalName(phys string) (string, bool) {
-	i := strings.LastIndexByte(phys, '_')
+func logicalName(phys []byte) ([]byte, bool) {
+	i := bytes.LastIndexByte(phys, '_')
 	if i < 0 || len(phys)-i-1 != 4 {
-		return "", false
+		return nil, false
 	}
 	for _, c := range phys[i+1:] {
 		if c < '0' || c > '9' {
-			return "", false
+			return nil, false
 		}
 	}
-	if _, ok := router.ShardKeyColumn(phys[:i]); !ok {
-		return "", false
-	}
-	return phys[:i], true
+	name, ok := logicalNames[string(phys[:i])]
+	return name, ok
 }

@@ -211,6 +211,9 @@ func (e *Engine) fill(conv uint64) error {
 // historyEntries decodes rows of (seq, msg_id, sender_uid, msg_type,
 // created_at) read with the text protocol.
 func historyEntries(r *mysql.Result) ([]histcache.Entry, error) {
+	if err := decodeRows(r); err != nil {
+		return nil, err
+	}
 	out := make([]histcache.Entry, 0, len(r.Values))
 	for i := range r.Values {
 		var e histcache.Entry

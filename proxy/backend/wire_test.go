@@ -1,0 +1,265 @@
+package backend
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/convoy-im/convoy/internal/testsvc"
+)
+
+// fakeServer accepts one connection and answers every command packet it
+// reads with the next reply of replies (raw bytes, headers included). A nil
+// reply means "say nothing" (a stalled server).
+func fakeServer(t *testing.T, replies ...[]byte) *wire {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for _, r := range replies {
+			var h [4]byte
+			if _, err := io.ReadFull(c, h[:]); err != nil {
+				return
+			}
+			body := make([]byte, int(h[0])|int(h[1])<<8|int(h[2])<<16)
+			if _, err := io.ReadFull(c, body); err != nil {
+				return
+			}
+			if r == nil {
+				time.Sleep(5 * time.Second)
+				return
+			}
+			if _, err := c.Write(r); err != nil {
+				return
+			}
+		}
+		io.Copy(io.Discard, c)
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return newWire(nc, 300*time.Millisecond, time.Second)
+}
+
+// pkt frames payload as one packet with sequence number seq.
+func pkt(seq byte, payload ...byte) []byte {
+	n := len(payload)
+	return append([]byte{byte(n), byte(n >> 8), byte(n >> 16), seq}, payload...)
+}
+
+func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+
+// TestWireMalformedReplies: whatever a server sends, the reader returns an
+// error (a protocol error for broken framing), never panics or hangs.
+func TestWireMalformedReplies(t *testing.T) {
+	colDef := []byte{3, 'd', 'e', 'f', 0, 0, 0, 1, 'a', 0, 0x0c, 0x3f, 0, 1, 0, 0, 0, 3, 0, 0, 0, 0, 0}
+	eof := []byte{0xfe, 0, 0, 2, 0}
+	cases := []struct {
+		name  string
+		reply []byte
+	}{
+		{"empty packet", pkt(1)},
+		{"short OK", pkt(1, 0x00, 0x01)},
+		{"OK with truncated lenenc", pkt(1, 0x00, 0xfc, 0x01)},
+		{"short error", pkt(1, 0xff, 0x01)},
+		{"wrong sequence", pkt(3, 0x00, 0, 0, 2, 0, 0, 0)},
+		{"bare OK header", pkt(1, 0x00)},
+		{"column count too large", pkt(1, 0xfc, 0xff, 0xff)},
+		{"column count with trailing bytes", pkt(1, 1, 1)},
+		{"short column definition", cat(pkt(1, 1), pkt(2, 3, 'd', 'e', 'f', 0))},
+		{"columns without EOF", cat(pkt(1, 1), pkt(2, colDef...), pkt(3, 1, 'x'))},
+		{"empty row", cat(pkt(1, 1), pkt(2, colDef...), pkt(3, eof...), pkt(4))},
+		{"stream ends mid-packet", cat(pkt(1, 1), pkt(2, colDef...), pkt(3, eof...), []byte{9, 0, 0, 4, 1})},
+		{"stream ends after header", []byte{1, 0}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := fakeServer(t, c.reply)
+			done := make(chan error, 1)
+			go func() { _, err := w.query("SELECT a"); done <- err }()
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Fatal("malformed reply accepted")
+				}
+				if IsServerError(err) {
+					t.Fatalf("malformed reply taken for a server error: %v", err)
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatal("reader hung on a malformed reply")
+			}
+		})
+	}
+}
+
+// TestWireReplies decodes well-formed replies as MySQL defines them.
+func TestWireReplies(t *testing.T) {
+	colDef := []byte{3, 'd', 'e', 'f', 2, 'd', 'b', 1, 't', 1, 't', 1, 'a', 1, 'a', 0x0c, 0x3f, 0, 1, 0, 0, 0, 3, 0, 0, 0, 0, 0}
+	w := fakeServer(t,
+		pkt(1, 0x00, 0xfc, 0x2c, 0x01, 7, 0x03, 0x00, 0x02, 0x00),                  // OK: 300 rows, id 7, status IN_TRANS|AUTOCOMMIT, 2 warnings
+		pkt(1, 0xff, 0x7a, 0x04, '#', '4', '2', 'S', '0', '2', 'n', 'o', 'p', 'e'), // error 1146
+		cat(pkt(1, 1), pkt(2, colDef...), pkt(3, 0xfe, 0, 0, 2, 0), pkt(4, 1, '5'), pkt(5, 0xfb), pkt(6, 0xfe, 1, 0, 0, 0)),
+	)
+	r, err := w.query("UPDATE x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.AffectedRows != 300 || r.InsertId != 7 || r.Warnings != 2 || w.status&mysql.SERVER_STATUS_IN_TRANS == 0 {
+		t.Fatalf("OK decoded as %+v, status %x", r, w.status)
+	}
+	_, err = w.query("SELECT * FROM nope")
+	var me *mysql.MyError
+	if !errors.As(err, &me) || me.Code != 1146 || me.State != "42S02" || me.Message != "nope" {
+		t.Fatalf("error decoded as %#v", err)
+	}
+	r, err = w.query("SELECT a FROM t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Fields) != 1 || string(r.Fields[0].Name) != "a" || string(r.Fields[0].Schema) != "db" || r.Fields[0].Type != mysql.MYSQL_TYPE_LONG {
+		t.Fatalf("field decoded as %+v", r.Fields)
+	}
+	if len(r.RowDatas) != 2 || !bytes.Equal(r.RowDatas[0], []byte{1, '5'}) || !bytes.Equal(r.RowDatas[1], []byte{0xfb}) {
+		t.Fatalf("rows %q", r.RowDatas)
+	}
+	if r.Warnings != 1 || w.status&mysql.SERVER_STATUS_IN_TRANS != 0 {
+		t.Fatalf("final EOF: warnings %d status %x", r.Warnings, w.status)
+	}
+}
+
+// TestWireStalledServer: a server that accepts the statement and never
+// answers fails the read within the read timeout (300 ms here).
+func TestWireStalledServer(t *testing.T) {
+	w := fakeServer(t, nil)
+	start := time.Now()
+	_, err := w.query("SELECT SLEEP(100)")
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("stalled server: %v", err)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond || d > 2*time.Second {
+		t.Fatalf("timed out after %s, want about 300ms", d)
+	}
+}
+
+// TestWireLocalInfile: a server asking for a local file gets an empty one
+// (no byte of any file) and the statement fails.
+func TestWireLocalInfile(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.Read(make([]byte, 256)) // the query
+		c.Write(pkt(1, append([]byte{0xfb}, "/etc/passwd"...)...))
+		ans := make([]byte, 4)
+		io.ReadFull(c, ans)
+		got <- ans
+		c.Write(pkt(3, 0x00, 0, 0, 2, 0, 0, 0))
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	w := newWire(nc, time.Second, time.Second)
+	_, err = w.query("LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE t")
+	if err == nil || !strings.Contains(err.Error(), "local file") {
+		t.Fatalf("LOCAL INFILE request: %v", err)
+	}
+	if ans := <-got; !bytes.Equal(ans, []byte{0, 0, 0, 2}) {
+		t.Fatalf("answer to the file request: %v, want an empty packet", ans)
+	}
+}
+
+func TestSplitPackets(t *testing.T) {
+	for _, n := range []int{maxPayload, maxPayload + 1, 2 * maxPayload} {
+		p := bytes.Repeat([]byte{'x'}, n)
+		out := splitPackets(p)
+		var joined []byte
+		seq := byte(0)
+		for rest := out; len(rest) > 0; seq++ {
+			l := int(rest[0]) | int(rest[1])<<8 | int(rest[2])<<16
+			if rest[3] != seq {
+				t.Fatalf("n=%d: packet %d has sequence %d", n, seq, rest[3])
+			}
+			joined = append(joined, rest[4:4+l]...)
+			last := l < maxPayload
+			rest = rest[4+l:]
+			if last && len(rest) > 0 {
+				t.Fatalf("n=%d: bytes after the final short packet", n)
+			}
+		}
+		if !bytes.Equal(joined, p) || int(seq) != n/maxPayload+1 {
+			t.Fatalf("n=%d: %d packets, payload intact %v", n, seq, bytes.Equal(joined, p))
+		}
+	}
+}
+
+// TestWirePreparedArgs: every argument type the engine hands to
+// ExecPrepared reaches a real MariaDB as the value it is.
+func TestWirePreparedArgs(t *testing.T) {
+	m := testsvc.StartMariaDB(t)
+	mgr := newTestManager(t, m, Options{})
+	c, err := mgr.Acquire(context.Background(), "ds0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	args := []any{nil, int8(-5), uint8(250), int16(-300), uint16(65000), int32(-70000), uint32(4000000000),
+		int64(-1 << 40), uint64(1<<63 + 5), int(-7), uint(8), true, float32(2.25), float64(-1.5),
+		[]byte("h\xc3\xa9llo\x00'"), "s", strings.Repeat("y", 300)}
+	want := "N|-5|250|-300|65000|-70000|4000000000|-1099511627776|9223372036854775813|-7|8|1|2.25|-1.5|" +
+		"68C3A96C6C6F0027|s|" + strings.Repeat("y", 300)
+	sql := "SELECT CONCAT_WS('|', IFNULL(?, 'N'), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, HEX(?), ?, ?)"
+	for round := 0; round < 2; round++ { // the second run reuses the cached statement
+		r, err := c.ExecPrepared(sql, args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.RowDatas) != 1 {
+			t.Fatalf("%d rows", len(r.RowDatas))
+		}
+		vals, err := r.RowDatas[0].Parse(r.Fields, true, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(vals[0].AsString()); got != want {
+			t.Fatalf("round %d:\n got %s\nwant %s", round, got, want)
+		}
+	}
+	if _, err := c.ExecPrepared(sql, args[:3]); err == nil {
+		t.Fatal("wrong argument count accepted")
+	}
+	if _, err := c.ExecPrepared("SELECT ?", []any{struct{}{}}); err == nil || !strings.Contains(err.Error(), "no binary encoding") {
+		t.Fatalf("unknown argument type: %v", err)
+	}
+	// The connection is still in step after the refusals.
+	if got := scalar(t, c, "SELECT 41 + 1"); got != "42" {
+		t.Fatalf("after refused arguments: %s", got)
+	}
+}
