@@ -75,7 +75,31 @@ func (h *handler) HandleQuery(q string) (*mysql.Result, error) {
 	if h.multi && h.conn != nil && strings.IndexByte(q, ';') >= 0 {
 		return h.multiQuery(q)
 	}
-	return h.result(h.sess.Query(q))
+	r, err := h.result(h.sess.Query(q))
+	if err != nil {
+		return nil, err
+	}
+	return h.reply(r)
+}
+
+// reply writes a result set itself (writeResultset) and hands go-mysql a
+// result it writes as nothing; OK results go back to go-mysql's writer.
+func (h *handler) reply(r *mysql.Result) (*mysql.Result, error) {
+	if h.cc == nil || r == nil || !r.HasResultset() || r.Streaming != mysql.StreamingNone {
+		return r, nil
+	}
+	if err := h.writeResultset(r.Resultset); err != nil {
+		return nil, err
+	}
+	return alreadyWritten, nil
+}
+
+// write sends one reply of a multi-statement query.
+func (h *handler) write(v any) error {
+	if r, ok := v.(*mysql.Result); ok && h.cc != nil && r.HasResultset() && r.Streaming == mysql.StreamingNone {
+		return h.writeResultset(r.Resultset)
+	}
+	return h.conn.WriteValue(v)
 }
 
 // multiQuery runs the statements of a multi-statement query one by one, as
@@ -101,7 +125,7 @@ func (h *handler) multiQuery(q string) (*mysql.Result, error) {
 		if i < len(parts)-1 {
 			h.conn.SetStatus(mysql.SERVER_MORE_RESULTS_EXISTS)
 		}
-		werr := h.conn.WriteValue(r)
+		werr := h.write(r)
 		h.conn.UnsetStatus(mysql.SERVER_MORE_RESULTS_EXISTS)
 		if werr != nil {
 			return nil, werr
@@ -141,7 +165,10 @@ func (h *handler) HandleStmtExecute(ctx any, _ string, args []any) (*mysql.Resul
 		return nil, h.fail(&engine.Error{Code: engine.CodeUnknownStmt, Msg: "Unknown prepared statement handler given to mysqld_stmt_execute"})
 	}
 	r, err := h.result(h.sess.Execute(p, args))
-	if err != nil && h.conn != nil {
+	if err == nil {
+		return h.reply(r)
+	}
+	if h.conn != nil {
 		// go-mysql wraps every error returned here with errors.Trace and then
 		// no longer recognises it as a *mysql.MyError, so the client would see
 		// errno 1105 for everything. Write the error packet ourselves and hand

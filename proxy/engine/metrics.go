@@ -15,12 +15,36 @@ type Metrics struct {
 	queries   *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
 	errors    *prometheus.CounterVec
-	statement *prometheus.CounterVec
+	statement fixedCounters
 	scatters  *prometheus.CounterVec
 	scatterN  prometheus.Histogram
-	plans     *prometheus.CounterVec
-	backendPS *prometheus.CounterVec
+	plans     fixedCounters
+	backendPS fixedCounters
 	shardObs  [router.NumShards][2]atomic.Pointer[shardSeries]
+}
+
+// fixedCounters is a CounterVec over a small label set known up front, its
+// children resolved once: WithLabelValues hashes the label and takes a lock
+// on every call, per statement here. The series exist (at 0) from the start.
+type fixedCounters struct {
+	vec *prometheus.CounterVec
+	c   map[string]prometheus.Counter
+}
+
+func newFixedCounters(opts prometheus.CounterOpts, label string, values ...string) fixedCounters {
+	f := fixedCounters{vec: prometheus.NewCounterVec(opts, []string{label}), c: map[string]prometheus.Counter{}}
+	for _, v := range values {
+		f.c[v] = f.vec.WithLabelValues(v)
+	}
+	return f
+}
+
+func (f fixedCounters) inc(value string) {
+	if c, ok := f.c[value]; ok {
+		c.Inc()
+		return
+	}
+	f.vec.WithLabelValues(value).Inc()
 }
 
 type shardSeries struct {
@@ -44,9 +68,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "convoy_shard_errors_total", Help: "Failed statements on a logical shard, by kind (read|write).",
 		}, []string{"shard", "kind"}),
-		statement: prometheus.NewCounterVec(prometheus.CounterOpts{
+		statement: newFixedCounters(prometheus.CounterOpts{
 			Name: "convoy_statements_total", Help: "Client statements by routing class.",
-		}, []string{"class"}),
+		}, "class", "admin", "ddl", "hot", "session", "sharded", "transaction", "unsharded"),
 		scatters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "convoy_scatter_total", Help: "SELECTs that read more than one shard, by logical table.",
 		}, []string{"table"}),
@@ -54,17 +78,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "convoy_scatter_targets", Help: "Physical tables read by one multi-shard SELECT.",
 			Buckets: []float64{2, 4, 8, 16, 64, 128, 256, 512, 1024},
 		}),
-		plans: prometheus.NewCounterVec(prometheus.CounterOpts{
+		plans: newFixedCounters(prometheus.CounterOpts{
 			Name: "convoy_plan_cache_total",
 			Help: "Text statements by plan-cache outcome: hit (shared plan), miss (plan built and shared), bypass (planned on their own).",
-		}, []string{"result"}),
-		backendPS: prometheus.NewCounterVec(prometheus.CounterOpts{
+		}, "result", "hit", "miss", "bypass"),
+		backendPS: newFixedCounters(prometheus.CounterOpts{
 			Name: "convoy_prepared_backend_total",
 			Help: "Backend statements of client EXECUTEs by path: inline (sent as text with the values printed) or prepared (a backend prepared statement).",
-		}, []string{"path"}),
+		}, "path", "inline", "prepared"),
 	}
 	if reg != nil {
-		reg.MustRegister(m.queries, m.latency, m.errors, m.statement, m.scatters, m.scatterN, m.plans, m.backendPS)
+		reg.MustRegister(m.queries, m.latency, m.errors, m.statement.vec, m.scatters, m.scatterN, m.plans.vec, m.backendPS.vec)
 	}
 	return m
 }
@@ -105,7 +129,7 @@ func (m *Metrics) countStatement(class string) {
 	if m == nil {
 		return
 	}
-	m.statement.WithLabelValues(class).Inc()
+	m.statement.inc(class)
 }
 
 func (m *Metrics) countScatter(table string, targets int) {
@@ -120,12 +144,12 @@ func (m *Metrics) countPlanCache(result string) {
 	if m == nil {
 		return
 	}
-	m.plans.WithLabelValues(result).Inc()
+	m.plans.inc(result)
 }
 
 func (m *Metrics) countBackendPS(path string) {
 	if m == nil {
 		return
 	}
-	m.backendPS.WithLabelValues(path).Inc()
+	m.backendPS.inc(path)
 }
