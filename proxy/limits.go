@@ -255,17 +255,26 @@ func (l *clientConn) drain(left int) {
 const extraCapabilities = mysql.CLIENT_FOUND_ROWS | mysql.CLIENT_MULTI_STATEMENTS | mysql.CLIENT_MULTI_RESULTS
 
 // greetingConn adds capabilities to the first packet written on a new
-// connection: the server greeting (HandshakeV10).
+// connection: the server greeting (HandshakeV10). It also spots the
+// handshake's access-denied error as it is written (in plaintext, i.e.
+// without TLS), so the failed login is counted before the client can read
+// its answer and try again.
 type greetingConn struct {
 	net.Conn
 	caps    uint32
 	patched bool
+	denied  func()
+	counted bool // denied was called
 }
 
 func (g *greetingConn) Write(p []byte) (int, error) {
 	if !g.patched {
 		g.patched = true
 		patchGreeting(p, g.caps)
+	} else if !g.counted && g.denied != nil && len(p) >= 7 && p[4] == mysql.ERR_HEADER &&
+		binary.LittleEndian.Uint16(p[5:]) == mysql.ER_ACCESS_DENIED_ERROR {
+		g.counted = true
+		g.denied()
 	}
 	return g.Conn.Write(p)
 }

@@ -294,12 +294,13 @@ func (s *Server) handle(nc net.Conn) {
 	// A client that connects and never finishes the handshake must not hold
 	// a goroutine and a descriptor forever.
 	_ = nc.SetDeadline(time.Now().Add(handshakeTimeout))
-	conn, err := s.wire.NewCustomizedConn(&greetingConn{Conn: nc, caps: extraCapabilities}, s.users, h)
+	gc := &greetingConn{Conn: nc, caps: extraCapabilities, denied: func() { s.auth.fail(host) }}
+	conn, err := s.wire.NewCustomizedConn(gc, s.users, h)
 	_ = nc.SetDeadline(time.Time{})
 	if err != nil {
 		var me *mysql.MyError
-		if errors.As(err, &me) && me.Code == mysql.ER_ACCESS_DENIED_ERROR {
-			s.auth.fail(host)
+		if errors.As(err, &me) && me.Code == mysql.ER_ACCESS_DENIED_ERROR && !gc.counted {
+			s.auth.fail(host) // under TLS the refusal was not visible as it went out
 		}
 		s.log.Debug("handshake failed", zap.String("remote", nc.RemoteAddr().String()), zap.Error(err))
 		return
