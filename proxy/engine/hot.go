@@ -110,12 +110,13 @@ func (s *Session) hotRead(pl *plan, args []any, bin bool) (*mysql.Result, bool) 
 		}
 	}
 	rs := &mysql.Resultset{Fields: fields, RowDatas: make([]mysql.RowData, 0, len(entries))}
+	buf := make([]byte, 0, 64*len(entries)) // one allocation for the page's rows
 	for _, e := range entries {
-		row, ok := encodeHistoryRow(nil, fields, h.Columns, conv, e, bin)
-		if !ok {
+		start := len(buf)
+		if buf, ok = encodeHistoryRow(buf, fields, h.Columns, conv, e, bin); !ok {
 			return nil, false
 		}
-		rs.RowDatas = append(rs.RowDatas, row)
+		rs.RowDatas = append(rs.RowDatas, buf[start:len(buf):len(buf)])
 	}
 	return &mysql.Result{Resultset: rs, AffectedRows: uint64(len(entries))}, true
 }
@@ -275,6 +276,16 @@ func parseDatetimeMs(s string) (int64, error) {
 	return ms, nil
 }
 
+// appendPadded appends v (>= 0) in decimal, zero-padded to width digits.
+func appendPadded(dst []byte, v, width int) []byte {
+	var b [8]byte
+	for i := width - 1; i >= 0; i-- {
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return append(dst, b[:width]...)
+}
+
 // encodeHistoryRow encodes one cached entry exactly as MariaDB sends the row
 // (text or binary protocol) for the given result fields.
 func encodeHistoryRow(dst []byte, fields []*mysql.Field, cols []string, conv uint64, e histcache.Entry, bin bool) ([]byte, bool) {
@@ -305,8 +316,9 @@ func encodeHistoryRow(dst []byte, fields []*mysql.Field, cols []string, conv uin
 			return nil, false
 		}
 		if !bin {
-			dst = mysql.AppendLengthEncodedInteger(dst, uint64(len(strconv.FormatUint(u, 10))))
-			dst = strconv.AppendUint(dst, u, 10)
+			var digits [20]byte
+			d := strconv.AppendUint(digits[:0], u, 10)
+			dst = append(append(dst, byte(len(d))), d...) // length < 251: one byte
 			continue
 		}
 		switch f.Type {
@@ -346,13 +358,31 @@ func appendDatetime(dst []byte, f *mysql.Field, ms int64, bin bool) ([]byte, boo
 		}
 	}
 	if !bin {
-		s := t.Format("2006-01-02 15:04:05")
-		if dec > 0 {
-			frac := fmt.Sprintf("%06d", micro)[:dec]
-			s += "." + frac
+		// "YYYY-MM-DD HH:MM:SS[.f{dec}]", as MariaDB prints the column.
+		y, mo, d := t.Date()
+		h, mi, sec := t.Clock()
+		if y < 0 || y > 9999 {
+			return nil, false
 		}
-		dst = mysql.AppendLengthEncodedInteger(dst, uint64(len(s)))
-		return append(dst, s...), true
+		n := 19
+		if dec > 0 {
+			n += 1 + dec
+		}
+		dst = append(dst, byte(n))
+		dst = append(appendPadded(dst, y, 4), '-')
+		dst = append(appendPadded(dst, int(mo), 2), '-')
+		dst = append(appendPadded(dst, d, 2), ' ')
+		dst = append(appendPadded(dst, h, 2), ':')
+		dst = append(appendPadded(dst, mi, 2), ':')
+		dst = appendPadded(dst, sec, 2)
+		if dec > 0 {
+			frac := int(micro)
+			for k := dec; k < 6; k++ {
+				frac /= 10
+			}
+			dst = appendPadded(append(dst, '.'), frac, dec)
+		}
+		return dst, true
 	}
 	return appendBinaryDatetime(dst, t.Year(), int(t.Month()), t.Day(), t.Hour(), t.Minute(), t.Second(), int(micro)), true
 }
