@@ -35,6 +35,13 @@ func differentialCases() []dcase {
 		q("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?)", 3, 1, 301, 5, 1, "2026-01-02 00:00:00.000", 1000003, 1, 9001, 5, 3, "2026-01-02 00:00:01.000"),
 		q("INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (?, ?, ?, ?, ?, ?)", 4201, 42, 7, 1, "hello 😀 emoji, 中文, 'quote', back\\slash", "2026-01-01 10:00:00.001"),
 		q("INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (4202, 42, 8, 1, 'second 🚀 \\\\ \\' \"', '2026-01-01 10:00:01.000'), (101, 1, 7, 2, x'00ff10', '2026-01-01 10:00:02.000')"),
+		// Binary bodies (encrypted payloads are never UTF-8): prepared, they
+		// reach the backend inline as binary literals, where stored.
+		q("INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (?, ?, ?, ?, ?, ?)", 4203, 42, 7, 1, []byte{0xff, 0x00, '\'', '\\', 0xc3, ';'}, "2026-01-01 10:00:02.000"),
+		q("UPDATE msg_content SET content = ? WHERE conv_id = ? AND msg_id = ?", []byte{0xfe, 0x80, '"'}, 42, 4203),
+		q("SELECT HEX(content), LENGTH(content) FROM msg_content WHERE conv_id = ? AND msg_id = ?", 42, 4203),
+		q("UPDATE msg_content SET msg_type = ? WHERE conv_id = ? AND msg_id = ?", []byte{0xff, '7'}, 42, 4203), // not an integer: the server's error
+		q("SELECT msg_id FROM msg_content WHERE conv_id = ? AND content = ?", 42, []byte{0xfe, 0x80, '"'}),
 		q("INSERT INTO im_conv_seq (conv_id, max_seq, member_cnt) VALUES (42, 2, 3), (1, 2, 2), (2, 1, 2)"),
 		q("INSERT INTO im_conv_seq (conv_id, max_seq) VALUES (?, 1) ON DUPLICATE KEY UPDATE max_seq = max_seq + 1", 42),
 		q("REPLACE INTO im_conv_seq (conv_id, max_seq, member_cnt) VALUES (3, 1, 1)"),
@@ -106,6 +113,8 @@ func differentialCases() []dcase {
 		q("ALTER TABLE msg_content ADD COLUMN note VARCHAR(16) NULL"),
 		q("UPDATE msg_content SET note = 'b' WHERE conv_id = 42 AND msg_id = 4201"),
 		q("UPDATE msg_content SET note = 'A' WHERE conv_id = 1 AND msg_id = 101"),
+		q("UPDATE msg_content SET note = ? WHERE conv_id = ? AND msg_id = ?", []byte{'x', 0xff}, 1, 101), // not utf8mb4: the server's error
+		q("INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, note, created_at) VALUES (?, 1, 1, 1, '', ?, NOW())", 102, []byte{0xc3, 0x28}),
 		q("SELECT msg_id, note FROM msg_content ORDER BY note, msg_id"),
 		q("SELECT msg_id, note FROM msg_content ORDER BY note DESC, msg_id LIMIT 2"),
 		q("SELECT COUNT(note), COUNT(*), MIN(note), MAX(note) FROM msg_content"),

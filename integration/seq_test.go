@@ -99,6 +99,47 @@ func TestSeqAllocation(t *testing.T) {
 		if id, _ := r.LastInsertId(); id != int64(writers*each+2) {
 			t.Errorf("%s: seq after a rolled-back insert = %d, want %d", mode, id, writers*each+2)
 		}
+		// A failing INSERT (duplicate msg_id) stops the batch inside its own
+		// transaction: its seq is given back and no transaction stays open
+		// on the pooled connection.
+		const ins = "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 1, 1, NOW())"
+		for i := 0; i < 3; i++ {
+			if _, err := db.Exec(ins, conv, conv*1000+951); errno(err) != 1062 {
+				t.Fatalf("%s: duplicate msg_id: %v, want 1062", mode, err)
+			}
+		}
+		r, err = db.Exec("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 1, 1, NOW()), (?, ?, 2, 1, NOW())",
+			conv, conv*1000+952, conv, conv*1000+953)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id, _ := r.LastInsertId(); id != int64(writers*each+3) {
+			t.Errorf("%s: seq after failed inserts = %d, want %d (no gap)", mode, id, writers*each+3)
+		}
+		if rows := queryRows(t, db, "SELECT msg_id, seq, sender_uid FROM conv_msg WHERE conv_id = ? AND msg_id >= ? ORDER BY seq", conv, conv*1000+952); fmt.Sprint(rows) != fmt.Sprintf("[[%d %d 1] [%d %d 2]]", conv*1000+952, writers*each+3, conv*1000+953, writers*each+4) {
+			t.Errorf("%s: two rows of one conversation: %v", mode, rows)
+		}
+		var inTxn int
+		if err := db.QueryRow("SELECT @@in_transaction").Scan(&inTxn); err != nil || inTxn != 0 {
+			t.Errorf("%s: @@in_transaction after the failed batches = %d, %v", mode, inTxn, err)
+		}
+		// In a transaction the allocation and the INSERT share the pinned
+		// connection; COMMIT keeps both.
+		tx, err = db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := int64(0); i < 2; i++ {
+			if _, err := tx.Exec(ins, conv, conv*1000+960+i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if rows := queryRows(t, db, "SELECT seq FROM conv_msg WHERE conv_id = ? AND msg_id >= ? ORDER BY seq", conv, conv*1000+960); fmt.Sprint(rows) != fmt.Sprintf("[[%d] [%d]]", writers*each+5, writers*each+6) {
+			t.Errorf("%s: seqs of a committed transaction: %v", mode, rows)
+		}
 		c.Close()
 	}
 }

@@ -48,6 +48,44 @@ func rowsFor(sql string, binary bool) (*mysql.Result, error) {
 }
 
 func (c *fuzzConn) Exec(sql string) (*mysql.Result, error) { return rowsFor(sql, false) }
+
+// ExecMulti answers each statement of a batch, cut at the ';' outside
+// quotes (backslash escapes as the restorer prints them); a statement that
+// sets LAST_INSERT_ID reports a seq allocation.
+func (c *fuzzConn) ExecMulti(sql string) ([]*mysql.Result, error) {
+	var out []*mysql.Result
+	var quote byte
+	start := 0
+	for i := 0; i <= len(sql); i++ {
+		if i < len(sql) {
+			switch ch := sql[i]; {
+			case quote != 0 && ch == '\\' && quote != '`':
+				i++
+				continue
+			case quote != 0 && ch == quote:
+				quote = 0
+				continue
+			case quote != 0:
+				continue
+			case ch == '\'' || ch == '"' || ch == '`':
+				quote = ch
+				continue
+			case ch != ';':
+				continue
+			}
+		}
+		r, err := rowsFor(sql[start:i], false)
+		if err != nil {
+			return out, err
+		}
+		if strings.Contains(sql[start:i], "LAST_INSERT_ID(") {
+			r.InsertId = 1 << 32
+		}
+		out = append(out, r)
+		start = i + 1
+	}
+	return out, nil
+}
 func (c *fuzzConn) ExecPrepared(sql string, _ []any) (*mysql.Result, error) {
 	return rowsFor(sql, true)
 }

@@ -74,6 +74,20 @@ func TestSeqInsert(t *testing.T) {
 	if got := string(tpl.Render(nil, phys)); got != want || fmt.Sprint(params) != "[0 1 -1 2 -1]" {
 		t.Errorf("seq placeholders:\n got %s %v\nwant %s [0 1 -1 2 -1]", got, params, want)
 	}
+	// Every placeholder a hole: client k stays k, row i's seq is ParamCount+i.
+	tpl, err = SeqInsertHoles(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := func(s string) Literal { return Literal{Raw: s} }
+	out, ok := tpl.RenderInline(nil, phys, []any{int64(1), uint64(2), "x'y", seq("S0"), seq("S1"), seq("S2")})
+	want = "INSERT INTO `im_0`.`conv_msg_0001` (`conv_id`,`msg_id`,`sender_uid`,`msg_type`,`created_at`,`seq`) VALUES (1,2,1,1,NOW(),S0),(7,8,'x\\'y',1,NOW(),S1),(9,9,9,9,NOW(),S2)"
+	if !ok || string(out) != want {
+		t.Errorf("seq holes:\n got %s (%v)\nwant %s", out, ok, want)
+	}
+	if _, ok := tpl.RenderInline(nil, phys, []any{int64(1), uint64(2), "x"}); ok {
+		t.Error("RenderInline without the seq values succeeded")
+	}
 	// The AST is left as parsed.
 	if again, _ := Restore(a.Stmt); again != "INSERT INTO `conv_msg` (`conv_id`,`msg_id`,`sender_uid`,`msg_type`,`created_at`) VALUES (?,?,1,1,NOW()),(7,8,?,1,NOW()),(9,9,9,9,NOW())" {
 		t.Errorf("AST changed: %s", again)

@@ -143,10 +143,14 @@ func appendQuoted(dst, s []byte) []byte {
 // (a literal there changes the result's metadata) nor ORDER BY / GROUP BY
 // (`ORDER BY 1` means a column position, `ORDER BY ?` does not). limit lists
 // the placeholders of LIMIT / OFFSET (by index), which may only be inlined
-// as non-negative integers: MariaDB rejects anything else there.
-func InlineShape(a *Analysis) (ok bool, limit []int) {
+// as non-negative integers: MariaDB rejects anything else there. assigned
+// lists the placeholders that are a whole value stored into a column (an
+// INSERT value, an UPDATE or ON DUPLICATE KEY UPDATE assignment): there
+// bytes that are not UTF-8 may be inlined as BinaryLiteral, since storing
+// converts the value to the column's type either way.
+func InlineShape(a *Analysis) (ok bool, limit, assigned []int) {
 	if a.ParamCount == 0 {
-		return false, nil
+		return false, nil, nil
 	}
 	vals := markerCollector{index: a.params}
 	lim := markerCollector{index: a.params}
@@ -155,16 +159,22 @@ func InlineShape(a *Analysis) (ok bool, limit []int) {
 			n.Accept(c)
 		}
 	}
+	assign := func(e ast.ExprNode) {
+		if m, ok := e.(*test_driver.ParamMarkerExpr); ok {
+			assigned = append(assigned, a.params[m])
+		}
+		visit(&vals, e)
+	}
 	switch st := a.Stmt.(type) {
 	case *ast.SelectStmt:
 		if st.LockInfo != nil {
-			return false, nil
+			return false, nil, nil
 		}
 		visit(&vals, st.Where)
 		visit(&lim, st.Limit)
 	case *ast.UpdateStmt:
 		for _, as := range st.List {
-			visit(&vals, as.Expr)
+			assign(as.Expr)
 		}
 		visit(&vals, st.Where)
 		visit(&lim, st.Limit)
@@ -173,20 +183,37 @@ func InlineShape(a *Analysis) (ok bool, limit []int) {
 		visit(&lim, st.Limit)
 	case *ast.InsertStmt:
 		if st.Select != nil {
-			return false, nil
+			return false, nil, nil
 		}
 		for _, row := range st.Lists {
 			for _, e := range row {
-				visit(&vals, e)
+				assign(e)
 			}
 		}
 		for _, as := range st.OnDuplicate {
-			visit(&vals, as.Expr)
+			assign(as.Expr)
 		}
 	default:
-		return false, nil
+		return false, nil, nil
 	}
-	return len(vals.found)+len(lim.found) == a.ParamCount, lim.found
+	if len(vals.found)+len(lim.found) != a.ParamCount {
+		return false, nil, nil
+	}
+	return true, lim.found, assigned
+}
+
+// BinaryLiteral is the literal of bytes that are not UTF-8, for a value
+// stored into a column (InlineShape's assigned placeholders): a binary
+// string, as a bound parameter's bytes are when they are stored. _binary
+// keeps it a string where a bare X'..' would be a number.
+func BinaryLiteral(b []byte) Literal {
+	const hex = "0123456789ABCDEF"
+	out := make([]byte, 0, len(b)*2+11)
+	out = append(out, "_binary X'"...)
+	for _, c := range b {
+		out = append(out, hex[c>>4], hex[c&15])
+	}
+	return Literal{Raw: string(append(out, '\'')), Val: b}
 }
 
 type markerCollector struct {

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -101,6 +102,30 @@ func TestAppendLiteralRoundTrip(t *testing.T) {
 	}
 }
 
+// TestInlineShapeAssigned: only a placeholder that is a whole stored value
+// may carry bytes that are not UTF-8 as a binary literal.
+func TestInlineShapeAssigned(t *testing.T) {
+	p := NewParser()
+	for sql, want := range map[string]string{
+		"INSERT INTO msg_content (msg_id, conv_id, content) VALUES (?, ?, ?), (?, ?, CONCAT(?, 'x'))": "[0 1 2 3 4]",
+		"INSERT INTO im_inbox (uid, conv_id, seq) VALUES (?, 1, ?) ON DUPLICATE KEY UPDATE seq = ?":   "[0 1 2]",
+		"UPDATE msg_content SET content = ?, msg_type = ? + 1 WHERE msg_id = ? AND conv_id = ?":       "[0]",
+		"SELECT msg_id FROM msg_content WHERE conv_id = ? AND content = ?":                            "[]",
+	} {
+		a, err := parseOne(t, p, sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok, _, assigned := InlineShape(a)
+		if !ok || fmt.Sprint(assigned) != want {
+			t.Errorf("%s: assigned %v (ok %v), want %s", sql, assigned, ok, want)
+		}
+	}
+	if got := BinaryLiteral([]byte{0xff, 0x00, 'A'}); got.Raw != "_binary X'FF0041'" {
+		t.Errorf("BinaryLiteral = %s", got.Raw)
+	}
+}
+
 func TestInlineShape(t *testing.T) {
 	p := NewParser()
 	for sql, want := range map[string][2]bool{
@@ -124,7 +149,7 @@ func TestInlineShape(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ok, limit := InlineShape(a)
+		ok, limit, _ := InlineShape(a)
 		if ok != want[0] || (len(limit) > 0) != want[1] {
 			t.Errorf("%s: InlineShape = %v, %v; want %v, limit placeholders %v", sql, ok, limit, want[0], want[1])
 		}

@@ -73,7 +73,7 @@ func TestNormalizedRenderEqualsFullRender(t *testing.T) {
 		if err != nil {
 			continue // the full parse handles it
 		}
-		inl, _ := InlineShape(an)
+		inl, _, _ := InlineShape(an)
 		if !inl || len(an.Sharded) == 0 || !an.HasKey || len(an.Keys) != 1 || an.Keys[0].Param < 0 {
 			continue
 		}

@@ -260,7 +260,7 @@ func appendIdent(dst []byte, name string) []byte {
 // the matching subset of bound arguments. It restores the statement, so it
 // costs like NewTemplate; the AST is left unchanged.
 func SubsetInsert(a *Analysis, rows []int) (*Template, []int, error) {
-	return subsetInsert(a, rows, nil, false)
+	return subsetInsert(a, rows, nil, false, false)
 }
 
 // SeqInsert is SubsetInsert for an INSERT into conv_msg that omits seq
@@ -273,9 +273,22 @@ func SeqInsert(a *Analysis, rows []int, seqs []uint64, asParams bool) (*Template
 		return nil, nil, errors.New("[BUG] rewrite: SeqInsert needs one seq per row")
 	}
 	if asParams {
-		return subsetInsert(a, rows, nil, true)
+		return subsetInsert(a, rows, nil, true, false)
 	}
-	return subsetInsert(a, rows, seqs, false)
+	return subsetInsert(a, rows, seqs, false, false)
+}
+
+// SeqInsertHoles is SeqInsert for every row of the statement with each
+// placeholder a hole for RenderInline: client placeholder k keeps number k,
+// the seq of row i is number a.ParamCount+i. The caller prints there any
+// expression it likes, e.g. one reading the seq its own batch allocated.
+func SeqInsertHoles(a *Analysis) (*Template, error) {
+	rows := make([]int, len(a.InsertRows))
+	for i := range rows {
+		rows[i] = i
+	}
+	t, _, err := subsetInsert(a, rows, nil, true, true)
+	return t, err
 }
 
 // NeedsSeq reports an INSERT / REPLACE into conv_msg without a seq column:
@@ -293,7 +306,7 @@ func NeedsSeq(a *Analysis) bool {
 	return len(ins.Columns) > 0
 }
 
-func subsetInsert(a *Analysis, rows []int, seqs []uint64, seqParams bool) (*Template, []int, error) {
+func subsetInsert(a *Analysis, rows []int, seqs []uint64, seqParams, holes bool) (*Template, []int, error) {
 	ins, ok := a.Stmt.(*ast.InsertStmt)
 	if !ok || ins.Select != nil {
 		return nil, nil, fmt.Errorf("[BUG] rewrite: SubsetInsert on %T, want INSERT ... VALUES", a.Stmt)
@@ -302,6 +315,13 @@ func subsetInsert(a *Analysis, rows []int, seqs []uint64, seqParams bool) (*Temp
 		return nil, nil, errors.New("[BUG] rewrite: SubsetInsert with no rows")
 	}
 	orig, origCols := ins.Lists, ins.Columns
+	var holeIndex map[*test_driver.ParamMarkerExpr]int
+	if holes {
+		holeIndex = make(map[*test_driver.ParamMarkerExpr]int, len(a.params)+len(rows))
+		for m, i := range a.params {
+			holeIndex[m] = i
+		}
+	}
 	sub := make([][]ast.ExprNode, len(rows))
 	for i, r := range rows {
 		if r < 0 || r >= len(orig) {
@@ -313,7 +333,11 @@ func subsetInsert(a *Analysis, rows []int, seqs []uint64, seqParams bool) (*Temp
 			copy(row, orig[r])
 			var v ast.ExprNode
 			if seqParams {
-				v = &test_driver.ParamMarkerExpr{}
+				m := &test_driver.ParamMarkerExpr{}
+				if holes {
+					holeIndex[m] = a.ParamCount + i
+				}
+				v = m
 			} else {
 				v = ast.NewValueExpr(seqs[i], "", "")
 			}
@@ -327,7 +351,7 @@ func subsetInsert(a *Analysis, rows []int, seqs []uint64, seqParams bool) (*Temp
 	}
 	ins.Lists = sub
 	defer func() { ins.Lists, ins.Columns = orig, origCols }()
-	t, err := newTemplate(ins, a.Sharded, nil)
+	t, err := newTemplate(ins, a.Sharded, holeIndex)
 	if err != nil {
 		return nil, nil, err
 	}

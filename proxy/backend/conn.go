@@ -70,6 +70,15 @@ func (c *Conn) Exec(sql string) (*mysql.Result, error) {
 	return r, c.check(err)
 }
 
+// ExecMulti runs several statements of Convoy's own (never a client's text)
+// in one round trip; see wire.multi. It returns the results of the
+// statements that ran and, if one failed, its error: the server runs none
+// after it.
+func (c *Conn) ExecMulti(sql string) ([]*mysql.Result, error) {
+	rs, err := c.w.multi(sql)
+	return rs, c.check(err)
+}
+
 // ExecPrepared runs sql as a server-side prepared statement with args and
 // returns binary-protocol rows, which the front end forwards unchanged to a
 // client that used COM_STMT_EXECUTE. Statements are cached per connection.

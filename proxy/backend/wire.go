@@ -113,6 +113,11 @@ func (w *wire) send() error {
 	if cap(w.out) > maxKeptCommand {
 		w.out = nil
 	}
+	return w.write(b)
+}
+
+// write sends framed packets in one write.
+func (w *wire) write(b []byte) error {
 	if t, ok := renew(&w.writeBy, w.writeTimeout); ok {
 		if err := w.nc.SetWriteDeadline(t); err != nil {
 			return err
@@ -358,6 +363,83 @@ func (w *wire) query(sql string) (*mysql.Result, error) {
 		return nil, err
 	}
 	return w.result()
+}
+
+// multi runs sql, several statements separated by ';', in one round trip:
+// COM_SET_OPTION turns multi-statements on for this one COM_QUERY and off
+// again, the three commands written together (the server executes them in
+// order; nothing on the connection outlives the batch). Connections never
+// announce CLIENT_MULTI_STATEMENTS, so a client's text can never smuggle a
+// second statement past the parser: only Convoy's own batches get here.
+// The server stops at the first failing statement: multi returns the
+// results of the statements before it and that statement's error.
+func (w *wire) multi(sql string) ([]*mysql.Result, error) {
+	if len(sql)+1 >= maxPayload {
+		return nil, fmt.Errorf("a statement batch of %d bytes is too long for one packet", len(sql))
+	}
+	n := len(sql) + 1
+	w.out = append(w.out[:0], 3, 0, 0, 0, mysql.COM_SET_OPTION, 0, 0) // MYSQL_OPTION_MULTI_STATEMENTS_ON
+	w.out = append(w.out, byte(n), byte(n>>8), byte(n>>16), 0, mysql.COM_QUERY)
+	w.out = append(w.out, sql...)
+	w.out = append(w.out, 3, 0, 0, 0, mysql.COM_SET_OPTION, 1, 0) // ..._OFF
+	err := w.write(w.out)
+	if cap(w.out) > maxKeptCommand {
+		w.out = nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := w.optionReply(); err != nil {
+		return nil, err
+	}
+	// One sequence runs through all the results of the query.
+	w.seq = 1
+	var out []*mysql.Result
+	var stmtErr error
+	for {
+		r, err := w.result()
+		if err != nil {
+			if !isServerErr(err) {
+				return out, err
+			}
+			stmtErr = err // the server stops here: no more results follow
+			break
+		}
+		out = append(out, r)
+		if r.Status&mysql.SERVER_MORE_RESULTS_EXISTS == 0 {
+			break
+		}
+	}
+	if err := w.optionReply(); err != nil {
+		return out, err
+	}
+	return out, stmtErr
+}
+
+// optionReply reads the answer to COM_SET_OPTION: EOF (or OK).
+func (w *wire) optionReply() error {
+	w.seq = 1
+	_, p, err := w.readPacket(nil)
+	switch {
+	case err != nil:
+		return err
+	case isEOF(p):
+		if len(p) >= 5 {
+			w.status = binary.LittleEndian.Uint16(p[3:])
+		}
+		return nil
+	case len(p) > 0 && p[0] == mysql.OK_HEADER:
+		_, err = w.okResult(p)
+		return err
+	case len(p) > 0 && p[0] == mysql.ERR_HEADER:
+		return protocolError("COM_SET_OPTION refused: %v", serverError(p))
+	}
+	return protocolError("unexpected reply to COM_SET_OPTION")
+}
+
+func isServerErr(err error) bool {
+	var me *mysql.MyError
+	return errors.As(err, &me)
 }
 
 // simple runs a command answered by OK or an error (COM_INIT_DB).

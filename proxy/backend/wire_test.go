@@ -220,16 +220,22 @@ func TestSplitPackets(t *testing.T) {
 	}
 }
 
-// TestWirePreparedArgs: every argument type the engine hands to
-// ExecPrepared reaches a real MariaDB as the value it is.
-func TestWirePreparedArgs(t *testing.T) {
-	m := testsvc.StartMariaDB(t)
-	mgr := newTestManager(t, m, Options{})
+// realConn is a pooled connection to a MariaDB of the test's own.
+func realConn(t *testing.T) *Conn {
+	t.Helper()
+	mgr := newTestManager(t, testsvc.StartMariaDB(t), Options{})
 	c, err := mgr.Acquire(context.Background(), "ds0", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Release()
+	t.Cleanup(c.Release)
+	return c
+}
+
+// TestWirePreparedArgs: every argument type the engine hands to
+// ExecPrepared reaches a real MariaDB as the value it is.
+func TestWirePreparedArgs(t *testing.T) {
+	c := realConn(t)
 	args := []any{nil, int8(-5), uint8(250), int16(-300), uint16(65000), int32(-70000), uint32(4000000000),
 		int64(-1 << 40), uint64(1<<63 + 5), int(-7), uint(8), true, float32(2.25), float64(-1.5),
 		[]byte("h\xc3\xa9llo\x00'"), "s", strings.Repeat("y", 300)}
@@ -261,5 +267,48 @@ func TestWirePreparedArgs(t *testing.T) {
 	// The connection is still in step after the refusals.
 	if got := scalar(t, c, "SELECT 41 + 1"); got != "42" {
 		t.Fatalf("after refused arguments: %s", got)
+	}
+}
+
+// TestExecMulti: a batch runs in one round trip, stops at the first failing
+// statement (the open transaction stays for the caller to roll back), and
+// leaves multi-statements off for everything else on the connection.
+func TestExecMulti(t *testing.T) {
+	c := realConn(t)
+	for _, q := range []string{"CREATE DATABASE IF NOT EXISTS mt", "CREATE TABLE mt.t (id INT PRIMARY KEY, v VARCHAR(10))"} {
+		if _, err := c.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs, err := c.ExecMulti("BEGIN; INSERT INTO mt.t VALUES (1, 'a'), (2, 'b'); SELECT id, v FROM mt.t ORDER BY id; UPDATE mt.t SET v = 'c' WHERE id = 2; COMMIT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 5 || rs[1].AffectedRows != 2 || len(rs[2].RowDatas) != 2 || len(rs[2].Fields) != 2 || rs[3].AffectedRows != 1 {
+		t.Fatalf("batch results: %d results", len(rs))
+	}
+	if c.InTxn() {
+		t.Fatal("transaction still open after the batch's COMMIT")
+	}
+	rs, err = c.ExecMulti("BEGIN; INSERT INTO mt.t VALUES (3, 'x'); INSERT INTO mt.t VALUES (1, 'dup'); INSERT INTO mt.t VALUES (4, 'never'); COMMIT")
+	var me *mysql.MyError
+	if !errors.As(err, &me) || me.Code != 1062 || len(rs) != 2 {
+		t.Fatalf("failing batch: %d results, %v", len(rs), err)
+	}
+	if !c.InTxn() {
+		t.Fatal("the failed batch's transaction should still be open")
+	}
+	if _, err := c.Exec("ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if got := scalar(t, c, "SELECT GROUP_CONCAT(id, v ORDER BY id) FROM mt.t"); got != "1a,2c" {
+		t.Fatalf("rows after the rolled-back batch: %s", got)
+	}
+	// Multi-statements are off again for ordinary statements.
+	if _, err := c.Exec("SELECT 1; SELECT 2"); !errors.As(err, &me) || me.Code != 1064 {
+		t.Fatalf("a second statement in plain Exec: %v", err)
+	}
+	if got := scalar(t, c, "SELECT 7"); got != "7" {
+		t.Fatalf("connection after the batches: %s", got)
 	}
 }

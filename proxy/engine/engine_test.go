@@ -207,3 +207,85 @@ func BenchmarkQueryText(b *testing.B) {
 		}
 	}
 }
+
+// TestSeqInsertOneBatch: a message for one conversation allocates its seq,
+// inserts and commits in one backend batch (the INSERT reads the seq the
+// batch allocated); prepared values go inline; several conversations take
+// the general path, one statement at a time.
+func TestSeqInsertOneBatch(t *testing.T) {
+	s, rec := newTestSession()
+	r, err := s.Query("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (42, 7, 1, 1, NOW()), (42, 8, 1, 1, NOW())")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.InsertId != 999 { // the fake's new max_seq is 1000: two rows, the first gets 999
+		t.Fatalf("InsertId = %d, want 999", r.InsertId)
+	}
+	seq := "(SELECT `max_seq` FROM `im_1`.`im_conv_seq_0136` WHERE `conv_id` = 42)"
+	expectLog(t, rec,
+		"ds0#1 multi: BEGIN",
+		"ds0#1 multi: INSERT INTO `im_1`.`im_conv_seq_0136` (conv_id, max_seq) VALUES (42, LAST_INSERT_ID(2)) ON DUPLICATE KEY UPDATE max_seq = LAST_INSERT_ID(max_seq + 2)",
+		"ds0#1 multi: INSERT INTO `im_1`.`conv_msg_0136` (`conv_id`,`msg_id`,`sender_uid`,`msg_type`,`created_at`,`seq`) VALUES (42,7,1,1,NOW(),"+seq+" - 1),(42,8,1,1,NOW(),"+seq+" - 0)",
+		"ds0#1 multi: COMMIT")
+
+	p, err := s.Prepare("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, ?, 1, NOW())")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	if _, err := s.Execute(p, []any{int64(42), int64(9), []byte("it's")}); err != nil {
+		t.Fatal(err)
+	}
+	expectLog(t, rec,
+		"ds0#3 multi: BEGIN",
+		"ds0#3 multi: INSERT INTO `im_1`.`im_conv_seq_0136` (conv_id, max_seq) VALUES (42, LAST_INSERT_ID(1)) ON DUPLICATE KEY UPDATE max_seq = LAST_INSERT_ID(max_seq + 1)",
+		"ds0#3 multi: INSERT INTO `im_1`.`conv_msg_0136` (`conv_id`,`msg_id`,`sender_uid`,`msg_type`,`created_at`,`seq`) VALUES (42,9,'it\\'s',1,NOW(),"+seq+" - 0)",
+		"ds0#3 multi: COMMIT")
+
+	// Two conversations: allocation per conversation, then the INSERT.
+	if _, err := s.Query("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (42, 10, 1, 1, NOW()), (43, 11, 1, 1, NOW())"); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range rec.take() {
+		if strings.Contains(l, "multi") {
+			t.Fatalf("a two-conversation insert went through the batch: %s", l)
+		}
+	}
+}
+
+// TestPreparedBinaryValueInline: bytes that are not UTF-8 go inline as a
+// binary literal where they are stored, and stay bound where compared.
+func TestPreparedBinaryValueInline(t *testing.T) {
+	s, rec := newTestSession()
+	ins, err := s.Prepare("INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (?, ?, 1, 1, ?, NOW())")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, err := s.Prepare("SELECT msg_id FROM msg_content WHERE conv_id = ? AND content = ?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	body := []byte{0xff, 0x00, '\''}
+	if _, err := s.Execute(ins, []any{int64(5), int64(42), body}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Execute(sel, []any{int64(42), body}); err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, maxInlineBinary+1)
+	big[0] = 0xff
+	if _, err := s.Execute(ins, []any{int64(6), int64(42), big}); err != nil {
+		t.Fatal(err)
+	}
+	log := rec.take()
+	if len(log) != 3 {
+		t.Fatalf("backend log: %q", log)
+	}
+	if want := "ds0#3 text: INSERT INTO `im_1`.`msg_content_0136` (`msg_id`,`conv_id`,`sender_uid`,`msg_type`,`content`,`created_at`) VALUES (5,42,1,1,_binary X'FF0027',NOW())"; log[0] != want {
+		t.Fatalf("stored binary value:\n got %s\nwant %s", log[0], want)
+	}
+	if !strings.HasPrefix(log[1], "ds0#4 prepared[42 [255 0 39]]: SELECT") || !strings.Contains(log[2], " prepared[") {
+		t.Fatalf("compared or oversized binary values must stay bound: %q", log[1:])
+	}
+}

@@ -60,7 +60,8 @@ func (r *recorder) take() []string {
 func (c *fakeConn) Datasource() string { return c.ds }
 
 // fakeResult answers a SELECT with one row (seq 1, msg_id 2) in the
-// protocol asked for, anything else with an OK.
+// protocol asked for, anything else with an OK; a seq allocation reports
+// 1000 as the conversation's new max_seq.
 func fakeResult(sql string, binary bool) *mysql.Result {
 	if strings.HasPrefix(sql, "SELECT `seq`,`msg_id` FROM") {
 		rs, err := mysql.BuildSimpleResultset([]string{"seq", "msg_id"}, [][]any{{int64(1), int64(2)}}, binary)
@@ -69,11 +70,24 @@ func fakeResult(sql string, binary bool) *mysql.Result {
 		}
 		return &mysql.Result{Resultset: rs}
 	}
+	if strings.Contains(sql, "LAST_INSERT_ID(") {
+		return &mysql.Result{AffectedRows: 1, InsertId: 1000}
+	}
 	return &mysql.Result{AffectedRows: 1}
 }
 
 func (c *fakeConn) Exec(sql string) (*mysql.Result, error) {
 	return fakeResult(sql, false), c.r.record(c, "text", sql)
+}
+func (c *fakeConn) ExecMulti(sql string) ([]*mysql.Result, error) {
+	var out []*mysql.Result
+	for _, st := range strings.Split(sql, ";") { // the fake's batches hold no ';' in literals
+		if err := c.r.record(c, "multi", st); err != nil {
+			return out, err
+		}
+		out = append(out, fakeResult(st, false))
+	}
+	return out, nil
 }
 func (c *fakeConn) ExecPrepared(sql string, args []any) (*mysql.Result, error) {
 	if c.r.quiet {

@@ -21,6 +21,10 @@ type Conn interface {
 	Datasource() string
 	// Exec runs a text-protocol statement.
 	Exec(sql string) (*mysql.Result, error)
+	// ExecMulti runs statements of Convoy's own, separated by ';', in one
+	// round trip; the server stops at the first that fails (its error is
+	// returned with the results before it). Never for a client's text.
+	ExecMulti(sql string) ([]*mysql.Result, error)
 	// ExecPrepared runs sql as a server-side prepared statement and returns
 	// binary-protocol rows.
 	ExecPrepared(sql string, args []any) (*mysql.Result, error)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
@@ -34,10 +35,16 @@ type plan struct {
 	// noInline is set once a result had a column without an exact binary form.
 	inline      bool
 	inlineLimit []int
-	noInline    bool
+	// inlineAssigned are the placeholders that are whole stored values:
+	// bytes that are not UTF-8 go inline there too (see inlineArgs).
+	inlineAssigned []int
+	noInline       bool
 	// textArgs marks a shared plan from the plan cache: its arguments are
 	// the literals of a text statement (rewrite.Literal), always inlined.
 	textArgs bool
+	// seqHoles is the seq-allocating INSERT with every value a hole (see
+	// seqBatch), built on first use.
+	seqHoles *rewrite.Template
 }
 
 // inlinable reports whether this execution may be sent as text.
@@ -51,6 +58,31 @@ func (pl *plan) inlinable(args []any) bool {
 		}
 	}
 	return true
+}
+
+// maxInlineBinary bounds a binary value sent as a hex literal (twice its
+// size in the statement); a longer one stays a bound parameter, so the
+// statement does not outgrow the backend's max_allowed_packet first.
+const maxInlineBinary = 64 << 10
+
+// inlineArgs returns args with the binary values of stored placeholders
+// (an encrypted message body, typically) as binary literals, which
+// AppendLiteral would refuse as bytes that are not UTF-8. args itself when
+// there is none.
+func (pl *plan) inlineArgs(args []any) []any {
+	var out []any
+	for _, i := range pl.inlineAssigned {
+		if b, ok := args[i].([]byte); ok && len(b) <= maxInlineBinary && !utf8.Valid(b) {
+			if out == nil {
+				out = append([]any(nil), args...)
+			}
+			out[i] = rewrite.BinaryLiteral(b)
+		}
+	}
+	if out == nil {
+		return args
+	}
+	return out
 }
 
 // nonNegativeInt: the only values MariaDB takes in LIMIT / OFFSET.
@@ -158,7 +190,7 @@ func (s *Session) plan(sql string) (*plan, error) {
 			}
 		}
 		if a.ParamCount > 0 {
-			pl.inline, pl.inlineLimit = rewrite.InlineShape(a)
+			pl.inline, pl.inlineLimit, pl.inlineAssigned = rewrite.InlineShape(a)
 			pl.inline = pl.inline && pl.tmpl.Params() == a.ParamCount
 		}
 	} else if a.Kind == rewrite.KindSelect {

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
@@ -17,6 +19,9 @@ import (
 // queue on its im_conv_seq row and never share a seq. The client receives
 // the first row's seq as the statement's last-insert-id.
 func (s *Session) insertWithSeq(pl *plan, args []any, binary bool) (*mysql.Result, error) {
+	if r, ok, err := s.seqBatch(pl, args); ok {
+		return r, err
+	}
 	a := pl.a
 	snap := s.e.routes.Current()
 	type group struct {
@@ -147,4 +152,108 @@ func (s *Session) allocateSeqs(c Conn, snap *router.Snapshot, rows []int, conv [
 		next[conv[i]]++
 	}
 	return seqs, nil
+}
+
+// seqBatch is insertWithSeq for the common case, every row for one
+// conversation (a client sending a message): the seq allocation, the
+// INSERT, the read-back for the hot tier and the COMMIT reach the backend
+// as one batch (Conn.ExecMulti). A send costs one round trip instead of
+// five, and the conversation's im_conv_seq row lock is held for the
+// server's work only, not across round trips: a busy group chat's senders
+// queue for microseconds, not milliseconds. The INSERT reads its seqs from
+// the im_conv_seq row the batch just raised (the transaction holds its
+// lock), so nothing travels back and forth. ok=false: the statement does
+// not fit (several conversations, a bound value without an exact literal)
+// and the caller takes the general path.
+func (s *Session) seqBatch(pl *plan, args []any) (_ *mysql.Result, ok bool, _ error) {
+	a := pl.a
+	var conv uint64
+	for i, v := range a.InsertRows {
+		k, err := keyOf(v, args)
+		if err != nil || (i > 0 && k != conv) {
+			return nil, false, nil
+		}
+		conv = k
+	}
+	if pl.seqHoles == nil {
+		t, err := rewrite.SeqInsertHoles(a)
+		if err != nil {
+			return nil, false, nil
+		}
+		pl.seqHoles = t
+	}
+	snap := s.e.routes.Current()
+	sh := router.ShardOf(conv)
+	seqTable := snap.Physical("im_conv_seq", sh)
+	seqRow := fmt.Sprintf("(SELECT `max_seq` FROM %s.%s WHERE `conv_id` = %d)", quoteIdent(seqTable.Database), quoteIdent(seqTable.Table), conv)
+	n := len(a.InsertRows)
+	vals := make([]any, len(args), len(args)+n)
+	copy(vals, pl.inlineArgs(args))
+	for i := 0; i < n; i++ {
+		vals = append(vals, rewrite.Literal{Raw: fmt.Sprintf("%s - %d", seqRow, n-1-i)})
+	}
+	insert, inlined := pl.seqHoles.RenderInline(nil, func(logical string) (string, string) {
+		p := snap.Physical(logical, sh)
+		return p.Database, p.Table
+	}, vals)
+	if !inlined {
+		return nil, false, nil
+	}
+	inTxn := s.inTxn()
+	readBack := s.e.hot != nil && !inTxn
+	var b strings.Builder
+	if !inTxn {
+		b.WriteString("BEGIN;")
+	}
+	fmt.Fprintf(&b, "INSERT INTO %s.%s (conv_id, max_seq) VALUES (%d, LAST_INSERT_ID(%d)) ON DUPLICATE KEY UPDATE max_seq = LAST_INSERT_ID(max_seq + %d);",
+		quoteIdent(seqTable.Database), quoteIdent(seqTable.Table), conv, n, n)
+	b.Write(insert)
+	if readBack {
+		msgs := snap.Physical(historyTable, sh)
+		fmt.Fprintf(&b, ";SELECT seq, msg_id, sender_uid, msg_type, created_at FROM %s.%s WHERE conv_id = %d AND seq > %s - %d ORDER BY seq",
+			quoteIdent(msgs.Database), quoteIdent(msgs.Table), conv, seqRow, n)
+	}
+	if !inTxn {
+		b.WriteString(";COMMIT")
+	}
+	c, release, err := s.conn(int(sh), snap.Target(sh).Datasource)
+	if err != nil {
+		return nil, true, err
+	}
+	defer release()
+	start := time.Now()
+	rs, err := c.ExecMulti(b.String())
+	s.e.observe(sh, true, start, err)
+	s.afterError(c, err)
+	if err != nil {
+		if !inTxn && len(rs) > 0 {
+			_, _ = c.Exec("ROLLBACK") // the batch stopped inside its own transaction
+		}
+		return nil, true, err
+	}
+	first := 0
+	if !inTxn {
+		first = 1 // BEGIN's OK
+	}
+	want := first + 2
+	if readBack {
+		want++
+	}
+	if !inTxn {
+		want++ // COMMIT's OK
+	}
+	if len(rs) != want || rs[first].InsertId < uint64(n) {
+		return nil, true, errorf(CodeInternal, "[BUG] seq batch for conversation %d returned %d results", conv, len(rs))
+	}
+	if readBack {
+		if es, err := historyEntries(rs[first+2]); err == nil {
+			if s.histEntries == nil {
+				s.histEntries = map[uint64][]histcache.Entry{}
+			}
+			s.histEntries[conv] = es
+		} // else: not representable in the tier; the write invalidates instead
+	}
+	r := rs[first+1]
+	r.InsertId = rs[first].InsertId - uint64(n) + 1
+	return r, true, nil
 }
