@@ -17,6 +17,8 @@
 #              own cost is not mixed with that of two mysqlds on one box;
 #              point and first-screen reads only
 #   D hot      Convoy with the Redis hot tier (first-screen pages only)
+#   E base     with BASE_REF=<git ref>: Convoy built from that ref, run like
+#              convoy (before/after figures of a change in one session)
 # Workloads:
 #   sb-text / sb-prep      sysbench oltp_point_select, 16 threads, --db-ps-mode=disable / auto,
 #                          on im.sbtest1 (unsharded: Convoy passes it through)
@@ -31,7 +33,7 @@
 #      CONFIGS ("direct relay relay2 convoy convoy1 hot"), WORKLOADS (all: a subset of
 #      sb-text sb-prep point-text point-prep first-text first-prep im-text im-prep),
 #      CONVS (2000), CONVOY_REF (build Convoy from this git ref via git archive
-#      instead of the working tree), KEEP=1 (leave the proxies running), OUT (results dir).
+#      instead of the working tree), BASE_REF (adds configuration base), KEEP=1 (leave the proxies running), OUT (results dir).
 # Data services come from scripts/dev-up.sh (ds0 13306, ds1 13307, Redis 16379,
 # etcd 12379); this script starts its own relays (13320 -> ds0, 13321 -> ds1) and two Convoys
 # (13310 plain, 13311 hot tier; metrics 19110/19111) and stops them at the end.
@@ -48,7 +50,7 @@ CONVS=${CONVS:-2000}
 OUT=${OUT:-$STATE/bench/$(date +%Y%m%d-%H%M%S)}
 BIN="$STATE/bench/bin"
 ETCD=127.0.0.1:12379
-DIRECT_PORT=13306 DS1_PORT=13307 RELAY_PORT=13320 RELAY1_PORT=13321 CONVOY_PORT=13310 HOT_PORT=13311 CONVOY1_PORT=13312
+DIRECT_PORT=13306 DS1_PORT=13307 RELAY_PORT=13320 RELAY1_PORT=13321 CONVOY_PORT=13310 HOT_PORT=13311 CONVOY1_PORT=13312 BASE_PORT=13313
 
 log() { printf 'bench: %s\n' "$*" >&2; }
 die() { printf 'bench: ERROR: %s\n' "$*" >&2; exit 1; }
@@ -79,17 +81,25 @@ scripts/dev-up.sh >&2
 
 log "building convoy-bench and convoy"
 go build -o "$BIN/convoy-bench" ./cmd/convoy-bench
-if [ -n "${CONVOY_REF:-}" ]; then
-  src="$STATE/bench/src"
+build_ref() { # REF BINARY: build cmd/convoy as of a git ref (git archive, no work tree)
+  local src="$STATE/bench/src-$(basename "$2")"
   rm -rf "$src" && mkdir -p "$src"
-  git archive "$CONVOY_REF" | tar -x -C "$src"
-  (cd "$src" && go build -o "$BIN/convoy" ./cmd/convoy)
+  git archive "$1" | tar -x -C "$src"
+  (cd "$src" && go build -o "$2" ./cmd/convoy)
+}
+if [ -n "${CONVOY_REF:-}" ]; then
+  build_ref "$CONVOY_REF" "$BIN/convoy"
   CONVOY_DESC="$(git rev-parse --short "$CONVOY_REF") ($CONVOY_REF)"
 else
   go build -o "$BIN/convoy" ./cmd/convoy
   CONVOY_DESC="working tree at $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!BENCHMARKS.md' ':!scripts/bench.sh' ':!cmd/convoy-bench' || echo ' + uncommitted changes')"
 fi
 log "convoy: $CONVOY_DESC"
+if [ -n "${BASE_REF:-}" ]; then
+  build_ref "$BASE_REF" "$BIN/convoy-base"
+  BASE_DESC="$(git rev-parse --short "$BASE_REF") ($BASE_REF)"
+  log "base: $BASE_DESC"
+fi
 
 # Databases and the route table, as scripts/run.sh does.
 mysql_ds0 -e 'CREATE DATABASE IF NOT EXISTS im_0; CREATE DATABASE IF NOT EXISTS im_1;
@@ -115,8 +125,8 @@ PY
 fi
 
 declare -A PID_OF # configuration -> pid(s) of its proxy processes, for CPU accounting
-start_convoy() { # NAME PORT METRICS CLUSTER EXTRA_YAML
-  local name=$1 port=$2 metrics=$3 cluster=$4 extra=$5 cfg="$OUT/$1.yaml"
+start_convoy() { # NAME PORT METRICS CLUSTER EXTRA_YAML [BINARY]
+  local name=$1 port=$2 metrics=$3 cluster=$4 extra=$5 bin=${6:-$BIN/convoy} cfg="$OUT/$1.yaml"
   port_open "$port" && die "port $port is taken (another bench running? ss -ltnp 'sport = :$port')"
   cat >"$cfg" <<EOF
 listen: 127.0.0.1:$port
@@ -127,7 +137,7 @@ users:
   - {name: convoy, password: convoy, admin: true}
 $extra
 EOF
-  "$BIN/convoy" serve --config "$cfg" >"$OUT/$name.log" 2>&1 </dev/null &
+  "$bin" serve --config "$cfg" >"$OUT/$name.log" 2>&1 </dev/null &
   PIDS+=($!)
   PID_OF[$name]=$!
   local i
@@ -149,6 +159,7 @@ PID_OF[relay2]="${PID_OF[relay]} $!"
 start_convoy convoy $CONVOY_PORT 19110 dev ""
 start_convoy hot $HOT_PORT 19111 dev "hot_tier: {enabled: true, addrs: [\"127.0.0.1:16379\"]}"
 start_convoy convoy1 $CONVOY1_PORT 19112 one ""
+[ -n "${BASE_REF:-}" ] && start_convoy base $BASE_PORT 19113 dev "" "$BIN/convoy-base"
 PID_OF[direct]=""
 MYSQLD_PIDS="$(cat "$STATE/ds0/mariadbd.pid") $(cat "$STATE/ds1/mariadbd.pid")"
 
@@ -185,6 +196,7 @@ dsn_of() { # CONFIG -> convoy-bench DSN
     relay | relay2) echo "root@tcp(127.0.0.1:$RELAY_PORT)/imflat" ;;
     convoy) echo "convoy:convoy@tcp(127.0.0.1:$CONVOY_PORT)/im" ;;
     convoy1) echo "convoy:convoy@tcp(127.0.0.1:$CONVOY1_PORT)/im" ;;
+    base) echo "convoy:convoy@tcp(127.0.0.1:$BASE_PORT)/im" ;;
     hot) echo "convoy:convoy@tcp(127.0.0.1:$HOT_PORT)/im" ;;
   esac
 }
@@ -193,6 +205,7 @@ sb_target() { # CONFIG -> sysbench connection flags
     direct) echo "--mysql-host=127.0.0.1 --mysql-port=$DIRECT_PORT --mysql-user=root" ;;
     relay) echo "--mysql-host=127.0.0.1 --mysql-port=$RELAY_PORT --mysql-user=root" ;;
     convoy) echo "--mysql-host=127.0.0.1 --mysql-port=$CONVOY_PORT --mysql-user=convoy --mysql-password=convoy" ;;
+    base) echo "--mysql-host=127.0.0.1 --mysql-port=$BASE_PORT --mysql-user=convoy --mysql-password=convoy" ;;
   esac
 }
 
@@ -268,7 +281,7 @@ run_config() { # CONFIG ROUND
       run_cb "$c" text point=100 point-text "$r"
       run_cb "$c" prepared point=100 point-prep "$r"
       ;;
-    direct | relay | convoy)
+    direct | relay | convoy | base)
       run_sysbench "$c" disable sb-text "$r"
       run_sysbench "$c" auto sb-prep "$r"
       run_cb "$c" text point=100 point-text "$r"
@@ -283,7 +296,7 @@ run_config() { # CONFIG ROUND
 }
 IM_MIX=first=50,scroll=15,catchup=10,send=10,jump=5,inbox=5,convlist=5
 
-read -r -a CONFIGS <<<"${CONFIGS:-direct relay relay2 convoy convoy1 hot}"
+read -r -a CONFIGS <<<"${CONFIGS:-direct relay relay2 convoy convoy1 hot${BASE_REF:+ base}}"
 if [[ " ${CONFIGS[*]} " == *" hot "* ]]; then
   # The tier's steady state is warm: fill it (asynchronously, from misses)
   # before anything is recorded, or round 1 measures the fills.
@@ -302,17 +315,20 @@ done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- report -----------------------------------------------------------------
-python3 - "$RESULTS" "$ROUNDS" "$DURATION" "$THREADS" "$LOAD_BEFORE" "$LOAD_AFTER" "$CONVOY_DESC" <<'PY' | tee "$OUT/report.md"
+python3 - "$RESULTS" "$ROUNDS" "$DURATION" "$THREADS" "$LOAD_BEFORE" "$LOAD_AFTER" "$CONVOY_DESC" "${BASE_DESC:-}" <<'PY' | tee "$OUT/report.md"
 import sys, statistics, collections, os
-path, rounds, dur, threads, lb, la, desc = sys.argv[1:]
+path, rounds, dur, threads, lb, la, desc, base = sys.argv[1:]
 res = collections.defaultdict(list)  # (config, workload) -> [(qps, p99, err, proxy_us, mysqld_us)]
 for line in open(path):
     c, w, r, q, p, e, pu, mu = line.split()
     res[(c, w)].append((float(q), float(p), e, float(pu), float(mu)))
 model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print(f"machine: nproc {os.cpu_count()}, {model}; load average before {lb}, after {la}")
-print(f"convoy: {desc}; {rounds} rounds x {dur}s per measurement, {threads} client threads, alternating configurations\n")
-configs = ["direct", "relay", "relay2", "convoy", "convoy1", "hot"]
+print(f"convoy: {desc}; {rounds} rounds x {dur}s per measurement, {threads} client threads, alternating configurations")
+if base:
+    print(f"base: {base}")
+print()
+configs = ["direct", "relay", "relay2", "convoy", "convoy1", "hot"] + (["base"] if base else [])
 workloads = ["sb-text", "sb-prep", "point-text", "point-prep", "first-text", "first-prep", "im-text", "im-prep"]
 med, cpu = {}, {}
 print("| workload | " + " | ".join(configs) + " |")
@@ -374,6 +390,8 @@ rows = [
     ("hot / Convoy, IM mix, text", ("hot", "im-text"), ("convoy", "im-text"), ""),
     ("hot / Convoy, IM mix, prepared", ("hot", "im-prep"), ("convoy", "im-prep"), ""),
 ]
+if base:
+    rows += [(f"Convoy / base, {w}", ("convoy", w), ("base", w), "") for w in workloads]
 for name, a, b, tgt in rows:
     print(f"| {name} | {ratio(a, b)} | {tgt} |")
 def cpuratio(a, b):
@@ -387,7 +405,7 @@ for name, a, b in [
     ("Convoy1 / relay, point select, prepared", ("convoy1", "point-prep"), ("relay", "point-prep")),
     ("Convoy1 / relay, first-screen page, text", ("convoy1", "first-text"), ("relay", "first-text")),
     ("Convoy / relay, sysbench text (passthrough)", ("convoy", "sb-text"), ("relay", "sb-text")),
-]:
+] + ([(f"Convoy / base, {w}", ("convoy", w), ("base", w)) for w in ["sb-text", "point-text", "point-prep", "first-text", "im-text"]] if base else []):
     print(f"| {name} | {cpuratio(a, b)} |")
 print("\nnoise (max-min)/median per measurement, %:")
 for (c, w), v in sorted(res.items()):
