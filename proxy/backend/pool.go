@@ -27,12 +27,16 @@ const Collation = "utf8mb4_general_ci"
 // Options bound what the pools may do. Zero values take the defaults.
 type Options struct {
 	ConnectTimeout time.Duration // dial + handshake; default 3s
-	ReadTimeout    time.Duration // per packet read; default 30s (long scans need headroom)
-	WriteTimeout   time.Duration // default 10s
-	MaxOpen        int           // per datasource; default 256
-	MaxIdle        int           // per datasource; default 64
-	WaitTimeout    time.Duration // how long Acquire waits for a free slot; default 5s
-	IdleTimeout    time.Duration // idle conns older than this are closed; default 5m
+	// ReadTimeout: a backend that sends nothing for this long fails the
+	// statement (between 3/4 and all of it: see renew); default 30s, long
+	// scans need headroom. WriteTimeout likewise for a backend that stops
+	// reading; default 10s.
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
+	MaxOpen      int           // per datasource; default 256
+	MaxIdle      int           // per datasource; default 64
+	WaitTimeout  time.Duration // how long Acquire waits for a free slot; default 5s
+	IdleTimeout  time.Duration // idle conns older than this are closed; default 5m
 }
 
 func (o *Options) withDefaults() Options {
