@@ -18,8 +18,15 @@ func TestNormalize(t *testing.T) {
 		{"SELECT 0x7B", "", nil, false},
 		{"SELECT .5", "", nil, false},
 		{"SELECT 99999999999999999999", "", nil, false},
-		{"SELECT 'it''s'", "", nil, false},
-		{`SELECT 'a\'b'`, "", nil, false},
+		// Escapes and _binary: kept verbatim, never decoded (not routable).
+		{"SELECT 'it''s'", "SELECT ?", []Literal{{"'it''s'", Undecoded{}}}, true},
+		{`SELECT 'a\'b', 'c\\', 'd'`, "SELECT ?, ?, ?", []Literal{{`'a\'b'`, Undecoded{}}, {`'c\\'`, Undecoded{}}, {"'d'", "d"}}, true},
+		{"INSERT INTO t VALUES (_binary'\xff" + `\\''` + ";x', _BINARY'')", "INSERT INTO t VALUES (?, ?)",
+			[]Literal{{"_binary'\xff" + `\\''` + ";x'", Undecoded{}}, {"_BINARY''", Undecoded{}}}, true},
+		{`SELECT 'ab\'`, "", nil, false},
+		{"SELECT _binary'open", "", nil, false},
+		{"SELECT a_binary'x'", "", nil, false},
+		{"SELECT _latin1'x'", "", nil, false},
 		{"SELECT _utf8mb4'x'", "", nil, false},
 		{"SELECT X'7B'", "", nil, false},
 		{"SELECT @'v'", "", nil, false},
@@ -58,6 +65,11 @@ func TestNormalizedRenderEqualsFullRender(t *testing.T) {
 		"SELECT * FROM msg_content WHERE conv_id = '123' AND msg_id IN (1, 2, 3)",
 		"SELECT m.seq FROM conv_msg m WHERE m.conv_id = 5 AND m.seq BETWEEN 10 AND 20",
 		"SELECT seq FROM conv_msg WHERE conv_id = 5 AND seq > -1 AND msg_type <> 'x?y'",
+		"SELECT seq FROM conv_msg WHERE conv_id = 5 AND msg_type <> 'it''s \\' \\\\'",
+		"INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (1000042, 77, 9, 1, NOW(3))",
+		"INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (77, 1000042, 9, 1, _binary'\\0\\'\\\\;\xff''x', NOW(3))",
+		"INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (5, 6, 7, 8, NOW()) ON DUPLICATE KEY UPDATE seq = 9",
+		"REPLACE INTO im_conv_member (uid, conv_id, last_read_seq, mute, updated_at) VALUES (5, 6, 7, 0, '2026-01-01 00:00:00')",
 	}
 	for _, c := range cases {
 		queries = append(queries, c.Query)
@@ -65,46 +77,103 @@ func TestNormalizedRenderEqualsFullRender(t *testing.T) {
 	p := NewParser()
 	shared := 0
 	for _, q := range queries {
-		norm, lits, ok := Normalize(nil, q, nil)
-		if !ok || len(lits) == 0 {
-			continue
+		if sharedRenderCheck(t, p, q) {
+			shared++
 		}
-		an, err := parseOne(t, p, string(norm))
-		if err != nil {
-			continue // the full parse handles it
-		}
-		inl, _, _ := InlineShape(an)
-		if !inl || len(an.Sharded) == 0 || !an.HasKey || len(an.Keys) != 1 || an.Keys[0].Param < 0 {
-			continue
-		}
-		tn, err := NewTemplate(an)
-		if err != nil {
-			t.Fatalf("%s: %v", norm, err)
-		}
-		args := make([]any, len(lits))
-		for i, l := range lits {
-			args[i] = l
-		}
-		got, ok := tn.RenderInline(nil, physOf, args)
-		if !ok {
-			t.Errorf("%s: RenderInline refused its own literals", q)
-			continue
-		}
-		ao, err := parseOne(t, p, q)
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		to, err := NewTemplate(ao)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := to.Render(nil, physOf); string(got) != string(want) {
-			t.Errorf("%s:\n cached %s\n   full %s", q, got, want)
-		}
-		shared++
 	}
 	if shared < 5 {
 		t.Fatalf("only %d statements took the shared-plan path; the test proves nothing", shared)
 	}
 	t.Logf("%d of %d statements compared", shared, len(queries))
+}
+
+// sharedRenderCheck runs q the way the plan cache does and, when its plan
+// would be shared, requires the SQL rendered from the normalised statement's
+// template with the client's literals spliced back to mean what the SQL
+// rendered from q parsed as a whole means (byte-identical, or restoring to
+// the same canonical text). It reports whether q was shared.
+func sharedRenderCheck(t testing.TB, p *Parser, q string) bool {
+	t.Helper()
+	norm, lits, ok := Normalize(nil, q, nil)
+	if !ok || len(lits) == 0 || CheckComments(string(norm)) != nil {
+		return false
+	}
+	ns, err := p.Parse(string(norm))
+	if err != nil || len(ns) != 1 {
+		return false
+	}
+	an, err := Analyze(ns[0])
+	if err != nil {
+		return false
+	}
+	if _, ok := SharedKey(an, len(lits)); !ok {
+		return false
+	}
+	tn, err := NewTemplate(an)
+	if err != nil {
+		t.Fatalf("%q: %v", norm, err)
+	}
+	args := make([]any, len(lits))
+	for i, l := range lits {
+		args[i] = l
+	}
+	got, ok := tn.RenderInline(nil, physOf, args)
+	if !ok {
+		t.Fatalf("%q: RenderInline refused its own literals", q)
+	}
+	// Normalize must cut tokens where the parser (and MariaDB) does: the
+	// statement as sent parses, as one statement, to what was spliced.
+	if err := CheckComments(q); err != nil {
+		t.Fatalf("%q: shared, but the full path refuses it: %v", q, err)
+	}
+	os, err := p.Parse(q)
+	if err != nil || len(os) != 1 {
+		t.Fatalf("%q: shared, but it does not parse as one statement: %v", q, err)
+	}
+	ao, err := Analyze(os[0])
+	if err != nil {
+		return true // refused at analysis; the shared path refuses at routing
+	}
+	to, err := NewTemplate(ao)
+	if err != nil {
+		t.Fatalf("%q: %v", q, err)
+	}
+	if want := to.Render(nil, physOf); string(got) != string(want) && !sameMeaning(t, p, string(got), string(want)) {
+		t.Fatalf("%q:\n cached %s\n   full %s", q, got, want)
+	}
+	return true
+}
+
+// FuzzNormalizedRender: sharedRenderCheck on any input.
+func FuzzNormalizedRender(f *testing.F) {
+	for _, q := range []string{
+		"SELECT msg_id FROM conv_msg WHERE conv_id = 7 AND seq = 3",
+		"SELECT seq FROM conv_msg WHERE conv_id = 5 AND msg_type <> 'it''s \\' \\\\'",
+		"INSERT INTO msg_content (msg_id, conv_id, content) VALUES (77, 1000042, _binary'\\0\\'\\\\;\xff''x')",
+		"INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (1000042, 77, 9, 1, NOW(3))",
+	} {
+		f.Add(q)
+	}
+	for _, c := range loadRenderCases(f) {
+		f.Add(c.Query)
+	}
+	p := NewParser()
+	f.Fuzz(func(t *testing.T, q string) { sharedRenderCheck(t, p, q) })
+}
+
+// sameMeaning: two SQL texts parse to statements that restore identically
+// (the restorer prints one canonical form of every literal).
+func sameMeaning(t testing.TB, p *Parser, a, b string) bool {
+	t.Helper()
+	sa, err := p.Parse(a)
+	if err != nil || len(sa) != 1 {
+		t.Fatalf("%s: %v", a, err)
+	}
+	ra, _ := Restore(sa[0])
+	sb, err := p.Parse(b)
+	if err != nil || len(sb) != 1 {
+		t.Fatalf("%s: %v", b, err)
+	}
+	rb, _ := Restore(sb[0])
+	return ra == rb
 }

@@ -40,8 +40,10 @@ type plan struct {
 	inlineAssigned []int
 	noInline       bool
 	// textArgs marks a shared plan from the plan cache: its arguments are
-	// the literals of a text statement (rewrite.Literal), always inlined.
+	// the literals of a text statement (rewrite.Literal), always inlined;
+	// keyParam is the one holding the shard key.
 	textArgs bool
+	keyParam int
 	// seqHoles is the seq-allocating INSERT with every value a hole (see
 	// seqBatch), built on first use.
 	seqHoles *rewrite.Template

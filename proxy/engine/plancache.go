@@ -12,14 +12,16 @@ import (
 // history pages an IM client sends thousands of times differ only in values
 // and are parsed once per proxy instead of once per statement.
 //
-// Only plans that are safe to share between sessions are kept: a SELECT on
-// sharded tables routed by one shard-key value, whose literals all sit in
-// WHERE / LIMIT (rewrite.InlineShape); the history pages the hot tier serves
-// are such SELECTs. Such a plan is only read after it is built (its template
-// is immutable; no scatter plan, no prepared fallback state). Every other
-// normalised form is remembered as "not cacheable" so it costs one failed
-// lookup, not a second parse. The cache does not depend on the route table:
-// holes are filled from the current snapshot at every execution.
+// Only plans that are safe to share between sessions are kept
+// (rewrite.SharedKey): a SELECT on sharded tables routed by one shard-key
+// value, whose literals all sit in WHERE / LIMIT, and a one-row INSERT /
+// REPLACE (a message sent, an inbox entry); the history pages the hot tier
+// serves are such SELECTs. Such a plan is only read after it is built (its
+// templates are immutable and built here; no scatter plan, no prepared
+// fallback state). Every other normalised form is remembered as "not
+// cacheable" so it costs one failed lookup, not a second parse. The cache
+// does not depend on the route table: holes are filled from the current
+// snapshot at every execution.
 type planCache struct {
 	m   sync.Map // normalised SQL -> *plan (nil: not cacheable)
 	n   atomic.Int64
@@ -74,9 +76,11 @@ func (s *Session) cachedPlan(sql string) (pl *plan, args []any, ok bool) {
 	for i, l := range lits {
 		args[i] = l
 	}
-	if !pl.inlinable(args) {
+	if _, undecoded := lits[pl.keyParam].Val.(rewrite.Undecoded); undecoded || !pl.inlinable(args) {
+		// A key Convoy would have to decode (escapes, _binary), or e.g.
+		// LIMIT '5': the full path routes it, or gives MariaDB's error.
 		s.e.metrics.countPlanCache("bypass")
-		return nil, nil, false // e.g. LIMIT '5': the full path gives MariaDB's error
+		return nil, nil, false
 	}
 	s.e.metrics.countPlanCache(result)
 	return pl, args, true
@@ -88,10 +92,16 @@ func (s *Session) buildShared(norm string, params int) *plan {
 	if err != nil || pl.tmpl == nil || !pl.inline {
 		return nil
 	}
-	a := pl.a
-	if a.Kind != rewrite.KindSelect || a.ParamCount != params || !a.HasKey || len(a.Keys) != 1 || a.Keys[0].Param < 0 {
+	key, ok := rewrite.SharedKey(pl.a, params)
+	if !ok {
 		return nil
 	}
-	pl.textArgs = true
+	if rewrite.NeedsSeq(pl.a) {
+		// Built now: a shared plan is never written after this.
+		if pl.seqHoles, err = rewrite.SeqInsertHoles(pl.a); err != nil {
+			return nil
+		}
+	}
+	pl.textArgs, pl.keyParam = true, key
 	return pl
 }

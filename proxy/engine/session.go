@@ -116,6 +116,7 @@ func (s *Session) Query(sql string) (*mysql.Result, error) {
 	}
 	if pl, args, ok := s.cachedPlan(sql); ok {
 		r, err := s.run(pl, args, false)
+		s.noteInsertID(r)
 		return r, classify(err)
 	}
 	pl, err := s.plan(sql)
