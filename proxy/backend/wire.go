@@ -113,8 +113,33 @@ func (w *wire) send() error {
 	if cap(w.out) > maxKeptCommand {
 		w.out = nil
 	}
-	return w.write(b)
+	if err := w.write(b); err != nil {
+		return w.refusal(err)
+	}
+	return nil
 }
+
+// refusal returns the error packet a server sent before closing on a
+// command it would not read to the end (1153, a packet above its
+// max_allowed_packet), or writeErr when there is none. The packet was
+// received before the reset that failed the write, so it is already queued
+// on the socket: a short deadline only bounds the look. The connection is
+// not used again either way.
+func (w *wire) refusal(writeErr error) error {
+	w.readTimeout, w.readBy = refusalWait, time.Time{}
+	h, err := w.br.Peek(4)
+	if err != nil {
+		return writeErr
+	}
+	w.seq = h[3] // numbered from the server's count of what it read
+	_, p, err := w.readPacket(nil)
+	if err != nil || len(p) == 0 || p[0] != mysql.ERR_HEADER {
+		return writeErr
+	}
+	return serverError(p)
+}
+
+const refusalWait = 100 * time.Millisecond
 
 // write sends framed packets in one write.
 func (w *wire) write(b []byte) error {

@@ -159,6 +159,43 @@ func TestWireStalledServer(t *testing.T) {
 	}
 }
 
+// TestWireRefusedCommand: a server that refuses a command after its header
+// (1153, as MariaDB does above max_allowed_packet) and closes while the rest
+// is still coming resets the connection under the write; the caller must get
+// the server's error, not the reset.
+func TestWireRefusedCommand(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		io.ReadFull(c, make([]byte, 4))
+		c.Write(pkt(1, append([]byte{0xff, 0x81, 0x04}, "#08S01Got a packet bigger than 'max_allowed_packet' bytes"...)...))
+		time.Sleep(50 * time.Millisecond)
+		c.Close() // unread bytes queued: the kernel answers with a reset
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	w := newWire(nc, 5*time.Second, 5*time.Second)
+	start := time.Now()
+	_, err = w.query("SELECT '" + strings.Repeat("x", 40<<20) + "'")
+	var me *mysql.MyError
+	if !errors.As(err, &me) || me.Code != mysql.ER_NET_PACKET_TOO_LARGE || me.State != "08S01" {
+		t.Fatalf("refused command: %v, want the server's 1153", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("took %s", d)
+	}
+}
+
 // TestWireLocalInfile: a server asking for a local file gets an empty one
 // (no byte of any file) and the statement fails.
 func TestWireLocalInfile(t *testing.T) {
