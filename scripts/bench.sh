@@ -78,6 +78,10 @@ log "machine: $(machine)"
 log "packages (sysbench etc.) and data services (scripts/dev-up.sh)"
 scripts/ensure-packages.sh test >&2
 scripts/dev-up.sh >&2
+# Servers started by an older dev-up.sh keep MariaDB's small table caches:
+# the benchmark would measure table-definition reloads, not the proxies.
+tdc=$(mysql_ds0 -N -e 'SELECT @@table_definition_cache')
+[ "${tdc:-0}" -ge 8000 ] || die "ds0 runs with table_definition_cache=$tdc; restart the dev servers (scripts/dev-down.sh, then scripts/dev-up.sh)"
 
 log "building convoy-bench and convoy"
 go build -o "$BIN/convoy-bench" ./cmd/convoy-bench

@@ -69,6 +69,12 @@ mariadb_ping() { mariadb --no-defaults -h127.0.0.1 -P"$1" -uroot --connect-timeo
 redis_ping() { [ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = PONG ]; }
 etcd_ping() { ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$1" --dial-timeout=1s --command-timeout=2s endpoint health; }
 
+# A datasource holds thousands of physical tables (five logical tables x its
+# share of 1024 shards, more while a migration copies): MariaDB's default
+# caches (table_definition_cache 400, table_open_cache 2000 split over 4
+# instances) re-read table definitions from disk on a good share of
+# statements there. Size them above the table count, as a production server
+# of a sharded layout must be.
 start_mariadb() { # NAME PORT SERVER_ID
   local name=$1 port=$2 id=$3 dir="$STATE/$1"
   local pidfile="$dir/mariadbd.pid" logf="$dir/error.log"
@@ -93,7 +99,8 @@ start_mariadb() { # NAME PORT SERVER_ID
     --socket="$dir/sock" --pid-file="$pidfile" --log-error="$logf" \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
     --skip-name-resolve --log-bin="$dir/binlog" --binlog-format=ROW --server-id="$id" \
-    --innodb-buffer-pool-size=64M --innodb-log-file-size=48M --max-connections=500 \
+    --innodb-buffer-pool-size=256M --innodb-log-file-size=48M --max-connections=500 \
+    --table-open-cache=8000 --table-definition-cache=8000 \
     --performance-schema=OFF --innodb-flush-log-at-trx-commit=2 --sync-binlog=0 \
     >>"$dir/stdout.log" 2>&1 </dev/null &
   wait_for mariadbd "$pidfile" "$logf" mariadb_ping "$port"
