@@ -75,6 +75,11 @@ func (h *handler) HandleQuery(q string) (*mysql.Result, error) {
 	if h.multi && h.conn != nil && strings.IndexByte(q, ';') >= 0 {
 		return h.multiQuery(q)
 	}
+	return h.query(q)
+}
+
+// query runs one statement and answers it (see reply).
+func (h *handler) query(q string) (*mysql.Result, error) {
 	r, err := h.result(h.sess.Query(q))
 	if err != nil {
 		return nil, err
@@ -112,7 +117,7 @@ func (h *handler) multiQuery(q string) (*mysql.Result, error) {
 		return h.result(nil, err)
 	}
 	if len(parts) == 1 {
-		return h.result(h.sess.Query(q))
+		return h.query(q)
 	}
 	for i, part := range parts {
 		r, err := h.result(h.sess.Query(part))

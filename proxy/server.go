@@ -297,6 +297,7 @@ func (s *Server) handle(nc net.Conn) {
 	gc := &greetingConn{Conn: nc, caps: extraCapabilities, denied: func() { s.auth.fail(host) }}
 	conn, err := s.wire.NewCustomizedConn(gc, s.users, h)
 	_ = nc.SetDeadline(time.Time{})
+	gc.denied = nil // the handshake is over: later writes are not its refusal
 	if err != nil {
 		var me *mysql.MyError
 		if errors.As(err, &me) && me.Code == mysql.ER_ACCESS_DENIED_ERROR && !gc.counted {

@@ -146,8 +146,9 @@ func appendQuoted(dst, s []byte) []byte {
 // as non-negative integers: MariaDB rejects anything else there. assigned
 // lists the placeholders that are a whole value stored into a column (an
 // INSERT value, an UPDATE or ON DUPLICATE KEY UPDATE assignment): there
-// bytes that are not UTF-8 may be inlined as BinaryLiteral, since storing
-// converts the value to the column's type either way.
+// bytes that are not UTF-8 may be inlined as BinaryLiteral: a binary or
+// UTF-8 column stores or refuses it as it would the bound bytes of a UTF-8
+// client (the caller checks the session's character set).
 func InlineShape(a *Analysis) (ok bool, limit, assigned []int) {
 	if a.ParamCount == 0 {
 		return false, nil, nil

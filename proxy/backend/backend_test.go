@@ -14,7 +14,13 @@ import (
 
 func newTestManager(t *testing.T, m *testsvc.MariaDB, opt Options) *Manager {
 	t.Helper()
-	doc, err := router.DefaultLayout([]router.Datasource{{Name: "ds0", Addr: m.Addr(), User: "root"}}, 8)
+	return newTestManagerAt(t, m.Addr(), opt)
+}
+
+// newTestManagerAt: one datasource ds0 at addr (a real server or a fake).
+func newTestManagerAt(t *testing.T, addr string, opt Options) *Manager {
+	t.Helper()
+	doc, err := router.DefaultLayout([]router.Datasource{{Name: "ds0", Addr: addr, User: "root"}}, 8)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func (c *Conn) check(err error) error {
 		return nil
 	}
 	if IsServerError(err) {
-		if closesConnection(err) {
+		if closesConnection(err) || c.w.failed {
 			c.broken = true
 		}
 		return err

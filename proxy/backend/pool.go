@@ -217,6 +217,11 @@ func (p *Pool) dial(ctx context.Context, foundRows bool) (*Conn, error) {
 			// A backend asking for a local file (LOAD DATA LOCAL) must never
 			// get one: without this capability the server refuses the statement.
 			c.UnsetCapability(mysql.CLIENT_LOCAL_FILES)
+			// MySQL 8.0.23+ offers query attributes and go-mysql would take
+			// them; Convoy's own commands (wire) carry none, and with the
+			// capability on the server would read their first bytes as an
+			// attribute count.
+			c.UnsetCapability(mysql.CLIENT_QUERY_ATTRIBUTES)
 			if foundRows {
 				c.SetCapability(mysql.CLIENT_FOUND_ROWS)
 			}

@@ -32,6 +32,9 @@ type wire struct {
 	seq uint8  // sequence number of the next packet to read
 	// status is the server status of the last OK or EOF packet.
 	status uint16
+	// failed: a write failed, so the server holds part of a command at most;
+	// the connection must not be reused, whatever error is reported.
+	failed bool
 
 	readTimeout, writeTimeout time.Duration
 	readBy, writeBy           time.Time // deadlines set on nc
@@ -101,15 +104,7 @@ func (w *wire) begin(cmd byte) {
 
 // send writes the command built since begin, in one write.
 func (w *wire) send() error {
-	b := w.out
-	n := len(b) - 4
-	if n < maxPayload {
-		b[0], b[1], b[2], b[3] = byte(n), byte(n>>8), byte(n>>16), 0
-		w.seq = 1
-	} else {
-		b = splitPackets(b[4:])
-		w.seq = uint8(n/maxPayload + 1) // one packet per full part, then the short one
-	}
+	b := w.frame(0)
 	if cap(w.out) > maxKeptCommand {
 		w.out = nil
 	}
@@ -119,24 +114,48 @@ func (w *wire) send() error {
 	return nil
 }
 
+// frame returns w.out with the command built from at on (a 4-byte header
+// slot first) framed as packets, and sets the sequence number of its reply.
+// The bytes before at (other commands written with it) stay in front.
+func (w *wire) frame(at int) []byte {
+	b := w.out
+	n := len(b) - at - 4
+	if n < maxPayload {
+		b[at], b[at+1], b[at+2], b[at+3] = byte(n), byte(n>>8), byte(n>>16), 0
+		w.seq = 1
+		return b
+	}
+	w.seq = uint8(n/maxPayload + 1) // one packet per full part, then the short one
+	return splitPackets(b[:at], b[at+4:])
+}
+
 // refusal returns the error packet a server sent before closing on a
 // command it would not read to the end (1153, a packet above its
 // max_allowed_packet), or writeErr when there is none. The packet was
 // received before the reset that failed the write, so it is already queued
-// on the socket: a short deadline only bounds the look. The connection is
-// not used again either way.
+// on the socket: a short deadline only bounds the look. Replies to the
+// commands before it in the same write (a batch's COM_SET_OPTION) come
+// first. The connection is not used again either way (failed).
 func (w *wire) refusal(writeErr error) error {
+	w.failed = true
 	w.readTimeout, w.readBy = refusalWait, time.Time{}
-	h, err := w.br.Peek(4)
-	if err != nil {
-		return writeErr
+	for range 2 {
+		h, err := w.br.Peek(4)
+		if err != nil {
+			return writeErr
+		}
+		w.seq = h[3] // numbered from the server's count of what it read
+		_, p, err := w.readPacket(nil)
+		switch {
+		case err != nil || len(p) == 0:
+			return writeErr
+		case p[0] == mysql.ERR_HEADER:
+			return serverError(p)
+		case !isEOF(p) && p[0] != mysql.OK_HEADER:
+			return writeErr
+		}
 	}
-	w.seq = h[3] // numbered from the server's count of what it read
-	_, p, err := w.readPacket(nil)
-	if err != nil || len(p) == 0 || p[0] != mysql.ERR_HEADER {
-		return writeErr
-	}
-	return serverError(p)
+	return writeErr
 }
 
 const refusalWait = 100 * time.Millisecond
@@ -152,11 +171,12 @@ func (w *wire) write(b []byte) error {
 	return err
 }
 
-// splitPackets frames a payload of maxPayload bytes or more as several
-// packets (sequence 0, 1, ...), ending with one shorter than maxPayload
-// (empty if the payload is an exact multiple).
-func splitPackets(p []byte) []byte {
-	out := make([]byte, 0, len(p)+4*(len(p)/maxPayload+1))
+// splitPackets returns prefix followed by a payload of maxPayload bytes or
+// more framed as several packets (sequence 0, 1, ...), ending with one
+// shorter than maxPayload (empty if the payload is an exact multiple).
+func splitPackets(prefix, p []byte) []byte {
+	out := make([]byte, 0, len(prefix)+len(p)+4*(len(p)/maxPayload+1))
+	out = append(out, prefix...)
 	for seq := byte(0); ; seq++ {
 		n := min(len(p), maxPayload)
 		out = append(out, byte(n), byte(n>>8), byte(n>>16), seq)
@@ -189,7 +209,8 @@ func (w *wire) readPacket(buf []byte) ([]byte, []byte, error) {
 			return buf[:m], nil, err
 		}
 		if n < maxPayload {
-			return buf, buf[start:], nil
+			// Capped: an append to one row must not run into the next.
+			return buf, buf[start:len(buf):len(buf)], nil
 		}
 	}
 }
@@ -351,6 +372,26 @@ func (w *wire) columns(buf []byte, count int) ([]byte, []*mysql.Field, error) {
 	return buf, fields, nil
 }
 
+// skipDefinitions reads count definitions and the EOF after them, keeping
+// nothing: a PREPARE's parameter definitions (up to 65535) carry nothing
+// Convoy uses.
+func (w *wire) skipDefinitions(count int) error {
+	var buf, p []byte
+	var err error
+	for range count + 1 {
+		if buf, p, err = w.readPacket(buf[:0]); err != nil {
+			return err
+		}
+	}
+	if !isEOF(p) {
+		return protocolError("%d parameter definitions not followed by EOF", count)
+	}
+	if len(p) >= 5 {
+		w.status = binary.LittleEndian.Uint16(p[3:])
+	}
+	return nil
+}
+
 // parseField decodes a column definition. go-mysql's decoder indexes by the
 // lengths it reads; a backend's packet is untrusted, so a short one is a
 // protocol error here, not a panic.
@@ -399,32 +440,34 @@ func (w *wire) query(sql string) (*mysql.Result, error) {
 // The server stops at the first failing statement: multi returns the
 // results of the statements before it and that statement's error.
 func (w *wire) multi(sql string) ([]*mysql.Result, error) {
-	if len(sql)+1 >= maxPayload {
-		return nil, fmt.Errorf("a statement batch of %d bytes is too long for one packet", len(sql))
-	}
-	n := len(sql) + 1
-	w.out = append(w.out[:0], 3, 0, 0, 0, mysql.COM_SET_OPTION, 0, 0) // MYSQL_OPTION_MULTI_STATEMENTS_ON
-	w.out = append(w.out, byte(n), byte(n>>8), byte(n>>16), 0, mysql.COM_QUERY)
+	const on, off = 0, 1 // MYSQL_OPTION_MULTI_STATEMENTS_ON / _OFF
+	setOption := func(b []byte, op byte) []byte { return append(b, 3, 0, 0, 0, mysql.COM_SET_OPTION, op, 0) }
+	w.out = setOption(w.out[:0], on)
+	at := len(w.out)
+	w.out = append(w.out, 0, 0, 0, 0, mysql.COM_QUERY)
 	w.out = append(w.out, sql...)
-	w.out = append(w.out, 3, 0, 0, 0, mysql.COM_SET_OPTION, 1, 0) // ..._OFF
-	err := w.write(w.out)
+	b := setOption(w.frame(at), off)
+	querySeq := w.seq
+	if querySeq == 1 { // one packet, framed in place: keep the buffer it grew into
+		w.out = b
+	}
 	if cap(w.out) > maxKeptCommand {
 		w.out = nil
 	}
-	if err != nil {
-		return nil, err
+	if err := w.write(b); err != nil {
+		return nil, w.refusal(err)
 	}
 	if err := w.optionReply(); err != nil {
 		return nil, err
 	}
 	// One sequence runs through all the results of the query.
-	w.seq = 1
+	w.seq = querySeq
 	var out []*mysql.Result
 	var stmtErr error
 	for {
 		r, err := w.result()
 		if err != nil {
-			if !isServerErr(err) {
+			if !IsServerError(err) {
 				return out, err
 			}
 			stmtErr = err // the server stops here: no more results follow
@@ -460,11 +503,6 @@ func (w *wire) optionReply() error {
 		return protocolError("COM_SET_OPTION refused: %v", serverError(p))
 	}
 	return protocolError("unexpected reply to COM_SET_OPTION")
-}
-
-func isServerErr(err error) bool {
-	var me *mysql.MyError
-	return errors.As(err, &me)
 }
 
 // simple runs a command answered by OK or an error (COM_INIT_DB).
@@ -543,9 +581,11 @@ func (w *wire) prepare(sql string) (*stmt, error) {
 	st := &stmt{id: binary.LittleEndian.Uint32(p[1:])}
 	ncols := int(binary.LittleEndian.Uint16(p[5:]))
 	st.params = int(binary.LittleEndian.Uint16(p[7:]))
+	if ncols > maxColumns {
+		return nil, protocolError("COM_STMT_PREPARE reply with %d columns", ncols)
+	}
 	if st.params > 0 {
-		// Parameter definitions carry nothing Convoy uses.
-		if buf, _, err = w.columns(buf, st.params); err != nil {
+		if err := w.skipDefinitions(st.params); err != nil {
 			return nil, err
 		}
 	}
@@ -569,7 +609,9 @@ func (w *wire) closeStmt(id uint32) error {
 // EXECUTE, plus int, uint, bool and string.
 func (w *wire) execute(st *stmt, args []any) (*mysql.Result, error) {
 	if len(args) != st.params {
-		return nil, fmt.Errorf("statement takes %d parameters, %d given", st.params, len(args))
+		// Nothing sent: the connection stays usable.
+		return nil, &mysql.MyError{Code: mysql.ER_WRONG_ARGUMENTS, State: "HY000",
+			Message: fmt.Sprintf("Incorrect arguments to mysqld_stmt_execute (statement takes %d parameters, %d given)", st.params, len(args))}
 	}
 	w.begin(mysql.COM_STMT_EXECUTE)
 	w.out = binary.LittleEndian.AppendUint32(w.out, st.id)

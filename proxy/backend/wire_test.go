@@ -3,6 +3,7 @@ package backend
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -139,6 +140,9 @@ func TestWireReplies(t *testing.T) {
 	if len(r.RowDatas) != 2 || !bytes.Equal(r.RowDatas[0], []byte{1, '5'}) || !bytes.Equal(r.RowDatas[1], []byte{0xfb}) {
 		t.Fatalf("rows %q", r.RowDatas)
 	}
+	if cap(r.RowDatas[0]) != len(r.RowDatas[0]) {
+		t.Fatal("a row shares capacity with the next: an append would overwrite it")
+	}
 	if r.Warnings != 1 || w.status&mysql.SERVER_STATUS_IN_TRANS != 0 {
 		t.Fatalf("final EOF: warnings %d status %x", r.Warnings, w.status)
 	}
@@ -191,6 +195,9 @@ func TestWireRefusedCommand(t *testing.T) {
 	if !errors.As(err, &me) || me.Code != mysql.ER_NET_PACKET_TOO_LARGE || me.State != "08S01" {
 		t.Fatalf("refused command: %v, want the server's 1153", err)
 	}
+	if !w.failed {
+		t.Fatal("a connection whose write failed is not marked for closing")
+	}
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("took %s", d)
 	}
@@ -236,7 +243,11 @@ func TestWireLocalInfile(t *testing.T) {
 func TestSplitPackets(t *testing.T) {
 	for _, n := range []int{maxPayload, maxPayload + 1, 2 * maxPayload} {
 		p := bytes.Repeat([]byte{'x'}, n)
-		out := splitPackets(p)
+		out := splitPackets([]byte("pre"), p)
+		if string(out[:3]) != "pre" {
+			t.Fatalf("n=%d: prefix lost", n)
+		}
+		out = out[3:]
 		var joined []byte
 		seq := byte(0)
 		for rest := out; len(rest) > 0; seq++ {
@@ -347,5 +358,76 @@ func TestExecMulti(t *testing.T) {
 	}
 	if got := scalar(t, c, "SELECT 7"); got != "7" {
 		t.Fatalf("connection after the batches: %s", got)
+	}
+}
+
+// TestNoQueryAttributes: a MySQL 8.0.23+ server offers query attributes;
+// Convoy's commands carry none, so its connections must not take the
+// capability (the server would read each command's first bytes as an
+// attribute count).
+func TestNoQueryAttributes(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const serverCaps = mysql.CLIENT_LONG_PASSWORD | mysql.CLIENT_LONG_FLAG | mysql.CLIENT_PROTOCOL_41 |
+		mysql.CLIENT_TRANSACTIONS | mysql.CLIENT_SECURE_CONNECTION | mysql.CLIENT_PLUGIN_AUTH |
+		mysql.CLIENT_QUERY_ATTRIBUTES | mysql.CLIENT_LOCAL_FILES
+	got := make(chan uint32, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		g := []byte{10}
+		g = append(g, "8.0.36\x00"...)
+		g = append(g, 1, 0, 0, 0)
+		g = append(g, "abcdefgh"...)
+		caps := uint32(serverCaps)
+		g = append(g, 0, byte(caps), byte(caps>>8), 45, 2, 0, byte(caps>>16), byte(caps>>24), 21)
+		g = append(g, make([]byte, 10)...)
+		g = append(g, "ijklmnopqrst\x00"...)
+		g = append(g, "mysql_native_password\x00"...)
+		c.Write(pkt(0, g...))
+		h := make([]byte, 4)
+		if _, err := io.ReadFull(c, h); err != nil {
+			return
+		}
+		body := make([]byte, int(h[0])|int(h[1])<<8|int(h[2])<<16)
+		if _, err := io.ReadFull(c, body); err != nil || len(body) < 4 {
+			return
+		}
+		got <- binary.LittleEndian.Uint32(body)
+		c.Write(pkt(h[3]+1, 0, 0, 0, 2, 0, 0, 0))
+		io.Copy(io.Discard, c)
+	}()
+	mgr := newTestManagerAt(t, ln.Addr().String(), Options{})
+	c, err := mgr.Acquire(context.Background(), "ds0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Release()
+	select {
+	case caps := <-got:
+		if caps&mysql.CLIENT_QUERY_ATTRIBUTES != 0 || caps&mysql.CLIENT_LOCAL_FILES != 0 {
+			t.Fatalf("client capabilities %#x take query attributes or local files", caps)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no handshake response")
+	}
+}
+
+// TestWireMultiLongBatch: a batch of 16 MiB or more goes out as split
+// packets between its two COM_SET_OPTIONs, and the reply's sequence number
+// follows the parts.
+func TestWireMultiLongBatch(t *testing.T) {
+	eof := pkt(1, 0xfe, 0, 0, 2, 0)
+	w := fakeServer(t, eof, []byte{}, pkt(2, 0x00, 1, 0, 2, 0, 0, 0), eof)
+	w.readTimeout = 10 * time.Second
+	rs, err := w.multi("INSERT INTO t VALUES ('" + strings.Repeat("x", maxPayload) + "')")
+	if err != nil || len(rs) != 1 || rs[0].AffectedRows != 1 {
+		t.Fatalf("long batch: %d results, %v", len(rs), err)
 	}
 }

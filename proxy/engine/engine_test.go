@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"io"
 	"math"
 	"reflect"
 	"strings"
@@ -253,6 +254,38 @@ func TestSeqInsertOneBatch(t *testing.T) {
 	}
 }
 
+// TestSeqBatchErrors: a batch that fails on the server is rolled back on
+// its connection; one that fails on the wire is not (the connection is
+// dropped, which rolls back); one whose COMMIT answered before the
+// connection failed stored the message, and says so.
+func TestSeqBatchErrors(t *testing.T) {
+	const send = "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (42, 7, 1, 1, NOW())"
+	s, rec := newTestSession()
+	rec.multiErr = io.ErrUnexpectedEOF
+	if r, err := s.Query(send); err != nil || r.InsertId != 1000 {
+		t.Fatalf("committed batch, connection lost after: %v, %+v", err, r)
+	}
+	rec.multiErr = nil
+	rec.take()
+
+	rec.failOn = "conv_msg_0136"
+	if _, err := s.Query(send); err == nil {
+		t.Fatal("failing batch: no error")
+	}
+	if log := rec.take(); len(log) == 0 || !strings.HasSuffix(log[len(log)-1], "text: ROLLBACK") {
+		t.Fatalf("server error in the batch, no ROLLBACK: %q", log)
+	}
+	rec.failErr = io.ErrUnexpectedEOF
+	if _, err := s.Query(send); err == nil {
+		t.Fatal("broken batch: no error")
+	}
+	for _, l := range rec.take() {
+		if strings.Contains(l, "ROLLBACK") {
+			t.Fatalf("ROLLBACK sent on a broken connection: %s", l)
+		}
+	}
+}
+
 // TestPreparedBinaryValueInline: bytes that are not UTF-8 go inline as a
 // binary literal where they are stored, and stay bound where compared.
 func TestPreparedBinaryValueInline(t *testing.T) {
@@ -287,5 +320,17 @@ func TestPreparedBinaryValueInline(t *testing.T) {
 	}
 	if !strings.HasPrefix(log[1], "ds0#4 prepared[42 [255 0 39]]: SELECT") || !strings.Contains(log[2], " prepared[") {
 		t.Fatalf("compared or oversized binary values must stay bound: %q", log[1:])
+	}
+	// A latin1 client: the server would convert the bound string from
+	// latin1 and not a binary literal, so the value stays bound.
+	if _, err := s.Query("SET NAMES latin1"); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	if _, err := s.Execute(ins, []any{int64(7), int64(42), []byte("caf\xe9")}); err != nil {
+		t.Fatal(err)
+	}
+	if log := rec.take(); len(log) == 0 || !strings.Contains(log[len(log)-1], " prepared[") || strings.Contains(strings.Join(log, "\n"), "_binary") {
+		t.Fatalf("latin1 session, non-UTF-8 stored value: %q, want a bound parameter", log)
 	}
 }

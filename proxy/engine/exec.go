@@ -208,7 +208,7 @@ func (s *Session) partFor(pl *plan, snap *router.Snapshot, sh router.Shard, ds s
 	case pl.textArgs:
 		p.sql = pl.renderInline(s, snap, sh, args) // inlinable was checked at lookup
 	case binary && pl.inlinable(args):
-		if p.inline = pl.renderInline(s, snap, sh, pl.inlineArgs(args)); p.inline != "" {
+		if p.inline = pl.renderInline(s, snap, sh, pl.inlineArgs(args, s.utf8Client())); p.inline != "" {
 			p.pl = pl
 		}
 	}

@@ -14,12 +14,14 @@ import (
 // recorder is a recording fake of the backends: every statement is logged
 // as "ds0#3 text: SELECT ..." (datasource, connection number, protocol).
 type recorder struct {
-	mu     sync.Mutex
-	log    []string
-	nconn  int
-	failOn string // statements containing this fail with a server error
-	cols   int    // column count Describe reports
-	quiet  bool   // benchmarks: record nothing, so the fake costs ~nothing
+	mu       sync.Mutex
+	log      []string
+	nconn    int
+	failOn   string // statements containing this fail with a server error
+	failErr  error  // ... or with this error instead
+	multiErr error  // ExecMulti returns it after running every statement
+	cols     int    // column count Describe reports
+	quiet    bool   // benchmarks: record nothing, so the fake costs ~nothing
 }
 
 type fakeConn struct {
@@ -44,6 +46,9 @@ func (r *recorder) record(c *fakeConn, kind, sql string) error {
 	defer r.mu.Unlock()
 	r.log = append(r.log, fmt.Sprintf("%s#%d %s: %s", c.ds, c.id, kind, sql))
 	if r.failOn != "" && strings.Contains(sql, r.failOn) {
+		if r.failErr != nil {
+			return r.failErr
+		}
 		return &mysql.MyError{Code: 1062, State: "23000", Message: "Duplicate entry"}
 	}
 	return nil
@@ -87,7 +92,7 @@ func (c *fakeConn) ExecMulti(sql string) ([]*mysql.Result, error) {
 		}
 		out = append(out, fakeResult(st, false))
 	}
-	return out, nil
+	return out, c.r.multiErr
 }
 func (c *fakeConn) ExecPrepared(sql string, args []any) (*mysql.Result, error) {
 	if c.r.quiet {

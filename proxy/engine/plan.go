@@ -70,8 +70,15 @@ const maxInlineBinary = 64 << 10
 // inlineArgs returns args with the binary values of stored placeholders
 // (an encrypted message body, typically) as binary literals, which
 // AppendLiteral would refuse as bytes that are not UTF-8. args itself when
-// there is none.
-func (pl *plan) inlineArgs(args []any) []any {
+// there is none. Only for a session whose strings are utf8mb4 / utf8mb3
+// (utf8Client): there a binary or UTF-8 column stores (or refuses) the
+// literal exactly as the bound string. From another client character set
+// the server converts a bound string and would not convert the literal, so
+// the values stay bound.
+func (pl *plan) inlineArgs(args []any, utf8Client bool) []any {
+	if !utf8Client {
+		return args
+	}
 	var out []any
 	for _, i := range pl.inlineAssigned {
 		if b, ok := args[i].([]byte); ok && len(b) <= maxInlineBinary && !utf8.Valid(b) {

@@ -8,7 +8,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/convoy-im/convoy/histcache"
-
+	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -188,7 +188,7 @@ func (s *Session) seqBatch(pl *plan, args []any) (_ *mysql.Result, ok bool, _ er
 	seqRow := fmt.Sprintf("(SELECT `max_seq` FROM %s.%s WHERE `conv_id` = %d)", quoteIdent(seqTable.Database), quoteIdent(seqTable.Table), conv)
 	n := len(a.InsertRows)
 	vals := make([]any, len(args), len(args)+n)
-	copy(vals, pl.inlineArgs(args))
+	copy(vals, pl.inlineArgs(args, s.utf8Client()))
 	for i := 0; i < n; i++ {
 		vals = append(vals, rewrite.Literal{Raw: fmt.Sprintf("%s - %d", seqRow, n-1-i)})
 	}
@@ -223,14 +223,6 @@ func (s *Session) seqBatch(pl *plan, args []any) (_ *mysql.Result, ok bool, _ er
 	defer release()
 	start := time.Now()
 	rs, err := c.ExecMulti(b.String())
-	s.e.observe(sh, true, start, err)
-	s.afterError(c, err)
-	if err != nil {
-		if !inTxn && len(rs) > 0 {
-			_, _ = c.Exec("ROLLBACK") // the batch stopped inside its own transaction
-		}
-		return nil, true, err
-	}
 	first := 0
 	if !inTxn {
 		first = 1 // BEGIN's OK
@@ -241,6 +233,22 @@ func (s *Session) seqBatch(pl *plan, args []any) (_ *mysql.Result, ok bool, _ er
 	}
 	if !inTxn {
 		want++ // COMMIT's OK
+	}
+	if err != nil && !inTxn && len(rs) == want {
+		// COMMIT answered OK and only the trailing COM_SET_OPTION's reply
+		// failed: the message is stored (the connection is dropped). An
+		// error here would make the client send it again.
+		err = nil
+	}
+	s.e.observe(sh, true, start, err)
+	s.afterError(c, err)
+	if err != nil {
+		if !inTxn && len(rs) > 0 && backend.IsServerError(err) {
+			// The batch stopped inside its own transaction on a connection
+			// that is still in step; a broken one is closed, which rolls back.
+			_, _ = c.Exec("ROLLBACK")
+		}
+		return nil, true, err
 	}
 	if len(rs) != want || rs[first].InsertId < uint64(n) {
 		return nil, true, errorf(CodeInternal, "[BUG] seq batch for conversation %d returned %d results", conv, len(rs))

@@ -195,3 +195,18 @@ func (s *Session) SetClientCollation(id uint8) error {
 	s.vars["names"] = cs
 	return nil
 }
+
+// utf8Client reports whether the client's strings reach the backends as
+// utf8mb4 / utf8mb3: neither the handshake, SET NAMES nor
+// character_set_client chose another set.
+func (s *Session) utf8Client() bool {
+	cs, ok := s.vars["@@character_set_client"]
+	if !ok {
+		cs, _, _ = strings.Cut(s.vars["names"], " ")
+	}
+	switch strings.ToLower(unquote(cs)) {
+	case "", "utf8mb4", "utf8mb3", "utf8":
+		return true
+	}
+	return false
+}
