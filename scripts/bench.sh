@@ -8,7 +8,8 @@
 #   B2 relay2  one relay per datasource (13320 -> ds0, 13321 -> ds1) and
 #              client-side sharding (convoy-bench --physical): the same
 #              physical tables and servers Convoy uses, one extra hop, no
-#              proxy logic; text-mode conv_msg reads only
+#              proxy logic; conv_msg reads only (point text / prepared, first
+#              text; prepared: one client-side statement per physical table)
 #   C convoy   Convoy, no hot tier            (sysbench: passthrough table im.sbtest1;
 #                                              convoy-bench: sharded conv_msg etc.)
 #   C1 convoy1 Convoy on a one-datasource route table (cluster "one": the same
@@ -278,6 +279,7 @@ run_config() { # CONFIG ROUND
   case $c in
     relay2)
       run_cb "$c" text point=100 point-text "$r"
+      run_cb "$c" prepared point=100 point-prep "$r"
       run_cb "$c" text first=100 first-text "$r"
       return
       ;;
@@ -375,7 +377,9 @@ rows = [
     ("Convoy1 / relay, sharded point select, text (1 server, like the relay)", ("convoy1", "point-text"), ("relay", "point-text"), ">= 0.90"),
     ("Convoy1 / relay, sharded point select, prepared (1 server, like the relay)", ("convoy1", "point-prep"), ("relay", "point-prep"), ">= 0.90"),
     ("relay2 / relay, point select, text (what the sharded layout costs one hop)", ("relay2", "point-text"), ("relay", "point-text"), ""),
+    ("relay2 / relay, point select, prepared (what the sharded layout costs one hop)", ("relay2", "point-prep"), ("relay", "point-prep"), ""),
     ("Convoy / relay2, sharded point select, text (same tables and servers)", ("convoy", "point-text"), ("relay2", "point-text"), ""),
+    ("Convoy / relay2, sharded point select, prepared (same tables and servers)", ("convoy", "point-prep"), ("relay2", "point-prep"), ""),
     ("Convoy / relay2, first-screen page, text (same tables and servers)", ("convoy", "first-text"), ("relay2", "first-text"), ""),
     ("Convoy / relay, first-screen page, text", ("convoy", "first-text"), ("relay", "first-text"), ""),
     ("Convoy1 / relay, first-screen page, text", ("convoy1", "first-text"), ("relay", "first-text"), ""),

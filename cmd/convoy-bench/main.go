@@ -120,7 +120,7 @@ flags:
 	fs.Uint64Var(&o.seed, "seed", 0, "random seed (0: time based)")
 	fs.BoolVar(&o.quiet, "quiet", false, "no live progress line")
 	fs.StringVar(&o.label, "label", "", "free text copied into the report")
-	fs.StringVar(&o.physical, "physical", "", "ds0=DSN,ds1=DSN: route conv_msg reads to their physical tables in the client (text mode; a baseline for the sharded layout)")
+	fs.StringVar(&o.physical, "physical", "", "ds0=DSN,ds1=DSN: route conv_msg reads to their physical tables in the client (a baseline for the sharded layout; prepared mode prepares per physical table)")
 	fs.IntVar(&o.physDBs, "physical-dbs", 8, "databases of the --physical layout (as convoy routes init --dbs)")
 	fs.Parse(args)
 	if fs.NArg() > 0 {
@@ -143,15 +143,15 @@ flags:
 		return err
 	}
 	if o.physical != "" {
-		if o.mode != "text" || o.prepare || o.prepOnly {
-			return fmt.Errorf("--physical runs text-mode reads only (no --prepare)")
+		if o.prepare || o.prepOnly {
+			return fmt.Errorf("--physical runs reads only (no --prepare)")
 		}
 		for i, wt := range mix {
 			if wt > 0 && !physicalOps[opNames[i]] {
 				return fmt.Errorf("--physical routes conv_msg reads only, not %s", opNames[i])
 			}
 		}
-		if o.phys, err = openPhysical(o.physical, o.physDBs, o.conns); err != nil {
+		if o.phys, err = openPhysical(o.physical, o.physDBs, o.conns, o.mode == "text"); err != nil {
 			return err
 		}
 		defer o.phys.close()

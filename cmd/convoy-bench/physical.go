@@ -24,7 +24,7 @@ var physicalOps = map[string]bool{"first": true, "scroll": true, "catchup": true
 
 // openPhysical parses name=DSN,name=DSN (in datasource order) and builds the
 // default layout with dbs databases over them.
-func openPhysical(spec string, dbs, conns int) (*physical, error) {
+func openPhysical(spec string, dbs, conns int, text bool) (*physical, error) {
 	var dss []router.Datasource
 	p := &physical{dbs: map[string]*sql.DB{}}
 	for _, kv := range strings.Split(spec, ",") {
@@ -32,7 +32,7 @@ func openPhysical(spec string, dbs, conns int) (*physical, error) {
 		if !ok || name == "" || dsn == "" {
 			return nil, fmt.Errorf("--physical: want name=DSN,..., got %q", kv)
 		}
-		full, err := buildDSN(dsn, true)
+		full, err := buildDSN(dsn, text)
 		if err != nil {
 			return nil, err
 		}

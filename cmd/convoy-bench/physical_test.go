@@ -6,7 +6,7 @@ import "testing"
 // same route layout (42 -> shard 136 -> im_1.conv_msg_0136 on ds0 with
 // 2 datasources x 8 databases; 2^63+5 -> shard 902 -> im_7 on ds1).
 func TestPhysicalRoute(t *testing.T) {
-	p, err := openPhysical("ds0=root@tcp(127.0.0.1:1)/,ds1=root@tcp(127.0.0.1:2)/", 8, 1)
+	p, err := openPhysical("ds0=root@tcp(127.0.0.1:1)/,ds1=root@tcp(127.0.0.1:2)/", 8, 1, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func TestPhysicalRoute(t *testing.T) {
 			t.Errorf("route(%d) = %q on %s, want %q on %s", c.conv, q, ds, c.sql, c.ds)
 		}
 	}
-	if _, err := openPhysical("ds0", 8, 1); err == nil {
+	if _, err := openPhysical("ds0", 8, 1, true); err == nil {
 		t.Error("a spec without name=DSN was accepted")
 	}
 }

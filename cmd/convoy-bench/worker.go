@@ -51,6 +51,10 @@ type worker struct {
 	hists   [numOps]hist
 	payload []byte
 	phys    map[string]*sql.Conn // --physical: one connection per datasource
+	// physStmts: --physical in prepared mode, one statement per physical
+	// statement text (per table), prepared on first use, as a sharding
+	// client library would.
+	physStmts map[string]*sql.Stmt
 }
 
 func newWorker(ctx context.Context, db *sql.DB, d *dataset, mix []int, o *options, idx int) (*worker, error) {
@@ -149,6 +153,9 @@ func (w *worker) close() {
 		}
 	}
 	w.conn.Close()
+	for _, st := range w.physStmts {
+		st.Close()
+	}
 	for _, c := range w.phys {
 		c.Close()
 	}
@@ -161,6 +168,22 @@ func (w *worker) exec(ctx context.Context, s stmtID, args ...any) (sql.Result, e
 	return w.conn.ExecContext(ctx, w.sql[s], args...)
 }
 
+// physStmt returns the statement q prepared on the worker's connection to ds.
+func (w *worker) physStmt(ctx context.Context, q, ds string) (*sql.Stmt, error) {
+	if st, ok := w.physStmts[q]; ok {
+		return st, nil
+	}
+	st, err := w.phys[ds].PrepareContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("PREPARE %s: %w", q, err)
+	}
+	if w.physStmts == nil {
+		w.physStmts = map[string]*sql.Stmt{}
+	}
+	w.physStmts[q] = st
+	return st, nil
+}
+
 // query runs a read and consumes every row; it returns the row count.
 func (w *worker) query(ctx context.Context, s stmtID, args ...any) (int, error) {
 	var rows *sql.Rows
@@ -168,7 +191,14 @@ func (w *worker) query(ctx context.Context, s stmtID, args ...any) (int, error) 
 	switch st := w.stmts[s]; {
 	case w.phys != nil:
 		q, ds := w.o.phys.route(w.sql[s], args[0].(uint64))
-		rows, err = w.phys[ds].QueryContext(ctx, q, args...)
+		if w.o.mode != "prepared" {
+			rows, err = w.phys[ds].QueryContext(ctx, q, args...)
+			break
+		}
+		var pst *sql.Stmt
+		if pst, err = w.physStmt(ctx, q, ds); err == nil {
+			rows, err = pst.QueryContext(ctx, args...)
+		}
 	case st != nil:
 		rows, err = st.QueryContext(ctx, args...)
 	default:
