@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -39,6 +40,17 @@ func runCLI(t *testing.T, addr, user, pass, script string, extra ...string) stri
 // TestClients drives Convoy with real client libraries other than
 // go-sql-driver: the mariadb CLI (libmariadb) and PyMySQL, and compares what
 // they print with the same script run against plain MariaDB.
+// runClient runs a client program and returns its output; pkgs are the
+// Debian packages it needs (scripts/ensure-packages.sh installs them).
+func runClient(t *testing.T, cmd *exec.Cmd, pkgs string) string {
+	t.Helper()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s (apt-get install %s)", strings.Join(cmd.Args[:1], " "), err, out, pkgs)
+	}
+	return strings.TrimSpace(string(out))
+}
+
 func TestClients(t *testing.T) {
 	s := newStack(t)
 	if _, err := exec.LookPath("mariadb"); err != nil {
@@ -116,12 +128,7 @@ print(json.dumps(out, ensure_ascii=False))
 `
 		runPy := func(addr, user, pw string) string {
 			h, p := hostPort(t, addr)
-			cmd := exec.Command("/usr/bin/python3", "-c", py, h, p, user, pw)
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("pymysql against %s: %v\n%s (apt-get install python3-pymysql)", addr, err, out)
-			}
-			return strings.TrimSpace(string(out))
+			return runClient(t, exec.Command("/usr/bin/python3", "-c", py, h, p, user, pw), "python3-pymysql")
 		}
 		got := runPy(s.convoy.addr, "app", "app secret")
 		want := runPy(s.ref.Addr(), "root", "")
@@ -157,17 +164,71 @@ puts JSON.generate(out)
 `
 		runRb := func(addr, user, pw string) string {
 			h, p := hostPort(t, addr)
-			out, err := exec.Command("ruby", "-e", rb, h, p, user, pw).CombinedOutput()
-			if err != nil {
-				t.Fatalf("ruby mysql2 against %s: %v\n%s (apt-get install ruby-mysql2)", addr, err, out)
-			}
-			return strings.TrimSpace(string(out))
+			return runClient(t, exec.Command("ruby", "-e", rb, h, p, user, pw), "ruby-mysql2")
 		}
 		got := runRb(s.convoy.addr, "app", "app secret")
 		want := runRb(s.ref.Addr(), "root", "")
 		t.Logf("mysql2: %s", got)
 		if got != want || !strings.Contains(got, "140004") {
 			t.Errorf("ruby mysql2 results differ\nmariadb: %s\nconvoy:  %s", want, got)
+		}
+	})
+
+	// MariaDB Connector/J (Debian libmariadb-java): text and server-side
+	// prepared statements, batches, Timestamp and byte[] parameters.
+	t.Run("connector/j", func(t *testing.T) {
+		const jar = "/usr/share/java/mariadb-java-client.jar"
+		runJ := func(addr, user, pw string) string {
+			h, p := hostPort(t, addr)
+			return runClient(t, exec.Command("java", "-cp", jar, "testdata/clients/ConvoyJ.java", h, p, user, pw), "default-jdk-headless libmariadb-java")
+		}
+		got := runJ(s.convoy.addr, "app", "app secret")
+		want := runJ(s.ref.Addr(), "root", "")
+		t.Logf("Connector/J:\n%s", got)
+		if got != want || strings.Count(got, "batch=[1, 1, 1, 1, 1, 1]") != 2 || !strings.Contains(got, "error=1146/42S02") {
+			t.Errorf("Connector/J results differ\nmariadb: %s\nconvoy:  %s", want, got)
+		}
+	})
+
+	// mysqljs (Debian node-mysql): its own protocol code, values escaped by
+	// the client, multi-row VALUES ?, multi-statements, Buffers.
+	t.Run("node mysql", func(t *testing.T) {
+		js := `
+const mysql = require("mysql");
+const [host, port, user, password] = process.argv.slice(1);
+const c = mysql.createConnection({host, port: +port, user, password, database: "im", charset: "utf8mb4_general_ci",
+  multipleStatements: true, supportBigNumbers: true, bigNumberStrings: true, dateStrings: true});
+const q = (sql, args) => new Promise((ok, fail) => c.query(sql, args, (e, r) => e ? fail(e) : ok(r)));
+(async () => {
+  const out = [];
+  out.push((await q("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES ?",
+    [[[1700, 1, 170001, 9, 1, "2026-03-05 10:00:00.500"], [1700, 2, 170002, 9, 1, "2026-03-05 10:00:01.500"],
+      [1701, 1, 170101, 9, 1, "2026-03-05 10:00:02.500"]]])).affectedRows);
+  out.push((await q("INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+    [170001, 1700, 9, 1, Buffer.from([0xff, 0, 0x27, 0x5c, 0x41]), "2026-03-05 10:00:00.500"])).affectedRows);
+  out.push(await q("SELECT seq, msg_id, created_at FROM conv_msg WHERE conv_id = ? ORDER BY seq DESC", [1700]));
+  out.push(await q("SELECT HEX(content) AS h, content FROM msg_content WHERE conv_id = ? AND msg_id = ?", [1700, 170001]));
+  out.push(await q("SELECT msg_id FROM conv_msg WHERE conv_id = 1700 AND seq = 1; SELECT msg_id FROM conv_msg WHERE conv_id = 1701 AND seq = 1"));
+  await q("START TRANSACTION");
+  await q("UPDATE conv_msg SET msg_type = 7 WHERE conv_id = ? AND seq = ?", [1701, 1]);
+  await q("ROLLBACK");
+  out.push(await q("SELECT msg_type FROM conv_msg WHERE conv_id = 1701 AND seq = 1"));
+  try { await q("SELECT * FROM no_such_table"); out.push("no error"); } catch (e) { out.push([e.errno, e.sqlState]); }
+  console.log(JSON.stringify(out));
+  c.end();
+})().catch(e => { console.error(String(e)); process.exit(1); });
+`
+		runJS := func(addr, user, pw string) string {
+			h, p := hostPort(t, addr)
+			cmd := exec.Command("node", "-e", js, h, p, user, pw)
+			cmd.Env = append(os.Environ(), "NODE_PATH=/usr/share/nodejs")
+			return runClient(t, cmd, "nodejs node-mysql")
+		}
+		got := runJS(s.convoy.addr, "app", "app secret")
+		want := runJS(s.ref.Addr(), "root", "")
+		t.Logf("node mysql: %s", got)
+		if got != want || !strings.Contains(got, `"h":"FF00275C41"`) || !strings.HasSuffix(got, `[1146,"42S02"]]`) {
+			t.Errorf("node mysql results differ\nmariadb: %s\nconvoy:  %s", want, got)
 		}
 	})
 

@@ -1292,6 +1292,21 @@ func TestHostileCharsetAndSQLMode(t *testing.T) {
 		}
 		h.pingOK(t, s, q)
 	}
+	// Extending the mode the way drivers do on connect works, evaluated in
+	// the session's own state.
+	if _, err := h.cv.ExecContext(ctx, "SET sql_mode = 'STRICT_TRANS_TABLES'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.cv.ExecContext(ctx, "SET sql_mode = CONCAT(@@sql_mode, ',ERROR_FOR_DIVISION_BY_ZERO')"); err != nil {
+		t.Errorf("SET sql_mode = CONCAT(@@sql_mode, ...): %v", err)
+	}
+	var mode string
+	if err := h.cv.QueryRowContext(ctx, "SELECT @@sql_mode").Scan(&mode); err != nil || mode != "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO" {
+		t.Errorf("sql_mode after CONCAT: %q, %v", mode, err)
+	}
+	if _, err := h.cv.ExecContext(ctx, "SET sql_mode = '"+saved+"'"); err != nil {
+		t.Fatalf("resetting sql_mode: %v", err)
+	}
 	// Escaping still means the same bytes after all of that.
 	w := queryOutcome(ctx, h.ref, "SELECT 'a\\'b', 'c\\\\', \"d\\\"\"")
 	g := queryOutcome(ctx, h.cv, "SELECT 'a\\'b', 'c\\\\', \"d\\\"\"")

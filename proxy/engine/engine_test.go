@@ -334,3 +334,27 @@ func TestPreparedBinaryValueInline(t *testing.T) {
 		t.Fatalf("latin1 session, non-UTF-8 stored value: %q, want a bound parameter", log)
 	}
 }
+
+// TestSQLModeExpr: only expressions over @@sql_mode and literals are
+// evaluated on a backend; anything else stays refused as a non-literal.
+func TestSQLModeExpr(t *testing.T) {
+	for v, want := range map[string]bool{
+		"CONCAT(@@`sql_mode`, ',STRICT_TRANS_TABLES')":          true,
+		"concat(@@SESSION.`sql_mode`, ',NO_BACKSLASH_ESCAPES')": true, // evaluated, then refused by checkSQLMode
+		"REPLACE(@@`sql_mode`, 'STRICT_TRANS_TABLES', '')":      true,
+		"CONCAT_WS(',', @@`sql_mode`, 'a\\'b')":                 true,
+		"'STRICT_TRANS_TABLES'":                                 false, // a literal: checked as it is
+		"@m":                                                    false,
+		"CONCAT(@m, ',X')":                                      false,
+		"CONCAT((SELECT `c` FROM `t`), '')":                     false,
+		"CONCAT(LOAD_FILE('/etc/passwd'), '')":                  false,
+		"CONCAT(@@`sql_mode`, ',X'":                             true, // the server refuses the syntax
+		"CONCAT(@@`sql_mode`, 'x) /* ')":                        true,
+		"CONCAT(@@`sql_mode`) -- x":                             false,
+		"CONCAT(@@`sql_mode`, 'unterminated)":                   false,
+	} {
+		if got := sqlModeExpr(v); got != want {
+			t.Errorf("sqlModeExpr(%s) = %v, want %v", v, got, want)
+		}
+	}
+}

@@ -59,10 +59,17 @@ func (s *Session) set(a *rewrite.Analysis) (*mysql.Result, error) {
 			}
 			setSys(next, v.Name, v.Value)
 		case v.Name == "sql_mode":
-			if err := checkSQLMode(v.Value); err != nil {
+			val := v.Value
+			if sqlModeExpr(val) {
+				var err error
+				if val, err = s.evalSQLMode(next, val); err != nil {
+					return nil, err
+				}
+			}
+			if err := checkSQLMode(val); err != nil {
 				return nil, err
 			}
-			setSys(next, v.Name, v.Value)
+			setSys(next, v.Name, val)
 		default:
 			setSys(next, v.Name, v.Value)
 		}
@@ -96,6 +103,73 @@ func setSys(m map[string]string, name, value string) {
 		return
 	}
 	m["@@"+name] = value
+}
+
+// sqlModeExpr reports a sql_mode value that extends the current mode, as
+// drivers do on connect (Connector/J: CONCAT(@@sql_mode, ',STRICT_TRANS_TABLES')):
+// CONCAT / CONCAT_WS / REPLACE over @@sql_mode and string literals, nothing
+// else (no other function, no table), so evaluating it on a backend has no
+// effect and reads nothing.
+func sqlModeExpr(v string) bool {
+	if !strings.Contains(v, "(") {
+		return false
+	}
+	var rest []byte
+	for i := 0; i < len(v); i++ {
+		if v[i] != '\'' {
+			rest = append(rest, v[i])
+			continue
+		}
+		for i++; i < len(v) && v[i] != '\''; i++ {
+			if v[i] == '\\' {
+				i++
+			}
+		}
+		if i >= len(v) {
+			return false // unterminated literal
+		}
+		rest = append(rest, ' ')
+	}
+	words := strings.FieldsFunc(strings.ToLower(string(rest)), func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r == '_' || r == '@' || r == '.' || r == '`')
+	})
+	for _, w := range words {
+		switch strings.ReplaceAll(w, "`", "") {
+		case "concat", "concat_ws", "replace", "@@sql_mode", "@@session.sql_mode", "@@global.sql_mode":
+		default:
+			return false
+		}
+	}
+	return !strings.ContainsAny(string(rest), ";#-/*")
+}
+
+// evalSQLMode computes a sqlModeExpr value on a backend connection in the
+// session's state (vars: the variables as set so far) and returns it as a
+// string literal, which checkSQLMode then checks like any other.
+func (s *Session) evalSQLMode(vars map[string]string, expr string) (string, error) {
+	var mode string
+	err := s.withDefaultConn(func(c Conn) error {
+		if err := c.SyncVars(vars); err != nil {
+			return err
+		}
+		r, err := c.Exec("SELECT " + expr)
+		if err != nil {
+			return err
+		}
+		if err := decodeRows(r); err != nil {
+			return err
+		}
+		if len(r.Values) != 1 || len(r.Values[0]) != 1 || r.Values[0][0].Value() == nil {
+			return errorf(CodeNotSupported, "SET sql_mode = %s did not give one string", expr)
+		}
+		mode = string(r.Values[0][0].AsString())
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	lit, _ := rewrite.AppendLiteral(nil, mode)
+	return string(lit), nil
 }
 
 // checkSQLMode refuses modes that change how string literals and quotes are
