@@ -16,10 +16,9 @@ import (
 	"github.com/convoy-im/convoy/internal/testsvc"
 )
 
-// fakeServer accepts one connection and answers every command packet it
-// reads with the next reply of replies (raw bytes, headers included). A nil
-// reply means "say nothing" (a stalled server).
-func fakeServer(t *testing.T, replies ...[]byte) *wire {
+// scriptedServer accepts one connection on a loopback port and runs serve
+// on it (closing it afterwards); it returns the address.
+func scriptedServer(t *testing.T, serve func(c net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -32,6 +31,28 @@ func fakeServer(t *testing.T, replies ...[]byte) *wire {
 			return
 		}
 		defer c.Close()
+		serve(c)
+	}()
+	return ln.Addr().String()
+}
+
+// dialWire connects a wire to addr, with the given read and write timeouts.
+func dialWire(t *testing.T, addr string, readTimeout, writeTimeout time.Duration) *wire {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return newWire(nc, readTimeout, writeTimeout)
+}
+
+// fakeServer accepts one connection and answers every command packet it
+// reads with the next reply of replies (raw bytes, headers included). A nil
+// reply means "say nothing" (a stalled server).
+func fakeServer(t *testing.T, replies ...[]byte) *wire {
+	t.Helper()
+	addr := scriptedServer(t, func(c net.Conn) {
 		for _, r := range replies {
 			var h [4]byte
 			if _, err := io.ReadFull(c, h[:]); err != nil {
@@ -50,13 +71,8 @@ func fakeServer(t *testing.T, replies ...[]byte) *wire {
 			}
 		}
 		io.Copy(io.Discard, c)
-	}()
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	return newWire(nc, 300*time.Millisecond, time.Second)
+	})
+	return dialWire(t, addr, 300*time.Millisecond, time.Second)
 }
 
 // pkt frames payload as one packet with sequence number seq.
@@ -168,29 +184,15 @@ func TestWireStalledServer(t *testing.T) {
 // is still coming resets the connection under the write; the caller must get
 // the server's error, not the reset.
 func TestWireRefusedCommand(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
+	addr := scriptedServer(t, func(c net.Conn) {
 		io.ReadFull(c, make([]byte, 4))
 		c.Write(pkt(1, append([]byte{0xff, 0x81, 0x04}, "#08S01Got a packet bigger than 'max_allowed_packet' bytes"...)...))
 		time.Sleep(50 * time.Millisecond)
-		c.Close() // unread bytes queued: the kernel answers with a reset
-	}()
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	w := newWire(nc, 5*time.Second, 5*time.Second)
+		// Closing with unread bytes queued: the kernel answers with a reset.
+	})
+	w := dialWire(t, addr, 5*time.Second, 5*time.Second)
 	start := time.Now()
-	_, err = w.query("SELECT '" + strings.Repeat("x", 40<<20) + "'")
+	_, err := w.query("SELECT '" + strings.Repeat("x", 40<<20) + "'")
 	var me *mysql.MyError
 	if !errors.As(err, &me) || me.Code != mysql.ER_NET_PACKET_TOO_LARGE || me.State != "08S01" {
 		t.Fatalf("refused command: %v, want the server's 1153", err)
@@ -206,32 +208,17 @@ func TestWireRefusedCommand(t *testing.T) {
 // TestWireLocalInfile: a server asking for a local file gets an empty one
 // (no byte of any file) and the statement fails.
 func TestWireLocalInfile(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	got := make(chan []byte, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	addr := scriptedServer(t, func(c net.Conn) {
 		c.Read(make([]byte, 256)) // the query
 		c.Write(pkt(1, append([]byte{0xfb}, "/etc/passwd"...)...))
 		ans := make([]byte, 4)
 		io.ReadFull(c, ans)
 		got <- ans
 		c.Write(pkt(3, 0x00, 0, 0, 2, 0, 0, 0))
-	}()
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	w := newWire(nc, time.Second, time.Second)
-	_, err = w.query("LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE t")
+	})
+	w := dialWire(t, addr, time.Second, time.Second)
+	_, err := w.query("LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE t")
 	if err == nil || !strings.Contains(err.Error(), "local file") {
 		t.Fatalf("LOCAL INFILE request: %v", err)
 	}
@@ -366,21 +353,11 @@ func TestExecMulti(t *testing.T) {
 // capability (the server would read each command's first bytes as an
 // attribute count).
 func TestNoQueryAttributes(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	const serverCaps = mysql.CLIENT_LONG_PASSWORD | mysql.CLIENT_LONG_FLAG | mysql.CLIENT_PROTOCOL_41 |
 		mysql.CLIENT_TRANSACTIONS | mysql.CLIENT_SECURE_CONNECTION | mysql.CLIENT_PLUGIN_AUTH |
 		mysql.CLIENT_QUERY_ATTRIBUTES | mysql.CLIENT_LOCAL_FILES
 	got := make(chan uint32, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	addr := scriptedServer(t, func(c net.Conn) {
 		g := []byte{10}
 		g = append(g, "8.0.36\x00"...)
 		g = append(g, 1, 0, 0, 0)
@@ -402,8 +379,8 @@ func TestNoQueryAttributes(t *testing.T) {
 		got <- binary.LittleEndian.Uint32(body)
 		c.Write(pkt(h[3]+1, 0, 0, 0, 2, 0, 0, 0))
 		io.Copy(io.Discard, c)
-	}()
-	mgr := newTestManagerAt(t, ln.Addr().String(), Options{})
+	})
+	mgr := newTestManagerAt(t, addr, Options{})
 	c, err := mgr.Acquire(context.Background(), "ds0", false)
 	if err != nil {
 		t.Fatal(err)
