@@ -163,7 +163,34 @@ func differentialCases() []dcase {
 		q("SELECT LAST_INSERT_ID()"),
 		q("UPDATE im_conv_seq SET max_seq = max_seq + 1 WHERE conv_id = 1"),
 		q("SELECT LAST_INSERT_ID() AS id, 1"),
+		q("SELECT LAST_INSERT_ID(77), @@last_insert_id"),
+		q("SELECT LAST_INSERT_ID(), @@identity"),
+		q("UPDATE app_log SET v = LAST_INSERT_ID(v + 10) WHERE id = 1"),
+		q("SELECT LAST_INSERT_ID()"),
 		q("DROP TABLE app_log"),
+	)
+	// Session state Convoy keeps itself reads back as the client set it
+	// (a pooled backend connection would answer for itself).
+	cs = append(cs,
+		q("SELECT @@autocommit, @@session.autocommit, @@in_transaction, DATABASE(), SCHEMA()"),
+		q("SET autocommit = 0"),
+		q("SELECT @@autocommit, @@`autocommit`, @@LOCAL.autocommit, @@in_transaction"),
+		q("SHOW VARIABLES LIKE 'autocommit'"),
+		q("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (31, 3, 1, 301, '2026-01-02 00:00:00.000')"),
+		q("SELECT @@autocommit, @@in_transaction"),
+		q("SHOW SESSION VARIABLES WHERE Variable_name IN ('autocommit', 'in_transaction', 'last_insert_id', 'identity', 'max_allowed_packet')"),
+		q("ROLLBACK"),
+		q("SELECT COUNT(*) FROM im_inbox WHERE uid = 31"),
+		q("SET autocommit = 1"),
+		q("SELECT @@autocommit, @@max_allowed_packet, @@global.autocommit"),
+		// Comment-only statements are answered OK; only an empty one is 1065.
+		q("-- a comment line"),
+		q("--"),
+		q("# a hash comment"),
+		q("/* a block comment */"),
+		q("/* a comment */ ;"),
+		q(";"),
+		q("-x"),
 	)
 	return cs
 }

@@ -18,7 +18,8 @@ type handler struct {
 	conn  *server.Conn // nil during the handshake
 	cc    *clientConn  // nil until the handshake is done
 	user  User
-	stmts int // open prepared statements (bounded by MaxPreparedPerSession)
+	host  string // the client's address, for USER()
+	stmts int    // open prepared statements (bounded by MaxPreparedPerSession)
 	// multi: the client enabled multi-statements (CLIENT_MULTI_STATEMENTS at
 	// the handshake, or COM_SET_OPTION later).
 	multi bool
@@ -34,6 +35,13 @@ func (h *handler) fail(err error) error {
 	me := toMySQL(err)
 	h.s.errs.WithLabelValues(strconv.Itoa(int(me.Code))).Inc()
 	return me
+}
+
+// startSession gives a new session what it knows of its client.
+func (h *handler) startSession() {
+	h.sess.SetAdmin(h.user.Admin)
+	h.sess.SetClient(h.user.Name, h.host, h.conn.ConnectionID())
+	h.syncStatus()
 }
 
 // syncStatus keeps the status flags of every reply in line with the session:
@@ -220,9 +228,8 @@ func (h *handler) HandleOtherCommand(cmd byte, data []byte) error {
 		db := h.sess.DB()
 		h.sess.Close()
 		h.sess = h.s.eng.NewSession(db)
-		h.sess.SetAdmin(h.user.Admin)
 		h.sess.SetFoundRows(h.conn.HasCapability(mysql.CLIENT_FOUND_ROWS))
-		h.syncStatus()
+		h.startSession()
 		return nil
 	}
 	return h.fail(&mysql.MyError{Code: mysql.ER_UNKNOWN_COM_ERROR, State: "08S01", Message: "Unknown command " + strconv.Itoa(int(cmd))})

@@ -32,9 +32,10 @@ const (
 	KindSet                  // SET variables, SET NAMES, SET CHARACTER SET, SET TRANSACTION
 	KindUse                  // USE db
 	KindShow                 // SHOW ...
+	KindEmpty                // comments only: MariaDB answers OK (see OnlyComments)
 )
 
-var kindNames = [...]string{"other", "select", "insert", "update", "delete", "ddl", "begin", "commit", "rollback", "set", "use", "show"}
+var kindNames = [...]string{"other", "select", "insert", "update", "delete", "ddl", "begin", "commit", "rollback", "set", "use", "show", "empty"}
 
 func (k Kind) String() string {
 	if k >= 0 && int(k) < len(kindNames) {
@@ -87,6 +88,9 @@ type Analysis struct {
 	SetVars      []SetVar // KindSet
 	UseDB        string   // KindUse
 	TxReadOnly   bool     // START TRANSACTION READ ONLY (informative)
+	// SessionRefs are the session values the statement reads (see
+	// SessionTemplate).
+	SessionRefs SessionRefs
 
 	params map[*test_driver.ParamMarkerExpr]int // placeholder -> index
 }
@@ -188,6 +192,10 @@ func (c *collector) Enter(n ast.Node) (ast.Node, bool) {
 		c.ctes[x.Name.L] = true
 	case *ast.TableName:
 		c.tables = append(c.tables, x)
+	default:
+		if r, ok := sessionRef(n); ok {
+			c.a.SessionRefs |= 1 << r
+		}
 	}
 	return n, false
 }

@@ -3,6 +3,7 @@ package rewrite
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -117,4 +118,12 @@ func skipQuoted(s string, i int) int {
 		}
 	}
 	return len(s)
+}
+
+// OnlyComments reports whether sql, in which the parser found no statement,
+// holds a comment: MariaDB answers such a query (`-- note`, `# note`,
+// `/* note */`, what `mariadb -c` sends for a comment line) with OK, and only
+// one of nothing but blanks and semicolons with 1065 "Query was empty".
+func OnlyComments(sql string) bool {
+	return strings.TrimLeft(sql, " \t\r\n\f\v;") != ""
 }

@@ -29,6 +29,10 @@ type Options struct {
 	// return; above it the client gets a clear error instead of the proxy
 	// exhausting memory. Default 100000.
 	MaxScatterRows int
+	// MaxPacket is the largest packet the proxy accepts from a client;
+	// @@max_allowed_packet reads the smaller of it and the datasources'
+	// own. Default 64 MiB.
+	MaxPacket int64
 	// StatsWindow is the sliding window of SHOW SHARD STATS. Default 60s.
 	StatsWindow time.Duration
 	// Health thresholds of SHOW SHARD HEALTH (seed 001's expansion
@@ -51,6 +55,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxScatterRows <= 0 {
 		o.MaxScatterRows = 100000
+	}
+	if o.MaxPacket <= 0 {
+		o.MaxPacket = 64 << 20
 	}
 	if o.StatsWindow <= 0 {
 		o.StatsWindow = time.Minute
@@ -78,6 +85,8 @@ type Engine struct {
 	plans    *planCache
 	log      *zap.Logger
 	opt      Options
+	// maxPacket caches the datasources' smallest max_allowed_packet.
+	maxPacket maxPacketCache
 }
 
 // observe records one backend statement on a shard.

@@ -113,13 +113,24 @@ func TestTransactionPinsOneShard(t *testing.T) {
 	expectCode(t, err, CodeCrossShardTxn)
 	mustQuery("DELETE FROM msg_content WHERE conv_id = 42 AND msg_id = 7")
 	mustQuery("COMMIT")
+	// A statement without a table neither opens nor pins the transaction.
 	expectLog(t, rec,
-		"ds0#1 text: BEGIN",
 		"ds0#1 text: SELECT 1",
-		"ds0#1 text: UPDATE `im_1`.`conv_msg_0136` AS `conv_msg` SET `msg_type`=2 WHERE `conv_id`=42 AND `seq`=1",
-		"ds0#1 text: DELETE FROM `im_1`.`msg_content_0136` WHERE `conv_id`=42 AND `msg_id`=7",
-		"ds0#1 text: COMMIT",
+		"ds0#2 text: BEGIN",
+		"ds0#2 text: UPDATE `im_1`.`conv_msg_0136` AS `conv_msg` SET `msg_type`=2 WHERE `conv_id`=42 AND `seq`=1",
+		"ds0#2 text: DELETE FROM `im_1`.`msg_content_0136` WHERE `conv_id`=42 AND `msg_id`=7",
+		"ds0#2 text: COMMIT",
 	)
+	// ... so a transaction whose first statement has no table may still take
+	// a shard on another datasource (autocommit=0 clients often start so).
+	mustQuery("SET autocommit = 0")
+	mustQuery("SELECT @@autocommit")
+	mustQuery("UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 1 AND seq = 1")
+	mustQuery("ROLLBACK")
+	if got := rec.take(); len(got) != 4 || !strings.HasPrefix(got[1], "ds1#") || got[1] != strings.Replace(got[3], "ROLLBACK", "BEGIN", 1) {
+		t.Fatalf("autocommit=0 after a table-less SELECT: %q", got)
+	}
+	mustQuery("SET autocommit = 1")
 	if s.InTransaction() {
 		t.Fatal("still in transaction after COMMIT")
 	}

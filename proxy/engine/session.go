@@ -35,6 +35,8 @@ type Session struct {
 	// back before its commit for the hot tier's write-through.
 	histEntries map[uint64][]histcache.Entry
 	admin       bool   // may send admin directives
+	user, host  string // the Convoy account and the client's address (SetClient)
+	connID      uint32
 	buf         []byte // reused for rendering SQL
 	normBuf     []byte // reused by the plan cache (rewrite.Normalize)
 	lits        []rewrite.Literal
@@ -276,28 +278,22 @@ func (s *Session) acquire(ds string) (Conn, error) {
 // and leaves the transaction as it was.
 func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
 	noop := func() {}
-	if !s.inTxn() {
+	if s.inTxn() && s.txn.aborted {
+		return nil, nil, errorf(CodeTxnAborted, "the transaction was rolled back because its backend connection broke; send ROLLBACK")
+	}
+	if !s.inTxn() || pin == pinAny && s.txn.conn == nil {
+		// A statement without a table reads no rows: it does not open the
+		// transaction (nor pin it to the default datasource), as in MariaDB,
+		// where it starts none either.
 		c, err := s.acquire(ds)
 		if err != nil {
 			return nil, nil, err
 		}
 		return c, c.Release, nil
 	}
-	if s.txn.aborted {
-		return nil, nil, errorf(CodeTxnAborted, "the transaction was rolled back because its backend connection broke; send ROLLBACK")
-	}
 	if c := s.txn.conn; c != nil {
-		switch {
-		case pin == pinAny || pin == s.txn.pin:
+		if pin == pinAny || pin == s.txn.pin {
 			return c, noop, nil
-		case s.txn.pin == pinAny:
-			// Only table-less statements ran so far: the transaction holds no
-			// row yet, so it may still take the first shard it meets if that
-			// shard lives on the same connection's datasource.
-			if c.Datasource() == ds {
-				s.txn.pin = pin
-				return c, noop, nil
-			}
 		}
 		return nil, nil, errorf(CodeCrossShardTxn,
 			"this transaction is pinned to %s; a statement for %s would need a second shard (no distributed transactions: commit first, or keep one conversation/user per transaction)",
