@@ -126,20 +126,36 @@ func TestAdminDirectivesAndMetrics(t *testing.T) {
 	if len(rows) != 1 || rows[0][0] != "0136" || rows[0][3] == "0" {
 		t.Errorf("SHOW SHARD STATS WHERE shard = 136: %v", rows)
 	}
+	// By default only what is wrong: FIRED rows and checks that could not
+	// be made, each naming the config key to change.
 	health := queryRows(t, admin, "/*+ convoy SHOW SHARD HEALTH */")
 	var qpsFired, diskFired, ds1Unknown bool
 	for _, r := range health {
 		switch {
-		case r[0] == "shard 0136" && r[1] == "qps" && r[4] == "FIRED":
+		case r[4] == "ok":
+			t.Errorf("SHOW SHARD HEALTH lists a row that is ok: %v", r)
+		case r[0] == "shard 0136" && r[1] == "qps" && r[4] == "FIRED" && r[5] == "health.shard_qps":
 			qpsFired = true
-		case r[0] == "datasource ds0" && r[1] == "disk_pct" && r[4] == "FIRED":
+		case r[0] == "datasource ds0" && r[1] == "disk_pct" && r[4] == "FIRED" && r[5] == "health.disk_percent":
 			diskFired = true
-		case r[0] == "datasource ds1" && r[4] == "unknown":
+		case r[0] == "datasource ds1" && r[4] == "unknown" && r[5] == "health.disk_capacity":
 			ds1Unknown = true
 		}
 	}
 	if !qpsFired || !diskFired || !ds1Unknown {
 		t.Errorf("SHOW SHARD HEALTH (qps fired %v, ds0 disk fired %v, ds1 unknown %v):\n%v", qpsFired, diskFired, ds1Unknown, health)
+	}
+	// ALL adds the rows that are fine: shard 0136's write P99 is far below
+	// the default 50 ms.
+	healthAll := queryRows(t, admin, "/*+ convoy SHOW SHARD HEALTH ALL */")
+	var p99ok bool
+	for _, r := range healthAll {
+		if r[0] == "shard 0136" && r[1] == "write_p99_ms" && r[4] == "ok" && r[5] == "health.write_p99" {
+			p99ok = true
+		}
+	}
+	if !p99ok || len(healthAll) <= len(health) {
+		t.Errorf("SHOW SHARD HEALTH ALL: %d rows (default %d), shard 0136 write_p99 ok %v:\n%v", len(healthAll), len(health), p99ok, healthAll)
 	}
 
 	// The real mariadb CLI with -c keeps the directive comment.
