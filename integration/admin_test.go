@@ -2,8 +2,11 @@ package integration
 
 import (
 	"database/sql"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/convoy-im/convoy/router"
 )
 
 // queryRows returns all rows of q as strings.
@@ -170,17 +173,37 @@ func TestAdminDirectivesAndMetrics(t *testing.T) {
 
 	body := scrape(t, p.metrics)
 	for series, min := range map[string]float64{
-		`convoy_shard_queries_total{kind="write",shard="0136"}`:                20,
-		`convoy_statements_total{class="admin"}`:                               10,
-		`convoy_scatter_total{table="im_inbox"}`:                               1,
-		`convoy_client_errors_total{errno="1227"}`:                             1,
-		`convoy_pool_connections{datasource="ds0",state="idle"}`:               1,
-		`convoy_route_version{cluster="it"}`:                                   1,
-		`convoy_client_connections`:                                            1,
-		`convoy_shard_query_duration_seconds_count{kind="write",shard="0136"}`: 20,
+		`convoy_shard_queries_total{kind="write",shard="0136"}`:                         20,
+		`convoy_statements_total{class="admin"}`:                                        10,
+		`convoy_scatter_total{table="im_inbox"}`:                                        1,
+		`convoy_client_errors_total{errno="1227"}`:                                      1,
+		`convoy_pool_connections{datasource="ds0",state="idle"}`:                        1,
+		`convoy_route_version{cluster="it"}`:                                            1,
+		`convoy_client_connections`:                                                     1,
+		`convoy_datasource_query_duration_seconds_count{datasource="ds0",kind="write"}`: 20,
+		`convoy_shards_over_threshold{trigger="qps"}`:                                   1,
 	} {
 		if v := metricValue(t, body, series); v < min {
 			t.Errorf("metric %s = %v, want >= %v", series, v, min)
 		}
+	}
+
+	// A read and a write on every one of the 1024 shards: the scrape stays
+	// under 300 KB (it was 2.7 MB with per-shard latency histograms).
+	seen := map[router.Shard]bool{}
+	for k := uint64(0); len(seen) < router.NumShards; k++ {
+		if sh := router.ShardOf(k); !seen[sh] {
+			seen[sh] = true
+			mustExec(t, app, fmt.Sprintf("SELECT COUNT(*) FROM conv_msg WHERE conv_id = %d", k))
+			mustExec(t, app, fmt.Sprintf("UPDATE conv_msg SET msg_type = 1 WHERE conv_id = %d AND seq = 0", k))
+		}
+	}
+	body = scrape(t, p.metrics)
+	t.Logf("scrape after traffic on every shard: %d bytes, %d lines", len(body), strings.Count(body, "\n"))
+	if len(body) > 300_000 {
+		t.Errorf("scrape after traffic on every shard is %d bytes, over 300 KB", len(body))
+	}
+	if n := strings.Count(body, "\nconvoy_shard_queries_total{"); n != 2*router.NumShards {
+		t.Errorf("%d convoy_shard_queries_total series, want %d", n, 2*router.NumShards)
 	}
 }
