@@ -89,10 +89,10 @@ type Engine struct {
 	maxPacket maxPacketCache
 }
 
-// observe records one backend statement on a shard.
-func (e *Engine) observe(sh router.Shard, write bool, start time.Time, err error) {
+// observe records one backend statement on a shard, run on datasource ds.
+func (e *Engine) observe(sh router.Shard, ds string, write bool, start time.Time, err error) {
 	d := time.Since(start)
-	e.metrics.observeShard(sh, write, d, err)
+	e.metrics.observeShard(sh, ds, write, d, err)
 	e.window.Record(sh, write, d, err != nil)
 }
 
@@ -102,7 +102,9 @@ func New(b Backends, r Routes, m *Metrics, log *zap.Logger, opt Options) *Engine
 		log = zap.NewNop()
 	}
 	opt = opt.withDefaults()
-	return &Engine{backends: b, routes: r, metrics: m, log: log, opt: opt, window: stats.New(opt.StatsWindow, nil), plans: newPlanCache()}
+	e := &Engine{backends: b, routes: r, metrics: m, log: log, opt: opt, window: stats.New(opt.StatsWindow, nil), plans: newPlanCache()}
+	m.watchWindow(e.window, opt)
+	return e
 }
 
 // acquire gets a backend connection. Waiting is bounded by the pool's own

@@ -253,7 +253,7 @@ func (s *Session) single(p part, write, binary bool) (*mysql.Result, error) {
 	}
 	start := time.Now()
 	r, err := s.exec(c, p, binary)
-	s.e.observe(p.shard, write, start, err)
+	s.e.observe(p.shard, c.Datasource(), write, start, err)
 	s.afterError(c, err)
 	release()
 	if err != nil {
@@ -311,7 +311,7 @@ func (s *Session) writeJobs(jobs []job) (*mysql.Result, error) {
 		opened = append(opened, open{c, j.shard})
 		start := time.Now()
 		r, err := j.run(c)
-		s.e.observe(j.shard, true, start, err)
+		s.e.observe(j.shard, c.Datasource(), true, start, err)
 		if err != nil {
 			rollback()
 			return nil, err
@@ -350,7 +350,7 @@ func (s *Session) autonomous(p part, write, binary bool) (*mysql.Result, error) 
 	defer c.Release()
 	start := time.Now()
 	r, err := s.exec(c, p, binary)
-	s.e.observe(p.shard, write, start, err)
+	s.e.observe(p.shard, c.Datasource(), write, start, err)
 	return r, err
 }
 

@@ -43,7 +43,7 @@ func FuzzQuery(f *testing.F) {
 		"SELECT * FROM conv_msg WHERE msg_id IN (SELECT msg_id FROM msg_content)",
 		"SELECT * FROM conv_msg WHERE conv_id = 1 UNION SELECT * FROM conv_msg WHERE conv_id = 2",
 		"/*+ convoy SHOW ROUTES */", "/*+ convoy shard=3 */ SELECT 1", "/*+ convoy all */ DELETE FROM conv_msg",
-		"/*+ convoy SHOW SHARD HEALTH */", "/*+ convoy SHOW SHARD FOR conv_id = 42 */", "/*+ convoy datasource=ds1 */ SELECT 1",
+		"/*+ convoy SHOW SHARD HEALTH */", "/*+ convoy SHOW SHARD HEALTH ALL */", "/*+ convoy SHOW SHARD FOR conv_id = 42 */", "/*+ convoy datasource=ds1 */ SELECT 1",
 		"/*+ convoy RELOAD ROUTES */", "/*+ convoy SHOW SHARD STATS WHERE shard = 7 */", "/*+ convoy SHOW PROXIES */",
 		"LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE conv_msg",
 		"SELECT * FROM conv_msg WHERE conv_id = 1 FOR UPDATE",

@@ -369,7 +369,7 @@ func (s *Session) endTxn(commit bool) (*mysql.Result, error) {
 		s.e.invalidateAllHistory()
 	}
 	if t.pin >= 0 {
-		s.e.observe(router.Shard(t.pin), true, start, err)
+		s.e.observe(router.Shard(t.pin), t.conn.Datasource(), true, start, err)
 	}
 	t.conn.Release()
 	if err != nil {
