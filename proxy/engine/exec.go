@@ -17,8 +17,24 @@ import (
 // run executes a plan. binary selects the prepared-statement protocol (the
 // backend runs the statement prepared, its binary rows go to the client
 // unchanged).
-func (s *Session) run(pl *plan, args []any, binary bool) (*mysql.Result, error) {
+func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err error) {
 	a := pl.a
+	if s.nextTx != nil && !pl.local() && !pl.tableless() {
+		// SET TRANSACTION's characteristics belong to the next transaction:
+		// the one this statement opens (autocommit=0), or this autocommit
+		// statement, which uses them up only if it succeeds (as in MariaDB,
+		// where a failed autocommit statement leaves them for the next).
+		if s.inTxn() {
+			s.txn.vars, s.nextTx = s.nextTx, nil
+		} else {
+			s.stmtVars = s.nextTx
+			defer func() {
+				if s.stmtVars = nil; err == nil {
+					s.nextTx = nil
+				}
+			}()
+		}
+	}
 	switch a.Kind {
 	case rewrite.KindEmpty:
 		return okResult(), nil
@@ -509,9 +525,9 @@ func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``")
 // datasource, byte for byte as the client wrote it, unless it reads session
 // values Convoy keeps itself (rewrite.SessionTemplate).
 func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result, error) {
-	pin := pinAny
-	if len(pl.a.Unsharded) > 0 || pl.write() || pl.a.Kind == rewrite.KindOther {
-		pin = pinUnsharded
+	pin := pinUnsharded
+	if pl.tableless() {
+		pin = pinAny
 	}
 	def := s.e.routes.Current().DefaultDatasource()
 	c, release, err := s.conn(pin, def)
@@ -577,6 +593,7 @@ func (s *Session) begin(sql string) (*mysql.Result, error) {
 			return nil, err
 		}
 	}
-	s.txn = txnState{explicit: true, beginSQL: sql}
+	s.txn = txnState{explicit: true, beginSQL: sql, vars: s.nextTx}
+	s.nextTx = nil
 	return okResult(), nil
 }

@@ -225,6 +225,12 @@ func (pl *plan) local() bool {
 	return false
 }
 
+// tableless reports a statement that names no table and changes nothing
+// (SELECT 1, SELECT @@x): it needs no transaction and no shard.
+func (pl *plan) tableless() bool {
+	return len(pl.a.Sharded) == 0 && len(pl.a.Unsharded) == 0 && !pl.write() && pl.a.Kind != rewrite.KindOther
+}
+
 func (pl *plan) write() bool {
 	switch pl.a.Kind {
 	case rewrite.KindInsert, rewrite.KindUpdate, rewrite.KindDelete, rewrite.KindDDL:

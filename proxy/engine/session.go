@@ -28,9 +28,15 @@ type Session struct {
 	db         string
 	autocommit bool
 	vars       map[string]string // session variables every backend connection must carry
-	txn        txnState
-	lastID     uint64 // LAST_INSERT_ID() of this session, from OK packets
-	foundRows  bool   // the client set CLIENT_FOUND_ROWS: backend connections carry it too
+	// nextTx are the characteristics SET TRANSACTION (without SESSION) gave
+	// the next transaction, as session variables (@@tx_isolation,
+	// @@tx_read_only) its connections carry on top of vars; stmtVars the
+	// same for the one autocommit statement that consumes them.
+	nextTx    map[string]string
+	stmtVars  map[string]string
+	txn       txnState
+	lastID    uint64 // LAST_INSERT_ID() of this session, from OK packets
+	foundRows bool   // the client set CLIENT_FOUND_ROWS: backend connections carry it too
 	// histEntries are the conv_msg rows the current statement inserted, read
 	// back before its commit for the hot tier's write-through.
 	histEntries map[uint64][]histcache.Entry
@@ -56,6 +62,8 @@ type txnState struct {
 	// the hot tier.
 	hist    []uint64
 	histAll bool
+	// vars are the characteristics SET TRANSACTION gave this transaction.
+	vars map[string]string
 }
 
 func (t *txnState) noteHistory(convs []uint64, known bool) {
@@ -259,13 +267,19 @@ func (s *Session) FieldList(table, wildcard string) ([]*mysql.Field, error) {
 // opened the same way.
 func (s *Session) SetFoundRows(on bool) { s.foundRows = on }
 
-// acquire gets a pooled connection carrying the session's variables.
+// acquire gets a pooled connection carrying the session's variables (and
+// the characteristics SET TRANSACTION gave the autocommit statement being
+// run, if any).
 func (s *Session) acquire(ds string) (Conn, error) {
+	return s.acquireVars(ds, mergeVars(s.vars, s.stmtVars))
+}
+
+func (s *Session) acquireVars(ds string, vars map[string]string) (Conn, error) {
 	c, err := s.e.backends.Acquire(context.Background(), ds, s.foundRows)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.SyncVars(s.vars); err != nil {
+	if err := c.SyncVars(vars); err != nil {
 		c.Release()
 		return nil, err
 	}
@@ -299,7 +313,9 @@ func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
 			"this transaction is pinned to %s; a statement for %s would need a second shard (no distributed transactions: commit first, or keep one conversation/user per transaction)",
 			pinName(s.txn.pin), pinName(pin))
 	}
-	c, err := s.acquire(ds)
+	// The transaction's connection also carries the characteristics SET
+	// TRANSACTION gave it; @@tx_isolation read elsewhere stays the session's.
+	c, err := s.acquireVars(ds, mergeVars(s.vars, s.txn.vars))
 	if err != nil {
 		return nil, nil, err
 	}
