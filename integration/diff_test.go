@@ -109,6 +109,37 @@ func differentialCases() []dcase {
 		dcase{sql: "SELECT conv_id, seq FROM conv_msg WHERE msg_type = 1", unordered: true},
 		dcase{sql: "SELECT uid, conv_id FROM im_conv_member", unordered: true},
 		q("SELECT MAX(uid), MIN(uid), COUNT(*) FROM im_conv_member"),
+		// COUNT / SUM / AVG(DISTINCT): each shard groups by the argument too,
+		// the proxy de-duplicates across shards.
+		q("SELECT COUNT(DISTINCT sender_uid) FROM conv_msg"),
+		q("SELECT conv_id, COUNT(DISTINCT sender_uid), COUNT(*) FROM conv_msg GROUP BY conv_id"),
+		q("SELECT msg_type, COUNT(DISTINCT sender_uid) AS senders, COUNT(*), MAX(seq) FROM conv_msg GROUP BY msg_type HAVING COUNT(DISTINCT sender_uid) > 1 ORDER BY senders DESC, msg_type"),
+		q("SELECT msg_type FROM conv_msg GROUP BY msg_type HAVING COUNT(DISTINCT conv_id) >= 1 ORDER BY COUNT(DISTINCT sender_uid) DESC, msg_type LIMIT 2"),
+		q("SELECT COUNT(DISTINCT msg_type, sender_uid), SUM(DISTINCT sender_uid), AVG(DISTINCT sender_uid), MIN(DISTINCT seq), AVG(seq) FROM conv_msg"),
+		q("SELECT COUNT(DISTINCT sender_uid), SUM(DISTINCT msg_type), AVG(DISTINCT seq) FROM conv_msg WHERE msg_type = 99"),
+		q("SELECT COUNT(DISTINCT sender_uid) FROM conv_msg WHERE msg_type = ?", 1),
+		q("SELECT COUNT(DISTINCT sender_uid) FROM conv_msg WHERE conv_id IN (?, ?, ?)", 1, 2, 42),
+		q("SELECT COUNT(DISTINCT 1), COUNT(DISTINCT ?, sender_uid) FROM conv_msg WHERE msg_type = ?", "x", 99),
+		q("SELECT COUNT(DISTINCT 1), SUM(DISTINCT 2) FROM conv_msg WHERE msg_type = ?", 99),
+		q("SELECT COUNT(DISTINCT 1), COUNT(DISTINCT ?, sender_uid) FROM conv_msg WHERE msg_type = ?", "x", 1),
+		// LIMIT placeholders (GORM's ColumnTypes sends SELECT * ... LIMIT ?),
+		// bound at EXECUTE; the text protocol gets them as literals.
+		q("SELECT * FROM conv_msg LIMIT ?", 0),
+		q("SELECT * FROM conv_msg WHERE msg_id = ? LIMIT ?", 77, 1),
+		q("SELECT conv_id, seq, msg_id FROM conv_msg ORDER BY conv_id, seq LIMIT ?, ?", 2, 3),
+		q("SELECT conv_id, seq, msg_id FROM conv_msg ORDER BY conv_id DESC, seq LIMIT ? OFFSET ?", 3, 1),
+		q("SELECT conv_id, seq FROM conv_msg WHERE msg_type = ? ORDER BY conv_id, seq LIMIT ? OFFSET ?", 1, 2, 1),
+		q("SELECT conv_id, seq FROM conv_msg ORDER BY conv_id, seq LIMIT 2 OFFSET ?", 3),
+		q("SELECT sender_uid, COUNT(*) FROM conv_msg GROUP BY sender_uid ORDER BY sender_uid LIMIT ? OFFSET ?", 2, 1),
+		q("SELECT DISTINCT sender_uid FROM conv_msg ORDER BY sender_uid DESC LIMIT ?", 2),
+		q("SELECT conv_id, seq FROM conv_msg WHERE conv_id IN (?, ?, ?) ORDER BY conv_id, seq LIMIT ?", 1, 2, 42, 3),
+		// Bound values MariaDB converts without an error (prepared): a
+		// negative count is no limit, 2.5 rounds to even, '2x' reads 2. As
+		// literals (text) they are syntax errors.
+		q("SELECT conv_id, seq FROM conv_msg ORDER BY conv_id, seq LIMIT ?", -1),
+		q("SELECT conv_id, seq FROM conv_msg ORDER BY conv_id, seq LIMIT ?", 2.5),
+		q("SELECT conv_id, seq FROM conv_msg ORDER BY conv_id, seq LIMIT ?, 2", "2x"),
+		q("SELECT conv_id, seq FROM conv_msg ORDER BY conv_id, seq LIMIT ? OFFSET ?", 2, -1),
 		// NULLs: a nullable column added through the DDL fan-out.
 		q("ALTER TABLE msg_content ADD COLUMN note VARCHAR(16) NULL"),
 		q("UPDATE msg_content SET note = 'b' WHERE conv_id = 42 AND msg_id = 4201"),
@@ -120,6 +151,12 @@ func differentialCases() []dcase {
 		q("SELECT COUNT(note), COUNT(*), MIN(note), MAX(note) FROM msg_content"),
 		q("SELECT note, COUNT(*) FROM msg_content GROUP BY note ORDER BY note"),
 		q("SELECT DISTINCT note FROM msg_content ORDER BY note"),
+		// 'a' (conv 42, shard 136) and 'A' (conv 1, shard 951) are one value
+		// under utf8mb4_general_ci; NULL is no value.
+		q("UPDATE msg_content SET note = 'a' WHERE conv_id = 42 AND msg_id = 4202"),
+		q("SELECT COUNT(DISTINCT note), COUNT(note), COUNT(*) FROM msg_content"),
+		q("SELECT msg_type, COUNT(DISTINCT note) AS n FROM msg_content GROUP BY msg_type ORDER BY n, msg_type"),
+		q("SELECT COUNT(DISTINCT note, msg_type), COUNT(DISTINCT conv_id, note) FROM msg_content"),
 		q("ALTER TABLE msg_content DROP COLUMN note"),
 		q("SELECT COUNT(*) FROM im_inbox WHERE send_time > '2030-01-01'"),
 	)
