@@ -46,6 +46,10 @@ type Session struct {
 	buf         []byte // reused for rendering SQL
 	normBuf     []byte // reused by the plan cache (rewrite.Normalize)
 	lits        []rewrite.Literal
+	// shard is the shard the current statement was routed to (the last one
+	// asked for a connection), or -1: the proxy names it when the statement
+	// fails.
+	shard int
 }
 
 // txnState is a transaction pinned to one backend connection of one shard.
@@ -73,7 +77,17 @@ func (t *txnState) noteHistory(convs []uint64, known bool) {
 
 // NewSession starts a session with db as its current database.
 func (e *Engine) NewSession(db string) *Session {
-	return &Session{e: e, parser: rewrite.NewParser(), db: db, autocommit: true, vars: map[string]string{}}
+	return &Session{e: e, parser: rewrite.NewParser(), db: db, autocommit: true, vars: map[string]string{}, shard: -1}
+}
+
+// StatementShard is the shard the last Query, Prepare or Execute was routed
+// to, if it was routed to one (a statement on several shards names the last
+// one it asked a connection for).
+func (s *Session) StatementShard() (router.Shard, bool) {
+	if s.shard < 0 {
+		return 0, false
+	}
+	return router.Shard(s.shard), true
 }
 
 // DB is the session's current database.
@@ -121,6 +135,7 @@ func (s *Session) withDefaultConn(fn func(Conn) error) error {
 
 // Query runs one COM_QUERY.
 func (s *Session) Query(sql string) (*mysql.Result, error) {
+	s.shard = -1
 	if r, ok, err := s.directive(sql); ok {
 		return r, classify(err)
 	}
@@ -164,6 +179,7 @@ type Prepared struct {
 // Prepare plans sql and asks a backend for its exact parameter and column
 // counts (clients such as libmariadb fail if they are not exact).
 func (s *Session) Prepare(sql string) (*Prepared, error) {
+	s.shard = -1
 	if _, ok, _ := directive.Parse(sql); ok {
 		return nil, errorf(CodeNotSupported, "Convoy directives cannot be prepared; send them as plain queries")
 	}
@@ -222,6 +238,7 @@ func (s *Session) describe(ds, db, sql string, p *Prepared) error {
 
 // Execute runs a prepared statement with its bound arguments.
 func (s *Session) Execute(p *Prepared, args []any) (*mysql.Result, error) {
+	s.shard = -1
 	if len(args) != p.Params {
 		return nil, errorf(CodeWrongArguments, "Incorrect arguments to mysqld_stmt_execute: %d given, %d expected", len(args), p.Params)
 	}
@@ -291,6 +308,9 @@ func (s *Session) acquireVars(ds string, vars map[string]string) (Conn, error) {
 // pinned connection, opened lazily; a statement for another shard is refused
 // and leaves the transaction as it was.
 func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
+	if pin >= 0 {
+		s.shard = pin
+	}
 	noop := func() {}
 	if s.inTxn() && s.txn.aborted {
 		return nil, nil, errorf(CodeTxnAborted, "the transaction was rolled back because its backend connection broke; send ROLLBACK")
