@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,9 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 	case rewrite.KindCommit, rewrite.KindRollback:
 		s.e.metrics.countStatement("transaction")
 		return s.endTxn(a.Kind == rewrite.KindCommit)
+	case rewrite.KindSavepoint:
+		s.e.metrics.countStatement("transaction")
+		return s.savepoint(pl)
 	case rewrite.KindSet:
 		s.e.metrics.countStatement("session")
 		return s.set(a)
@@ -415,7 +419,7 @@ func (s *Session) insert(pl *plan, args []any, binary bool) (*mysql.Result, erro
 		rowsByTarget[t] = append(rowsByTarget[t], i)
 	}
 	if len(shards) > 1 && s.inTxn() {
-		return nil, errorf(CodeCrossShardTxn, "this INSERT has rows for %d shards; inside a transaction all rows must belong to the transaction's shard (no distributed transactions)", len(shards))
+		return nil, errorf(CodeCrossShardTxn, "this INSERT has rows for %d shards; inside a transaction all rows must belong to the transaction's shard (no distributed transactions): send such a batch outside a transaction (autocommit; GORM: SkipDefaultTransaction or CreateInBatches without a transaction), or one transaction per conversation / user", len(shards))
 	}
 	if len(order) == 1 {
 		sh := shards[0]
@@ -584,6 +588,46 @@ func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result,
 		s.showSessionVariables(pl.a, r, binary)
 	}
 	return r, err
+}
+
+// savepoint runs SAVEPOINT, ROLLBACK TO SAVEPOINT and RELEASE SAVEPOINT on
+// the transaction's connection, whichever shard it is pinned to. Before the
+// transaction has a connection (BEGIN; SAVEPOINT a; ...) nothing has been
+// done that could be undone: the names are kept, checked as MariaDB checks
+// them, and set on the connection right after its BEGIN. Outside a
+// transaction any connection answers as MariaDB would (SAVEPOINT is
+// accepted, ROLLBACK TO fails with 1305).
+func (s *Session) savepoint(pl *plan) (*mysql.Result, error) {
+	if c := s.txn.conn; c != nil {
+		r, err := c.Exec(pl.sql)
+		s.afterError(c, err)
+		return r, err
+	}
+	if !s.inTxn() || s.txn.aborted {
+		c, release, err := s.conn(pinAny, s.e.routes.Current().DefaultDatasource())
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		return c.Exec(pl.sql)
+	}
+	sp := pl.a.Savepoint
+	at := slices.IndexFunc(s.txn.savepoints, func(n string) bool { return strings.EqualFold(n, sp.Name) })
+	if at < 0 && sp.Op != rewrite.SavepointSet {
+		return nil, &mysql.MyError{Code: mysql.ER_SP_DOES_NOT_EXIST, State: "42000", Message: "SAVEPOINT " + sp.Name + " does not exist"}
+	}
+	switch sp.Op {
+	case rewrite.SavepointSet:
+		if at >= 0 {
+			s.txn.savepoints = slices.Delete(s.txn.savepoints, at, at+1)
+		}
+		s.txn.savepoints = append(s.txn.savepoints, sp.Name)
+	case rewrite.SavepointRollback:
+		s.txn.savepoints = s.txn.savepoints[:at+1]
+	case rewrite.SavepointRelease:
+		s.txn.savepoints = s.txn.savepoints[:at]
+	}
+	return okResult(), nil
 }
 
 // begin opens a transaction; MySQL commits an open one first.

@@ -217,7 +217,7 @@ func (s *Session) plan(sql string) (*plan, error) {
 // local reports statements the session answers itself or that carry no rows.
 func (pl *plan) local() bool {
 	switch pl.a.Kind {
-	case rewrite.KindBegin, rewrite.KindCommit, rewrite.KindRollback, rewrite.KindSet, rewrite.KindUse, rewrite.KindEmpty:
+	case rewrite.KindBegin, rewrite.KindCommit, rewrite.KindRollback, rewrite.KindSet, rewrite.KindUse, rewrite.KindEmpty, rewrite.KindSavepoint:
 		return true
 	case rewrite.KindDDL:
 		return pl.tmpl != nil

@@ -68,6 +68,9 @@ type txnState struct {
 	histAll bool
 	// vars are the characteristics SET TRANSACTION gave this transaction.
 	vars map[string]string
+	// savepoints were set before the transaction had a connection; they
+	// are set on it after BEGIN (see savepoint).
+	savepoints []string
 }
 
 func (t *txnState) noteHistory(convs []uint64, known bool) {
@@ -347,7 +350,14 @@ func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
 		c.Release()
 		return nil, nil, err
 	}
-	s.txn.conn, s.txn.pin = c, pin
+	for _, sp := range s.txn.savepoints {
+		if _, err := c.Exec("SAVEPOINT " + quoteIdent(sp)); err != nil {
+			_, _ = c.Exec("ROLLBACK")
+			c.Release()
+			return nil, nil, err
+		}
+	}
+	s.txn.conn, s.txn.pin, s.txn.savepoints = c, pin, nil
 	return c, noop, nil
 }
 
