@@ -76,6 +76,7 @@ type Engine struct {
 	admin    AdminHooks
 	hot      *hotState // nil: no hot tier
 	plans    *planCache
+	intro    introState // introspection caches (introspect.go)
 	log      *zap.Logger
 	opt      Options
 }
