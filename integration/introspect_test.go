@@ -32,6 +32,9 @@ func introspectionCases() []dcase {
 		q("SHOW FULL TABLES WHERE Table_type = 'BASE TABLE'"),
 		q("SHOW TABLES WHERE Tables_in_im LIKE '%msg%' OR Tables_in_im = 'IM_INBOX'"),
 		q("SHOW FULL TABLES FROM im WHERE Table_type = 'VIEW'"),
+		q("SHOW FULL TABLES WHERE Tables_in_im = ? OR Tables_in_im LIKE ?", "conv_msg", "%seq"), // prepared: binary rows
+		q("SHOW COLUMNS FROM conv_msg WHERE Field = ? OR `Type` LIKE ?", "seq", "datetime%"),
+		q("SHOW DATABASES WHERE `Database` = ?", "im"),
 		q("SHOW TABLES FROM no_such_db"), // 1049
 		q("DESCRIBE conv_msg"),
 		q("DESC im_inbox"),
@@ -236,24 +239,13 @@ func TestIntrospectionRemoteRepresentative(t *testing.T) {
 	})
 	ctx := context.Background()
 	for _, mode := range []string{"&interpolateParams=true", "&interpolateParams=false"} {
-		ref := openDSN(t, fmt.Sprintf("root@tcp(%s)/im?collation=utf8mb4_general_ci%s", s.ref.Addr(), mode))
-		cv := openDSN(t, s.convoy.dsn("convoy", "convoy", "im")+mode)
-		rc, err := ref.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cc, err := cv.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := openPair(t, s, mode)
 		for i, dc := range introspectionCases() {
-			want, got := run(ctx, rc, dc), run(ctx, cc, dc)
+			want, got := run(ctx, h.ref, dc), run(ctx, h.cv, dc)
 			if !same(want, got, dc.unordered) {
 				t.Errorf("%s case %d: %s %v\n  mariadb: %v\n  convoy:  %v", mode, i, dc.sql, dc.args, want, got)
 			}
 		}
-		checkNoPhysicalNames(t, cc)
-		rc.Close()
-		cc.Close()
+		checkNoPhysicalNames(t, h.cv)
 	}
 }

@@ -2,7 +2,6 @@ package rewrite
 
 import (
 	"errors"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -143,28 +142,9 @@ func NewInfoSchemaTemplate(a *Analysis, currentDB string) (*Template, error) {
 	}
 	undo := keepSourceForms(a.Stmt)
 	defer undo()
-	for range maxTokenAttempts {
-		token := "cvy" + strconv.FormatUint(rand.Uint64()|1<<63, 36)
-		r := infoRenamer{token: token, db: currentDB, names: names}
-		a.Stmt.Accept(&r)
-		ps := paramSwapper{token: token, index: a.params}
-		if len(a.params) > 0 {
-			a.Stmt.Accept(&ps)
-		}
-		text, err := Restore(a.Stmt)
-		if ps.installed > 0 {
-			ps.undo = true
-			a.Stmt.Accept(&ps)
-		}
-		r.undoAll()
-		if err != nil {
-			return nil, err
-		}
-		if t, ok := split(text, token, names, r.installed, ps.installed); ok {
-			return t, nil
-		}
-	}
-	return nil, errors.New("[BUG] rewrite: sentinel token collided with statement text repeatedly")
+	return restoreWithHoles(a.Stmt, names, a.params, func(token string) sentinels {
+		return &infoRenamer{token: token, db: currentDB, names: names}
+	})
 }
 
 // infoRenamer installs the sentinels of NewInfoSchemaTemplate.
@@ -173,20 +153,10 @@ type infoRenamer struct {
 	db        string
 	names     []string
 	installed int
-	undo      []undoRec
+	undoLog
 }
 
-func (r *infoRenamer) set(field *ast.CIStr, v ast.CIStr) {
-	r.undo = append(r.undo, undoRec{field, *field})
-	*field = v
-}
-
-func (r *infoRenamer) undoAll() {
-	for i := len(r.undo) - 1; i >= 0; i-- {
-		*r.undo[i].field = r.undo[i].old
-	}
-	r.undo = r.undo[:0]
-}
+func (r *infoRenamer) count() int { return r.installed }
 
 func (r *infoRenamer) Enter(n ast.Node) (ast.Node, bool) {
 	switch x := n.(type) {

@@ -8,6 +8,15 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
+func analyzeOne(t *testing.T, p *Parser, query string) *Analysis {
+	t.Helper()
+	a, err := parseOne(t, p, query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 func testSchema() *LogicalSchema {
 	return &LogicalSchema{
 		Hidden: []string{"im_0", "im_1", "mysql", "performance_schema", "sys"},
@@ -24,7 +33,7 @@ func TestInfoSchemaTemplate(t *testing.T) {
 	view := func(name string) string { return "{" + name + "}" }
 	for _, c := range []struct {
 		db, query, want string
-		args, bound []any
+		args, bound     []any
 	}{
 		{
 			db:    "im",
@@ -48,14 +57,7 @@ func TestInfoSchemaTemplate(t *testing.T) {
 			want:  "SELECT * FROM {TABLES} AS `t` WHERE `t`.`table_schema` IN (SELECT `schema_name` FROM {SCHEMATA} AS `schemata`)",
 		},
 	} {
-		stmts, err := p.Parse(c.query)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := Analyze(stmts[0])
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := analyzeOne(t, p, c.query)
 		tmpl, err := NewInfoSchemaTemplate(a, c.db)
 		if err != nil {
 			t.Fatalf("%s: %v", c.query, err)
@@ -66,7 +68,7 @@ func TestInfoSchemaTemplate(t *testing.T) {
 		if c.args != nil && !reflect.DeepEqual(tmpl.Bind(c.args), c.bound) {
 			t.Errorf("%s: arguments bound as %v, want %v", c.query, tmpl.Bind(c.args), c.bound)
 		}
-		if again, _ := Restore(stmts[0]); !strings.Contains(strings.ToLower(again), "information_schema") && c.db != "information_schema" {
+		if again, _ := Restore(a.Stmt); !strings.Contains(strings.ToLower(again), "information_schema") && c.db != "information_schema" {
 			t.Errorf("%s: the AST was not put back: %s", c.query, again)
 		}
 	}
@@ -87,15 +89,7 @@ func TestInfoSchemaRefs(t *testing.T) {
 		{"im", "SHOW TABLES", nil},
 		{"im", "DELETE FROM t WHERE x IN (SELECT TABLE_NAME FROM information_schema.TABLES)", nil},
 	} {
-		stmts, err := p.Parse(c.query)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := Analyze(stmts[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := InfoSchemaRefs(a, c.db); !reflect.DeepEqual(got, c.want) {
+		if got := InfoSchemaRefs(analyzeOne(t, p, c.query), c.db); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s in %s: %v, want %v", c.query, c.db, got, c.want)
 		}
 	}

@@ -236,16 +236,7 @@ func (e *Engine) repRows(ds, name string, cols []string, ls *rewrite.LogicalSche
 	if q == "" {
 		return nil, nil
 	}
-	c, err := e.acquire(ds)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Release()
-	r, err := c.Exec(q)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := textRows(r)
+	fields, rows, err := e.queryRows(ds, q)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +248,7 @@ func (e *Engine) repRows(ds, name string, cols []string, ls *rewrite.LogicalSche
 				out[i][j] = rewrite.RepSchema
 				continue
 			}
-			out[i][j] = rewrite.RepLiteral(v, v == nil, literalKind(r.Fields[j]))
+			out[i][j] = rewrite.RepLiteral(v, v == nil, literalKind(fields[j]))
 		}
 	}
 	return out, nil
@@ -302,7 +293,7 @@ func (e *Engine) tableSizes(snap *router.Snapshot) (map[string]rewrite.TableSize
 		names = append(names, ds)
 	}
 	slices.Sort(names)
-	results := make([]*mysql.Result, len(names))
+	results := make([][][][]byte, len(names))
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, ds := range names {
@@ -315,24 +306,14 @@ func (e *Engine) tableSizes(snap *router.Snapshot) (map[string]rewrite.TableSize
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := e.acquire(ds)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			defer c.Release()
-			results[i], errs[i] = c.Exec(strings.Join(parts, " UNION ALL "))
+			_, results[i], errs[i] = e.queryRows(ds, strings.Join(parts, " UNION ALL "))
 		}()
 	}
 	wg.Wait()
 	sizes := map[string]rewrite.TableSizes{}
-	for i, r := range results {
+	for i, rows := range results {
 		if errs[i] != nil {
 			return nil, errs[i]
-		}
-		rows, err := textRows(r)
-		if err != nil {
-			return nil, err
 		}
 		for _, row := range rows {
 			l, ok := logical[phys{string(row[0]), string(row[1])}]
@@ -429,20 +410,8 @@ func (s *Session) showTables(pl *plan, st *ast.ShowStmt, args []any, binary bool
 // logicalTables lists the logical tables whose representative exists, as
 // SHOW [FULL] TABLES rows (name, and 'BASE TABLE' for FULL).
 func (e *Engine) logicalTables(ls *rewrite.LogicalSchema, repDS string, ncols int) ([][][]byte, error) {
-	phys := make([]string, len(ls.Tables))
-	for i, t := range ls.Tables {
-		phys[i] = t.Physical
-	}
-	c, err := e.acquire(repDS)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Release()
-	r, err := c.Exec("SELECT `TABLE_NAME` FROM `information_schema`.`TABLES` WHERE `TABLE_SCHEMA`=" + rewrite.QuoteString(ls.RepDB) + " AND `TABLE_NAME` IN " + inList(phys))
-	if err != nil {
-		return nil, err
-	}
-	rows, err := textRows(r)
+	_, rows, err := e.queryRows(repDS, "SELECT `TABLE_NAME` FROM `information_schema`.`TABLES` WHERE `TABLE_SCHEMA`="+
+		rewrite.QuoteString(ls.RepDB)+" AND `TABLE_NAME` IN "+repTables(ls))
 	if err != nil {
 		return nil, err
 	}
@@ -469,25 +438,12 @@ func (s *Session) logicalStatus(snap *router.Snapshot, ls *rewrite.LogicalSchema
 	if err != nil {
 		return nil, err
 	}
-	phys := make([]string, len(ls.Tables))
-	for i, t := range ls.Tables {
-		phys[i] = t.Physical
-	}
-	c, err := s.acquire(repDS)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Release()
-	r, err := c.Exec("SHOW TABLE STATUS FROM " + rewrite.QuoteIdent(ls.RepDB) + " WHERE `Name` IN " + inList(phys))
-	if err != nil {
-		return nil, err
-	}
-	rows, err := textRows(r)
+	repFields, rows, err := s.e.queryRows(repDS, "SHOW TABLE STATUS FROM "+rewrite.QuoteIdent(ls.RepDB)+" WHERE `Name` IN "+repTables(ls))
 	if err != nil {
 		return nil, err
 	}
 	col := map[string]int{}
-	for i, f := range r.Fields {
+	for i, f := range repFields {
 		col[string(f.Name)] = i
 	}
 	var out [][][]byte
@@ -694,7 +650,36 @@ func (s *Session) showSharded(pl *plan, args []any, binary bool) (*mysql.Result,
 	if binary && r.Resultset != nil && !textToBinary(r.Resultset) {
 		return nil, errorf(CodeInternal, "[BUG] a SHOW answer has no binary form")
 	}
+	fixFields(r, db)
 	return r, nil
+}
+
+// repTables lists the representative physical tables for an IN.
+func repTables(ls *rewrite.LogicalSchema) string {
+	phys := make([]string, len(ls.Tables))
+	for i, t := range ls.Tables {
+		phys[i] = t.Physical
+	}
+	return inList(phys)
+}
+
+// queryRows runs one of Convoy's own statements on a datasource and
+// returns its columns and text rows.
+func (e *Engine) queryRows(ds, sql string) ([]*mysql.Field, [][][]byte, error) {
+	c, err := e.acquire(ds)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer c.Release()
+	r, err := c.Exec(sql)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := textRows(r)
+	if err != nil || r.Resultset == nil {
+		return nil, rows, err
+	}
+	return r.Fields, rows, nil
 }
 
 // textRows splits the rows of a text-protocol result into their values
