@@ -80,6 +80,8 @@ func introspectionCases() []dcase {
 		q("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_NAME = 'conv_msg'"),
 		q("SELECT DATABASE()"),
 		q("DESCRIBE no_such_table"),
+		q("DESCRIBE `im`.`conv_msg`"), // SQLAlchemy 2 has_table
+		q("SHOW COLUMNS FROM `conv_msg` FROM `im` LIKE 'c%'"),
 		// Unqualified names while information_schema is the current database.
 		q("USE information_schema"),
 		q("SELECT TABLE_NAME, INDEX_NAME FROM STATISTICS WHERE TABLE_SCHEMA = 'im' AND SEQ_IN_INDEX = 1 ORDER BY 1, 2"),

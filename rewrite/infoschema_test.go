@@ -179,3 +179,49 @@ func TestShowCondition(t *testing.T) {
 		t.Errorf("RowsQuery\n got: %s\nwant: %s", q, want)
 	}
 }
+
+// Any SELECT on information_schema gets a template whose views fill in as
+// SQL the parser reads back, and the statement is left as parsed.
+func FuzzInfoSchemaTemplate(f *testing.F) {
+	for _, q := range []string{
+		"SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ? AND table_type = ?",
+		"SELECT column_name, is_nullable = 'YES' FROM information_schema.columns WHERE table_schema = ? AND table_name = ? ORDER BY ORDINAL_POSITION",
+		"SELECT information_schema.tables.* FROM information_schema.tables WHERE 0x2A = 42 LIMIT ? OFFSET ?",
+		"SELECT * FROM tables t JOIN (SELECT * FROM statistics) s USING (table_name) WHERE t.table_schema IN (SELECT schema_name FROM schemata)",
+		"SELECT 1 UNION SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE kc WHERE kc.REFERENCED_TABLE_NAME IS NULL",
+	} {
+		f.Add(q)
+	}
+	p := NewParser()
+	f.Fuzz(func(t *testing.T, q string) {
+		if CheckComments(q) != nil {
+			return
+		}
+		stmts, err := p.Parse(q)
+		if err != nil || len(stmts) != 1 {
+			return
+		}
+		a, err := Analyze(stmts[0])
+		if err != nil || len(InfoSchemaRefs(a, "information_schema")) == 0 {
+			return
+		}
+		before, err := Restore(a.Stmt)
+		if err != nil {
+			return
+		}
+		tmpl, err := NewInfoSchemaTemplate(a, "information_schema")
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if after, _ := Restore(a.Stmt); after != before {
+			t.Fatalf("%s: the AST changed:\n%s\n%s", q, before, after)
+		}
+		sql := string(tmpl.FillViews(nil, func(string) string { return "(SELECT 1 AS `x`)" }))
+		if _, err := p.Parse(sql); err != nil {
+			t.Fatalf("%s: filled template does not parse: %v\n%s", q, err, sql)
+		}
+		if tmpl.Params() != a.ParamCount {
+			t.Fatalf("%s: %d placeholders in the template, %d in the statement", q, tmpl.Params(), a.ParamCount)
+		}
+	})
+}
