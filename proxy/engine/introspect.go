@@ -109,6 +109,9 @@ func (s *Session) introspect(pl *plan, args []any, binary bool) (r *mysql.Result
 	}
 	switch a.Kind {
 	case rewrite.KindSelect:
+		if !readsInfoSchema(a, s.db) {
+			return nil, false, nil // the common case, without a walk of the AST
+		}
 		names := rewrite.InfoSchemaRefs(a, s.db)
 		if len(names) == 0 {
 			return nil, false, nil
@@ -134,6 +137,20 @@ func (s *Session) introspect(pl *plan, args []any, binary bool) (r *mysql.Result
 	return r, true, err
 }
 
+// readsInfoSchema reports whether a statement may read information_schema.
+func readsInfoSchema(a *rewrite.Analysis, db string) bool {
+	const prefix = "information_schema."
+	if strings.EqualFold(db, "information_schema") {
+		return len(a.Unsharded) > 0
+	}
+	for _, n := range a.Unsharded {
+		if len(n) > len(prefix) && strings.EqualFold(n[:len(prefix)], prefix) {
+			return true
+		}
+	}
+	return false
+}
+
 // onDefault runs fn on a connection of the default datasource in the
 // session's current database, outside any transaction of the session:
 // metadata reads are not transactional on MariaDB either.
@@ -149,9 +166,9 @@ func (s *Session) onDefault(fn func(c Conn) (*mysql.Result, error)) (*mysql.Resu
 	return fn(c)
 }
 
-// run sends sql (the client's statement, or Convoy's rewrite of it) as
+// execAs sends sql (the client's statement, or Convoy's rewrite of it) as
 // the client sent it: prepared with args, or as text.
-func run(c Conn, sql string, args []any, binary bool) (*mysql.Result, error) {
+func execAs(c Conn, sql string, args []any, binary bool) (*mysql.Result, error) {
 	if binary {
 		return c.ExecPrepared(sql, args)
 	}
@@ -189,7 +206,7 @@ func (s *Session) infoSchemaSelect(pl *plan, names []string, args []any, binary 
 			views[n] = rewrite.InfoSchemaView(n, cols, ls, rep)
 		}
 		sql := string(tmpl.FillViews(nil, func(n string) string { return views[n] }))
-		return run(c, sql, tmpl.Bind(args), binary)
+		return execAs(c, sql, tmpl.Bind(args), binary)
 	})
 }
 
@@ -347,7 +364,7 @@ func inList(vals []string) string {
 
 // showDatabases answers SHOW DATABASES without the hidden databases.
 func (s *Session) showDatabases(pl *plan, args []any, binary bool) (*mysql.Result, error) {
-	r, err := s.onDefault(func(c Conn) (*mysql.Result, error) { return run(c, pl.sql, args, binary) })
+	r, err := s.onDefault(func(c Conn) (*mysql.Result, error) { return execAs(c, pl.sql, args, binary) })
 	if err != nil || r == nil || r.Resultset == nil || len(r.Fields) == 0 {
 		return r, err
 	}
@@ -386,7 +403,7 @@ func (s *Session) showTables(pl *plan, st *ast.ShowStmt, args []any, binary bool
 	}
 	ls, repDS := logicalSchema(snap)
 	return s.onDefault(func(c Conn) (*mysql.Result, error) {
-		r, err := run(c, pl.sql, args, binary)
+		r, err := execAs(c, pl.sql, args, binary)
 		if err != nil || r == nil || r.Resultset == nil || len(r.Fields) == 0 ||
 			db == "" || slices.Contains(ls.Hidden, db) || strings.EqualFold(db, "information_schema") {
 			return r, err
