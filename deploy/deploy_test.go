@@ -20,18 +20,22 @@ import (
 )
 
 // knownMetrics lists every series the dashboard may use, with its labels
-// (instance and job, added by Prometheus, are allowed everywhere). Keep it in
-// step with the code that registers them.
+// (instance and job, added by Prometheus, are allowed everywhere).
+// TestKnownMetricsAreRegistered checks it against the code that registers
+// them.
 var knownMetrics = map[string][]string{
 	// proxy/engine/metrics.go (NewMetrics)
-	"convoy_shard_queries_total":          {"shard", "kind"},
-	"convoy_shard_query_duration_seconds": {"shard", "kind"}, // histogram
-	"convoy_shard_errors_total":           {"shard", "kind"},
-	"convoy_statements_total":             {"class"},
-	"convoy_scatter_total":                {"table"},
-	"convoy_scatter_targets":              {}, // histogram
-	"convoy_plan_cache_total":             {"result"},
-	"convoy_prepared_backend_total":       {"path"},
+	"convoy_shard_queries_total":               {"shard", "kind"},
+	"convoy_shard_errors_total":                {"shard"},
+	"convoy_datasource_query_duration_seconds": {"datasource", "kind"}, // histogram
+	"convoy_datasource_errors_total":           {"datasource", "kind"},
+	"convoy_shards_over_threshold":             {"trigger"}, // windowCollector, at scrape time
+	"convoy_shard_write_p99_max_seconds":       {},
+	"convoy_statements_total":                  {"class"},
+	"convoy_scatter_total":                     {"table"},
+	"convoy_scatter_targets":                   {}, // histogram
+	"convoy_plan_cache_total":                  {"result"},
+	"convoy_prepared_backend_total":            {"path"},
 
 	// proxy/server.go (client side)
 	"convoy_client_connections":                {},
@@ -59,7 +63,7 @@ var knownMetrics = map[string][]string{
 }
 
 // histograms expose <name>_bucket (with le), _sum and _count.
-var histograms = []string{"convoy_shard_query_duration_seconds", "convoy_scatter_targets"}
+var histograms = []string{"convoy_datasource_query_duration_seconds", "convoy_scatter_targets"}
 
 // resolveMetric maps a series name to its metric and label set.
 func resolveMetric(name string) (string, []string, bool) {
@@ -176,8 +180,9 @@ func TestDashboard(t *testing.T) {
 	}
 	// The dashboard shows what the issue asks for.
 	for _, m := range []string{
-		"convoy_statements_total", "convoy_shard_queries_total", "convoy_shard_query_duration_seconds",
-		"convoy_shard_errors_total", "convoy_scatter_total", "convoy_scatter_targets",
+		"convoy_statements_total", "convoy_shard_queries_total", "convoy_datasource_query_duration_seconds",
+		"convoy_shard_errors_total", "convoy_datasource_errors_total", "convoy_shards_over_threshold",
+		"convoy_shard_write_p99_max_seconds", "convoy_scatter_total", "convoy_scatter_targets",
 		"convoy_client_connections", "convoy_client_errors_total", "convoy_pool_connections",
 		routecfg.MetricVersion, routecfg.MetricStaleness, routecfg.MetricStale,
 		"up", "convoy_histcache_hits_total", "convoy_histcache_misses_total",
@@ -193,10 +198,10 @@ func TestDashboard(t *testing.T) {
 func TestLintPromQL(t *testing.T) {
 	good := []string{
 		`topk(20, sum by (shard) (rate(convoy_shard_queries_total[1m])))`,
-		`histogram_quantile(0.99, sum by (shard, le) (rate(convoy_shard_query_duration_seconds_bucket{kind="write"}[5m])))`,
+		`histogram_quantile(0.99, sum by (datasource, le) (rate(convoy_datasource_query_duration_seconds_bucket{kind="write"}[5m])))`,
 		`sum(rate(convoy_scatter_targets_sum[5m])) / sum(rate(convoy_scatter_targets_count[5m]))`,
 		`sum(up{job="convoy"}) by (instance)`,
-		`topk(20, sum by (shard, kind) (rate(convoy_shard_errors_total[1m])) > 0)`,
+		`topk(20, sum by (shard) (rate(convoy_shard_errors_total[1m])) > 0)`,
 		`max without (instance) (convoy_route_version) offset 5m`,
 	}
 	for _, e := range good {
@@ -205,17 +210,20 @@ func TestLintPromQL(t *testing.T) {
 		}
 	}
 	bad := map[string]string{
-		`sum(rate(convoy_shard_queries_total[1m])`:                  "unbalanced",
-		`sum(rate(convoy_shard_querys_total[1m]))`:                  "unknown metric",
-		`sum by (shrad) (rate(convoy_shard_queries_total[1m]))`:     "label",
-		`rate(convoy_shard_queries_total{knd="write"}[1m])`:         "label",
-		`rate(convoy_shard_queries_total[1x])`:                      "duration",
-		`rated(convoy_shard_queries_total[1m])`:                     "unknown function",
-		`rate(convoy_shard_queries_total{kind="write}[1m])`:         "unterminated",
-		`convoy_pool_connections{state=}`:                           "matcher",
-		`sum(convoy_statements_total`:                               "unbalanced",
-		`convoy_scatter_total_bucket`:                               "unknown metric",
-		`histogram_quantile(0.9, rate(convoy_scatter_total[5m]) ])`: "unbalanced",
+		`sum(rate(convoy_shard_queries_total[1m])`:                                       "unbalanced",
+		`sum(rate(convoy_shard_querys_total[1m]))`:                                       "unknown metric",
+		`sum by (shrad) (rate(convoy_shard_queries_total[1m]))`:                          "label",
+		`rate(convoy_shard_queries_total{knd="write"}[1m])`:                              "label",
+		`rate(convoy_shard_queries_total[1x])`:                                           "duration",
+		`rated(convoy_shard_queries_total[1m])`:                                          "unknown function",
+		`rate(convoy_shard_queries_total{kind="write}[1m])`:                              "unterminated",
+		`convoy_pool_connections{state=}`:                                                "matcher",
+		`sum(convoy_statements_total`:                                                    "unbalanced",
+		`convoy_scatter_total_bucket`:                                                    "unknown metric",
+		`rate(convoy_shard_query_duration_seconds_bucket[5m])`:                           "unknown metric",
+		`sum by (shard, le) (rate(convoy_datasource_query_duration_seconds_bucket[5m]))`: "label",
+		`rate(convoy_shard_errors_total{kind="write"}[1m])`:                              "label",
+		`histogram_quantile(0.9, rate(convoy_scatter_total[5m]) ])`:                      "unbalanced",
 	}
 	for e, want := range bad {
 		if _, err := lintPromQL(e); err == nil || !strings.Contains(err.Error(), want) {

@@ -2,8 +2,11 @@ package integration
 
 import (
 	"database/sql"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/convoy-im/convoy/router"
 )
 
 // queryRows returns all rows of q as strings.
@@ -126,20 +129,36 @@ func TestAdminDirectivesAndMetrics(t *testing.T) {
 	if len(rows) != 1 || rows[0][0] != "0136" || rows[0][3] == "0" {
 		t.Errorf("SHOW SHARD STATS WHERE shard = 136: %v", rows)
 	}
+	// By default only what is wrong: FIRED rows and checks that could not
+	// be made, each naming the config key to change.
 	health := queryRows(t, admin, "/*+ convoy SHOW SHARD HEALTH */")
 	var qpsFired, diskFired, ds1Unknown bool
 	for _, r := range health {
 		switch {
-		case r[0] == "shard 0136" && r[1] == "qps" && r[4] == "FIRED":
+		case r[4] == "ok":
+			t.Errorf("SHOW SHARD HEALTH lists a row that is ok: %v", r)
+		case r[0] == "shard 0136" && r[1] == "qps" && r[4] == "FIRED" && r[5] == "health.shard_qps":
 			qpsFired = true
-		case r[0] == "datasource ds0" && r[1] == "disk_pct" && r[4] == "FIRED":
+		case r[0] == "datasource ds0" && r[1] == "disk_pct" && r[4] == "FIRED" && r[5] == "health.disk_percent":
 			diskFired = true
-		case r[0] == "datasource ds1" && r[4] == "unknown":
+		case r[0] == "datasource ds1" && r[4] == "unknown" && r[5] == "health.disk_capacity":
 			ds1Unknown = true
 		}
 	}
 	if !qpsFired || !diskFired || !ds1Unknown {
 		t.Errorf("SHOW SHARD HEALTH (qps fired %v, ds0 disk fired %v, ds1 unknown %v):\n%v", qpsFired, diskFired, ds1Unknown, health)
+	}
+	// ALL adds the rows that are fine: shard 0136's write P99 is far below
+	// the default 50 ms.
+	healthAll := queryRows(t, admin, "/*+ convoy SHOW SHARD HEALTH ALL */")
+	var p99ok bool
+	for _, r := range healthAll {
+		if r[0] == "shard 0136" && r[1] == "write_p99_ms" && r[4] == "ok" && r[5] == "health.write_p99" {
+			p99ok = true
+		}
+	}
+	if !p99ok || len(healthAll) <= len(health) {
+		t.Errorf("SHOW SHARD HEALTH ALL: %d rows (default %d), shard 0136 write_p99 ok %v:\n%v", len(healthAll), len(health), p99ok, healthAll)
 	}
 
 	// The real mariadb CLI with -c keeps the directive comment.
@@ -154,17 +173,37 @@ func TestAdminDirectivesAndMetrics(t *testing.T) {
 
 	body := scrape(t, p.metrics)
 	for series, min := range map[string]float64{
-		`convoy_shard_queries_total{kind="write",shard="0136"}`:                20,
-		`convoy_statements_total{class="admin"}`:                               10,
-		`convoy_scatter_total{table="im_inbox"}`:                               1,
-		`convoy_client_errors_total{errno="1227"}`:                             1,
-		`convoy_pool_connections{datasource="ds0",state="idle"}`:               1,
-		`convoy_route_version{cluster="it"}`:                                   1,
-		`convoy_client_connections`:                                            1,
-		`convoy_shard_query_duration_seconds_count{kind="write",shard="0136"}`: 20,
+		`convoy_shard_queries_total{kind="write",shard="0136"}`:                         20,
+		`convoy_statements_total{class="admin"}`:                                        10,
+		`convoy_scatter_total{table="im_inbox"}`:                                        1,
+		`convoy_client_errors_total{errno="1227"}`:                                      1,
+		`convoy_pool_connections{datasource="ds0",state="idle"}`:                        1,
+		`convoy_route_version{cluster="it"}`:                                            1,
+		`convoy_client_connections`:                                                     1,
+		`convoy_datasource_query_duration_seconds_count{datasource="ds0",kind="write"}`: 20,
+		`convoy_shards_over_threshold{trigger="qps"}`:                                   1,
 	} {
 		if v := metricValue(t, body, series); v < min {
 			t.Errorf("metric %s = %v, want >= %v", series, v, min)
 		}
+	}
+
+	// A read and a write on every one of the 1024 shards: the scrape stays
+	// under 300 KB (it was 2.7 MB with per-shard latency histograms).
+	seen := map[router.Shard]bool{}
+	for k := uint64(0); len(seen) < router.NumShards; k++ {
+		if sh := router.ShardOf(k); !seen[sh] {
+			seen[sh] = true
+			mustExec(t, app, fmt.Sprintf("SELECT COUNT(*) FROM conv_msg WHERE conv_id = %d", k))
+			mustExec(t, app, fmt.Sprintf("UPDATE conv_msg SET msg_type = 1 WHERE conv_id = %d AND seq = 0", k))
+		}
+	}
+	body = scrape(t, p.metrics)
+	t.Logf("scrape after traffic on every shard: %d bytes, %d lines", len(body), strings.Count(body, "\n"))
+	if len(body) > 300_000 {
+		t.Errorf("scrape after traffic on every shard is %d bytes, over 300 KB", len(body))
+	}
+	if n := strings.Count(body, "\nconvoy_shard_queries_total{"); n != 2*router.NumShards {
+		t.Errorf("%d convoy_shard_queries_total series, want %d", n, 2*router.NumShards)
 	}
 }

@@ -137,6 +137,43 @@ print(json.dumps(out, ensure_ascii=False))
 		}
 	})
 
+	// PyMySQL's default (autocommit=False) and SQLAlchemy rely on the
+	// greeting's status flags: they send SET autocommit=0 only when the
+	// greeting says autocommit is on. With 0x0000 there, every statement of
+	// a "transaction" committed on its own and rollback() undid nothing.
+	t.Run("pymysql rollback", func(t *testing.T) {
+		py := `
+import sys, json, pymysql
+host, port, user, pw = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+def connect():
+    return pymysql.connect(host=host, port=port, user=user, password=pw, database="im", charset="utf8mb4")
+c = connect()
+out = [c.server_status & 2, c.get_autocommit()]
+cur = c.cursor()
+cur.execute("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (801, 80, 1, 8001, '2026-02-03 00:00:00')")
+c.commit()
+cur.execute("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (801, 80, 2, 8002, '2026-02-03 00:00:01')")
+cur.execute("DELETE FROM im_inbox WHERE uid = 801 AND seq = 1")
+cur.execute("SELECT @@autocommit, @@in_transaction")
+out.append(list(cur.fetchone()))
+c.rollback()
+other = connect()
+oc = other.cursor()
+oc.execute("SELECT seq, msg_id FROM im_inbox WHERE uid = 801 ORDER BY seq")
+out.append([list(r) for r in oc.fetchall()])
+print(json.dumps(out))
+`
+		runPy := func(addr, user, pw string) string {
+			h, p := hostPort(t, addr)
+			return runClient(t, exec.Command("/usr/bin/python3", "-c", py, h, p, user, pw), "python3-pymysql")
+		}
+		got := runPy(s.convoy.addr, "app", "app secret")
+		want := runPy(s.ref.Addr(), "root", "")
+		if got != want || !strings.HasSuffix(got, "[[1, 8001]]]") {
+			t.Errorf("pymysql rollback differs\nmariadb: %s\nconvoy:  %s", want, got)
+		}
+	})
+
 	// Ruby mysql2 (libmariadb, server-side prepared statements): Time values
 	// travel as binary DATETIME parameters, results as binary rows.
 	t.Run("ruby mysql2", func(t *testing.T) {

@@ -120,7 +120,8 @@ func TestTransactionsAndRefusals(t *testing.T) {
 		errno uint16
 		want  string
 	}{
-		{"SELECT COUNT(DISTINCT sender_uid) FROM conv_msg", 1235, "DISTINCT"},
+		{"SELECT GROUP_CONCAT(DISTINCT sender_uid) FROM conv_msg", 1235, "DISTINCT"},
+		{"SELECT SUM(DISTINCT content) FROM msg_content", 1235, "not a number"},
 		{"SELECT * FROM conv_msg WHERE msg_id IN (SELECT msg_id FROM msg_content)", 1235, "subquery"},
 		{"UPDATE conv_msg SET msg_type = 1", 1235, "needs a conv_id"},
 		{"DELETE FROM im_inbox WHERE conv_id = 5", 1235, "needs a uid"},
@@ -135,16 +136,11 @@ func TestTransactionsAndRefusals(t *testing.T) {
 		{"SELECT * FROM conv_msg JOIN im_inbox ON 1 = 1 WHERE conv_msg.conv_id = 1", 1235, ""},
 		{"SELECT 1; SELECT 2", 1064, ""},
 		{"", 1065, ""},
-		{"/* only a comment */", 1065, ""},
 		{"SET NAMES gbk", 1235, "gbk"},
 		{"SET sql_mode = 'NO_BACKSLASH_ESCAPES'", 1235, "NO_BACKSLASH_ESCAPES"},
 		{"SET GLOBAL max_connections = 10", 1235, "GLOBAL"},
 		{"SELECT conv_id FROM conv_msg WHERE conv_id = ?", 1064, ""}, // a ? in COM_QUERY is a syntax error, as in MySQL
 		{"SET @@session.no_such_var = 1", 1193, ""},
-	}
-	// Prepared: LIMIT ? cannot be pushed to the shards of a multi-shard read.
-	if _, err := db.Exec("SELECT conv_id, seq FROM conv_msg ORDER BY seq LIMIT ?", 1); errno(err) != 1235 || !strings.Contains(err.Error(), "LIMIT") {
-		t.Errorf("prepared multi-shard LIMIT ?: %v", err)
 	}
 	for _, r := range refusals {
 		c, err := db.Conn(ctx)

@@ -61,6 +61,9 @@ type Config struct {
 	AuthWindow   time.Duration
 	// RequireSecureTransport refuses clients that did not negotiate TLS.
 	RequireSecureTransport bool
+	// StatementLogRate bounds the log lines about failed client statements,
+	// per errno and second (stmtlog.go). Default 5; negative: no lines.
+	StatementLogRate int
 }
 
 // Server accepts client connections.
@@ -85,6 +88,7 @@ type Server struct {
 	connGauge prometheus.Gauge
 	rejected  prometheus.Counter
 	errs      *prometheus.CounterVec
+	stmtLog   *stmtLog
 }
 
 // New builds a server; call Serve with a listener.
@@ -113,6 +117,9 @@ func New(cfg Config, eng *engine.Engine, log *zap.Logger, reg prometheus.Registe
 	if cfg.AuthFailures == 0 {
 		cfg.AuthFailures = 10
 	}
+	if cfg.StatementLogRate == 0 {
+		cfg.StatementLogRate = defaultStatementLogRate
+	}
 	if cfg.AuthWindow <= 0 {
 		cfg.AuthWindow = time.Minute
 	}
@@ -135,6 +142,7 @@ func New(cfg Config, eng *engine.Engine, log *zap.Logger, reg prometheus.Registe
 		eng:     eng,
 		log:     log,
 		users:   credentials{},
+		stmtLog: newStmtLog(log.Named("client"), cfg.StatementLogRate),
 		conns:   map[net.Conn]struct{}{},
 		auth:    newAuthThrottle(cfg.AuthFailures, cfg.AuthWindow),
 		perUser: map[string]int{},
@@ -294,10 +302,10 @@ func (s *Server) handle(nc net.Conn) {
 	// A client that connects and never finishes the handshake must not hold
 	// a goroutine and a descriptor forever.
 	_ = nc.SetDeadline(time.Now().Add(handshakeTimeout))
-	gc := &greetingConn{Conn: nc, caps: extraCapabilities, denied: func() { s.auth.fail(host) }}
+	gc := &greetingConn{Conn: nc, caps: extraCapabilities, status: initialStatus, denied: func() { s.auth.fail(host) }}
 	conn, err := s.wire.NewCustomizedConn(gc, s.users, h)
 	_ = nc.SetDeadline(time.Time{})
-	gc.denied = nil // the handshake is over: later writes are not its refusal
+	gc.done = true // the handshake is over: later writes are neither its OK nor its refusal
 	if err != nil {
 		var me *mysql.MyError
 		if errors.As(err, &me) && me.Code == mysql.ER_ACCESS_DENIED_ERROR && !gc.counted {
@@ -331,8 +339,8 @@ func (s *Server) handle(nc net.Conn) {
 	cc := newClientConn(conn.Conn.Conn, s.cfg.MaxPacket)
 	conn.Conn.Conn = cc
 	h.cc = cc
-	h.sess.SetAdmin(h.user.Admin)
-	h.syncStatus()
+	h.host = host
+	h.startSession()
 	for !conn.Closed() {
 		err := h.command(conn)
 		if ferr := cc.endCommand(); err == nil {
@@ -370,6 +378,10 @@ func (s *Server) leave(user string) {
 		delete(s.perUser, user)
 	}
 }
+
+// initialStatus is the status of a new session: autocommit on, as MariaDB
+// starts one (autocommit=1 is its default and Convoy's).
+const initialStatus = mysql.SERVER_STATUS_AUTOCOMMIT
 
 // handshakeTimeout bounds the whole connection phase (TLS included).
 const handshakeTimeout = 10 * time.Second

@@ -32,9 +32,10 @@ const (
 	KindSet                  // SET variables, SET NAMES, SET CHARACTER SET, SET TRANSACTION
 	KindUse                  // USE db
 	KindShow                 // SHOW ..., DESCRIBE tbl
+	KindEmpty                // comments only: MariaDB answers OK (see OnlyComments)
 )
 
-var kindNames = [...]string{"other", "select", "insert", "update", "delete", "ddl", "begin", "commit", "rollback", "set", "use", "show"}
+var kindNames = [...]string{"other", "select", "insert", "update", "delete", "ddl", "begin", "commit", "rollback", "set", "use", "show", "empty"}
 
 func (k Kind) String() string {
 	if k >= 0 && int(k) < len(kindNames) {
@@ -65,8 +66,9 @@ type SetVar struct {
 	// `DEFAULT`); for SET NAMES / SET CHARACTER SET it is the bare charset name.
 	Value   string `json:"value"`
 	Collate string `json:"collate,omitempty"` // SET NAMES ... COLLATE x
-	// NextTx marks SET TRANSACTION ISOLATION LEVEL without SESSION/GLOBAL,
-	// which applies to the next transaction only (Name is "tx_isolation").
+	// NextTx marks SET TRANSACTION ... without SESSION/GLOBAL, which
+	// applies to the next transaction only (Name is "tx_isolation" or
+	// "tx_read_only").
 	NextTx bool `json:"next_tx,omitempty"`
 }
 
@@ -87,6 +89,9 @@ type Analysis struct {
 	SetVars      []SetVar // KindSet
 	UseDB        string   // KindUse
 	TxReadOnly   bool     // START TRANSACTION READ ONLY (informative)
+	// SessionRefs are the session values the statement reads (see
+	// SessionTemplate).
+	SessionRefs SessionRefs
 
 	params map[*test_driver.ParamMarkerExpr]int // placeholder -> index
 }
@@ -192,6 +197,10 @@ func (c *collector) Enter(n ast.Node) (ast.Node, bool) {
 		c.ctes[x.Name.L] = true
 	case *ast.TableName:
 		c.tables = append(c.tables, x)
+	default:
+		if r, ok := sessionRef(n); ok {
+			c.a.SessionRefs |= 1 << r
+		}
 	}
 	return n, false
 }
@@ -506,6 +515,9 @@ func insertTarget(s *ast.InsertStmt) *ast.TableName {
 
 func setVars(s *ast.SetStmt) ([]SetVar, error) {
 	vars := make([]SetVar, 0, len(s.Variables))
+	// The parser gives SET TRANSACTION READ ONLY and SET SESSION TRANSACTION
+	// READ ONLY the same tree: only the text tells the one-shot form.
+	oneShot := setTransactionOneShot(s.Text())
 	for _, v := range s.Variables {
 		sv := SetVar{Name: strings.ToLower(v.Name), Global: v.IsGlobal, User: !v.IsSystem}
 		switch v.Name {
@@ -526,6 +538,15 @@ func setVars(s *ast.SetStmt) ([]SetVar, error) {
 			continue
 		case "tx_isolation_one_shot":
 			sv.Name, sv.NextTx = "tx_isolation", true
+		case "tx_read_only":
+			sv.NextTx = oneShot && !v.IsGlobal
+			if ve, ok := v.Value.(*test_driver.ValueExpr); ok {
+				// READ ONLY / READ WRITE: the parser's value is the string
+				// '1' / '0', which MariaDB's boolean variable refuses.
+				sv.Value = ve.GetString()
+				vars = append(vars, sv)
+				continue
+			}
 		}
 		if v.Value != nil {
 			text, err := Restore(v.Value)
@@ -537,6 +558,25 @@ func setVars(s *ast.SetStmt) ([]SetVar, error) {
 		vars = append(vars, sv)
 	}
 	return vars, nil
+}
+
+// setTransactionOneShot reports text of the form SET TRANSACTION ...
+// (comments allowed around the words), which sets the next transaction's
+// characteristics only.
+func setTransactionOneShot(text string) bool {
+	words := 0
+	for _, w := range strings.Fields(StripComments(text)) {
+		words++
+		switch words {
+		case 1:
+			if !strings.EqualFold(w, "SET") {
+				return false
+			}
+		case 2:
+			return strings.EqualFold(w, "TRANSACTION")
+		}
+	}
+	return false
 }
 
 // logicalName is the name a table reference may match a sharded logical

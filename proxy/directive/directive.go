@@ -19,7 +19,7 @@ const (
 	ShowProxies                     // SHOW PROXIES
 	ReloadRoutes                    // RELOAD ROUTES
 	ShowShardStats                  // SHOW SHARD STATS [WHERE shard = N]
-	ShowShardHealth                 // SHOW SHARD HEALTH
+	ShowShardHealth                 // SHOW SHARD HEALTH [ALL]
 	ShowMigrations                  // SHOW MIGRATIONS
 	MigrateShard                    // MIGRATE SHARD N TO NAME
 	Target                          // shard=N | datasource=NAME | all, followed by a statement
@@ -63,7 +63,8 @@ type Directive struct {
 	// KeyColumn (lower case) and Key are the arguments of SHOW SHARD FOR.
 	KeyColumn string
 	Key       uint64
-	// All is set by the targeting directive "all".
+	// All is set by the targeting directive "all", and by SHOW SHARD
+	// HEALTH ALL (every row, not only those over a threshold).
 	All bool
 	// Rest is, for Target, everything after the closing "*/", byte for byte
 	// as sent (leading whitespace and trailing ";" included). It is never
@@ -111,7 +112,7 @@ var (
 	synShowRoutes   = "SHOW ROUTES [WHERE shard = N | WHERE datasource = NAME]"
 	synShowShardFor = "SHOW SHARD FOR {" + strings.Join(keyColumns, "|") + "} = KEY"
 	synShardStats   = "SHOW SHARD STATS [WHERE shard = N]"
-	synShardHealth  = "SHOW SHARD HEALTH"
+	synShardHealth  = "SHOW SHARD HEALTH [ALL]"
 	synDatasources  = "SHOW DATASOURCES"
 	synProxies      = "SHOW PROXIES"
 	synMigrations   = "SHOW MIGRATIONS"
@@ -513,6 +514,10 @@ func (p *parser) show(d *Directive) (string, error) {
 			return synShardStats, err
 		case u.is("HEALTH"):
 			d.Kind = ShowShardHealth
+			if p.peek().is("ALL") {
+				p.next()
+				d.All = true
+			}
 			return synShardHealth, nil
 		default:
 			return "", unknown("SHOW SHARD", u)

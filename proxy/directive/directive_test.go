@@ -58,6 +58,8 @@ func TestParse(t *testing.T) {
 		{"stats", "/*+ convoy SHOW SHARD STATS */", want{kind: ShowShardStats, shard: -1}},
 		{"stats where", "/*+ convoy SHOW SHARD STATS WHERE shard = 5 */", want{kind: ShowShardStats, shard: 5}},
 		{"health", "/*+ convoy SHOW SHARD HEALTH */", want{kind: ShowShardHealth, shard: -1}},
+		{"health all", "/*+ convoy SHOW SHARD HEALTH ALL */", want{kind: ShowShardHealth, shard: -1, all: true}},
+		{"health all lower", "/*+ convoy show shard health all */;", want{kind: ShowShardHealth, shard: -1, all: true}},
 		{"migrations", "/*+ convoy SHOW MIGRATIONS */", want{kind: ShowMigrations, shard: -1}},
 		{"migrate", "/*+ convoy MIGRATE SHARD 441 TO ds2 */", want{kind: MigrateShard, shard: 441, ds: "ds2"}},
 		{"migrate quoted", "/*+ convoy migrate shard 441 to 'ds2' */", want{kind: MigrateShard, shard: 441, ds: "ds2"}},
@@ -157,6 +159,9 @@ func TestParse(t *testing.T) {
 		{"command two semicolons", "/*+ convoy SHOW PROXIES */;;", want{err: "must be the whole statement"}},
 		{"semicolon inside", "/*+ convoy SHOW ROUTES; */", want{err: `unexpected ";"`}},
 		{"trailing word", "/*+ convoy SHOW DATASOURCES NOW */", want{err: `unexpected "NOW"`}},
+		{"health other word", "/*+ convoy SHOW SHARD HEALTH FIRED */", want{err: `unexpected "FIRED" (syntax: SHOW SHARD HEALTH [ALL])`}},
+		{"health all twice", "/*+ convoy SHOW SHARD HEALTH ALL ALL */", want{err: `unexpected "ALL"`}},
+		{"health where", "/*+ convoy SHOW SHARD HEALTH WHERE shard = 1 */", want{err: `unexpected "WHERE"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -221,7 +226,7 @@ func TestUnknownListsUsage(t *testing.T) {
 		}
 	}
 	for _, word := range []string{"SHOW ROUTES", "SHOW SHARD FOR", "conv_id", "uid", "SHOW SHARD STATS",
-		"SHOW SHARD HEALTH", "SHOW DATASOURCES", "SHOW PROXIES", "SHOW MIGRATIONS", "RELOAD ROUTES",
+		"SHOW SHARD HEALTH [ALL]", "SHOW DATASOURCES", "SHOW PROXIES", "SHOW MIGRATIONS", "RELOAD ROUTES",
 		"MIGRATE SHARD", "shard=N", "datasource=NAME", "all"} {
 		if !strings.Contains(Usage(), word) {
 			t.Errorf("Usage() lacks %q", word)

@@ -15,6 +15,7 @@ func FuzzParse(f *testing.F) {
 		"/*+ convoy SHOW SHARD FOR conv_id = 42 */",
 		"/*+ convoy SHOW SHARD FOR uid = -7 */",
 		"/*+ convoy SHOW SHARD STATS WHERE shard = 1 */",
+		"/*+ convoy SHOW SHARD HEALTH ALL */",
 		"/*+ convoy MIGRATE SHARD 441 TO `ds2` */",
 		"/*+ convoy shard=441 */ SELECT COUNT(*) FROM conv_msg",
 		"/*+ convoy datasource='ds1' */ SELECT 1",

@@ -85,7 +85,7 @@ func (s *Session) runDirective(d *directive.Directive) (*mysql.Result, error) {
 	case directive.ShowShardStats:
 		return s.showShardStats(d)
 	case directive.ShowShardHealth:
-		return s.showShardHealth(snap)
+		return s.showShardHealth(snap, d.All)
 	case directive.ShowMigrations, directive.MigrateShard:
 		return nil, errorf(CodeNotSupported, "%s: online shard migration is not built yet", d.Kind)
 	case directive.Target:
@@ -110,6 +110,13 @@ func table(cols []string, rows [][]any) (*mysql.Result, error) {
 	rs, err := mysql.BuildSimpleResultset(cols, out, false)
 	if err != nil {
 		return nil, errorf(CodeInternal, "[BUG] building a result set: %v", err)
+	}
+	if len(rows) == 0 {
+		// go-mysql types the columns of an empty set NULL; keep them the
+		// strings a non-empty set has.
+		for _, f := range rs.Fields {
+			f.Type = mysql.MYSQL_TYPE_VAR_STRING
+		}
 	}
 	return mysql.NewResult(rs), nil
 }
@@ -220,22 +227,54 @@ func (s *Session) showShardStats(d *directive.Directive) (*mysql.Result, error) 
 	return table([]string{"shard", "qps", "reads", "writes", "errors", "read_p50_ms", "read_p99_ms", "write_p50_ms", "write_p99_ms"}, rows)
 }
 
+// The config keys of the health thresholds (cmd/convoy/config.go), named in
+// SHOW SHARD HEALTH so a DBA knows what to change.
+const (
+	keyShardQPS     = "health.shard_qps"
+	keyWriteP99     = "health.write_p99"
+	keyDiskPercent  = "health.disk_percent"
+	keyDiskCapacity = "health.disk_capacity"
+)
+
+// overQPS and overWriteP99 are seed 001's shard triggers, shared by SHOW
+// SHARD HEALTH and the convoy_shards_over_threshold gauge.
+func (o Options) overQPS(st stats.ShardStats) bool { return st.QPS > o.HealthQPS }
+
+func (o Options) overWriteP99(st stats.ShardStats) bool {
+	return st.Writes > 0 && st.WriteP99 > o.HealthWriteP99
+}
+
+// Status values of SHOW SHARD HEALTH.
+const (
+	healthOK      = "ok"
+	healthFired   = "FIRED"
+	healthUnknown = "unknown" // the check could not be made
+)
+
 // showShardHealth evaluates seed 001's expansion triggers: any shard over
 // the QPS or write-P99 threshold, any datasource whose databases use more
-// than the disk threshold of its configured capacity.
-func (s *Session) showShardHealth(snap *router.Snapshot) (*mysql.Result, error) {
+// than the disk threshold of its configured capacity. By default it lists
+// only what needs a DBA: rows FIRED, and checks that could not be made
+// (unknown). Nothing wrong is an empty result set with the same columns, so
+// a script can count rows. SHOW SHARD HEALTH ALL lists every row.
+func (s *Session) showShardHealth(snap *router.Snapshot, all bool) (*mysql.Result, error) {
 	o := s.e.opt
 	var rows [][]any
-	fired := func(b bool) string {
-		if b {
-			return "FIRED"
+	add := func(scope, metric string, value any, threshold, status, key string) {
+		if all || status != healthOK {
+			rows = append(rows, []any{scope, metric, value, threshold, status, key})
 		}
-		return "ok"
+	}
+	status := func(fired bool) string {
+		if fired {
+			return healthFired
+		}
+		return healthOK
 	}
 	for _, st := range s.e.window.All() {
-		rows = append(rows,
-			[]any{"shard " + st.Shard.String(), "qps", strconv.FormatFloat(st.QPS, 'f', 2, 64), strconv.FormatFloat(o.HealthQPS, 'f', 0, 64), fired(st.QPS > o.HealthQPS)},
-			[]any{"shard " + st.Shard.String(), "write_p99_ms", ms(st.WriteP99), ms(o.HealthWriteP99), fired(st.Writes > 0 && st.WriteP99 > o.HealthWriteP99)})
+		scope := "shard " + st.Shard.String()
+		add(scope, "qps", strconv.FormatFloat(st.QPS, 'f', 2, 64), strconv.FormatFloat(o.HealthQPS, 'f', -1, 64), status(o.overQPS(st)), keyShardQPS)
+		add(scope, "write_p99_ms", ms(st.WriteP99), ms(o.HealthWriteP99), status(o.overWriteP99(st)), keyWriteP99)
 	}
 	dbs := map[string][]string{}
 	for _, d := range snap.Databases() {
@@ -246,20 +285,23 @@ func (s *Session) showShardHealth(snap *router.Snapshot) (*mysql.Result, error) 
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	pctLimit := strconv.FormatFloat(o.HealthDiskPct, 'f', -1, 64)
 	for _, ds := range names {
+		scope := "datasource " + ds
 		used, err := s.databaseBytes(ds, dbs[ds])
 		capacity := o.DiskCapacity[ds]
 		switch {
 		case err != nil:
-			rows = append(rows, []any{"datasource " + ds, "disk_pct", "error: " + err.Error(), strconv.FormatFloat(o.HealthDiskPct, 'f', 0, 64), "unknown"})
+			add(scope, "disk_pct", "error: "+err.Error(), pctLimit, healthUnknown, keyDiskPercent)
 		case capacity <= 0:
-			rows = append(rows, []any{"datasource " + ds, "disk_bytes", used, "capacity not configured (engine.disk_capacity)", "unknown"})
+			// No percentage without a capacity: the bytes used help choose one.
+			add(scope, "disk_bytes", used, "capacity not configured", healthUnknown, keyDiskCapacity)
 		default:
 			pct := 100 * float64(used) / float64(capacity)
-			rows = append(rows, []any{"datasource " + ds, "disk_pct", strconv.FormatFloat(pct, 'f', 2, 64), strconv.FormatFloat(o.HealthDiskPct, 'f', 0, 64), fired(pct > o.HealthDiskPct)})
+			add(scope, "disk_pct", strconv.FormatFloat(pct, 'f', 2, 64), pctLimit, status(pct > o.HealthDiskPct), keyDiskPercent)
 		}
 	}
-	return table([]string{"scope", "metric", "value", "threshold", "status"}, rows)
+	return table([]string{"scope", "metric", "value", "threshold", "status", "config_key"}, rows)
 }
 
 func (s *Session) databaseBytes(ds string, dbs []string) (int64, error) {

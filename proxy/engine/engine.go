@@ -29,6 +29,10 @@ type Options struct {
 	// return; above it the client gets a clear error instead of the proxy
 	// exhausting memory. Default 100000.
 	MaxScatterRows int
+	// MaxPacket is the largest packet the proxy accepts from a client;
+	// @@max_allowed_packet reads the smaller of it and the datasources'
+	// own. Default 64 MiB.
+	MaxPacket int64
 	// StatsWindow is the sliding window of SHOW SHARD STATS. Default 60s.
 	StatsWindow time.Duration
 	// Health thresholds of SHOW SHARD HEALTH (seed 001's expansion
@@ -51,6 +55,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxScatterRows <= 0 {
 		o.MaxScatterRows = 100000
+	}
+	if o.MaxPacket <= 0 {
+		o.MaxPacket = 64 << 20
 	}
 	if o.StatsWindow <= 0 {
 		o.StatsWindow = time.Minute
@@ -79,12 +86,14 @@ type Engine struct {
 	intro    introState // introspection caches (introspect.go)
 	log      *zap.Logger
 	opt      Options
+	// maxPacket caches the datasources' smallest max_allowed_packet.
+	maxPacket maxPacketCache
 }
 
-// observe records one backend statement on a shard.
-func (e *Engine) observe(sh router.Shard, write bool, start time.Time, err error) {
+// observe records one backend statement on a shard, run on datasource ds.
+func (e *Engine) observe(sh router.Shard, ds string, write bool, start time.Time, err error) {
 	d := time.Since(start)
-	e.metrics.observeShard(sh, write, d, err)
+	e.metrics.observeShard(sh, ds, write, d, err)
 	e.window.Record(sh, write, d, err != nil)
 }
 
@@ -94,7 +103,9 @@ func New(b Backends, r Routes, m *Metrics, log *zap.Logger, opt Options) *Engine
 		log = zap.NewNop()
 	}
 	opt = opt.withDefaults()
-	return &Engine{backends: b, routes: r, metrics: m, log: log, opt: opt, window: stats.New(opt.StatsWindow, nil), plans: newPlanCache()}
+	e := &Engine{backends: b, routes: r, metrics: m, log: log, opt: opt, window: stats.New(opt.StatsWindow, nil), plans: newPlanCache()}
+	m.watchWindow(e.window, opt)
+	return e
 }
 
 // acquire gets a backend connection. Waiting is bounded by the pool's own

@@ -113,13 +113,24 @@ func TestTransactionPinsOneShard(t *testing.T) {
 	expectCode(t, err, CodeCrossShardTxn)
 	mustQuery("DELETE FROM msg_content WHERE conv_id = 42 AND msg_id = 7")
 	mustQuery("COMMIT")
+	// A statement without a table neither opens nor pins the transaction.
 	expectLog(t, rec,
-		"ds0#1 text: BEGIN",
 		"ds0#1 text: SELECT 1",
-		"ds0#1 text: UPDATE `im_1`.`conv_msg_0136` AS `conv_msg` SET `msg_type`=2 WHERE `conv_id`=42 AND `seq`=1",
-		"ds0#1 text: DELETE FROM `im_1`.`msg_content_0136` WHERE `conv_id`=42 AND `msg_id`=7",
-		"ds0#1 text: COMMIT",
+		"ds0#2 text: BEGIN",
+		"ds0#2 text: UPDATE `im_1`.`conv_msg_0136` AS `conv_msg` SET `msg_type`=2 WHERE `conv_id`=42 AND `seq`=1",
+		"ds0#2 text: DELETE FROM `im_1`.`msg_content_0136` WHERE `conv_id`=42 AND `msg_id`=7",
+		"ds0#2 text: COMMIT",
 	)
+	// ... so a transaction whose first statement has no table may still take
+	// a shard on another datasource (autocommit=0 clients often start so).
+	mustQuery("SET autocommit = 0")
+	mustQuery("SELECT @@autocommit")
+	mustQuery("UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 1 AND seq = 1")
+	mustQuery("ROLLBACK")
+	if got := rec.take(); len(got) != 4 || !strings.HasPrefix(got[1], "ds1#") || got[1] != strings.Replace(got[3], "ROLLBACK", "BEGIN", 1) {
+		t.Fatalf("autocommit=0 after a table-less SELECT: %q", got)
+	}
+	mustQuery("SET autocommit = 1")
 	if s.InTransaction() {
 		t.Fatal("still in transaction after COMMIT")
 	}
@@ -355,6 +366,52 @@ func TestSQLModeExpr(t *testing.T) {
 	} {
 		if got := sqlModeExpr(v); got != want {
 			t.Errorf("sqlModeExpr(%s) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// TestPreparedScatterLimit: LIMIT / OFFSET placeholders of a SELECT that
+// reads many shards are bound at EXECUTE: every shard gets LIMIT
+// offset+count as its own placeholder after the others, the merge skips
+// offset and keeps count.
+func TestPreparedScatterLimit(t *testing.T) {
+	s, rec := newTestSession()
+	for _, c := range []struct {
+		sql      string
+		args     []any
+		rows     int
+		wantArgs string
+		wantSQL  string
+	}{
+		{"SELECT seq, msg_id FROM conv_msg WHERE msg_type = ? ORDER BY seq LIMIT ? OFFSET ?", []any{int64(1), int64(3), int64(2)}, 3,
+			"prepared[1 5]", "SELECT `seq`,`msg_id` FROM `im_0`.`conv_msg_0000` AS `conv_msg` WHERE `msg_type`=? ORDER BY `seq` LIMIT ?"},
+		{"SELECT seq, msg_id FROM conv_msg WHERE conv_id IN (?, ?) ORDER BY seq LIMIT ?, ?", []any{int64(1), int64(42), int64(1), "1"}, 1,
+			"prepared[1 42 2]", "SELECT `seq`,`msg_id` FROM `im_1`.`conv_msg_0136` AS `conv_msg` WHERE `conv_id` IN (?,?) ORDER BY `seq` LIMIT ?"},
+		// MariaDB takes a negative count as a huge one: every row.
+		{"SELECT seq, msg_id FROM conv_msg WHERE conv_id IN (?, ?) ORDER BY seq LIMIT ?", []any{int64(1), int64(42), int64(-1)}, 2,
+			"prepared[1 42 18446744073709551615]", "SELECT `seq`,`msg_id` FROM `im_1`.`conv_msg_0136` AS `conv_msg` WHERE `conv_id` IN (?,?) ORDER BY `seq` LIMIT ?"},
+	} {
+		p, err := s.Prepare(c.sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.take()
+		r, err := s.Execute(p, c.args)
+		if err != nil {
+			t.Fatalf("%s: %v", c.sql, err)
+		}
+		if len(r.RowDatas) != c.rows {
+			t.Errorf("%s %v: %d rows, want %d", c.sql, c.args, len(r.RowDatas), c.rows)
+		}
+		found := false
+		for _, l := range rec.take() {
+			if !strings.Contains(l, " "+c.wantArgs+": ") || !strings.HasSuffix(l, "LIMIT ?") {
+				t.Fatalf("%s: shard statement %q, want arguments %s", c.sql, l, c.wantArgs)
+			}
+			found = found || strings.HasSuffix(l, ": "+c.wantSQL)
+		}
+		if !found {
+			t.Errorf("%s: no shard statement %q", c.sql, c.wantSQL)
 		}
 	}
 }

@@ -17,9 +17,27 @@ import (
 // run executes a plan. binary selects the prepared-statement protocol (the
 // backend runs the statement prepared, its binary rows go to the client
 // unchanged).
-func (s *Session) run(pl *plan, args []any, binary bool) (*mysql.Result, error) {
+func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err error) {
 	a := pl.a
+	if s.nextTx != nil && !pl.local() && !pl.tableless() {
+		// SET TRANSACTION's characteristics belong to the next transaction:
+		// the one this statement opens (autocommit=0), or this autocommit
+		// statement, which uses them up only if it succeeds (as in MariaDB,
+		// where a failed autocommit statement leaves them for the next).
+		if s.inTxn() {
+			s.txn.vars, s.nextTx = s.nextTx, nil
+		} else {
+			s.stmtVars = s.nextTx
+			defer func() {
+				if s.stmtVars = nil; err == nil {
+					s.nextTx = nil
+				}
+			}()
+		}
+	}
 	switch a.Kind {
+	case rewrite.KindEmpty:
+		return okResult(), nil
 	case rewrite.KindBegin:
 		s.e.metrics.countStatement("transaction")
 		return s.begin(pl.sql)
@@ -251,7 +269,7 @@ func (s *Session) single(p part, write, binary bool) (*mysql.Result, error) {
 	}
 	start := time.Now()
 	r, err := s.exec(c, p, binary)
-	s.e.observe(p.shard, write, start, err)
+	s.e.observe(p.shard, c.Datasource(), write, start, err)
 	s.afterError(c, err)
 	release()
 	if err != nil {
@@ -309,7 +327,7 @@ func (s *Session) writeJobs(jobs []job) (*mysql.Result, error) {
 		opened = append(opened, open{c, j.shard})
 		start := time.Now()
 		r, err := j.run(c)
-		s.e.observe(j.shard, true, start, err)
+		s.e.observe(j.shard, c.Datasource(), true, start, err)
 		if err != nil {
 			rollback()
 			return nil, err
@@ -348,7 +366,7 @@ func (s *Session) autonomous(p part, write, binary bool) (*mysql.Result, error) 
 	defer c.Release()
 	start := time.Now()
 	r, err := s.exec(c, p, binary)
-	s.e.observe(p.shard, write, start, err)
+	s.e.observe(p.shard, c.Datasource(), write, start, err)
 	return r, err
 }
 
@@ -505,34 +523,67 @@ func targetName(p part) string {
 func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
 // passthrough sends a statement on unsharded tables (or none) to the default
-// datasource, byte for byte as the client wrote it.
+// datasource, byte for byte as the client wrote it, unless it reads session
+// values Convoy keeps itself (rewrite.SessionTemplate).
 func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result, error) {
-	pin := pinAny
-	if len(pl.a.Unsharded) > 0 || pl.write() || pl.a.Kind == rewrite.KindOther {
-		pin = pinUnsharded
+	pin := pinUnsharded
+	if pl.tableless() {
+		pin = pinAny
 	}
-	c, release, err := s.conn(pin, s.e.routes.Current().DefaultDatasource())
+	def := s.e.routes.Current().DefaultDatasource()
+	c, release, err := s.conn(pin, def)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	if err := c.UseDB(s.db); err != nil {
-		s.afterError(c, err)
-		return nil, err
-	}
-	if pl.lastID {
-		if _, err := c.Exec("SELECT LAST_INSERT_ID(" + strconv.FormatUint(s.lastID, 10) + ")"); err != nil {
+	// A statement without a table may run in a transaction pinned to a shard
+	// on another datasource, where the session's database does not exist;
+	// it needs none (DATABASE() is answered from the session).
+	if pin != pinAny || c.Datasource() == def {
+		if err := c.UseDB(s.db); err != nil {
 			s.afterError(c, err)
 			return nil, err
 		}
 	}
+	sql := pl.sql
+	values := s.sessionValue
+	if pl.setsLastID {
+		// The statement sets LAST_INSERT_ID and may read it back: the server
+		// answers, from the session's value installed first.
+		if _, err := c.Exec("SELECT LAST_INSERT_ID(" + strconv.FormatUint(s.lastID, 10) + ")"); err != nil {
+			s.afterError(c, err)
+			return nil, err
+		}
+		values = func(r rewrite.SessionRef) rewrite.SessionValue {
+			if r == rewrite.RefLastInsertID {
+				return rewrite.SessionValue{Keep: true}
+			}
+			return s.sessionValue(r)
+		}
+	}
+	if pl.a.SessionRefs != 0 {
+		t, err := rewrite.SessionTemplate(pl.a, values)
+		if err != nil {
+			return nil, classify(err)
+		}
+		sql = string(t.Render(nil, nil))
+		if binary {
+			args = t.Bind(args)
+		}
+	}
 	var r *mysql.Result
 	if binary {
-		r, err = c.ExecPrepared(pl.sql, args)
+		r, err = c.ExecPrepared(sql, args)
 	} else {
-		r, err = c.Exec(pl.sql)
+		r, err = c.Exec(sql)
+	}
+	if err == nil && pl.setsLastID {
+		err = s.readLastID(c)
 	}
 	s.afterError(c, err)
+	if err == nil && pl.a.Kind == rewrite.KindShow {
+		s.showSessionVariables(pl.a, r, binary)
+	}
 	return r, err
 }
 
@@ -543,6 +594,7 @@ func (s *Session) begin(sql string) (*mysql.Result, error) {
 			return nil, err
 		}
 	}
-	s.txn = txnState{explicit: true, beginSQL: sql}
+	s.txn = txnState{explicit: true, beginSQL: sql, vars: s.nextTx}
+	s.nextTx = nil
 	return okResult(), nil
 }

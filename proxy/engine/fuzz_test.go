@@ -43,13 +43,16 @@ func FuzzQuery(f *testing.F) {
 		"SELECT * FROM conv_msg WHERE msg_id IN (SELECT msg_id FROM msg_content)",
 		"SELECT * FROM conv_msg WHERE conv_id = 1 UNION SELECT * FROM conv_msg WHERE conv_id = 2",
 		"/*+ convoy SHOW ROUTES */", "/*+ convoy shard=3 */ SELECT 1", "/*+ convoy all */ DELETE FROM conv_msg",
-		"/*+ convoy SHOW SHARD HEALTH */", "/*+ convoy SHOW SHARD FOR conv_id = 42 */", "/*+ convoy datasource=ds1 */ SELECT 1",
+		"/*+ convoy SHOW SHARD HEALTH */", "/*+ convoy SHOW SHARD HEALTH ALL */", "/*+ convoy SHOW SHARD FOR conv_id = 42 */", "/*+ convoy datasource=ds1 */ SELECT 1",
 		"/*+ convoy RELOAD ROUTES */", "/*+ convoy SHOW SHARD STATS WHERE shard = 7 */", "/*+ convoy SHOW PROXIES */",
 		"LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE conv_msg",
 		"SELECT * FROM conv_msg WHERE conv_id = 1 FOR UPDATE",
 		"WITH x AS (SELECT * FROM conv_msg WHERE conv_id = 1) SELECT * FROM x",
 		"SELECT * FROM conv_msg WHERE conv_id = ? OR conv_id = ?",
 		"INSERT INTO conv_msg SELECT * FROM conv_msg WHERE conv_id = 1",
+		"SELECT conv_id, COUNT(DISTINCT sender_uid, ?), SUM(DISTINCT 1) FROM conv_msg GROUP BY conv_id HAVING COUNT(DISTINCT seq) > 1 ORDER BY AVG(DISTINCT seq)",
+		"SELECT * FROM conv_msg WHERE msg_type = ? ORDER BY seq LIMIT ? OFFSET ?",
+		"SELECT conv_id, COUNT(*) FROM conv_msg WHERE conv_id IN (?, ?) GROUP BY conv_id LIMIT ?, ?",
 	} {
 		f.Add(s, true)
 	}

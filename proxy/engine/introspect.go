@@ -628,7 +628,7 @@ func (s *Session) showSharded(pl *plan, args []any, binary bool) (*mysql.Result,
 	s.e.metrics.countStatement("sharded")
 	start := time.Now()
 	r, err := c.Exec(sql)
-	s.e.observe(sh, false, start, err)
+	s.e.observe(sh, phys.Datasource, false, start, err)
 	rename := func(b []byte) []byte {
 		b = bytes.ReplaceAll(b, []byte(phys.Database+"."+phys.Table), []byte(db+"."+logical))
 		for _, t := range router.ShardedTables() {

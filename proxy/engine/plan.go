@@ -18,10 +18,11 @@ type plan struct {
 	sql  string // the client's text: unsharded statements go out byte for byte
 	a    *rewrite.Analysis
 	tmpl *rewrite.Template // set when the statement names sharded tables
-	// lastID marks a passthrough statement calling LAST_INSERT_ID(): the
-	// pooled connection it runs on is not the one the INSERT ran on, so the
-	// session's value is installed on it first.
-	lastID bool
+	// setsLastID marks a passthrough statement calling LAST_INSERT_ID(expr),
+	// which sets the session's value; the connection it ran on is asked for
+	// it afterwards (LAST_INSERT_ID() itself is answered from the session,
+	// see rewrite.SessionTemplate).
+	setsLastID bool
 	// scatter is the every-shard form of a SELECT, built on first use.
 	scatter *scatterPlan
 	// hist is set for the seed 000 history reads when the hot tier is on.
@@ -174,6 +175,9 @@ func (s *Session) plan(sql string) (*plan, error) {
 	}
 	switch len(stmts) {
 	case 0:
+		if rewrite.OnlyComments(sql) {
+			return &plan{sql: sql, a: &rewrite.Analysis{Kind: rewrite.KindEmpty}}, nil
+		}
 		return nil, errorf(CodeEmptyQuery, "Query was empty")
 	case 1:
 	default:
@@ -202,10 +206,10 @@ func (s *Session) plan(sql string) (*plan, error) {
 			pl.inline, pl.inlineLimit, pl.inlineAssigned = rewrite.InlineShape(a)
 			pl.inline = pl.inline && pl.tmpl.Params() == a.ParamCount
 		}
-	} else if a.Kind == rewrite.KindSelect {
-		v := &funcFinder{name: "last_insert_id"}
+	} else if a.SessionRefs.Has(rewrite.RefLastInsertID) || strings.Contains(strings.ToLower(sql), "last_insert_id") {
+		v := &funcFinder{name: "last_insert_id", withArgs: true}
 		a.Stmt.Accept(v)
-		pl.lastID = v.found
+		pl.setsLastID = v.found
 	}
 	return pl, nil
 }
@@ -213,12 +217,18 @@ func (s *Session) plan(sql string) (*plan, error) {
 // local reports statements the session answers itself or that carry no rows.
 func (pl *plan) local() bool {
 	switch pl.a.Kind {
-	case rewrite.KindBegin, rewrite.KindCommit, rewrite.KindRollback, rewrite.KindSet, rewrite.KindUse:
+	case rewrite.KindBegin, rewrite.KindCommit, rewrite.KindRollback, rewrite.KindSet, rewrite.KindUse, rewrite.KindEmpty:
 		return true
 	case rewrite.KindDDL:
 		return pl.tmpl != nil
 	}
 	return false
+}
+
+// tableless reports a statement that names no table and changes nothing
+// (SELECT 1, SELECT @@x): it needs no transaction and no shard.
+func (pl *plan) tableless() bool {
+	return len(pl.a.Sharded) == 0 && len(pl.a.Unsharded) == 0 && !pl.write() && pl.a.Kind != rewrite.KindOther
 }
 
 func (pl *plan) write() bool {
@@ -254,14 +264,16 @@ func limited(stmt ast.StmtNode) bool {
 	return false
 }
 
-// funcFinder reports whether a statement calls the named function.
+// funcFinder reports whether a statement calls the named function (with
+// withArgs, with at least one argument).
 type funcFinder struct {
-	name  string
-	found bool
+	name     string
+	withArgs bool
+	found    bool
 }
 
 func (v *funcFinder) Enter(n ast.Node) (ast.Node, bool) {
-	if f, ok := n.(*ast.FuncCallExpr); ok && f.FnName.L == v.name {
+	if f, ok := n.(*ast.FuncCallExpr); ok && f.FnName.L == v.name && (!v.withArgs || len(f.Args) > 0) {
 		v.found = true
 		return n, true
 	}

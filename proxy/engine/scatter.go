@@ -58,6 +58,10 @@ func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bo
 	if err != nil {
 		return nil, err
 	}
+	offset, count, args, ok := sp.sc.BindLimit(args)
+	if !ok {
+		return nil, errorf(CodeInternal, "[BUG] the LIMIT placeholders of a scatter plan have no bound values")
+	}
 	snap := s.e.routes.Current()
 	args = sp.tmpl.Bind(args) // the scatter form prints placeholders in its own order
 	var parts []part
@@ -92,6 +96,7 @@ func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bo
 	if err != nil {
 		return nil, err
 	}
+	spec.Offset, spec.Limit = offset, count
 	out, err := merge.Merge(results, spec)
 	if err != nil {
 		if errors.Is(err, merge.ErrUnsupported) {
@@ -173,6 +178,24 @@ func mergeSpec(sc *rewrite.Scatter, fields []*mysql.Field, binary bool, maxRows 
 		// The shards' own AVG column carries the scale MySQL shows.
 		spec.Avgs = append(spec.Avgs, merge.Avg{Out: a.Out, Sum: sum, Count: n, Scale: int(fields[a.Out].Decimal)})
 	}
+	for _, d := range sc.Distincts {
+		out, err := col(d.Out)
+		if err != nil {
+			return spec, err
+		}
+		da := merge.DistinctAgg{Out: out, Func: distinctFuncs[d.Func], Scale: int(fields[out].Decimal)}
+		if da.Func == 0 {
+			return spec, errorf(CodeInternal, "[BUG] DISTINCT aggregate %q", d.Func)
+		}
+		for _, name := range d.Args {
+			i, err := col(rewrite.ScatterKey{Name: name})
+			if err != nil {
+				return spec, err
+			}
+			da.Args = append(da.Args, i)
+		}
+		spec.DistinctAggs = append(spec.DistinctAggs, da)
+	}
 	if len(sc.Having) > 0 {
 		type cond struct {
 			col int
@@ -199,6 +222,8 @@ func mergeSpec(sc *rewrite.Scatter, fields []*mysql.Field, binary bool, maxRows 
 	}
 	return spec, nil
 }
+
+var distinctFuncs = map[string]merge.DistinctFunc{"count": merge.DistinctCount, "sum": merge.DistinctSum, "avg": merge.DistinctAvg}
 
 // compareHaving evaluates `value op literal` the way MySQL compares a
 // number with a number (exactly, through rationals) or a string with a

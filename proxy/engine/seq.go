@@ -240,7 +240,7 @@ func (s *Session) seqBatch(pl *plan, args []any) (_ *mysql.Result, ok bool, _ er
 		// error here would make the client send it again.
 		err = nil
 	}
-	s.e.observe(sh, true, start, err)
+	s.e.observe(sh, c.Datasource(), true, start, err)
 	s.afterError(c, err)
 	if err != nil {
 		if !inTxn && len(rs) > 0 && backend.IsServerError(err) {

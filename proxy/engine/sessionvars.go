@@ -1,0 +1,187 @@
+package engine
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+
+	"github.com/convoy-im/convoy/rewrite"
+)
+
+// SetClient records who the session belongs to: CURRENT_USER() and USER()
+// name the Convoy account, not the backend's, and CONNECTION_ID() is the id
+// the client was greeted with.
+func (s *Session) SetClient(user, host string, connID uint32) {
+	s.user, s.host, s.connID = user, host, connID
+}
+
+// sessionValue is the session's own answer for a session value a
+// statement reads (see rewrite.SessionTemplate).
+func (s *Session) sessionValue(r rewrite.SessionRef) rewrite.SessionValue {
+	num := func(n uint64) rewrite.SessionValue { return rewrite.SessionValue{Num: n, IsNum: true} }
+	flag := func(b bool) uint64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	switch r {
+	case rewrite.RefAutocommit:
+		return rewrite.SessionValue{Num: flag(s.autocommit), IsNum: true, Signed: true}
+	case rewrite.RefInTransaction:
+		return num(flag(s.InTransaction()))
+	case rewrite.RefLastInsertID:
+		return num(s.lastID)
+	case rewrite.RefMaxAllowedPacket:
+		return num(uint64(s.e.MaxAllowedPacket()))
+	case rewrite.RefDatabase:
+		if s.db == "" {
+			return rewrite.SessionValue{Null: true}
+		}
+		return rewrite.SessionValue{Str: s.db}
+	case rewrite.RefUser:
+		return rewrite.SessionValue{Str: s.user + "@" + s.host}
+	case rewrite.RefCurrentUser:
+		// Convoy's accounts are not bound to a host.
+		return rewrite.SessionValue{Str: s.user + "@%"}
+	case rewrite.RefConnectionID:
+		return num(uint64(s.connID))
+	}
+	return rewrite.SessionValue{Null: true}
+}
+
+// readLastID learns the value a LAST_INSERT_ID(expr) just set on c.
+func (s *Session) readLastID(c Conn) error {
+	r, err := c.Exec("SELECT LAST_INSERT_ID()")
+	if err != nil {
+		return err
+	}
+	if err := decodeRows(r); err != nil {
+		return err
+	}
+	if len(r.Values) == 1 && len(r.Values[0]) == 1 {
+		if v, err := strconv.ParseUint(r.Values[0][0].String(), 10, 64); err == nil {
+			s.lastID = v
+		}
+	}
+	return nil
+}
+
+// showSessionVariables puts the session's own values into the rows of a
+// SHOW [SESSION] VARIABLES answer that the backend connection answered for
+// itself (autocommit, in_transaction, last_insert_id, max_allowed_packet).
+// binary: the rows are in the binary protocol (a prepared SHOW).
+func (s *Session) showSessionVariables(a *rewrite.Analysis, r *mysql.Result, binary bool) {
+	st, ok := a.Stmt.(*ast.ShowStmt)
+	if !ok || st.Tp != ast.ShowVariables || st.GlobalScope || r == nil || r.Resultset == nil || len(r.Fields) != 2 {
+		return
+	}
+	for i, row := range r.RowDatas {
+		name, value, ok := splitVarRow(row, binary)
+		if !ok {
+			continue
+		}
+		ref, ok := rewrite.SessionVariable(strings.ToLower(name))
+		if !ok {
+			continue
+		}
+		v := s.sessionValue(ref)
+		text := strconv.FormatUint(v.Num, 10)
+		if ref == rewrite.RefAutocommit {
+			text = map[uint64]string{0: "OFF", 1: "ON"}[v.Num]
+		}
+		if text == value {
+			continue
+		}
+		r.RowDatas[i] = varRow(name, text, binary)
+	}
+}
+
+// splitVarRow reads the two strings of a SHOW VARIABLES row.
+func splitVarRow(row []byte, binary bool) (name, value string, ok bool) {
+	if binary {
+		if len(row) < 2 || row[0] != 0 || row[1] != 0 { // header, no NULL bits
+			return "", "", false
+		}
+		row = row[2:]
+	}
+	n, rest, ok := lenencString(row)
+	if !ok {
+		return "", "", false
+	}
+	v, rest, ok := lenencString(rest)
+	if !ok || len(rest) != 0 {
+		return "", "", false
+	}
+	return n, v, true
+}
+
+func varRow(name, value string, binary bool) mysql.RowData {
+	var b []byte
+	if binary {
+		b = append(b, 0, 0)
+	}
+	b = mysql.AppendLengthEncodedInteger(b, uint64(len(name)))
+	b = append(b, name...)
+	b = mysql.AppendLengthEncodedInteger(b, uint64(len(value)))
+	return append(b, value...)
+}
+
+func lenencString(b []byte) (string, []byte, bool) {
+	n, isNull, size := mysql.LengthEncodedInt(b)
+	if isNull || size == 0 || uint64(len(b)-size) < n {
+		return "", nil, false
+	}
+	return string(b[size : size+int(n)]), b[size+int(n):], true
+}
+
+// maxPacketCache holds the datasources' smallest max_allowed_packet.
+type maxPacketCache struct {
+	mu      sync.Mutex
+	value   int64
+	fetched time.Time
+}
+
+// maxPacketTTL bounds how stale the datasources' max_allowed_packet may be:
+// a DBA may raise or lower it at any time.
+const maxPacketTTL = time.Minute
+
+// MaxAllowedPacket is what `@@max_allowed_packet` reads through Convoy: the
+// smallest of Convoy's own bound on client packets and every datasource's
+// max_allowed_packet. Drivers size their packets from it (go-sql-driver
+// splits or refuses a statement above it), so a statement within it is one
+// every backend accepts.
+func (e *Engine) MaxAllowedPacket() int64 {
+	c := &e.maxPacket
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.value > 0 && time.Since(c.fetched) < maxPacketTTL {
+		return c.value
+	}
+	least := e.opt.MaxPacket
+	for _, ds := range e.routes.Current().Datasources() {
+		if v, ok := e.datasourceMaxPacket(ds.Name); ok && v < least {
+			least = v
+		}
+	}
+	c.value, c.fetched = least, time.Now()
+	return least
+}
+
+func (e *Engine) datasourceMaxPacket(ds string) (int64, bool) {
+	conn, err := e.acquire(ds)
+	if err != nil {
+		return 0, false // down: the others and Convoy's own bound decide
+	}
+	defer conn.Release()
+	r, err := conn.Exec("SELECT @@max_allowed_packet")
+	if err != nil || decodeRows(r) != nil || len(r.Values) != 1 || len(r.Values[0]) != 1 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(r.Values[0][0].String(), 10, 64)
+	return v, err == nil && v > 0
+}

@@ -1,0 +1,183 @@
+package rewrite
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/format"
+)
+
+// SessionRef is a value a statement reads that belongs to the client's
+// session, which Convoy keeps itself: a pooled backend connection would
+// answer with its own (autocommit always on, another connection's insert id,
+// the backend account, the backend's connection id, the database the pooled
+// connection last used).
+type SessionRef uint8
+
+// Session values Convoy answers for.
+const (
+	RefAutocommit       SessionRef = iota // @@autocommit
+	RefInTransaction                      // @@in_transaction
+	RefLastInsertID                       // @@last_insert_id, @@identity, LAST_INSERT_ID()
+	RefMaxAllowedPacket                   // @@max_allowed_packet
+	RefDatabase                           // DATABASE(), SCHEMA()
+	RefUser                               // USER(), SESSION_USER(), SYSTEM_USER()
+	RefCurrentUser                        // CURRENT_USER(), CURRENT_USER
+	RefConnectionID                       // CONNECTION_ID()
+	numSessionRefs
+)
+
+// SessionRefs is a set of SessionRef.
+type SessionRefs uint16
+
+// Has reports whether r is in the set.
+func (s SessionRefs) Has(r SessionRef) bool { return s&(1<<r) != 0 }
+
+// sessionVars are the session-scope system variables answered from the
+// session, by lower-case name.
+var sessionVars = map[string]SessionRef{
+	"autocommit":         RefAutocommit,
+	"in_transaction":     RefInTransaction,
+	"last_insert_id":     RefLastInsertID,
+	"identity":           RefLastInsertID,
+	"max_allowed_packet": RefMaxAllowedPacket,
+}
+
+// SessionVariable reports whether the session-scope system variable name
+// (lower-case) is answered from the session, for SHOW VARIABLES.
+func SessionVariable(name string) (SessionRef, bool) {
+	r, ok := sessionVars[name]
+	return r, ok
+}
+
+// sessionRef reports whether n reads a session value.
+func sessionRef(n ast.Node) (SessionRef, bool) {
+	switch x := n.(type) {
+	case *ast.VariableExpr:
+		if !x.IsSystem || x.IsGlobal || x.IsInstance || x.Value != nil {
+			return 0, false
+		}
+		r, ok := sessionVars[strings.ToLower(x.Name)]
+		return r, ok
+	case *ast.FuncCallExpr:
+		switch x.FnName.L {
+		case ast.Database, ast.Schema:
+			return RefDatabase, len(x.Args) == 0
+		case ast.User, ast.SessionUser, ast.SystemUser:
+			return RefUser, len(x.Args) == 0
+		case ast.CurrentUser:
+			return RefCurrentUser, len(x.Args) == 0
+		case ast.ConnectionID:
+			return RefConnectionID, len(x.Args) == 0
+		case ast.LastInsertId:
+			// LAST_INSERT_ID(expr) sets the value: it runs on the backend.
+			return RefLastInsertID, len(x.Args) == 0
+		}
+	}
+	return 0, false
+}
+
+// SessionValue is one session value, printed as SQL of the same type as
+// the expression it stands for: a number is unsigned (`CAST(n AS
+// UNSIGNED)`) unless Signed (@@autocommit is a signed BIGINT); Null prints
+// NULL; Keep leaves the expression to the server.
+type SessionValue struct {
+	Keep   bool
+	Str    string
+	Num    uint64
+	IsNum  bool
+	Signed bool
+	Null   bool
+}
+
+// SessionTemplate returns a template of a.Stmt in which every read of a
+// session value prints values(ref) instead, and placeholders are holes
+// (Bind / RenderInline as for any template). It restores the statement, so
+// it is built per execution, only for statements that read session values
+// (a.SessionRefs != 0): `SELECT @@autocommit`, `SELECT DATABASE()`.
+//
+// A value is printed as IF(0, <the original expression>, <value>): the
+// server derives the result column's type, length and nullability from both
+// arms, so the metadata is what it would be for the expression itself
+// (a plain literal would be typed INT NOT NULL where @@autocommit is a
+// nullable BIGINT), while the value is Convoy's. Unaliased result columns
+// keep the client's text as their name.
+func SessionTemplate(a *Analysis, values func(SessionRef) SessionValue) (*Template, error) {
+	sw := sessionSwapper{values: values}
+	a.Stmt.Accept(&sw)
+	defer func() {
+		sw.undo = true
+		a.Stmt.Accept(&sw)
+	}()
+	return newTemplate(a.Stmt, a.Sharded, a.params)
+}
+
+// sessionValue stands in for a session-value read while a statement is
+// restored.
+type sessionValue struct {
+	ast.ExprNode
+	v SessionValue
+}
+
+func (s *sessionValue) Restore(ctx *format.RestoreCtx) error {
+	ctx.WritePlain("IF(0,")
+	if err := s.ExprNode.Restore(ctx); err != nil {
+		return err
+	}
+	ctx.WritePlain(",")
+	switch {
+	case s.v.Null:
+		ctx.WritePlain("NULL")
+	case s.v.IsNum && s.v.Signed:
+		ctx.WritePlain(strconv.FormatUint(s.v.Num, 10))
+	case s.v.IsNum:
+		// IF(0, unsigned, signed literal) would be typed DECIMAL.
+		ctx.WritePlain("CAST(" + strconv.FormatUint(s.v.Num, 10) + " AS UNSIGNED)")
+	default:
+		b, _ := AppendLiteral(nil, s.v.Str)
+		ctx.WritePlain(string(b))
+	}
+	ctx.WritePlain(")")
+	return nil
+}
+
+func (s *sessionValue) Accept(v ast.Visitor) (ast.Node, bool) {
+	n, skip := v.Enter(s)
+	if skip {
+		return v.Leave(n)
+	}
+	return v.Leave(s)
+}
+
+// sessionSwapper replaces session-value reads with sessionValue nodes
+// (parents store what Leave returns) and, with undo set, puts them back.
+type sessionSwapper struct {
+	values func(SessionRef) SessionValue
+	undo   bool
+}
+
+func (s *sessionSwapper) Enter(n ast.Node) (ast.Node, bool) {
+	if _, ok := n.(*sessionValue); ok {
+		return n, true
+	}
+	if _, ok := sessionRef(n); ok && !s.undo {
+		return n, true // do not descend: the whole node is replaced
+	}
+	return n, false
+}
+
+func (s *sessionSwapper) Leave(n ast.Node) (ast.Node, bool) {
+	if sv, ok := n.(*sessionValue); ok {
+		if s.undo {
+			return sv.ExprNode, true
+		}
+		return n, true
+	}
+	if r, ok := sessionRef(n); ok && !s.undo {
+		if v := s.values(r); !v.Keep {
+			return &sessionValue{ExprNode: n.(ast.ExprNode), v: v}, true
+		}
+	}
+	return n, true
+}
