@@ -27,7 +27,7 @@ func q(sql string, args ...any) dcase { return dcase{sql: sql, args: args} }
 // differentialCases is one IM session's worth of statements, in order; later
 // statements see the effects of earlier ones.
 func differentialCases() []dcase {
-	var cs []dcase
+	cs := introspectionCases()
 	// Writes: single row, multi-row spanning shards, every logical table.
 	cs = append(cs,
 		q("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, ?, ?, ?, ?)", 42, 1, 4201, 7, 1, "2026-01-01 10:00:00.001"),
@@ -192,6 +192,8 @@ func differentialCases() []dcase {
 		q("SELECT 1 + 1, 'x', NULL, 3.5, DATABASE()"),
 		q("SELECT @@character_set_client, @@collation_connection"),
 		q("SHOW TABLES LIKE 'app%'"),
+		q("SHOW TABLES"),
+		q("SHOW FULL TABLES WHERE Tables_in_im <> 'im_inbox'"),
 		q("DROP TABLE app_settings"),
 		q("CREATE TABLE app_log (id BIGINT AUTO_INCREMENT PRIMARY KEY, v INT)"),
 		q("INSERT INTO app_log (v) VALUES (1), (2)"),
@@ -294,7 +296,11 @@ type outcome struct {
 func run(ctx context.Context, c *sql.Conn, dc dcase) outcome {
 	var o outcome
 	verb := strings.ToUpper(strings.Fields(strings.TrimLeft(dc.sql, " (/"))[0])
-	if verb == "SELECT" || verb == "SHOW" || strings.HasPrefix(dc.sql, "/*") {
+	switch verb {
+	case "SELECT", "SHOW", "DESCRIBE", "DESC", "EXPLAIN":
+		verb = "SELECT"
+	}
+	if verb == "SELECT" || strings.HasPrefix(dc.sql, "/*") {
 		rows, err := c.QueryContext(ctx, dc.sql, dc.args...)
 		if err != nil {
 			return errOutcome(err)
@@ -432,6 +438,7 @@ func TestDifferential(t *testing.T) {
 			t.Logf("%d cases, %d mismatches", len(differentialCases()), mismatches)
 		})
 	}
+	checkIntrospection(t, s)
 	// The identical answers above came through the fast paths, not around
 	// them: text statements shared cached plans and prepared SELECTs went to
 	// the backend as text.

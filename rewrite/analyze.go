@@ -31,7 +31,7 @@ const (
 	KindRollback              // ROLLBACK (not ROLLBACK TO SAVEPOINT, which is KindSavepoint)
 	KindSet                   // SET variables, SET NAMES, SET CHARACTER SET, SET TRANSACTION
 	KindUse                   // USE db
-	KindShow                  // SHOW ...
+	KindShow                  // SHOW ..., DESCRIBE tbl
 	KindEmpty                 // comments only: MariaDB answers OK (see OnlyComments)
 	KindSavepoint             // SAVEPOINT, ROLLBACK TO [SAVEPOINT], RELEASE SAVEPOINT (see Analysis.Savepoint)
 )
@@ -190,6 +190,10 @@ func Analyze(stmt ast.StmtNode) (*Analysis, error) {
 		a.UseDB = s.DBName
 	case *ast.ShowStmt:
 		a.Kind = KindShow
+	case *ast.ExplainStmt:
+		if _, ok := s.Stmt.(*ast.ShowStmt); ok { // DESCRIBE / DESC / EXPLAIN tbl
+			a.Kind = KindShow
+		}
 	}
 	return a, nil
 }

@@ -59,6 +59,9 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 		return okResult(), nil
 	}
 	if pl.tmpl == nil {
+		if r, ok, err := s.introspect(pl, args, binary); ok {
+			return r, err
+		}
 		s.e.metrics.countStatement("unsharded")
 		return s.passthrough(pl, args, binary)
 	}
@@ -109,10 +112,7 @@ func (s *Session) runSharded(pl *plan, args []any, binary bool) (*mysql.Result, 
 		s.e.metrics.countStatement("sharded")
 		return s.insert(pl, args, binary)
 	case rewrite.KindShow:
-		// SHOW COLUMNS / SHOW CREATE TABLE on a logical table: every physical
-		// table has the same schema, so shard 0's answers for all.
-		s.e.metrics.countStatement("sharded")
-		return s.onShards(pl, []router.Shard{0}, args, binary)
+		return s.showSharded(pl, args, binary)
 	}
 	s.e.metrics.countStatement("sharded")
 	if !a.HasKey {
@@ -470,6 +470,7 @@ func (s *Session) ddl(pl *plan) (*mysql.Result, error) {
 		parts[i] = part{shard: g.Shards[0], ds: g.Datasource, sql: pl.render(s, snap, g.Shards[0])}
 	}
 	err := s.fanout(parts, "DDL")
+	s.e.schemaChanged()
 	for _, t := range pl.a.Sharded {
 		if t == historyTable {
 			s.e.invalidateAllHistory() // TRUNCATE / DROP / ALTER: cached pages may no longer hold
