@@ -86,8 +86,8 @@ const (
 // Savepoint is a KindSavepoint statement; Name is as written (savepoint
 // names compare case-insensitively).
 type Savepoint struct {
-	Op   SavepointOp
-	Name string
+	Op   SavepointOp `json:"op"`
+	Name string      `json:"name"`
 }
 
 // Analysis holds the routing facts of one statement.
