@@ -111,6 +111,9 @@ type Analysis struct {
 	// SessionRefs are the session values the statement reads (see
 	// SessionTemplate).
 	SessionRefs SessionRefs
+	// Returning is the select list of a RETURNING clause the caller cut off
+	// before parsing (SplitReturning); templates print it back at the end.
+	Returning string
 
 	params map[*test_driver.ParamMarkerExpr]int // placeholder -> index
 }

@@ -181,6 +181,8 @@ type part struct {
 	// statement sent as text (see rewrite.InlineShape); pl is its plan.
 	inline string
 	pl     *plan
+	// rows are the VALUES rows of the statement an INSERT part writes.
+	rows []int
 }
 
 // onShards runs a SELECT / UPDATE / DELETE on the physical tables of shards.
@@ -250,7 +252,7 @@ func (s *Session) exec(c Conn, p part, binary bool) (*mysql.Result, error) {
 		// A column without an exact binary form (FLOAT, DOUBLE): this plan
 		// is prepared on the backend from now on, and this SELECT runs again
 		// that way (a plain SELECT without locking reads: harmless). Only a
-		// SELECT returns rows here (the parser knows no RETURNING), and only
+		// SELECT returns rows here (a write with RETURNING is never inlined), and only
 		// a SELECT may ever run twice.
 		if p.pl.a.Kind != rewrite.KindSelect {
 			return nil, errorf(CodeInternal, "[BUG] an inlined %s returned rows without an exact binary form", p.pl.a.Kind)
@@ -284,10 +286,13 @@ func (s *Session) single(p part, write, binary bool) (*mysql.Result, error) {
 }
 
 // job is one shard's share of a write: run executes it on a connection
-// that already has a transaction open.
+// that already has a transaction open. rows, for an INSERT, are the
+// statement's VALUES rows it writes, in order: rows it RETURNs are put back
+// in the statement's order.
 type job struct {
 	shard router.Shard
 	ds    string
+	rows  []int
 	run   func(c Conn) (*mysql.Result, error)
 }
 
@@ -296,7 +301,7 @@ func (s *Session) writeParts(parts []part, binary bool) (*mysql.Result, error) {
 	jobs := make([]job, len(parts))
 	for i, p := range parts {
 		p := p
-		jobs[i] = job{shard: p.shard, ds: p.ds, run: func(c Conn) (*mysql.Result, error) { return s.exec(c, p, binary) }}
+		jobs[i] = job{shard: p.shard, ds: p.ds, rows: p.rows, run: func(c Conn) (*mysql.Result, error) { return s.exec(c, p, binary) }}
 	}
 	return s.writeJobs(jobs)
 }
@@ -317,6 +322,7 @@ func (s *Session) writeJobs(jobs []job) (*mysql.Result, error) {
 		}
 	}
 	total := okResult()
+	var returned []*mysql.Result // RETURNING rows, per job
 	for _, j := range jobs {
 		c, err := s.acquire(j.ds)
 		if err == nil {
@@ -341,6 +347,9 @@ func (s *Session) writeJobs(jobs []job) (*mysql.Result, error) {
 			total.InsertId = r.InsertId
 		}
 		total.Warnings += r.Warnings
+		if r.HasResultset() {
+			returned = append(returned, r)
+		}
 	}
 	var committed []string
 	for i, o := range opened {
@@ -357,7 +366,39 @@ func (s *Session) writeJobs(jobs []job) (*mysql.Result, error) {
 		committed = append(committed, o.sh.String())
 		o.c.Release()
 	}
+	if len(returned) > 0 {
+		r := mergeReturned(jobs, returned)
+		fixFields(r, s.db)
+		return r, nil
+	}
 	return total, nil
+}
+
+// mergeReturned joins the RETURNING rows of a write split over shards into
+// one result set. Rows of an INSERT come back in the statement's VALUES
+// order, as from one server (ORMs assign returned ids by position); when a
+// shard returned another number of rows than it was given (INSERT IGNORE
+// skipping one), and for DELETE, they follow in shard order.
+func mergeReturned(jobs []job, returned []*mysql.Result) *mysql.Result {
+	out := &mysql.Result{Resultset: &mysql.Resultset{Fields: returned[0].Fields}}
+	total, inOrder := 0, len(returned) == len(jobs)
+	for i, r := range returned {
+		total += len(r.RowDatas)
+		inOrder = inOrder && jobs[i].rows != nil && len(jobs[i].rows) == len(r.RowDatas)
+	}
+	if !inOrder {
+		for _, r := range returned {
+			out.RowDatas = append(out.RowDatas, r.RowDatas...)
+		}
+		return out
+	}
+	out.RowDatas = make([]mysql.RowData, total)
+	for i, r := range returned {
+		for k, row := range r.RowDatas {
+			out.RowDatas[jobs[i].rows[k]] = row
+		}
+	}
+	return out
 }
 
 // autonomous runs one statement on its own pooled connection, outside any
@@ -439,7 +480,7 @@ func (s *Session) insert(pl *plan, args []any, binary bool) (*mysql.Result, erro
 			sub = nil
 		}
 		sh := shardOfTarget[t]
-		parts = append(parts, part{shard: sh, ds: t.Datasource, sql: renderTemplate(s, tmpl, snap, sh), args: sub})
+		parts = append(parts, part{shard: sh, ds: t.Datasource, sql: renderTemplate(s, tmpl, snap, sh), args: sub, rows: rowsByTarget[t]})
 	}
 	return s.writeParts(parts, binary)
 }

@@ -166,7 +166,12 @@ func (s *Session) plan(sql string) (*plan, error) {
 	if err := rewrite.CheckComments(sql); err != nil {
 		return nil, classify(err)
 	}
-	stmts, err := s.parser.Parse(sql)
+	text := sql
+	head, returning, hasReturning := rewrite.SplitReturning(sql)
+	if hasReturning {
+		text = head // the parser does not know RETURNING: see Analysis.Returning
+	}
+	stmts, err := s.parser.Parse(text)
 	if err != nil {
 		if selectIntoVar.MatchString(sql) {
 			return nil, errorf(CodeNotSupported, "SELECT ... INTO @variable is not supported through Convoy: select the value and SET the variable from it")
@@ -187,6 +192,12 @@ func (s *Session) plan(sql string) (*plan, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
+	if hasReturning {
+		if err := rewrite.CheckReturning(s.parser, returning, a.Sharded); err != nil {
+			return nil, classify(err)
+		}
+		a.Returning = returning
+	}
 	pl := &plan{sql: sql, a: a}
 	if len(a.Sharded) > 0 {
 		switch a.Kind {
@@ -202,7 +213,10 @@ func (s *Session) plan(sql string) (*plan, error) {
 				pl.histCols = fmt.Sprint(pl.hist.Columns)
 			}
 		}
-		if a.ParamCount > 0 {
+		if a.ParamCount > 0 && a.Returning == "" {
+			// (A write returning rows runs prepared on the backend: its rows
+			// are then binary as the client expects, and a write is never
+			// run twice, which converting text rows could need.)
 			pl.inline, pl.inlineLimit, pl.inlineAssigned = rewrite.InlineShape(a)
 			pl.inline = pl.inline && pl.tmpl.Params() == a.ParamCount
 		}
