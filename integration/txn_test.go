@@ -38,6 +38,16 @@ func count(t *testing.T, db *sql.DB, q string, args ...any) int {
 	return n
 }
 
+// countOn is count on one connection (inside its transaction).
+func countOn(t *testing.T, c *sql.Conn, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := c.QueryRowContext(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
 // TestTransactionsAndRefusals covers the pinned transaction, its cross-shard
 // refusal (the transaction stays usable), and the statements Convoy refuses
 // with a clear errno instead of guessing.
@@ -101,6 +111,35 @@ func TestTransactionsAndRefusals(t *testing.T) {
 		mustExec(t, c, "SET autocommit = 1")
 		if n := count(t, db, "SELECT COUNT(*) FROM im_inbox WHERE uid = 78"); n != 1 {
 			t.Fatalf("autocommit=0 row missing after COMMIT")
+		}
+	})
+
+	// Every read of an ORM session is inside a transaction: a read of every
+	// shard there sees the transaction's own writes on its shard and the
+	// others as they are; a locking one is refused.
+	t.Run("multi-shard read in a transaction", func(t *testing.T) {
+		c, _ := db.Conn(ctx)
+		defer c.Close()
+		before := count(t, db, "SELECT COUNT(*) FROM im_inbox")
+		mustExec(t, c, "BEGIN")
+		if n := countOn(t, c, "SELECT COUNT(*) FROM im_inbox"); n != before {
+			t.Fatalf("scatter read before any write: %d rows, want %d", n, before)
+		}
+		mustExec(t, c, "INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (601, 1, 1, 1, NOW())")
+		mustExec(t, db, "INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (602, 1, 1, 1, NOW())")
+		if n := countOn(t, c, "SELECT COUNT(*) FROM im_inbox"); n != before+2 {
+			t.Fatalf("scatter read in the transaction: %d rows, want %d (own write + another's commit)", n, before+2)
+		}
+		if n := countOn(t, c, "SELECT COUNT(*) FROM im_inbox WHERE uid IN (601, 602, 603)"); n != 2 {
+			t.Fatalf("multi-shard IN read in the transaction: %d rows, want 2", n)
+		}
+		_, err := c.ExecContext(ctx, "SELECT * FROM im_inbox WHERE conv_id = 1 FOR UPDATE")
+		if errno(err) != 1235 || !strings.Contains(err.Error(), "locking") {
+			t.Fatalf("locking multi-shard read in a transaction: %v", err)
+		}
+		mustExec(t, c, "ROLLBACK")
+		if n := count(t, db, "SELECT COUNT(*) FROM im_inbox WHERE uid IN (601, 602)"); n != 1 {
+			t.Fatalf("after ROLLBACK: %d rows, want 1", n)
 		}
 	})
 

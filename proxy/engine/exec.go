@@ -192,7 +192,7 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 		sh := shards[0]
 		return s.single(s.partFor(pl, snap, sh, snap.Target(sh).Datasource, args, binary), pl.write(), binary)
 	}
-	if s.inTxn() {
+	if s.inTxn() && (pl.a.Kind != rewrite.KindSelect || lockingRead(pl.a.Stmt)) {
 		return nil, errorf(CodeCrossShardTxn, "this statement reaches %d shards; inside a transaction every statement must stay on one shard (no distributed transactions)", len(shards))
 	}
 	// Several shards of one physical table (small layouts) are one statement:
