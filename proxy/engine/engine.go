@@ -88,6 +88,7 @@ type Engine struct {
 	opt      Options
 	// maxPacket caches the datasources' smallest max_allowed_packet.
 	maxPacket maxPacketCache
+	columns   columnCache // the sharded tables' column order
 }
 
 // observe records one backend statement on a shard, run on datasource ds.

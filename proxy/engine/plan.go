@@ -48,6 +48,9 @@ type plan struct {
 	// seqHoles is the seq-allocating INSERT with every value a hole (see
 	// seqBatch), built on first use.
 	seqHoles *rewrite.Template
+	// namedColumns: an INSERT without a column list got the table's
+	// columns from the backends (nameInsertColumns).
+	namedColumns bool
 }
 
 // inlinable reports whether this execution may be sent as text.
@@ -188,6 +191,10 @@ func (s *Session) plan(sql string) (*plan, error) {
 	default:
 		return nil, errorf(CodeSyntax, "You have an error in your SQL syntax: several statements in one query need the client's multi-statements option (CLIENT_MULTI_STATEMENTS)")
 	}
+	namedColumns, err := s.nameInsertColumns(stmts[0])
+	if err != nil {
+		return nil, classify(err)
+	}
 	a, err := rewrite.Analyze(stmts[0])
 	if err != nil {
 		return nil, classify(err)
@@ -198,7 +205,7 @@ func (s *Session) plan(sql string) (*plan, error) {
 		}
 		a.Returning = returning
 	}
-	pl := &plan{sql: sql, a: a}
+	pl := &plan{sql: sql, a: a, namedColumns: namedColumns}
 	if len(a.Sharded) > 0 {
 		switch a.Kind {
 		case rewrite.KindSelect, rewrite.KindInsert, rewrite.KindUpdate, rewrite.KindDelete, rewrite.KindDDL, rewrite.KindShow:
