@@ -176,6 +176,9 @@ func (s *Session) plan(sql string) (*plan, error) {
 	}
 	stmts, err := s.parser.Parse(text)
 	if err != nil {
+		if a, ok := rewrite.AnalyzeSetNames(sql); ok {
+			return &plan{sql: sql, a: a}, nil
+		}
 		if selectIntoVar.MatchString(sql) {
 			return nil, errorf(CodeNotSupported, "SELECT ... INTO @variable is not supported through Convoy: select the value and SET the variable from it")
 		}
