@@ -191,6 +191,17 @@ func Analyze(stmt ast.StmtNode) (*Analysis, error) {
 	case *ast.UseStmt:
 		a.Kind = KindUse
 		a.UseDB = s.DBName
+	case *ast.LoadDataStmt:
+		if s.FileLocRef == ast.FileLocClient {
+			// The file is on the client, which Convoy never asks for (a
+			// server could make it send any file); rows travel as INSERTs.
+			return nil, unsupported("LOAD DATA LOCAL INFILE is not supported through Convoy: send the rows as multi-row INSERT statements")
+		}
+		if s.Table != nil {
+			if _, sharded := router.ShardKeyColumn(logicalName(s.Table.Name)); sharded {
+				return nil, unsupported("LOAD DATA INFILE into sharded table %s is not supported: the server reads the file and cannot route its rows; send them as multi-row INSERT statements", s.Table.Name.O)
+			}
+		}
 	case *ast.ShowStmt:
 		a.Kind = KindShow
 	case *ast.ExplainStmt:
