@@ -222,8 +222,13 @@ func (p *Pool) dial(ctx context.Context, foundRows bool) (*Conn, error) {
 			// capability on the server would read their first bytes as an
 			// attribute count.
 			c.UnsetCapability(mysql.CLIENT_QUERY_ATTRIBUTES)
+			// go-mysql asks for CLIENT_DEPRECATE_EOF whatever the server
+			// offers; wire reads result sets ended by EOF packets.
+			c.UnsetCapability(mysql.CLIENT_DEPRECATE_EOF)
 			if foundRows {
-				c.SetCapability(mysql.CLIENT_FOUND_ROWS)
+				if err := c.SetCapability(mysql.CLIENT_FOUND_ROWS); err != nil {
+					return err
+				}
 			}
 			return c.SetCollation(Collation)
 		})

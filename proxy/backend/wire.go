@@ -23,8 +23,9 @@ import (
 // raw packets in one buffer: column definitions parsed (the engine renames
 // tables in them), rows left as the server sent them.
 //
-// Capabilities are go-mysql's (no CLIENT_DEPRECATE_EOF, no multi-results):
-// every response is one OK, one error, or one result set ended by EOF.
+// Capabilities are go-mysql's without CLIENT_DEPRECATE_EOF (pool.go turns
+// it off) and without multi-results: every response is one OK, one error,
+// or one result set ended by EOF.
 type wire struct {
 	nc  net.Conn
 	br  *bufio.Reader
