@@ -89,6 +89,9 @@ func (h *handler) HandleQuery(q string) (*mysql.Result, error) {
 // query runs one statement and answers it (see reply).
 func (h *handler) query(q string) (*mysql.Result, error) {
 	r, err := h.result(h.sess.Query(q))
+	if werr := h.writeLeading(); werr != nil {
+		return nil, werr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +132,9 @@ func (h *handler) multiQuery(q string) (*mysql.Result, error) {
 	}
 	for i, part := range parts {
 		r, err := h.result(h.sess.Query(part))
+		if werr := h.writeLeading(); werr != nil {
+			return nil, werr
+		}
 		if err != nil {
 			if werr := h.conn.WriteValue(err); werr != nil {
 				return nil, werr
@@ -178,6 +184,9 @@ func (h *handler) HandleStmtExecute(ctx any, _ string, args []any) (*mysql.Resul
 		return nil, h.fail(&engine.Error{Code: engine.CodeUnknownStmt, Msg: "Unknown prepared statement handler given to mysqld_stmt_execute"})
 	}
 	r, err := h.result(h.sess.Execute(p, args))
+	if werr := h.writeLeading(); werr != nil {
+		return nil, werr
+	}
 	if err == nil {
 		return h.reply(r)
 	}
@@ -229,6 +238,7 @@ func (h *handler) HandleOtherCommand(cmd byte, data []byte) error {
 		h.sess.Close()
 		h.sess = h.s.eng.NewSession(db)
 		h.sess.SetFoundRows(h.conn.HasCapability(mysql.CLIENT_FOUND_ROWS))
+		h.setMultiResults()
 		h.startSession()
 		return nil
 	}

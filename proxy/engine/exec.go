@@ -18,6 +18,9 @@ import (
 // backend runs the statement prepared, its binary rows go to the client
 // unchanged).
 func (s *Session) run(pl *plan, args []any, binary bool) (*mysql.Result, error) {
+	if pl.routine != nil {
+		return s.runRoutine(pl, args, binary)
+	}
 	a := pl.a
 	switch a.Kind {
 	case rewrite.KindEmpty:

@@ -48,6 +48,9 @@ type plan struct {
 	// seqHoles is the seq-allocating INSERT with every value a hole (see
 	// seqBatch), built on first use.
 	seqHoles *rewrite.Template
+	// routine is set for a routine statement (CREATE PROCEDURE, CALL, ...),
+	// which the parser does not read: see routine.go.
+	routine *rewrite.Routine
 }
 
 // inlinable reports whether this execution may be sent as text.
@@ -138,6 +141,9 @@ func (s *Session) Split(sql string) ([]string, error) {
 	if err := rewrite.CheckComments(sql); err != nil {
 		return nil, classify(err)
 	}
+	if parts, ok := rewrite.SplitRoutines(sql); ok {
+		return s.splitRoutines(sql, parts)
+	}
 	stmts, err := s.parser.Parse(sql)
 	if err != nil {
 		return nil, classify(err)
@@ -165,6 +171,9 @@ var selectIntoVar = regexp.MustCompile(`(?is)^\s*select\b.*\binto\s+@`)
 func (s *Session) plan(sql string) (*plan, error) {
 	if err := rewrite.CheckComments(sql); err != nil {
 		return nil, classify(err)
+	}
+	if pl, ok, err := routinePlan(sql); ok {
+		return pl, err
 	}
 	stmts, err := s.parser.Parse(sql)
 	if err != nil {

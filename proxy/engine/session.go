@@ -40,6 +40,7 @@ type Session struct {
 	buf         []byte // reused for rendering SQL
 	normBuf     []byte // reused by the plan cache (rewrite.Normalize)
 	lits        []rewrite.Literal
+	rt          routineState // routine.go
 }
 
 // txnState is a transaction pinned to one backend connection of one shard.
