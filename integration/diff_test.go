@@ -27,7 +27,7 @@ func q(sql string, args ...any) dcase { return dcase{sql: sql, args: args} }
 // differentialCases is one IM session's worth of statements, in order; later
 // statements see the effects of earlier ones.
 func differentialCases() []dcase {
-	var cs []dcase
+	cs := introspectionCases()
 	// Writes: single row, multi-row spanning shards, every logical table.
 	cs = append(cs,
 		q("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, ?, ?, ?, ?)", 42, 1, 4201, 7, 1, "2026-01-01 10:00:00.001"),
@@ -109,6 +109,37 @@ func differentialCases() []dcase {
 		dcase{sql: "SELECT conv_id, seq FROM conv_msg WHERE msg_type = 1", unordered: true},
 		dcase{sql: "SELECT uid, conv_id FROM im_conv_member", unordered: true},
 		q("SELECT MAX(uid), MIN(uid), COUNT(*) FROM im_conv_member"),
+		// COUNT / SUM / AVG(DISTINCT): each shard groups by the argument too,
+		// the proxy de-duplicates across shards.
+		q("SELECT COUNT(DISTINCT sender_uid) FROM conv_msg"),
+		q("SELECT conv_id, COUNT(DISTINCT sender_uid), COUNT(*) FROM conv_msg GROUP BY conv_id"),
+		q("SELECT msg_type, COUNT(DISTINCT sender_uid) AS senders, COUNT(*), MAX(seq) FROM conv_msg GROUP BY msg_type HAVING COUNT(DISTINCT sender_uid) > 1 ORDER BY senders DESC, msg_type"),
+		q("SELECT msg_type FROM conv_msg GROUP BY msg_type HAVING COUNT(DISTINCT conv_id) >= 1 ORDER BY COUNT(DISTINCT sender_uid) DESC, msg_type LIMIT 2"),
+		q("SELECT COUNT(DISTINCT msg_type, sender_uid), SUM(DISTINCT sender_uid), AVG(DISTINCT sender_uid), MIN(DISTINCT seq), AVG(seq) FROM conv_msg"),
+		q("SELECT COUNT(DISTINCT sender_uid), SUM(DISTINCT msg_type), AVG(DISTINCT seq) FROM conv_msg WHERE msg_type = 99"),
+		q("SELECT COUNT(DISTINCT sender_uid) FROM conv_msg WHERE msg_type = ?", 1),
+		q("SELECT COUNT(DISTINCT sender_uid) FROM conv_msg WHERE conv_id IN (?, ?, ?)", 1, 2, 42),
+		q("SELECT COUNT(DISTINCT 1), COUNT(DISTINCT ?, sender_uid) FROM conv_msg WHERE msg_type = ?", "x", 99),
+		q("SELECT COUNT(DISTINCT 1), SUM(DISTINCT 2) FROM conv_msg WHERE msg_type = ?", 99),
+		q("SELECT COUNT(DISTINCT 1), COUNT(DISTINCT ?, sender_uid) FROM conv_msg WHERE msg_type = ?", "x", 1),
+		// LIMIT placeholders (GORM's ColumnTypes sends SELECT * ... LIMIT ?),
+		// bound at EXECUTE; the text protocol gets them as literals.
+		q("SELECT * FROM conv_msg LIMIT ?", 0),
+		q("SELECT * FROM conv_msg WHERE msg_id = ? LIMIT ?", 77, 1),
+		q("SELECT conv_id, seq, msg_id FROM conv_msg ORDER BY conv_id, seq LIMIT ?, ?", 2, 3),
+		q("SELECT conv_id, seq, msg_id FROM conv_msg ORDER BY conv_id DESC, seq LIMIT ? OFFSET ?", 3, 1),
+		q("SELECT conv_id, seq FROM conv_msg WHERE msg_type = ? ORDER BY conv_id, seq LIMIT ? OFFSET ?", 1, 2, 1),
+		q("SELECT conv_id, seq FROM conv_msg ORDER BY conv_id, seq LIMIT 2 OFFSET ?", 3),
+		q("SELECT sender_uid, COUNT(*) FROM conv_msg GROUP BY sender_uid ORDER BY sender_uid LIMIT ? OFFSET ?", 2, 1),
+		q("SELECT DISTINCT sender_uid FROM conv_msg ORDER BY sender_uid DESC LIMIT ?", 2),
+		q("SELECT conv_id, seq FROM conv_msg WHERE conv_id IN (?, ?, ?) ORDER BY conv_id, seq LIMIT ?", 1, 2, 42, 3),
+		// Bound values MariaDB converts without an error (prepared): a
+		// negative count is no limit, 2.5 rounds to even, '2x' reads 2. As
+		// literals (text) they are syntax errors.
+		q("SELECT conv_id, seq FROM conv_msg ORDER BY conv_id, seq LIMIT ?", -1),
+		q("SELECT conv_id, seq FROM conv_msg ORDER BY conv_id, seq LIMIT ?", 2.5),
+		q("SELECT conv_id, seq FROM conv_msg ORDER BY conv_id, seq LIMIT ?, 2", "2x"),
+		q("SELECT conv_id, seq FROM conv_msg ORDER BY conv_id, seq LIMIT ? OFFSET ?", 2, -1),
 		// NULLs: a nullable column added through the DDL fan-out.
 		q("ALTER TABLE msg_content ADD COLUMN note VARCHAR(16) NULL"),
 		q("UPDATE msg_content SET note = 'b' WHERE conv_id = 42 AND msg_id = 4201"),
@@ -120,6 +151,12 @@ func differentialCases() []dcase {
 		q("SELECT COUNT(note), COUNT(*), MIN(note), MAX(note) FROM msg_content"),
 		q("SELECT note, COUNT(*) FROM msg_content GROUP BY note ORDER BY note"),
 		q("SELECT DISTINCT note FROM msg_content ORDER BY note"),
+		// 'a' (conv 42, shard 136) and 'A' (conv 1, shard 951) are one value
+		// under utf8mb4_general_ci; NULL is no value.
+		q("UPDATE msg_content SET note = 'a' WHERE conv_id = 42 AND msg_id = 4202"),
+		q("SELECT COUNT(DISTINCT note), COUNT(note), COUNT(*) FROM msg_content"),
+		q("SELECT msg_type, COUNT(DISTINCT note) AS n FROM msg_content GROUP BY msg_type ORDER BY n, msg_type"),
+		q("SELECT COUNT(DISTINCT note, msg_type), COUNT(DISTINCT conv_id, note) FROM msg_content"),
 		q("ALTER TABLE msg_content DROP COLUMN note"),
 		q("SELECT COUNT(*) FROM im_inbox WHERE send_time > '2030-01-01'"),
 	)
@@ -155,6 +192,8 @@ func differentialCases() []dcase {
 		q("SELECT 1 + 1, 'x', NULL, 3.5, DATABASE()"),
 		q("SELECT @@character_set_client, @@collation_connection"),
 		q("SHOW TABLES LIKE 'app%'"),
+		q("SHOW TABLES"),
+		q("SHOW FULL TABLES WHERE Tables_in_im <> 'im_inbox'"),
 		q("DROP TABLE app_settings"),
 		q("CREATE TABLE app_log (id BIGINT AUTO_INCREMENT PRIMARY KEY, v INT)"),
 		q("INSERT INTO app_log (v) VALUES (1), (2)"),
@@ -183,6 +222,72 @@ func differentialCases() []dcase {
 		q("SELECT COUNT(*) FROM im_inbox WHERE uid = 31"),
 		q("SET autocommit = 1"),
 		q("SELECT @@autocommit, @@max_allowed_packet, @@global.autocommit"),
+		// Transaction characteristics: per session, or for the next
+		// transaction only (SET TRANSACTION), enforced by the backends.
+		q("SET SESSION TRANSACTION READ ONLY"),
+		q("SELECT @@tx_read_only"),
+		q("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (32, 3, 1, 301, '2026-01-02 00:00:00.000')"),
+		q("SET SESSION TRANSACTION READ WRITE"),
+		q("SET TRANSACTION READ ONLY"),
+		q("SELECT @@tx_read_only"),
+		q("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (32, 3, 1, 301, '2026-01-02 00:00:00.000')"),
+		q("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (32, 3, 1, 301, '2026-01-02 00:00:00.000')"),
+		q("BEGIN"),
+		q("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"),
+		q("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (32, 3, 1, 301, '2026-01-02 00:00:00.000')"),
+		q("ROLLBACK"),
+		q("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (32, 3, 1, 301, '2026-01-02 00:00:00.000')"),
+		q("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"),
+		q("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"),
+		q("SELECT @@tx_isolation"),
+		q("START TRANSACTION READ ONLY"),
+		q("SELECT @@tx_isolation, @@in_transaction"),
+		q("DELETE FROM im_inbox WHERE uid = 32"),
+		q("COMMIT"),
+		q("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"),
+		q("SELECT COUNT(*) FROM im_inbox WHERE uid = 32"),
+		// Savepoints belong to the transaction, whichever shard it is pinned
+		// to (GORM's nested transactions); rows by composite key route by
+		// the key's place in the row.
+		q("SAVEPOINT a"),
+		q("ROLLBACK TO SAVEPOINT a"),
+		q("RELEASE SAVEPOINT a"),
+		q("BEGIN"),
+		q("SAVEPOINT a"),
+		q("SAVEPOINT b"),
+		q("ROLLBACK TO a"),
+		q("RELEASE SAVEPOINT b"),
+		q("SAVEPOINT B"),
+		q("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (77, 1, 7701, 1, 1, '2026-01-01')"),
+		q("SAVEPOINT c"),
+		q("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (77, 2, 7702, 1, 1, '2026-01-01')"),
+		q("ROLLBACK TO SAVEPOINT c"),
+		q("RELEASE SAVEPOINT b"),
+		q("ROLLBACK TO SAVEPOINT b"),
+		q("ROLLBACK TO SAVEPOINT a"),
+		q("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (77, 3, 7703, 1, 1, '2026-01-01')"),
+		q("COMMIT"),
+		q("SELECT seq FROM conv_msg WHERE conv_id = 77"),
+		q("DELETE FROM conv_msg WHERE (conv_msg.conv_id, conv_msg.seq) IN ((77, 3), (78, 1))"),
+		q("DELETE FROM conv_msg WHERE (conv_id, seq) = (77, 1)"),
+		q("SELECT seq FROM conv_msg WHERE conv_id = 77"),
+		// RETURNING (MariaDB 10.5+; GORM adds it to inserts of models with an
+		// auto-increment key): unsharded tables pass through, sharded writes
+		// return their rows, a split INSERT in the statement's VALUES order.
+		q("CREATE TABLE notes (id BIGINT AUTO_INCREMENT PRIMARY KEY, conv_id BIGINT, title VARCHAR(20))"),
+		q("INSERT INTO notes (conv_id, title) VALUES (42, 'a') RETURNING id"),
+		q("INSERT INTO notes (conv_id, title) VALUES (?, ?), (?, ?) RETURNING id, title", 42, "b", 1, "c"),
+		q("INSERT INTO notes (conv_id, title) VALUES (42, 'returning') RETURNING `id`, LENGTH(title) AS n"),
+		q("REPLACE INTO notes (id, conv_id, title) VALUES (1, 5, 'z') RETURNING *"),
+		q("DELETE FROM notes WHERE id > ? RETURNING id", 2),
+		q("DROP TABLE notes"),
+		q("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (?, 11, 4211, 7, 1, '2026-01-01 10:00:00.001') RETURNING seq, msg_id", 42),
+		q("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (1, 11, 111, 7, 1, '2026-01-01 10:00:00.001'), (42, 12, 4212, 7, 1, '2026-01-01'), (2, 11, 211, 7, 1, '2026-01-01'), (1, 12, 112, 7, 1, '2026-01-01') RETURNING conv_id, seq, msg_id, created_at"),
+		q("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (?, 1, 1, 1, '2026-01-01'), (?, 1, 1, 1, '2026-01-01') RETURNING uid, send_time", 77, 78),
+		dcase{sql: "DELETE FROM conv_msg WHERE conv_id IN (1, 2) AND seq > 10 RETURNING conv_id, seq", unordered: true},
+		q("DELETE FROM conv_msg WHERE conv_id = ? AND seq > 10 RETURNING *", 42),
+		q("DELETE FROM im_inbox WHERE uid IN (77, 78) RETURNING uid"),
+		q("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (1, 1, 1, 1, '2026-01-01') RETURNING"),
 		// Comment-only statements are answered OK; only an empty one is 1065.
 		q("-- a comment line"),
 		q("--"),
@@ -208,7 +313,11 @@ type outcome struct {
 func run(ctx context.Context, c *sql.Conn, dc dcase) outcome {
 	var o outcome
 	verb := strings.ToUpper(strings.Fields(strings.TrimLeft(dc.sql, " (/"))[0])
-	if verb == "SELECT" || verb == "SHOW" || strings.HasPrefix(dc.sql, "/*") {
+	switch verb {
+	case "SELECT", "SHOW", "DESCRIBE", "DESC", "EXPLAIN":
+		verb = "SELECT"
+	}
+	if verb == "SELECT" || strings.HasPrefix(dc.sql, "/*") || strings.Contains(dc.sql, " RETURNING ") {
 		rows, err := c.QueryContext(ctx, dc.sql, dc.args...)
 		if err != nil {
 			return errOutcome(err)
@@ -346,6 +455,7 @@ func TestDifferential(t *testing.T) {
 			t.Logf("%d cases, %d mismatches", len(differentialCases()), mismatches)
 		})
 	}
+	checkIntrospection(t, s)
 	// The identical answers above came through the fast paths, not around
 	// them: text statements shared cached plans and prepared SELECTs went to
 	// the backend as text.

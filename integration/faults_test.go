@@ -527,6 +527,11 @@ func TestSecretsNeverLogged(t *testing.T) {
 	_, _ = db.Exec("SELECT * FROM conv_msg WHERE conv_id = -1")
 	_, _ = db.Exec("SET NAMES gbk")
 	_, _ = db.Exec("SELECT '" + userPW + "' AS pw_in_a_query_is_the_clients_business")
+	// Failed statements are logged (digest only): a refusal and a backend
+	// error, each with the secret as a literal, one as a bound value.
+	_, _ = db.Exec("DELETE FROM conv_msg WHERE msg_id = '" + userPW + "'")
+	_, _ = db.Exec("SELECT nosuchcol FROM conv_msg WHERE conv_id = 1 AND sender_uid = '" + userPW + "'")
+	_, _ = db.Exec("SELECT nosuchcol FROM conv_msg WHERE conv_id = ? AND sender_uid = ?", 1, userPW)
 	s.ds[1].Kill()
 	_, _ = db.Exec("SELECT COUNT(*) FROM conv_msg WHERE conv_id = ?", k1)
 	s.ds[1].Start()
@@ -561,6 +566,12 @@ func TestSecretsNeverLogged(t *testing.T) {
 	// DSN-shaped strings user:password@tcp(...)
 	if m := regexp.MustCompile(`[A-Za-z0-9_]+:[^@\s"]+@tcp\(`).FindString(log); m != "" {
 		t.Errorf("a DSN with a password appears in convoy.log: %s", m)
+	}
+	for _, want := range []string{`"errno":1235`, `"stmt":"DELETE FROM conv_msg WHERE msg_id = ?"`,
+		`"errno":1054`, `"stmt":"SELECT nosuchcol FROM conv_msg WHERE conv_id = ? AND sender_uid = ?"`} {
+		if !strings.Contains(log, want) {
+			t.Errorf("convoy.log has no %s: failed statements are not logged", want)
+		}
 	}
 	t.Logf("convoy.log: %d bytes, %d lines scanned", len(log), strings.Count(log, "\n"))
 }

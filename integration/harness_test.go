@@ -74,6 +74,12 @@ func testLayout(ds ...*testsvc.MariaDB) router.Document {
 
 func newStack(t testing.TB) *stack {
 	t.Helper()
+	return newStackLayout(t, testLayout)
+}
+
+// newStackLayout is newStack with the route table layout(ds0, ds1).
+func newStackLayout(t testing.TB, layout func(ds ...*testsvc.MariaDB) router.Document) *stack {
+	t.Helper()
 	s := &stack{t: t}
 	s.ds[0] = testsvc.StartMariaDB(t, testsvc.WithServerID(1))
 	s.ds[1] = testsvc.StartMariaDB(t, testsvc.WithServerID(2))
@@ -87,7 +93,7 @@ func newStack(t testing.TB) *stack {
 	s.store = routecfg.NewStore(cli, testCluster)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := s.store.Init(ctx, testLayout(s.ds[0], s.ds[1])); err != nil {
+	if err := s.store.Init(ctx, layout(s.ds[0], s.ds[1])); err != nil {
 		t.Fatal(err)
 	}
 	// The unsharded database lives on the default datasource.

@@ -140,6 +140,17 @@ func TestSeqAllocation(t *testing.T) {
 		if rows := queryRows(t, db, "SELECT seq FROM conv_msg WHERE conv_id = ? AND msg_id >= ? ORDER BY seq", conv, conv*1000+960); fmt.Sprint(rows) != fmt.Sprintf("[[%d] [%d]]", writers*each+5, writers*each+6) {
 			t.Errorf("%s: seqs of a committed transaction: %v", mode, rows)
 		}
+		// RETURNING hands the allocated seqs back, in the VALUES order, also
+		// for rows split over shards.
+		rows = queryRows(t, db, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 1, 1, NOW()), (?, ?, 1, 1, NOW()), (?, ?, 1, 1, NOW()) RETURNING conv_id, seq, msg_id",
+			conv+100, conv*1000+970, conv+200, conv*1000+971, conv+100, conv*1000+972)
+		if want := fmt.Sprintf("[[%d 1 %d] [%d 1 %d] [%d 2 %d]]", conv+100, conv*1000+970, conv+200, conv*1000+971, conv+100, conv*1000+972); fmt.Sprint(rows) != want {
+			t.Errorf("%s: INSERT ... RETURNING seq: %v, want %s", mode, rows, want)
+		}
+		rows = queryRows(t, db, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 1, 1, NOW()) RETURNING seq", conv+100, conv*1000+973)
+		if fmt.Sprint(rows) != "[[3]]" {
+			t.Errorf("%s: one-conversation INSERT ... RETURNING seq: %v, want [[3]]", mode, rows)
+		}
 		c.Close()
 	}
 }

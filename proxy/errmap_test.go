@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -18,6 +19,9 @@ func TestErrorMapComplete(t *testing.T) {
 		}
 		if m.errno < 1000 || len(m.state) != 5 {
 			t.Errorf("engine code %d maps to errno %d state %q", c, m.errno, m.state)
+		}
+		if strings.HasPrefix(c.String(), "code(") {
+			t.Errorf("engine code %d has no name for the log", c)
 		}
 	}
 }

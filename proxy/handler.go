@@ -27,13 +27,35 @@ type handler struct {
 
 var _ server.Handler = (*handler)(nil)
 
-// fail maps err to a MySQL error and counts it.
-func (h *handler) fail(err error) error {
+// Client commands as the statement log names them.
+const (
+	cmdQuery       = "COM_QUERY"
+	cmdInitDB      = "COM_INIT_DB"
+	cmdFieldList   = "COM_FIELD_LIST"
+	cmdStmtPrepare = "COM_STMT_PREPARE"
+	cmdStmtExecute = "COM_STMT_EXECUTE"
+	cmdSetOption   = "COM_SET_OPTION"
+)
+
+// fail maps err to a MySQL error, counts it and logs it (stmtlog.go). cmd
+// is the client command; sql its statement text, if it has one.
+func (h *handler) fail(err error, cmd, sql string) error {
 	if err == nil {
 		return nil
 	}
 	me := toMySQL(err)
 	h.s.errs.WithLabelValues(strconv.Itoa(int(me.Code))).Inc()
+	fc := failedCommand{cmd: cmd, sql: sql, user: h.user.Name}
+	if h.conn != nil {
+		fc.remote = h.conn.RemoteAddr()
+	}
+	switch cmd {
+	case cmdQuery, cmdStmtPrepare, cmdStmtExecute:
+		if sh, ok := h.sess.StatementShard(); ok {
+			fc.shard = sh
+		}
+	}
+	h.s.stmtLog.failed(err, me, fc)
 	return me
 }
 
@@ -61,10 +83,11 @@ func (h *handler) syncStatus() {
 	h.conn.SetStatus(st)
 }
 
-func (h *handler) result(r *mysql.Result, err error) (*mysql.Result, error) {
+// result finishes a statement that ran: status flags, and err through fail.
+func (h *handler) result(cmd, sql string, r *mysql.Result, err error) (*mysql.Result, error) {
 	h.syncStatus()
 	if err != nil {
-		return nil, h.fail(err)
+		return nil, h.fail(err, cmd, sql)
 	}
 	if r != nil {
 		r.Status = 0 // the connection's flags are OR-ed in by the writer
@@ -76,7 +99,7 @@ func (h *handler) result(r *mysql.Result, err error) (*mysql.Result, error) {
 // calls it before the password check; the only effect is an existence check
 // on the default datasource.
 func (h *handler) UseDB(db string) error {
-	return h.fail(h.sess.UseDB(db))
+	return h.fail(h.sess.UseDB(db), cmdInitDB, "")
 }
 
 func (h *handler) HandleQuery(q string) (*mysql.Result, error) {
@@ -88,7 +111,8 @@ func (h *handler) HandleQuery(q string) (*mysql.Result, error) {
 
 // query runs one statement and answers it (see reply).
 func (h *handler) query(q string) (*mysql.Result, error) {
-	r, err := h.result(h.sess.Query(q))
+	r, err := h.sess.Query(q)
+	r, err = h.result(cmdQuery, q, r, err)
 	if werr := h.writeLeading(); werr != nil {
 		return nil, werr
 	}
@@ -125,13 +149,14 @@ func (h *handler) write(v any) error {
 func (h *handler) multiQuery(q string) (*mysql.Result, error) {
 	parts, err := h.sess.Split(q)
 	if err != nil {
-		return h.result(nil, err)
+		return h.result(cmdQuery, q, nil, err)
 	}
 	if len(parts) == 1 {
 		return h.query(q)
 	}
 	for i, part := range parts {
-		r, err := h.result(h.sess.Query(part))
+		r, err := h.sess.Query(part)
+		r, err = h.result(cmdQuery, part, r, err)
 		if werr := h.writeLeading(); werr != nil {
 			return nil, werr
 		}
@@ -155,17 +180,17 @@ func (h *handler) multiQuery(q string) (*mysql.Result, error) {
 
 func (h *handler) HandleFieldList(table, wildcard string) ([]*mysql.Field, error) {
 	fs, err := h.sess.FieldList(table, wildcard)
-	return fs, h.fail(err)
+	return fs, h.fail(err, cmdFieldList, "")
 }
 
 func (h *handler) HandleStmtPrepare(q string) (int, int, any, error) {
 	if h.stmts >= h.s.cfg.MaxPreparedPerSession {
 		return 0, 0, nil, h.fail(&mysql.MyError{Code: mysql.ER_MAX_PREPARED_STMT_COUNT_REACHED, State: "42000",
-			Message: "Can't create more than " + strconv.Itoa(h.s.cfg.MaxPreparedPerSession) + " prepared statements in one session; close some"})
+			Message: "Can't create more than " + strconv.Itoa(h.s.cfg.MaxPreparedPerSession) + " prepared statements in one session; close some"}, cmdStmtPrepare, q)
 	}
 	p, err := h.sess.Prepare(q)
 	if err != nil {
-		return 0, 0, nil, h.fail(err)
+		return 0, 0, nil, h.fail(err, cmdStmtPrepare, q)
 	}
 	h.stmts++
 	if h.cc != nil && len(p.Fields) > 0 {
@@ -178,12 +203,13 @@ func (h *handler) HandleStmtPrepare(q string) (int, int, any, error) {
 	return p.Params, p.Columns, p, nil
 }
 
-func (h *handler) HandleStmtExecute(ctx any, _ string, args []any) (*mysql.Result, error) {
+func (h *handler) HandleStmtExecute(ctx any, q string, args []any) (*mysql.Result, error) {
 	p, ok := ctx.(*engine.Prepared)
 	if !ok {
-		return nil, h.fail(&engine.Error{Code: engine.CodeUnknownStmt, Msg: "Unknown prepared statement handler given to mysqld_stmt_execute"})
+		return nil, h.fail(&engine.Error{Code: engine.CodeUnknownStmt, Msg: "Unknown prepared statement handler given to mysqld_stmt_execute"}, cmdStmtExecute, "")
 	}
-	r, err := h.result(h.sess.Execute(p, args))
+	r, err := h.sess.Execute(p, args)
+	r, err = h.result(cmdStmtExecute, q, r, err)
 	if werr := h.writeLeading(); werr != nil {
 		return nil, werr
 	}
@@ -222,7 +248,7 @@ func (h *handler) HandleOtherCommand(cmd byte, data []byte) error {
 	case mysql.COM_SET_OPTION:
 		// MYSQL_OPTION_MULTI_STATEMENTS_ON (0) / _OFF (1).
 		if len(data) < 2 {
-			return h.fail(&mysql.MyError{Code: 1835, State: "HY000", Message: "Malformed communication packet"})
+			return h.fail(&mysql.MyError{Code: 1835, State: "HY000", Message: "Malformed communication packet"}, cmdSetOption, "")
 		}
 		switch binary.LittleEndian.Uint16(data) {
 		case 0:
@@ -230,7 +256,7 @@ func (h *handler) HandleOtherCommand(cmd byte, data []byte) error {
 		case 1:
 			h.multi = false
 		default:
-			return h.fail(&mysql.MyError{Code: mysql.ER_UNKNOWN_COM_ERROR, State: "08S01", Message: "Unknown COM_SET_OPTION option"})
+			return h.fail(&mysql.MyError{Code: mysql.ER_UNKNOWN_COM_ERROR, State: "08S01", Message: "Unknown COM_SET_OPTION option"}, cmdSetOption, "")
 		}
 		return nil
 	case comResetConnection:
@@ -242,5 +268,5 @@ func (h *handler) HandleOtherCommand(cmd byte, data []byte) error {
 		h.startSession()
 		return nil
 	}
-	return h.fail(&mysql.MyError{Code: mysql.ER_UNKNOWN_COM_ERROR, State: "08S01", Message: "Unknown command " + strconv.Itoa(int(cmd))})
+	return h.fail(&mysql.MyError{Code: mysql.ER_UNKNOWN_COM_ERROR, State: "08S01", Message: "Unknown command " + strconv.Itoa(int(cmd))}, "command "+strconv.Itoa(int(cmd)), "")
 }

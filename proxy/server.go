@@ -61,6 +61,9 @@ type Config struct {
 	AuthWindow   time.Duration
 	// RequireSecureTransport refuses clients that did not negotiate TLS.
 	RequireSecureTransport bool
+	// StatementLogRate bounds the log lines about failed client statements,
+	// per errno and second (stmtlog.go). Default 5; negative: no lines.
+	StatementLogRate int
 }
 
 // Server accepts client connections.
@@ -85,6 +88,7 @@ type Server struct {
 	connGauge prometheus.Gauge
 	rejected  prometheus.Counter
 	errs      *prometheus.CounterVec
+	stmtLog   *stmtLog
 }
 
 // New builds a server; call Serve with a listener.
@@ -113,6 +117,9 @@ func New(cfg Config, eng *engine.Engine, log *zap.Logger, reg prometheus.Registe
 	if cfg.AuthFailures == 0 {
 		cfg.AuthFailures = 10
 	}
+	if cfg.StatementLogRate == 0 {
+		cfg.StatementLogRate = defaultStatementLogRate
+	}
 	if cfg.AuthWindow <= 0 {
 		cfg.AuthWindow = time.Minute
 	}
@@ -135,6 +142,7 @@ func New(cfg Config, eng *engine.Engine, log *zap.Logger, reg prometheus.Registe
 		eng:     eng,
 		log:     log,
 		users:   credentials{},
+		stmtLog: newStmtLog(log.Named("client"), cfg.StatementLogRate),
 		conns:   map[net.Conn]struct{}{},
 		auth:    newAuthThrottle(cfg.AuthFailures, cfg.AuthWindow),
 		perUser: map[string]int{},

@@ -20,22 +20,23 @@ type Kind int
 // Statement kinds. Anything not listed is KindOther: passthrough to the
 // default datasource (the engine should still look at Analysis.Sharded).
 const (
-	KindOther    Kind = iota // anything not listed below
-	KindSelect               // SELECT / UNION / TABLE / VALUES (incl. SELECT ... FOR UPDATE)
-	KindInsert               // INSERT and REPLACE (incl. ON DUPLICATE KEY UPDATE)
-	KindUpdate               // UPDATE
-	KindDelete               // DELETE
-	KindDDL                  // CREATE TABLE [LIKE], ALTER TABLE, DROP TABLE, TRUNCATE TABLE, CREATE/DROP INDEX
-	KindBegin                // BEGIN, START TRANSACTION [...]
-	KindCommit               // COMMIT
-	KindRollback             // ROLLBACK (not ROLLBACK TO SAVEPOINT, which is KindOther)
-	KindSet                  // SET variables, SET NAMES, SET CHARACTER SET, SET TRANSACTION
-	KindUse                  // USE db
-	KindShow                 // SHOW ...
-	KindEmpty                // comments only: MariaDB answers OK (see OnlyComments)
+	KindOther     Kind = iota // anything not listed below
+	KindSelect                // SELECT / UNION / TABLE / VALUES (incl. SELECT ... FOR UPDATE)
+	KindInsert                // INSERT and REPLACE (incl. ON DUPLICATE KEY UPDATE)
+	KindUpdate                // UPDATE
+	KindDelete                // DELETE
+	KindDDL                   // CREATE TABLE [LIKE], ALTER TABLE, DROP TABLE, TRUNCATE TABLE, CREATE/DROP INDEX
+	KindBegin                 // BEGIN, START TRANSACTION [...]
+	KindCommit                // COMMIT
+	KindRollback              // ROLLBACK (not ROLLBACK TO SAVEPOINT, which is KindSavepoint)
+	KindSet                   // SET variables, SET NAMES, SET CHARACTER SET, SET TRANSACTION
+	KindUse                   // USE db
+	KindShow                  // SHOW ..., DESCRIBE tbl
+	KindEmpty                 // comments only: MariaDB answers OK (see OnlyComments)
+	KindSavepoint             // SAVEPOINT, ROLLBACK TO [SAVEPOINT], RELEASE SAVEPOINT (see Analysis.Savepoint)
 )
 
-var kindNames = [...]string{"other", "select", "insert", "update", "delete", "ddl", "begin", "commit", "rollback", "set", "use", "show", "empty"}
+var kindNames = [...]string{"other", "select", "insert", "update", "delete", "ddl", "begin", "commit", "rollback", "set", "use", "show", "empty", "savepoint"}
 
 func (k Kind) String() string {
 	if k >= 0 && int(k) < len(kindNames) {
@@ -66,9 +67,27 @@ type SetVar struct {
 	// `DEFAULT`); for SET NAMES / SET CHARACTER SET it is the bare charset name.
 	Value   string `json:"value"`
 	Collate string `json:"collate,omitempty"` // SET NAMES ... COLLATE x
-	// NextTx marks SET TRANSACTION ISOLATION LEVEL without SESSION/GLOBAL,
-	// which applies to the next transaction only (Name is "tx_isolation").
+	// NextTx marks SET TRANSACTION ... without SESSION/GLOBAL, which
+	// applies to the next transaction only (Name is "tx_isolation" or
+	// "tx_read_only").
 	NextTx bool `json:"next_tx,omitempty"`
+}
+
+// SavepointOp is what a KindSavepoint statement does.
+type SavepointOp uint8
+
+// Savepoint operations.
+const (
+	SavepointSet      SavepointOp = iota // SAVEPOINT name
+	SavepointRollback                    // ROLLBACK [WORK] TO [SAVEPOINT] name
+	SavepointRelease                     // RELEASE SAVEPOINT name
+)
+
+// Savepoint is a KindSavepoint statement; Name is as written (savepoint
+// names compare case-insensitively).
+type Savepoint struct {
+	Op   SavepointOp `json:"op"`
+	Name string      `json:"name"`
 }
 
 // Analysis holds the routing facts of one statement.
@@ -85,12 +104,16 @@ type Analysis struct {
 	// InsertHasKey is true for an INSERT/REPLACE into a sharded table (the key
 	// column is always in its column list: anything else is refused).
 	InsertHasKey bool
-	SetVars      []SetVar // KindSet
-	UseDB        string   // KindUse
-	TxReadOnly   bool     // START TRANSACTION READ ONLY (informative)
+	SetVars      []SetVar  // KindSet
+	UseDB        string    // KindUse
+	TxReadOnly   bool      // START TRANSACTION READ ONLY (informative)
+	Savepoint    Savepoint // KindSavepoint
 	// SessionRefs are the session values the statement reads (see
 	// SessionTemplate).
 	SessionRefs SessionRefs
+	// Returning is the select list of a RETURNING clause the caller cut off
+	// before parsing (SplitReturning); templates print it back at the end.
+	Returning string
 
 	params map[*test_driver.ParamMarkerExpr]int // placeholder -> index
 }
@@ -150,9 +173,14 @@ func Analyze(stmt ast.StmtNode) (*Analysis, error) {
 	case *ast.CommitStmt:
 		a.Kind = KindCommit
 	case *ast.RollbackStmt:
-		if s.SavepointName == "" {
-			a.Kind = KindRollback
+		a.Kind = KindRollback
+		if s.SavepointName != "" {
+			a.Kind, a.Savepoint = KindSavepoint, Savepoint{Op: SavepointRollback, Name: s.SavepointName}
 		}
+	case *ast.SavepointStmt:
+		a.Kind, a.Savepoint = KindSavepoint, Savepoint{Op: SavepointSet, Name: s.Name}
+	case *ast.ReleaseSavepointStmt:
+		a.Kind, a.Savepoint = KindSavepoint, Savepoint{Op: SavepointRelease, Name: s.Name}
 	case *ast.SetStmt:
 		a.Kind = KindSet
 		vars, err := setVars(s)
@@ -165,6 +193,10 @@ func Analyze(stmt ast.StmtNode) (*Analysis, error) {
 		a.UseDB = s.DBName
 	case *ast.ShowStmt:
 		a.Kind = KindShow
+	case *ast.ExplainStmt:
+		if _, ok := s.Stmt.(*ast.ShowStmt); ok { // DESCRIBE / DESC / EXPLAIN tbl
+			a.Kind = KindShow
+		}
 	}
 	return a, nil
 }
@@ -340,6 +372,22 @@ func (a *Analysis) keyRestriction(e ast.ExprNode, refs []string) ([]Value, bool)
 		if x.Op != opcode.EQ {
 			return nil, false
 		}
+		// (conv_id, seq) = (?, ?): the key's value sits at the key's place.
+		if l, r := rowOf(x.L), rowOf(x.R); l != nil && r != nil && len(l.Values) == len(r.Values) {
+			for i := range l.Values {
+				if a.isKeyColumn(l.Values[i], refs) {
+					if v, ok := a.value(r.Values[i]); ok {
+						return []Value{v}, true
+					}
+				}
+				if a.isKeyColumn(r.Values[i], refs) {
+					if v, ok := a.value(l.Values[i]); ok {
+						return []Value{v}, true
+					}
+				}
+			}
+			return nil, false
+		}
 		if a.isKeyColumn(x.L, refs) {
 			if v, ok := a.value(x.R); ok {
 				return []Value{v}, true
@@ -351,7 +399,13 @@ func (a *Analysis) keyRestriction(e ast.ExprNode, refs []string) ([]Value, bool)
 			}
 		}
 	case *ast.PatternInExpr:
-		if x.Not || x.Sel != nil || len(x.List) == 0 || !a.isKeyColumn(x.Expr, refs) {
+		if x.Not || x.Sel != nil || len(x.List) == 0 {
+			return nil, false
+		}
+		if row := rowOf(x.Expr); row != nil {
+			return a.rowInRestriction(row, x.List, refs)
+		}
+		if !a.isKeyColumn(x.Expr, refs) {
 			return nil, false
 		}
 		vals := make([]Value, 0, len(x.List))
@@ -365,6 +419,40 @@ func (a *Analysis) keyRestriction(e ast.ExprNode, refs []string) ([]Value, bool)
 		return vals, true
 	}
 	return nil, false
+}
+
+// rowInRestriction reads (conv_id, seq) IN ((?, ?), (?, ?)), as ORMs delete
+// by composite primary key: the key's values are those at the key's place
+// of every row.
+func (a *Analysis) rowInRestriction(row *ast.RowExpr, list []ast.ExprNode, refs []string) ([]Value, bool) {
+	at := -1
+	for i, c := range row.Values {
+		if a.isKeyColumn(c, refs) {
+			at = i
+			break
+		}
+	}
+	if at < 0 {
+		return nil, false
+	}
+	vals := make([]Value, 0, len(list))
+	for _, item := range list {
+		r := rowOf(item)
+		if r == nil || len(r.Values) != len(row.Values) {
+			return nil, false
+		}
+		v, ok := a.value(r.Values[at])
+		if !ok {
+			return nil, false
+		}
+		vals = append(vals, v)
+	}
+	return vals, true
+}
+
+func rowOf(e ast.ExprNode) *ast.RowExpr {
+	r, _ := unparen(e).(*ast.RowExpr)
+	return r
 }
 
 // value extracts a literal, a placeholder or a negated numeric literal.
@@ -510,6 +598,9 @@ func insertTarget(s *ast.InsertStmt) *ast.TableName {
 
 func setVars(s *ast.SetStmt) ([]SetVar, error) {
 	vars := make([]SetVar, 0, len(s.Variables))
+	// The parser gives SET TRANSACTION READ ONLY and SET SESSION TRANSACTION
+	// READ ONLY the same tree: only the text tells the one-shot form.
+	oneShot := setTransactionOneShot(s.Text())
 	for _, v := range s.Variables {
 		sv := SetVar{Name: strings.ToLower(v.Name), Global: v.IsGlobal, User: !v.IsSystem}
 		switch v.Name {
@@ -530,6 +621,15 @@ func setVars(s *ast.SetStmt) ([]SetVar, error) {
 			continue
 		case "tx_isolation_one_shot":
 			sv.Name, sv.NextTx = "tx_isolation", true
+		case "tx_read_only":
+			sv.NextTx = oneShot && !v.IsGlobal
+			if ve, ok := v.Value.(*test_driver.ValueExpr); ok {
+				// READ ONLY / READ WRITE: the parser's value is the string
+				// '1' / '0', which MariaDB's boolean variable refuses.
+				sv.Value = ve.GetString()
+				vars = append(vars, sv)
+				continue
+			}
 		}
 		if v.Value != nil {
 			text, err := Restore(v.Value)
@@ -541,6 +641,25 @@ func setVars(s *ast.SetStmt) ([]SetVar, error) {
 		vars = append(vars, sv)
 	}
 	return vars, nil
+}
+
+// setTransactionOneShot reports text of the form SET TRANSACTION ...
+// (comments allowed around the words), which sets the next transaction's
+// characteristics only.
+func setTransactionOneShot(text string) bool {
+	words := 0
+	for _, w := range strings.Fields(StripComments(text)) {
+		words++
+		switch words {
+		case 1:
+			if !strings.EqualFold(w, "SET") {
+				return false
+			}
+		case 2:
+			return strings.EqualFold(w, "TRANSACTION")
+		}
+	}
+	return false
 }
 
 // logicalName is the name a table reference may match a sharded logical

@@ -127,3 +127,58 @@ func skipQuoted(s string, i int) int {
 func OnlyComments(sql string) bool {
 	return strings.TrimLeft(sql, " \t\r\n\f\v;") != ""
 }
+
+// StripComments returns sql with its comments replaced by spaces (an
+// executable comment's content stays: it is SQL), quoted strings and names
+// untouched. For reading a statement's leading words, not for sending.
+func StripComments(sql string) string {
+	var b strings.Builder
+	last := 0
+	cut := func(from, to int) {
+		b.WriteString(sql[last:from])
+		b.WriteByte(' ')
+		last = to
+	}
+	for i := 0; i < len(sql); i++ {
+		switch c := sql[i]; c {
+		case '\'', '"', '`':
+			i = skipQuoted(sql, i)
+		case '#':
+			end := skipLine(sql, i)
+			cut(i, end)
+			i = end
+		case '-':
+			if i+1 < len(sql) && sql[i+1] == '-' && (i+2 == len(sql) || sql[i+2] <= ' ') {
+				end := skipLine(sql, i)
+				cut(i, end)
+				i = end
+			}
+		case '/':
+			if i+1 >= len(sql) || sql[i+1] != '*' {
+				continue
+			}
+			end := indexFrom(sql, i+2, "*/")
+			if end < 0 {
+				end = len(sql) - 2
+			}
+			if i+2 < len(sql) && sql[i+2] == '!' {
+				// /*!NNNNN body */: keep the body.
+				j := i + 3
+				for j < len(sql) && j < i+9 && sql[j] >= '0' && sql[j] <= '9' {
+					j++
+				}
+				cut(i, j)
+				b.WriteString(sql[j:end])
+				b.WriteByte(' ')
+				last = end + 2
+			} else {
+				cut(i, end+2)
+			}
+			i = end + 1
+		}
+	}
+	if last < len(sql) {
+		b.WriteString(sql[last:])
+	}
+	return b.String()
+}

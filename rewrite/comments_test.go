@@ -67,3 +67,19 @@ func TestCheckCommentsRefusesNonUTF8Names(t *testing.T) {
 		}
 	}
 }
+
+func TestStripComments(t *testing.T) {
+	for in, want := range map[string]string{
+		"SET /* x */ TRANSACTION READ ONLY": "SET   TRANSACTION READ ONLY",
+		"SET -- x\nTRANSACTION":             "SET  \nTRANSACTION",
+		"# a\nSET 'a/*b*/' `c#`":            " \nSET 'a/*b*/' `c#`",
+		"/*!40101 SET */ x":                 "  SET   x",
+		"SELECT 1 /* open":                  "SELECT 1  ",
+		"SELECT 1-- x":                      "SELECT 1 ",
+		"SELECT 1--x":                       "SELECT 1--x",
+	} {
+		if got := StripComments(in); got != want {
+			t.Errorf("StripComments(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

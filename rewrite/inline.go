@@ -25,8 +25,10 @@ func (t *Template) Params() int { return t.params }
 
 // Bind returns args in the order Render prints the placeholders, for a
 // backend prepared statement (args itself when that is the client's order).
+// Arguments whose placeholders the statement no longer prints (a scatter
+// plan's LIMIT, see PlanScatter) are left out.
 func (t *Template) Bind(args []any) []any {
-	if !t.shuffled {
+	if !t.shuffled && len(args) == t.params {
 		return args
 	}
 	out := make([]any, 0, t.params)

@@ -19,20 +19,21 @@ var update = flag.Bool("update", false, "rewrite testdata/*.json with the actual
 // analyzeCase is one golden case of testdata/analyze.json. Inputs are
 // comment and query; everything else is output.
 type analyzeCase struct {
-	Comment    string   `json:"comment"`
-	Query      string   `json:"query"`
-	Error      string   `json:"error,omitempty"`
-	Kind       string   `json:"kind,omitempty"`
-	ParamCount int      `json:"param_count,omitempty"`
-	Sharded    []string `json:"sharded,omitempty"`
-	KeyColumn  string   `json:"key_column,omitempty"`
-	Unsharded  []string `json:"unsharded,omitempty"`
-	HasKey     bool     `json:"has_key,omitempty"`
-	Keys       []string `json:"keys,omitempty"`
-	InsertRows []string `json:"insert_rows,omitempty"`
-	SetVars    []SetVar `json:"set_vars,omitempty"`
-	UseDB      string   `json:"use_db,omitempty"`
-	TxReadOnly bool     `json:"tx_read_only,omitempty"`
+	Comment    string     `json:"comment"`
+	Query      string     `json:"query"`
+	Error      string     `json:"error,omitempty"`
+	Kind       string     `json:"kind,omitempty"`
+	ParamCount int        `json:"param_count,omitempty"`
+	Sharded    []string   `json:"sharded,omitempty"`
+	KeyColumn  string     `json:"key_column,omitempty"`
+	Unsharded  []string   `json:"unsharded,omitempty"`
+	HasKey     bool       `json:"has_key,omitempty"`
+	Keys       []string   `json:"keys,omitempty"`
+	InsertRows []string   `json:"insert_rows,omitempty"`
+	SetVars    []SetVar   `json:"set_vars,omitempty"`
+	UseDB      string     `json:"use_db,omitempty"`
+	TxReadOnly bool       `json:"tx_read_only,omitempty"`
+	Savepoint  *Savepoint `json:"savepoint,omitempty"`
 }
 
 // renderCase is one golden case of testdata/render.json. Inputs are comment,
@@ -121,6 +122,9 @@ func runAnalyze(t *testing.T, p *Parser, in analyzeCase) analyzeCase {
 		t.Errorf("%s: InsertHasKey=%v with %d rows", in.Comment, a.InsertHasKey, len(a.InsertRows))
 	}
 	out.SetVars, out.UseDB, out.TxReadOnly = a.SetVars, a.UseDB, a.TxReadOnly
+	if a.Kind == KindSavepoint {
+		out.Savepoint = &a.Savepoint
+	}
 	return out
 }
 

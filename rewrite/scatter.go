@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -49,32 +50,61 @@ type ScatterAvg struct {
 	SumName, CountName string
 }
 
+// ScatterDistinct rebuilds COUNT / SUM / AVG(DISTINCT args) at result
+// column Out from hidden columns holding the arguments. Every shard groups
+// by the arguments too (GROUP BY [client keys,] args), so it returns each
+// distinct argument value of each group once; the merge de-duplicates them
+// across shards under the columns' collations. The other aggregates stay
+// right: a COUNT, SUM, MIN or MAX over finer groups adds up to the same
+// result over the client's groups.
+type ScatterDistinct struct {
+	Out  ScatterKey
+	Func string   // "count", "sum" or "avg"
+	Args []string // hidden argument columns, in argument order
+}
+
+// ScatterLimit names the placeholders of a `LIMIT ?` / `LIMIT ?, ?` /
+// `LIMIT ? OFFSET ?`, bound at each EXECUTE (see Scatter.BindLimit).
+type ScatterLimit struct {
+	Count, Offset int // client placeholder index; -1: the literal in Scatter.Count / Offset
+	// Shard is the index of the placeholder the shard statement's own
+	// LIMIT (offset + count) takes, after the client's; -1 when the shards
+	// get no LIMIT (grouped rows).
+	Shard int
+}
+
 // Scatter describes how a SELECT that reads every shard is merged.
 type Scatter struct {
-	OrderBy  []ScatterKey
-	GroupBy  []ScatterKey
-	Grouped  bool      // GROUP BY or aggregates: rows are combined per group
-	Aggs     []AggFunc // per result column (visible then hidden); nil when not Grouped
-	Avgs     []ScatterAvg
-	Having   []HavingCond // AND-ed
-	Distinct bool
-	Offset   int64
-	Count    int64 // -1: no LIMIT
-	Hidden   int   // trailing helper columns the client must not see
+	OrderBy   []ScatterKey
+	GroupBy   []ScatterKey
+	Grouped   bool      // GROUP BY or aggregates: rows are combined per group
+	Aggs      []AggFunc // per result column (visible then hidden); nil when not Grouped
+	Avgs      []ScatterAvg
+	Distincts []ScatterDistinct `json:",omitempty"`
+	Having    []HavingCond      // AND-ed
+	Distinct  bool
+	Offset    int64
+	Count     int64         // -1: no LIMIT
+	Limit     *ScatterLimit `json:",omitempty"` // LIMIT / OFFSET placeholders
+	Hidden    int           // trailing helper columns the client must not see
 }
 
 const hiddenPrefix = "__cvy_"
 
 // PlanScatter prepares a SELECT on sharded tables to run on every shard and
 // describes the merge. It rewrites a.Stmt in place (call it before
-// NewTemplate): AVG(x) gets hidden SUM(x) and COUNT(x) columns; group, order and
-// HAVING operands that are not plain result columns become hidden columns;
-// HAVING is removed (it is applied after the merge); LIMIT o,n becomes LIMIT
-// o+n when rows are not grouped, and is removed when they are.
+// NewTemplate): AVG(x) gets hidden SUM(x) and COUNT(x) columns;
+// COUNT / SUM / AVG(DISTINCT x) get a hidden x column and x joins the
+// shards' GROUP BY; group, order and HAVING operands that are not plain
+// result columns become hidden columns; HAVING is removed (it is applied
+// after the merge); LIMIT o,n becomes LIMIT o+n when rows are not grouped,
+// and is removed when they are. Placeholders in LIMIT are bound at EXECUTE
+// (BindLimit): the shards' LIMIT becomes one placeholder of its own.
 //
-// Refused (clear *UnsupportedError): UNION, subqueries, DISTINCT aggregates,
-// aggregates inside expressions, SELECT * with aggregates, WITH ROLLUP,
-// placeholders in LIMIT, HAVING that is not an AND of `operand op literal`.
+// Refused (clear *UnsupportedError): UNION, subqueries, aggregates inside
+// expressions, SELECT * with aggregates, WITH ROLLUP, DISTINCT forms of
+// aggregates other than COUNT, SUM, AVG, MIN and MAX, HAVING that is not
+// an AND of `operand op literal`.
 func PlanScatter(a *Analysis) (*Scatter, error) {
 	sel, ok := a.Stmt.(*ast.SelectStmt)
 	if !ok {
@@ -93,11 +123,60 @@ func PlanScatter(a *Analysis) (*Scatter, error) {
 			wildcard = true
 		}
 	}
-	// Aggregates: only directly as a result column.
-	var aggs []AggFunc
 	grouped := sel.GroupBy != nil
-	fields := sel.Fields.Fields
-	for i, f := range fields {
+	visible := sel.Fields.Fields
+	fields := visible
+	var aggs, hiddenAggs []AggFunc
+	// hidden appends a helper column the client does not see.
+	hidden := func(name string, e ast.ExprNode, kind AggFunc) string {
+		name = hiddenPrefix + name
+		fields = append(fields, &ast.SelectField{Expr: e, AsName: ast.NewCIStr(name)})
+		hiddenAggs = append(hiddenAggs, kind)
+		sc.Hidden++
+		return name
+	}
+	// Arguments of DISTINCT aggregates join the shards' GROUP BY (once).
+	var shardGroup []ast.ExprNode
+	grouping := map[string]bool{}
+	distinct := func(agg *ast.AggregateFuncExpr, out ScatterKey, tag string) {
+		d := ScatterDistinct{Out: out, Func: strings.ToLower(agg.F)}
+		for k, arg := range agg.Args {
+			name := tag + "_" + strconv.Itoa(k)
+			if _, constant := arg.(ast.ValueExpr); constant {
+				// Not grouped (GROUP BY 1 would name a column): MIN(value)
+				// is NULL on a shard without rows, where a bare value would
+				// be a value seen.
+				d.Args = append(d.Args, hidden(name, &ast.AggregateFuncExpr{F: ast.AggFuncMin, Args: []ast.ExprNode{arg}}, AggNone))
+				continue
+			}
+			d.Args = append(d.Args, hidden(name, arg, AggNone))
+			text, err := Restore(arg)
+			if err != nil || !grouping[text] {
+				grouping[text] = true
+				shardGroup = append(shardGroup, arg)
+			}
+		}
+		sc.Distincts = append(sc.Distincts, d)
+	}
+	// hiddenAgg adds an aggregate the client does not see (ORDER BY,
+	// HAVING) as a hidden column.
+	hiddenAgg := func(tag string, agg *ast.AggregateFuncExpr) (string, error) {
+		if isMergedDistinct(agg) {
+			name := hidden(tag, agg, AggNone)
+			distinct(agg, ScatterKey{Name: name}, tag)
+			return name, nil
+		}
+		kind, err := aggKind(agg)
+		if err != nil {
+			return "", err
+		}
+		if strings.EqualFold(agg.F, ast.AggFuncAvg) {
+			return "", unsupported("ORDER BY or HAVING on AVG(...) is only supported when the AVG is a result column (with an alias for HAVING)")
+		}
+		return hidden(tag, agg, kind), nil
+	}
+	// Aggregates: only directly as a result column.
+	for i, f := range visible {
 		if f.WildCard != nil {
 			aggs = append(aggs, AggNone)
 			continue
@@ -111,6 +190,13 @@ func PlanScatter(a *Analysis) (*Scatter, error) {
 			continue
 		}
 		grouped = true
+		if isMergedDistinct(agg) {
+			// The shards' own column stays for its metadata (the type MySQL
+			// gives the aggregate); the merge computes its value.
+			distinct(agg, ScatterKey{Index: i + 1}, "d"+strconv.Itoa(i))
+			aggs = append(aggs, AggNone)
+			continue
+		}
 		kind, err := aggKind(agg)
 		if err != nil {
 			return nil, err
@@ -119,32 +205,18 @@ func PlanScatter(a *Analysis) (*Scatter, error) {
 			// AVG = SUM / COUNT over all shards. The shards' own AVG column
 			// stays (it carries the type MySQL gives AVG); hidden SUM and
 			// COUNT columns carry what the merge needs.
-			sumName, countName := hiddenPrefix+"s"+strconv.Itoa(i), hiddenPrefix+"n"+strconv.Itoa(i)
-			fields = append(fields,
-				&ast.SelectField{Expr: &ast.AggregateFuncExpr{F: ast.AggFuncSum, Args: agg.Args}, AsName: ast.NewCIStr(sumName)},
-				&ast.SelectField{Expr: &ast.AggregateFuncExpr{F: ast.AggFuncCount, Args: agg.Args}, AsName: ast.NewCIStr(countName)})
+			sumName := hidden("s"+strconv.Itoa(i), &ast.AggregateFuncExpr{F: ast.AggFuncSum, Args: agg.Args}, AggSum)
+			countName := hidden("n"+strconv.Itoa(i), &ast.AggregateFuncExpr{F: ast.AggFuncCount, Args: agg.Args}, AggCount)
 			sc.Avgs = append(sc.Avgs, ScatterAvg{Out: i, SumName: sumName, CountName: countName})
-			sc.Hidden += 2
 			aggs = append(aggs, AggNone)
 			continue
 		}
 		aggs = append(aggs, kind)
 	}
-	for range sc.Avgs {
-		aggs = append(aggs, AggSum, AggCount)
-	}
 	if grouped && wildcard {
 		return nil, unsupported("SELECT * with GROUP BY or aggregates cannot be merged across shards; name the columns")
 	}
 	sc.Grouped = grouped
-	hidden := func(prefix string, n int, e ast.ExprNode, kind AggFunc) string {
-		name := hiddenPrefix + prefix + strconv.Itoa(n)
-		fields = append(fields, &ast.SelectField{Expr: e, AsName: ast.NewCIStr(name)})
-		aggs = append(aggs, kind)
-		sc.Hidden++
-		return name
-	}
-	visible := sel.Fields.Fields
 	if sel.GroupBy != nil {
 		if sel.GroupBy.Rollup {
 			return nil, unsupported("GROUP BY ... WITH ROLLUP cannot be merged across shards")
@@ -152,7 +224,7 @@ func PlanScatter(a *Analysis) (*Scatter, error) {
 		for i, it := range sel.GroupBy.Items {
 			k, ok := resolveKey(it, visible)
 			if !ok {
-				k = ScatterKey{Name: hidden("g", i, it.Expr, AggNone)}
+				k = ScatterKey{Name: hidden("g"+strconv.Itoa(i), it.Expr, AggNone)}
 			}
 			sc.GroupBy = append(sc.GroupBy, k)
 		}
@@ -166,14 +238,16 @@ func PlanScatter(a *Analysis) (*Scatter, error) {
 			}
 			k, ok := resolveKey(it, visible)
 			if !ok {
-				kind := AggNone
+				tag := "o" + strconv.Itoa(i)
 				if agg, isAgg := it.Expr.(*ast.AggregateFuncExpr); isAgg {
-					var err error
-					if kind, err = aggKind(agg); err != nil || strings.EqualFold(agg.F, ast.AggFuncAvg) {
-						return nil, unsupported("ORDER BY AVG(...) is only supported when the AVG is a result column")
+					name, err := hiddenAgg(tag, agg)
+					if err != nil {
+						return nil, err
 					}
+					k = ScatterKey{Name: name}
+				} else {
+					k = ScatterKey{Name: hidden(tag, it.Expr, AggNone)}
 				}
-				k = ScatterKey{Name: hidden("o", i, it.Expr, kind)}
 			}
 			k.Desc = it.Desc
 			sc.OrderBy = append(sc.OrderBy, k)
@@ -181,7 +255,13 @@ func PlanScatter(a *Analysis) (*Scatter, error) {
 	}
 	if sel.Having != nil {
 		for i, c := range conjuncts(sel.Having.Expr, nil) {
-			cond, err := havingCond(c, visible, func(e ast.ExprNode, kind AggFunc) string { return hidden("h", i, e, kind) })
+			tag := "h" + strconv.Itoa(i)
+			cond, err := havingCond(c, visible, func(e ast.ExprNode) (string, error) {
+				if agg, isAgg := e.(*ast.AggregateFuncExpr); isAgg {
+					return hiddenAgg(tag, agg)
+				}
+				return hidden(tag, e, AggNone), nil
+			})
 			if err != nil {
 				return nil, err
 			}
@@ -189,35 +269,252 @@ func PlanScatter(a *Analysis) (*Scatter, error) {
 		}
 		sel.Having = nil
 	}
+	if len(shardGroup) > 0 {
+		if sel.GroupBy == nil {
+			sel.GroupBy = &ast.GroupByClause{}
+		}
+		for _, e := range shardGroup {
+			sel.GroupBy.Items = append(sel.GroupBy.Items, &ast.ByItem{Expr: e})
+		}
+	}
 	if sel.Limit != nil {
-		cnt, ok1 := limitValue(sel.Limit.Count)
-		off, ok2 := int64(0), true
-		if sel.Limit.Offset != nil {
-			off, ok2 = limitValue(sel.Limit.Offset)
-		}
-		if !ok1 || !ok2 {
-			return nil, unsupported("LIMIT with placeholders is not supported in a SELECT that reads every shard; use literal numbers")
-		}
-		sc.Offset, sc.Count = off, cnt
-		if grouped {
-			sel.Limit = nil
-		} else {
-			sel.Limit = &ast.Limit{Count: ast.NewValueExpr(uint64(off+cnt), "", "")}
+		if err := planLimit(a, sel, sc, grouped); err != nil {
+			return nil, err
 		}
 	}
 	if grouped {
 		sel.OrderBy = nil // shards need not sort partial groups
-		sc.Aggs = aggs
+		sc.Aggs = append(aggs, hiddenAggs...)
 	}
 	sel.Fields.Fields = fields
 	return sc, nil
 }
 
-func aggKind(agg *ast.AggregateFuncExpr) (AggFunc, error) {
-	if agg.Distinct {
-		return 0, unsupported("%s(DISTINCT ...) cannot be merged across shards", strings.ToUpper(agg.F))
+// isMergedDistinct: COUNT / SUM / AVG(DISTINCT ...), merged from the
+// distinct argument values (MIN / MAX(DISTINCT x) are MIN / MAX(x)).
+func isMergedDistinct(agg *ast.AggregateFuncExpr) bool {
+	if !agg.Distinct {
+		return false
 	}
 	switch strings.ToLower(agg.F) {
+	case ast.AggFuncCount, ast.AggFuncSum, ast.AggFuncAvg:
+		return true
+	}
+	return false
+}
+
+// planLimit records LIMIT / OFFSET for the merge and gives the shards
+// LIMIT offset+count (rows not grouped) or no LIMIT (grouped: every shard
+// returns all its partial groups).
+func planLimit(a *Analysis, sel *ast.SelectStmt, sc *Scatter, grouped bool) error {
+	cnt, err := limitOperand(a, sel.Limit.Count)
+	if err != nil {
+		return err
+	}
+	off := limitArg{param: -1}
+	if sel.Limit.Offset != nil {
+		if off, err = limitOperand(a, sel.Limit.Offset); err != nil {
+			return err
+		}
+	}
+	sc.Offset, sc.Count = clampLimit(off.val), clampLimit(cnt.val)
+	if cnt.param < 0 && off.param < 0 {
+		if grouped {
+			sel.Limit = nil
+		} else {
+			sel.Limit = &ast.Limit{Count: ast.NewValueExpr(addLimits(off.val, cnt.val), "", "")}
+		}
+		return nil
+	}
+	sc.Limit = &ScatterLimit{Count: cnt.param, Offset: off.param, Shard: -1}
+	for _, e := range []ast.ExprNode{sel.Limit.Count, sel.Limit.Offset} {
+		if m, ok := e.(*test_driver.ParamMarkerExpr); ok {
+			delete(a.params, m) // no longer printed: the template binds what remains
+		}
+	}
+	sel.Limit = nil
+	if !grouped {
+		m := &test_driver.ParamMarkerExpr{}
+		a.params[m] = a.ParamCount
+		sc.Limit.Shard = a.ParamCount
+		sel.Limit = &ast.Limit{Count: m}
+	}
+	return nil
+}
+
+// limitArg is a LIMIT or OFFSET operand: a literal value or a placeholder.
+type limitArg struct {
+	val   uint64
+	param int // client placeholder index, -1 for a literal
+}
+
+func limitOperand(a *Analysis, e ast.ExprNode) (limitArg, error) {
+	if m, ok := e.(*test_driver.ParamMarkerExpr); ok {
+		if i, known := a.params[m]; known {
+			return limitArg{param: i}, nil
+		}
+		return limitArg{}, unsupported("[BUG] LIMIT placeholder without an index")
+	}
+	if v, ok := e.(*test_driver.ValueExpr); ok {
+		switch v.Kind() {
+		case test_driver.KindInt64:
+			if n := v.GetInt64(); n >= 0 {
+				return limitArg{val: uint64(n), param: -1}, nil
+			}
+		case test_driver.KindUint64:
+			return limitArg{val: v.GetUint64(), param: -1}, nil
+		}
+	}
+	return limitArg{}, unsupported("this LIMIT cannot be merged across shards: use numbers or placeholders")
+}
+
+// clampLimit maps a LIMIT / OFFSET value onto the merge's int64: anything
+// from 2^63 on is as good as no limit (or as skipping every row).
+func clampLimit(v uint64) int64 {
+	return int64(min(v, math.MaxInt64))
+}
+
+// addLimits is offset + count for the shards' LIMIT, saturating at the
+// largest LIMIT MariaDB takes.
+func addLimits(off, cnt uint64) uint64 {
+	if s := off + cnt; s >= off {
+		return s
+	}
+	return math.MaxUint64
+}
+
+// BindLimit resolves the LIMIT / OFFSET placeholders of one EXECUTE: the
+// merged result's offset and row count, and the arguments of the shard
+// statement (args, in the client's order, plus the shards' LIMIT
+// offset+count when they take one). Bound values convert as MariaDB
+// converts them in LIMIT (LimitValue): MariaDB raises no error for a
+// negative or fractional value, and neither does Convoy.
+func (sc *Scatter) BindLimit(args []any) (offset, count int64, shardArgs []any, ok bool) {
+	offset, count = sc.Offset, sc.Count
+	l := sc.Limit
+	if l == nil {
+		return offset, count, args, true
+	}
+	get := func(i int, lit int64) (uint64, bool) {
+		if i < 0 {
+			return uint64(lit), true
+		}
+		if i >= len(args) {
+			return 0, false
+		}
+		return LimitValue(args[i]), true
+	}
+	off, ok1 := get(l.Offset, sc.Offset)
+	cnt, ok2 := get(l.Count, sc.Count)
+	if !ok1 || !ok2 {
+		return 0, 0, nil, false
+	}
+	shardArgs = args
+	if l.Shard >= 0 {
+		if l.Shard != len(args) {
+			return 0, 0, nil, false
+		}
+		shardArgs = append(append(make([]any, 0, len(args)+1), args...), addLimits(off, cnt))
+	}
+	return clampLimit(off), clampLimit(cnt), shardArgs, true
+}
+
+// LimitValue converts a value bound to a LIMIT or OFFSET placeholder the
+// way MariaDB 10.11 does (checked against the server): integers as
+// unsigned (a negative one wraps to a huge value: no limit, or every row
+// skipped), floating-point values rounded half to even (a negative result
+// wraps too, beyond 2^63 saturates), strings by their leading integer
+// ("3abc" and "2.9" are 3 and 2, "abc" and "" are 0, "-1" wraps, overflow
+// saturates), NULL as 0.
+func LimitValue(v any) uint64 {
+	if l, ok := v.(Literal); ok {
+		v = l.Val
+	}
+	switch x := v.(type) {
+	case nil:
+		return 0
+	case int8:
+		return uint64(int64(x))
+	case int16:
+		return uint64(int64(x))
+	case int32:
+		return uint64(int64(x))
+	case int64:
+		return uint64(x)
+	case int:
+		return uint64(int64(x))
+	case uint8:
+		return uint64(x)
+	case uint16:
+		return uint64(x)
+	case uint32:
+		return uint64(x)
+	case uint64:
+		return x
+	case float32:
+		return floatLimit(float64(x))
+	case float64:
+		return floatLimit(x)
+	case []byte:
+		return stringLimit(string(x))
+	case string:
+		return stringLimit(x)
+	}
+	return 0
+}
+
+func floatLimit(f float64) uint64 {
+	f = math.RoundToEven(f)
+	switch {
+	case math.IsNaN(f):
+		return 0
+	case f >= math.MaxInt64:
+		return math.MaxInt64
+	case f <= math.MinInt64:
+		return 1 << 63
+	}
+	return uint64(int64(f))
+}
+
+func stringLimit(s string) uint64 {
+	i := 0
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	neg := false
+	if i < len(s) && (s[i] == '-' || s[i] == '+') {
+		neg = s[i] == '-'
+		i++
+	}
+	var n uint64
+	overflow := false
+	for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		d := uint64(s[i] - '0')
+		if n > (math.MaxUint64-d)/10 {
+			overflow = true
+			continue
+		}
+		n = n*10 + d
+	}
+	switch {
+	case neg && (overflow || n > 1<<63):
+		return 1 << 63
+	case neg:
+		return -n
+	case overflow:
+		return math.MaxUint64
+	}
+	return n
+}
+
+func aggKind(agg *ast.AggregateFuncExpr) (AggFunc, error) {
+	fn := strings.ToLower(agg.F)
+	if agg.Distinct && fn != ast.AggFuncMin && fn != ast.AggFuncMax {
+		// COUNT / SUM / AVG(DISTINCT) are merged from their argument values
+		// (isMergedDistinct) before this is asked.
+		return 0, unsupported("%s(DISTINCT ...) cannot be merged across shards", strings.ToUpper(agg.F))
+	}
+	switch fn {
 	case ast.AggFuncCount:
 		return AggCount, nil
 	case ast.AggFuncSum, ast.AggFuncAvg:
@@ -268,7 +565,7 @@ var havingOps = map[opcode.Op]string{opcode.EQ: "=", opcode.NE: "<>", opcode.LT:
 // mirror turns `literal op x` into `x op' literal`.
 var mirror = map[string]string{"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
-func havingCond(e ast.ExprNode, visible []*ast.SelectField, hide func(ast.ExprNode, AggFunc) string) (HavingCond, error) {
+func havingCond(e ast.ExprNode, visible []*ast.SelectField, hide func(ast.ExprNode) (string, error)) (HavingCond, error) {
 	bad := unsupported("this HAVING cannot be evaluated after merging shards: use AND-ed comparisons of a result column or aggregate with a literal")
 	b, ok := unparen(e).(*ast.BinaryOperationExpr)
 	if !ok {
@@ -297,37 +594,14 @@ func havingCond(e ast.ExprNode, visible []*ast.SelectField, hide func(ast.ExprNo
 	if k, found := resolveKey(&ast.ByItem{Expr: operand}, visible); found {
 		return HavingCond{Name: k.Name, Op: op, Value: val, index: k.Index}, nil
 	}
-	kind := AggNone
-	if agg, isAgg := operand.(*ast.AggregateFuncExpr); isAgg {
-		var err error
-		if kind, err = aggKind(agg); err != nil {
-			return HavingCond{}, err
-		}
-		if strings.EqualFold(agg.F, ast.AggFuncAvg) {
-			return HavingCond{}, unsupported("HAVING AVG(...) is only supported when the AVG is a result column with an alias")
-		}
-	} else if containsAggregate(operand) {
+	if _, isAgg := operand.(*ast.AggregateFuncExpr); !isAgg && containsAggregate(operand) {
 		return HavingCond{}, bad
 	}
-	return HavingCond{Name: hide(operand, kind), Op: op, Value: val}, nil
-}
-
-func limitValue(e ast.ExprNode) (int64, bool) {
-	v, ok := e.(*test_driver.ValueExpr)
-	if !ok {
-		return 0, false
+	name, err := hide(operand)
+	if err != nil {
+		return HavingCond{}, err
 	}
-	if _, isParam := e.(*test_driver.ParamMarkerExpr); isParam {
-		return 0, false
-	}
-	switch v.Kind() {
-	case test_driver.KindInt64:
-		return v.GetInt64(), v.GetInt64() >= 0
-	case test_driver.KindUint64:
-		u := v.GetUint64()
-		return int64(u), u < 1<<62
-	}
-	return 0, false
+	return HavingCond{Name: name, Op: op, Value: val}, nil
 }
 
 func containsAggregate(e ast.Node) bool {

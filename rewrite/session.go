@@ -110,7 +110,7 @@ func SessionTemplate(a *Analysis, values func(SessionRef) SessionValue) (*Templa
 		sw.undo = true
 		a.Stmt.Accept(&sw)
 	}()
-	return newTemplate(a.Stmt, a.Sharded, a.params)
+	return a.withReturning(newTemplate(a.Stmt, a.Sharded, a.params))
 }
 
 // sessionValue stands in for a session-value read while a statement is

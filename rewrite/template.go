@@ -46,7 +46,7 @@ type Template struct {
 // prints `?` and Bind puts the arguments in printed order, and RenderInline
 // prints each value where its placeholder went.
 func NewTemplate(a *Analysis) (*Template, error) {
-	return newTemplate(a.Stmt, a.Sharded, a.params)
+	return a.withReturning(newTemplate(a.Stmt, a.Sharded, a.params))
 }
 
 // maxTokenAttempts bounds retries when restored text happens to contain the
@@ -65,10 +65,27 @@ func newTemplate(stmt ast.StmtNode, sharded []string, params map[*test_driver.Pa
 		}
 		return &Template{parts: []string{text}, fixed: len(text)}, nil
 	}
+	return restoreWithHoles(stmt, sharded, params, func(token string) sentinels {
+		return &renamer{token: token, sharded: sharded}
+	})
+}
+
+// sentinels installs the sentinels `token_N` (N indexing the hole names) on
+// an AST, counting them, and puts the AST back with undoAll.
+type sentinels interface {
+	ast.Visitor
+	count() int
+	undoAll()
+}
+
+// restoreWithHoles restores stmt with the sentinels of install(token) and
+// of the placeholders in params, and cuts the text at them into a Template
+// whose holes are names.
+func restoreWithHoles(stmt ast.StmtNode, names []string, params map[*test_driver.ParamMarkerExpr]int, install func(token string) sentinels) (*Template, error) {
 	for range maxTokenAttempts {
 		token := "cvy" + strconv.FormatUint(rand.Uint64()|1<<63, 36)
-		r := renamer{token: token, sharded: sharded}
-		stmt.Accept(&r)
+		r := install(token)
+		stmt.Accept(r)
 		ps := paramSwapper{token: token, index: params}
 		if len(params) > 0 {
 			stmt.Accept(&ps)
@@ -82,7 +99,7 @@ func newTemplate(stmt ast.StmtNode, sharded []string, params map[*test_driver.Pa
 		if err != nil {
 			return nil, err
 		}
-		if t, ok := split(text, token, sharded, r.installed, ps.installed); ok {
+		if t, ok := split(text, token, names, r.count(), ps.installed); ok {
 			return t, nil
 		}
 	}
@@ -351,7 +368,7 @@ func subsetInsert(a *Analysis, rows []int, seqs []uint64, seqParams, holes bool)
 	}
 	ins.Lists = sub
 	defer func() { ins.Lists, ins.Columns = orig, origCols }()
-	t, err := newTemplate(ins, a.Sharded, holeIndex)
+	t, err := a.withReturning(newTemplate(ins, a.Sharded, holeIndex))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -392,7 +409,7 @@ type renamer struct {
 	sharded   []string
 	installed int
 	ctes      map[string]bool
-	undo      []undoRec
+	undoLog
 
 	// Tables that cannot take an alias, and the names their column
 	// qualifiers use (lower-case table name -> sharded index).
@@ -408,17 +425,22 @@ type undoRec struct {
 	old   ast.CIStr
 }
 
-func (r *renamer) set(field *ast.CIStr, v ast.CIStr) {
-	r.undo = append(r.undo, undoRec{field, *field})
+// undoLog records the name fields a sentinel installer overwrote.
+type undoLog struct{ undo []undoRec }
+
+func (u *undoLog) set(field *ast.CIStr, v ast.CIStr) {
+	u.undo = append(u.undo, undoRec{field, *field})
 	*field = v
 }
 
-func (r *renamer) undoAll() {
-	for i := len(r.undo) - 1; i >= 0; i-- {
-		*r.undo[i].field = r.undo[i].old
+func (u *undoLog) undoAll() {
+	for i := len(u.undo) - 1; i >= 0; i-- {
+		*u.undo[i].field = u.undo[i].old
 	}
-	r.undo = r.undo[:0]
+	u.undo = u.undo[:0]
 }
+
+func (r *renamer) count() int { return r.installed }
 
 func (r *renamer) shardedIndex(name string) int {
 	if r.ctes[name] {

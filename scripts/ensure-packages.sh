@@ -3,12 +3,18 @@
 #   scripts/ensure-packages.sh dev    services for `make run` (dev-up.sh)
 #   scripts/ensure-packages.sh test   everything `make test` / CI needs
 # Runs `apt-get update` only when something is actually missing. Idempotent.
+# apt-get's output goes to PKG_LOG (default .state/packages.log), not the
+# console: one line says what is being installed, and a failure prints the
+# end of the log.
 set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PKG_LOG=${PKG_LOG:-$ROOT/.state/packages.log}
 
 profile=${1:-test}
 case "$profile" in
   dev)  pkgs=(mariadb-server mariadb-client redis-server etcd-server etcd-client) ;;
-  test) pkgs=(mariadb-server mariadb-client redis-server etcd-server etcd-client sysbench python3-pymysql ruby-mysql2 default-jdk-headless libmariadb-java nodejs node-mysql make) ;;
+  test) pkgs=(mariadb-server mariadb-client redis-server etcd-server etcd-client sysbench python3-pymysql python3-sqlalchemy ruby-mysql2 default-jdk-headless libmariadb-java nodejs node-mysql make) ;;
   *)    echo "usage: $0 dev|test" >&2; exit 2 ;;
 esac
 
@@ -25,7 +31,16 @@ if [ "$(id -u)" -ne 0 ]; then
   command -v sudo >/dev/null || { echo "ensure-packages: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
   sudo=(sudo)
 fi
-echo "ensure-packages: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# Ask for a sudo password on the console, before the output goes to the log.
+[ ${#sudo[@]} -eq 0 ] || sudo -v
+mkdir -p "$(dirname "$PKG_LOG")"
+echo "ensure-packages: installing ${missing[*]} with apt-get (a few minutes the first time; log: $PKG_LOG)"
+# env after sudo: sudo's env_reset would drop an exported DEBIAN_FRONTEND.
+apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get)
+if ! { echo "== $(date -Is) ensure-packages $profile: ${missing[*]}" &&
+  "${apt[@]}" update -q && "${apt[@]}" install -y -q --no-install-recommends "${missing[@]}"; } >>"$PKG_LOG" 2>&1; then
+  echo "ensure-packages: ERROR: apt-get failed; last lines of $PKG_LOG:" >&2
+  tail -n 30 "$PKG_LOG" >&2
+  exit 1
+fi
+echo "ensure-packages: installed ${missing[*]}"

@@ -15,6 +15,9 @@ type Config struct {
 	Listen        string `yaml:"listen"`
 	MetricsListen string `yaml:"metrics_listen"`
 	LogLevel      string `yaml:"log_level"`
+	// LogFormat is json (default: one object a line, for log shippers) or
+	// console (tab-separated, for a person reading a terminal: make run).
+	LogFormat     string `yaml:"log_format"`
 	ServerVersion string `yaml:"server_version"`
 	AuthMethod    string `yaml:"auth_method"`
 	TLSCert       string `yaml:"tls_cert"`
@@ -27,6 +30,9 @@ type Config struct {
 	AuthFailures           int           `yaml:"auth_failures"`
 	AuthWindow             time.Duration `yaml:"auth_window"`
 	RequireSecureTransport bool          `yaml:"require_secure_transport"`
+	// StatementLogRate bounds the log lines about failed client statements
+	// per errno and second (0 = default 5, negative = none).
+	StatementLogRate int `yaml:"statement_log_rate"`
 
 	Etcd struct {
 		Endpoints   []string      `yaml:"endpoints"`
@@ -95,6 +101,7 @@ func defaultConfig() Config {
 	c.Listen = "127.0.0.1:3307"
 	c.MetricsListen = "127.0.0.1:9104"
 	c.LogLevel = "info"
+	c.LogFormat = "json"
 	c.Etcd.Endpoints = []string{"127.0.0.1:2379"}
 	c.Etcd.Cluster = "default"
 	c.Etcd.DialTimeout = 3 * time.Second
@@ -135,6 +142,9 @@ func applyEnv(c *Config) {
 	}
 	if v := os.Getenv("CONVOY_LOG_LEVEL"); v != "" {
 		c.LogLevel = v
+	}
+	if v := os.Getenv("CONVOY_LOG_FORMAT"); v != "" {
+		c.LogFormat = v
 	}
 }
 

@@ -129,15 +129,29 @@ func routes(args []string) error {
 	return routecfg.RunCLI(ctx, f.fs.Args(), cli, c.Etcd.Cluster, os.Stdout)
 }
 
-func newLogger(level string) (*zap.Logger, error) {
+// newLogger builds the process logger on w (stderr). Both formats carry
+// ISO-8601 times (a person and a log shipper read them alike); console is
+// zap's tab-separated line with the fields as JSON at the end.
+func newLogger(level, format string, w zapcore.WriteSyncer) (*zap.Logger, error) {
 	var lvl zapcore.Level
 	if err := lvl.Set(level); err != nil {
 		return nil, fmt.Errorf("log_level: %w", err)
 	}
-	cfg := zap.NewProductionConfig()
-	cfg.Level = zap.NewAtomicLevelAt(lvl)
-	cfg.Sampling = nil
-	return cfg.Build()
+	ec := zap.NewProductionEncoderConfig()
+	ec.EncodeTime = zapcore.ISO8601TimeEncoder
+	var enc zapcore.Encoder
+	switch format {
+	case "json":
+		enc = zapcore.NewJSONEncoder(ec)
+	case "console":
+		ec.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc = zapcore.NewConsoleEncoder(ec)
+	default:
+		return nil, fmt.Errorf("log_format %q: want json or console", format)
+	}
+	// No sampling: the few lines that repeat are rate-limited where they
+	// are written (failed statements, go-redis), with a count of the rest.
+	return zap.New(zapcore.NewCore(enc, w, lvl), zap.AddCaller(), zap.AddStacktrace(zapcore.ErrorLevel), zap.ErrorOutput(w)), nil
 }
 
 func serve(args []string) error {
@@ -149,7 +163,7 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(c.LogLevel)
+	log, err := newLogger(c.LogLevel, c.LogFormat, zapcore.Lock(os.Stderr))
 	if err != nil {
 		return err
 	}
@@ -212,6 +226,9 @@ func serve(args []string) error {
 		HealthDiskPct: c.Health.DiskPercent, DiskCapacity: c.Health.DiskCapacity,
 	})
 	if c.HotTier.Enabled {
+		// go-redis logs through a package-level logger: plain text on
+		// stderr unless routed into ours.
+		redis.SetLogger(histcache.RedisLogger(log.Named("redis")))
 		pw := c.HotTier.Password
 		if c.HotTier.PasswordEnv != "" {
 			pw = os.Getenv(c.HotTier.PasswordEnv)
@@ -253,6 +270,7 @@ func serve(args []string) error {
 		TLSCert: c.TLSCert, TLSKey: c.TLSKey, MaxConnections: c.MaxConns,
 		MaxUserConnections: c.MaxUserConns, MaxPacket: c.MaxPacket, MaxPreparedPerSession: c.MaxPreparedPerSession,
 		AuthFailures: c.AuthFailures, AuthWindow: c.AuthWindow, RequireSecureTransport: c.RequireSecureTransport,
+		StatementLogRate: c.StatementLogRate,
 	}, eng, log.Named("proxy"), reg)
 	if err != nil {
 		return err

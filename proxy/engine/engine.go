@@ -83,6 +83,7 @@ type Engine struct {
 	admin    AdminHooks
 	hot      *hotState // nil: no hot tier
 	plans    *planCache
+	intro    introState // introspection caches (introspect.go)
 	log      *zap.Logger
 	opt      Options
 	// maxPacket caches the datasources' smallest max_allowed_packet.

@@ -369,3 +369,49 @@ func TestSQLModeExpr(t *testing.T) {
 		}
 	}
 }
+
+// TestPreparedScatterLimit: LIMIT / OFFSET placeholders of a SELECT that
+// reads many shards are bound at EXECUTE: every shard gets LIMIT
+// offset+count as its own placeholder after the others, the merge skips
+// offset and keeps count.
+func TestPreparedScatterLimit(t *testing.T) {
+	s, rec := newTestSession()
+	for _, c := range []struct {
+		sql      string
+		args     []any
+		rows     int
+		wantArgs string
+		wantSQL  string
+	}{
+		{"SELECT seq, msg_id FROM conv_msg WHERE msg_type = ? ORDER BY seq LIMIT ? OFFSET ?", []any{int64(1), int64(3), int64(2)}, 3,
+			"prepared[1 5]", "SELECT `seq`,`msg_id` FROM `im_0`.`conv_msg_0000` AS `conv_msg` WHERE `msg_type`=? ORDER BY `seq` LIMIT ?"},
+		{"SELECT seq, msg_id FROM conv_msg WHERE conv_id IN (?, ?) ORDER BY seq LIMIT ?, ?", []any{int64(1), int64(42), int64(1), "1"}, 1,
+			"prepared[1 42 2]", "SELECT `seq`,`msg_id` FROM `im_1`.`conv_msg_0136` AS `conv_msg` WHERE `conv_id` IN (?,?) ORDER BY `seq` LIMIT ?"},
+		// MariaDB takes a negative count as a huge one: every row.
+		{"SELECT seq, msg_id FROM conv_msg WHERE conv_id IN (?, ?) ORDER BY seq LIMIT ?", []any{int64(1), int64(42), int64(-1)}, 2,
+			"prepared[1 42 18446744073709551615]", "SELECT `seq`,`msg_id` FROM `im_1`.`conv_msg_0136` AS `conv_msg` WHERE `conv_id` IN (?,?) ORDER BY `seq` LIMIT ?"},
+	} {
+		p, err := s.Prepare(c.sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.take()
+		r, err := s.Execute(p, c.args)
+		if err != nil {
+			t.Fatalf("%s: %v", c.sql, err)
+		}
+		if len(r.RowDatas) != c.rows {
+			t.Errorf("%s %v: %d rows, want %d", c.sql, c.args, len(r.RowDatas), c.rows)
+		}
+		found := false
+		for _, l := range rec.take() {
+			if !strings.Contains(l, " "+c.wantArgs+": ") || !strings.HasSuffix(l, "LIMIT ?") {
+				t.Fatalf("%s: shard statement %q, want arguments %s", c.sql, l, c.wantArgs)
+			}
+			found = found || strings.HasSuffix(l, ": "+c.wantSQL)
+		}
+		if !found {
+			t.Errorf("%s: no shard statement %q", c.sql, c.wantSQL)
+		}
+	}
+}

@@ -43,6 +43,32 @@ func AllCodes() []Code {
 	return out
 }
 
+// codeNames are the Codes as log lines name them (a reason without the
+// message, which may quote the client's values).
+var codeNames = [codeCount]string{
+	CodeInternal:           "internal",
+	CodeSyntax:             "syntax",
+	CodeEmptyQuery:         "empty_query",
+	CodeNotSupported:       "not_supported",
+	CodeBadShardKey:        "bad_shard_key",
+	CodeShardKeyUpdate:     "shard_key_update",
+	CodeCrossShardTxn:      "cross_shard_transaction",
+	CodeWrongArguments:     "wrong_arguments",
+	CodeUnknownStmt:        "unknown_statement",
+	CodeBackendUnavailable: "backend_unavailable",
+	CodePoolTimeout:        "pool_timeout",
+	CodeTxnAborted:         "transaction_aborted",
+	CodeAccessDenied:       "access_denied",
+	CodeTooLarge:           "too_large",
+}
+
+func (c Code) String() string {
+	if c >= 0 && c < codeCount && codeNames[c] != "" {
+		return codeNames[c]
+	}
+	return fmt.Sprintf("code(%d)", int(c))
+}
+
 // Error is an engine error with a class and a message meant for the client.
 type Error struct {
 	Code Code

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,11 +18,27 @@ import (
 // run executes a plan. binary selects the prepared-statement protocol (the
 // backend runs the statement prepared, its binary rows go to the client
 // unchanged).
-func (s *Session) run(pl *plan, args []any, binary bool) (*mysql.Result, error) {
+func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err error) {
+	a := pl.a
+	if s.nextTx != nil && !pl.local() && !pl.tableless() {
+		// SET TRANSACTION's characteristics belong to the next transaction:
+		// the one this statement opens (autocommit=0), or this autocommit
+		// statement, which uses them up only if it succeeds (as in MariaDB,
+		// where a failed autocommit statement leaves them for the next).
+		if s.inTxn() {
+			s.txn.vars, s.nextTx = s.nextTx, nil
+		} else {
+			s.stmtVars = s.nextTx
+			defer func() {
+				if s.stmtVars = nil; err == nil {
+					s.nextTx = nil
+				}
+			}()
+		}
+	}
 	if pl.routine != nil {
 		return s.runRoutine(pl, args, binary)
 	}
-	a := pl.a
 	switch a.Kind {
 	case rewrite.KindEmpty:
 		return okResult(), nil
@@ -31,6 +48,9 @@ func (s *Session) run(pl *plan, args []any, binary bool) (*mysql.Result, error) 
 	case rewrite.KindCommit, rewrite.KindRollback:
 		s.e.metrics.countStatement("transaction")
 		return s.endTxn(a.Kind == rewrite.KindCommit)
+	case rewrite.KindSavepoint:
+		s.e.metrics.countStatement("transaction")
+		return s.savepoint(pl)
 	case rewrite.KindSet:
 		s.e.metrics.countStatement("session")
 		return s.set(a)
@@ -42,6 +62,9 @@ func (s *Session) run(pl *plan, args []any, binary bool) (*mysql.Result, error) 
 		return okResult(), nil
 	}
 	if pl.tmpl == nil {
+		if r, ok, err := s.introspect(pl, args, binary); ok {
+			return r, err
+		}
 		s.e.metrics.countStatement("unsharded")
 		return s.passthrough(pl, args, binary)
 	}
@@ -92,10 +115,7 @@ func (s *Session) runSharded(pl *plan, args []any, binary bool) (*mysql.Result, 
 		s.e.metrics.countStatement("sharded")
 		return s.insert(pl, args, binary)
 	case rewrite.KindShow:
-		// SHOW COLUMNS / SHOW CREATE TABLE on a logical table: every physical
-		// table has the same schema, so shard 0's answers for all.
-		s.e.metrics.countStatement("sharded")
-		return s.onShards(pl, []router.Shard{0}, args, binary)
+		return s.showSharded(pl, args, binary)
 	}
 	s.e.metrics.countStatement("sharded")
 	if !a.HasKey {
@@ -164,6 +184,8 @@ type part struct {
 	// statement sent as text (see rewrite.InlineShape); pl is its plan.
 	inline string
 	pl     *plan
+	// rows are the VALUES rows of the statement an INSERT part writes.
+	rows []int
 }
 
 // onShards runs a SELECT / UPDATE / DELETE on the physical tables of shards.
@@ -173,7 +195,7 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 		sh := shards[0]
 		return s.single(s.partFor(pl, snap, sh, snap.Target(sh).Datasource, args, binary), pl.write(), binary)
 	}
-	if s.inTxn() {
+	if s.inTxn() && (pl.a.Kind != rewrite.KindSelect || lockingRead(pl.a.Stmt)) {
 		return nil, errorf(CodeCrossShardTxn, "this statement reaches %d shards; inside a transaction every statement must stay on one shard (no distributed transactions)", len(shards))
 	}
 	// Several shards of one physical table (small layouts) are one statement:
@@ -233,7 +255,7 @@ func (s *Session) exec(c Conn, p part, binary bool) (*mysql.Result, error) {
 		// A column without an exact binary form (FLOAT, DOUBLE): this plan
 		// is prepared on the backend from now on, and this SELECT runs again
 		// that way (a plain SELECT without locking reads: harmless). Only a
-		// SELECT returns rows here (the parser knows no RETURNING), and only
+		// SELECT returns rows here (a write with RETURNING is never inlined), and only
 		// a SELECT may ever run twice.
 		if p.pl.a.Kind != rewrite.KindSelect {
 			return nil, errorf(CodeInternal, "[BUG] an inlined %s returned rows without an exact binary form", p.pl.a.Kind)
@@ -267,10 +289,13 @@ func (s *Session) single(p part, write, binary bool) (*mysql.Result, error) {
 }
 
 // job is one shard's share of a write: run executes it on a connection
-// that already has a transaction open.
+// that already has a transaction open. rows, for an INSERT, are the
+// statement's VALUES rows it writes, in order: rows it RETURNs are put back
+// in the statement's order.
 type job struct {
 	shard router.Shard
 	ds    string
+	rows  []int
 	run   func(c Conn) (*mysql.Result, error)
 }
 
@@ -279,7 +304,7 @@ func (s *Session) writeParts(parts []part, binary bool) (*mysql.Result, error) {
 	jobs := make([]job, len(parts))
 	for i, p := range parts {
 		p := p
-		jobs[i] = job{shard: p.shard, ds: p.ds, run: func(c Conn) (*mysql.Result, error) { return s.exec(c, p, binary) }}
+		jobs[i] = job{shard: p.shard, ds: p.ds, rows: p.rows, run: func(c Conn) (*mysql.Result, error) { return s.exec(c, p, binary) }}
 	}
 	return s.writeJobs(jobs)
 }
@@ -300,6 +325,7 @@ func (s *Session) writeJobs(jobs []job) (*mysql.Result, error) {
 		}
 	}
 	total := okResult()
+	var returned []*mysql.Result // RETURNING rows, per job
 	for _, j := range jobs {
 		c, err := s.acquire(j.ds)
 		if err == nil {
@@ -324,6 +350,9 @@ func (s *Session) writeJobs(jobs []job) (*mysql.Result, error) {
 			total.InsertId = r.InsertId
 		}
 		total.Warnings += r.Warnings
+		if r.HasResultset() {
+			returned = append(returned, r)
+		}
 	}
 	var committed []string
 	for i, o := range opened {
@@ -340,7 +369,39 @@ func (s *Session) writeJobs(jobs []job) (*mysql.Result, error) {
 		committed = append(committed, o.sh.String())
 		o.c.Release()
 	}
+	if len(returned) > 0 {
+		r := mergeReturned(jobs, returned)
+		fixFields(r, s.db)
+		return r, nil
+	}
 	return total, nil
+}
+
+// mergeReturned joins the RETURNING rows of a write split over shards into
+// one result set. Rows of an INSERT come back in the statement's VALUES
+// order, as from one server (ORMs assign returned ids by position); when a
+// shard returned another number of rows than it was given (INSERT IGNORE
+// skipping one), and for DELETE, they follow in shard order.
+func mergeReturned(jobs []job, returned []*mysql.Result) *mysql.Result {
+	out := &mysql.Result{Resultset: &mysql.Resultset{Fields: returned[0].Fields}}
+	total, inOrder := 0, len(returned) == len(jobs)
+	for i, r := range returned {
+		total += len(r.RowDatas)
+		inOrder = inOrder && jobs[i].rows != nil && len(jobs[i].rows) == len(r.RowDatas)
+	}
+	if !inOrder {
+		for _, r := range returned {
+			out.RowDatas = append(out.RowDatas, r.RowDatas...)
+		}
+		return out
+	}
+	out.RowDatas = make([]mysql.RowData, total)
+	for i, r := range returned {
+		for k, row := range r.RowDatas {
+			out.RowDatas[jobs[i].rows[k]] = row
+		}
+	}
+	return out
 }
 
 // autonomous runs one statement on its own pooled connection, outside any
@@ -402,7 +463,7 @@ func (s *Session) insert(pl *plan, args []any, binary bool) (*mysql.Result, erro
 		rowsByTarget[t] = append(rowsByTarget[t], i)
 	}
 	if len(shards) > 1 && s.inTxn() {
-		return nil, errorf(CodeCrossShardTxn, "this INSERT has rows for %d shards; inside a transaction all rows must belong to the transaction's shard (no distributed transactions)", len(shards))
+		return nil, errorf(CodeCrossShardTxn, "this INSERT has rows for %d shards; inside a transaction all rows must belong to the transaction's shard (no distributed transactions): send such a batch outside a transaction (autocommit; GORM: SkipDefaultTransaction or CreateInBatches without a transaction), or one transaction per conversation / user", len(shards))
 	}
 	if len(order) == 1 {
 		sh := shards[0]
@@ -422,7 +483,7 @@ func (s *Session) insert(pl *plan, args []any, binary bool) (*mysql.Result, erro
 			sub = nil
 		}
 		sh := shardOfTarget[t]
-		parts = append(parts, part{shard: sh, ds: t.Datasource, sql: renderTemplate(s, tmpl, snap, sh), args: sub})
+		parts = append(parts, part{shard: sh, ds: t.Datasource, sql: renderTemplate(s, tmpl, snap, sh), args: sub, rows: rowsByTarget[t]})
 	}
 	return s.writeParts(parts, binary)
 }
@@ -453,6 +514,7 @@ func (s *Session) ddl(pl *plan) (*mysql.Result, error) {
 		parts[i] = part{shard: g.Shards[0], ds: g.Datasource, sql: pl.render(s, snap, g.Shards[0])}
 	}
 	err := s.fanout(parts, "DDL")
+	s.e.schemaChanged()
 	for _, t := range pl.a.Sharded {
 		if t == historyTable {
 			s.e.invalidateAllHistory() // TRUNCATE / DROP / ALTER: cached pages may no longer hold
@@ -512,9 +574,9 @@ func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``")
 // datasource, byte for byte as the client wrote it, unless it reads session
 // values Convoy keeps itself (rewrite.SessionTemplate).
 func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result, error) {
-	pin := pinAny
-	if len(pl.a.Unsharded) > 0 || pl.write() || pl.a.Kind == rewrite.KindOther {
-		pin = pinUnsharded
+	pin := pinUnsharded
+	if pl.tableless() {
+		pin = pinAny
 	}
 	def := s.e.routes.Current().DefaultDatasource()
 	c, release, err := s.conn(pin, def)
@@ -573,6 +635,46 @@ func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result,
 	return r, err
 }
 
+// savepoint runs SAVEPOINT, ROLLBACK TO SAVEPOINT and RELEASE SAVEPOINT on
+// the transaction's connection, whichever shard it is pinned to. Before the
+// transaction has a connection (BEGIN; SAVEPOINT a; ...) nothing has been
+// done that could be undone: the names are kept, checked as MariaDB checks
+// them, and set on the connection right after its BEGIN. Outside a
+// transaction any connection answers as MariaDB would (SAVEPOINT is
+// accepted, ROLLBACK TO fails with 1305).
+func (s *Session) savepoint(pl *plan) (*mysql.Result, error) {
+	if c := s.txn.conn; c != nil {
+		r, err := c.Exec(pl.sql)
+		s.afterError(c, err)
+		return r, err
+	}
+	if !s.inTxn() || s.txn.aborted {
+		c, release, err := s.conn(pinAny, s.e.routes.Current().DefaultDatasource())
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		return c.Exec(pl.sql)
+	}
+	sp := pl.a.Savepoint
+	at := slices.IndexFunc(s.txn.savepoints, func(n string) bool { return strings.EqualFold(n, sp.Name) })
+	if at < 0 && sp.Op != rewrite.SavepointSet {
+		return nil, &mysql.MyError{Code: mysql.ER_SP_DOES_NOT_EXIST, State: "42000", Message: "SAVEPOINT " + sp.Name + " does not exist"}
+	}
+	switch sp.Op {
+	case rewrite.SavepointSet:
+		if at >= 0 {
+			s.txn.savepoints = slices.Delete(s.txn.savepoints, at, at+1)
+		}
+		s.txn.savepoints = append(s.txn.savepoints, sp.Name)
+	case rewrite.SavepointRollback:
+		s.txn.savepoints = s.txn.savepoints[:at+1]
+	case rewrite.SavepointRelease:
+		s.txn.savepoints = s.txn.savepoints[:at]
+	}
+	return okResult(), nil
+}
+
 // begin opens a transaction; MySQL commits an open one first.
 func (s *Session) begin(sql string) (*mysql.Result, error) {
 	if s.txn.explicit || s.txn.conn != nil {
@@ -580,6 +682,7 @@ func (s *Session) begin(sql string) (*mysql.Result, error) {
 			return nil, err
 		}
 	}
-	s.txn = txnState{explicit: true, beginSQL: sql}
+	s.txn = txnState{explicit: true, beginSQL: sql, vars: s.nextTx}
+	s.nextTx = nil
 	return okResult(), nil
 }

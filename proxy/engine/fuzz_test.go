@@ -50,6 +50,9 @@ func FuzzQuery(f *testing.F) {
 		"WITH x AS (SELECT * FROM conv_msg WHERE conv_id = 1) SELECT * FROM x",
 		"SELECT * FROM conv_msg WHERE conv_id = ? OR conv_id = ?",
 		"INSERT INTO conv_msg SELECT * FROM conv_msg WHERE conv_id = 1",
+		"SELECT conv_id, COUNT(DISTINCT sender_uid, ?), SUM(DISTINCT 1) FROM conv_msg GROUP BY conv_id HAVING COUNT(DISTINCT seq) > 1 ORDER BY AVG(DISTINCT seq)",
+		"SELECT * FROM conv_msg WHERE msg_type = ? ORDER BY seq LIMIT ? OFFSET ?",
+		"SELECT conv_id, COUNT(*) FROM conv_msg WHERE conv_id IN (?, ?) GROUP BY conv_id LIMIT ?, ?",
 	} {
 		f.Add(s, true)
 	}

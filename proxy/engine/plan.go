@@ -175,7 +175,12 @@ func (s *Session) plan(sql string) (*plan, error) {
 	if pl, ok, err := routinePlan(sql); ok {
 		return pl, err
 	}
-	stmts, err := s.parser.Parse(sql)
+	text := sql
+	head, returning, hasReturning := rewrite.SplitReturning(sql)
+	if hasReturning {
+		text = head // the parser does not know RETURNING: see Analysis.Returning
+	}
+	stmts, err := s.parser.Parse(text)
 	if err != nil {
 		if selectIntoVar.MatchString(sql) {
 			return nil, errorf(CodeNotSupported, "SELECT ... INTO @variable is not supported through Convoy: select the value and SET the variable from it")
@@ -196,6 +201,12 @@ func (s *Session) plan(sql string) (*plan, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
+	if hasReturning {
+		if err := rewrite.CheckReturning(s.parser, returning, a.Sharded); err != nil {
+			return nil, classify(err)
+		}
+		a.Returning = returning
+	}
 	pl := &plan{sql: sql, a: a}
 	if len(a.Sharded) > 0 {
 		switch a.Kind {
@@ -211,7 +222,10 @@ func (s *Session) plan(sql string) (*plan, error) {
 				pl.histCols = fmt.Sprint(pl.hist.Columns)
 			}
 		}
-		if a.ParamCount > 0 {
+		if a.ParamCount > 0 && a.Returning == "" {
+			// (A write returning rows runs prepared on the backend: its rows
+			// are then binary as the client expects, and a write is never
+			// run twice, which converting text rows could need.)
 			pl.inline, pl.inlineLimit, pl.inlineAssigned = rewrite.InlineShape(a)
 			pl.inline = pl.inline && pl.tmpl.Params() == a.ParamCount
 		}
@@ -226,12 +240,18 @@ func (s *Session) plan(sql string) (*plan, error) {
 // local reports statements the session answers itself or that carry no rows.
 func (pl *plan) local() bool {
 	switch pl.a.Kind {
-	case rewrite.KindBegin, rewrite.KindCommit, rewrite.KindRollback, rewrite.KindSet, rewrite.KindUse, rewrite.KindEmpty:
+	case rewrite.KindBegin, rewrite.KindCommit, rewrite.KindRollback, rewrite.KindSet, rewrite.KindUse, rewrite.KindEmpty, rewrite.KindSavepoint:
 		return true
 	case rewrite.KindDDL:
 		return pl.tmpl != nil
 	}
 	return false
+}
+
+// tableless reports a statement that names no table and changes nothing
+// (SELECT 1, SELECT @@x): it needs no transaction and no shard.
+func (pl *plan) tableless() bool {
+	return len(pl.a.Sharded) == 0 && len(pl.a.Unsharded) == 0 && !pl.write() && pl.a.Kind != rewrite.KindOther
 }
 
 func (pl *plan) write() bool {

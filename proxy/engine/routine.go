@@ -85,22 +85,12 @@ func routinePlan(sql string) (pl *plan, ok bool, err error) {
 }
 
 // splitRoutines is Split for a text holding routine statements (see
-// rewrite.SplitRoutines). Every statement is checked before any runs, as
-// Split does.
+// rewrite.SplitRoutines). Every statement is planned before any runs, so a
+// syntax error or a refusal anywhere refuses all of it, as in Split.
 func (s *Session) splitRoutines(sql string, parts []string) ([]string, error) {
 	for _, p := range parts {
-		if _, ok, err := routinePlan(p); ok {
-			if err != nil {
-				return nil, err
-			}
-			continue
-		}
-		stmts, err := s.parser.Parse(p)
-		if err != nil {
-			return nil, classify(err)
-		}
-		if len(stmts) != 1 {
-			return nil, errorf(CodeSyntax, "You have an error in your SQL syntax near '%s'", p)
+		if _, err := s.plan(p); err != nil {
+			return nil, err
 		}
 	}
 	if len(parts) > 1 && strings.Contains(sql, "/*!") {
@@ -245,7 +235,7 @@ func (s *Session) acquireOnce(ds string) (Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.SyncVars(s.vars); err != nil {
+	if err := c.SyncVars(mergeVars(s.vars, s.stmtVars)); err != nil {
 		c.Release()
 		return nil, err
 	}

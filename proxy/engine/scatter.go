@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/convoy-im/convoy/proxy/merge"
 	"github.com/convoy-im/convoy/rewrite"
@@ -50,13 +51,24 @@ func (s *Session) scatterPlanFor(pl *plan) (*scatterPlan, error) {
 // scatter runs a SELECT on the physical tables of shards (nil: every shard)
 // in parallel and merges the results. A failed target fails the statement
 // with an error that names it.
+//
+// Inside a transaction (every read of an ORM session is in one) the shard
+// the transaction is pinned to is read through it, so its own uncommitted
+// writes are seen; the other shards are read as they are now, each in its
+// own snapshot: there is no distributed snapshot. A locking read (FOR
+// UPDATE, LOCK IN SHARE MODE) would take locks outside the transaction and
+// is refused.
 func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bool) (*mysql.Result, error) {
-	if s.inTxn() {
-		return nil, errorf(CodeCrossShardTxn, "this SELECT reads several shards; inside a transaction every statement must stay on one shard (no distributed transactions)")
+	if s.inTxn() && lockingRead(pl.a.Stmt) {
+		return nil, errorf(CodeCrossShardTxn, "this locking SELECT reads several shards; inside a transaction locks can only be taken on the transaction's shard (no distributed transactions)")
 	}
 	sp, err := s.scatterPlanFor(pl)
 	if err != nil {
 		return nil, err
+	}
+	offset, count, args, ok := sp.sc.BindLimit(args)
+	if !ok {
+		return nil, errorf(CodeInternal, "[BUG] the LIMIT placeholders of a scatter plan have no bound values")
 	}
 	snap := s.e.routes.Current()
 	args = sp.tmpl.Bind(args) // the scatter form prints placeholders in its own order
@@ -80,9 +92,24 @@ func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bo
 	s.e.metrics.countScatter(pl.a.Sharded[0], len(parts))
 	results := make([]*mysql.Result, len(parts))
 	errs := make([]error, len(parts))
+	pinned := -1 // the part read through the session's transaction
+	if c := s.txn.conn; c != nil && s.txn.pin >= 0 {
+		for i := range parts {
+			if snap.Target(parts[i].shard) == snap.Target(router.Shard(s.txn.pin)) {
+				pinned = i
+			}
+		}
+	}
 	s.parallelN(len(parts), s.e.opt.ScatterParallelism, func(i int) {
+		if i == pinned {
+			results[i], errs[i] = s.exec(s.txn.conn, parts[i], binary)
+			return
+		}
 		results[i], errs[i] = s.autonomous(parts[i], false, binary)
 	})
+	if pinned >= 0 {
+		s.afterError(s.txn.conn, errs[pinned])
+	}
 	for i, err := range errs {
 		if err != nil {
 			return nil, shardError(snap, pl.a.Sharded[0], parts[i].shard, classify(err))
@@ -92,6 +119,7 @@ func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bo
 	if err != nil {
 		return nil, err
 	}
+	spec.Offset, spec.Limit = offset, count
 	out, err := merge.Merge(results, spec)
 	if err != nil {
 		if errors.Is(err, merge.ErrUnsupported) {
@@ -173,6 +201,24 @@ func mergeSpec(sc *rewrite.Scatter, fields []*mysql.Field, binary bool, maxRows 
 		// The shards' own AVG column carries the scale MySQL shows.
 		spec.Avgs = append(spec.Avgs, merge.Avg{Out: a.Out, Sum: sum, Count: n, Scale: int(fields[a.Out].Decimal)})
 	}
+	for _, d := range sc.Distincts {
+		out, err := col(d.Out)
+		if err != nil {
+			return spec, err
+		}
+		da := merge.DistinctAgg{Out: out, Func: distinctFuncs[d.Func], Scale: int(fields[out].Decimal)}
+		if da.Func == 0 {
+			return spec, errorf(CodeInternal, "[BUG] DISTINCT aggregate %q", d.Func)
+		}
+		for _, name := range d.Args {
+			i, err := col(rewrite.ScatterKey{Name: name})
+			if err != nil {
+				return spec, err
+			}
+			da.Args = append(da.Args, i)
+		}
+		spec.DistinctAggs = append(spec.DistinctAggs, da)
+	}
 	if len(sc.Having) > 0 {
 		type cond struct {
 			col int
@@ -199,6 +245,8 @@ func mergeSpec(sc *rewrite.Scatter, fields []*mysql.Field, binary bool, maxRows 
 	}
 	return spec, nil
 }
+
+var distinctFuncs = map[string]merge.DistinctFunc{"count": merge.DistinctCount, "sum": merge.DistinctSum, "avg": merge.DistinctAvg}
 
 // compareHaving evaluates `value op literal` the way MySQL compares a
 // number with a number (exactly, through rationals) or a string with a
@@ -259,4 +307,11 @@ func ratOf(v any) (*big.Rat, bool) {
 		return r.SetString(strings.TrimSpace(x))
 	}
 	return nil, false
+}
+
+// lockingRead reports a SELECT ... FOR UPDATE / LOCK IN SHARE MODE / FOR
+// SHARE.
+func lockingRead(stmt ast.StmtNode) bool {
+	sel, ok := stmt.(*ast.SelectStmt)
+	return ok && sel.LockInfo != nil && sel.LockInfo.LockType != ast.SelectLockNone
 }

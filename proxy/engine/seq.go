@@ -55,7 +55,7 @@ func (s *Session) insertWithSeq(pl *plan, args []any, binary bool) (*mysql.Resul
 	jobs := make([]job, len(groups))
 	for gi, g := range groups {
 		g := g
-		jobs[gi] = job{shard: g.shard, ds: g.t.Datasource, run: func(c Conn) (*mysql.Result, error) {
+		jobs[gi] = job{shard: g.shard, ds: g.t.Datasource, rows: g.rows, run: func(c Conn) (*mysql.Result, error) {
 			seqs, err := s.allocateSeqs(c, snap, g.rows, conv)
 			if err != nil {
 				return nil, err
@@ -116,6 +116,7 @@ func (s *Session) insertWithSeq(pl *plan, args []any, binary bool) (*mysql.Resul
 		return nil, err
 	}
 	r.InsertId = firstSeq
+	fixFields(r, s.db) // RETURNING rows of the one-shard path
 	return r, nil
 }
 
@@ -167,6 +168,9 @@ func (s *Session) allocateSeqs(c Conn, snap *router.Snapshot, rows []int, conv [
 // and the caller takes the general path.
 func (s *Session) seqBatch(pl *plan, args []any) (_ *mysql.Result, ok bool, _ error) {
 	a := pl.a
+	if a.Returning != "" {
+		return nil, false, nil // its rows: see insertWithSeq
+	}
 	var conv uint64
 	for i, v := range a.InsertRows {
 		k, err := keyOf(v, args)

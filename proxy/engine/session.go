@@ -28,9 +28,15 @@ type Session struct {
 	db         string
 	autocommit bool
 	vars       map[string]string // session variables every backend connection must carry
-	txn        txnState
-	lastID     uint64 // LAST_INSERT_ID() of this session, from OK packets
-	foundRows  bool   // the client set CLIENT_FOUND_ROWS: backend connections carry it too
+	// nextTx are the characteristics SET TRANSACTION (without SESSION) gave
+	// the next transaction, as session variables (@@tx_isolation,
+	// @@tx_read_only) its connections carry on top of vars; stmtVars the
+	// same for the one autocommit statement that consumes them.
+	nextTx    map[string]string
+	stmtVars  map[string]string
+	txn       txnState
+	lastID    uint64 // LAST_INSERT_ID() of this session, from OK packets
+	foundRows bool   // the client set CLIENT_FOUND_ROWS: backend connections carry it too
 	// histEntries are the conv_msg rows the current statement inserted, read
 	// back before its commit for the hot tier's write-through.
 	histEntries map[uint64][]histcache.Entry
@@ -40,7 +46,11 @@ type Session struct {
 	buf         []byte // reused for rendering SQL
 	normBuf     []byte // reused by the plan cache (rewrite.Normalize)
 	lits        []rewrite.Literal
-	rt          routineState // routine.go
+	// shard is the shard the current statement was routed to (the last one
+	// asked for a connection), or -1: the proxy names it when the statement
+	// fails.
+	shard int
+	rt    routineState // routine.go
 }
 
 // txnState is a transaction pinned to one backend connection of one shard.
@@ -57,6 +67,11 @@ type txnState struct {
 	// the hot tier.
 	hist    []uint64
 	histAll bool
+	// vars are the characteristics SET TRANSACTION gave this transaction.
+	vars map[string]string
+	// savepoints were set before the transaction had a connection; they
+	// are set on it after BEGIN (see savepoint).
+	savepoints []string
 }
 
 func (t *txnState) noteHistory(convs []uint64, known bool) {
@@ -66,7 +81,17 @@ func (t *txnState) noteHistory(convs []uint64, known bool) {
 
 // NewSession starts a session with db as its current database.
 func (e *Engine) NewSession(db string) *Session {
-	return &Session{e: e, parser: rewrite.NewParser(), db: db, autocommit: true, vars: map[string]string{}}
+	return &Session{e: e, parser: rewrite.NewParser(), db: db, autocommit: true, vars: map[string]string{}, shard: -1}
+}
+
+// StatementShard is the shard the last Query, Prepare or Execute was routed
+// to, if it was routed to one (a statement on several shards names the last
+// one it asked a connection for).
+func (s *Session) StatementShard() (router.Shard, bool) {
+	if s.shard < 0 {
+		return 0, false
+	}
+	return router.Shard(s.shard), true
 }
 
 // DB is the session's current database.
@@ -114,6 +139,7 @@ func (s *Session) withDefaultConn(fn func(Conn) error) error {
 
 // Query runs one COM_QUERY.
 func (s *Session) Query(sql string) (*mysql.Result, error) {
+	s.shard = -1
 	if r, ok, err := s.directive(sql); ok {
 		return r, classify(err)
 	}
@@ -157,6 +183,7 @@ type Prepared struct {
 // Prepare plans sql and asks a backend for its exact parameter and column
 // counts (clients such as libmariadb fail if they are not exact).
 func (s *Session) Prepare(sql string) (*Prepared, error) {
+	s.shard = -1
 	if _, ok, _ := directive.Parse(sql); ok {
 		return nil, errorf(CodeNotSupported, "Convoy directives cannot be prepared; send them as plain queries")
 	}
@@ -215,6 +242,7 @@ func (s *Session) describe(ds, db, sql string, p *Prepared) error {
 
 // Execute runs a prepared statement with its bound arguments.
 func (s *Session) Execute(p *Prepared, args []any) (*mysql.Result, error) {
+	s.shard = -1
 	if len(args) != p.Params {
 		return nil, errorf(CodeWrongArguments, "Incorrect arguments to mysqld_stmt_execute: %d given, %d expected", len(args), p.Params)
 	}
@@ -260,13 +288,19 @@ func (s *Session) FieldList(table, wildcard string) ([]*mysql.Field, error) {
 // opened the same way.
 func (s *Session) SetFoundRows(on bool) { s.foundRows = on }
 
-// acquire gets a pooled connection carrying the session's variables.
+// acquire gets a pooled connection carrying the session's variables (and
+// the characteristics SET TRANSACTION gave the autocommit statement being
+// run, if any).
 func (s *Session) acquire(ds string) (Conn, error) {
+	return s.acquireVars(ds, mergeVars(s.vars, s.stmtVars))
+}
+
+func (s *Session) acquireVars(ds string, vars map[string]string) (Conn, error) {
 	c, err := s.e.backends.Acquire(context.Background(), ds, s.foundRows)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.SyncVars(s.vars); err != nil {
+	if err := c.SyncVars(vars); err != nil {
 		c.Release()
 		return nil, err
 	}
@@ -278,6 +312,9 @@ func (s *Session) acquire(ds string) (Conn, error) {
 // pinned connection, opened lazily; a statement for another shard is refused
 // and leaves the transaction as it was.
 func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
+	if pin >= 0 {
+		s.shard = pin
+	}
 	noop := func() {}
 	if s.inTxn() && s.txn.aborted {
 		return nil, nil, errorf(CodeTxnAborted, "the transaction was rolled back because its backend connection broke; send ROLLBACK")
@@ -300,7 +337,9 @@ func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
 			"this transaction is pinned to %s; a statement for %s would need a second shard (no distributed transactions: commit first, or keep one conversation/user per transaction)",
 			pinName(s.txn.pin), pinName(pin))
 	}
-	c, err := s.acquire(ds)
+	// The transaction's connection also carries the characteristics SET
+	// TRANSACTION gave it; @@tx_isolation read elsewhere stays the session's.
+	c, err := s.acquireVars(ds, mergeVars(s.vars, s.txn.vars))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -312,7 +351,14 @@ func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
 		c.Release()
 		return nil, nil, err
 	}
-	s.txn.conn, s.txn.pin = c, pin
+	for _, sp := range s.txn.savepoints {
+		if _, err := c.Exec("SAVEPOINT " + quoteIdent(sp)); err != nil {
+			_, _ = c.Exec("ROLLBACK")
+			c.Release()
+			return nil, nil, err
+		}
+	}
+	s.txn.conn, s.txn.pin, s.txn.savepoints = c, pin, nil
 	return c, noop, nil
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -25,8 +26,23 @@ func (s *Session) set(a *rewrite.Analysis) (*mysql.Result, error) {
 		next[k] = v
 	}
 	autocommit := s.autocommit
+	var nextTx map[string]string
 	for _, v := range a.SetVars {
 		switch {
+		case v.NextTx:
+			// SET TRANSACTION ...: the next transaction's characteristics,
+			// carried to the connections of that transaction only (see run).
+			if s.InTransaction() {
+				return nil, &mysql.MyError{Code: mysql.ER_CANT_CHANGE_TX_CHARACTERISTICS, State: "25001",
+					Message: "Transaction characteristics can't be changed while a transaction is in progress"}
+			}
+			if nextTx == nil {
+				nextTx = maps.Clone(s.nextTx)
+				if nextTx == nil {
+					nextTx = map[string]string{}
+				}
+			}
+			setSys(nextTx, v.Name, v.Value)
 		case v.Global:
 			return nil, errorf(CodeNotSupported, "SET GLOBAL %s is not allowed through Convoy: it would change one datasource only; set it on each server directly", v.Name)
 		case v.User:
@@ -94,7 +110,33 @@ func (s *Session) set(a *rewrite.Analysis) (*mysql.Result, error) {
 		}
 	}
 	s.autocommit = autocommit
+	if nextTx != nil {
+		if err := s.withDefaultConn(func(c Conn) error { return c.SyncVars(mergeVars(s.vars, nextTx)) }); err != nil {
+			return nil, err // a bad value fails now, with the server's errno
+		}
+		s.nextTx = nextTx
+	}
 	return okResult(), nil
+}
+
+// mergeVars returns base with over's values on top (base itself when over
+// is empty).
+func mergeVars(base map[string]string, over ...map[string]string) map[string]string {
+	n := 0
+	for _, o := range over {
+		n += len(o)
+	}
+	if n == 0 {
+		return base
+	}
+	m := maps.Clone(base)
+	if m == nil {
+		m = make(map[string]string, n)
+	}
+	for _, o := range over {
+		maps.Copy(m, o)
+	}
+	return m
 }
 
 func setSys(m map[string]string, name, value string) {

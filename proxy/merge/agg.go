@@ -18,12 +18,21 @@ type acc struct {
 	cell  cell
 }
 
-// group is one GROUP BY group: the first row's cells (for plain columns)
-// and one accumulator per column.
+// distAcc accumulates one DISTINCT aggregate of one group: the canonical
+// forms of the argument values seen, and the sum of their first spellings.
+type distAcc struct {
+	seen map[string]struct{}
+	n    int64
+	sum  acc
+}
+
+// group is one GROUP BY group: the first row's cells (for plain columns),
+// one accumulator per column and one per DISTINCT aggregate.
 type group struct {
 	n     int // rows added
 	cells []cell
 	accs  []acc
+	dists []distAcc
 }
 
 // rowBuf is one materialised output candidate.
@@ -64,7 +73,7 @@ func (p *plan) aggregate(parts []*mysql.Result, w *writer) error {
 		if err := p.hold(len(order) + 1); err != nil {
 			return nil, err
 		}
-		g := &group{cells: make([]cell, p.ncol), accs: make([]acc, p.ncol)}
+		g := &group{cells: make([]cell, p.ncol), accs: make([]acc, p.ncol), dists: make([]distAcc, len(p.DistinctAggs))}
 		if cells != nil {
 			copy(g.cells, cells)
 		} else {
@@ -165,39 +174,9 @@ func (p *plan) accumulate(g *group, cells []cell) error {
 			}
 			ac.count += n
 		case AggSum:
-			if c.null {
-				continue
+			if err := p.addSum(ac, j, c); err != nil {
+				return err
 			}
-			switch p.kinds[j] {
-			case kFloat:
-				k, err := makeKey(kFloat, p.fields[j], p.Binary, false, c)
-				if err != nil {
-					return err
-				}
-				ac.fsum += math.Float64frombits(k.n)
-			case kSigned, kUnsigned, kDecimal:
-				var e exact
-				if p.Binary && p.kinds[j] != kDecimal {
-					k, err := makeKey(p.kinds[j], p.fields[j], true, false, c)
-					if err != nil {
-						return err
-					}
-					if p.kinds[j] == kSigned {
-						e.v.SetInt64(int64(k.n))
-					} else {
-						e.v.SetUint64(k.n)
-					}
-				} else if err := parseExact(c.raw, &e); err != nil {
-					return err
-				}
-				if !ac.seen {
-					ac.sum.scale = e.scale
-				}
-				ac.sum.add(&e)
-			default:
-				return fmt.Errorf("%w: SUM column %q is not numeric", ErrUnsupported, p.fields[j].Name)
-			}
-			ac.seen = true
 		case AggMin, AggMax:
 			k, err := makeKey(p.kinds[j], p.fields[j], p.Binary, true, c)
 			if err != nil {
@@ -215,6 +194,86 @@ func (p *plan) accumulate(g *group, cells []cell) error {
 			}
 		}
 	}
+	return p.accumulateDistinct(g, cells)
+}
+
+// accumulateDistinct adds the argument values of one shard row to the
+// group's DISTINCT aggregates: a tuple with a NULL is ignored (as MySQL
+// does), a value already seen (equal under the column's comparison, 'a'
+// and 'A' under a _ci collation) counts once.
+func (p *plan) accumulateDistinct(g *group, cells []cell) error {
+	for i, d := range p.DistinctAggs {
+		kb := p.distKey[:0]
+		null := false
+		for _, c := range d.Args {
+			k, err := makeKey(p.kinds[c], p.fields[c], p.Binary, false, cells[c])
+			if err != nil {
+				return err
+			}
+			if k.null {
+				null = true
+				break
+			}
+			kb = appendNorm(kb, p.kinds[c], &k)
+		}
+		p.distKey = kb
+		if null {
+			continue
+		}
+		da := &g.dists[i]
+		if _, dup := da.seen[string(kb)]; dup {
+			continue
+		}
+		if da.seen == nil {
+			da.seen = map[string]struct{}{}
+		}
+		da.seen[string(kb)] = struct{}{}
+		da.n++
+		if d.Func != DistinctCount {
+			if err := p.addSum(&da.sum, d.Args[0], cells[d.Args[0]]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// addSum adds cell c of numeric column j to a SUM accumulator: exactly for
+// integers and DECIMAL, in float64 for FLOAT / DOUBLE. NULL is skipped.
+func (p *plan) addSum(ac *acc, j int, c cell) error {
+	if c.null {
+		return nil
+	}
+	switch p.kinds[j] {
+	case kFloat:
+		k, err := makeKey(kFloat, p.fields[j], p.Binary, false, c)
+		if err != nil {
+			return err
+		}
+		ac.fsum += math.Float64frombits(k.n)
+	case kSigned, kUnsigned, kDecimal:
+		var e exact
+		if p.Binary && p.kinds[j] != kDecimal {
+			k, err := makeKey(p.kinds[j], p.fields[j], true, false, c)
+			if err != nil {
+				return err
+			}
+			if p.kinds[j] == kSigned {
+				e.v.SetInt64(int64(k.n))
+			} else {
+				e.v.SetUint64(k.n)
+			}
+		} else if err := parseExact(c.raw, &e); err != nil {
+			return err
+		}
+		if !ac.seen {
+			ac.sum.scale = e.scale
+		}
+		ac.sum.add(&e)
+	default:
+		return fmt.Errorf("%w: SUM column %q is not numeric", ErrUnsupported, p.fields[j].Name)
+	}
+	ac.seen = true
 	return nil
 }
 
@@ -231,14 +290,7 @@ func (p *plan) finish(g *group) ([]cell, error) {
 			e.v.SetInt64(ac.count)
 			out[j], err = encodeExact(p.fields[j], p.Binary, &e)
 		case AggSum:
-			switch {
-			case !ac.seen:
-				out[j] = cell{null: true}
-			case p.kinds[j] == kFloat:
-				out[j] = encodeFloat(p.fields[j], p.Binary, ac.fsum)
-			default:
-				out[j], err = encodeExact(p.fields[j], p.Binary, &ac.sum)
-			}
+			out[j], err = p.sumCell(p.fields[j], p.kinds[j] == kFloat, ac)
 		case AggMin, AggMax:
 			out[j] = cell{null: !ac.seen, raw: ac.cell.raw}
 		}
@@ -247,30 +299,67 @@ func (p *plan) finish(g *group) ([]cell, error) {
 		}
 	}
 	for _, a := range p.Avgs {
-		cnt := g.accs[a.Count].count
-		s := &g.accs[a.Sum]
-		f := p.fields[a.Out]
-		if cnt == 0 || !s.seen {
-			out[a.Out] = cell{null: true}
-			continue
+		var err error
+		out[a.Out], err = p.avgCell(p.fields[a.Out], p.kinds[a.Sum] == kFloat, &g.accs[a.Sum], g.accs[a.Count].count, a.Scale)
+		if err != nil {
+			return nil, err
 		}
-		switch f.Type {
-		case mysql.MYSQL_TYPE_FLOAT, mysql.MYSQL_TYPE_DOUBLE:
-			sum := s.fsum
-			if p.kinds[a.Sum] != kFloat {
-				sum = s.sum.float()
-			}
-			out[a.Out] = encodeFloat(f, p.Binary, sum/float64(cnt))
-		case mysql.MYSQL_TYPE_DECIMAL, mysql.MYSQL_TYPE_NEWDECIMAL:
-			if p.kinds[a.Sum] == kFloat {
-				return nil, fmt.Errorf("%w: DECIMAL AVG over a floating-point SUM", ErrUnsupported)
-			}
-			out[a.Out] = cell{raw: s.sum.div(cnt, a.Scale).text()}
-		default:
-			return nil, fmt.Errorf("%w: AVG output column %q has type %d", ErrUnsupported, f.Name, f.Type)
+	}
+	for i, d := range p.DistinctAggs {
+		da := &g.dists[i]
+		f := p.fields[d.Out]
+		floatArg := p.kinds[d.Args[0]] == kFloat
+		var err error
+		switch d.Func {
+		case DistinctCount:
+			var e exact
+			e.v.SetInt64(da.n)
+			out[d.Out], err = encodeExact(f, p.Binary, &e)
+		case DistinctSum:
+			out[d.Out], err = p.sumCell(f, floatArg, &da.sum)
+		case DistinctAvg:
+			out[d.Out], err = p.avgCell(f, floatArg, &da.sum, da.n, d.Scale)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// sumCell encodes a SUM for output column f; floatSum says the accumulator
+// summed FLOAT / DOUBLE values (fsum) rather than exact ones.
+func (p *plan) sumCell(f *mysql.Field, floatSum bool, ac *acc) (cell, error) {
+	switch {
+	case !ac.seen:
+		return cell{null: true}, nil
+	case floatSum:
+		return encodeFloat(f, p.Binary, ac.fsum), nil
+	}
+	return encodeExact(f, p.Binary, &ac.sum)
+}
+
+// avgCell encodes SUM / COUNT for an AVG output column f: a float division
+// for FLOAT / DOUBLE, for DECIMAL rounded half away from zero to scale
+// digits as MySQL's decimal division does. NULL when nothing was counted.
+func (p *plan) avgCell(f *mysql.Field, floatSum bool, s *acc, cnt int64, scale int) (cell, error) {
+	if cnt == 0 || !s.seen {
+		return cell{null: true}, nil
+	}
+	switch f.Type {
+	case mysql.MYSQL_TYPE_FLOAT, mysql.MYSQL_TYPE_DOUBLE:
+		sum := s.fsum
+		if !floatSum {
+			sum = s.sum.float()
+		}
+		return encodeFloat(f, p.Binary, sum/float64(cnt)), nil
+	case mysql.MYSQL_TYPE_DECIMAL, mysql.MYSQL_TYPE_NEWDECIMAL:
+		if floatSum {
+			return cell{}, fmt.Errorf("%w: DECIMAL AVG over a floating-point SUM", ErrUnsupported)
+		}
+		return cell{raw: s.sum.div(cnt, scale).text()}, nil
+	}
+	return cell{}, fmt.Errorf("%w: AVG output column %q has type %d", ErrUnsupported, f.Name, f.Type)
 }
 
 // distinct removes duplicate rows (over the visible columns) of a

@@ -31,7 +31,14 @@
 // output column SUM/COUNT is rounded half away from zero to Avg.Scale
 // digits (the argument's scale + div_precision_increment, 4 by default),
 // as MySQL's decimal division does; for a DOUBLE output it is a float
-// division. An aggregate without GROUP BY always yields one row, even when
+// division. COUNT / SUM / AVG(DISTINCT) are rebuilt from argument columns
+// ([DistinctAgg]): every shard also grouped by the arguments, so each of
+// its rows carries one argument value (tuple) of a group; Merge keeps the
+// distinct non-NULL values per group, equal as the column compares (below:
+// 'a' and 'A' are one value under a _ci collation), and counts, sums
+// (exactly, as SUM) or averages them (as AVG). SUM and AVG(DISTINCT) need
+// a numeric argument: MySQL de-duplicates a string argument as a number.
+// An aggregate without GROUP BY always yields one row, even when
 // no shard returned any (COUNT 0, the others NULL), as MySQL does on an
 // empty table. Then come HAVING (on merged groups, seeing hidden columns
 // too), DISTINCT over the visible columns, ORDER BY, OFFSET, LIMIT, and

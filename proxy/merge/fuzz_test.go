@@ -51,6 +51,9 @@ var fuzzSpecs = []Spec{
 	{Distinct: true, OrderBy: []Order{{Col: 4}}, Limit: 2, Visible: 6},
 	{GroupBy: []int{3, 4}, Aggs: make([]AggKind, 9), Distinct: true, OrderBy: []Order{{Col: 6, Desc: true}}, Limit: 5,
 		Having: func(row []mysql.FieldValue) (bool, error) { return row[0].Type != mysql.FieldValueTypeNull, nil }},
+	{GroupBy: []int{7}, Aggs: []AggKind{AggNone, AggCount, AggNone, AggNone, AggNone, AggNone, AggNone, AggNone, AggNone},
+		DistinctAggs: []DistinctAgg{{Out: 0, Func: DistinctCount, Args: []int{3, 4, 5}}, {Out: 2, Func: DistinctSum, Args: []int{6}},
+			{Out: 8, Func: DistinctAvg, Args: []int{2}, Scale: 6}}, OrderBy: []Order{{Col: 0}}, Limit: -1},
 }
 
 // FuzzMerge feeds arbitrary bytes as row packets (split at 0x0a 0x0b):

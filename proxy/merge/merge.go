@@ -57,14 +57,53 @@ type Avg struct {
 	Scale int
 }
 
+// DistinctFunc is the aggregate a [DistinctAgg] rebuilds.
+type DistinctFunc int
+
+const (
+	DistinctCount DistinctFunc = iota + 1 // COUNT(DISTINCT a, ...): distinct tuples without NULL
+	DistinctSum                           // SUM(DISTINCT a): NULL when there is no non-NULL value
+	DistinctAvg                           // AVG(DISTINCT a)
+)
+
+func (f DistinctFunc) String() string {
+	switch f {
+	case DistinctCount:
+		return "COUNT"
+	case DistinctSum:
+		return "SUM"
+	case DistinctAvg:
+		return "AVG"
+	}
+	return fmt.Sprintf("DistinctFunc(%d)", int(f))
+}
+
+// DistinctAgg rebuilds COUNT / SUM / AVG(DISTINCT args) at column Out from
+// the argument columns Args. Each shard grouped its rows by the arguments
+// too, so a shard row carries one argument value (tuple) of its group; the
+// merge collects the distinct non-NULL values of each group under the
+// columns' comparison rules (collations included: 'a' and 'A' are one
+// value under a _ci collation) and counts, sums or averages them. Out is
+// typically the shard's own aggregate column, whose metadata the merged
+// value is encoded to; its shard values are ignored.
+type DistinctAgg struct {
+	Out  int
+	Func DistinctFunc
+	Args []int // one for SUM and AVG
+	// Scale is the number of decimals of a DECIMAL AVG, as in [Avg].
+	Scale int
+}
+
 // Spec describes the merge of one cross-shard SELECT. Column indexes refer
 // to the shard result's columns.
 type Spec struct {
-	Binary   bool      // rows are binary-protocol rows (prepared statements)
-	GroupBy  []int     // group key columns (empty + any aggregate = one group over everything)
-	Aggs     []AggKind // per column; nil = no aggregation
-	Avgs     []Avg
-	Distinct bool // DISTINCT over the visible columns
+	Binary  bool      // rows are binary-protocol rows (prepared statements)
+	GroupBy []int     // group key columns (empty + any aggregate = one group over everything)
+	Aggs    []AggKind // per column; nil = no aggregation
+	Avgs    []Avg
+	// DistinctAggs are the COUNT / SUM / AVG(DISTINCT ...) columns.
+	DistinctAggs []DistinctAgg
+	Distinct     bool // DISTINCT over the visible columns
 	// Having, if set, filters merged rows (groups when aggregating). It sees
 	// every column, hidden ones included, decoded like go-mysql's client does.
 	Having  func(row []mysql.FieldValue) (bool, error)
@@ -75,7 +114,9 @@ type Spec struct {
 	// helper columns after them are dropped (Fields too). 0 = all.
 	Visible int
 	// MaxRows caps the rows held at once: the input rows of all shards plus
-	// the groups / distinct rows Merge builds. <= 0: no cap.
+	// the groups / distinct rows Merge builds (the distinct values of
+	// DistinctAggs come one per input row and are bounded by the inputs).
+	// <= 0: no cap.
 	MaxRows int
 }
 
@@ -103,6 +144,7 @@ type plan struct {
 	avgOut  []int     // per column: index into Avgs + 1 when it is an AVG output
 	agg     bool      // grouping / aggregation path
 	inRows  int       // rows over all inputs
+	distKey []byte    // scratch for DISTINCT aggregate keys
 }
 
 // Merge combines per-shard results of one SELECT into the result a single
@@ -214,7 +256,7 @@ func newPlan(parts []*mysql.Result, spec Spec) (*plan, error) {
 	p.aggs = make([]AggKind, p.ncol)
 	copy(p.aggs, spec.Aggs)
 	p.avgOut = make([]int, p.ncol)
-	p.agg = len(spec.GroupBy) > 0 || len(spec.Avgs) > 0
+	p.agg = len(spec.GroupBy) > 0 || len(spec.Avgs) > 0 || len(spec.DistinctAggs) > 0
 	for j, a := range p.aggs {
 		switch a {
 		case AggNone:
@@ -242,7 +284,55 @@ func newPlan(parts []*mysql.Result, spec Spec) (*plan, error) {
 		p.avgOut[a.Out] = i + 1
 		p.aggs[a.Sum], p.aggs[a.Count] = AggSum, AggCount
 	}
+	if err := p.checkDistinctAggs(); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// checkDistinctAggs validates Spec.DistinctAggs: columns in range, an
+// output column that nothing else computes, numeric arguments for SUM and
+// AVG (MySQL de-duplicates those as numbers, not as strings).
+func (p *plan) checkDistinctAggs() error {
+	outs := map[int]bool{}
+	for _, d := range p.DistinctAggs {
+		if d.Out < 0 || d.Out >= p.ncol {
+			return fmt.Errorf("%w: spec DISTINCT aggregate column %d is out of range for %d columns", ErrMalformed, d.Out, p.ncol)
+		}
+		if outs[d.Out] || p.avgOut[d.Out] != 0 || p.aggs[d.Out] != AggNone {
+			return fmt.Errorf("%w: DISTINCT aggregate column %d is computed twice", ErrMalformed, d.Out)
+		}
+		outs[d.Out] = true
+		switch d.Func {
+		case DistinctCount:
+			if len(d.Args) == 0 {
+				return fmt.Errorf("%w: COUNT(DISTINCT) without arguments", ErrMalformed)
+			}
+		case DistinctSum, DistinctAvg:
+			if len(d.Args) != 1 {
+				return fmt.Errorf("%w: %s(DISTINCT) with %d arguments", ErrMalformed, d.Func, len(d.Args))
+			}
+		default:
+			return fmt.Errorf("%w: unknown DISTINCT aggregate %d", ErrMalformed, int(d.Func))
+		}
+		if d.Scale < 0 || d.Scale > 65 {
+			return fmt.Errorf("%w: %s(DISTINCT) scale %d", ErrMalformed, d.Func, d.Scale)
+		}
+		for _, c := range d.Args {
+			if c < 0 || c >= p.ncol || c == d.Out {
+				return fmt.Errorf("%w: spec DISTINCT aggregate argument column %d (output %d, %d columns)", ErrMalformed, c, d.Out, p.ncol)
+			}
+			if d.Func == DistinctCount {
+				continue
+			}
+			switch p.kinds[c] {
+			case kSigned, kUnsigned, kDecimal, kFloat:
+			default:
+				return fmt.Errorf("%w: %s: its argument is not a number (MySQL de-duplicates it as numbers)", ErrUnsupported, p.fields[d.Out].Name)
+			}
+		}
+	}
+	return nil
 }
 
 // compareOrder orders two rows by their ORDER BY keys (one key per Order).

@@ -330,6 +330,49 @@ var cases = []mergeCase{
 			Avgs: []Avg{{Out: 3, Sum: 4, Count: 5, Scale: 7}}, Visible: 4, Limit: -1},
 	},
 	{
+		name:  "count distinct general_ci per group, with other aggregates",
+		shard: "SELECT g, COUNT(DISTINCT name), COUNT(*), SUM(neg), MAX(name), name FROM {t} GROUP BY g, name",
+		want:  "SELECT g, COUNT(DISTINCT name), COUNT(*), SUM(neg), MAX(name) FROM {t} GROUP BY g",
+		spec: Spec{GroupBy: []int{0}, Aggs: aggs(AggNone, AggNone, AggCount, AggSum, AggMax, AggNone),
+			DistinctAggs: []DistinctAgg{{Out: 1, Func: DistinctCount, Args: []int{5}}}, Visible: 5, Limit: -1},
+		fold: true,
+	},
+	{
+		name: "count distinct of tuples and of every type, NULLs ignored",
+		shard: "SELECT COUNT(DISTINCT g, name), COUNT(DISTINCT d), COUNT(DISTINCT f), COUNT(DISTINCT dt), COUNT(DISTINCT tm), COUNT(DISTINCT b), COUNT(DISTINCT u), COUNT(*), " +
+			"g, name, d, f, dt, tm, b, u FROM {t} GROUP BY g, name, d, f, dt, tm, b, u",
+		want: "SELECT COUNT(DISTINCT g, name), COUNT(DISTINCT d), COUNT(DISTINCT f), COUNT(DISTINCT dt), COUNT(DISTINCT tm), COUNT(DISTINCT b), COUNT(DISTINCT u), COUNT(*) FROM {t}",
+		spec: Spec{Aggs: aggs(AggNone, AggNone, AggNone, AggNone, AggNone, AggNone, AggNone, AggCount, AggNone, AggNone, AggNone, AggNone, AggNone, AggNone, AggNone, AggNone),
+			DistinctAggs: []DistinctAgg{
+				{Out: 0, Func: DistinctCount, Args: []int{8, 9}}, {Out: 1, Func: DistinctCount, Args: []int{10}},
+				{Out: 2, Func: DistinctCount, Args: []int{11}}, {Out: 3, Func: DistinctCount, Args: []int{12}},
+				{Out: 4, Func: DistinctCount, Args: []int{13}}, {Out: 5, Func: DistinctCount, Args: []int{14}},
+				{Out: 6, Func: DistinctCount, Args: []int{15}},
+			}, Visible: 8, Limit: -1},
+	},
+	{
+		name:  "sum and avg distinct, having and order by on count distinct",
+		shard: "SELECT g, SUM(DISTINCT neg), AVG(DISTINCT neg), SUM(DISTINCT d), AVG(DISTINCT d), SUM(DISTINCT f), AVG(DISTINCT f), SUM(DISTINCT u), COUNT(DISTINCT name), neg, d, f, u, name FROM {t} GROUP BY g, neg, d, f, u, name",
+		want:  "SELECT g, SUM(DISTINCT neg), AVG(DISTINCT neg), SUM(DISTINCT d), AVG(DISTINCT d), SUM(DISTINCT f), AVG(DISTINCT f), SUM(DISTINCT u) FROM {t} GROUP BY g HAVING COUNT(DISTINCT name) > 5 ORDER BY COUNT(DISTINCT name) DESC, g LIMIT 1, 4",
+		spec: Spec{GroupBy: []int{0}, Aggs: make([]AggKind, 14),
+			DistinctAggs: []DistinctAgg{
+				{Out: 1, Func: DistinctSum, Args: []int{9}}, {Out: 2, Func: DistinctAvg, Args: []int{9}, Scale: 4},
+				{Out: 3, Func: DistinctSum, Args: []int{10}}, {Out: 4, Func: DistinctAvg, Args: []int{10}, Scale: 7},
+				{Out: 5, Func: DistinctSum, Args: []int{11}}, {Out: 6, Func: DistinctAvg, Args: []int{11}},
+				{Out: 7, Func: DistinctSum, Args: []int{12}}, {Out: 8, Func: DistinctCount, Args: []int{13}},
+			},
+			Having:  func(row []mysql.FieldValue) (bool, error) { return row[8].AsInt64() > 5, nil },
+			OrderBy: []Order{{Col: 8, Desc: true}, {Col: 0}}, Offset: 1, Limit: 4, Visible: 8},
+	},
+	{
+		name:  "all shards empty: distinct aggregates give 0 and NULL",
+		shard: "SELECT COUNT(DISTINCT name), SUM(DISTINCT neg), AVG(DISTINCT d), name, neg, d FROM {t} WHERE id < 0 GROUP BY name, neg, d",
+		want:  "SELECT COUNT(DISTINCT name), SUM(DISTINCT neg), AVG(DISTINCT d) FROM {t} WHERE id < 0",
+		spec: Spec{Aggs: make([]AggKind, 6), DistinctAggs: []DistinctAgg{
+			{Out: 0, Func: DistinctCount, Args: []int{3}}, {Out: 1, Func: DistinctSum, Args: []int{4}}, {Out: 2, Func: DistinctAvg, Args: []int{5}, Scale: 7}},
+			Visible: 3, Limit: -1},
+	},
+	{
 		name:  "all shards empty: group by gives nothing",
 		shard: "SELECT g, COUNT(*) FROM {t} WHERE id < 0 GROUP BY g",
 		want:  "SELECT g, COUNT(*) FROM {t} WHERE id < 0 GROUP BY g",
@@ -482,6 +525,22 @@ func TestMaxRows(t *testing.T) {
 		if _, err := Merge(parts, Spec{Binary: bin, Distinct: true, Limit: -1, MaxRows: total + 10}); !errors.Is(err, ErrTooManyRows) {
 			t.Fatalf("distinct over the cap: err = %v", err)
 		}
+		// COUNT(DISTINCT): the shards return one row per distinct value,
+		// all of which count.
+		parts = shardResults(t, "SELECT COUNT(DISTINCT name), name FROM {t} GROUP BY name", bin, nil)
+		total = 0
+		for _, p := range parts {
+			total += len(p.RowDatas)
+		}
+		distinct := Spec{Binary: bin, Aggs: aggs(AggNone, AggNone), DistinctAggs: []DistinctAgg{{Out: 0, Func: DistinctCount, Args: []int{1}}},
+			Visible: 1, Limit: -1, MaxRows: total}
+		if _, err := Merge(parts, distinct); !errors.Is(err, ErrTooManyRows) {
+			t.Fatalf("count distinct over the cap: err = %v", err)
+		}
+		distinct.MaxRows++
+		if _, err := Merge(parts, distinct); err != nil {
+			t.Fatalf("count distinct at the cap: %v", err)
+		}
 		// Grouping by g makes at most 8 groups.
 		parts = shardResults(t, "SELECT g, COUNT(*) FROM {t} GROUP BY g", bin, nil)
 		total = 0
@@ -504,10 +563,21 @@ func TestSpecErrors(t *testing.T) {
 		{Visible: 3},
 		{Avgs: []Avg{{Out: 0, Sum: 0, Count: 1}}},
 		{Offset: -1},
+		{DistinctAggs: []DistinctAgg{{Out: 0, Func: DistinctCount}}},
+		{DistinctAggs: []DistinctAgg{{Out: 0, Func: DistinctCount, Args: []int{0}}}},
+		{DistinctAggs: []DistinctAgg{{Out: 0, Func: DistinctCount, Args: []int{2}}}},
+		{DistinctAggs: []DistinctAgg{{Out: 0, Func: DistinctSum, Args: []int{0, 1}}}},
+		{DistinctAggs: []DistinctAgg{{Out: 0, Func: DistinctFunc(7), Args: []int{1}}}},
+		{DistinctAggs: []DistinctAgg{{Out: 0, Func: DistinctCount, Args: []int{1}}, {Out: 0, Func: DistinctCount, Args: []int{1}}}},
+		{Aggs: aggs(AggCount, AggNone), DistinctAggs: []DistinctAgg{{Out: 0, Func: DistinctCount, Args: []int{1}}}},
 	} {
 		if _, err := Merge(parts, spec); !errors.Is(err, ErrMalformed) {
 			t.Errorf("spec %+v: err = %v, want ErrMalformed", spec, err)
 		}
+	}
+	// SUM(DISTINCT) de-duplicates numbers, not strings ('1' = '1.0').
+	if _, err := Merge(parts, Spec{DistinctAggs: []DistinctAgg{{Out: 0, Func: DistinctSum, Args: []int{1}}}}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("SUM(DISTINCT) over a string column: %v", err)
 	}
 	if _, err := Merge(nil, Spec{}); !errors.Is(err, ErrMalformed) {
 		t.Errorf("no parts: %v", err)
