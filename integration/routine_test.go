@@ -109,29 +109,9 @@ func runAll(ctx context.Context, c *sql.Conn, rc rcase) []outcome {
 	defer rows.Close()
 	var out []outcome
 	for {
-		var o outcome
-		o.cols, _ = rows.Columns()
-		cts, _ := rows.ColumnTypes()
-		for _, ct := range cts {
-			o.types = append(o.types, ct.DatabaseTypeName())
-		}
-		for rows.Next() {
-			raw := make([]sql.RawBytes, len(o.cols))
-			ptrs := make([]any, len(raw))
-			for i := range raw {
-				ptrs[i] = &raw[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				return append(out, errOutcome(err))
-			}
-			row := make([]string, len(raw))
-			for i, b := range raw {
-				row[i] = fmt.Sprintf("%q", b)
-				if b == nil {
-					row[i] = "NULL"
-				}
-			}
-			o.rows = append(o.rows, row)
+		o := readSet(rows)
+		if o.errno != 0 {
+			return append(out, o)
 		}
 		if rc.colsOnly {
 			o.rows = nil
@@ -174,18 +154,7 @@ func TestRoutines(t *testing.T) {
 	ctx := context.Background()
 	for _, mode := range []struct{ name, params string }{{"text", "&interpolateParams=true"}, {"prepared", "&interpolateParams=false"}} {
 		t.Run(mode.name, func(t *testing.T) {
-			ref := openDSN(t, fmt.Sprintf("root@tcp(%s)/im?collation=utf8mb4_general_ci%s", s.ref.Addr(), mode.params))
-			cv := openDSN(t, s.convoy.dsn("convoy", "convoy", "im")+mode.params)
-			rc, err := ref.Conn(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rc.Close()
-			cc, err := cv.Conn(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cc.Close()
+			rc, cc := connPair(t, s, mode.params)
 			for i, c := range routineCases() {
 				want, got := runAll(ctx, rc, c), runAll(ctx, cc, c)
 				if !sameAll(want, got) {
@@ -196,19 +165,14 @@ func TestRoutines(t *testing.T) {
 	}
 
 	t.Run("multi-statements", func(t *testing.T) {
-		ref := openDSN(t, fmt.Sprintf("root@tcp(%s)/im?collation=utf8mb4_general_ci&multiStatements=true", s.ref.Addr()))
-		cv := openDSN(t, s.convoy.dsn("convoy", "convoy", "im")+"&multiStatements=true")
+		rc, cc := connPair(t, s, "&multiStatements=true")
 		for _, c := range []rcase{
 			rq("DROP PROCEDURE IF EXISTS p_ms; CREATE PROCEDURE p_ms() BEGIN SELECT 1 AS a; SELECT 2 AS b; END"),
 			rq("CALL p_ms(); SELECT 3 AS c"),
 			rq("SELECT 0 AS z; CALL p_ms()"),
 			rq("DROP PROCEDURE p_ms; DROP PROCEDURE p_ms"),
 		} {
-			rc, _ := ref.Conn(ctx)
-			cc, _ := cv.Conn(ctx)
 			want, got := runAll(ctx, rc, c), runAll(ctx, cc, c)
-			rc.Close()
-			cc.Close()
 			if !sameAll(want, got) {
 				t.Errorf("%s\n  mariadb: %v\n  convoy:  %v", c.sql, want, got)
 			}
@@ -271,6 +235,23 @@ DROP PROCEDURE cli_p;
 			t.Errorf("mariadb CLI output differs\n--- mariadb:\n%s\n--- convoy:\n%s", want, got)
 		}
 	})
+}
+
+// connPair opens one connection to the reference MariaDB and one through
+// Convoy, both to database im with the same extra DSN parameters.
+func connPair(t *testing.T, s *stack, params string) (ref, cv *sql.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	if ref, err = openDSN(t, fmt.Sprintf("root@tcp(%s)/im?collation=utf8mb4_general_ci%s", s.ref.Addr(), params)).Conn(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ref.Close() })
+	if cv, err = openDSN(t, s.convoy.dsn("convoy", "convoy", "im")+params).Conn(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cv.Close() })
+	return ref, cv
 }
 
 // capConnect opens a raw connection announcing extra capabilities.
