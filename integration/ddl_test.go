@@ -34,6 +34,22 @@ func TestDDLFieldListAndSysbench(t *testing.T) {
 	mustExec(t, db, "ALTER TABLE conv_msg DROP COLUMN extra")
 	mustExec(t, db, "CREATE TABLE IF NOT EXISTS msg_content (msg_id BIGINT UNSIGNED PRIMARY KEY)") // converges: no-op
 
+	// An INSERT without a column list takes the columns from the backends,
+	// after checking that every physical table has the same ones: one that
+	// differs (a DDL run around Convoy, or half-failed) refuses it, since
+	// values would land in other columns than the client meant.
+	mustExec(t, db, "INSERT INTO im_inbox VALUES (5, 1, 1, 10, '2026-01-01 00:00:00')")
+	s.ds[1].Exec(t, "ALTER TABLE im_1.im_inbox_0640 ADD COLUMN stray INT NULL")
+	mustExec(t, db, "ALTER TABLE im_conv_seq COMMENT 'drops the cached column lists'")
+	_, err = db.Exec("INSERT INTO im_inbox VALUES (6, 1, 1, 11, '2026-01-01 00:00:00')")
+	if errno(err) != 1235 || !strings.Contains(err.Error(), "im_1.im_inbox_0640") || !strings.Contains(err.Error(), "stray") {
+		t.Fatalf("positional INSERT with physical tables that disagree: %v", err)
+	}
+	mustExec(t, db, "INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (6, 1, 1, 11, '2026-01-01 00:00:00')") // named: unaffected
+	s.ds[1].Exec(t, "ALTER TABLE im_1.im_inbox_0640 DROP COLUMN stray")
+	mustExec(t, db, "ALTER TABLE im_conv_seq COMMENT ''")
+	mustExec(t, db, "INSERT INTO im_inbox VALUES (7, 1, 1, 12, '2026-01-01 00:00:00')")
+
 	c, err := client.Connect(s.convoy.addr, "convoy", "convoy", "im", func(c *client.Conn) error { return c.SetCollation("utf8mb4_general_ci") })
 	if err != nil {
 		t.Fatal(err)

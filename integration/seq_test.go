@@ -151,6 +151,14 @@ func TestSeqAllocation(t *testing.T) {
 		if fmt.Sprint(rows) != "[[3]]" {
 			t.Errorf("%s: one-conversation INSERT ... RETURNING seq: %v, want [[3]]", mode, rows)
 		}
+		// INSERT ... SET without seq allocates like the VALUES form.
+		r, err = db.Exec("INSERT INTO conv_msg SET conv_id = ?, msg_id = ?, sender_uid = 1, msg_type = 1, created_at = NOW()", conv+100, conv*1000+974)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id, _ := r.LastInsertId(); id != 4 {
+			t.Errorf("%s: INSERT ... SET seq = %d, want 4", mode, id)
+		}
 		c.Close()
 	}
 }

@@ -13,13 +13,16 @@ import (
 
 // handler adapts go-mysql's server.Handler to one engine.Session.
 type handler struct {
-	s     *Server
-	sess  *engine.Session
-	conn  *server.Conn // nil during the handshake
-	cc    *clientConn  // nil until the handshake is done
-	user  User
-	host  string // the client's address, for USER()
-	stmts int    // open prepared statements (bounded by MaxPreparedPerSession)
+	s    *Server
+	sess *engine.Session
+	conn *server.Conn // nil during the handshake
+	cc   *clientConn  // nil until the handshake is done
+	user User
+	host string // the client's address, for USER()
+	// tlsVersion and tlsCipher name the client's TLS session in MariaDB's
+	// words (TLSv1.3, TLS_AES_128_GCM_SHA256), empty without TLS.
+	tlsVersion, tlsCipher string
+	stmts                 int // open prepared statements (bounded by MaxPreparedPerSession)
 	// multi: the client enabled multi-statements (CLIENT_MULTI_STATEMENTS at
 	// the handshake, or COM_SET_OPTION later).
 	multi bool
@@ -63,6 +66,7 @@ func (h *handler) fail(err error, cmd, sql string) error {
 func (h *handler) startSession() {
 	h.sess.SetAdmin(h.user.Admin)
 	h.sess.SetClient(h.user.Name, h.host, h.conn.ConnectionID())
+	h.sess.SetTLS(h.tlsVersion, h.tlsCipher)
 	h.syncStatus()
 }
 

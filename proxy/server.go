@@ -336,6 +336,9 @@ func (s *Server) handle(nc net.Conn) {
 		return
 	}
 	defer s.leave(h.user.Name)
+	if tc, ok := conn.Conn.Conn.(*tls.Conn); ok {
+		h.tlsVersion, h.tlsCipher = tlsNames(tc.ConnectionState())
+	}
 	// From here on: bounded packet size, one write per response (clientConn).
 	cc := newClientConn(conn.Conn.Conn, s.cfg.MaxPacket)
 	conn.Conn.Conn = cc
@@ -427,6 +430,40 @@ func writeRawError(nc net.Conn, seq byte, code uint16, state, msg string) {
 	body = append(body, msg...)
 	pkt := append([]byte{byte(len(body)), byte(len(body) >> 8), byte(len(body) >> 16), seq}, body...)
 	_, _ = nc.Write(pkt)
+}
+
+// tlsNames names a TLS session as MariaDB's SHOW STATUS does (Ssl_version,
+// Ssl_cipher): OpenSSL's names, which are the IANA ones for TLS 1.3.
+func tlsNames(st tls.ConnectionState) (version, cipher string) {
+	switch st.Version {
+	case tls.VersionTLS13:
+		version = "TLSv1.3"
+	case tls.VersionTLS12:
+		version = "TLSv1.2"
+	default:
+		version = tls.VersionName(st.Version)
+	}
+	cipher = tls.CipherSuiteName(st.CipherSuite)
+	if o, ok := openSSLCiphers[st.CipherSuite]; ok {
+		cipher = o
+	}
+	return version, cipher
+}
+
+// openSSLCiphers are OpenSSL's names of the TLS 1.2 suites Go negotiates.
+var openSSLCiphers = map[uint16]string{
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256:         "ECDHE-RSA-AES128-GCM-SHA256",
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384:         "ECDHE-RSA-AES256-GCM-SHA384",
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256:       "ECDHE-ECDSA-AES128-GCM-SHA256",
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384:       "ECDHE-ECDSA-AES256-GCM-SHA384",
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256:   "ECDHE-RSA-CHACHA20-POLY1305",
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256: "ECDHE-ECDSA-CHACHA20-POLY1305",
+	tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA:            "ECDHE-RSA-AES128-SHA",
+	tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA:            "ECDHE-RSA-AES256-SHA",
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA:          "ECDHE-ECDSA-AES128-SHA",
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA:          "ECDHE-ECDSA-AES256-SHA",
+	tls.TLS_RSA_WITH_AES_128_GCM_SHA256:               "AES128-GCM-SHA256",
+	tls.TLS_RSA_WITH_AES_256_GCM_SHA384:               "AES256-GCM-SHA384",
 }
 
 // Addr returns the listening address, once Serve runs.

@@ -550,6 +550,7 @@ func (a *Analysis) analyzeInsert(s *ast.InsertStmt) error {
 		return unsupported("%s ... SELECT into sharded table %s is not supported: send the rows as VALUES", verb, tn.Name.L)
 	}
 	if len(s.Columns) == 0 {
+		// The engine names them first (from the backends' definitions).
 		return unsupported("%s into sharded table %s must name the columns, e.g. %s INTO %s (%s, ...) VALUES (...)",
 			verb, tn.Name.L, verb, tn.Name.L, key)
 	}
@@ -571,8 +572,8 @@ func (a *Analysis) analyzeInsert(s *ast.InsertStmt) error {
 	}
 	rows := make([]Value, 0, len(s.Lists))
 	for r, row := range s.Lists {
-		if idx >= len(row) {
-			return unsupported("row %d of %s into %s has %d values for %d columns", r+1, verb, tn.Name.L, len(row), len(s.Columns))
+		if len(row) != len(s.Columns) {
+			return unsupportedAs(ErrColumnCount, "Column count doesn't match value count at row %d", r+1)
 		}
 		v, ok := a.value(row[idx])
 		if !ok {

@@ -83,3 +83,31 @@ func TestStripComments(t *testing.T) {
 		}
 	}
 }
+
+func TestAnalyzeSetNames(t *testing.T) {
+	for in, want := range map[string]string{
+		"SET NAMES cp1257": "names=cp1257",
+		"set names 'latin2' collate latin2_czech_cs;": "names=latin2 collate latin2_czech_cs",
+		"/* c */ SET CHARACTER SET koi8r":             "character_set=koi8r",
+		"SET CHARSET \"greek\"":                       "character_set=greek",
+		"SET NAMES default":                           "names=DEFAULT",
+		"SET NAMES cp1257, autocommit = 0":            "",
+		"SET NAMES cp1257; DROP TABLE t":              "",
+		"SELECT 'SET NAMES cp1257'":                   "",
+		"SET NAMES cp1257 COLLATE":                    "",
+		"SET NAMES `cp1257`":                          "",
+	} {
+		a, ok := AnalyzeSetNames(in)
+		got := ""
+		if ok {
+			v := a.SetVars[0]
+			got = v.Name + "=" + v.Value
+			if v.Collate != "" {
+				got += " collate " + v.Collate
+			}
+		}
+		if got != want {
+			t.Errorf("AnalyzeSetNames(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -12,6 +12,8 @@ import (
 //	ErrMixedTables     a sharded table together with an unsharded table, or
 //	                   sharded tables of different shard keys (conv_id vs uid)
 //	ErrShardKeyUpdate  an UPDATE or ON DUPLICATE KEY UPDATE assigning the shard key
+//	ErrColumnCount     an INSERT row with another number of values than columns
+//	                   (MariaDB's 1136, which the client gets)
 //
 // Other *UnsupportedError values (Err == nil) cover INSERT shapes the router
 // cannot split: no column list, key column missing, INSERT ... SELECT, a row
@@ -19,6 +21,7 @@ import (
 var (
 	ErrMixedTables    = errors.New("statement mixes tables that live in different places")
 	ErrShardKeyUpdate = errors.New("the shard key column cannot be updated")
+	ErrColumnCount    = errors.New("column count doesn't match value count")
 )
 
 // UnsupportedError is a statement the proxy refuses to route. Msg is meant

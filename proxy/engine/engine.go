@@ -6,6 +6,7 @@ package engine
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -88,6 +89,9 @@ type Engine struct {
 	opt      Options
 	// maxPacket caches the datasources' smallest max_allowed_packet.
 	maxPacket maxPacketCache
+	columns   columnCache // the sharded tables' column order
+	// collations caches handshake collation ids (uint8 -> [charset, name]).
+	collations sync.Map
 }
 
 // observe records one backend statement on a shard, run on datasource ds.

@@ -105,6 +105,8 @@ func classify(err error) error {
 		return &Error{Code: CodeSyntax, Msg: se.Msg}
 	case errors.As(err, &ke):
 		return &Error{Code: CodeBadShardKey, Msg: ke.Error()}
+	case errors.Is(err, rewrite.ErrColumnCount):
+		return &mysql.MyError{Code: mysql.ER_WRONG_VALUE_COUNT_ON_ROW, State: "21S01", Message: err.Error()}
 	case errors.Is(err, rewrite.ErrShardKeyUpdate):
 		return &Error{Code: CodeShardKeyUpdate, Msg: err.Error()}
 	case errors.As(err, &ue):

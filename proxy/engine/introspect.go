@@ -60,6 +60,7 @@ func (e *Engine) schemaChanged() {
 	e.intro.mu.Lock()
 	e.intro.sizes = nil
 	e.intro.mu.Unlock()
+	e.columns.reset()
 }
 
 // repShard is the shard whose physical tables describe the logical ones.

@@ -48,6 +48,9 @@ type plan struct {
 	// seqHoles is the seq-allocating INSERT with every value a hole (see
 	// seqBatch), built on first use.
 	seqHoles *rewrite.Template
+	// namedColumns: an INSERT without a column list got the table's
+	// columns from the backends (nameInsertColumns).
+	namedColumns bool
 	// routine is set for a routine statement (CREATE PROCEDURE, CALL, ...),
 	// which the parser does not read: see routine.go.
 	routine *rewrite.Routine
@@ -182,6 +185,9 @@ func (s *Session) plan(sql string) (*plan, error) {
 	}
 	stmts, err := s.parser.Parse(text)
 	if err != nil {
+		if a, ok := rewrite.AnalyzeSetNames(sql); ok {
+			return &plan{sql: sql, a: a}, nil
+		}
 		if selectIntoVar.MatchString(sql) {
 			return nil, errorf(CodeNotSupported, "SELECT ... INTO @variable is not supported through Convoy: select the value and SET the variable from it")
 		}
@@ -197,6 +203,10 @@ func (s *Session) plan(sql string) (*plan, error) {
 	default:
 		return nil, errorf(CodeSyntax, "You have an error in your SQL syntax: several statements in one query need the client's multi-statements option (CLIENT_MULTI_STATEMENTS)")
 	}
+	namedColumns, err := s.nameInsertColumns(stmts[0])
+	if err != nil {
+		return nil, classify(err)
+	}
 	a, err := rewrite.Analyze(stmts[0])
 	if err != nil {
 		return nil, classify(err)
@@ -207,7 +217,7 @@ func (s *Session) plan(sql string) (*plan, error) {
 		}
 		a.Returning = returning
 	}
-	pl := &plan{sql: sql, a: a}
+	pl := &plan{sql: sql, a: a, namedColumns: namedColumns}
 	if len(a.Sharded) > 0 {
 		switch a.Kind {
 		case rewrite.KindSelect, rewrite.KindInsert, rewrite.KindUpdate, rewrite.KindDelete, rewrite.KindDDL, rewrite.KindShow:

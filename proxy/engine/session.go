@@ -43,9 +43,11 @@ type Session struct {
 	admin       bool   // may send admin directives
 	user, host  string // the Convoy account and the client's address (SetClient)
 	connID      uint32
-	buf         []byte // reused for rendering SQL
-	normBuf     []byte // reused by the plan cache (rewrite.Normalize)
-	lits        []rewrite.Literal
+	// tlsVersion and tlsCipher describe the client's TLS session (SetTLS).
+	tlsVersion, tlsCipher string
+	buf                   []byte // reused for rendering SQL
+	normBuf               []byte // reused by the plan cache (rewrite.Normalize)
+	lits                  []rewrite.Literal
 	// shard is the shard the current statement was routed to (the last one
 	// asked for a connection), or -1: the proxy names it when the statement
 	// fails.

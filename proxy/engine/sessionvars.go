@@ -185,3 +185,36 @@ func (e *Engine) datasourceMaxPacket(ds string) (int64, bool) {
 	v, err := strconv.ParseInt(r.Values[0][0].String(), 10, 64)
 	return v, err == nil && v > 0
 }
+
+// SetTLS records the TLS session the client connected with (empty: none),
+// for SHOW STATUS LIKE 'Ssl_%': the backend connection answering it has
+// its own (or none), and clients check the cipher to know their link is
+// encrypted (go-sql-driver's TLS tests do).
+func (s *Session) SetTLS(version, cipher string) { s.tlsVersion, s.tlsCipher = version, cipher }
+
+// showSessionStatus puts the client's own TLS state into the rows of a
+// SHOW [SESSION] STATUS answer (Ssl_version, Ssl_cipher).
+func (s *Session) showSessionStatus(a *rewrite.Analysis, r *mysql.Result, binary bool) {
+	st, ok := a.Stmt.(*ast.ShowStmt)
+	if !ok || st.Tp != ast.ShowStatus || st.GlobalScope || r == nil || r.Resultset == nil || len(r.Fields) != 2 {
+		return
+	}
+	for i, row := range r.RowDatas {
+		name, value, ok := splitVarRow(row, binary)
+		if !ok {
+			continue
+		}
+		var mine string
+		switch strings.ToLower(name) {
+		case "ssl_version":
+			mine = s.tlsVersion
+		case "ssl_cipher":
+			mine = s.tlsCipher
+		default:
+			continue
+		}
+		if mine != value {
+			r.RowDatas[i] = varRow(name, mine, binary)
+		}
+	}
+}

@@ -2,19 +2,36 @@ package engine
 
 import (
 	"maps"
+	"strconv"
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/pingcap/tidb/pkg/parser/charset"
 
+	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/rewrite"
 )
 
-// safeCharsets are the client character sets whose bytes the parser and the
-// restorer read exactly like the server does. Multibyte sets such as GBK or
-// SJIS can hide a quote inside a character (the classic 0xbf27 injection), so
-// they are refused rather than half-supported.
-var safeCharsets = map[string]bool{"utf8mb4": true, "utf8": true, "utf8mb3": true, "latin1": true, "ascii": true, "binary": true}
+// unsafeCharsets are the client character sets in which a multi-byte
+// character may contain the byte 0x5C (backslash) or 0x27 (quote): the
+// parser and the restorer read a statement's bytes one by one, so such a
+// character would end or escape a string literal for Convoy but not for the
+// server (the classic 0xbf27 injection). They are refused rather than
+// half-supported. Every other set MariaDB has (single-byte ones like latin2
+// or cp1257, UTF-8, EUC-style multi-byte sets whose bytes are all >= 0x80)
+// reads the same byte by byte.
+var unsafeCharsets = map[string]bool{"big5": true, "cp932": true, "gbk": true, "gb18030": true, "sjis": true}
+
+func unsafeCharsetError(cs string) error {
+	return errorf(CodeNotSupported, "character set %q is not supported through Convoy (use utf8mb4): in %s a multi-byte character can hide a backslash or quote, which breaks escaping", cs, cs)
+}
+
+// charsetOfCollation is the character set a collation name belongs to:
+// MariaDB's collation names start with it (cp1257_bin, utf8mb4_unicode_ci).
+func charsetOfCollation(name string) string {
+	cs, _, _ := strings.Cut(strings.ToLower(name), "_")
+	return cs
+}
 
 // set applies SET statements. Session variables are checked on a real
 // backend connection at once, so a bad name or value fails now with the
@@ -61,8 +78,8 @@ func (s *Session) set(a *rewrite.Analysis) (*mysql.Result, error) {
 				delete(next, "names")
 				continue
 			}
-			if !safeCharsets[cs] {
-				return nil, errorf(CodeNotSupported, "character set %q is not supported through Convoy (use utf8mb4): multibyte sets like GBK break escaping", cs)
+			if unsafeCharsets[cs] || v.Collate != "" && unsafeCharsets[charsetOfCollation(unquote(v.Collate))] {
+				return nil, unsafeCharsetError(cs)
 			}
 			val := cs
 			if v.Collate != "" {
@@ -281,34 +298,29 @@ func checkCharsetValue(name, value string) error {
 	}
 	cs := v
 	if name == "collation_connection" {
-		c, err := charset.GetCollationByName(v)
-		if err != nil {
-			return errorf(CodeNotSupported, "unknown collation %q", v)
-		}
-		cs = c.CharsetName
+		cs = charsetOfCollation(v)
 	}
-	if !safeCharsets[cs] {
-		return errorf(CodeNotSupported, "character set %q is not supported through Convoy (use utf8mb4): multibyte sets like GBK break escaping", cs)
+	if unsafeCharsets[cs] {
+		return unsafeCharsetError(cs)
 	}
-	return nil
+	return nil // the backend checks the name itself
 }
 
 // SetClientCollation applies the collation a client announced in its
-// handshake: the backend connections must read its bytes in the same
-// character set. Unsafe sets (GBK, SJIS, ...) are refused.
+// handshake (go-sql-driver's collation= parameter, libmariadb's
+// --default-character-set): every backend connection of the session reads
+// its bytes in that character set and compares with that collation. Unsafe
+// sets (GBK, SJIS, ...) are refused; an id MariaDB does not know leaves the
+// default, as MariaDB does.
 func (s *Session) SetClientCollation(id uint8) error {
-	c, err := charset.GetCollationByID(int(id))
-	if err != nil {
-		return errorf(CodeNotSupported, "the client asked for unknown collation id %d; connect with utf8mb4", id)
+	cs, coll, ok := s.e.collationByID(id)
+	if !ok || coll == backend.Collation {
+		return nil // utf8mb4_general_ci: what every backend connection uses
 	}
-	cs := strings.ToLower(c.CharsetName)
-	if cs == "utf8mb4" {
-		return nil // what every backend connection uses
+	if unsafeCharsets[cs] {
+		return unsafeCharsetError(cs)
 	}
-	if !safeCharsets[cs] {
-		return errorf(CodeNotSupported, "character set %q is not supported through Convoy (use utf8mb4): multibyte sets like GBK break escaping", cs)
-	}
-	s.vars["names"] = cs
+	s.vars["names"] = cs + " COLLATE " + coll
 	return nil
 }
 
@@ -325,4 +337,31 @@ func (s *Session) utf8Client() bool {
 		return true
 	}
 	return false
+}
+
+// collationByID names the collation a handshake asked for by number, and
+// its character set, as the default datasource numbers them (MariaDB's own
+// numbering: cp1257_bin is 59 there; 255 is MySQL 8's utf8mb4_0900_ai_ci,
+// which MariaDB 10.11 does not know and answers with its default), and
+// remembers the answer. With the datasource unreachable the parser's
+// (MySQL's) table stands in, unremembered. ok is false for an unknown id.
+func (e *Engine) collationByID(id uint8) (cs, coll string, ok bool) {
+	if v, known := e.collations.Load(id); known {
+		c := v.([2]string)
+		return c[0], c[1], c[1] != ""
+	}
+	_, rows, err := e.queryRows(e.routes.Current().DefaultDatasource(),
+		"SELECT CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLLATIONS WHERE ID = "+strconv.Itoa(int(id)))
+	if err != nil {
+		c, err := charset.GetCollationByID(int(id))
+		if err != nil {
+			return "", "", false
+		}
+		return strings.ToLower(c.CharsetName), strings.ToLower(c.Name), true
+	}
+	if len(rows) == 1 && len(rows[0]) == 2 {
+		cs, coll = strings.ToLower(string(rows[0][0])), strings.ToLower(string(rows[0][1]))
+	}
+	e.collations.Store(id, [2]string{cs, coll})
+	return cs, coll, coll != ""
 }
