@@ -328,8 +328,8 @@ func patchOKStatus(p []byte, status uint16) {
 		return
 	}
 	pos := 5
-	for range 2 {
-		n := lenencSize(p, pos)
+	for range 2 { // affected rows, insert id
+		_, n := lenenc(p[pos:])
 		if n == 0 {
 			return
 		}
@@ -340,29 +340,6 @@ func patchOKStatus(p []byte, status uint16) {
 	}
 	p[pos] |= byte(status)
 	p[pos+1] |= byte(status >> 8)
-}
-
-// lenencSize is the size of the length-encoded integer at p[pos], 0 if it
-// does not fit in p.
-func lenencSize(p []byte, pos int) int {
-	if pos >= len(p) {
-		return 0
-	}
-	n := 1
-	switch p[pos] {
-	case 0xfc:
-		n = 3
-	case 0xfd:
-		n = 4
-	case 0xfe:
-		n = 9
-	case 0xfb, 0xff:
-		return 0
-	}
-	if pos+n > len(p) {
-		return 0
-	}
-	return n
 }
 
 // authThrottle blocks a host for a while after repeated failed logins, so a
