@@ -353,8 +353,13 @@ func run(ctx context.Context, c *sql.Conn, dc dcase) outcome {
 
 // readOutcome records the columns, types and rows of a result and closes it.
 func readOutcome(rows *sql.Rows) outcome {
-	var o outcome
 	defer rows.Close()
+	return readSet(rows)
+}
+
+// readSet records the columns, types and rows of the current result set.
+func readSet(rows *sql.Rows) outcome {
+	var o outcome
 	o.cols, _ = rows.Columns()
 	cts, _ := rows.ColumnTypes()
 	for _, ct := range cts {
@@ -442,18 +447,7 @@ func TestDifferential(t *testing.T) {
 	}{{"text", "&interpolateParams=true"}, {"prepared", "&interpolateParams=false"}, {"found rows", "&interpolateParams=true&clientFoundRows=true"}} {
 		t.Run(mode.name, func(t *testing.T) {
 			ctx := context.Background()
-			ref := openDSN(t, fmt.Sprintf("root@tcp(%s)/im?collation=utf8mb4_general_ci%s", s.ref.Addr(), mode.params))
-			cv := openDSN(t, s.convoy.dsn("convoy", "convoy", "im")+mode.params)
-			rc, err := ref.Conn(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rc.Close()
-			cc, err := cv.Conn(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cc.Close()
+			rc, cc := connPair(t, s, mode.params)
 			for _, tbl := range []string{"conv_msg", "msg_content", "im_conv_seq", "im_conv_member", "im_inbox"} {
 				for _, c := range []*sql.Conn{rc, cc} {
 					if _, err := c.ExecContext(ctx, "TRUNCATE TABLE "+tbl); err != nil {

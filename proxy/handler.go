@@ -117,6 +117,9 @@ func (h *handler) HandleQuery(q string) (*mysql.Result, error) {
 func (h *handler) query(q string) (*mysql.Result, error) {
 	r, err := h.sess.Query(q)
 	r, err = h.result(cmdQuery, q, r, err)
+	if werr := h.writeLeading(); werr != nil {
+		return nil, werr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +161,9 @@ func (h *handler) multiQuery(q string) (*mysql.Result, error) {
 	for i, part := range parts {
 		r, err := h.sess.Query(part)
 		r, err = h.result(cmdQuery, part, r, err)
+		if werr := h.writeLeading(); werr != nil {
+			return nil, werr
+		}
 		if err != nil {
 			if werr := h.conn.WriteValue(err); werr != nil {
 				return nil, werr
@@ -217,6 +223,9 @@ func (h *handler) HandleStmtExecute(ctx any, q string, args []any) (*mysql.Resul
 	}
 	r, err := h.sess.Execute(p, args)
 	r, err = h.result(cmdStmtExecute, q, r, err)
+	if werr := h.writeLeading(); werr != nil {
+		return nil, werr
+	}
 	if err == nil {
 		return h.reply(r)
 	}
@@ -268,6 +277,7 @@ func (h *handler) HandleOtherCommand(cmd byte, data []byte) error {
 		h.sess.Close()
 		h.sess = h.s.eng.NewSession(db)
 		h.sess.SetFoundRows(h.conn.HasCapability(mysql.CLIENT_FOUND_ROWS))
+		h.setMultiResults()
 		h.startSession()
 		return nil
 	}

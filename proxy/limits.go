@@ -251,8 +251,11 @@ func (l *clientConn) drain(left int) {
 // go-sql-driver keep only the capabilities the server announces, so without
 // CLIENT_FOUND_ROWS a client asking for it (Connector/J does by default)
 // would silently get changed-rows counts, and multi-statements could not be
-// enabled at all.
-const extraCapabilities = mysql.CLIENT_FOUND_ROWS | mysql.CLIENT_MULTI_STATEMENTS | mysql.CLIENT_MULTI_RESULTS
+// enabled at all. CLIENT_MULTI_RESULTS and CLIENT_PS_MULTI_RESULTS are what
+// MariaDB announces: a CALL answers with a chain of results, and a prepared
+// CALL with its OUT parameters only for a client that kept the latter
+// (libmariadb does).
+const extraCapabilities = mysql.CLIENT_FOUND_ROWS | mysql.CLIENT_MULTI_STATEMENTS | mysql.CLIENT_MULTI_RESULTS | mysql.CLIENT_PS_MULTI_RESULTS
 
 // hiddenCapabilities are taken out of go-mysql's set in the greeting.
 // CLIENT_SESSION_TRACK promises that OK packets report changes of the

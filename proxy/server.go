@@ -311,6 +311,7 @@ func (s *Server) handle(nc net.Conn) {
 			reason = toMySQL(err)
 		}
 		h.sess.SetFoundRows(conn.HasCapability(mysql.CLIENT_FOUND_ROWS))
+		h.setMultiResults()
 		h.multi = conn.HasCapability(mysql.CLIENT_MULTI_STATEMENTS)
 	}
 	if reason != nil {

@@ -103,6 +103,11 @@ start_mariadb() { # NAME PORT SERVER_ID
     --table-open-cache=8000 --table-definition-cache=8000 \
     --performance-schema=OFF --innodb-flush-log-at-trx-commit=2 --sync-binlog=0 \
     >>"$dir/stdout.log" 2>&1 </dev/null &
+  # mariadbd writes its pid file only once storage is up, which after a
+  # crash means after recovery (seconds): until then the pid of the process
+  # just started (setsid execs it) stands in, so a server still recovering
+  # counts as alive and is waited for by asking it (mariadb_ping).
+  echo $! >"$pidfile"
   wait_for mariadbd "$pidfile" "$logf" mariadb_ping "$port"
   log "$name: ready (pid $(cat "$pidfile"))"
 }

@@ -22,11 +22,14 @@ type Conn struct {
 	pool      *Pool
 	foundRows bool // CLIENT_FOUND_ROWS was set at the handshake
 	broken    bool
-	lastUsed  time.Time
-	db        string            // current database on the server
-	vars      map[string]string // session variables applied on this connection
-	stmts     map[string]*stmt
-	stmtLRU   []string
+	// retire: the connection ran stored code (ExecAll) or was opened for one
+	// statement (AcquireOnce); it is closed at Release, never pooled.
+	retire   bool
+	lastUsed time.Time
+	db       string            // current database on the server
+	vars     map[string]string // session variables applied on this connection
+	stmts    map[string]*stmt
+	stmtLRU  []string
 }
 
 // Datasource is the name of the datasource this connection belongs to.
@@ -67,6 +70,7 @@ func (c *Conn) check(err error) error {
 // unchanged.
 func (c *Conn) Exec(sql string) (*mysql.Result, error) {
 	r, err := c.w.query(sql)
+	c.single(r)
 	return r, c.check(err)
 }
 
@@ -88,6 +92,7 @@ func (c *Conn) ExecPrepared(sql string, args []any) (*mysql.Result, error) {
 		return nil, err
 	}
 	r, err := c.w.execute(st, args)
+	c.single(r)
 	return r, c.check(err)
 }
 

@@ -163,12 +163,17 @@ func (p *Pool) Acquire(ctx context.Context, foundRows bool) (*Conn, error) {
 		}
 		return c, nil
 	}
+	return p.open(ctx, foundRows, 0)
+}
+
+// open takes a slot and dials a connection in it (see dial for drop).
+func (p *Pool) open(ctx context.Context, foundRows bool, drop uint32) (*Conn, error) {
 	select {
 	case p.slots <- struct{}{}:
 	default:
 		// Every slot is taken: an idle connection of the other flavour
 		// gives its slot up rather than make this one wait for nothing.
-		if c := p.popIdle(1 - f); c != nil {
+		if c := p.popIdle(1 - flavour(foundRows)); c != nil {
 			p.discard(c)
 		}
 		wait := time.NewTimer(p.opt.WaitTimeout)
@@ -181,7 +186,7 @@ func (p *Pool) Acquire(ctx context.Context, foundRows bool) (*Conn, error) {
 			return nil, fmt.Errorf("datasource %s: %w after %s (max %d open)", p.ds.Name, ErrPoolTimeout, p.opt.WaitTimeout, p.opt.MaxOpen)
 		}
 	}
-	c, err := p.dial(ctx, foundRows)
+	c, err := p.dial(ctx, foundRows, drop)
 	if err != nil {
 		<-p.slots
 		return nil, err
@@ -192,7 +197,13 @@ func (p *Pool) Acquire(ctx context.Context, foundRows bool) (*Conn, error) {
 	return c, nil
 }
 
-func (p *Pool) dial(ctx context.Context, foundRows bool) (*Conn, error) {
+// dial opens a connection. Pooled connections announce CLIENT_MULTI_RESULTS
+// and CLIENT_PS_MULTI_RESULTS, as the clients of today do: without them the
+// server refuses a CALL of a procedure that returns rows (1312) and sends no
+// OUT parameters to a prepared CALL. drop removes capabilities for a
+// connection opened for one statement of a client that lacks them
+// (Pool.AcquireOnce).
+func (p *Pool) dial(ctx context.Context, foundRows bool, drop uint32) (*Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.opt.ConnectTimeout)
 	defer cancel()
 	d := &net.Dialer{Timeout: p.opt.ConnectTimeout}
@@ -225,11 +236,18 @@ func (p *Pool) dial(ctx context.Context, foundRows bool) (*Conn, error) {
 			// go-mysql asks for CLIENT_DEPRECATE_EOF whatever the server
 			// offers; wire reads result sets ended by EOF packets.
 			c.UnsetCapability(mysql.CLIENT_DEPRECATE_EOF)
+			want := []uint32{mysql.CLIENT_MULTI_RESULTS, mysql.CLIENT_PS_MULTI_RESULTS}
 			if foundRows {
-				if err := c.SetCapability(mysql.CLIENT_FOUND_ROWS); err != nil {
+				want = append(want, mysql.CLIENT_FOUND_ROWS)
+			}
+			for _, flag := range want {
+				// One flag a call: go-mysql refuses (and ignores) a set of
+				// several.
+				if err := c.SetCapability(flag); err != nil {
 					return err
 				}
 			}
+			c.UnsetCapability(drop)
 			return c.SetCollation(Collation)
 		})
 	if err != nil {
@@ -250,7 +268,7 @@ func (p *Pool) release(c *Conn) {
 	p.mu.Lock()
 	p.inUse--
 	f := flavour(c.foundRows)
-	keep := !p.closed && !c.broken && !c.InTxn() && len(p.idle[0])+len(p.idle[1]) < p.opt.MaxIdle
+	keep := !p.closed && !c.broken && !c.retire && !c.InTxn() && len(p.idle[0])+len(p.idle[1]) < p.opt.MaxIdle
 	if keep {
 		p.idle[f] = append(p.idle[f], c)
 	}

@@ -23,9 +23,12 @@ import (
 // raw packets in one buffer: column definitions parsed (the engine renames
 // tables in them), rows left as the server sent them.
 //
-// Capabilities are go-mysql's without CLIENT_DEPRECATE_EOF (pool.go turns
-// it off) and without multi-results: every response is one OK, one error,
-// or one result set ended by EOF.
+// Capabilities are go-mysql's without CLIENT_DEPRECATE_EOF (Pool.dial turns
+// it off: go-mysql asks for it whatever the server offers) plus
+// multi-results (see Pool.dial): a response is one OK, one error, or one
+// result set ended by EOF, except for a CALL (or Convoy's own batches,
+// multi), whose results come as a chain flagged SERVER_MORE_RESULTS_EXISTS
+// (results).
 type wire struct {
 	nc  net.Conn
 	br  *bufio.Reader
@@ -424,12 +427,17 @@ func (w *wire) refuseLocalFile() error {
 
 // query runs a text-protocol statement.
 func (w *wire) query(sql string) (*mysql.Result, error) {
-	w.begin(mysql.COM_QUERY)
-	w.out = append(w.out, sql...)
-	if err := w.send(); err != nil {
+	if err := w.startQuery(sql); err != nil {
 		return nil, err
 	}
 	return w.result()
+}
+
+// startQuery sends a COM_QUERY; the caller reads the reply.
+func (w *wire) startQuery(sql string) error {
+	w.begin(mysql.COM_QUERY)
+	w.out = append(w.out, sql...)
+	return w.send()
 }
 
 // multi runs sql, several statements separated by ';', in one round trip:
@@ -609,9 +617,17 @@ func (w *wire) closeStmt(id uint32) error {
 // Argument types are those go-mysql's server decodes from a client's
 // EXECUTE, plus int, uint, bool and string.
 func (w *wire) execute(st *stmt, args []any) (*mysql.Result, error) {
+	if err := w.startExecute(st, args); err != nil {
+		return nil, err
+	}
+	return w.result()
+}
+
+// startExecute sends a COM_STMT_EXECUTE; the caller reads the reply.
+func (w *wire) startExecute(st *stmt, args []any) error {
 	if len(args) != st.params {
 		// Nothing sent: the connection stays usable.
-		return nil, &mysql.MyError{Code: mysql.ER_WRONG_ARGUMENTS, State: "HY000",
+		return &mysql.MyError{Code: mysql.ER_WRONG_ARGUMENTS, State: "HY000",
 			Message: fmt.Sprintf("Incorrect arguments to mysqld_stmt_execute (statement takes %d parameters, %d given)", st.params, len(args))}
 	}
 	w.begin(mysql.COM_STMT_EXECUTE)
@@ -626,7 +642,7 @@ func (w *wire) execute(st *stmt, args []any) (*mysql.Result, error) {
 		for i, a := range args {
 			tp, unsigned, err := w.appendArg(a)
 			if err != nil {
-				return nil, fmt.Errorf("parameter %d: %w", i+1, err)
+				return fmt.Errorf("parameter %d: %w", i+1, err)
 			}
 			if tp == mysql.MYSQL_TYPE_NULL {
 				w.out[nulls+i/8] |= 1 << (i % 8)
@@ -637,10 +653,7 @@ func (w *wire) execute(st *stmt, args []any) (*mysql.Result, error) {
 			}
 		}
 	}
-	if err := w.send(); err != nil {
-		return nil, err
-	}
-	return w.result()
+	return w.send()
 }
 
 // appendArg appends the binary-protocol value of a and returns its type.

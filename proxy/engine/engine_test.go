@@ -92,6 +92,18 @@ func TestInsertSplitsByShard(t *testing.T) {
 	if got[len(got)-2] != "ds1#3 text: ROLLBACK" || got[len(got)-1] != "ds0#4 text: ROLLBACK" {
 		t.Fatalf("no rollback on every shard: %q", got)
 	}
+	// Without two-phase commit, a datasource failing during the commits
+	// leaves the shards committed before it: the error says which, so the
+	// client knows a retry must be idempotent.
+	rec.failOn, rec.failDS, rec.failErr = "COMMIT", "ds0", errors.New("connection reset by peer")
+	_, err = s.Query("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (0, 1, 1, 1, NOW()), (42, 1, 2, 2, NOW())")
+	if !isCode(err, CodeBackendUnavailable) || !strings.Contains(err.Error(), "COMMIT failed on shard 0136 after shards 0801 committed") {
+		t.Fatalf("commit failing half way: %v", err)
+	}
+	got = rec.take()
+	if got[len(got)-3] != "ds1#5 text: COMMIT" || got[len(got)-2] != "ds0#6 text: COMMIT" {
+		t.Fatalf("commits: %q", got)
+	}
 }
 
 func TestTransactionPinsOneShard(t *testing.T) {

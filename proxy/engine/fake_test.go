@@ -18,6 +18,7 @@ type recorder struct {
 	log      []string
 	nconn    int
 	failOn   string // statements containing this fail with a server error
+	failDS   string // ... only on this datasource's connections, if set
 	failErr  error  // ... or with this error instead
 	multiErr error  // ExecMulti returns it after running every statement
 	cols     int    // column count Describe reports
@@ -45,7 +46,7 @@ func (r *recorder) record(c *fakeConn, kind, sql string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.log = append(r.log, fmt.Sprintf("%s#%d %s: %s", c.ds, c.id, kind, sql))
-	if r.failOn != "" && strings.Contains(sql, r.failOn) {
+	if r.failOn != "" && strings.Contains(sql, r.failOn) && (r.failDS == "" || r.failDS == c.ds) {
 		if r.failErr != nil {
 			return r.failErr
 		}

@@ -51,6 +51,9 @@ type plan struct {
 	// namedColumns: an INSERT without a column list got the table's
 	// columns from the backends (nameInsertColumns).
 	namedColumns bool
+	// routine is set for a routine statement (CREATE PROCEDURE, CALL, ...),
+	// which the parser does not read: see routine.go.
+	routine *rewrite.Routine
 }
 
 // inlinable reports whether this execution may be sent as text.
@@ -141,6 +144,9 @@ func (s *Session) Split(sql string) ([]string, error) {
 	if err := rewrite.CheckComments(sql); err != nil {
 		return nil, classify(err)
 	}
+	if parts, ok := rewrite.SplitRoutines(sql); ok {
+		return s.splitRoutines(sql, parts)
+	}
 	stmts, err := s.parser.Parse(sql)
 	if err != nil {
 		return nil, classify(err)
@@ -168,6 +174,9 @@ var selectIntoVar = regexp.MustCompile(`(?is)^\s*select\b.*\binto\s+@`)
 func (s *Session) plan(sql string) (*plan, error) {
 	if err := rewrite.CheckComments(sql); err != nil {
 		return nil, classify(err)
+	}
+	if pl, ok, err := routinePlan(sql); ok {
+		return pl, err
 	}
 	text := sql
 	head, returning, hasReturning := rewrite.SplitReturning(sql)

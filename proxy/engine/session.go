@@ -52,6 +52,7 @@ type Session struct {
 	// asked for a connection), or -1: the proxy names it when the statement
 	// fails.
 	shard int
+	rt    routineState // routine.go
 }
 
 // txnState is a transaction pinned to one backend connection of one shard.

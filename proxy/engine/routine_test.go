@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+)
+
+// The fake answers stored code with one result set flagged
+// SERVER_MORE_RESULTS_EXISTS and a final OK; code containing "opens_txn"
+// leaves a transaction open (SERVER_STATUS_IN_TRANS in the final OK).
+func fakeChain(sql string, binary bool) []*mysql.Result {
+	rs, err := mysql.BuildSimpleResultset([]string{"x"}, [][]any{{int64(1)}}, binary)
+	if err != nil {
+		panic(err)
+	}
+	final := &mysql.Result{Status: mysql.SERVER_STATUS_AUTOCOMMIT}
+	if strings.Contains(sql, "opens_txn") {
+		final.Status |= mysql.SERVER_STATUS_IN_TRANS
+	}
+	return []*mysql.Result{{Status: mysql.SERVER_MORE_RESULTS_EXISTS | mysql.SERVER_STATUS_AUTOCOMMIT, Resultset: rs}, final}
+}
+
+func (c *fakeConn) ExecAll(sql string) ([]*mysql.Result, error) {
+	return fakeChain(sql, false), c.r.record(c, "all", sql)
+}
+
+func (c *fakeConn) ExecPreparedAll(sql string, args []any) ([]*mysql.Result, error) {
+	return fakeChain(sql, true), c.r.record(c, fmt.Sprintf("all prepared%v", args), sql)
+}
+
+func TestRoutineDefinitionsPassThrough(t *testing.T) {
+	s, rec := newTestSession()
+	body := "CREATE DEFINER = CURRENT_USER PROCEDURE p(IN a INT)\nBEGIN\n  IF a < 0 THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'negative'; END IF;\n  SELECT a; SELECT a + 1;\nEND"
+	for _, q := range []string{body, "DROP PROCEDURE IF EXISTS p", "CREATE FUNCTION f() RETURNS INT RETURN 1", "SHOW CREATE PROCEDURE p"} {
+		if _, err := s.Query(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	expectLog(t, rec, "ds0#1 text: "+body, "ds0#2 text: DROP PROCEDURE IF EXISTS p", "ds0#3 text: CREATE FUNCTION f() RETURNS INT RETURN 1", "ds0#4 text: SHOW CREATE PROCEDURE p")
+
+	// An open transaction is committed first, as MariaDB does for DDL.
+	for _, q := range []string{"BEGIN", "INSERT INTO audit (a) VALUES (1)", "DROP TRIGGER t"} {
+		if _, err := s.Query(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if s.InTransaction() {
+		t.Fatal("still in a transaction after DROP TRIGGER")
+	}
+	expectLog(t, rec, "ds0#5 text: BEGIN", "ds0#5 text: INSERT INTO audit (a) VALUES (1)", "ds0#5 text: COMMIT", "ds0#6 text: DROP TRIGGER t")
+}
+
+func TestRoutineRefusals(t *testing.T) {
+	s, rec := newTestSession()
+	for _, q := range []string{
+		"CREATE PROCEDURE p() BEGIN DELETE FROM conv_msg WHERE conv_id = 1; END",
+		"CREATE TRIGGER t BEFORE INSERT ON conv_msg FOR EACH ROW SET NEW.seq = 1",
+		"CREATE PROCEDURE p() BEGIN PREPARE s FROM @sql; EXECUTE s; END",
+		"CALL p((SELECT MAX(seq) FROM conv_msg))",
+	} {
+		_, err := s.Query(q)
+		expectCode(t, err, CodeNotSupported)
+		if _, err := s.Prepare(q); err == nil {
+			t.Fatalf("prepared %s: accepted", q)
+		}
+	}
+	expectLog(t, rec)
+
+	// A transaction pinned to a shard cannot CALL: the procedure runs on the
+	// default datasource. The transaction stays usable.
+	for _, q := range []string{"BEGIN", "SELECT seq FROM conv_msg WHERE conv_id = 42"} {
+		if _, err := s.Query(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := s.Query("CALL p()")
+	expectCode(t, err, CodeCrossShardTxn)
+	if _, err := s.Query("COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	log := rec.take()
+	if len(log) != 3 || !strings.HasSuffix(log[2], "COMMIT") {
+		t.Fatalf("backend log %q", log)
+	}
+
+	// A client without CLIENT_MULTI_RESULTS cannot CALL inside a transaction
+	// (outside one, its CALL gets a connection with its own capabilities).
+	s.SetMultiResults(false, false)
+	if _, err := s.Query("BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Query("CALL p()")
+	expectCode(t, err, CodeNotSupported)
+	expectLog(t, rec)
+}
+
+func TestCallChainAndTransactions(t *testing.T) {
+	s, rec := newTestSession()
+	r, err := s.Query("CALL p(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead := s.TakeLeading()
+	if len(lead) != 1 || !lead[0].HasResultset() || r.HasResultset() {
+		t.Fatalf("leading %v, final %+v", lead, r)
+	}
+	if s.TakeLeading() != nil {
+		t.Fatal("TakeLeading did not forget")
+	}
+	if s.InTransaction() {
+		t.Fatal("in a transaction after a plain CALL")
+	}
+	expectLog(t, rec, "ds0#1 all: CALL p(1)")
+
+	// Prepared: the backend describes it, EXECUTE runs it prepared.
+	p, err := s.Prepare("CALL p(?)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Params != 1 {
+		t.Fatalf("params %d", p.Params)
+	}
+	if _, err := s.Execute(p, []any{int64(7)}); err != nil {
+		t.Fatal(err)
+	}
+	expectLog(t, rec, "ds0#2 describe: CALL p(?)", "ds0#3 all prepared[7]: CALL p(?)")
+	if len(s.TakeLeading()) != 1 {
+		t.Fatal("no leading result set from a prepared CALL")
+	}
+	if _, err := s.Query("CALL p(?)"); err == nil {
+		t.Fatal("a text CALL with ? was accepted")
+	}
+
+	// A procedure that leaves a transaction open: the session follows it on
+	// that connection until COMMIT.
+	if _, err := s.Query("CALL opens_txn()"); err != nil {
+		t.Fatal(err)
+	}
+	if !s.InTransaction() {
+		t.Fatal("the transaction the procedure opened was lost")
+	}
+	for _, q := range []string{"INSERT INTO audit (a) VALUES (1)", "COMMIT"} {
+		if _, err := s.Query(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectLog(t, rec, "ds0#4 all: CALL opens_txn()", "ds0#4 text: INSERT INTO audit (a) VALUES (1)", "ds0#4 text: COMMIT")
+
+	// Inside a transaction the CALL pins it to the default datasource; a
+	// procedure that ends it (its final OK without IN_TRANS) ends the
+	// session's too.
+	for _, q := range []string{"BEGIN", "CALL p()"} {
+		if _, err := s.Query(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.InTransaction() {
+		t.Fatal("the session still believes in a transaction the procedure ended")
+	}
+	expectLog(t, rec, "ds0#5 text: BEGIN", "ds0#5 all: CALL p()")
+}
+
+func TestSplitWithRoutineBody(t *testing.T) {
+	s, _ := newTestSession()
+	parts, err := s.Split("DROP PROCEDURE IF EXISTS p; CREATE PROCEDURE p() BEGIN SELECT 1; SELECT 2; END")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parts) != 2 || parts[1] != " CREATE PROCEDURE p() BEGIN SELECT 1; SELECT 2; END" {
+		t.Fatalf("parts %q", parts)
+	}
+	// Every statement is checked before any runs.
+	for _, q := range []string{"DROP PROCEDURE p; SELEC 1", "SELECT 1; CREATE PROCEDURE p() DELETE FROM conv_msg"} {
+		if _, err := s.Split(q); err == nil {
+			t.Fatalf("%s: accepted", q)
+		}
+	}
+}

@@ -1,0 +1,377 @@
+package rewrite
+
+import (
+	"strings"
+
+	"github.com/convoy-im/convoy/router"
+)
+
+// The parser knows neither routine bodies (BEGIN ... END with DECLARE,
+// SIGNAL, handlers, loops) nor most routine statements, so they are
+// recognised here from their leading keywords, checked on their tokens, and
+// sent to the default datasource byte for byte. A stored routine, trigger or
+// event runs inside one MariaDB server: it cannot see the 1024 shards, so
+// one that names a sharded table is refused, and so is dynamic SQL, whose
+// tables nobody can see before it runs.
+
+// RoutineKind says how a routine statement runs.
+type RoutineKind int
+
+const (
+	// RoutineDefine is CREATE / ALTER of a procedure, function, trigger or
+	// event: stored code, checked here, and an implicit commit.
+	RoutineDefine RoutineKind = iota + 1
+	// RoutineDrop is DROP PROCEDURE / FUNCTION / TRIGGER / EVENT: an
+	// implicit commit.
+	RoutineDrop
+	// RoutineCall runs stored code now: CALL, or an anonymous compound
+	// statement (BEGIN NOT ATOMIC ... END, IF ... END IF, a loop). It may
+	// answer with several result sets before its final OK.
+	RoutineCall
+	// RoutineShow reads routine metadata (SHOW CREATE PROCEDURE, SHOW
+	// PROCEDURE STATUS, SHOW TRIGGERS, ...).
+	RoutineShow
+)
+
+// Routine is a routine statement found by ClassifyRoutine.
+type Routine struct {
+	Kind RoutineKind
+	// What names the statement for messages: "CREATE PROCEDURE", "CALL", ...
+	What string
+	// Body: the statement carries code of its own (CREATE / ALTER of stored
+	// code, a compound statement), which may hold ';' and so is never split
+	// from the statements after it.
+	Body bool
+	// Params counts the `?` placeholders.
+	Params int
+	// UserVars are the user variables the statement names (lower-case,
+	// plain names only), for RoutineCall: after it runs they are read back,
+	// so `CALL p(@out); SELECT @out` sees the OUT value.
+	UserVars []string
+}
+
+// maxReadBack bounds the user variables read back after one CALL.
+const maxReadBack = 64
+
+// ClassifyRoutine recognises a routine statement by its leading keywords
+// (comments skipped, executable comments read as SQL, as MariaDB does). It
+// returns nil, nil for any other statement. A routine statement that may
+// touch a sharded table (one of router.ShardedTables() among its names,
+// compared case-sensitively as MariaDB compares table names) or runs
+// dynamic SQL (PREPARE / EXECUTE) is refused with an *UnsupportedError.
+// CheckComments must have accepted sql.
+func ClassifyRoutine(sql string) (*Routine, error) {
+	sc := scanner{s: sql}
+	r := leadingRoutine(&sc)
+	if r == nil {
+		return nil, nil
+	}
+	checkCode := r.Kind == RoutineDefine || r.Kind == RoutineCall
+	seen := map[string]bool{}
+	for t := sc.next(); t.kind != tokEnd; t = sc.next() {
+		switch t.kind {
+		case tokParam:
+			r.Params++
+		case tokUserVar:
+			if name := strings.ToLower(t.text); r.Kind == RoutineCall && plainVar(name) && !seen[name] && len(r.UserVars) < maxReadBack {
+				seen[name] = true
+				r.UserVars = append(r.UserVars, name)
+			}
+		case tokWord, tokQuoted:
+			if !checkCode {
+				continue
+			}
+			if _, sharded := router.ShardKeyColumn(t.text); sharded {
+				return nil, unsupported("%s naming the sharded table %s is not supported through Convoy: stored code runs inside one MariaDB server, which cannot see the table's 1024 shards; run the statements from the application", r.What, t.text)
+			}
+			if t.kind == tokWord && (strings.EqualFold(t.text, "PREPARE") || strings.EqualFold(t.text, "EXECUTE")) {
+				return nil, unsupported("%s with dynamic SQL (PREPARE / EXECUTE) is not supported through Convoy: nobody can see which tables it would touch, and stored code cannot see the sharded tables", r.What)
+			}
+		}
+	}
+	return r, nil
+}
+
+// plainVar: a user variable name SET @name = ... can name without quotes.
+func plainVar(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if !nameChar(name[i]) || name[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// storedObjects are what CREATE / ALTER / DROP / SHOW CREATE name here.
+var storedObjects = map[string]bool{"PROCEDURE": true, "FUNCTION": true, "TRIGGER": true, "EVENT": true}
+
+// compoundStarts are the statements that begin an anonymous compound
+// statement (MariaDB runs them outside stored programs too).
+var compoundStarts = map[string]bool{"IF": true, "CASE": true, "LOOP": true, "WHILE": true, "REPEAT": true, "FOR": true}
+
+// leadingRoutine reads the leading keywords of a statement; nil when it is
+// not a routine statement.
+func leadingRoutine(sc *scanner) *Routine {
+	first := sc.next()
+	if first.kind != tokWord {
+		return nil
+	}
+	w := strings.ToUpper(first.text)
+	switch w {
+	case "CREATE", "ALTER":
+		t := sc.next()
+		if w == "CREATE" && t.isWord("OR") {
+			if !sc.next().isWord("REPLACE") {
+				return nil
+			}
+			t = sc.next()
+		}
+		if t.isWord("DEFINER") {
+			if !sc.next().isPunct('=') || !sc.skipUser() {
+				return nil
+			}
+			t = sc.next()
+		}
+		if w == "CREATE" && t.isWord("AGGREGATE") {
+			t = sc.next()
+		}
+		obj := strings.ToUpper(t.text)
+		if t.kind != tokWord || !storedObjects[obj] || w == "ALTER" && obj == "TRIGGER" {
+			return nil
+		}
+		return &Routine{Kind: RoutineDefine, What: w + " " + obj, Body: true}
+	case "DROP":
+		t := sc.next()
+		if obj := strings.ToUpper(t.text); t.kind == tokWord && storedObjects[obj] {
+			return &Routine{Kind: RoutineDrop, What: "DROP " + obj}
+		}
+	case "CALL":
+		return &Routine{Kind: RoutineCall, What: "CALL"}
+	case "SHOW":
+		t := sc.next()
+		switch u := strings.ToUpper(t.text); {
+		case t.kind != tokWord:
+		case u == "CREATE":
+			if t2 := sc.next(); t2.kind == tokWord && storedObjects[strings.ToUpper(t2.text)] {
+				return &Routine{Kind: RoutineShow, What: "SHOW CREATE " + strings.ToUpper(t2.text)}
+			}
+		case u == "PROCEDURE" || u == "FUNCTION":
+			if t2 := sc.next(); t2.isWord("STATUS") || t2.isWord("CODE") {
+				return &Routine{Kind: RoutineShow, What: "SHOW " + u + " " + strings.ToUpper(t2.text)}
+			}
+		case u == "TRIGGERS" || u == "EVENTS":
+			return &Routine{Kind: RoutineShow, What: "SHOW " + u}
+		}
+	case "BEGIN":
+		if sc.next().isWord("NOT") && sc.next().isWord("ATOMIC") {
+			return &Routine{Kind: RoutineCall, What: "BEGIN NOT ATOMIC", Body: true}
+		}
+	default:
+		if compoundStarts[w] {
+			return &Routine{Kind: RoutineCall, What: w, Body: true}
+		}
+		// label: BEGIN NOT ATOMIC / LOOP / WHILE / REPEAT / FOR
+		if !sc.next().isPunct(':') {
+			return nil
+		}
+		t := sc.next()
+		switch u := strings.ToUpper(t.text); {
+		case t.kind != tokWord:
+		case u == "BEGIN":
+			if sc.next().isWord("NOT") && sc.next().isWord("ATOMIC") {
+				return &Routine{Kind: RoutineCall, What: "BEGIN NOT ATOMIC", Body: true}
+			}
+		case u == "LOOP" || u == "WHILE" || u == "REPEAT" || u == "FOR":
+			return &Routine{Kind: RoutineCall, What: u, Body: true}
+		}
+	}
+	return nil
+}
+
+// SplitRoutines cuts a multi-statement query that holds a routine statement
+// into its statements' texts. The parser cannot split such a text (it does
+// not know routine bodies), so statements are cut at each ';' outside
+// quotes and comments, except that a statement with a body (CREATE
+// PROCEDURE ... BEGIN ...; ...; END) runs to the end of the text: where its
+// body ends only MariaDB's grammar knows, and a body cut short would run
+// its inner statements on their own. The server then refuses the text if
+// more follows the body (nothing runs). ok is false when no statement of
+// sql is a routine statement (the parser splits it as before).
+func SplitRoutines(sql string) (parts []string, ok bool) {
+	start := 0
+	for start < len(sql) {
+		sc := scanner{s: sql, i: start}
+		r := leadingRoutine(&sc)
+		if r != nil {
+			ok = true
+			if r.Body {
+				return append(parts, sql[start:]), true
+			}
+		}
+		end := statementEnd(sql, start)
+		if stmt := sql[start:end]; !onlyBlank(stmt) {
+			parts = append(parts, stmt)
+		}
+		start = end + 1
+	}
+	return parts, ok
+}
+
+// statementEnd returns the index of the first ';' from start that is
+// outside quotes and comments (len(sql) when there is none).
+func statementEnd(sql string, start int) int {
+	sc := scanner{s: sql, i: start}
+	for {
+		t := sc.next()
+		if t.kind == tokEnd {
+			return len(sql)
+		}
+		if t.isPunct(';') && !sc.inExec {
+			return t.at
+		}
+	}
+}
+
+// onlyBlank: no token at all (blanks and comments).
+func onlyBlank(s string) bool {
+	sc := scanner{s: s}
+	return sc.next().kind == tokEnd
+}
+
+type tokKind int
+
+const (
+	tokEnd     tokKind = iota
+	tokWord            // a bare word: keyword, name or number
+	tokQuoted          // a `quoted` name (text: unquoted)
+	tokString          // '...' or "..." (ANSI_QUOTES is refused through Convoy)
+	tokParam           // ?
+	tokUserVar         // @name, @'name', @`name` (text: the name)
+	tokSysVar          // @@name
+	tokPunct           // any other byte
+)
+
+type token struct {
+	kind tokKind
+	text string
+	at   int // offset in the statement
+}
+
+func (t token) isWord(w string) bool { return t.kind == tokWord && strings.EqualFold(t.text, w) }
+
+func (t token) isPunct(c byte) bool { return t.kind == tokPunct && t.text[0] == c }
+
+// scanner reads the tokens of a statement as MariaDB's lexer sees them:
+// comments are skipped, `/*! ... */` contents are read as SQL (the version
+// number skipped: CheckComments refused the versions MariaDB would not run).
+type scanner struct {
+	s      string
+	i      int
+	inExec bool // inside an executable comment
+}
+
+func (sc *scanner) next() token {
+	s := sc.s
+	for sc.i < len(s) {
+		at := sc.i
+		c := s[at]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
+			sc.i++
+		case c == '#':
+			sc.i = skipLine(s, at)
+		case c == '-' && at+1 < len(s) && s[at+1] == '-' && (at+2 == len(s) || s[at+2] <= ' '):
+			sc.i = skipLine(s, at)
+		case c == '/' && at+1 < len(s) && s[at+1] == '*':
+			body := at + 2
+			if body < len(s) && s[body] == '!' && !sc.inExec {
+				j := body + 1
+				for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+					j++
+				}
+				sc.i, sc.inExec = j, true
+				continue
+			}
+			end := indexFrom(s, body, "*/")
+			if end < 0 {
+				sc.i = len(s)
+			} else {
+				sc.i = end + 2
+			}
+		case c == '*' && sc.inExec && at+1 < len(s) && s[at+1] == '/':
+			sc.i, sc.inExec = at+2, false
+		case c == '\'' || c == '"':
+			end := min(skipQuoted(s, at), len(s)-1)
+			sc.i = end + 1
+			return token{kind: tokString, text: s[at : end+1], at: at}
+		case c == '`':
+			end := skipQuoted(s, at)
+			sc.i = min(end+1, len(s))
+			return token{kind: tokQuoted, text: strings.ReplaceAll(s[at+1:min(end, len(s))], "``", "`"), at: at}
+		case c == '?':
+			sc.i++
+			return token{kind: tokParam, text: "?", at: at}
+		case c == '@':
+			return sc.variable(at)
+		case nameChar(c):
+			j := at + 1
+			for j < len(s) && nameChar(s[j]) {
+				j++
+			}
+			sc.i = j
+			return token{kind: tokWord, text: s[at:j], at: at}
+		default:
+			sc.i++
+			return token{kind: tokPunct, text: s[at : at+1], at: at}
+		}
+	}
+	return token{kind: tokEnd, at: len(s)}
+}
+
+// variable reads @name, @'name', @`name` or @@[scope.]name at at.
+func (sc *scanner) variable(at int) token {
+	s := sc.s
+	j := at + 1
+	kind := tokUserVar
+	if j < len(s) && s[j] == '@' {
+		kind = tokSysVar
+		j++
+	}
+	if kind == tokUserVar && j < len(s) && (s[j] == '\'' || s[j] == '"' || s[j] == '`') {
+		end := skipQuoted(s, j)
+		sc.i = min(end+1, len(s))
+		// Quoted names are read back only when they are plain (plainVar).
+		return token{kind: tokUserVar, text: s[j+1 : min(end, len(s))], at: at}
+	}
+	k := j
+	for k < len(s) && (nameChar(s[k]) || s[k] == '.') {
+		k++
+	}
+	sc.i = k
+	return token{kind: kind, text: s[j:k], at: at}
+}
+
+// skipUser reads the account of a DEFINER clause: user[@host] (names bare,
+// quoted or backquoted), CURRENT_USER[()] or a role name.
+func (sc *scanner) skipUser() bool {
+	t := sc.next()
+	switch t.kind {
+	case tokWord, tokQuoted, tokString:
+	default:
+		return false
+	}
+	save := *sc
+	switch n := sc.next(); {
+	case n.kind == tokUserVar: // @host
+	case n.isPunct('(') && (t.isWord("CURRENT_USER") || t.isWord("CURRENT_ROLE")):
+		if !sc.next().isPunct(')') {
+			return false
+		}
+	default:
+		*sc = save
+	}
+	return true
+}
