@@ -16,8 +16,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -461,6 +463,189 @@ func TestHostileInLists(t *testing.T) {
 		t.Logf("prepared IN list of %d: mariadb %v, convoy %v", n, want, got)
 		h.pingOK(t, s, fmt.Sprintf("prepared IN list of %d", n))
 	}
+}
+
+// TestHostileManyParams: every count the protocol allows for a prepared
+// statement (2-byte fields: up to 65,535 parameters and 65,535 columns)
+// works through Convoy as on MariaDB, with go-sql-driver's server-side
+// prepared statements: unsharded INSERT / SELECT, 65,535 result columns,
+// 65,535 parameters and columns at once, a sharded single-shard SELECT with
+// 65,534 IN values and a multi-row INSERT split over many shards. The
+// PREPARE responses carry the backend's own column definitions, exactly
+// MariaDB's (they go out in 64 KiB pieces, so they are rewritten as they
+// are written).
+func TestHostileManyParams(t *testing.T) {
+	s := newStack(t)
+	h := openPair(t, s, "")
+	hostileSeed(t, h)
+	ctx := context.Background()
+	const maxParams = 65535
+	for _, c := range []*sql.Conn{h.ref, h.cv} {
+		if _, err := c.ExecContext(ctx, "CREATE TABLE wide (id INT PRIMARY KEY, v INT)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marks := func(n int, mark string) string { return strings.TrimSuffix(strings.Repeat(mark+", ", n), ", ") }
+	ints := func(n int, f func(i int) int64) []any {
+		a := make([]any, n)
+		for i := range a {
+			a[i] = f(i)
+		}
+		return a
+	}
+	cases := []struct {
+		name  string
+		q     string
+		args  []any
+		write bool
+	}{
+		{"unsharded INSERT, 65535 parameters", "INSERT INTO wide (id) VALUES " + marks(maxParams, "(?)"),
+			ints(maxParams, func(i int) int64 { return int64(2*i + 1) }), true},
+		{"unsharded IN list, 65535 parameters", "SELECT COUNT(*), SUM(id) FROM wide WHERE id IN (" + marks(maxParams, "?") + ")",
+			ints(maxParams, func(i int) int64 { return int64(i + 1) }), false},
+		{"65535 columns", "SELECT " + marks(maxParams, "id") + " FROM wide WHERE id = ?", []any{int64(7)}, false},
+		{"65535 parameters and 65535 columns", "SELECT " + marks(maxParams, "id + ?") + " FROM wide WHERE id = 7",
+			ints(maxParams, func(i int) int64 { return int64(i) }), false},
+		{"sharded key and 65534 IN values", "SELECT COUNT(*), SUM(msg_id) FROM conv_msg WHERE conv_id = ? AND msg_id IN (" + marks(maxParams-1, "?") + ")",
+			append([]any{int64(42)}, ints(maxParams-1, func(i int) int64 { return int64(4200 + i%4) })...), false},
+		{"sharded multi-row INSERT, 65535 parameters", "INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES " + marks(maxParams/5, "(?, ?, ?, ?, ?)"),
+			func() []any {
+				var a []any
+				for i := range maxParams / 5 {
+					a = append(a, int64(i%997), int64(i), int64(i%7+1), int64(100000+i), "2026-01-01 00:00:00")
+				}
+				return a
+			}(), true},
+		{"sharded rows written", "SELECT COUNT(*), SUM(msg_id), SUM(uid * seq) FROM im_inbox", nil, false},
+	}
+	nPanics := len(s.convoy.panics())
+	for _, c := range cases {
+		if strings.Count(c.q, "?") != len(c.args) || len(c.args) > maxParams {
+			t.Fatalf("%s: %d placeholders, %d arguments", c.name, strings.Count(c.q, "?"), len(c.args))
+		}
+		start := time.Now()
+		var want, got outcome
+		if c.write {
+			want, got = execOutcome(ctx, h.ref, c.q, c.args...), execOutcome(ctx, h.cv, c.q, c.args...)
+		} else {
+			want, got = queryOutcome(ctx, h.ref, c.q, c.args...), queryOutcome(ctx, h.cv, c.q, c.args...)
+		}
+		t.Logf("%s: mariadb %s, convoy %s (%s, both)", c.name, brief(want), brief(got), time.Since(start).Round(time.Millisecond))
+		if want.errno != 0 {
+			t.Errorf("%s: fails on MariaDB itself: %v", c.name, want.errText)
+		}
+		if !same(want, got, false) {
+			t.Errorf("%s: convoy %s (%s), mariadb %s", c.name, brief(got), got.errText, brief(want))
+		}
+		h.pingOK(t, s, c.name)
+		s.convoy.noNewPanics(t, &nPanics, c.name)
+	}
+
+	// The PREPARE responses byte for byte: the backend's column definitions
+	// (not go-mysql's empty placeholders) for every column, every sequence
+	// number as MariaDB numbers them (they wrap at 256).
+	rp := openRawPair(t, s)
+	for _, q := range []string{cases[0].q, cases[2].q, cases[3].q} {
+		want, werr := rawPrepareResponse(rp.ref, q)
+		got, gerr := rawPrepareResponse(rp.cv, q)
+		if werr != nil || gerr != nil {
+			t.Fatalf("raw PREPARE: mariadb %v, convoy %v", werr, gerr)
+		}
+		// The statement ids differ (both count their own).
+		want[0].payload, got[0].payload = slices.Clone(want[0].payload), slices.Clone(got[0].payload)
+		copy(want[0].payload[1:5], []byte{0, 0, 0, 0})
+		copy(got[0].payload[1:5], []byte{0, 0, 0, 0})
+		if len(want) != len(got) {
+			t.Errorf("PREPARE of %.40s...: %d packets through convoy, %d from mariadb", q, len(got), len(want))
+			continue
+		}
+		diffs := 0
+		for i := range want {
+			if want[i].seq != got[i].seq || !bytes.Equal(want[i].payload, got[i].payload) {
+				if diffs++; diffs <= 3 {
+					t.Errorf("PREPARE of %.40s...: packet %d of %d: convoy %v, mariadb %v", q, i, len(want), got[i], want[i])
+				}
+			}
+		}
+	}
+	s.convoy.alive(t, "many parameters")
+}
+
+// execOutcome runs a statement with Exec and records affected rows and the
+// insert id.
+func execOutcome(ctx context.Context, c *sql.Conn, q string, args ...any) outcome {
+	res, err := c.ExecContext(ctx, q, args...)
+	if err != nil {
+		return errOutcome(err)
+	}
+	var o outcome
+	o.affected, _ = res.RowsAffected()
+	o.lastID, _ = res.LastInsertId()
+	return o
+}
+
+// brief prints an outcome without its (possibly 65,535-column) details.
+func brief(o outcome) string {
+	if o.errno != 0 {
+		return fmt.Sprintf("error %d", o.errno)
+	}
+	first := ""
+	if len(o.rows) > 0 && len(o.rows[0]) > 0 {
+		first = strings.Join(o.rows[0][:min(3, len(o.rows[0]))], ",")
+	}
+	return fmt.Sprintf("%d columns, %d rows [%s], affected %d", len(o.cols), len(o.rows), first, o.affected)
+}
+
+// wirePkt is one packet as it came over the wire.
+type wirePkt struct {
+	seq     byte
+	payload []byte
+}
+
+func (p wirePkt) String() string {
+	if len(p.payload) > 40 {
+		return fmt.Sprintf("seq %d %x...(%d bytes)", p.seq, p.payload[:40], len(p.payload))
+	}
+	return fmt.Sprintf("seq %d %x", p.seq, p.payload)
+}
+
+// rawPrepareResponse sends COM_STMT_PREPARE and returns every packet of
+// the reply with its sequence number.
+func rawPrepareResponse(c *client.Conn, q string) ([]wirePkt, error) {
+	c.ResetSequence()
+	if err := c.WritePacket(append(make([]byte, 4), comPrepare(q)...)); err != nil {
+		return nil, err
+	}
+	nc := c.Conn.Conn
+	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	defer nc.SetReadDeadline(time.Time{})
+	var out []wirePkt
+	read := func() error {
+		var hdr [4]byte
+		if _, err := io.ReadFull(c.Conn.Conn, hdr[:]); err != nil {
+			return err
+		}
+		p := make([]byte, int(hdr[0])|int(hdr[1])<<8|int(hdr[2])<<16)
+		if _, err := io.ReadFull(c.Conn.Conn, p); err != nil {
+			return err
+		}
+		out = append(out, wirePkt{hdr[3], p})
+		return nil
+	}
+	if err := read(); err != nil {
+		return nil, err
+	}
+	if out[0].payload[0] != 0 || len(out[0].payload) < 9 {
+		return out, fmt.Errorf("PREPARE refused: %v", out[0])
+	}
+	for _, n := range []uint16{binary.LittleEndian.Uint16(out[0].payload[7:]), binary.LittleEndian.Uint16(out[0].payload[5:])} {
+		for i := 0; n > 0 && i <= int(n); i++ { // n definitions and their EOF
+			if err := read(); err != nil {
+				return out, err
+			}
+		}
+	}
+	return out, nil
 }
 
 // ---- raw protocol --------------------------------------------------------

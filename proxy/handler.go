@@ -187,7 +187,7 @@ func (h *handler) HandleStmtPrepare(q string) (int, int, any, error) {
 		return 0, 0, nil, h.fail(err, cmdStmtPrepare, q)
 	}
 	h.stmts++
-	if h.cc != nil && len(p.Fields) > 0 {
+	if h.cc != nil {
 		cols := make([][]byte, len(p.Fields))
 		for i, f := range p.Fields {
 			cols[i] = f.Dump()

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -193,29 +194,106 @@ func TestPatchOKStatus(t *testing.T) {
 	}
 }
 
-func TestReplacePrepareColumns(t *testing.T) {
-	ok := []byte{0, 7, 0, 0, 0, 2, 0, 1, 0, 0, 0, 0} // stmt 7, 2 columns, 1 param
-	eof := []byte{0xfe, 0, 0, 2, 0}
+// TestPrepareColumnsRewrite: the PREPARE response go-mysql writes (one
+// packet per Write, as its packet.Conn does) gets the backend's column
+// definitions, also when it has 65,535 parameters and columns and so goes
+// out in many writeChunk pieces; sequence numbers (wrapping at 256) are
+// kept; parameter definitions become MariaDB's; an error or a response
+// with another column count passes unchanged.
+func TestPrepareColumnsRewrite(t *testing.T) {
 	placeholder := (&mysql.Field{}).Dump()
-	var buf []byte
-	for i, p := range [][]byte{ok, (&mysql.Field{Name: []byte("?")}).Dump(), eof, placeholder, placeholder, eof} {
-		buf = appendPackets(buf, p, byte(i+1))
+	param := (&mysql.Field{Name: []byte("?")}).Dump()
+	eof := []byte{0xfe, 0, 0, 2, 0}
+	okPkt := func(cols, params int) []byte {
+		b := []byte{0, 7, 0, 0, 0}
+		b = binary.LittleEndian.AppendUint16(b, uint16(cols))
+		b = binary.LittleEndian.AppendUint16(b, uint16(params))
+		return append(b, 0, 0, 0)
 	}
-	cols := [][]byte{(&mysql.Field{Name: []byte("seq")}).Dump(), (&mysql.Field{Name: []byte("msg_id")}).Dump()}
-	out := replacePrepareColumns(append([]byte(nil), buf...), cols)
-	var want []byte
-	for i, p := range [][]byte{ok, (&mysql.Field{Name: []byte("?")}).Dump(), eof, cols[0], cols[1], eof} {
-		want = appendPackets(want, p, byte(i+1))
+	// response lists the payloads of a PREPARE OK response.
+	response := func(params int, cols [][]byte, param []byte) [][]byte {
+		out := [][]byte{okPkt(len(cols), params)}
+		if params > 0 {
+			for range params {
+				out = append(out, param)
+			}
+			out = append(out, eof)
+		}
+		if len(cols) > 0 {
+			out = append(out, cols...)
+			out = append(out, eof)
+		}
+		return out
 	}
-	if !bytes.Equal(out, want) {
-		t.Fatalf("\n got %x\nwant %x", out, want)
+	// send writes payloads through a clientConn as go-mysql does and
+	// returns what reached the socket.
+	send := func(cols [][]byte, payloads [][]byte) []byte {
+		rc := &recordConn{}
+		l := &clientConn{Conn: rc, stmts: newStmtWire(1 << 20)}
+		if cols != nil {
+			l.setPrepareColumns(cols)
+		}
+		seq := uint8(1)
+		for _, p := range payloads {
+			if _, err := l.Write(appendPackets(nil, p, seq)); err != nil {
+				t.Fatal(err)
+			}
+			seq++
+		}
+		if err := l.endCommand(); err != nil {
+			t.Fatal(err)
+		}
+		return rc.out.Bytes()
+	}
+	frame := func(payloads [][]byte) []byte {
+		var b []byte
+		for i, p := range payloads {
+			b = appendPackets(b, p, byte(i+1))
+		}
+		return b
+	}
+	named := func(n int) [][]byte {
+		cols := make([][]byte, n)
+		for i := range cols {
+			cols[i] = (&mysql.Field{Name: []byte(fmt.Sprintf("c%d", i)), Type: mysql.MYSQL_TYPE_LONGLONG}).Dump()
+		}
+		return cols
+	}
+	placeholders := func(n int) [][]byte {
+		cols := make([][]byte, n)
+		for i := range cols {
+			cols[i] = placeholder
+		}
+		return cols
+	}
+	for _, c := range []struct{ params, cols int }{{1, 2}, {0, 3}, {2, 0}, {65535, 1}, {2, 65535}, {65535, 65535}} {
+		cols := named(c.cols)
+		got := send(cols, response(c.params, placeholders(c.cols), param))
+		if want := frame(response(c.params, cols, paramDefinition)); !bytes.Equal(got, want) {
+			t.Errorf("%d params, %d columns: rewritten response differs (%d bytes, want %d)", c.params, c.cols, len(got), len(want))
+		}
+		if c.params+c.cols > 60000 && len(got) < 2*writeChunk {
+			t.Errorf("%d params, %d columns: case too small to be sent in pieces", c.params, c.cols)
+		}
 	}
 	// A count mismatch or an error response is left alone.
-	if got := replacePrepareColumns(buf, cols[:1]); !bytes.Equal(got, buf) {
+	resp := response(1, placeholders(2), param)
+	if got := send(named(1), resp); !bytes.Equal(got, frame(resp)) {
 		t.Error("rewrote a response with another column count")
 	}
-	errPkt := appendPackets(nil, []byte{0xff, 0x28, 0x04, '#', '4', '2', '0', '0', '0', 'x'}, 1)
-	if got := replacePrepareColumns(errPkt, cols); !bytes.Equal(got, errPkt) {
+	errResp := [][]byte{{0xff, 0x28, 0x04, '#', '4', '2', '0', '0', '0', 'x'}}
+	if got := send(named(2), errResp); !bytes.Equal(got, frame(errResp)) {
 		t.Error("rewrote an error response")
+	}
+	// The next command's response is not touched.
+	rc := &recordConn{}
+	l := &clientConn{Conn: rc, stmts: newStmtWire(1 << 20)}
+	l.setPrepareColumns(named(1))
+	_ = l.endCommand() // PREPARE failed before go-mysql wrote anything
+	_, _ = l.Write(appendPackets(nil, okPkt(1, 0), 1))
+	_, _ = l.Write(appendPackets(nil, placeholder, 2))
+	_ = l.endCommand()
+	if want := frame([][]byte{okPkt(1, 0), placeholder}); !bytes.Equal(rc.out.Bytes(), want) {
+		t.Error("a later response was rewritten")
 	}
 }

@@ -293,9 +293,6 @@ func (w *wire) okResult(p []byte) (*mysql.Result, error) {
 	return r, nil
 }
 
-// maxColumns is MySQL's own limit on the columns of a table or result.
-const maxColumns = 4096
-
 // result reads the response to a query or EXECUTE: an OK, the server's
 // error, or a result set (rows raw: text or binary protocol as the command
 // asked).
@@ -317,8 +314,11 @@ func (w *wire) result() (*mysql.Result, error) {
 		// for a file breaks the protocol: answer "no file", then drop it.
 		return nil, w.refuseLocalFile()
 	}
+	// No bound on the count: a table has at most 4096 columns, but a SELECT
+	// list has none (MariaDB sends 70,000 columns if asked). columns only
+	// allocates for the definitions that really arrive.
 	count, n, ok := lenenc(p)
-	if !ok || n != len(p) || count == 0 || count > maxColumns {
+	if !ok || n != len(p) || count == 0 || count > math.MaxInt32 {
 		return nil, protocolError("bad column count packet")
 	}
 	rs := &mysql.Resultset{}
@@ -344,19 +344,23 @@ func (w *wire) result() (*mysql.Result, error) {
 	}
 }
 
-// columns reads count column definitions and the EOF after them.
+// columns reads count column definitions and the EOF after them. Memory
+// grows with the definitions read, not with the count a server announced.
 func (w *wire) columns(buf []byte, count int) ([]byte, []*mysql.Field, error) {
-	store := make([]mysql.Field, count)
-	fields := make([]*mysql.Field, count)
-	for i := range fields {
+	store := make([]mysql.Field, 0, min(count, preallocColumns))
+	for range count {
 		var p []byte
 		var err error
 		if buf, p, err = w.readPacket(buf); err != nil {
 			return buf, nil, err
 		}
-		if err := parseField(&store[i], p); err != nil {
+		store = append(store, mysql.Field{})
+		if err := parseField(&store[len(store)-1], p); err != nil {
 			return buf, nil, err
 		}
+	}
+	fields := make([]*mysql.Field, count)
+	for i := range fields {
 		fields[i] = &store[i]
 	}
 	buf, p, err := w.readPacket(buf)
@@ -371,6 +375,10 @@ func (w *wire) columns(buf []byte, count int) ([]byte, []*mysql.Field, error) {
 	}
 	return buf, fields, nil
 }
+
+// preallocColumns: definitions allocated up front for a result set; a wider
+// one grows as its definitions arrive.
+const preallocColumns = 64
 
 // skipDefinitions reads count definitions and the EOF after them, keeping
 // nothing: a PREPARE's parameter definitions (up to 65535) carry nothing
@@ -578,12 +586,11 @@ func (w *wire) prepare(sql string) (*stmt, error) {
 	if len(p) < 12 || p[0] != mysql.OK_HEADER {
 		return nil, protocolError("bad COM_STMT_PREPARE reply")
 	}
+	// Both counts are 2-byte fields: 0..65535 parameters (MariaDB's own
+	// limit on placeholders) and columns, all accepted.
 	st := &stmt{id: binary.LittleEndian.Uint32(p[1:])}
 	ncols := int(binary.LittleEndian.Uint16(p[5:]))
 	st.params = int(binary.LittleEndian.Uint16(p[7:]))
-	if ncols > maxColumns {
-		return nil, protocolError("COM_STMT_PREPARE reply with %d columns", ncols)
-	}
 	if st.params > 0 {
 		if err := w.skipDefinitions(st.params); err != nil {
 			return nil, err
