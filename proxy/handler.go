@@ -63,6 +63,9 @@ func (h *handler) fail(err error, cmd, sql string) error {
 func (h *handler) startSession() {
 	h.sess.SetAdmin(h.user.Admin)
 	h.sess.SetClient(h.user.Name, h.host, h.conn.ConnectionID())
+	if h.cc != nil {
+		h.sess.SetMaxAllowedPacket(int64(h.cc.max))
+	}
 	h.syncStatus()
 }
 

@@ -201,11 +201,16 @@ func (l *clientConn) nextPacket() error {
 	size := int(hdr[0]) | int(hdr[1])<<8 | int(hdr[2])<<16
 	first := !l.cont
 	l.logical += size
-	if l.logical > l.max {
+	if l.logical >= l.max {
+		// As MariaDB: a logical packet of max_allowed_packet bytes or more is
+		// refused as soon as the header of the physical packet that reaches
+		// the limit arrives, the error numbered after that packet (a split
+		// packet crossing it in its second 16 MiB part gets sequence 2), and
+		// the connection is closed.
 		l.tripped = true
 		_ = l.Flush()
 		writeRawError(l.Conn, hdr[3]+1, mysql.ER_NET_PACKET_TOO_LARGE, "08S01", "Got a packet bigger than 'max_allowed_packet' bytes")
-		l.drain(size)
+		l.drain(size, size == 0xffffff)
 		return errPacketTooLarge
 	}
 	l.cont = size == 0xffffff
@@ -255,15 +260,32 @@ func appendPackets(dst, payload []byte, seq byte) []byte {
 }
 
 // drain reads and drops what the client is still sending of the refused
-// packet (bounded in bytes and time), so that its write completes and it
-// reads the 1153 instead of a connection reset.
-func (l *clientConn) drain(left int) {
-	if left <= 0 {
-		return
-	}
+// logical packet, the parts after the current one included (bounded in
+// bytes and time), so that its write completes and it reads the 1153
+// instead of a connection reset. MariaDB closes at once, and go-sql-driver
+// then often reports the reset, not the 1153 (TestHostileMaxPacket).
+func (l *clientConn) drain(left int, more bool) {
 	_ = l.Conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-	_, _ = io.CopyN(io.Discard, l.br, int64(min(left, 4*l.max)))
+	budget := int64(max(4*l.max, maxDrain))
+	for budget > 0 {
+		n, err := io.CopyN(io.Discard, l.br, min(int64(left), budget))
+		budget -= n
+		if err != nil || !more || budget <= 0 {
+			return
+		}
+		var hdr [4]byte
+		if _, err := io.ReadFull(l.br, hdr[:]); err != nil {
+			return
+		}
+		left = int(hdr[0]) | int(hdr[1])<<8 | int(hdr[2])<<16
+		more = left == 0xffffff
+	}
 }
+
+// maxDrain: a client whose DSN allows more than the server (go-sql-driver's
+// maxAllowedPacket) may send a statement of a few 16 MiB parts before it
+// reads the refusal; reading and dropping them costs no memory.
+const maxDrain = 64 << 20
 
 // extraCapabilities are announced in the server greeting on top of
 // go-mysql's own set, which has no option for them. Clients such as

@@ -611,6 +611,16 @@ func (w *wire) closeStmt(id uint32) error {
 	return w.send()
 }
 
+// longArg is the size above which a string or []byte argument goes to the
+// server as COM_STMT_SEND_LONG_DATA pieces of at most this size ahead of
+// the EXECUTE (in the same write: the server answers none of them). The
+// server bounds long data per parameter by its max_allowed_packet, not the
+// EXECUTE packet, so a statement whose values the client sent as long data
+// (each up to the session's max_allowed_packet, which is at most the
+// backend's) fits the backend too, as it fits MariaDB directly; inline, two
+// such values, or one at the limit with the statement around it, would not.
+const longArg = 64 << 10
+
 // execute runs COM_STMT_EXECUTE with args (binary-protocol rows back).
 // Argument types are those go-mysql's server decodes from a client's
 // EXECUTE, plus int, uint, bool and string.
@@ -620,7 +630,15 @@ func (w *wire) execute(st *stmt, args []any) (*mysql.Result, error) {
 		return nil, &mysql.MyError{Code: mysql.ER_WRONG_ARGUMENTS, State: "HY000",
 			Message: fmt.Sprintf("Incorrect arguments to mysqld_stmt_execute (statement takes %d parameters, %d given)", st.params, len(args))}
 	}
-	w.begin(mysql.COM_STMT_EXECUTE)
+	w.out = w.out[:0]
+	long := false
+	for i, a := range args {
+		if w.appendLongData(st.id, i, a) {
+			long = true
+		}
+	}
+	at := len(w.out)
+	w.out = append(w.out, 0, 0, 0, 0, mysql.COM_STMT_EXECUTE)
 	w.out = binary.LittleEndian.AppendUint32(w.out, st.id)
 	w.out = append(w.out, mysql.CURSOR_TYPE_NO_CURSOR, 1, 0, 0, 0) // flags, iteration count 1
 	if n := len(args); n > 0 {
@@ -630,6 +648,10 @@ func (w *wire) execute(st *stmt, args []any) (*mysql.Result, error) {
 		types := len(w.out)
 		w.out = append(w.out, make([]byte, 2*n)...)
 		for i, a := range args {
+			if isLong(a) {
+				w.out[types+2*i] = mysql.MYSQL_TYPE_STRING // the value came as long data
+				continue
+			}
 			tp, unsigned, err := w.appendArg(a)
 			if err != nil {
 				return nil, fmt.Errorf("parameter %d: %w", i+1, err)
@@ -643,10 +665,80 @@ func (w *wire) execute(st *stmt, args []any) (*mysql.Result, error) {
 			}
 		}
 	}
-	if err := w.send(); err != nil {
-		return nil, err
+	b := w.frame(at)
+	if cap(w.out) > maxKeptCommand {
+		w.out = nil
 	}
-	return w.result()
+	if err := w.write(b); err != nil {
+		return nil, w.refusal(err)
+	}
+	r, err := w.result()
+	if long && IsServerError(err) {
+		// A statement whose long data the server refused keeps failing
+		// until it is reset (MariaDB); it stays in the connection's cache.
+		if rerr := w.resetStmt(st.id); rerr != nil {
+			return nil, rerr
+		}
+	}
+	return r, err
+}
+
+// isLong reports an argument execute sends as long data.
+func isLong(a any) bool {
+	switch v := a.(type) {
+	case []byte:
+		return len(v) > longArg
+	case string:
+		return len(v) > longArg
+	}
+	return false
+}
+
+// appendLongData appends the COM_STMT_SEND_LONG_DATA packets of argument i
+// (each a command of its own, sequence 0) when it is long.
+func (w *wire) appendLongData(id uint32, i int, a any) bool {
+	if !isLong(a) {
+		return false
+	}
+	var v []byte
+	var s string
+	switch x := a.(type) {
+	case []byte:
+		v = x
+	case string:
+		s = x
+	}
+	n := max(len(v), len(s))
+	for off := 0; off < n; off += longArg {
+		end := min(off+longArg, n)
+		size := 7 + end - off
+		w.out = append(w.out, byte(size), byte(size>>8), byte(size>>16), 0, mysql.COM_STMT_SEND_LONG_DATA)
+		w.out = binary.LittleEndian.AppendUint32(w.out, id)
+		w.out = binary.LittleEndian.AppendUint16(w.out, uint16(i))
+		if v != nil {
+			w.out = append(w.out, v[off:end]...)
+		} else {
+			w.out = append(w.out, s[off:end]...)
+		}
+	}
+	return true
+}
+
+// resetStmt runs COM_STMT_RESET (answered by OK or an error).
+func (w *wire) resetStmt(id uint32) error {
+	w.begin(mysql.COM_STMT_RESET)
+	w.out = binary.LittleEndian.AppendUint32(w.out, id)
+	if err := w.send(); err != nil {
+		return err
+	}
+	_, p, err := w.readPacket(nil)
+	switch {
+	case err != nil:
+		return err
+	case len(p) > 0 && (p[0] == mysql.OK_HEADER || p[0] == mysql.ERR_HEADER):
+		return nil
+	}
+	return protocolError("unexpected reply to COM_STMT_RESET")
 }
 
 // appendArg appends the binary-protocol value of a and returns its type.

@@ -3,8 +3,10 @@ package backend
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -315,6 +317,50 @@ func realConn(t *testing.T) *Conn {
 	}
 	t.Cleanup(c.Release)
 	return c
+}
+
+// TestWirePreparedLongArgs: string and []byte arguments above longArg go
+// as COM_STMT_SEND_LONG_DATA, so a server with max_allowed_packet = 1 MiB
+// takes two values of exactly 1 MiB in one EXECUTE (as MariaDB takes them
+// from a client that sent them as long data), and one beyond its limit
+// fails with the server's error and leaves the statement usable.
+func TestWirePreparedLongArgs(t *testing.T) {
+	const limit = 1 << 20
+	mgr := newTestManager(t, testsvc.StartMariaDB(t, testsvc.WithMariaDBArgs(fmt.Sprintf("--max-allowed-packet=%d", limit))), Options{})
+	c, err := mgr.Acquire(context.Background(), "ds0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Release)
+	a := bytes.Repeat([]byte{0, 'a', 0xff}, limit/3+1)[:limit]
+	b := strings.Repeat("b", limit)
+	sql := "SELECT CONCAT_WS('|', LENGTH(?), MD5(?), ?, LENGTH(?))"
+	want := fmt.Sprintf("%d|%x|7|%d", limit, md5.Sum(a), limit)
+	for round := 0; round < 2; round++ {
+		r, err := c.ExecPrepared(sql, []any{a, a, int64(7), b})
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		vals, err := r.RowDatas[0].Parse(r.Fields, true, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(vals[0].AsString()); got != want {
+			t.Fatalf("round %d: got %s, want %s", round, got, want)
+		}
+	}
+	_, err = c.ExecPrepared(sql, []any{a, append(a, 'x'), int64(7), "c"})
+	var me *mysql.MyError
+	if !errors.As(err, &me) || me.Code != mysql.ER_UNKNOWN_ERROR || !strings.Contains(me.Message, "max_allowed_packet") {
+		t.Fatalf("long data beyond the server's limit: %v, want MariaDB's 1105", err)
+	}
+	r, err := c.ExecPrepared(sql, []any{"x", "y", int64(7), "zz"})
+	if err != nil {
+		t.Fatalf("the statement after refused long data: %v", err)
+	}
+	if vals, _ := r.RowDatas[0].Parse(r.Fields, true, nil); string(vals[0].AsString()) != fmt.Sprintf("1|%x|7|2", md5.Sum([]byte("y"))) {
+		t.Fatalf("the statement after refused long data: %s", vals[0].AsString())
+	}
 }
 
 // TestWirePreparedArgs: every argument type the engine hands to

@@ -60,13 +60,30 @@ func (pl *plan) inlinable(args []any) bool {
 			return false
 		}
 	}
+	for _, a := range args {
+		if bigValue(a) {
+			return false
+		}
+	}
 	return true
 }
 
-// maxInlineBinary bounds a binary value sent as a hex literal (twice its
-// size in the statement); a longer one stays a bound parameter, so the
-// statement does not outgrow the backend's max_allowed_packet first.
-const maxInlineBinary = 64 << 10
+// maxInlineValue bounds a string or []byte value printed into an inlined
+// statement. A longer one stays a bound parameter, which the backend
+// connection sends as long data: values up to max_allowed_packet each, as
+// clients send them as long data to MariaDB, fit the backend that way,
+// where printed into the statement (escaped) they would not.
+const maxInlineValue = 64 << 10
+
+func bigValue(a any) bool {
+	switch v := a.(type) {
+	case []byte:
+		return len(v) > maxInlineValue
+	case string:
+		return len(v) > maxInlineValue
+	}
+	return false
+}
 
 // inlineArgs returns args with the binary values of stored placeholders
 // (an encrypted message body, typically) as binary literals, which
@@ -82,7 +99,7 @@ func (pl *plan) inlineArgs(args []any, utf8Client bool) []any {
 	}
 	var out []any
 	for _, i := range pl.inlineAssigned {
-		if b, ok := args[i].([]byte); ok && len(b) <= maxInlineBinary && !utf8.Valid(b) {
+		if b, ok := args[i].([]byte); ok && len(b) <= maxInlineValue && !utf8.Valid(b) {
 			if out == nil {
 				out = append([]any(nil), args...)
 			}
