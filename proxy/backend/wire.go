@@ -648,7 +648,7 @@ func (w *wire) execute(st *stmt, args []any) (*mysql.Result, error) {
 		types := len(w.out)
 		w.out = append(w.out, make([]byte, 2*n)...)
 		for i, a := range args {
-			if isLong(a) {
+			if IsLongArg(a) {
 				w.out[types+2*i] = mysql.MYSQL_TYPE_STRING // the value came as long data
 				continue
 			}
@@ -683,8 +683,9 @@ func (w *wire) execute(st *stmt, args []any) (*mysql.Result, error) {
 	return r, err
 }
 
-// isLong reports an argument execute sends as long data.
-func isLong(a any) bool {
+// IsLongArg reports an argument ExecPrepared sends as long data (a string
+// or []byte over longArg bytes).
+func IsLongArg(a any) bool {
 	switch v := a.(type) {
 	case []byte:
 		return len(v) > longArg
@@ -697,7 +698,7 @@ func isLong(a any) bool {
 // appendLongData appends the COM_STMT_SEND_LONG_DATA packets of argument i
 // (each a command of its own, sequence 0) when it is long.
 func (w *wire) appendLongData(id uint32, i int, a any) bool {
-	if !isLong(a) {
+	if !IsLongArg(a) {
 		return false
 	}
 	var v []byte

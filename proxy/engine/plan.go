@@ -8,6 +8,7 @@ import (
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
+	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -60,29 +61,16 @@ func (pl *plan) inlinable(args []any) bool {
 			return false
 		}
 	}
+	// Values the backend connection sends as long data (over 64 KiB) stay
+	// bound: that way each may be as large as max_allowed_packet, as when
+	// a client sends it to MariaDB as long data; printed into the statement
+	// (escaped, or as hex) it would not fit.
 	for _, a := range args {
-		if bigValue(a) {
+		if backend.IsLongArg(a) {
 			return false
 		}
 	}
 	return true
-}
-
-// maxInlineValue bounds a string or []byte value printed into an inlined
-// statement. A longer one stays a bound parameter, which the backend
-// connection sends as long data: values up to max_allowed_packet each, as
-// clients send them as long data to MariaDB, fit the backend that way,
-// where printed into the statement (escaped) they would not.
-const maxInlineValue = 64 << 10
-
-func bigValue(a any) bool {
-	switch v := a.(type) {
-	case []byte:
-		return len(v) > maxInlineValue
-	case string:
-		return len(v) > maxInlineValue
-	}
-	return false
 }
 
 // inlineArgs returns args with the binary values of stored placeholders
@@ -99,7 +87,7 @@ func (pl *plan) inlineArgs(args []any, utf8Client bool) []any {
 	}
 	var out []any
 	for _, i := range pl.inlineAssigned {
-		if b, ok := args[i].([]byte); ok && len(b) <= maxInlineValue && !utf8.Valid(b) {
+		if b, ok := args[i].([]byte); ok && !backend.IsLongArg(b) && !utf8.Valid(b) {
 			if out == nil {
 				out = append([]any(nil), args...)
 			}
