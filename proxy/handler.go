@@ -211,6 +211,10 @@ func (h *handler) HandleStmtPrepare(q string) (int, int, any, error) {
 }
 
 func (h *handler) HandleStmtExecute(ctx any, q string, args []any) (*mysql.Result, error) {
+	if h.cc != nil && h.cc.extraPackets > 0 {
+		h.conn.Sequence -= h.cc.extraPackets // the client sent one packet
+		h.cc.extraPackets = 0
+	}
 	p, ok := ctx.(*engine.Prepared)
 	if !ok {
 		return nil, h.fail(&engine.Error{Code: engine.CodeUnknownStmt, Msg: "Unknown prepared statement handler given to mysqld_stmt_execute"}, cmdStmtExecute, "")

@@ -51,6 +51,9 @@ type clientConn struct {
 	// prep, when set, rewrites the PREPARE response being written (see
 	// setPrepareColumns).
 	prep *prepareReply
+	// extraPackets are the packets a rewritten command gained (see
+	// nextPacket); the handler takes them off go-mysql's reply sequence.
+	extraPackets byte
 }
 
 func newClientConn(nc net.Conn, maxPacket int) *clientConn {
@@ -236,6 +239,10 @@ func (l *clientConn) nextPacket() error {
 				writeRawError(l.Conn, hdr[3]+1, reply.Code, reply.State, reply.Message)
 			case out != nil:
 				l.pending = appendPackets(make([]byte, 0, len(out)+8), out, hdr[3])
+				// An EXECUTE with its long data spliced in can reach 16 MiB
+				// and go up as several packets: go-mysql then numbers its
+				// reply after the last of them, the client after its one.
+				l.extraPackets = byte(len(out) / 0xffffff)
 			}
 			return nil
 		}
