@@ -35,6 +35,9 @@ func TestToMySQL(t *testing.T) {
 	if got.Code != 1064 || got.State != "42000" || got.Message != "bad" {
 		t.Errorf("syntax error mapped to %+v", got)
 	}
+	if got := toMySQL(&engine.Error{Code: engine.CodeStatementTimeout, Msg: "slow"}); got.Code != 1969 || got.State != "70100" {
+		t.Errorf("statement timeout mapped to %+v, want MariaDB's ER_STATEMENT_TIMEOUT", got)
+	}
 	if got := toMySQL(fmt.Errorf("plain")); got.Code != 1105 {
 		t.Errorf("plain error mapped to %d", got.Code)
 	}

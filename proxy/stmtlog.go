@@ -117,7 +117,7 @@ func classOf(err error, errno uint16) (failureClass, string) {
 		switch ee.Code {
 		case engine.CodeInternal:
 			return classInternal, ee.Code.String()
-		case engine.CodeBackendUnavailable, engine.CodePoolTimeout, engine.CodeTxnAborted:
+		case engine.CodeBackendUnavailable, engine.CodePoolTimeout, engine.CodeTxnAborted, engine.CodeStatementTimeout:
 			return classUnavailable, ee.Code.String()
 		}
 		return classRefused, ee.Code.String()

@@ -107,6 +107,9 @@ type Watcher struct {
 	cur      atomic.Pointer[router.Snapshot]
 	lastSync atomic.Int64 // unix nanoseconds of the last confirmation, 0 = never
 	stale    atomic.Bool  // mirrors convoy_route_stale
+	// staleSince is when the snapshot stopped being confirmed (unix ns),
+	// for the outage time logged when etcd confirms it again.
+	staleSince atomic.Int64
 
 	started  atomic.Bool
 	ctx      context.Context // canceled by Close; owns the goroutine
@@ -370,7 +373,7 @@ func (w *Watcher) resync(ctx context.Context, source string) (int64, error) {
 	st, err := w.store.read(ctx)
 	if err != nil {
 		if !w.stale.Load() {
-			w.log.Warn("cannot read routes from etcd; serving the last snapshot",
+			w.log.Warn("etcd lost: cannot read routes; serving the last snapshot until it answers",
 				zap.String("source", source), zap.Int64("serving_version", w.cur.Load().Version()), zap.Error(err))
 		}
 		w.setStale()
@@ -457,12 +460,15 @@ func (w *Watcher) confirm() {
 	w.m.lastSync.Set(float64(now.UnixNano()) / 1e9)
 	w.m.stale.Set(0)
 	if w.stale.Swap(false) {
-		w.log.Info("routes confirmed by etcd again", zap.Int64("version", w.cur.Load().Version()))
+		w.log.Info("etcd regained: routes confirmed by etcd again", zap.Int64("version", w.cur.Load().Version()),
+			zap.Duration("stale_for", now.Sub(time.Unix(0, w.staleSince.Load()))))
 	}
 }
 
 func (w *Watcher) setStale() {
-	w.stale.Store(true)
+	if !w.stale.Swap(true) {
+		w.staleSince.Store(time.Now().UnixNano())
+	}
 	w.m.stale.Set(1)
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/convoy-im/convoy/router"
 )
@@ -171,7 +173,9 @@ func TestWatcherSurvivesEtcdRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	w := startWatcher(t, s, WithRegisterer(reg), WithResync(200*time.Millisecond), WithReadTimeout(500*time.Millisecond))
+	core, logs := observer.New(zap.InfoLevel)
+	w := startWatcher(t, s, WithRegisterer(reg), WithResync(200*time.Millisecond), WithReadTimeout(500*time.Millisecond),
+		WithLogger(zap.New(core)))
 
 	e.Stop()
 	eventually(t, 5*time.Second, MetricStale+" did not become 1 with etcd down",
@@ -186,6 +190,14 @@ func TestWatcherSurvivesEtcdRestart(t *testing.T) {
 		func() bool { return metric(t, reg, MetricStale) == 0 })
 	if got := metric(t, reg, MetricStaleness); got > staleness+1 {
 		t.Errorf("%s = %v after resync, want it reset (was %v while down)", MetricStaleness, got, staleness)
+	}
+	// One line when etcd was lost, one when it was regained, with the time
+	// the routes went unconfirmed.
+	lost, back := logs.FilterMessageSnippet("etcd lost").All(), logs.FilterMessageSnippet("etcd regained").All()
+	if len(lost) != 1 || len(back) != 1 {
+		t.Errorf("etcd lost / regained lines: %d / %d, want 1 / 1: %v", len(lost), len(back), logs.All())
+	} else if d, _ := back[0].ContextMap()["stale_for"].(time.Duration); d <= 0 || d > time.Minute {
+		t.Errorf("etcd regained: stale_for %v", back[0].ContextMap()["stale_for"])
 	}
 	doc := testDoc(t)
 	doc.DefaultDatasource = "ds1"

@@ -54,6 +54,12 @@ type Config struct {
 		WaitTimeout    time.Duration `yaml:"wait_timeout"`
 		MaxOpen        int           `yaml:"max_open"`
 		MaxIdle        int           `yaml:"max_idle"`
+		// StatementTimeout bounds each backend statement (default 10s,
+		// 0 = off); HealthInterval and HealthTimeout pace and bound the
+		// health probe of each datasource (defaults 500ms, 1s).
+		StatementTimeout time.Duration `yaml:"statement_timeout"`
+		HealthInterval   time.Duration `yaml:"health_interval"`
+		HealthTimeout    time.Duration `yaml:"health_timeout"`
 	} `yaml:"backend"`
 
 	Engine struct {
@@ -106,6 +112,9 @@ func defaultConfig() Config {
 	c.Etcd.Cluster = "default"
 	c.Etcd.DialTimeout = 3 * time.Second
 	c.Routes.Resync = 30 * time.Second
+	// Well under the 30 s read timeout: a hung datasource must not hold a
+	// client for long. A key set to 0 turns it off.
+	c.Backend.StatementTimeout = 10 * time.Second
 	return c
 }
 

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -27,8 +28,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zapgrpc"
 
 	"github.com/convoy-im/convoy/histcache"
+	"github.com/convoy-im/convoy/internal/slogzap"
 	"github.com/convoy-im/convoy/proxy"
 	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/proxy/engine"
@@ -154,6 +157,16 @@ func newLogger(level, format string, w zapcore.WriteSyncer) (*zap.Logger, error)
 	return zap.New(zapcore.NewCore(enc, w, lvl), zap.AddCaller(), zap.AddStacktrace(zapcore.ErrorLevel), zap.ErrorOutput(w)), nil
 }
 
+// routeLibraryLogs makes the libraries that log on their own write into log,
+// in its format: go-mysql through log/slog and the standard log package,
+// grpc (the etcd client's transport) through grpclog, whose own default
+// writes only errors, as here. The etcd client takes log in its Config and
+// go-redis is routed where the hot tier is set up.
+func routeLibraryLogs(log *zap.Logger) {
+	slog.SetDefault(slog.New(slogzap.Handler(log.Named("lib"))))
+	clientv3.SetLogger(zapgrpc.NewLogger(log.Named("grpc").WithOptions(zap.IncreaseLevel(zapcore.ErrorLevel))))
+}
+
 func serve(args []string) error {
 	f := newFlags("serve")
 	if err := f.fs.Parse(args); err != nil {
@@ -168,6 +181,7 @@ func serve(args []string) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	routeLibraryLogs(log)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -190,6 +204,8 @@ func serve(args []string) error {
 	pools := backend.NewManager(backend.Options{
 		ConnectTimeout: c.Backend.ConnectTimeout, ReadTimeout: c.Backend.ReadTimeout, WriteTimeout: c.Backend.WriteTimeout,
 		WaitTimeout: c.Backend.WaitTimeout, MaxOpen: c.Backend.MaxOpen, MaxIdle: c.Backend.MaxIdle,
+		StatementTimeout: c.Backend.StatementTimeout, HealthInterval: c.Backend.HealthInterval, HealthTimeout: c.Backend.HealthTimeout,
+		Log: log.Named("backend"),
 	})
 	defer pools.Close()
 	reg.MustRegister(pools.Collector())
@@ -252,9 +268,17 @@ func serve(args []string) error {
 		Pools: func() []engine.PoolStat {
 			var out []engine.PoolStat
 			for _, p := range pools.Stats() {
-				out = append(out, engine.PoolStat{Datasource: p.Datasource, InUse: p.InUse, Idle: p.Idle})
+				out = append(out, engine.PoolStat{Datasource: p.Datasource, InUse: p.InUse, Idle: p.Idle,
+					State: p.Health.State.String(), Since: p.Health.Since, LastError: p.Health.LastError})
 			}
 			return out
+		},
+		Probe: func(ctx context.Context, ds string) (time.Duration, error) {
+			timeout := time.Second
+			if d, ok := ctx.Deadline(); ok {
+				timeout = time.Until(d)
+			}
+			return pools.Probe(ctx, ds, timeout)
 		},
 		Proxies: func(ctx context.Context) ([]engine.ProxyInfo, error) {
 			ps, err := routecfg.ListProxies(ctx, cli, c.Etcd.Cluster)

@@ -187,6 +187,49 @@ func (m *MariaDB) Kill() {
 	m.kill()
 }
 
+// Pause stops the server process (SIGSTOP) without closing anything: its
+// sockets accept connections (the kernel completes the TCP handshake) and
+// never answer, as a hung server does. It returns once the process is
+// stopped. Resume continues it (SIGCONT).
+func (m *MariaDB) Pause() {
+	m.t.Helper()
+	pid := m.signal(syscall.SIGSTOP)
+	// The signal is delivered asynchronously: a statement sent right after
+	// kill(2) could still be answered.
+	stat := fmt.Sprintf("/proc/%d/stat", pid)
+	for deadline := time.Now().Add(2 * time.Second); ; {
+		b, err := os.ReadFile(stat)
+		// The state follows the command name, which is in parentheses.
+		if i := bytes.LastIndexByte(b, ')'); err == nil && i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return
+		}
+		if time.Now().After(deadline) {
+			m.t.Fatalf("testsvc: MariaDB %s not stopped 2s after SIGSTOP (%v)", m.Addr(), err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Resume continues a paused server.
+func (m *MariaDB) Resume() {
+	m.t.Helper()
+	m.signal(syscall.SIGCONT)
+}
+
+func (m *MariaDB) signal(sig syscall.Signal) int {
+	m.t.Helper()
+	m.mu.Lock()
+	p := m.proc
+	m.mu.Unlock()
+	if p == nil {
+		m.t.Fatalf("testsvc: MariaDB %s: %v while not running", m.Addr(), sig)
+	}
+	if err := p.Process.Signal(sig); err != nil {
+		m.t.Fatalf("testsvc: MariaDB %s: %v: %v", m.Addr(), sig, err)
+	}
+	return p.Process.Pid
+}
+
 // Stop shuts the server down gracefully (SIGTERM), waiting up to 30 s.
 func (m *MariaDB) Stop() {
 	m.t.Helper()

@@ -82,11 +82,9 @@ func (c *Conn) single(r *mysql.Result) {
 // answers its CALL exactly as it would answer that client. It takes a pool
 // slot like any connection and is closed at Release.
 func (m *Manager) AcquireOnce(ctx context.Context, datasource string, foundRows bool, drop uint32) (*Conn, error) {
-	m.mu.RLock()
-	p, ok := m.pools[datasource]
-	m.mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownDatasource, datasource)
+	p, err := m.pool(datasource)
+	if err != nil {
+		return nil, err
 	}
 	c, err := p.open(ctx, foundRows, drop&(mysql.CLIENT_MULTI_RESULTS|mysql.CLIENT_PS_MULTI_RESULTS))
 	if err != nil {

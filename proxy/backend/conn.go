@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -26,6 +27,8 @@ type Conn struct {
 	// statement (AcquireOnce); it is closed at Release, never pooled.
 	retire   bool
 	lastUsed time.Time
+	gen      uint64            // the pool's outage count when it was opened
+	limit    atomic.Int64      // timeout of each command, ns (0: none); read by the watchdog
 	db       string            // current database on the server
 	vars     map[string]string // session variables applied on this connection
 	stmts    map[string]*stmt
@@ -45,23 +48,43 @@ func (c *Conn) Release() { c.pool.release(c) }
 func (c *Conn) InTxn() bool { return c.w.status&mysql.SERVER_STATUS_IN_TRANS != 0 }
 
 func (c *Conn) close() {
+	c.pool.mu.Lock()
+	delete(c.pool.live, c)
+	c.pool.mu.Unlock()
 	// Server-side statements go with the connection.
 	c.w.quit()
 }
 
-// check marks the connection broken on anything but a server error packet: a
-// half-read result leaves the protocol state unknown, so it must not be reused.
+// check ends a command: it marks the connection broken on anything but a
+// server error packet (a half-read result leaves the protocol state
+// unknown, so it must not be reused) and reports the outcome to the
+// datasource's breaker. A command the watchdog or the breaker gave up on
+// (see interrupt) fails with their error; one whose reply was complete
+// keeps its result, but its connection is dropped all the same.
 func (c *Conn) check(err error) error {
+	if claim := c.w.busy.Swap(0); claim < 0 {
+		c.broken = true
+		if err == nil {
+			return nil
+		}
+		if claim == claimTimeout {
+			c.pool.br.suspect()
+		}
+		return c.claimed(claim)
+	}
 	if err == nil {
+		c.pool.br.ok()
 		return nil
 	}
 	if IsServerError(err) {
+		c.pool.br.ok()
 		if closesConnection(err) || c.w.failed {
 			c.broken = true
 		}
 		return err
 	}
 	c.broken = true
+	c.pool.br.suspect()
 	return &UnavailableError{Datasource: c.pool.ds.Name, Err: err}
 }
 

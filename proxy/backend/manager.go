@@ -5,20 +5,60 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/convoy-im/convoy/router"
 )
 
-// Manager owns one Pool per datasource and follows route-table changes.
+// Manager owns one Pool per datasource and follows route-table changes. A
+// watchdog goroutine fails the commands that run past their timeout; each
+// pool runs a health checker (see Pool.check).
 type Manager struct {
-	opt   Options
-	mu    sync.RWMutex
-	pools map[string]*Pool
+	opt         Options
+	mu          sync.RWMutex
+	pools       map[string]*Pool
+	transitions *prometheus.CounterVec // datasource, to
+	stop        chan struct{}
+	done        chan struct{}
+	closeOnce   sync.Once
 }
 
-// NewManager returns an empty manager; call Update with a snapshot.
+// NewManager returns an empty manager; call Update with a snapshot, and
+// Close when done.
 func NewManager(opt Options) *Manager {
-	return &Manager{opt: opt.withDefaults(), pools: map[string]*Pool{}}
+	m := &Manager{opt: opt.withDefaults(), pools: map[string]*Pool{}, stop: make(chan struct{}), done: make(chan struct{}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "convoy_datasource_transitions_total",
+			Help: "Datasource state changes seen by the health checker, by the state entered (up|down|hung).",
+		}, []string{"datasource", "to"})}
+	go m.watchdog()
+	return m
+}
+
+// watchdog interrupts commands past their connection's timeout, on every
+// pool, until Close.
+func (m *Manager) watchdog() {
+	defer close(m.done)
+	t := time.NewTicker(watchdogTick(m.opt.StatementTimeout))
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case now := <-t.C:
+			m.mu.RLock()
+			for _, p := range m.pools {
+				p.expire(now)
+			}
+			m.mu.RUnlock()
+		}
+	}
+}
+
+func (m *Manager) transition(ds string, to State) {
+	m.transitions.WithLabelValues(ds, to.String()).Inc()
 }
 
 // Update creates pools for new datasources, replaces pools whose address or
@@ -32,9 +72,12 @@ func (m *Manager) Update(snap *router.Snapshot) error {
 		if old, ok := m.pools[ds.Name]; ok && old.ds == ds {
 			continue
 		}
-		p, err := newPool(ds, m.opt)
+		p, err := newPool(ds, m.opt, m.transition)
 		if err != nil {
 			return err
+		}
+		for _, s := range []State{StateUp, StateDown, StateHung} {
+			m.transitions.WithLabelValues(ds.Name, s.String()) // exported at 0 from the start
 		}
 		if old, ok := m.pools[ds.Name]; ok {
 			old.Close()
@@ -50,22 +93,40 @@ func (m *Manager) Update(snap *router.Snapshot) error {
 	return nil
 }
 
-// Acquire returns a connection to the named datasource; foundRows asks for
-// one with CLIENT_FOUND_ROWS (for clients that set it).
-func (m *Manager) Acquire(ctx context.Context, datasource string, foundRows bool) (*Conn, error) {
+func (m *Manager) pool(datasource string) (*Pool, error) {
 	m.mu.RLock()
 	p, ok := m.pools[datasource]
 	m.mu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownDatasource, datasource)
 	}
+	return p, nil
+}
+
+// Acquire returns a connection to the named datasource; foundRows asks for
+// one with CLIENT_FOUND_ROWS (for clients that set it).
+func (m *Manager) Acquire(ctx context.Context, datasource string, foundRows bool) (*Conn, error) {
+	p, err := m.pool(datasource)
+	if err != nil {
+		return nil, err
+	}
 	return p.Acquire(ctx, foundRows)
 }
 
-// PoolStats is a point-in-time view of one pool.
+// Probe checks the named datasource live within timeout (see Pool.Probe).
+func (m *Manager) Probe(ctx context.Context, datasource string, timeout time.Duration) (time.Duration, error) {
+	p, err := m.pool(datasource)
+	if err != nil {
+		return 0, err
+	}
+	return p.Probe(ctx, timeout)
+}
+
+// PoolStats is a point-in-time view of one pool and its datasource's health.
 type PoolStats struct {
 	Datasource  string
 	InUse, Idle int
+	Health      Health
 }
 
 // Stats lists every pool's usage, sorted by datasource.
@@ -75,14 +136,18 @@ func (m *Manager) Stats() []PoolStats {
 	out := make([]PoolStats, 0, len(m.pools))
 	for name, p := range m.pools {
 		u, i := p.Stats()
-		out = append(out, PoolStats{Datasource: name, InUse: u, Idle: i})
+		out = append(out, PoolStats{Datasource: name, InUse: u, Idle: i, Health: p.Health()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Datasource < out[j].Datasource })
 	return out
 }
 
-// Close closes every pool.
+// Close closes every pool and stops the watchdog.
 func (m *Manager) Close() {
+	m.closeOnce.Do(func() {
+		close(m.stop)
+		<-m.done
+	})
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for name, p := range m.pools {

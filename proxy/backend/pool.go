@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
+	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/router"
 )
@@ -37,6 +38,19 @@ type Options struct {
 	MaxIdle      int           // per datasource; default 64
 	WaitTimeout  time.Duration // how long Acquire waits for a free slot; default 5s
 	IdleTimeout  time.Duration // idle conns older than this are closed; default 5m
+	// StatementTimeout bounds each command sent on a pooled connection
+	// (and the dial of a new one): past it the statement fails with a
+	// TimeoutError and the connection is dropped. 0 is off (no default
+	// here: convoy serve defaults to 10s).
+	StatementTimeout time.Duration
+	// HealthInterval is the period of the health probe (COM_PING on a
+	// connection of the checker's own) while a datasource is up; default
+	// 500ms. HealthTimeout bounds each probe; a probe that gets no answer
+	// within it marks the datasource hung, a refused one down; default 1s.
+	HealthInterval time.Duration
+	HealthTimeout  time.Duration
+	// Log receives one line per datasource state change; default none.
+	Log *zap.Logger
 }
 
 func (o *Options) withDefaults() Options {
@@ -51,6 +65,14 @@ func (o *Options) withDefaults() Options {
 	def(&r.WriteTimeout, 10*time.Second)
 	def(&r.WaitTimeout, 5*time.Second)
 	def(&r.IdleTimeout, 5*time.Minute)
+	def(&r.HealthInterval, 500*time.Millisecond)
+	def(&r.HealthTimeout, time.Second)
+	if r.StatementTimeout < 0 {
+		r.StatementTimeout = 0
+	}
+	if r.Log == nil {
+		r.Log = zap.NewNop()
+	}
 	if r.MaxOpen <= 0 {
 		r.MaxOpen = 256
 	}
@@ -90,22 +112,39 @@ type Pool struct {
 	ds       router.Datasource
 	password string
 	opt      Options
+	log      *zap.Logger
+	br       *breaker
+	// onTransition is told every state change of the breaker (metrics).
+	onTransition func(datasource string, to State)
+	stopCheck    context.CancelFunc
+	checkDone    chan struct{} // closed when the health checker returned
 
 	slots chan struct{} // one token per open connection: bounds MaxOpen
 	mu    sync.Mutex
 	// idle connections by flavour (see flavour), LIFO: the most recently
 	// used connection is warmest. Both flavours share slots (MaxOpen).
-	idle   [2][]*Conn
-	inUse  int
+	idle  [2][]*Conn
+	inUse int
+	// live is every open connection, for the watchdog and the breaker.
+	live map[*Conn]struct{}
+	// gen counts outages: a connection opened before the last one is
+	// closed at Release instead of pooled.
+	gen    uint64
 	closed bool
 }
 
-func newPool(ds router.Datasource, opt Options) (*Pool, error) {
+// newPool returns a pool for ds and starts its health checker.
+func newPool(ds router.Datasource, opt Options, onTransition func(string, State)) (*Pool, error) {
 	pw, err := ResolvePassword(ds)
 	if err != nil {
 		return nil, err
 	}
-	return &Pool{ds: ds, password: pw, opt: opt, slots: make(chan struct{}, opt.MaxOpen)}, nil
+	p := &Pool{ds: ds, password: pw, opt: opt, log: opt.Log, br: newBreaker(), onTransition: onTransition,
+		slots: make(chan struct{}, opt.MaxOpen), live: map[*Conn]struct{}{}, checkDone: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.stopCheck = cancel
+	go p.check(ctx)
+	return p, nil
 }
 
 // Name is the datasource name.
@@ -144,7 +183,12 @@ func (p *Pool) popIdle(f int) *Conn {
 }
 
 // Acquire returns a healthy connection, reusing an idle one when possible.
+// While the datasource is marked down or hung it fails at once with an
+// OutageError.
 func (p *Pool) Acquire(ctx context.Context, foundRows bool) (*Conn, error) {
+	if err := p.br.refuse(p.ds.Name); err != nil {
+		return nil, err
+	}
 	f := flavour(foundRows)
 	for {
 		p.mu.Lock()
@@ -161,6 +205,7 @@ func (p *Pool) Acquire(ctx context.Context, foundRows bool) (*Conn, error) {
 			p.discard(c)
 			continue
 		}
+		c.limit.Store(int64(p.opt.StatementTimeout))
 		return c, nil
 	}
 	return p.open(ctx, foundRows, 0)
@@ -168,6 +213,9 @@ func (p *Pool) Acquire(ctx context.Context, foundRows bool) (*Conn, error) {
 
 // open takes a slot and dials a connection in it (see dial for drop).
 func (p *Pool) open(ctx context.Context, foundRows bool, drop uint32) (*Conn, error) {
+	if err := p.br.refuse(p.ds.Name); err != nil {
+		return nil, err
+	}
 	select {
 	case p.slots <- struct{}{}:
 	default:
@@ -182,6 +230,10 @@ func (p *Pool) open(ctx context.Context, foundRows bool, drop uint32) (*Conn, er
 		case p.slots <- struct{}{}:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-p.br.trippedC():
+			// The slots are held by statements on a datasource that
+			// stopped answering: no use waiting for them.
+			return nil, p.br.refuse(p.ds.Name)
 		case <-wait.C:
 			return nil, fmt.Errorf("datasource %s: %w after %s (max %d open)", p.ds.Name, ErrPoolTimeout, p.opt.WaitTimeout, p.opt.MaxOpen)
 		}
@@ -189,10 +241,15 @@ func (p *Pool) open(ctx context.Context, foundRows bool, drop uint32) (*Conn, er
 	c, err := p.dial(ctx, foundRows, drop)
 	if err != nil {
 		<-p.slots
+		if !IsServerError(err) {
+			p.br.suspect()
+		}
 		return nil, err
 	}
 	p.mu.Lock()
 	p.inUse++
+	c.gen = p.gen
+	p.live[c] = struct{}{}
 	p.mu.Unlock()
 	return c, nil
 }
@@ -204,9 +261,27 @@ func (p *Pool) open(ctx context.Context, foundRows bool, drop uint32) (*Conn, er
 // connection opened for one statement of a client that lacks them
 // (Pool.AcquireOnce).
 func (p *Pool) dial(ctx context.Context, foundRows bool, drop uint32) (*Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.opt.ConnectTimeout)
+	timeout := p.opt.ConnectTimeout
+	if st := p.opt.StatementTimeout; st > 0 {
+		timeout = min(timeout, st) // the dial is part of the statement
+	}
+	nc, id, err := p.connect(ctx, timeout, foundRows, drop)
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{w: newWire(nc, p.opt.ReadTimeout, p.opt.WriteTimeout), id: id,
+		pool: p, foundRows: foundRows, vars: map[string]string{}, lastUsed: time.Now()}
+	c.limit.Store(int64(p.opt.StatementTimeout))
+	return c, nil
+}
+
+// connect dials and authenticates a connection, both within timeout, and
+// returns its socket (the handshake done, no deadline set) and the server's
+// connection id.
+func (p *Pool) connect(ctx context.Context, timeout time.Duration, foundRows bool, drop uint32) (net.Conn, uint32, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	d := &net.Dialer{Timeout: p.opt.ConnectTimeout}
+	d := &net.Dialer{Timeout: timeout}
 	// The dialer's timeout covers only TCP: a server that accepts and never
 	// answers would hold the handshake until the read timeout (30 s).
 	// handshakeConn clamps every deadline go-mysql sets to the connect
@@ -217,7 +292,7 @@ func (p *Pool) dial(ctx context.Context, foundRows bool, drop uint32) (*Conn, er
 		if err != nil {
 			return nil, err
 		}
-		hc = &handshakeConn{Conn: nc, until: time.Now().Add(p.opt.ConnectTimeout)}
+		hc = &handshakeConn{Conn: nc, until: time.Now().Add(timeout)}
 		_ = nc.SetDeadline(hc.until)
 		return hc, nil
 	}
@@ -251,24 +326,29 @@ func (p *Pool) dial(ctx context.Context, foundRows bool, drop uint32) (*Conn, er
 			return c.SetCollation(Collation)
 		})
 	if err != nil {
+		if hc != nil {
+			_ = hc.Conn.Close()
+		}
 		// The error text of go-mysql never contains the password.
-		return nil, &UnavailableError{Datasource: p.ds.Name, Err: err}
+		return nil, 0, &UnavailableError{Datasource: p.ds.Name, Err: err}
 	}
 	// From here on Convoy speaks the protocol itself (see wire) on the bare
 	// socket; go-mysql's reader holds nothing after the handshake's OK.
 	_ = hc.Conn.SetDeadline(time.Time{})
-	return &Conn{w: newWire(hc.Conn, p.opt.ReadTimeout, p.opt.WriteTimeout), id: cc.GetConnectionID(),
-		pool: p, foundRows: foundRows, vars: map[string]string{}, lastUsed: time.Now()}, nil
+	return hc.Conn, cc.GetConnectionID(), nil
 }
 
 // release returns c to the idle list, or closes it when it is broken, still
 // inside a transaction, or the idle list is full.
 func (p *Pool) release(c *Conn) {
 	c.lastUsed = time.Now()
+	if c.w.busy.Swap(0) < 0 {
+		c.broken = true // claimed as it ended: its deadlines are expired
+	}
 	p.mu.Lock()
 	p.inUse--
 	f := flavour(c.foundRows)
-	keep := !p.closed && !c.broken && !c.retire && !c.InTxn() && len(p.idle[0])+len(p.idle[1]) < p.opt.MaxIdle
+	keep := !p.closed && !c.broken && !c.retire && !c.InTxn() && c.gen == p.gen && len(p.idle[0])+len(p.idle[1]) < p.opt.MaxIdle
 	if keep {
 		p.idle[f] = append(p.idle[f], c)
 	}
@@ -287,9 +367,10 @@ func (p *Pool) discard(c *Conn) {
 	<-p.slots
 }
 
-// Close closes idle connections and makes further Acquire calls fail;
-// connections in use are closed when released.
+// Close closes idle connections, stops the health checker and makes
+// further Acquire calls fail; connections in use are closed when released.
 func (p *Pool) Close() {
+	p.stopCheck()
 	p.mu.Lock()
 	p.closed = true
 	idle := append(p.idle[0], p.idle[1]...)

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -42,6 +43,13 @@ type wire struct {
 
 	readTimeout, writeTimeout time.Duration
 	readBy, writeBy           time.Time // deadlines set on nc
+
+	// busy is when the command being answered was written (unix ns), 0
+	// once Conn.check or Release ended it. The watchdog or the breaker
+	// gives up on a command by swapping in a negative claim (see
+	// Conn.interrupt) and expiring nc's deadlines; every later read or
+	// write then fails with errInterrupted.
+	busy atomic.Int64
 }
 
 // readBufSize: a point-select result is ~100 bytes, a 50-row history page a
@@ -75,11 +83,10 @@ func protocolError(format string, args ...any) error {
 // moved once a quarter of its window has passed, so a stalled read or write
 // fails after between 3/4 and all of its timeout, and a busy connection sets
 // one every few seconds instead of several per statement.
-func renew(by *time.Time, timeout time.Duration) (time.Time, bool) {
+func renew(by *time.Time, timeout time.Duration, now time.Time) (time.Time, bool) {
 	if timeout <= 0 {
 		return time.Time{}, false
 	}
-	now := time.Now()
 	if by.Sub(now) > timeout*3/4 {
 		return time.Time{}, false
 	}
@@ -92,7 +99,10 @@ func renew(by *time.Time, timeout time.Duration) (time.Time, bool) {
 type deadlineReader struct{ w *wire }
 
 func (d deadlineReader) Read(p []byte) (int, error) {
-	if t, ok := renew(&d.w.readBy, d.w.readTimeout); ok {
+	if d.w.busy.Load() < 0 {
+		return 0, errInterrupted // a renewed deadline must not undo the claim
+	}
+	if t, ok := renew(&d.w.readBy, d.w.readTimeout, time.Now()); ok {
 		if err := d.w.nc.SetReadDeadline(t); err != nil {
 			return 0, err
 		}
@@ -164,9 +174,20 @@ func (w *wire) refusal(writeErr error) error {
 
 const refusalWait = 100 * time.Millisecond
 
-// write sends framed packets in one write.
+// write sends framed packets in one write; it starts the command's clock
+// (busy) unless the command was already claimed.
 func (w *wire) write(b []byte) error {
-	if t, ok := renew(&w.writeBy, w.writeTimeout); ok {
+	now := time.Now()
+	for {
+		start := w.busy.Load()
+		if start < 0 {
+			return errInterrupted
+		}
+		if w.busy.CompareAndSwap(start, now.UnixNano()) {
+			break
+		}
+	}
+	if t, ok := renew(&w.writeBy, w.writeTimeout, now); ok {
 		if err := w.nc.SetWriteDeadline(t); err != nil {
 			return err
 		}

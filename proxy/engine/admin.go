@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -16,10 +17,14 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-// PoolStat is one datasource's connection pool usage.
+// PoolStat is one datasource's connection pool usage and what its health
+// checker last concluded.
 type PoolStat struct {
 	Datasource  string
 	InUse, Idle int
+	State       string    // up, down or hung ("" if there is no health checker)
+	Since       time.Time // when it entered State
+	LastError   string    // the last probe failure, if any
 }
 
 // ProxyInfo is one live Convoy instance as registered in etcd.
@@ -35,7 +40,19 @@ type AdminHooks struct {
 	Reload  func(context.Context) error
 	Pools   func() []PoolStat
 	Proxies func(context.Context) ([]ProxyInfo, error)
+	// Probe checks a datasource live (a new connection and a ping) within
+	// ctx and returns the time it took. Nil: SHOW DATASOURCES runs SELECT 1
+	// on a pooled connection instead.
+	Probe func(ctx context.Context, datasource string) (time.Duration, error)
 }
+
+// Bounds of admin directives on datasources: they report what the health
+// checker knows plus a short live look, and never wait on a sick datasource
+// longer than this.
+const (
+	liveProbeTimeout = 300 * time.Millisecond // SHOW DATASOURCES' ping
+	diskQueryTimeout = 2 * time.Second        // SHOW SHARD HEALTH's information_schema query
+)
 
 // SetAdmin installs the admin hooks; call before serving.
 func (e *Engine) SetAdmin(h AdminHooks) { e.admin = h }
@@ -156,6 +173,9 @@ func (s *Session) showShardFor(snap *router.Snapshot, d *directive.Directive) (*
 	return table([]string{"key_column", "key", "shard", "logical_table", "datasource", "database", "table", "check_with"}, rows)
 }
 
+// showDatasources lists the datasources with the health checker's state
+// (up, down, hung; since when; the last probe error) and a live probe of
+// each, all probed at once and each bounded by liveProbeTimeout.
 func (s *Session) showDatasources(snap *router.Snapshot) (*mysql.Result, error) {
 	usage := map[string]PoolStat{}
 	if s.e.admin.Pools != nil {
@@ -163,31 +183,72 @@ func (s *Session) showDatasources(snap *router.Snapshot) (*mysql.Result, error) 
 			usage[p.Datasource] = p
 		}
 	}
+	dss := snap.Datasources()
+	type probe struct {
+		rtt time.Duration
+		err error
+	}
+	live := make([]probe, len(dss))
+	var wg sync.WaitGroup
+	for i, ds := range dss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			live[i].rtt, live[i].err = s.probe(ds.Name)
+		}()
+	}
+	wg.Wait()
 	var rows [][]any
-	for _, ds := range snap.Datasources() {
-		health := "up"
-		start := time.Now()
-		if err := s.ping(ds.Name); err != nil {
-			health = "down: " + err.Error()
-		}
+	for i, ds := range dss {
 		u := usage[ds.Name]
+		health, ping := u.State, live[i].rtt.Round(time.Microsecond).String()
+		if live[i].err != nil {
+			ping = "failed: " + live[i].err.Error()
+		}
+		if health == "" { // no health checker: the live probe decides
+			health = "up"
+			if live[i].err != nil {
+				health = "down"
+			}
+		}
+		since, stateFor := "", ""
+		if !u.Since.IsZero() {
+			since = u.Since.Format("2006-01-02 15:04:05.000")
+			stateFor = time.Since(u.Since).Round(time.Millisecond).String()
+		}
 		def := ""
 		if ds.Name == snap.DefaultDatasource() {
 			def = "yes"
 		}
-		rows = append(rows, []any{ds.Name, ds.Addr, ds.User, health, time.Since(start).Round(time.Microsecond).String(), u.InUse, u.Idle, def})
+		rows = append(rows, []any{ds.Name, ds.Addr, ds.User, health, ping, u.InUse, u.Idle, def, since, stateFor, u.LastError})
 	}
-	return table([]string{"datasource", "addr", "user", "health", "ping", "pool_in_use", "pool_idle", "default"}, rows)
+	return table([]string{"datasource", "addr", "user", "health", "ping", "pool_in_use", "pool_idle", "default", "since", "for", "last_error"}, rows)
 }
 
-func (s *Session) ping(ds string) error {
+// probe checks ds live within liveProbeTimeout.
+func (s *Session) probe(ds string) (time.Duration, error) {
+	start := time.Now()
+	if s.e.admin.Probe != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), liveProbeTimeout)
+		defer cancel()
+		return s.e.admin.Probe(ctx, ds)
+	}
 	c, err := s.e.acquire(ds)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer c.Release()
+	setTimeout(c, liveProbeTimeout)
 	_, err = c.Exec("SELECT 1")
-	return err
+	return time.Since(start), err
+}
+
+// setTimeout bounds each command on c until Release, if its backend can
+// (proxy/backend's connections can; the recording fake cannot).
+func setTimeout(c Conn, d time.Duration) {
+	if t, ok := c.(interface{ SetTimeout(time.Duration) }); ok {
+		t.SetTimeout(d)
+	}
 }
 
 func (s *Session) showProxies() (*mysql.Result, error) {
@@ -286,9 +347,22 @@ func (s *Session) showShardHealth(snap *router.Snapshot, all bool) (*mysql.Resul
 	}
 	sort.Strings(names)
 	pctLimit := strconv.FormatFloat(o.HealthDiskPct, 'f', -1, 64)
-	for _, ds := range names {
+	// One query per datasource, all at once: a datasource marked down or
+	// hung refuses at once, one not marked yet costs diskQueryTimeout.
+	used := make([]int64, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, ds := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			used[i], errs[i] = s.databaseBytes(ds, dbs[ds])
+		}()
+	}
+	wg.Wait()
+	for i, ds := range names {
 		scope := "datasource " + ds
-		used, err := s.databaseBytes(ds, dbs[ds])
+		used, err := used[i], errs[i]
 		capacity := o.DiskCapacity[ds]
 		switch {
 		case err != nil:
@@ -310,6 +384,7 @@ func (s *Session) databaseBytes(ds string, dbs []string) (int64, error) {
 		return 0, err
 	}
 	defer c.Release()
+	setTimeout(c, diskQueryTimeout)
 	quoted := make([]string, len(dbs))
 	for i, d := range dbs {
 		quoted[i] = "'" + strings.ReplaceAll(d, "'", "''") + "'"

@@ -101,6 +101,17 @@ func (e *Engine) observe(sh router.Shard, ds string, write bool, start time.Time
 	e.window.Record(sh, write, d, err != nil)
 }
 
+// observeRefused records a statement on a shard that got no connection to
+// datasource ds, started at start. Refusals of the engine's own (a
+// transaction rule) are not the shard's errors.
+func (e *Engine) observeRefused(sh router.Shard, ds string, write bool, start time.Time, err error) {
+	if !backendFailure(err) {
+		return
+	}
+	e.metrics.failShard(sh, ds, write)
+	e.window.Record(sh, write, time.Since(start), true)
+}
+
 // New builds an engine. metrics may be nil (no metrics are recorded).
 func New(b Backends, r Routes, m *Metrics, log *zap.Logger, opt Options) *Engine {
 	if log == nil {

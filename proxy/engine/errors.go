@@ -31,6 +31,7 @@ const (
 	CodeTxnAborted                     // the pinned connection broke; only ROLLBACK helps
 	CodeAccessDenied                   // authentication or privilege failure
 	CodeTooLarge                       // an input exceeds a configured bound
+	CodeStatementTimeout               // a datasource did not answer within the statement timeout
 	codeCount                          // keep last: the mapping test iterates to it
 )
 
@@ -60,6 +61,7 @@ var codeNames = [codeCount]string{
 	CodeTxnAborted:         "transaction_aborted",
 	CodeAccessDenied:       "access_denied",
 	CodeTooLarge:           "too_large",
+	CodeStatementTimeout:   "statement_timeout",
 }
 
 func (c Code) String() string {
@@ -95,6 +97,8 @@ func classify(err error) error {
 		ke  *router.KeyError
 		ue  *rewrite.UnsupportedError
 		bue *backend.UnavailableError
+		boe *backend.OutageError
+		bte *backend.TimeoutError
 	)
 	switch {
 	case errors.As(err, &me):
@@ -113,8 +117,28 @@ func classify(err error) error {
 		return &Error{Code: CodeNotSupported, Msg: ue.Error()}
 	case errors.Is(err, backend.ErrPoolTimeout):
 		return &Error{Code: CodePoolTimeout, Msg: err.Error()}
+	case errors.As(err, &bte):
+		return &Error{Code: CodeStatementTimeout, Msg: bte.Error()}
+	case errors.As(err, &boe): // before bue: it wraps the failure that opened the breaker
+		return &Error{Code: CodeBackendUnavailable, Msg: boe.Error()}
 	case errors.As(err, &bue):
 		return &Error{Code: CodeBackendUnavailable, Msg: bue.Error()}
 	}
 	return &Error{Code: CodeInternal, Msg: err.Error()}
+}
+
+// connLost reports an error after which a backend connection was dropped
+// with its state unknown: the datasource is unavailable, the connection
+// broke, or the statement ran past the statement timeout.
+func connLost(err error) bool {
+	ce := classify(err)
+	return isCode(ce, CodeBackendUnavailable) || isCode(ce, CodeStatementTimeout)
+}
+
+// backendFailure reports an error a datasource caused (or a connection to
+// it), as opposed to a refusal of the engine's own (a transaction rule):
+// it counts in the shard's error metrics.
+func backendFailure(err error) bool {
+	ce := classify(err)
+	return !isCode(ce, CodeCrossShardTxn) && !isCode(ce, CodeTxnAborted)
 }

@@ -272,11 +272,13 @@ func (s *Session) exec(c Conn, p part, binary bool) (*mysql.Result, error) {
 
 // single runs one physical statement (in the pinned transaction if any).
 func (s *Session) single(p part, write, binary bool) (*mysql.Result, error) {
+	start := time.Now()
 	c, release, err := s.conn(int(p.shard), p.ds)
 	if err != nil {
+		s.e.observeRefused(p.shard, p.ds, write, start, err)
 		return nil, err
 	}
-	start := time.Now()
+	start = time.Now()
 	r, err := s.exec(c, p, binary)
 	s.e.observe(p.shard, c.Datasource(), write, start, err)
 	s.afterError(c, err)
@@ -327,6 +329,7 @@ func (s *Session) writeJobs(jobs []job) (*mysql.Result, error) {
 	total := okResult()
 	var returned []*mysql.Result // RETURNING rows, per job
 	for _, j := range jobs {
+		start := time.Now()
 		c, err := s.acquire(j.ds)
 		if err == nil {
 			if _, err = c.Exec("BEGIN"); err != nil {
@@ -334,11 +337,12 @@ func (s *Session) writeJobs(jobs []job) (*mysql.Result, error) {
 			}
 		}
 		if err != nil {
+			s.e.observeRefused(j.shard, j.ds, true, start, err)
 			rollback()
 			return nil, err
 		}
 		opened = append(opened, open{c, j.shard})
-		start := time.Now()
+		start = time.Now()
 		r, err := j.run(c)
 		s.e.observe(j.shard, c.Datasource(), true, start, err)
 		if err != nil {
@@ -407,12 +411,14 @@ func mergeReturned(jobs []job, returned []*mysql.Result) *mysql.Result {
 // autonomous runs one statement on its own pooled connection, outside any
 // session transaction.
 func (s *Session) autonomous(p part, write, binary bool) (*mysql.Result, error) {
+	start := time.Now()
 	c, err := s.acquire(p.ds)
 	if err != nil {
+		s.e.observeRefused(p.shard, p.ds, write, start, err)
 		return nil, err
 	}
 	defer c.Release()
-	start := time.Now()
+	start = time.Now()
 	r, err := s.exec(c, p, binary)
 	s.e.observe(p.shard, c.Datasource(), write, start, err)
 	return r, err

@@ -22,6 +22,9 @@ type recorder struct {
 	failErr  error  // ... or with this error instead
 	multiErr error  // ExecMulti returns it after running every statement
 	cols     int    // column count Describe reports
+	// failAcquire makes Acquire fail for a datasource (a breaker open, a
+	// pool timeout).
+	failAcquire map[string]error
 	quiet    bool   // benchmarks: record nothing, so the fake costs ~nothing
 }
 
@@ -35,6 +38,9 @@ type fakeConn struct {
 func (r *recorder) Acquire(_ context.Context, ds string, _ bool) (Conn, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err := r.failAcquire[ds]; err != nil {
+		return nil, err
+	}
 	r.nconn++
 	return &fakeConn{r: r, ds: ds, id: r.nconn}, nil
 }

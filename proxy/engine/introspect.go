@@ -621,13 +621,15 @@ func (s *Session) showSharded(pl *plan, args []any, binary bool) (*mysql.Result,
 	} else {
 		sql = renderTemplate(s, tmpl, snap, sh)
 	}
+	s.e.metrics.countStatement("sharded")
+	start := time.Now()
 	c, err := s.acquire(phys.Datasource)
 	if err != nil {
+		s.e.observeRefused(sh, phys.Datasource, false, start, err)
 		return nil, err
 	}
 	defer c.Release()
-	s.e.metrics.countStatement("sharded")
-	start := time.Now()
+	start = time.Now()
 	r, err := c.Exec(sql)
 	s.e.observe(sh, phys.Datasource, false, start, err)
 	rename := func(b []byte) []byte {

@@ -188,6 +188,23 @@ func (m *Metrics) observeShard(sh router.Shard, ds string, write bool, d time.Du
 	}
 }
 
+// failShard records a statement on shard sh that failed before reaching
+// datasource ds (no connection: the breaker, the pool or the dial refused
+// it): a statement and an error, without a latency.
+func (m *Metrics) failShard(sh router.Shard, ds string, write bool) {
+	if m == nil {
+		return
+	}
+	k := 0
+	if write {
+		k = 1
+	}
+	s := m.shard(sh)
+	s.count[k].Inc()
+	s.errors.Inc()
+	m.datasource(ds).errors[k].Inc()
+}
+
 // windowSource is what windowCollector reads: the engine's sliding window
 // and its health thresholds.
 type windowSource struct {

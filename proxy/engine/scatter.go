@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+	"sync/atomic"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -100,12 +101,22 @@ func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bo
 			}
 		}
 	}
+	// The first failure fails the statement: the parts not started yet are
+	// skipped (on a hung datasource each would wait out the statement
+	// timeout in turn, beyond ScatterParallelism).
+	var failed atomic.Bool
 	s.parallelN(len(parts), s.e.opt.ScatterParallelism, func(i int) {
-		if i == pinned {
-			results[i], errs[i] = s.exec(s.txn.conn, parts[i], binary)
+		if failed.Load() && i != pinned {
 			return
 		}
-		results[i], errs[i] = s.autonomous(parts[i], false, binary)
+		if i == pinned {
+			results[i], errs[i] = s.exec(s.txn.conn, parts[i], binary)
+		} else {
+			results[i], errs[i] = s.autonomous(parts[i], false, binary)
+		}
+		if errs[i] != nil {
+			failed.Store(true)
+		}
 	})
 	if pinned >= 0 {
 		s.afterError(s.txn.conn, errs[pinned])

@@ -102,8 +102,10 @@ func (s *Session) insertWithSeq(pl *plan, args []any, binary bool) (*mysql.Resul
 	var err error
 	if s.inTxn() {
 		j := jobs[0]
+		start := time.Now()
 		c, release, cerr := s.conn(int(j.shard), j.ds)
 		if cerr != nil {
+			s.e.observeRefused(j.shard, j.ds, true, start, cerr)
 			return nil, cerr
 		}
 		r, err = j.run(c)
@@ -220,12 +222,14 @@ func (s *Session) seqBatch(pl *plan, args []any) (_ *mysql.Result, ok bool, _ er
 	if !inTxn {
 		b.WriteString(";COMMIT")
 	}
+	start := time.Now()
 	c, release, err := s.conn(int(sh), snap.Target(sh).Datasource)
 	if err != nil {
+		s.e.observeRefused(sh, snap.Target(sh).Datasource, true, start, err)
 		return nil, true, err
 	}
 	defer release()
-	start := time.Now()
+	start = time.Now()
 	rs, err := c.ExecMulti(b.String())
 	first := 0
 	if !inTxn {

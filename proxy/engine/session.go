@@ -211,7 +211,7 @@ func (s *Session) Prepare(sql string) (*Prepared, error) {
 			if err = s.describe(snap.Target(sh).Datasource, "", pl.render(s, snap, sh), p); err == nil {
 				break
 			}
-			if ce := classify(err); !isCode(ce, CodeBackendUnavailable) && !isCode(ce, CodePoolTimeout) {
+			if ce := classify(err); !connLost(ce) && !isCode(ce, CodePoolTimeout) {
 				break
 			}
 		}
@@ -322,7 +322,7 @@ func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
 	}
 	noop := func() {}
 	if s.inTxn() && s.txn.aborted {
-		return nil, nil, errorf(CodeTxnAborted, "the transaction was rolled back because its backend connection broke; send ROLLBACK")
+		return nil, nil, errorf(CodeTxnAborted, "the transaction was rolled back because its backend connection broke or timed out; send ROLLBACK")
 	}
 	if !s.inTxn() || pin == pinAny && s.txn.conn == nil {
 		// A statement without a table reads no rows: it does not open the
@@ -377,13 +377,14 @@ func pinName(pin int) string {
 	return "shard " + router.Shard(pin).String()
 }
 
-// afterError aborts the pinned transaction when its connection broke: the
-// server has rolled it back, and pretending otherwise would lose writes.
+// afterError aborts the pinned transaction when its connection broke or
+// timed out: the connection is dropped, so the server rolls the transaction
+// back, and pretending otherwise would lose writes.
 func (s *Session) afterError(c Conn, err error) {
 	if err == nil || s.txn.conn == nil || c != s.txn.conn {
 		return
 	}
-	if ce := classify(err); isCode(ce, CodeBackendUnavailable) {
+	if connLost(err) {
 		s.txn.conn.Release()
 		s.txn.conn = nil
 		s.txn.aborted = true
@@ -401,7 +402,7 @@ func (s *Session) endTxn(commit bool) (*mysql.Result, error) {
 	s.txn = txnState{}
 	if t.aborted {
 		if commit {
-			return nil, errorf(CodeTxnAborted, "COMMIT failed: the transaction was already rolled back because its backend connection broke")
+			return nil, errorf(CodeTxnAborted, "COMMIT failed: the transaction was already rolled back because its backend connection broke or timed out")
 		}
 		return okResult(), nil
 	}
@@ -425,8 +426,13 @@ func (s *Session) endTxn(commit bool) (*mysql.Result, error) {
 	}
 	t.conn.Release()
 	if err != nil {
-		if ce := classify(err); commit && isCode(ce, CodeBackendUnavailable) {
-			return nil, errorf(CodeTxnAborted, "COMMIT failed: the backend connection broke (%v); the transaction's outcome on the server is unknown, nothing was replayed", ce)
+		if !commit && connLost(err) {
+			// The connection is dropped: the server rolls back whatever it
+			// holds when it notices, which is what ROLLBACK asked for.
+			return okResult(), nil
+		}
+		if ce := classify(err); commit && connLost(ce) {
+			return nil, errorf(CodeTxnAborted, "COMMIT failed: the backend connection broke or timed out (%v); the transaction's outcome on the server is unknown, nothing was replayed", ce)
 		}
 		return nil, err
 	}
