@@ -25,7 +25,7 @@ type recorder struct {
 	// failAcquire makes Acquire fail for a datasource (a breaker open, a
 	// pool timeout).
 	failAcquire map[string]error
-	quiet    bool   // benchmarks: record nothing, so the fake costs ~nothing
+	quiet       bool // benchmarks: record nothing, so the fake costs ~nothing
 }
 
 type fakeConn struct {
