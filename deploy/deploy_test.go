@@ -42,8 +42,11 @@ var knownMetrics = map[string][]string{
 	"convoy_client_connections_rejected_total": {},
 	"convoy_client_errors_total":               {"errno"},
 
-	// proxy/backend/metrics.go (poolDesc, collected at scrape time)
-	"convoy_pool_connections": {"datasource", "state"},
+	// proxy/backend/metrics.go (poolDesc and stateDesc, collected at scrape
+	// time; the transitions counter)
+	"convoy_pool_connections":             {"datasource", "state"},
+	"convoy_datasource_state":             {"datasource"},
+	"convoy_datasource_transitions_total": {"datasource", "to"},
 
 	// routecfg/metrics.go: the names are the exported constants, so a
 	// rename there breaks this test.
@@ -184,6 +187,7 @@ func TestDashboard(t *testing.T) {
 		"convoy_shard_errors_total", "convoy_datasource_errors_total", "convoy_shards_over_threshold",
 		"convoy_shard_write_p99_max_seconds", "convoy_scatter_total", "convoy_scatter_targets",
 		"convoy_client_connections", "convoy_client_errors_total", "convoy_pool_connections",
+		"convoy_datasource_state", "convoy_datasource_transitions_total",
 		routecfg.MetricVersion, routecfg.MetricStaleness, routecfg.MetricStale,
 		"up", "convoy_histcache_hits_total", "convoy_histcache_misses_total",
 	} {

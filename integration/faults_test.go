@@ -25,8 +25,8 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-// keysOn returns n conv_id keys whose shard lives on datasource ds.
-func keysOn(t *testing.T, s *stack, ds string, n int) []uint64 {
+// snapshotOf reads the stack's route table from etcd.
+func snapshotOf(t *testing.T, s *stack) *router.Snapshot {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -38,6 +38,13 @@ func keysOn(t *testing.T, s *stack, ds string, n int) []uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return snap
+}
+
+// keysOn returns n conv_id keys whose shard lives on datasource ds.
+func keysOn(t *testing.T, s *stack, ds string, n int) []uint64 {
+	t.Helper()
+	snap := snapshotOf(t, s)
 	var out []uint64
 	for k := uint64(1); len(out) < n; k++ {
 		if snap.Target(router.ShardOf(k)).Datasource == ds {
@@ -110,7 +117,9 @@ type loadStats struct {
 // TestFaultKillDatasource: kill ds1's mariadbd under load. Only keys on ds1
 // fail, each within 3 s with a MySQL errno; ds0 keys never fail; after the
 // restart ds1 keys work again within 5 s; goroutines and fds return to
-// baseline.
+// baseline. Every error a client saw counts once in ds1's shards'
+// convoy_shard_errors_total (the statements that failed at once while ds1
+// was marked down too), and Convoy logged ds1 going down and coming back.
 func TestFaultKillDatasource(t *testing.T) {
 	s := newStack(t)
 	db := s.convoy.open(t, "convoy", "convoy", "im")
@@ -121,6 +130,9 @@ func TestFaultKillDatasource(t *testing.T) {
 	}
 	// Warm up, then take the baseline with the client pool idle.
 	g0, fd0 := goroutines(t, s.convoy), fdCount(s.convoy)
+	ds1Shards := shardsOf(t, s, "ds1")
+	shardErrs0 := shardErrors(t, s.convoy, ds1Shards)
+	var probeErrs atomic.Int64 // errors of the recovery check below
 
 	st := &loadStats{ok: map[string]int{}, errs: map[string]int{}, lastErr: map[string]time.Time{}, firstErr: map[string]time.Time{}}
 	var stop atomic.Bool
@@ -185,7 +197,11 @@ func TestFaultKillDatasource(t *testing.T) {
 		// Every ds1 key must answer, on fresh statements.
 		for _, k := range k1 {
 			var n int
-			if err := db.QueryRow("SELECT COUNT(*) FROM conv_msg WHERE conv_id = ?", k).Scan(&n); err != nil || n != 1 {
+			err := db.QueryRow("SELECT COUNT(*) FROM conv_msg WHERE conv_id = ?", k).Scan(&n)
+			if err != nil {
+				probeErrs.Add(1)
+			}
+			if err != nil || n != 1 {
 				return false
 			}
 		}
@@ -218,6 +234,17 @@ func TestFaultKillDatasource(t *testing.T) {
 	for i, sl := range st.slow {
 		if i < 5 {
 			t.Errorf("statement over 3 s: %s", sl)
+		}
+	}
+	seen := st.errs["ds1"] + int(probeErrs.Load())
+	counted := shardErrors(t, s.convoy, ds1Shards) - shardErrs0
+	t.Logf("errors clients saw on ds1 keys: %d; convoy_shard_errors_total over ds1's %d shards rose by %v", seen, len(ds1Shards), counted)
+	if counted != float64(seen) {
+		t.Errorf("per-shard error metrics of ds1 rose by %v, clients saw %d errors", counted, seen)
+	}
+	for _, want := range [][]string{{`"datasource unavailable`, `"datasource":"ds1"`, `"state":"down"`}, {`"datasource back up"`, `"datasource":"ds1"`, `"out_for"`}} {
+		if n := len(logLines(t, s.convoy, want...)); n != 1 {
+			t.Errorf("%d log lines with %q, want 1", n, want)
 		}
 	}
 	db.Close()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -273,9 +272,6 @@ func (p *Pool) probe(ctx context.Context, w **wire) (time.Duration, error) {
 			if IsServerError(err) {
 				return time.Since(start), nil
 			}
-			if timedOut(err) {
-				err = &UnavailableError{Datasource: p.ds.Name, Err: fmt.Errorf("no answer to a health probe's login within %s (%w)", p.opt.HealthTimeout, cause(err))}
-			}
 			return 0, err
 		}
 		*w = newWire(nc, p.opt.HealthTimeout, p.opt.HealthTimeout)
@@ -305,13 +301,16 @@ func ping(ctx context.Context, w *wire) error {
 func (p *Pool) Probe(ctx context.Context, timeout time.Duration) (time.Duration, error) {
 	start := time.Now()
 	nc, _, err := p.connect(ctx, timeout, false, 0)
-	if err != nil {
-		return 0, err
+	if err == nil {
+		w := newWire(nc, timeout, timeout)
+		defer w.quit()
+		err = ping(ctx, w)
 	}
-	w := newWire(nc, timeout, timeout)
-	defer w.quit()
-	if err := ping(ctx, w); err != nil {
-		return 0, err
+	switch {
+	case err != nil && timedOut(err):
+		return 0, fmt.Errorf("no answer within %s", timeout)
+	case err != nil:
+		return 0, cause(err)
 	}
 	return time.Since(start), nil
 }
@@ -319,9 +318,9 @@ func (p *Pool) Probe(ctx context.Context, timeout time.Duration) (time.Duration,
 // timedOut reports a failure to get any answer in time (rather than a
 // refused or reset connection).
 func timedOut(err error) bool {
-	var ne net.Error
+	var te interface{ Timeout() bool }
 	return errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) ||
-		(errors.As(err, &ne) && ne.Timeout())
+		(errors.As(err, &te) && te.Timeout())
 }
 
 // settle applies the outcome of a probe that started at start.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/client"
@@ -238,9 +239,24 @@ func (p *Pool) open(ctx context.Context, foundRows bool, drop uint32) (*Conn, er
 			return nil, fmt.Errorf("datasource %s: %w after %s (max %d open)", p.ds.Name, ErrPoolTimeout, p.opt.WaitTimeout, p.opt.MaxOpen)
 		}
 	}
-	c, err := p.dial(ctx, foundRows, drop)
+	// A dial to a datasource that is being marked down or hung gives up
+	// then, not at its timeout.
+	tripped := p.br.trippedC()
+	dctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-tripped:
+			cancel()
+		case <-dctx.Done():
+		}
+	}()
+	c, err := p.dial(dctx, foundRows, drop)
+	cancel()
 	if err != nil {
 		<-p.slots
+		if oerr := p.br.refuse(p.ds.Name); oerr != nil {
+			return nil, oerr
+		}
 		if !IsServerError(err) {
 			p.br.suspect()
 		}
@@ -285,17 +301,23 @@ func (p *Pool) connect(ctx context.Context, timeout time.Duration, foundRows boo
 	// The dialer's timeout covers only TCP: a server that accepts and never
 	// answers would hold the handshake until the read timeout (30 s).
 	// handshakeConn clamps every deadline go-mysql sets to the connect
-	// deadline until the handshake is done.
+	// deadline until the handshake is done. go-mysql uses ctx only for the
+	// TCP dial: canceling it (Pool.open, when the breaker opens) expires
+	// the handshake's deadlines instead.
 	var hc *handshakeConn
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		nc, err := d.DialContext(ctx, network, addr)
+	stopAbort := func() bool { return false }
+	defer func() { stopAbort() }()
+	dial := func(dctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := d.DialContext(dctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
 		hc = &handshakeConn{Conn: nc, until: time.Now().Add(timeout)}
 		_ = nc.SetDeadline(hc.until)
+		stopAbort = context.AfterFunc(ctx, hc.abort)
 		return hc, nil
 	}
+	start := time.Now()
 	cc, err := client.ConnectWithDialer(ctx, "tcp", p.ds.Addr, p.ds.User, p.password, "", dial,
 		func(c *client.Conn) error {
 			c.ReadTimeout = p.opt.ReadTimeout
@@ -329,8 +351,16 @@ func (p *Pool) connect(ctx context.Context, timeout time.Duration, foundRows boo
 		if hc != nil {
 			_ = hc.Conn.Close()
 		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) || time.Since(start) >= timeout {
+			// go-mysql's handshake errors are text: say what happened.
+			err = &dialTimeout{timeout: timeout, err: err}
+		}
 		// The error text of go-mysql never contains the password.
 		return nil, 0, &UnavailableError{Datasource: p.ds.Name, Err: err}
+	}
+	if !stopAbort() {
+		_ = hc.Conn.Close() // ctx ended as the handshake did
+		return nil, 0, &UnavailableError{Datasource: p.ds.Name, Err: ctx.Err()}
 	}
 	// From here on Convoy speaks the protocol itself (see wire) on the bare
 	// socket; go-mysql's reader holds nothing after the handshake's OK.
@@ -402,14 +432,35 @@ func IsServerError(err error) bool {
 	return errors.As(err, &me)
 }
 
+// dialTimeout is a dial or login that got no answer within its timeout.
+type dialTimeout struct {
+	timeout time.Duration
+	err     error
+}
+
+func (e *dialTimeout) Error() string {
+	return fmt.Sprintf("no answer within %s while connecting (%v)", e.timeout, e.err)
+}
+func (e *dialTimeout) Timeout() bool { return true }
+func (e *dialTimeout) Unwrap() error { return e.err }
+
 // handshakeConn bounds the MySQL handshake: while until is set, no deadline
 // go-mysql asks for may lie beyond it. Only the dialing goroutine uses it.
 type handshakeConn struct {
 	net.Conn
-	until time.Time
+	until   time.Time
+	aborted atomic.Bool // ctx ended: every deadline is in the past
+}
+
+func (h *handshakeConn) abort() {
+	h.aborted.Store(true)
+	_ = h.Conn.SetDeadline(expired)
 }
 
 func (h *handshakeConn) clamp(t time.Time) time.Time {
+	if h.aborted.Load() {
+		return expired
+	}
 	if !h.until.IsZero() && (t.IsZero() || t.After(h.until)) {
 		return h.until
 	}
