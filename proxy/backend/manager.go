@@ -142,16 +142,22 @@ func (m *Manager) Stats() []PoolStats {
 	return out
 }
 
-// Close closes every pool and stops the watchdog.
+// Close closes every pool and stops the watchdog and the health checkers
+// (a probe in flight is interrupted).
 func (m *Manager) Close() {
 	m.closeOnce.Do(func() {
 		close(m.stop)
 		<-m.done
 	})
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	var closed []*Pool
 	for name, p := range m.pools {
 		p.Close()
+		closed = append(closed, p)
 		delete(m.pools, name)
+	}
+	m.mu.Unlock()
+	for _, p := range closed {
+		<-p.checkDone
 	}
 }

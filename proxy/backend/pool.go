@@ -397,8 +397,9 @@ func (p *Pool) discard(c *Conn) {
 	<-p.slots
 }
 
-// Close closes idle connections, stops the health checker and makes
-// further Acquire calls fail; connections in use are closed when released.
+// Close closes idle connections, stops the health checker (without waiting
+// for it: see checkDone) and makes further Acquire calls fail; connections
+// in use are closed when released.
 func (p *Pool) Close() {
 	p.stopCheck()
 	p.mu.Lock()
