@@ -41,7 +41,8 @@ type transition struct {
 // Redis; threshold consecutive failures open it once the first of them is
 // minOutage old (a stall shorter than that is waited out call by call, as
 // without a breaker: the markers of the writes meanwhile are sent and land
-// late, rather than not sent at all). Open, calls are
+// late, rather than not sent at all), or at once when none of them can
+// have reached Redis (unsent: the connection was refused). Open, calls are
 // skipped (the caller treats that as a Redis error: a miss, MySQL serves)
 // until the back-off has passed; then one probe runs in the background
 // (started by a timer, or by the first call after the back-off) and the
@@ -62,6 +63,7 @@ type breaker struct {
 	minOutage        time.Duration
 	minWait, maxWait time.Duration
 	settle           time.Duration
+	unsent           func(error) bool // the call certainly did not reach Redis
 	now              func() time.Time
 	spawn            func(func())                // runs the probe (a goroutine; inline in tests)
 	after            func(time.Duration, func()) // a timer (time.AfterFunc; by hand in tests)
@@ -71,6 +73,7 @@ type breaker struct {
 	state   atomic.Int32 // breakerState; read without the lock on every call
 	fails   atomic.Int32 // consecutive failures while closed
 	streak  atomic.Int64 // unix ns of the first of them
+	sure    atomic.Int32 // how many of them certainly did not reach Redis
 	settled atomic.Int64 // unix ns from which reads are served again after a close
 
 	mu       sync.Mutex
@@ -136,8 +139,16 @@ func (b *breaker) done(err error) {
 	now := b.now()
 	if n == 1 {
 		b.streak.Store(now.UnixNano())
+		b.sure.Store(0)
 	}
-	if b.threshold <= 0 || n < b.threshold || now.UnixNano()-b.streak.Load() < int64(b.minOutage) {
+	sure := b.sure.Load()
+	if b.unsent != nil && b.unsent(err) {
+		sure = b.sure.Add(1)
+	}
+	if b.threshold <= 0 || n < b.threshold {
+		return
+	}
+	if int(sure) < n && now.UnixNano()-b.streak.Load() < int64(b.minOutage) {
 		return
 	}
 	b.mu.Lock()

@@ -123,6 +123,25 @@ func TestBreakerStateMachine(t *testing.T) {
 	b.done(fail)
 	want(stateClosed, 3)
 
+	// Refused connections: nothing can land late, no minimum outage.
+	refused := newBreaker(3, time.Hour, time.Second, time.Second, 0, nil, nil)
+	refused.after = func(time.Duration, func()) {}
+	refused.unsent = func(err error) bool { return err == errCut }
+	refused.done(errCut)
+	refused.done(errCut)
+	refused.done(fail) // one that may have reached Redis: wait for the minimum outage
+	refused.done(errCut)
+	if refused.current() != stateClosed {
+		t.Fatal("opened before the minimum outage after a failure that may have reached Redis")
+	}
+	refused.done(nil)
+	for range 3 {
+		refused.done(errCut)
+	}
+	if refused.current() != stateOpen {
+		t.Fatal("three refused connections in a row did not open it")
+	}
+
 	never := newBreaker(-1, 0, time.Second, time.Second, 0, nil, nil)
 	for range 100 {
 		never.done(fail)
@@ -270,6 +289,28 @@ func waitClosed(t testing.TB, a *Cache, conv uint64) {
 		}
 		a.Before(bg, conv, 1, 1)
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestDialFailed: a refused connection (Redis down) is told apart from a
+// timeout (Redis perhaps only slow), with the client options of cmd/convoy
+// (with go-redis's default retries the refusal turns into the deadline).
+func TestDialFailed(t *testing.T) {
+	r := testsvc.StartRedis(t)
+	addr := r.Addr()
+	r.Kill()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: 1, DialerRetries: 1})
+	defer rdb.Close()
+	c := New(rdb, Options{Timeout: 50 * time.Millisecond}, nil)
+	_, _, err := c.Before(bg, 1, 100, 20)
+	if !dialFailed(err) {
+		t.Fatalf("refused connection not recognised: %v", err)
+	}
+	hung := redis.NewClient(&redis.Options{Addr: testsvc.Blackhole(t), ContextTimeoutEnabled: true, MaxRetries: 1, DialerRetries: 1})
+	defer hung.Close()
+	c = New(hung, Options{Timeout: 50 * time.Millisecond}, nil)
+	if _, _, err := c.Before(bg, 1, 100, 20); err == nil || dialFailed(err) {
+		t.Fatalf("a hung Redis's timeout taken for a refused connection: %v", err)
 	}
 }
 

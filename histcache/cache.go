@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -166,6 +167,7 @@ func New(rdb redis.UniversalClient, opt Options, reg prometheus.Registerer) *Cac
 		coverMs:  strconv.FormatInt(opt.CoverageTTL.Milliseconds(), 10),
 	}
 	c.br = newBreaker(opt.BreakerFailures, opt.BreakerMinOutage, opt.BreakerBackoff, opt.BreakerBackoffMax, opt.settle(), c.probe, c.transitioned)
+	c.br.unsent = dialFailed
 	c.rep.gauge = c.m.unrepaired.Set
 	c.rep.onAll = func() {
 		c.opt.Log.Warn("hot tier owes a reset: more conversations written without Redis than it remembers, or a tier-wide invalidation failed; this proxy bypasses the tier until every cached conversation is invalidated",
@@ -585,6 +587,13 @@ func (c *Cache) Invalidate(ctx context.Context, convID uint64) error {
 	}
 	c.m.invalidations.WithLabelValues("explicit").Inc()
 	return nil
+}
+
+// dialFailed: the call never had a connection, so nothing of it can reach
+// Redis later (Redis is down, not slow).
+func dialFailed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // errReason is the miss reason of a failed call.
