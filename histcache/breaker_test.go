@@ -269,6 +269,17 @@ func (p *partition) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	}
 }
 
+// twoProxies starts Redis and two caches on it, as two proxies: a behind
+// a partition switch, b always connected.
+func twoProxies(t testing.TB, opt Options) (a, b *Cache, cut *partition) {
+	t.Helper()
+	r := testsvc.StartRedis(t)
+	cut = &partition{}
+	rdbA := newClient(t, r.Addr())
+	rdbA.AddHook(cut)
+	return New(rdbA, opt, nil), New(newClient(t, r.Addr()), opt, nil), cut
+}
+
 func gauge(t testing.TB, g prometheus.Gauge) float64 {
 	t.Helper()
 	var d dto.Metric
@@ -329,12 +340,7 @@ func TestBreakerPartition(t *testing.T) {
 	opt.BreakerSettle = 50 * time.Millisecond
 	core, logs := observer.New(zapcore.DebugLevel)
 	opt.Log = zap.New(core)
-	r := testsvc.StartRedis(t)
-	cut := &partition{}
-	rdbA := newClient(t, r.Addr())
-	rdbA.AddHook(cut)
-	a := New(rdbA, opt, nil)
-	b := New(newClient(t, r.Addr()), opt, nil)
+	a, b, cut := twoProxies(t, opt)
 	const conv, other = 31, 32
 	all := mkEntries(1, 10)
 	for _, c := range []uint64{conv, other} {
@@ -428,12 +434,7 @@ func TestBreakerOverflowResets(t *testing.T) {
 	opt.BreakerBackoff = 20 * time.Millisecond
 	opt.MaxUnrepaired = 2
 	opt.BreakerSettle = -1
-	r := testsvc.StartRedis(t)
-	cut := &partition{}
-	rdbA := newClient(t, r.Addr())
-	rdbA.AddHook(cut)
-	a := New(rdbA, opt, nil)
-	b := New(newClient(t, r.Addr()), opt, nil)
+	a, b, cut := twoProxies(t, opt)
 	const cached = 77
 	warm(t, b, cached)
 	mustFill(t, b, cached, mkEntries(1, 5), 0, NoUpperBound)
@@ -468,12 +469,7 @@ func TestBreakerOverflowResets(t *testing.T) {
 func TestFailedInvalidateKeepsMarker(t *testing.T) {
 	opt := testOpts()
 	opt.BreakerFailures = -1
-	r := testsvc.StartRedis(t)
-	cut := &partition{}
-	rdbA := newClient(t, r.Addr())
-	rdbA.AddHook(cut)
-	a := New(rdbA, opt, nil)
-	b := New(newClient(t, r.Addr()), opt, nil)
+	a, b, cut := twoProxies(t, opt)
 	const conv = 90
 	warm(t, b, conv)
 	mustFill(t, b, conv, mkEntries(1, 5), 0, NoUpperBound)
