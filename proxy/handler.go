@@ -67,6 +67,9 @@ func (h *handler) startSession() {
 	h.sess.SetAdmin(h.user.Admin)
 	h.sess.SetClient(h.user.Name, h.host, h.conn.ConnectionID())
 	h.sess.SetTLS(h.tlsVersion, h.tlsCipher)
+	if h.cc != nil {
+		h.sess.SetMaxAllowedPacket(int64(h.cc.max))
+	}
 	h.syncStatus()
 }
 
@@ -197,7 +200,7 @@ func (h *handler) HandleStmtPrepare(q string) (int, int, any, error) {
 		return 0, 0, nil, h.fail(err, cmdStmtPrepare, q)
 	}
 	h.stmts++
-	if h.cc != nil && len(p.Fields) > 0 {
+	if h.cc != nil {
 		cols := make([][]byte, len(p.Fields))
 		for i, f := range p.Fields {
 			cols[i] = f.Dump()
@@ -208,6 +211,10 @@ func (h *handler) HandleStmtPrepare(q string) (int, int, any, error) {
 }
 
 func (h *handler) HandleStmtExecute(ctx any, q string, args []any) (*mysql.Result, error) {
+	if h.cc != nil && h.cc.extraPackets > 0 {
+		h.conn.Sequence -= h.cc.extraPackets // the client sent one packet
+		h.cc.extraPackets = 0
+	}
 	p, ok := ctx.(*engine.Prepared)
 	if !ok {
 		return nil, h.fail(&engine.Error{Code: engine.CodeUnknownStmt, Msg: "Unknown prepared statement handler given to mysqld_stmt_execute"}, cmdStmtExecute, "")

@@ -48,11 +48,12 @@ type clientConn struct {
 	// sniffPrepare: the command being answered is COM_STMT_PREPARE, so the
 	// next Write starts with its OK (statement id and parameter count).
 	sniffPrepare bool
-	// columns, when set, replace the column definitions of the PREPARE
-	// response being written (see setPrepareColumns); spilled: part of this
-	// response was already flushed, so it can no longer be rewritten.
-	columns [][]byte
-	spilled bool
+	// prep, when set, rewrites the PREPARE response being written (see
+	// setPrepareColumns).
+	prep *prepareReply
+	// extraPackets are the packets a rewritten command gained (see
+	// nextPacket); the handler takes them off go-mysql's reply sequence.
+	extraPackets byte
 }
 
 func newClientConn(nc net.Conn, maxPacket int) *clientConn {
@@ -62,14 +63,17 @@ func newClientConn(nc net.Conn, maxPacket int) *clientConn {
 // writeChunk bounds the buffered bytes of one command's response.
 const writeChunk = 64 << 10
 
+// Write takes one packet at a time from go-mysql (its writer frames each
+// packet below 16 MiB, header included, into a single Write).
 func (l *clientConn) Write(p []byte) (int, error) {
 	if l.sniffPrepare {
 		l.sniffPrepare = false
 		l.stmts.sniffPrepareOK(p)
 	}
-	l.wbuf = append(l.wbuf, p...)
+	if l.prep == nil || !l.prep.rewrite(l, p) {
+		l.wbuf = append(l.wbuf, p...)
+	}
 	if len(l.wbuf) >= writeChunk {
-		l.spilled = true
 		if err := l.Flush(); err != nil {
 			return 0, err
 		}
@@ -81,59 +85,77 @@ func (l *clientConn) Write(p []byte) (int, error) {
 // column definitions (payloads) instead of go-mysql's empty placeholders:
 // libmariadb-based clients (Ruby mysql2, PHP mysqli, Connector/C) name
 // result columns from the PREPARE response.
-func (l *clientConn) setPrepareColumns(cols [][]byte) { l.columns = cols }
+func (l *clientConn) setPrepareColumns(cols [][]byte) { l.prep = &prepareReply{cols: cols} }
 
 // endCommand finishes the response of one command and sends it.
 func (l *clientConn) endCommand() error {
-	if l.columns != nil && !l.spilled {
-		l.wbuf = replacePrepareColumns(l.wbuf, l.columns)
-	}
-	l.columns, l.spilled = nil, false
+	l.prep = nil
 	return l.Flush()
 }
 
-// replacePrepareColumns rewrites a buffered COM_STMT_PREPARE OK response
-// (OK, parameter definitions + EOF, column definitions + EOF) with cols as
-// its column definitions, keeping every packet's sequence number. Anything
-// it does not recognise is returned unchanged.
-func replacePrepareColumns(buf []byte, cols [][]byte) []byte {
-	type pkt struct {
-		seq     byte
-		payload []byte
+// prepareReply rewrites a COM_STMT_PREPARE OK response (OK, parameter
+// definitions + EOF, column definitions + EOF) packet by packet as go-mysql
+// writes it, giving it cols as its column definitions (and MariaDB's
+// parameter definitions, paramDefinition) and keeping every packet's
+// sequence number. Packet by packet, because a response with
+// thousands of parameters or columns (up to 65,535 each) is sent in
+// writeChunk pieces before go-mysql has written all of it. A response it
+// does not recognise (an error, another column count) is left alone.
+type prepareReply struct {
+	cols  [][]byte
+	seen  int // packets written so far
+	first int // index of the first column definition, once the OK is seen
+}
+
+// paramDefinition is the definition MariaDB 10.11 sends for every parameter
+// of a prepared statement: name "?", binary charset, type NULL, BINARY flag
+// (go-mysql's has charset 0 and type DECIMAL). Clients do not use it; it is
+// sent as MariaDB sends it so that the PREPARE response is byte for byte
+// MariaDB's.
+var paramDefinition = func() []byte {
+	f := mysql.Field{Name: []byte("?"), Charset: 63, Type: mysql.MYSQL_TYPE_NULL, Flag: mysql.BINARY_FLAG}
+	return f.Dump()
+}()
+
+// rewrite appends packet p (header included), or its replacement, to l's
+// buffer; false leaves p to the caller and ends the rewrite.
+func (r *prepareReply) rewrite(l *clientConn, p []byte) bool {
+	i := r.seen
+	r.seen++
+	if len(p) < 4 || int(p[0])|int(p[1])<<8|int(p[2])<<16 != len(p)-4 {
+		l.prep = nil // not one whole packet: go-mysql changed; write as is
+		return false
 	}
-	var pkts []pkt
-	for rest := buf; len(rest) > 0; {
-		if len(rest) < 4 {
-			return buf
+	if i == 0 {
+		payload := p[4:]
+		if len(payload) < 9 || payload[0] != mysql.OK_HEADER ||
+			int(binary.LittleEndian.Uint16(payload[5:7])) != len(r.cols) {
+			l.prep = nil
+			return false
 		}
-		n := int(rest[0]) | int(rest[1])<<8 | int(rest[2])<<16
-		if n >= 0xffffff || len(rest) < 4+n {
-			return buf
+		r.first = 1
+		if params := int(binary.LittleEndian.Uint16(payload[7:9])); params > 0 {
+			r.first += params + 1 // definitions and their EOF
 		}
-		pkts = append(pkts, pkt{rest[3], rest[4 : 4+n]})
-		rest = rest[4+n:]
+		return false
 	}
-	if len(pkts) == 0 || len(pkts[0].payload) < 9 || pkts[0].payload[0] != 0 {
-		return buf
-	}
-	ncols := int(binary.LittleEndian.Uint16(pkts[0].payload[5:7]))
-	nparams := int(binary.LittleEndian.Uint16(pkts[0].payload[7:9]))
-	first := 1
-	if nparams > 0 {
-		first += nparams + 1
-	}
-	if ncols != len(cols) || ncols == 0 || len(pkts) < first+ncols+1 {
-		return buf
-	}
-	out := make([]byte, 0, len(buf)+64*len(cols))
-	for i, p := range pkts {
-		payload := p.payload
-		if i >= first && i < first+ncols {
-			payload = cols[i-first]
+	c := i - r.first
+	if c < 0 {
+		if i < r.first-1 { // a parameter definition (the last one before first is their EOF)
+			l.wbuf = appendPackets(l.wbuf, paramDefinition, p[3])
+			return true
 		}
-		out = appendPackets(out, payload, p.seq)
+		return false
 	}
-	return out
+	if c >= len(r.cols) {
+		l.prep = nil // the EOF after the columns: done
+		return false
+	}
+	if len(r.cols[c]) >= 0xffffff {
+		return false // cannot be one packet: keep the placeholder
+	}
+	l.wbuf = appendPackets(l.wbuf, r.cols[c], p[3])
+	return true
 }
 
 // Flush sends the buffered response bytes.
@@ -182,11 +204,16 @@ func (l *clientConn) nextPacket() error {
 	size := int(hdr[0]) | int(hdr[1])<<8 | int(hdr[2])<<16
 	first := !l.cont
 	l.logical += size
-	if l.logical > l.max {
+	if l.logical >= l.max {
+		// As MariaDB: a logical packet of max_allowed_packet bytes or more is
+		// refused as soon as the header of the physical packet that reaches
+		// the limit arrives, the error numbered after that packet (a split
+		// packet crossing it in its second 16 MiB part gets sequence 2), and
+		// the connection is closed.
 		l.tripped = true
 		_ = l.Flush()
 		writeRawError(l.Conn, hdr[3]+1, mysql.ER_NET_PACKET_TOO_LARGE, "08S01", "Got a packet bigger than 'max_allowed_packet' bytes")
-		l.drain(size)
+		l.drain(size, size == 0xffffff)
 		return errPacketTooLarge
 	}
 	l.cont = size == 0xffffff
@@ -212,6 +239,10 @@ func (l *clientConn) nextPacket() error {
 				writeRawError(l.Conn, hdr[3]+1, reply.Code, reply.State, reply.Message)
 			case out != nil:
 				l.pending = appendPackets(make([]byte, 0, len(out)+8), out, hdr[3])
+				// An EXECUTE with its long data spliced in can reach 16 MiB
+				// and go up as several packets: go-mysql then numbers its
+				// reply after the last of them, the client after its one.
+				l.extraPackets = byte(len(out) / 0xffffff)
 			}
 			return nil
 		}
@@ -236,15 +267,32 @@ func appendPackets(dst, payload []byte, seq byte) []byte {
 }
 
 // drain reads and drops what the client is still sending of the refused
-// packet (bounded in bytes and time), so that its write completes and it
-// reads the 1153 instead of a connection reset.
-func (l *clientConn) drain(left int) {
-	if left <= 0 {
-		return
-	}
+// logical packet, the parts after the current one included (bounded in
+// bytes and time), so that its write completes and it reads the 1153
+// instead of a connection reset. MariaDB closes at once, and go-sql-driver
+// then often reports the reset, not the 1153 (TestHostileMaxPacket).
+func (l *clientConn) drain(left int, more bool) {
 	_ = l.Conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-	_, _ = io.CopyN(io.Discard, l.br, int64(min(left, 4*l.max)))
+	budget := int64(max(4*l.max, maxDrain))
+	for budget > 0 {
+		n, err := io.CopyN(io.Discard, l.br, min(int64(left), budget))
+		budget -= n
+		if err != nil || !more || budget <= 0 {
+			return
+		}
+		var hdr [4]byte
+		if _, err := io.ReadFull(l.br, hdr[:]); err != nil {
+			return
+		}
+		left = int(hdr[0]) | int(hdr[1])<<8 | int(hdr[2])<<16
+		more = left == 0xffffff
+	}
 }
+
+// maxDrain: a client whose DSN allows more than the server (go-sql-driver's
+// maxAllowedPacket) may send a statement of a few 16 MiB parts before it
+// reads the refusal; reading and dropping them costs no memory.
+const maxDrain = 64 << 20
 
 // extraCapabilities are announced in the server greeting on top of
 // go-mysql's own set, which has no option for them. Clients such as
@@ -328,8 +376,8 @@ func patchOKStatus(p []byte, status uint16) {
 		return
 	}
 	pos := 5
-	for range 2 {
-		n := lenencSize(p, pos)
+	for range 2 { // affected rows, insert id
+		_, n := lenenc(p[pos:])
 		if n == 0 {
 			return
 		}
@@ -340,29 +388,6 @@ func patchOKStatus(p []byte, status uint16) {
 	}
 	p[pos] |= byte(status)
 	p[pos+1] |= byte(status >> 8)
-}
-
-// lenencSize is the size of the length-encoded integer at p[pos], 0 if it
-// does not fit in p.
-func lenencSize(p []byte, pos int) int {
-	if pos >= len(p) {
-		return 0
-	}
-	n := 1
-	switch p[pos] {
-	case 0xfc:
-		n = 3
-	case 0xfd:
-		n = 4
-	case 0xfe:
-		n = 9
-	case 0xfb, 0xff:
-		return 0
-	}
-	if pos+n > len(p) {
-		return 0
-	}
-	return n
 }
 
 // authThrottle blocks a host for a while after repeated failed logins, so a

@@ -98,7 +98,6 @@ func (l *clientConn) endPacket(start int, seq *uint8) error {
 		*seq += byte(n/0xffffff + 1)
 	}
 	if len(l.wbuf) >= writeChunk {
-		l.spilled = true
 		return l.Flush()
 	}
 	return nil

@@ -340,7 +340,7 @@ func (s *Server) handle(nc net.Conn) {
 		h.tlsVersion, h.tlsCipher = tlsNames(tc.ConnectionState())
 	}
 	// From here on: bounded packet size, one write per response (clientConn).
-	cc := newClientConn(conn.Conn.Conn, s.cfg.MaxPacket)
+	cc := newClientConn(conn.Conn.Conn, s.packetLimit())
 	conn.Conn.Conn = cc
 	h.cc = cc
 	h.host = host
@@ -354,6 +354,21 @@ func (s *Server) handle(nc net.Conn) {
 			return
 		}
 	}
+}
+
+// packetLimit is the max_allowed_packet of a new session: the smaller of
+// Convoy's own bound and the datasources' (what `SELECT
+// @@max_allowed_packet` answers, and what drivers size their packets from).
+// Like MariaDB, which copies the global value into a session when it
+// connects, the session keeps it: a client packet at or above it is refused
+// exactly where MariaDB would refuse it, and one below it fits every
+// backend.
+func (s *Server) packetLimit() int {
+	limit := s.cfg.MaxPacket
+	if v := s.eng.MaxAllowedPacket(); v > 0 && v < int64(limit) {
+		limit = int(v)
+	}
+	return limit
 }
 
 // admit applies the checks that need the authenticated user and transport:

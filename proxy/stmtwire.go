@@ -31,8 +31,8 @@ import (
 // see that from the missing SERVER_STATUS_CURSOR_EXISTS).
 type stmtWire struct {
 	stmts map[uint32]*stmtState
-	// maxLong bounds the long data buffered for one statement (the session's
-	// max_allowed_packet: the spliced EXECUTE must stay below it).
+	// maxLong is the session's max_allowed_packet: as in MariaDB, the long
+	// data of one parameter may reach it, not exceed it.
 	maxLong int
 }
 
@@ -41,8 +41,17 @@ type stmtState struct {
 	types    []byte   // 2 bytes per parameter, as last bound
 	long     [][]byte // long data per parameter (nil: none received)
 	longSize int
-	longErr  bool // long data exceeded maxLong; the next EXECUTE fails
+	overflow bool // long data beyond maxLongTotal was dropped; the EXECUTE fails
+	// failed is the error of long data MariaDB would not take (a parameter
+	// beyond max_allowed_packet, or one the statement does not have): as
+	// there, every EXECUTE gets it until COM_STMT_RESET.
+	failed *mysql.MyError
 }
+
+// maxLongTotal bounds the long data Convoy buffers for one statement, in
+// units of max_allowed_packet. MariaDB bounds each parameter only; Convoy
+// holds all of it in memory until the EXECUTE, so the sum is bounded too.
+const maxLongTotal = 4
 
 const (
 	comStmtPrepare      = 0x16
@@ -103,6 +112,7 @@ func (w *stmtWire) command(payload []byte) (out []byte, reply *mysql.MyError) {
 			return nil, unknownStmt(id, "mysqld_stmt_reset")
 		}
 		st.clearLong()
+		st.failed = nil
 		return payload, nil
 	}
 	return w.execute(payload)
@@ -114,25 +124,41 @@ func unknownStmt(id uint32, where string) *mysql.MyError {
 }
 
 func (st *stmtState) clearLong() {
-	st.long, st.longSize, st.longErr = nil, 0, false
+	st.long, st.longSize, st.overflow = nil, 0, false
 }
+
+// Long data errors, as MariaDB 10.11 words them.
+var (
+	errLongDataTooLong = &mysql.MyError{Code: mysql.ER_UNKNOWN_ERROR, State: "HY000",
+		Message: "Parameter of prepared statement which is set through mysql_send_long_data() is longer than 'max_allowed_packet' bytes"}
+	errLongDataParam = &mysql.MyError{Code: mysql.ER_WRONG_ARGUMENTS, State: "HY000",
+		Message: "Incorrect arguments to mysqld_stmt_send_long_data"}
+)
 
 func (w *stmtWire) sendLongData(p []byte) {
 	if len(p) < 7 {
 		return
 	}
 	st := w.stmts[binary.LittleEndian.Uint32(p[1:5])]
-	param := int(binary.LittleEndian.Uint16(p[5:7]))
-	if st == nil || param >= st.params {
-		return // MySQL ignores these too (the error surfaces at EXECUTE, if at all)
+	if st == nil {
+		return // MariaDB ignores long data for an unknown statement
 	}
-	data := p[7:]
-	if st.longSize+len(data) > w.maxLong {
-		st.longErr = true
+	param := int(binary.LittleEndian.Uint16(p[5:7]))
+	if param >= st.params {
+		st.failed = errLongDataParam
 		return
 	}
+	data := p[7:]
 	if st.long == nil {
 		st.long = make([][]byte, st.params)
+	}
+	if len(st.long[param])+len(data) > w.maxLong {
+		st.failed = errLongDataTooLong // and the piece is dropped, as there
+		return
+	}
+	if st.longSize+len(data) > maxLongTotal*w.maxLong {
+		st.overflow = true
+		return
 	}
 	if st.long[param] == nil {
 		st.long[param] = []byte{}
@@ -153,14 +179,13 @@ func (w *stmtWire) execute(p []byte) ([]byte, *mysql.MyError) {
 	if st == nil {
 		return nil, unknownStmt(id, "mysqld_stmt_execute")
 	}
-	defer st.clearLong() // long data is consumed by the EXECUTE, successful or not
-	if st.longErr {
-		return nil, &mysql.MyError{Code: mysql.ER_NET_PACKET_TOO_LARGE, State: "08S01",
-			Message: fmt.Sprintf("long data of the statement exceeds max_allowed_packet (%d bytes)", w.maxLong)}
+	if st.failed != nil {
+		return nil, st.failed
 	}
-	if len(p)+st.longSize > w.maxLong {
+	defer st.clearLong() // long data is consumed by the EXECUTE, successful or not
+	if st.overflow {
 		return nil, &mysql.MyError{Code: mysql.ER_NET_PACKET_TOO_LARGE, State: "08S01",
-			Message: fmt.Sprintf("EXECUTE with its long data exceeds max_allowed_packet (%d bytes)", w.maxLong)}
+			Message: fmt.Sprintf("Got more long data for one EXECUTE than Convoy holds (%d x max_allowed_packet = %d bytes)", maxLongTotal, maxLongTotal*w.maxLong)}
 	}
 	flags := p[5]
 	if st.params == 0 {

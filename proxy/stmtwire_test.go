@@ -3,7 +3,12 @@ package proxy
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 )
@@ -99,15 +104,63 @@ func TestStmtWireRefusals(t *testing.T) {
 			t.Errorf("%s: got %x %v, want errno %d", name, out, reply, c.code)
 		}
 	}
-	// Long data beyond the bound fails the next EXECUTE with 1153, once.
-	ld := binary.LittleEndian.AppendUint16(binary.LittleEndian.AppendUint32([]byte{comStmtSendLongData}, 1), 0)
-	w.command(append(ld, bytes.Repeat([]byte{'x'}, 100)...))
-	if _, reply := w.command(execPkt(1, 0, []byte{0}, true, longlong, le64(1))); reply == nil || reply.Code != mysql.ER_NET_PACKET_TOO_LARGE {
-		t.Errorf("EXECUTE after oversized long data: %v, want 1153", reply)
+}
+
+// TestStmtWireLongDataLimits: long data as MariaDB 10.11 takes it (measured
+// against it in integration's TestHostileMaxPacket): one parameter may hold
+// up to max_allowed_packet bytes; beyond that, or for a parameter the
+// statement does not have, every EXECUTE fails (1105 / 1210, MariaDB's
+// words) until COM_STMT_RESET; the sum over parameters is bounded by
+// maxLongTotal x max_allowed_packet (1153, once).
+func TestStmtWireLongDataLimits(t *testing.T) {
+	const max = 64
+	blob := []byte{mysql.MYSQL_TYPE_BLOB, 0}
+	longData := func(param uint16, n int) []byte {
+		b := binary.LittleEndian.AppendUint16(binary.LittleEndian.AppendUint32([]byte{comStmtSendLongData}, 1), param)
+		return append(b, bytes.Repeat([]byte{'x'}, n)...)
 	}
-	if out, reply := w.command(execPkt(1, 0, []byte{0}, true, longlong, le64(1))); reply != nil || out == nil {
-		t.Errorf("the EXECUTE after that must work again: %v", reply)
+	execLong := execPkt(1, 0, []byte{0}, true, append(append([]byte{}, blob...), blob...), nil) // both values from long data
+	reset := binary.LittleEndian.AppendUint32([]byte{comStmtReset}, 1)
+	w := newStmtWire(max)
+	w.prepared(1, 2)
+	run := func(name string, want uint16, pkts ...[]byte) {
+		t.Helper()
+		for _, p := range pkts[:len(pkts)-1] {
+			if out, reply := w.command(p); out != nil || reply != nil {
+				t.Fatalf("%s: long data answered: %x %v", name, out, reply)
+			}
+		}
+		out, reply := w.command(pkts[len(pkts)-1])
+		switch {
+		case want == 0 && (reply != nil || out == nil):
+			t.Errorf("%s: %v, want the EXECUTE to go through", name, reply)
+		case want != 0 && (reply == nil || reply.Code != want):
+			t.Errorf("%s: %x %v, want errno %d", name, out, reply, want)
+		}
 	}
+	run("exactly max_allowed_packet in two pieces", 0, longData(0, 40), longData(0, max-40), longData(1, max), execLong)
+	run("one byte more", mysql.ER_UNKNOWN_ERROR, longData(0, 40), longData(0, max-39), longData(1, 1), execLong)
+	run("still failed", mysql.ER_UNKNOWN_ERROR, longData(0, 1), longData(1, 1), execLong)
+	if _, reply := w.command(reset); reply != nil {
+		t.Fatal(reply)
+	}
+	run("after COM_STMT_RESET", 0, longData(0, 1), longData(1, 1), execLong)
+	run("a parameter the statement lacks", mysql.ER_WRONG_ARGUMENTS, longData(0, 1), longData(2, 1), longData(1, 1), execLong)
+	if _, reply := w.command(reset); reply != nil {
+		t.Fatal(reply)
+	}
+	if _, reply := w.command(execLong); reply == nil || reply.Code != mysql.ER_WRONG_ARGUMENTS || reply.Message != "Incorrect arguments to mysqld_stmt_execute" {
+		t.Errorf("EXECUTE without values after the reset: %v", reply)
+	}
+	w = newStmtWire(max)
+	w.prepared(1, 6)
+	blobs := bytes.Repeat(blob, 6)
+	var pkts [][]byte
+	for i := range 6 {
+		pkts = append(pkts, longData(uint16(i), max))
+	}
+	run("more long data than maxLongTotal x max", mysql.ER_NET_PACKET_TOO_LARGE, append(pkts, execPkt(1, 0, []byte{0}, true, blobs, nil))...)
+	run("the next one starts afresh", 0, append(pkts[:4], execPkt(1, 0, []byte{0x30}, true, blobs, nil))...)
 }
 
 // FuzzStmtWire: no input panics, and a rewritten EXECUTE is a fixed point
@@ -193,29 +246,188 @@ func TestPatchOKStatus(t *testing.T) {
 	}
 }
 
-func TestReplacePrepareColumns(t *testing.T) {
-	ok := []byte{0, 7, 0, 0, 0, 2, 0, 1, 0, 0, 0, 0} // stmt 7, 2 columns, 1 param
-	eof := []byte{0xfe, 0, 0, 2, 0}
+// TestPrepareColumnsRewrite: the PREPARE response go-mysql writes (one
+// packet per Write, as its packet.Conn does) gets the backend's column
+// definitions, also when it has 65,535 parameters and columns and so goes
+// out in many writeChunk pieces; sequence numbers (wrapping at 256) are
+// kept; parameter definitions become MariaDB's; an error or a response
+// with another column count passes unchanged.
+func TestPrepareColumnsRewrite(t *testing.T) {
 	placeholder := (&mysql.Field{}).Dump()
-	var buf []byte
-	for i, p := range [][]byte{ok, (&mysql.Field{Name: []byte("?")}).Dump(), eof, placeholder, placeholder, eof} {
-		buf = appendPackets(buf, p, byte(i+1))
+	param := (&mysql.Field{Name: []byte("?")}).Dump()
+	eof := []byte{0xfe, 0, 0, 2, 0}
+	okPkt := func(cols, params int) []byte {
+		b := []byte{0, 7, 0, 0, 0}
+		b = binary.LittleEndian.AppendUint16(b, uint16(cols))
+		b = binary.LittleEndian.AppendUint16(b, uint16(params))
+		return append(b, 0, 0, 0)
 	}
-	cols := [][]byte{(&mysql.Field{Name: []byte("seq")}).Dump(), (&mysql.Field{Name: []byte("msg_id")}).Dump()}
-	out := replacePrepareColumns(append([]byte(nil), buf...), cols)
-	var want []byte
-	for i, p := range [][]byte{ok, (&mysql.Field{Name: []byte("?")}).Dump(), eof, cols[0], cols[1], eof} {
-		want = appendPackets(want, p, byte(i+1))
+	// response lists the payloads of a PREPARE OK response.
+	response := func(params int, cols [][]byte, param []byte) [][]byte {
+		out := [][]byte{okPkt(len(cols), params)}
+		if params > 0 {
+			for range params {
+				out = append(out, param)
+			}
+			out = append(out, eof)
+		}
+		if len(cols) > 0 {
+			out = append(out, cols...)
+			out = append(out, eof)
+		}
+		return out
 	}
-	if !bytes.Equal(out, want) {
-		t.Fatalf("\n got %x\nwant %x", out, want)
+	// send writes payloads through a clientConn as go-mysql does and
+	// returns what reached the socket.
+	send := func(cols [][]byte, payloads [][]byte) []byte {
+		rc := &recordConn{}
+		l := &clientConn{Conn: rc, stmts: newStmtWire(1 << 20)}
+		if cols != nil {
+			l.setPrepareColumns(cols)
+		}
+		seq := uint8(1)
+		for _, p := range payloads {
+			if _, err := l.Write(appendPackets(nil, p, seq)); err != nil {
+				t.Fatal(err)
+			}
+			seq++
+		}
+		if err := l.endCommand(); err != nil {
+			t.Fatal(err)
+		}
+		return rc.out.Bytes()
+	}
+	frame := func(payloads [][]byte) []byte {
+		var b []byte
+		for i, p := range payloads {
+			b = appendPackets(b, p, byte(i+1))
+		}
+		return b
+	}
+	named := func(n int) [][]byte {
+		cols := make([][]byte, n)
+		for i := range cols {
+			cols[i] = (&mysql.Field{Name: []byte(fmt.Sprintf("c%d", i)), Type: mysql.MYSQL_TYPE_LONGLONG}).Dump()
+		}
+		return cols
+	}
+	placeholders := func(n int) [][]byte {
+		cols := make([][]byte, n)
+		for i := range cols {
+			cols[i] = placeholder
+		}
+		return cols
+	}
+	for _, c := range []struct{ params, cols int }{{1, 2}, {0, 3}, {2, 0}, {65535, 1}, {2, 65535}, {65535, 65535}} {
+		cols := named(c.cols)
+		got := send(cols, response(c.params, placeholders(c.cols), param))
+		if want := frame(response(c.params, cols, paramDefinition)); !bytes.Equal(got, want) {
+			t.Errorf("%d params, %d columns: rewritten response differs (%d bytes, want %d)", c.params, c.cols, len(got), len(want))
+		}
+		if c.params+c.cols > 60000 && len(got) < 2*writeChunk {
+			t.Errorf("%d params, %d columns: case too small to be sent in pieces", c.params, c.cols)
+		}
 	}
 	// A count mismatch or an error response is left alone.
-	if got := replacePrepareColumns(buf, cols[:1]); !bytes.Equal(got, buf) {
+	resp := response(1, placeholders(2), param)
+	if got := send(named(1), resp); !bytes.Equal(got, frame(resp)) {
 		t.Error("rewrote a response with another column count")
 	}
-	errPkt := appendPackets(nil, []byte{0xff, 0x28, 0x04, '#', '4', '2', '0', '0', '0', 'x'}, 1)
-	if got := replacePrepareColumns(errPkt, cols); !bytes.Equal(got, errPkt) {
+	errResp := [][]byte{{0xff, 0x28, 0x04, '#', '4', '2', '0', '0', '0', 'x'}}
+	if got := send(named(2), errResp); !bytes.Equal(got, frame(errResp)) {
 		t.Error("rewrote an error response")
 	}
+	// The next command's response is not touched.
+	rc := &recordConn{}
+	l := &clientConn{Conn: rc, stmts: newStmtWire(1 << 20)}
+	l.setPrepareColumns(named(1))
+	_ = l.endCommand() // PREPARE failed before go-mysql wrote anything
+	_, _ = l.Write(appendPackets(nil, okPkt(1, 0), 1))
+	_, _ = l.Write(appendPackets(nil, placeholder, 2))
+	_ = l.endCommand()
+	if want := frame([][]byte{okPkt(1, 0), placeholder}); !bytes.Equal(rc.out.Bytes(), want) {
+		t.Error("a later response was rewritten")
+	}
 }
+
+// TestClientPacketLimit: a logical packet is refused when it reaches the
+// limit (MariaDB refuses payload >= max_allowed_packet), with 1153 numbered
+// after the physical packet that reached it, and the refused packet's
+// remaining parts are read (so a client still writing them gets the error,
+// not a reset); one byte less passes through whole.
+func TestClientPacketLimit(t *testing.T) {
+	const part = 0xffffff
+	for _, c := range []struct {
+		name    string
+		max     int
+		sizes   []int // physical packet sizes of one logical packet
+		wantSeq int   // -1: passes
+	}{
+		{"one byte under", 100, []int{99}, -1},
+		{"at the limit", 100, []int{100}, 1},
+		{"first part over", 100, []int{part, 5}, 1},
+		{"second part reaches it", part + 10, []int{part, 10}, 2},
+		{"second part under it", part + 10, []int{part, 9}, -1},
+		{"second of three parts", part + 10, []int{part, part, 3}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			client, server := net.Pipe()
+			defer client.Close()
+			l := newClientConn(server, c.max)
+			var sent []byte
+			for i, n := range c.sizes {
+				sent = append(sent, byte(n), byte(n>>8), byte(n>>16), byte(i))
+				sent = append(sent, bytes.Repeat([]byte{comQueryByte}, n)...)
+			}
+			// net.Pipe has no buffer: the client writes and reads at once,
+			// as over TCP.
+			writeErr := make(chan error, 1)
+			go func() { _, err := client.Write(sent); writeErr <- err }()
+			reply := make(chan []byte, 1)
+			go func() {
+				_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
+				hdr := make([]byte, 4)
+				if _, err := io.ReadFull(client, hdr); err != nil {
+					reply <- nil
+					return
+				}
+				body := make([]byte, int(hdr[0])|int(hdr[1])<<8|int(hdr[2])<<16)
+				_, _ = io.ReadFull(client, body)
+				reply <- append(hdr, body...)
+			}()
+			got, err := io.ReadAll(io.LimitReader(readerFunc(l.Read), int64(len(sent))))
+			if c.wantSeq < 0 {
+				if err != nil || !bytes.Equal(got, sent) {
+					t.Fatalf("packet under the limit: %v, %d of %d bytes passed", err, len(got), len(sent))
+				}
+				return
+			}
+			if !errors.Is(err, errPacketTooLarge) {
+				t.Fatalf("read: %v, want errPacketTooLarge", err)
+			}
+			r := <-reply
+			if len(r) < 7 {
+				t.Fatalf("no error packet: %q", r)
+			}
+			hdr, body := r[:4], r[4:]
+			if int(hdr[3]) != c.wantSeq || binary.LittleEndian.Uint16(body[1:]) != mysql.ER_NET_PACKET_TOO_LARGE ||
+				string(body[3:]) != "#08S01Got a packet bigger than 'max_allowed_packet' bytes" {
+				t.Fatalf("refusal: seq %d %q, want seq %d and MariaDB's 1153", hdr[3], body, c.wantSeq)
+			}
+			select {
+			case err := <-writeErr:
+				if err != nil {
+					t.Fatalf("the client's write of the refused packet failed: %v", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the rest of the refused packet was not read: the client's write blocks")
+			}
+		})
+	}
+}
+
+const comQueryByte = 0x03
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }

@@ -59,7 +59,7 @@ func (c *Conn) ExecPreparedAll(sql string, args []any) ([]*mysql.Result, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := c.w.startExecute(st, args); err != nil {
+	if _, err := c.w.startExecute(st, args); err != nil {
 		return nil, c.check(err)
 	}
 	rs, err := c.w.results()

@@ -295,9 +295,6 @@ func (w *wire) okResult(p []byte) (*mysql.Result, error) {
 	return r, nil
 }
 
-// maxColumns is MySQL's own limit on the columns of a table or result.
-const maxColumns = 4096
-
 // result reads the response to a query or EXECUTE: an OK, the server's
 // error, or a result set (rows raw: text or binary protocol as the command
 // asked).
@@ -319,8 +316,11 @@ func (w *wire) result() (*mysql.Result, error) {
 		// for a file breaks the protocol: answer "no file", then drop it.
 		return nil, w.refuseLocalFile()
 	}
+	// No bound on the count: a table has at most 4096 columns, but a SELECT
+	// list has none (MariaDB sends 70,000 columns if asked). columns only
+	// allocates for the definitions that really arrive.
 	count, n, ok := lenenc(p)
-	if !ok || n != len(p) || count == 0 || count > maxColumns {
+	if !ok || n != len(p) || count == 0 || count > math.MaxInt32 {
 		return nil, protocolError("bad column count packet")
 	}
 	rs := &mysql.Resultset{}
@@ -346,19 +346,23 @@ func (w *wire) result() (*mysql.Result, error) {
 	}
 }
 
-// columns reads count column definitions and the EOF after them.
+// columns reads count column definitions and the EOF after them. Memory
+// grows with the definitions read, not with the count a server announced.
 func (w *wire) columns(buf []byte, count int) ([]byte, []*mysql.Field, error) {
-	store := make([]mysql.Field, count)
-	fields := make([]*mysql.Field, count)
-	for i := range fields {
+	store := make([]mysql.Field, 0, min(count, preallocColumns))
+	for range count {
 		var p []byte
 		var err error
 		if buf, p, err = w.readPacket(buf); err != nil {
 			return buf, nil, err
 		}
-		if err := parseField(&store[i], p); err != nil {
+		store = append(store, mysql.Field{})
+		if err := parseField(&store[len(store)-1], p); err != nil {
 			return buf, nil, err
 		}
+	}
+	fields := make([]*mysql.Field, count)
+	for i := range fields {
 		fields[i] = &store[i]
 	}
 	buf, p, err := w.readPacket(buf)
@@ -373,6 +377,10 @@ func (w *wire) columns(buf []byte, count int) ([]byte, []*mysql.Field, error) {
 	}
 	return buf, fields, nil
 }
+
+// preallocColumns: definitions allocated up front for a result set; a wider
+// one grows as its definitions arrive.
+const preallocColumns = 64
 
 // skipDefinitions reads count definitions and the EOF after them, keeping
 // nothing: a PREPARE's parameter definitions (up to 65535) carry nothing
@@ -585,12 +593,11 @@ func (w *wire) prepare(sql string) (*stmt, error) {
 	if len(p) < 12 || p[0] != mysql.OK_HEADER {
 		return nil, protocolError("bad COM_STMT_PREPARE reply")
 	}
+	// Both counts are 2-byte fields: 0..65535 parameters (MariaDB's own
+	// limit on placeholders) and columns, all accepted.
 	st := &stmt{id: binary.LittleEndian.Uint32(p[1:])}
 	ncols := int(binary.LittleEndian.Uint16(p[5:]))
 	st.params = int(binary.LittleEndian.Uint16(p[7:]))
-	if ncols > maxColumns {
-		return nil, protocolError("COM_STMT_PREPARE reply with %d columns", ncols)
-	}
 	if st.params > 0 {
 		if err := w.skipDefinitions(st.params); err != nil {
 			return nil, err
@@ -611,24 +618,51 @@ func (w *wire) closeStmt(id uint32) error {
 	return w.send()
 }
 
+// longArg is the size above which a string or []byte argument goes to the
+// server as COM_STMT_SEND_LONG_DATA pieces of at most this size ahead of
+// the EXECUTE (in the same write: the server answers none of them). The
+// server bounds long data per parameter by its max_allowed_packet, not the
+// EXECUTE packet, so a statement whose values the client sent as long data
+// (each up to the session's max_allowed_packet, which is at most the
+// backend's) fits the backend too, as it fits MariaDB directly; inline, two
+// such values, or one at the limit with the statement around it, would not.
+const longArg = 64 << 10
+
 // execute runs COM_STMT_EXECUTE with args (binary-protocol rows back).
 // Argument types are those go-mysql's server decodes from a client's
 // EXECUTE, plus int, uint, bool and string.
 func (w *wire) execute(st *stmt, args []any) (*mysql.Result, error) {
-	if err := w.startExecute(st, args); err != nil {
+	long, err := w.startExecute(st, args)
+	if err != nil {
 		return nil, err
 	}
-	return w.result()
+	r, err := w.result()
+	if long && IsServerError(err) {
+		// A statement whose long data the server refused keeps failing
+		// until it is reset (MariaDB); it stays in the connection's cache.
+		if rerr := w.resetStmt(st.id); rerr != nil {
+			return nil, rerr
+		}
+	}
+	return r, err
 }
 
-// startExecute sends a COM_STMT_EXECUTE; the caller reads the reply.
-func (w *wire) startExecute(st *stmt, args []any) error {
+// startExecute sends a COM_STMT_EXECUTE (after the long data of its long
+// arguments, if any: long reports them); the caller reads the reply.
+func (w *wire) startExecute(st *stmt, args []any) (long bool, err error) {
 	if len(args) != st.params {
 		// Nothing sent: the connection stays usable.
-		return &mysql.MyError{Code: mysql.ER_WRONG_ARGUMENTS, State: "HY000",
+		return false, &mysql.MyError{Code: mysql.ER_WRONG_ARGUMENTS, State: "HY000",
 			Message: fmt.Sprintf("Incorrect arguments to mysqld_stmt_execute (statement takes %d parameters, %d given)", st.params, len(args))}
 	}
-	w.begin(mysql.COM_STMT_EXECUTE)
+	w.out = w.out[:0]
+	for i, a := range args {
+		if w.appendLongData(st.id, i, a) {
+			long = true
+		}
+	}
+	at := len(w.out)
+	w.out = append(w.out, 0, 0, 0, 0, mysql.COM_STMT_EXECUTE)
 	w.out = binary.LittleEndian.AppendUint32(w.out, st.id)
 	w.out = append(w.out, mysql.CURSOR_TYPE_NO_CURSOR, 1, 0, 0, 0) // flags, iteration count 1
 	if n := len(args); n > 0 {
@@ -638,9 +672,13 @@ func (w *wire) startExecute(st *stmt, args []any) error {
 		types := len(w.out)
 		w.out = append(w.out, make([]byte, 2*n)...)
 		for i, a := range args {
+			if IsLongArg(a) {
+				w.out[types+2*i] = mysql.MYSQL_TYPE_STRING // the value came as long data
+				continue
+			}
 			tp, unsigned, err := w.appendArg(a)
 			if err != nil {
-				return fmt.Errorf("parameter %d: %w", i+1, err)
+				return false, fmt.Errorf("parameter %d: %w", i+1, err)
 			}
 			if tp == mysql.MYSQL_TYPE_NULL {
 				w.out[nulls+i/8] |= 1 << (i % 8)
@@ -651,7 +689,73 @@ func (w *wire) startExecute(st *stmt, args []any) error {
 			}
 		}
 	}
-	return w.send()
+	b := w.frame(at)
+	if cap(w.out) > maxKeptCommand {
+		w.out = nil
+	}
+	if err := w.write(b); err != nil {
+		return long, w.refusal(err)
+	}
+	return long, nil
+}
+
+// IsLongArg reports an argument ExecPrepared sends as long data (a string
+// or []byte over longArg bytes).
+func IsLongArg(a any) bool {
+	switch v := a.(type) {
+	case []byte:
+		return len(v) > longArg
+	case string:
+		return len(v) > longArg
+	}
+	return false
+}
+
+// appendLongData appends the COM_STMT_SEND_LONG_DATA packets of argument i
+// (each a command of its own, sequence 0) when it is long.
+func (w *wire) appendLongData(id uint32, i int, a any) bool {
+	if !IsLongArg(a) {
+		return false
+	}
+	var v []byte
+	var s string
+	switch x := a.(type) {
+	case []byte:
+		v = x
+	case string:
+		s = x
+	}
+	n := max(len(v), len(s))
+	for off := 0; off < n; off += longArg {
+		end := min(off+longArg, n)
+		size := 7 + end - off
+		w.out = append(w.out, byte(size), byte(size>>8), byte(size>>16), 0, mysql.COM_STMT_SEND_LONG_DATA)
+		w.out = binary.LittleEndian.AppendUint32(w.out, id)
+		w.out = binary.LittleEndian.AppendUint16(w.out, uint16(i))
+		if v != nil {
+			w.out = append(w.out, v[off:end]...)
+		} else {
+			w.out = append(w.out, s[off:end]...)
+		}
+	}
+	return true
+}
+
+// resetStmt runs COM_STMT_RESET (answered by OK or an error).
+func (w *wire) resetStmt(id uint32) error {
+	w.begin(mysql.COM_STMT_RESET)
+	w.out = binary.LittleEndian.AppendUint32(w.out, id)
+	if err := w.send(); err != nil {
+		return err
+	}
+	_, p, err := w.readPacket(nil)
+	switch {
+	case err != nil:
+		return err
+	case len(p) > 0 && (p[0] == mysql.OK_HEADER || p[0] == mysql.ERR_HEADER):
+		return nil
+	}
+	return protocolError("unexpected reply to COM_STMT_RESET")
 }
 
 // appendArg appends the binary-protocol value of a and returns its type.

@@ -3,8 +3,10 @@ package backend
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -98,7 +100,8 @@ func TestWireMalformedReplies(t *testing.T) {
 		{"short error", pkt(1, 0xff, 0x01)},
 		{"wrong sequence", pkt(3, 0x00, 0, 0, 2, 0, 0, 0)},
 		{"bare OK header", pkt(1, 0x00)},
-		{"column count too large", pkt(1, 0xfc, 0xff, 0xff)},
+		{"column count without columns", pkt(1, 0xfc, 0xff, 0xff)},
+		{"column count beyond int32", pkt(1, 0xfe, 0, 0, 0, 0, 1, 0, 0, 0)},
 		{"column count with trailing bytes", pkt(1, 1, 1)},
 		{"short column definition", cat(pkt(1, 1), pkt(2, 3, 'd', 'e', 'f', 0))},
 		{"columns without EOF", cat(pkt(1, 1), pkt(2, colDef...), pkt(3, 1, 'x'))},
@@ -161,6 +164,55 @@ func TestWireReplies(t *testing.T) {
 	}
 	if r.Warnings != 1 || w.status&mysql.SERVER_STATUS_IN_TRANS != 0 {
 		t.Fatalf("final EOF: warnings %d status %x", r.Warnings, w.status)
+	}
+}
+
+// TestWireWideReplies: every count the protocol allows is read: a PREPARE
+// reply with 65,535 parameters and 65,535 columns (the counts are 2-byte
+// fields; sequence numbers wrap), and a result set with 70,000 columns (a
+// SELECT list has no 4096-column limit in MariaDB).
+func TestWireWideReplies(t *testing.T) {
+	colDef := []byte{3, 'd', 'e', 'f', 0, 0, 0, 1, 'a', 0, 0x0c, 0x3f, 0, 1, 0, 0, 0, 3, 0, 0, 0, 0, 0}
+	eof := []byte{0xfe, 0, 0, 2, 0}
+	var prep []byte
+	seq := byte(1)
+	add := func(b *[]byte, payload []byte) {
+		*b = append(*b, pkt(seq, payload...)...)
+		seq++
+	}
+	add(&prep, []byte{0, 9, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0})
+	for range 65535 {
+		add(&prep, []byte{3, 'd', 'e', 'f', 0, 0, 0, 1, '?', 0, 0x0c, 0x3f, 0, 0, 0, 0, 0, 0xfd, 0x80, 0, 0, 0, 0})
+	}
+	add(&prep, eof)
+	for range 65535 {
+		add(&prep, colDef)
+	}
+	add(&prep, eof)
+	var wide []byte
+	seq = 1
+	add(&wide, []byte{0xfd, 0x70, 0x11, 0x01}) // 70,000
+	for range 70000 {
+		add(&wide, colDef)
+	}
+	add(&wide, eof)
+	add(&wide, []byte{1, '1'})
+	add(&wide, eof)
+	w := fakeServer(t, prep, wide)
+	w.readTimeout = 5 * time.Second
+	st, err := w.prepare("SELECT ...")
+	if err != nil {
+		t.Fatalf("PREPARE with 65535 parameters and columns: %v", err)
+	}
+	if st.id != 9 || st.params != 65535 || len(st.columns) != 65535 || string(st.columns[65534].Name) != "a" {
+		t.Fatalf("PREPARE decoded as id %d, %d params, %d columns", st.id, st.params, len(st.columns))
+	}
+	r, err := w.query("SELECT ...")
+	if err != nil {
+		t.Fatalf("result with 70000 columns: %v", err)
+	}
+	if len(r.Fields) != 70000 || len(r.RowDatas) != 1 || string(r.Fields[69999].Name) != "a" {
+		t.Fatalf("result decoded as %d columns, %d rows", len(r.Fields), len(r.RowDatas))
 	}
 }
 
@@ -265,6 +317,50 @@ func realConn(t *testing.T) *Conn {
 	}
 	t.Cleanup(c.Release)
 	return c
+}
+
+// TestWirePreparedLongArgs: string and []byte arguments above longArg go
+// as COM_STMT_SEND_LONG_DATA, so a server with max_allowed_packet = 1 MiB
+// takes two values of exactly 1 MiB in one EXECUTE (as MariaDB takes them
+// from a client that sent them as long data), and one beyond its limit
+// fails with the server's error and leaves the statement usable.
+func TestWirePreparedLongArgs(t *testing.T) {
+	const limit = 1 << 20
+	mgr := newTestManager(t, testsvc.StartMariaDB(t, testsvc.WithMariaDBArgs(fmt.Sprintf("--max-allowed-packet=%d", limit))), Options{})
+	c, err := mgr.Acquire(context.Background(), "ds0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Release)
+	a := bytes.Repeat([]byte{0, 'a', 0xff}, limit/3+1)[:limit]
+	b := strings.Repeat("b", limit)
+	sql := "SELECT CONCAT_WS('|', LENGTH(?), MD5(?), ?, LENGTH(?))"
+	want := fmt.Sprintf("%d|%x|7|%d", limit, md5.Sum(a), limit)
+	for round := 0; round < 2; round++ {
+		r, err := c.ExecPrepared(sql, []any{a, a, int64(7), b})
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		vals, err := r.RowDatas[0].Parse(r.Fields, true, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(vals[0].AsString()); got != want {
+			t.Fatalf("round %d: got %s, want %s", round, got, want)
+		}
+	}
+	_, err = c.ExecPrepared(sql, []any{a, append(a, 'x'), int64(7), "c"})
+	var me *mysql.MyError
+	if !errors.As(err, &me) || me.Code != mysql.ER_UNKNOWN_ERROR || !strings.Contains(me.Message, "max_allowed_packet") {
+		t.Fatalf("long data beyond the server's limit: %v, want MariaDB's 1105", err)
+	}
+	r, err := c.ExecPrepared(sql, []any{"x", "y", int64(7), "zz"})
+	if err != nil {
+		t.Fatalf("the statement after refused long data: %v", err)
+	}
+	if vals, _ := r.RowDatas[0].Parse(r.Fields, true, nil); string(vals[0].AsString()) != fmt.Sprintf("1|%x|7|2", md5.Sum([]byte("y"))) {
+		t.Fatalf("the statement after refused long data: %s", vals[0].AsString())
+	}
 }
 
 // TestWirePreparedArgs: every argument type the engine hands to

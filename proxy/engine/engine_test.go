@@ -329,7 +329,7 @@ func TestPreparedBinaryValueInline(t *testing.T) {
 	if _, err := s.Execute(sel, []any{int64(42), body}); err != nil {
 		t.Fatal(err)
 	}
-	big := make([]byte, maxInlineBinary+1)
+	big := make([]byte, 64<<10+1)
 	big[0] = 0xff
 	if _, err := s.Execute(ins, []any{int64(6), int64(42), big}); err != nil {
 		t.Fatal(err)
@@ -343,6 +343,15 @@ func TestPreparedBinaryValueInline(t *testing.T) {
 	}
 	if !strings.HasPrefix(log[1], "ds0#4 prepared[42 [255 0 39]]: SELECT") || !strings.Contains(log[2], " prepared[") {
 		t.Fatalf("compared or oversized binary values must stay bound: %q", log[1:])
+	}
+	// Any value above 64 KiB stays bound, UTF-8 text too: the
+	// backend connection sends it as long data, so one of up to
+	// max_allowed_packet fits the backend.
+	if _, err := s.Execute(ins, []any{int64(7), int64(42), strings.Repeat("a", 64<<10+1)}); err != nil {
+		t.Fatal(err)
+	}
+	if log := rec.take(); len(log) != 1 || !strings.Contains(log[0], " prepared[") {
+		t.Fatalf("a long UTF-8 value must stay bound: %.200q", log)
 	}
 	// A latin1 client: the server would convert the bound string from
 	// latin1 and not a binary literal, so the value stays bound.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
+	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -66,13 +67,17 @@ func (pl *plan) inlinable(args []any) bool {
 			return false
 		}
 	}
+	// Values the backend connection sends as long data (over 64 KiB) stay
+	// bound: that way each may be as large as max_allowed_packet, as when
+	// a client sends it to MariaDB as long data; printed into the statement
+	// (escaped, or as hex) it would not fit.
+	for _, a := range args {
+		if backend.IsLongArg(a) {
+			return false
+		}
+	}
 	return true
 }
-
-// maxInlineBinary bounds a binary value sent as a hex literal (twice its
-// size in the statement); a longer one stays a bound parameter, so the
-// statement does not outgrow the backend's max_allowed_packet first.
-const maxInlineBinary = 64 << 10
 
 // inlineArgs returns args with the binary values of stored placeholders
 // (an encrypted message body, typically) as binary literals, which
@@ -88,7 +93,7 @@ func (pl *plan) inlineArgs(args []any, utf8Client bool) []any {
 	}
 	var out []any
 	for _, i := range pl.inlineAssigned {
-		if b, ok := args[i].([]byte); ok && len(b) <= maxInlineBinary && !utf8.Valid(b) {
+		if b, ok := args[i].([]byte); ok && !backend.IsLongArg(b) && !utf8.Valid(b) {
 			if out == nil {
 				out = append([]any(nil), args...)
 			}

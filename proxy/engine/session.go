@@ -45,9 +45,12 @@ type Session struct {
 	connID      uint32
 	// tlsVersion and tlsCipher describe the client's TLS session (SetTLS).
 	tlsVersion, tlsCipher string
-	buf                   []byte // reused for rendering SQL
-	normBuf               []byte // reused by the plan cache (rewrite.Normalize)
-	lits                  []rewrite.Literal
+	// maxPacket is the session's max_allowed_packet, fixed when it started
+	// (SetMaxAllowedPacket); 0: the engine's current value.
+	maxPacket int64
+	buf       []byte // reused for rendering SQL
+	normBuf   []byte // reused by the plan cache (rewrite.Normalize)
+	lits      []rewrite.Literal
 	// shard is the shard the current statement was routed to (the last one
 	// asked for a connection), or -1: the proxy names it when the statement
 	// fails.

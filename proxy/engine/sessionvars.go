@@ -19,6 +19,12 @@ func (s *Session) SetClient(user, host string, connID uint32) {
 	s.user, s.host, s.connID = user, host, connID
 }
 
+// SetMaxAllowedPacket fixes the session's max_allowed_packet: the limit the
+// front end enforces on this client, taken from MaxAllowedPacket when the
+// client connected (MariaDB too copies the global value into a session at
+// connect; a later change applies to new sessions only).
+func (s *Session) SetMaxAllowedPacket(n int64) { s.maxPacket = n }
+
 // sessionValue is the session's own answer for a session value a
 // statement reads (see rewrite.SessionTemplate).
 func (s *Session) sessionValue(r rewrite.SessionRef) rewrite.SessionValue {
@@ -37,6 +43,9 @@ func (s *Session) sessionValue(r rewrite.SessionRef) rewrite.SessionValue {
 	case rewrite.RefLastInsertID:
 		return num(s.lastID)
 	case rewrite.RefMaxAllowedPacket:
+		if s.maxPacket > 0 {
+			return num(uint64(s.maxPacket))
+		}
 		return num(uint64(s.e.MaxAllowedPacket()))
 	case rewrite.RefDatabase:
 		if s.db == "" {
@@ -141,9 +150,10 @@ func lenencString(b []byte) (string, []byte, bool) {
 
 // maxPacketCache holds the datasources' smallest max_allowed_packet.
 type maxPacketCache struct {
-	mu      sync.Mutex
-	value   int64
-	fetched time.Time
+	mu         sync.Mutex
+	value      int64
+	fetched    time.Time
+	refreshing bool
 }
 
 // maxPacketTTL bounds how stale the datasources' max_allowed_packet may be:
@@ -154,21 +164,47 @@ const maxPacketTTL = time.Minute
 // smallest of Convoy's own bound on client packets and every datasource's
 // max_allowed_packet. Drivers size their packets from it (go-sql-driver
 // splits or refuses a statement above it), so a statement within it is one
-// every backend accepts.
+// every backend accepts. The front end reads it for every new client, so
+// only the first call waits for the datasources: later ones get the cached
+// value, and a stale one is refreshed in the background (a datasource that
+// is slow to answer must not hold up every login).
 func (e *Engine) MaxAllowedPacket() int64 {
 	c := &e.maxPacket
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.value > 0 && time.Since(c.fetched) < maxPacketTTL {
-		return c.value
+	if c.value > 0 {
+		v := c.value
+		if time.Since(c.fetched) >= maxPacketTTL && !c.refreshing {
+			c.refreshing = true
+			go func() {
+				least := e.leastMaxPacket()
+				c.mu.Lock()
+				c.value, c.fetched, c.refreshing = least, time.Now(), false
+				c.mu.Unlock()
+			}()
+		}
+		c.mu.Unlock()
+		return v
 	}
+	c.mu.Unlock()
+	least := e.leastMaxPacket()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.value <= 0 { // else a concurrent first call has just stored it
+		c.value, c.fetched = least, time.Now()
+	}
+	return c.value
+}
+
+// leastMaxPacket asks every datasource for its max_allowed_packet (bounded
+// by the pools' connect and wait timeouts) and returns the smallest, or
+// Convoy's own bound when that is smaller.
+func (e *Engine) leastMaxPacket() int64 {
 	least := e.opt.MaxPacket
 	for _, ds := range e.routes.Current().Datasources() {
 		if v, ok := e.datasourceMaxPacket(ds.Name); ok && v < least {
 			least = v
 		}
 	}
-	c.value, c.fetched = least, time.Now()
 	return least
 }
 
@@ -183,7 +219,7 @@ func (e *Engine) datasourceMaxPacket(ds string) (int64, bool) {
 		return 0, false
 	}
 	v, err := strconv.ParseInt(r.Values[0][0].String(), 10, 64)
-	return v, err == nil && v > 0
+	return v, err == nil && v >= minMaxPacket
 }
 
 // SetTLS records the TLS session the client connected with (empty: none),
@@ -218,3 +254,8 @@ func (s *Session) showSessionStatus(a *rewrite.Analysis, r *mysql.Result, binary
 		}
 	}
 }
+
+// minMaxPacket is MariaDB's smallest max_allowed_packet: a smaller answer
+// is not a real server's and is not allowed to shrink every client's limit
+// (the front end enforces this value on client packets).
+const minMaxPacket = 1024
