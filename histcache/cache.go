@@ -122,15 +122,20 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// probeTimeout bounds the probe's PING. No client waits for it, so it is
+// more patient than a call: a Redis that answers at all closes the breaker
+// (and gets this proxy's repairs) soon after it is back.
+func (o Options) probeTimeout() time.Duration { return max(o.Timeout, 250*time.Millisecond) }
+
 // settle is how long reads stay off Redis after the breaker closes: one
 // probe interval of the other proxies (BreakerBackoffMax), by which each of
 // them that wrote without Redis during the same outage has probed, plus
-// time for its repair.
+// time for that probe and its repair.
 func (o Options) settle() time.Duration {
 	if o.BreakerSettle != 0 {
 		return o.BreakerSettle
 	}
-	return o.BreakerBackoffMax + 2*max(o.Timeout, 100*time.Millisecond)
+	return o.BreakerBackoffMax + 2*o.probeTimeout()
 }
 
 // Cache is the Redis hot tier of conversation history. Safe for concurrent use.
@@ -352,9 +357,11 @@ func (c *Cache) version(ctx context.Context, conv uint64) (string, error) {
 
 func (c *Cache) read(ctx context.Context, op byte, conv, cursor uint64, limit int, remember bool) ([]Entry, bool, error) {
 	name := opNames[op]
-	if why := c.gate(conv, true); op == opMsgID && why != "" { // Before/After: checked in page
-		c.m.misses.WithLabelValues(name, why).Inc()
-		return nil, false, gateErr(why)
+	if op == opMsgID { // Before/After: gated in page
+		if why := c.gate(conv, true); why != "" {
+			c.m.misses.WithLabelValues(name, why).Inc()
+			return nil, false, gateErr(why)
+		}
 	}
 	k := keysOf(conv)
 	reply, err := c.run(ctx, name, readScript, []string{k.meta, k.zset},

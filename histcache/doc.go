@@ -90,12 +90,12 @@
 // Timeout, several times for a write. After BreakerFailures consecutive
 // failed calls, the first at least BreakerMinOutage old (at once if every
 // one was a refused connection), the breaker opens: no call is sent; reads
-// and fills miss at once, writes commit without a marker. A probe (PING,
-// then the repair below) runs in the background every back-off
-// (BreakerBackoff doubling to BreakerBackoffMax); when it succeeds the
-// breaker closes, and reads are served again settle later
-// (BreakerBackoffMax + 2 x max(Timeout, 100 ms)); writes and fills resume at
-// once.
+// and fills miss at once, writes commit without a marker. A probe (PING
+// within max(Timeout, 250 ms), then the repair below) runs in the
+// background every back-off (BreakerBackoff doubling to
+// BreakerBackoffMax); when it succeeds the breaker closes, and reads are
+// served again settle later (BreakerBackoffMax + 2 x max(Timeout, 250 ms));
+// writes and fills resume at once.
 //
 // Repair: a write whose BeginWrite failed or was skipped, an EndWrite or
 // Invalidate that failed or was skipped, notes its conversation in the
@@ -137,10 +137,12 @@
 //     a proxy whose breaker opened serves nothing from Redis for settle
 //     after closing, by which time every other proxy that wrote during the
 //     outage has probed and repaired: no window, provided all proxies use
-//     the same BreakerBackoffMax and a repair takes less than 2 x max(
-//     Timeout, 100 ms). A proxy whose breaker did not open (fewer than
-//     BreakerFailures calls during the outage) serves at once when Redis
-//     answers again, so for it the window lasts until the writers' repairs.
+//     the same BreakerBackoffMax and each one's probe and repair take less
+//     than 2 x max(Timeout, 250 ms) (a proxy starved of CPU, or a Redis
+//     answering PING slower than that, can break it). A proxy whose
+//     breaker did not open (fewer than BreakerFailures calls during the
+//     outage) serves at once when Redis answers again, so for it the
+//     window lasts until the writers' repairs.
 //     A Redis that is merely slow (calls time out for less than
 //     BreakerMinOutage, or not BreakerFailures times in a row) leaves the
 //     breaker closed: every write sends its marker and waits for it up to

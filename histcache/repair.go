@@ -18,7 +18,7 @@ const repairBatch = 256
 // of everything this proxy owes, so that the breaker closes only once no
 // conversation it wrote without Redis can be served stale by it.
 func (c *Cache) probe() error {
-	ctx, cancel := context.WithTimeout(context.Background(), c.opt.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.opt.probeTimeout())
 	err := c.rdb.Ping(ctx).Err()
 	cancel()
 	if err != nil {

@@ -73,7 +73,7 @@ func (u *unrepaired) begin(conv uint64) {
 	e := u.entry(conv)
 	u.seq++
 	e.inflight, e.begun, e.seq = e.inflight+1, u.now(), u.seq
-	u.settle()
+	u.tidy()
 }
 
 // end notes that an unmarked write of conv has committed or rolled back:
@@ -86,7 +86,7 @@ func (u *unrepaired) end(conv uint64) {
 		e.inflight--
 	}
 	u.owe(e)
-	u.settle()
+	u.tidy()
 }
 
 // mark notes an invalidation of conv (or a write-through after a marked
@@ -95,7 +95,7 @@ func (u *unrepaired) mark(conv uint64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.owe(u.entry(conv))
-	u.settle()
+	u.tidy()
 }
 
 // markAll notes that the whole tier must be invalidated.
@@ -103,7 +103,7 @@ func (u *unrepaired) markAll() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.setAll()
-	u.settle()
+	u.tidy()
 }
 
 // todo is what a repair starting now should invalidate: the whole tier, or
@@ -150,7 +150,7 @@ func (u *unrepaired) repaired(all bool, convs []uint64, seq uint64) {
 			clear(c, e)
 		}
 	}
-	u.settle()
+	u.tidy()
 }
 
 // pending reports whether a repair would have something to do.
@@ -192,8 +192,8 @@ func (u *unrepaired) setAll() {
 	}
 }
 
-// settle enforces the bound and publishes the counts; call with mu held.
-func (u *unrepaired) settle() {
+// tidy enforces the bound and publishes the counts; call with mu held.
+func (u *unrepaired) tidy() {
 	if len(u.convs) > u.max {
 		u.setAll()
 		now := u.now()
