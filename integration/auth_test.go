@@ -1,16 +1,9 @@
 package integration
 
 import (
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"crypto/x509/pkix"
+	"crypto/tls"
 	"database/sql"
-	"encoding/pem"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,38 +11,16 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/client"
-)
 
-// selfSigned writes a throwaway RSA certificate for 127.0.0.1.
-func selfSigned(t *testing.T) (certFile, keyFile string) {
-	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "convoy-test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	_ = os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	_ = os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600)
-	return certFile, keyFile
-}
+	"github.com/convoy-im/convoy/internal/testsvc"
+)
 
 // TestAuthTLSAndLimits: caching_sha2_password over TLS and over the RSA key
 // exchange, the mariadb CLI over TLS, wrong passwords, and the client
 // connection limit (errno 1040 at once, existing sessions unaffected).
 func TestAuthTLSAndLimits(t *testing.T) {
 	s := newStack(t)
-	cert, key := selfSigned(t)
+	cert, key := testsvc.SelfSigned(t)
 	p := startConvoy(t, s.etcd.Endpoints(),
 		"auth_method: caching_sha2_password",
 		"tls_cert: "+cert, "tls_key: "+key,
@@ -128,5 +99,71 @@ func TestAuthTLSAndLimits(t *testing.T) {
 	wg.Wait()
 	for _, c := range held {
 		c.Close()
+	}
+}
+
+// TestTLSHandshakeStatus: over TLS the handshake's OK says autocommit is on,
+// as MariaDB's does. Clients keep that status as the session's: Python
+// mysqlclient (libmariadb) with its default autocommit=False sends SET
+// autocommit=0 only when it believes autocommit is on, so with 0x0000 there
+// every statement of a "transaction" committed on its own and rollback()
+// undid nothing. The same script runs against a MariaDB with the same
+// certificate; go-mysql's client reads the status the same way.
+func TestTLSHandshakeStatus(t *testing.T) {
+	s := newStack(t)
+	cert, key := testsvc.SelfSigned(t)
+	p := startConvoy(t, s.etcd.Endpoints(), "tls_cert: "+cert, "tls_key: "+key)
+	base := testsvc.StartMariaDB(t, testsvc.WithMariaDBArgs("--ssl-cert="+cert, "--ssl-key="+key))
+	// tlsat is an unsharded database: behind Convoy it lives on the default
+	// datasource.
+	schema := []string{"CREATE DATABASE tlsat", "CREATE TABLE tlsat.t (id INT PRIMARY KEY) ENGINE=InnoDB"}
+	s.ds[0].Exec(t, schema...)
+	base.Exec(t, append(schema, "CREATE USER convoy@'%' IDENTIFIED BY 'convoy'", "GRANT ALL ON *.* TO convoy@'%'")...)
+
+	for name, addr := range map[string]string{"mariadb": base.Addr(), "convoy": p.addr} {
+		c, err := client.ConnectWithTimeout(addr, "convoy", "convoy", "tlsat", 5*time.Second, func(c *client.Conn) error {
+			c.SetTLSConfig(&tls.Config{InsecureSkipVerify: true})
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: go-mysql client over TLS: %v", name, err)
+		}
+		if !c.IsAutoCommit() {
+			t.Errorf("%s: the handshake's OK over TLS has status %q, want autocommit", name, c.StatusString())
+		}
+		c.Close()
+	}
+
+	py := `
+import sys, json, MySQLdb
+host, port, user, pw, ca = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+def connect():
+    return MySQLdb.connect(host=host, port=port, user=user, passwd=pw, db="tlsat", ssl={"ca": ca})
+c = connect()
+cur = c.cursor()
+cur.execute("SHOW SESSION STATUS LIKE 'Ssl_version'")
+out = [cur.fetchone()[1].startswith("TLS"), c.get_autocommit()]
+cur.execute("INSERT INTO t VALUES (1)")
+c.commit()
+cur.execute("INSERT INTO t VALUES (2)")
+cur.execute("SELECT @@autocommit")
+out.append(cur.fetchone()[0])
+c.rollback()
+other = connect()
+oc = other.cursor()
+oc.execute("SELECT id FROM t ORDER BY id")
+out.append([r[0] for r in oc.fetchall()])
+print(json.dumps(out))
+`
+	run := func(addr string) string {
+		h, port := hostPort(t, addr)
+		return runClient(t, exec.Command("/usr/bin/python3", "-c", py, h, port, "convoy", "convoy", cert), "python3-mysqldb")
+	}
+	want, got := run(base.Addr()), run(p.addr)
+	if want != "[true, false, 0, [1]]" {
+		t.Fatalf("mysqlclient over TLS on MariaDB itself: %s", want)
+	}
+	if got != want {
+		t.Errorf("mysqlclient over TLS, autocommit=False, rollback:\nmariadb: %s\nconvoy:  %s", want, got)
 	}
 }

@@ -72,7 +72,7 @@ func TestDriverSuite(t *testing.T) {
 	// Both servers speak TLS (TestTLS, TestIssue1567 connect with
 	// tls=skip-verify): a Convoy of the stack's cluster with a certificate,
 	// and a MariaDB of its own as the baseline.
-	cert, key := selfSigned(t)
+	cert, key := testsvc.SelfSigned(t)
 	convoy := startConvoy(t, s.etcd.Endpoints(), "tls_cert: "+cert, "tls_key: "+key)
 	base := testsvc.StartMariaDB(t, testsvc.WithMariaDBArgs("--ssl-cert="+cert, "--ssl-key="+key))
 	// gotest is an unsharded database: behind Convoy it lives on the

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"strings"
 	"testing"
+
+	"github.com/convoy-im/convoy/internal/testsvc"
 )
 
 // TestClientLimits: the bounds a client cannot inflate — connections per
@@ -12,7 +14,7 @@ import (
 // throttle and require_secure_transport, each with its real errno.
 func TestClientLimits(t *testing.T) {
 	s := newStack(t)
-	cert, key := selfSigned(t)
+	cert, key := testsvc.SelfSigned(t)
 	p := startConvoy(t, s.etcd.Endpoints(),
 		"max_user_connections: 2", "max_prepared_per_session: 3", "max_packet: 1048576",
 		"auth_failures: 3", "tls_cert: "+cert, "tls_key: "+key)

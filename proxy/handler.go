@@ -219,6 +219,15 @@ func (h *handler) HandleStmtExecute(ctx any, q string, args []any) (*mysql.Resul
 	if !ok {
 		return nil, h.fail(&engine.Error{Code: engine.CodeUnknownStmt, Msg: "Unknown prepared statement handler given to mysqld_stmt_execute"}, cmdStmtExecute, "")
 	}
+	for i, a := range args {
+		// go-mysql hands length-encoded values (strings, blobs, decimals) over
+		// with their wire type; the engine takes them as bytes, as it binds
+		// and routes text-protocol values (stmtWire already sent temporal
+		// values as text).
+		if tb, ok := a.(mysql.TypedBytes); ok {
+			args[i] = tb.Bytes
+		}
+	}
 	r, err := h.sess.Execute(p, args)
 	r, err = h.result(cmdStmtExecute, q, r, err)
 	if werr := h.writeLeading(); werr != nil {

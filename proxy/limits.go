@@ -305,49 +305,41 @@ const maxDrain = 64 << 20
 // (libmariadb does).
 const extraCapabilities = mysql.CLIENT_FOUND_ROWS | mysql.CLIENT_MULTI_STATEMENTS | mysql.CLIENT_MULTI_RESULTS | mysql.CLIENT_PS_MULTI_RESULTS
 
-// greetingConn adds capabilities to the first packet written on a new
-// connection, the server greeting (HandshakeV10), and makes the greeting and
-// the handshake's OK carry the status a new session really has
-// (SERVER_STATUS_AUTOCOMMIT): go-mysql sends 0x0000 there, and clients such
-// as PyMySQL (so SQLAlchemy) and libmysqlclient take autocommit to be off,
-// skip their `SET autocommit=0`, and then every statement of a "transaction"
-// commits on its own. It also spots the handshake's access-denied error as
-// it is written (in plaintext, i.e. without TLS), so the failed login is
-// counted before the client can read its answer and try again.
-//
-// Under TLS the handshake's OK is encrypted below this layer and keeps
-// go-mysql's 0x0000; the greeting (which PyMySQL reads) is always plaintext.
+// hiddenCapabilities are taken out of go-mysql's set in the greeting.
+// CLIENT_SESSION_TRACK promises that OK packets report changes of the
+// session's schema and variables, which Convoy does not send: MariaDB
+// Connector/J 3.x, seeing it, answers getCatalog() from the tracked schema
+// and would keep the database of the connect after a USE.
+const hiddenCapabilities = mysql.CLIENT_SESSION_TRACK
+
+// greetingConn patches the first packet written on a new connection, the
+// server greeting (HandshakeV10): capabilities (extraCapabilities in,
+// hiddenCapabilities out) and the status a new session really has
+// (SERVER_STATUS_AUTOCOMMIT; go-mysql sends 0x0000, and clients such as
+// PyMySQL, so SQLAlchemy, take autocommit to be off, skip their
+// `SET autocommit=0`, and then every statement of a "transaction" commits on
+// its own). The greeting is always plaintext; the handshake's OK gets its
+// status from authHandler.OnAuthSuccess.
 type greetingConn struct {
 	net.Conn
-	caps    uint32
-	status  uint16
-	patched bool
-	denied  func()
-	counted bool // denied was called
-	done    bool // the handshake is over: writes pass through untouched
+	add, drop uint32
+	status    uint16
+	patched   bool
 }
 
 func (g *greetingConn) Write(p []byte) (int, error) {
-	switch {
-	case g.done:
-	case !g.patched:
+	if !g.patched {
 		g.patched = true
-		patchGreeting(p, g.caps, g.status)
-	case len(p) >= 7 && p[4] == mysql.OK_HEADER:
-		patchOKStatus(p, g.status)
-	case !g.counted && g.denied != nil && len(p) >= 7 && p[4] == mysql.ERR_HEADER &&
-		binary.LittleEndian.Uint16(p[5:]) == mysql.ER_ACCESS_DENIED_ERROR:
-		g.counted = true
-		g.denied()
+		patchGreeting(p, g.add, g.drop, g.status)
 	}
 	return g.Conn.Write(p)
 }
 
-// patchGreeting ORs caps and status into a HandshakeV10 packet (header
-// included): protocol version, NUL-terminated server version, connection id
-// (4), salt part 1 (8), filler (1), capabilities low (2), charset (1), status
-// (2), capabilities high (2).
-func patchGreeting(p []byte, caps uint32, status uint16) {
+// patchGreeting sets the capabilities add, clears drop and ORs status into
+// a HandshakeV10 packet (header included): protocol version, NUL-terminated
+// server version, connection id (4), salt part 1 (8), filler (1),
+// capabilities low (2), charset (1), status (2), capabilities high (2).
+func patchGreeting(p []byte, add, drop uint32, status uint16) {
 	if len(p) < 5 || p[4] != 10 {
 		return
 	}
@@ -359,35 +351,12 @@ func patchGreeting(p []byte, caps uint32, status uint16) {
 	if len(p) < low+7 {
 		return
 	}
-	p[low] |= byte(caps)
-	p[low+1] |= byte(caps >> 8)
+	caps := uint32(binary.LittleEndian.Uint16(p[low:])) | uint32(binary.LittleEndian.Uint16(p[low+5:]))<<16
+	caps = caps&^drop | add
+	binary.LittleEndian.PutUint16(p[low:], uint16(caps))
+	binary.LittleEndian.PutUint16(p[low+5:], uint16(caps>>16))
 	p[low+3] |= byte(status)
 	p[low+4] |= byte(status >> 8)
-	p[low+5] |= byte(caps >> 16)
-	p[low+6] |= byte(caps >> 24)
-}
-
-// patchOKStatus ORs status into one whole OK packet (header included):
-// 0x00, affected rows and insert id (length-encoded), status (2). Anything
-// else (a TLS record, several packets in one write) is left alone: the
-// length in the header must match the write exactly.
-func patchOKStatus(p []byte, status uint16) {
-	if int(p[0])|int(p[1])<<8|int(p[2])<<16 != len(p)-4 {
-		return
-	}
-	pos := 5
-	for range 2 { // affected rows, insert id
-		_, n := lenenc(p[pos:])
-		if n == 0 {
-			return
-		}
-		pos += n
-	}
-	if pos+2 > len(p) {
-		return
-	}
-	p[pos] |= byte(status)
-	p[pos+1] |= byte(status >> 8)
 }
 
 // authThrottle blocks a host for a while after repeated failed logins, so a

@@ -5,9 +5,9 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -68,11 +68,13 @@ type Config struct {
 
 // Server accepts client connections.
 type Server struct {
-	cfg    Config
-	eng    *engine.Engine
-	log    *zap.Logger
-	wire   *server.Server
-	users  credentials
+	cfg   Config
+	eng   *engine.Engine
+	log   *zap.Logger
+	wire  *server.Server
+	users map[string]User
+	// decoy is the password of every user name no account has (auth.go).
+	decoy  string
 	active atomic.Int64
 	auth   *authThrottle
 
@@ -130,24 +132,35 @@ func New(cfg Config, eng *engine.Engine, log *zap.Logger, reg prometheus.Registe
 		return nil, errors.New("no users configured: clients could not log in")
 	}
 	var tlsConf *tls.Config
-	var pubKey []byte
+	var rsaKey *rsa.PrivateKey
 	if cfg.TLSCert != "" || cfg.TLSKey != "" {
 		var err error
-		if tlsConf, pubKey, err = loadTLS(cfg.TLSCert, cfg.TLSKey); err != nil {
+		if tlsConf, rsaKey, err = loadTLS(cfg.TLSCert, cfg.TLSKey); err != nil {
 			return nil, err
+		}
+	}
+	if rsaKey == nil && cfg.AuthMethod == mysql.AUTH_CACHING_SHA2_PASSWORD {
+		// caching_sha2_password's full authentication of a client without
+		// TLS sends the password encrypted with the server's RSA key: without
+		// a TLS certificate with an RSA key, one made at start does (as
+		// MySQL makes its own), and go-mysql refuses to start without one.
+		var err error
+		if rsaKey, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
+			return nil, fmt.Errorf("RSA key for caching_sha2_password: %w", err)
 		}
 	}
 	s := &Server{
 		cfg:     cfg,
 		eng:     eng,
 		log:     log,
-		users:   credentials{},
+		users:   map[string]User{},
+		decoy:   rand.Text(),
 		stmtLog: newStmtLog(log.Named("client"), cfg.StatementLogRate),
 		conns:   map[net.Conn]struct{}{},
 		auth:    newAuthThrottle(cfg.AuthFailures, cfg.AuthWindow),
 		perUser: map[string]int{},
 		// utf8mb4_general_ci (45) is the collation announced to clients.
-		wire: server.NewServer(cfg.ServerVersion, 45, cfg.AuthMethod, pubKey, tlsConf),
+		wire: server.NewServer(cfg.ServerVersion, 45, cfg.AuthMethod, rsaKey, tlsConf),
 		connGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "convoy_client_connections", Help: "Open client connections."}),
 		rejected: prometheus.NewCounter(prometheus.CounterOpts{
@@ -164,35 +177,15 @@ func New(cfg Config, eng *engine.Engine, log *zap.Logger, reg prometheus.Registe
 	return s, nil
 }
 
-func loadTLS(certFile, keyFile string) (*tls.Config, []byte, error) {
+// loadTLS reads the certificate and key; the key is also returned when it
+// is an RSA key (caching_sha2_password's RSA exchange uses it).
+func loadTLS(certFile, keyFile string) (*tls.Config, *rsa.PrivateKey, error) {
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, nil, fmt.Errorf("loading TLS certificate: %w", err)
 	}
-	leaf, err := x509.ParseCertificate(cert.Certificate[0])
-	if err != nil {
-		return nil, nil, fmt.Errorf("parsing TLS certificate: %w", err)
-	}
-	der, err := x509.MarshalPKIXPublicKey(leaf.PublicKey)
-	if err != nil {
-		return nil, nil, fmt.Errorf("TLS public key: %w", err)
-	}
-	pub := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, pub, nil
-}
-
-// credentials implements go-mysql's CredentialProvider over the configured
-// users.
-type credentials map[string]User
-
-func (c credentials) CheckUsername(name string) (bool, error) {
-	_, ok := c[name]
-	return ok, nil
-}
-
-func (c credentials) GetCredential(name string) (string, bool, error) {
-	u, ok := c[name]
-	return u.Password, ok, nil
+	rsaKey, _ := cert.PrivateKey.(*rsa.PrivateKey)
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, rsaKey, nil
 }
 
 // Serve accepts connections on ln until Close.
@@ -302,15 +295,10 @@ func (s *Server) handle(nc net.Conn) {
 	// A client that connects and never finishes the handshake must not hold
 	// a goroutine and a descriptor forever.
 	_ = nc.SetDeadline(time.Now().Add(handshakeTimeout))
-	gc := &greetingConn{Conn: nc, caps: extraCapabilities, status: initialStatus, denied: func() { s.auth.fail(host) }}
-	conn, err := s.wire.NewCustomizedConn(gc, s.users, h)
+	gc := &greetingConn{Conn: nc, add: extraCapabilities, drop: hiddenCapabilities, status: initialStatus}
+	conn, err := s.wire.NewCustomizedConn(gc, authHandler{s}, h)
 	_ = nc.SetDeadline(time.Time{})
-	gc.done = true // the handshake is over: later writes are neither its OK nor its refusal
 	if err != nil {
-		var me *mysql.MyError
-		if errors.As(err, &me) && me.Code == mysql.ER_ACCESS_DENIED_ERROR && !gc.counted {
-			s.auth.fail(host) // under TLS the refusal was not visible as it went out
-		}
 		s.log.Debug("handshake failed", zap.String("remote", nc.RemoteAddr().String()), zap.Error(err))
 		return
 	}

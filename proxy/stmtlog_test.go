@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -54,27 +53,9 @@ func (c *dupConn) ExecPrepared(sql string, args []any) (*mysql.Result, error) {
 // level, with rate lines per errno and second.
 func startLoggedServer(t *testing.T, level zapcore.Level, rate int) (*client.Conn, *observer.ObservedLogs) {
 	t.Helper()
-	doc, err := router.DefaultLayout([]router.Datasource{{Name: "ds0", Addr: "127.0.0.1:1"}, {Name: "ds1", Addr: "127.0.0.1:2"}}, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := router.NewSnapshot(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	core, logs := observer.New(level)
-	srv, err := New(Config{Users: []User{{Name: "app", Password: "pw"}}, StatementLogRate: rate},
-		engine.New(dupBackends{}, fuzzRoutes{snap}, nil, nil, engine.Options{}), zap.New(core), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	c, err := client.ConnectWithTimeout(ln.Addr().String(), "app", "pw", "im", 2*time.Second)
+	addr := serveProxy(t, Config{Users: []User{{Name: "app", Password: "pw"}}, StatementLogRate: rate}, dupBackends{}, zap.New(core))
+	c, err := client.ConnectWithTimeout(addr, "app", "pw", "im", 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

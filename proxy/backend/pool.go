@@ -233,10 +233,20 @@ func (p *Pool) dial(ctx context.Context, foundRows bool, drop uint32) (*Conn, er
 			// capability on the server would read their first bytes as an
 			// attribute count.
 			c.UnsetCapability(mysql.CLIENT_QUERY_ATTRIBUTES)
+			// go-mysql asks for CLIENT_DEPRECATE_EOF whatever the server
+			// offers; wire reads result sets ended by EOF packets.
+			c.UnsetCapability(mysql.CLIENT_DEPRECATE_EOF)
+			want := []uint32{mysql.CLIENT_MULTI_RESULTS, mysql.CLIENT_PS_MULTI_RESULTS}
 			if foundRows {
-				c.SetCapability(mysql.CLIENT_FOUND_ROWS)
+				want = append(want, mysql.CLIENT_FOUND_ROWS)
 			}
-			c.SetCapability(mysql.CLIENT_MULTI_RESULTS | mysql.CLIENT_PS_MULTI_RESULTS)
+			for _, flag := range want {
+				// One flag a call: go-mysql refuses (and ignores) a set of
+				// several.
+				if err := c.SetCapability(flag); err != nil {
+					return err
+				}
+			}
 			c.UnsetCapability(drop)
 			return c.SetCollation(Collation)
 		})

@@ -23,10 +23,12 @@ import (
 // raw packets in one buffer: column definitions parsed (the engine renames
 // tables in them), rows left as the server sent them.
 //
-// Capabilities are go-mysql's (no CLIENT_DEPRECATE_EOF) plus multi-results
-// (see Pool.dial): a response is one OK, one error, or one result set ended
-// by EOF, except for a CALL (or Convoy's own batches, multi), whose results
-// come as a chain flagged SERVER_MORE_RESULTS_EXISTS (results).
+// Capabilities are go-mysql's without CLIENT_DEPRECATE_EOF (Pool.dial turns
+// it off: go-mysql asks for it whatever the server offers) plus
+// multi-results (see Pool.dial): a response is one OK, one error, or one
+// result set ended by EOF, except for a CALL (or Convoy's own batches,
+// multi), whose results come as a chain flagged SERVER_MORE_RESULTS_EXISTS
+// (results).
 type wire struct {
 	nc  net.Conn
 	br  *bufio.Reader
