@@ -238,6 +238,11 @@ func (m *MariaDB) args() []string {
 		"--skip-name-resolve",
 		"--log-bin=" + filepath.Join(m.dir, "binlog"),
 		"--binlog-format=ROW",
+		// Binlog consumers (package binlog) need whole rows with column
+		// names: FULL row images (MariaDB's default, spelled out) and FULL
+		// row metadata (names, signedness, primary key in TABLE_MAP events).
+		"--binlog-row-image=FULL",
+		"--binlog-row-metadata=FULL",
 		"--server-id=" + strconv.Itoa(m.serverID),
 		"--max-connections=500",
 		// Small and fast: tests need correctness, not durability against
