@@ -35,8 +35,8 @@ import (
 // so case or trailing-space changes count, and a fixed length whatever the
 // value's size: a CONCAT longer than max_allowed_packet would be NULL and
 // silently skipped). CONCAT_WS skips NULLs, so a last element lists
-// ISNULL() of each nullable column: NULL and the empty string differ. No element can
-// contain '#', so the digest determines the row.
+// ISNULL() of each nullable column: NULL and the empty string differ. No
+// element can contain '#', so the digest determines the row.
 //
 // Per segment: COUNT(*), SUM(CRC32(digest)) (seed 001's sum(crc32)) and
 // BIT_XOR of the first 64 bits of MD5(digest). CRC32 alone lets one changed
@@ -44,7 +44,7 @@ import (
 // 64-bit XOR costs one more hash per row and makes either vanishingly
 // unlikely.
 type Checksummer struct {
-	src, dst       *Table
+	src, dst       *table
 	srcDB, dstDB   *sql.DB
 	filter         *ShardFilter
 	segmentRows    int
@@ -103,7 +103,7 @@ func NewChecksummer(ctx context.Context, src, dst Side, filter *ShardFilter, opt
 }
 
 // rowDigest is the exact text of a row (see Checksummer).
-func rowDigest(t *Table) string {
+func rowDigest(t *table) string {
 	var parts, nulls []string
 	for _, c := range t.Columns {
 		q := quoteIdent(c.Name)
@@ -181,12 +181,11 @@ func (c *Checksummer) Run(ctx context.Context, from ChecksumState, save func(Che
 	if from.Done {
 		return from, nil
 	}
-	sc, dc, err := c.conns(ctx)
+	sc, dc, release, err := c.conns(ctx)
 	if err != nil {
 		return from, err
 	}
-	defer discard(sc)
-	defer discard(dc)
+	defer release()
 	st := from
 	st.Differing = append([]Segment(nil), from.Differing...)
 	for !st.Done {
@@ -217,26 +216,26 @@ func (c *Checksummer) Run(ctx context.Context, from ChecksumState, save func(Che
 // CompareSegment compares one segment, with rechecks; the job uses it to
 // confirm a repair.
 func (c *Checksummer) CompareSegment(ctx context.Context, seg Segment) (SegmentResult, error) {
-	sc, dc, err := c.conns(ctx)
+	sc, dc, release, err := c.conns(ctx)
 	if err != nil {
 		return SegmentResult{}, err
 	}
-	defer discard(sc)
-	defer discard(dc)
+	defer release()
 	return c.compare(ctx, sc, dc, seg)
 }
 
-func (c *Checksummer) conns(ctx context.Context) (*sql.Conn, *sql.Conn, error) {
-	sc, err := sessionConn(ctx, c.srcDB)
+// conns takes a session connection on each side; release drops both.
+func (c *Checksummer) conns(ctx context.Context) (sc, dc *sql.Conn, release func(), err error) {
+	sc, err = sessionConn(ctx, c.srcDB)
 	if err != nil {
-		return nil, nil, fmt.Errorf("migrate: source %s: %w", c.src.qualified(), err)
+		return nil, nil, nil, fmt.Errorf("migrate: source %s: %w", c.src.qualified(), err)
 	}
-	dc, err := sessionConn(ctx, c.dstDB)
+	dc, err = sessionConn(ctx, c.dstDB)
 	if err != nil {
 		discard(sc)
-		return nil, nil, fmt.Errorf("migrate: target %s: %w", c.dst.qualified(), err)
+		return nil, nil, nil, fmt.Errorf("migrate: target %s: %w", c.dst.qualified(), err)
 	}
-	return sc, dc, nil
+	return sc, dc, func() { discard(sc); discard(dc) }, nil
 }
 
 // boundary is the key of the segmentRows-th source row after after, or nil
@@ -303,7 +302,7 @@ func (c *Checksummer) compare(ctx context.Context, sq, dq queryer, seg Segment) 
 	}
 }
 
-func (c *Checksummer) sum(ctx context.Context, q queryer, t *Table, seg Segment) (Sum, error) {
+func (c *Checksummer) sum(ctx context.Context, q queryer, t *table, seg Segment) (Sum, error) {
 	w, err := segmentWhere(t, c.filter, seg.After, seg.Upto)
 	if err != nil {
 		return Sum{}, err
@@ -352,12 +351,11 @@ func (c *Checksummer) Sample(ctx context.Context, n int) (SampleResult, error) {
 	if n <= 0 {
 		return res, nil
 	}
-	sc, dc, err := c.conns(ctx)
+	sc, dc, release, err := c.conns(ctx)
 	if err != nil {
 		return res, err
 	}
-	defer discard(sc)
-	defer discard(dc)
+	defer release()
 	rows, err := c.pick(ctx, sc, n)
 	if err != nil {
 		return res, err
@@ -411,7 +409,7 @@ func (c *Checksummer) Sample(ctx context.Context, n int) (SampleResult, error) {
 // diffColumns names the columns that differ between two rows; nil when
 // they are equal (both absent counts as equal), every column when one is
 // absent.
-func diffColumns(t *Table, a, b []any) []string {
+func diffColumns(t *table, a, b []any) []string {
 	if a == nil && b == nil {
 		return nil
 	}
@@ -425,17 +423,11 @@ func diffColumns(t *Table, a, b []any) []string {
 }
 
 // rowByKey reads one row by primary key; nil when there is none.
-func (c *Checksummer) rowByKey(ctx context.Context, q queryer, t *Table, k Key) ([]any, error) {
+func (c *Checksummer) rowByKey(ctx context.Context, q queryer, t *table, k Key) ([]any, error) {
 	w := &where{}
-	args := make([]any, len(k))
-	for i, ci := range t.PK {
-		a, err := keyArg(t.Columns[ci], k[i])
-		if err != nil {
-			return nil, err
-		}
-		args[i] = a
+	if err := w.keyEquals(t, k); err != nil {
+		return nil, err
 	}
-	w.conds = append(w.conds, w.prefixEq(t, args, len(t.PK), ""))
 	rows, err := readRows(ctx, q, selectSQL(t, t.columnList(), w, ""), w.args, len(t.Columns))
 	if err != nil {
 		return nil, fmt.Errorf("migrate: read %s row %s: %w", t.qualified(), k, err)

@@ -23,7 +23,9 @@ func checkMutations(t *testing.T, ctx context.Context, e *env, f *ShardFilter, r
 	if err != nil {
 		t.Fatal(err)
 	}
+	start := time.Now()
 	st := checksum(t, ctx, cs)
+	t.Logf("checksum of %d rows (13 columns) per side: %v", len(rows), time.Since(start))
 	if !st.Equal() || st.SourceRows != int64(len(rows)) || st.TargetRows != st.SourceRows || st.Segments != 4 {
 		t.Fatalf("checksum of an exact copy: %+v", st)
 	}

@@ -33,12 +33,11 @@ const repairReadRows = 1000
 // key equal only under the collation (abc vs ABC) ends as the source has it.
 func (c *Checksummer) RepairSegment(ctx context.Context, seg Segment) (RepairResult, error) {
 	var res RepairResult
-	sc, dc, err := c.conns(ctx)
+	sc, dc, release, err := c.conns(ctx)
 	if err != nil {
 		return res, err
 	}
-	defer discard(sc)
-	defer discard(dc)
+	defer release()
 
 	err = txn(ctx, dc, func(tx *sql.Tx) error {
 		res = RepairResult{}

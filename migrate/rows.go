@@ -55,7 +55,7 @@ func readRows(ctx context.Context, q queryer, query string, args []any, ncols in
 
 // selectSQL is "SELECT <t's columns> FROM t WHERE ... ORDER BY pk" plus
 // suffix (a LIMIT, a locking clause).
-func selectSQL(t *Table, cols string, w *where, suffix string) string {
+func selectSQL(t *table, cols string, w *where, suffix string) string {
 	return "SELECT " + cols + " FROM " + t.qualified() + w.String() + " ORDER BY " + t.pkList() + suffix
 }
 
@@ -67,7 +67,7 @@ func selectSQL(t *Table, cols string, w *where, suffix string) string {
 // changes the row in place. The key columns are in the UPDATE list too, so
 // a row that blocks the insert through another unique key (conv_msg's
 // uk_msg) becomes this row instead of failing.
-func upsert(ctx context.Context, q queryer, t *Table, rows [][]any) error {
+func upsert(ctx context.Context, q queryer, t *table, rows [][]any) error {
 	perStmt := maxParams / len(t.Columns)
 	for len(rows) > 0 {
 		n, size := 0, 0
@@ -87,7 +87,7 @@ func upsert(ctx context.Context, q queryer, t *Table, rows [][]any) error {
 	return nil
 }
 
-func upsertSQL(t *Table, n int) string {
+func upsertSQL(t *table, n int) string {
 	var b strings.Builder
 	b.WriteString("INSERT INTO " + t.qualified() + " (" + t.columnList() + ") VALUES ")
 	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(t.Columns)), ", ") + ")"
@@ -121,24 +121,17 @@ func rowBytes(r []any) int {
 
 // deleteKeys deletes the rows with these primary keys, a batch of
 // equalities per statement.
-func deleteKeys(ctx context.Context, q queryer, t *Table, keys []Key) error {
+func deleteKeys(ctx context.Context, q queryer, t *table, keys []Key) error {
 	const perStmt = 256
 	for len(keys) > 0 {
 		n := min(perStmt, len(keys))
 		w := &where{}
-		var ors []string
 		for _, k := range keys[:n] {
-			args := make([]any, len(k))
-			for i, ci := range t.PK {
-				a, err := keyArg(t.Columns[ci], k[i])
-				if err != nil {
-					return err
-				}
-				args[i] = a
+			if err := w.keyEquals(t, k); err != nil {
+				return err
 			}
-			ors = append(ors, w.prefixEq(t, args, len(t.PK), ""))
 		}
-		if _, err := q.ExecContext(ctx, "DELETE FROM "+t.qualified()+" WHERE "+strings.Join(ors, " OR "), w.args...); err != nil {
+		if _, err := q.ExecContext(ctx, "DELETE FROM "+t.qualified()+" WHERE "+strings.Join(w.conds, " OR "), w.args...); err != nil {
 			return fmt.Errorf("migrate: delete from %s: %w", t.qualified(), err)
 		}
 		keys = keys[n:]

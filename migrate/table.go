@@ -61,8 +61,8 @@ func FilterFor(logical string, shard router.Shard) (*ShardFilter, error) {
 	return &ShardFilter{Column: col, Shard: shard}, nil
 }
 
-// Column is one stored column as information_schema describes it.
-type Column struct {
+// column is one stored column as information_schema describes it.
+type column struct {
 	Name       string
 	DataType   string // DATA_TYPE, lower case: bigint, varbinary, datetime
 	ColumnType string // COLUMN_TYPE: bigint(20) unsigned
@@ -73,9 +73,9 @@ type Column struct {
 	Scale      int64
 }
 
-func (c Column) unsigned() bool { return strings.Contains(c.ColumnType, "unsigned") }
+func (c column) unsigned() bool { return strings.Contains(c.ColumnType, "unsigned") }
 
-func (c Column) integer() bool {
+func (c column) integer() bool {
 	switch c.DataType {
 	case "tinyint", "smallint", "mediumint", "int", "bigint":
 		return true
@@ -83,18 +83,18 @@ func (c Column) integer() bool {
 	return false
 }
 
-// Table is what the copier and the checksummer know of one physical table.
+// table is what the copier and the checksummer know of one physical table.
 // Generated columns are left out: they cannot be written and follow from the
 // others.
-type Table struct {
+type table struct {
 	Database, Name string
-	Columns        []Column
+	Columns        []column
 	PK             []int // indexes into Columns, in key order
 	filterCol      int   // index of the shard filter column, -1 without filter
 }
 
 // loadTable reads a table's stored columns and primary key.
-func loadTable(ctx context.Context, q queryer, database, name string) (*Table, error) {
+func loadTable(ctx context.Context, q queryer, database, name string) (*table, error) {
 	rows, err := q.QueryContext(ctx, `SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE,
 		COALESCE(CHARACTER_SET_NAME, ''), COALESCE(COLLATION_NAME, ''),
 		COALESCE(NUMERIC_PRECISION, 0), COALESCE(NUMERIC_SCALE, 0), IS_GENERATED
@@ -104,9 +104,9 @@ func loadTable(ctx context.Context, q queryer, database, name string) (*Table, e
 		return nil, fmt.Errorf("migrate: columns of %s.%s: %w", database, name, err)
 	}
 	defer rows.Close()
-	t := &Table{Database: database, Name: name, filterCol: -1}
+	t := &table{Database: database, Name: name, filterCol: -1}
 	for rows.Next() {
-		var c Column
+		var c column
 		var nullable, generated string
 		if err := rows.Scan(&c.Name, &c.DataType, &c.ColumnType, &nullable, &c.Charset, &c.Collation,
 			&c.Precision, &c.Scale, &generated); err != nil {
@@ -138,7 +138,7 @@ func loadTable(ctx context.Context, q queryer, database, name string) (*Table, e
 		if err := krows.Scan(&col, &prefix); err != nil {
 			return nil, fmt.Errorf("migrate: primary key of %s.%s: %w", database, name, err)
 		}
-		i := t.column(col)
+		i := t.indexOf(col)
 		if i < 0 || prefix {
 			return nil, fmt.Errorf("%w: %s.%s: key column %s is generated or a prefix", ErrUnsupportedKey, database, name, col)
 		}
@@ -163,7 +163,7 @@ func loadTable(ctx context.Context, q queryer, database, name string) (*Table, e
 // temporal types as strings (the column's collation, or a temporal
 // comparison, applies). FLOAT is inexact, ENUM orders by index, BLOB/TEXT
 // keys are prefixes anyway.
-func keyComparable(c Column) bool {
+func keyComparable(c column) bool {
 	if c.integer() {
 		return true
 	}
@@ -174,7 +174,7 @@ func keyComparable(c Column) bool {
 	return false
 }
 
-func (t *Table) column(name string) int {
+func (t *table) indexOf(name string) int {
 	for i, c := range t.Columns {
 		if strings.EqualFold(c.Name, name) {
 			return i
@@ -185,11 +185,11 @@ func (t *Table) column(name string) int {
 
 // withFilter checks the filter column and remembers it; the column must be
 // an integer so that CRC32 hashes the decimal text router.ShardOf hashes.
-func (t *Table) withFilter(f *ShardFilter) error {
+func (t *table) withFilter(f *ShardFilter) error {
 	if f == nil {
 		return nil
 	}
-	i := t.column(f.Column)
+	i := t.indexOf(f.Column)
 	if i < 0 {
 		return fmt.Errorf("%w: %s.%s has no shard key column %s", ErrSchemaMismatch, t.Database, t.Name, f.Column)
 	}
@@ -204,13 +204,13 @@ func (t *Table) withFilter(f *ShardFilter) error {
 // sameShape checks that dst can hold src's rows value for value: the same
 // stored columns (by name, in any order) with the same types, character
 // sets and nullability, and the same primary key.
-func sameShape(src, dst *Table) error {
+func sameShape(src, dst *table) error {
 	if len(src.Columns) != len(dst.Columns) {
 		return fmt.Errorf("%w: %s.%s has %d stored columns, %s.%s has %d", ErrSchemaMismatch,
 			src.Database, src.Name, len(src.Columns), dst.Database, dst.Name, len(dst.Columns))
 	}
 	for _, sc := range src.Columns {
-		j := dst.column(sc.Name)
+		j := dst.indexOf(sc.Name)
 		if j < 0 {
 			return fmt.Errorf("%w: column %s missing on %s.%s", ErrSchemaMismatch, sc.Name, dst.Database, dst.Name)
 		}
@@ -234,7 +234,7 @@ func sameShape(src, dst *Table) error {
 // as is src's description applied to another table of the same shape
 // (sameShape checked): SQL for both sides then lists the columns in one
 // order, so rows and checksums line up.
-func (t *Table) as(database, name string) *Table {
+func (t *table) as(database, name string) *table {
 	c := *t
 	c.Database, c.Name = database, name
 	return &c
@@ -242,7 +242,7 @@ func (t *Table) as(database, name string) *Table {
 
 // loadPair loads both sides, checks that they have the same shape and the
 // filter column, and returns source's description for each side.
-func loadPair(ctx context.Context, src, dst Side, f *ShardFilter) (*Table, *Table, error) {
+func loadPair(ctx context.Context, src, dst Side, f *ShardFilter) (*table, *table, error) {
 	st, err := loadTable(ctx, src.DB, src.Database, src.Table)
 	if err != nil {
 		return nil, nil, err
@@ -265,7 +265,7 @@ func loadPair(ctx context.Context, src, dst Side, f *ShardFilter) (*Table, *Tabl
 	return st, st.as(dst.Database, dst.Table), nil
 }
 
-func describe(c Column) string {
+func describe(c column) string {
 	s := c.ColumnType
 	if c.Collation != "" {
 		s += " " + c.Collation
@@ -385,7 +385,7 @@ func valueBytes(v any) ([]byte, error) {
 }
 
 // keyOf extracts the primary key of a scanned row (columns in t's order).
-func (t *Table) keyOf(row []any) (Key, error) {
+func (t *table) keyOf(row []any) (Key, error) {
 	k := make(Key, len(t.PK))
 	for i, ci := range t.PK {
 		b, err := valueBytes(row[ci])
@@ -400,7 +400,7 @@ func (t *Table) keyOf(row []any) (Key, error) {
 // keyArg is one key part bound as a parameter of the column's own kind, so
 // the comparison is exact: an integer against a string would be compared
 // as a double and a BIGINT above 2^53 would lose its place.
-func keyArg(c Column, part []byte) (any, error) {
+func keyArg(c column, part []byte) (any, error) {
 	if c.integer() {
 		if c.unsigned() {
 			v, err := strconv.ParseUint(string(part), 10, 64)
@@ -420,7 +420,7 @@ func keyArg(c Column, part []byte) (any, error) {
 
 // placeholder is the parameter marker for a key column: DECIMAL goes
 // through a CAST so it is compared as a decimal, not as a double.
-func placeholder(c Column) string {
+func placeholder(c column) string {
 	if c.DataType == "decimal" {
 		return fmt.Sprintf("CAST(? AS DECIMAL(%d,%d))", c.Precision, c.Scale)
 	}
@@ -432,10 +432,10 @@ func placeholder(c Column) string {
 // quoteIdent quotes an identifier with backticks.
 func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
-func (t *Table) qualified() string { return quoteIdent(t.Database) + "." + quoteIdent(t.Name) }
+func (t *table) qualified() string { return quoteIdent(t.Database) + "." + quoteIdent(t.Name) }
 
 // columnList is the stored columns in t's order, quoted: `a`, `b`.
-func (t *Table) columnList() string {
+func (t *table) columnList() string {
 	names := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
 		names[i] = quoteIdent(c.Name)
@@ -443,7 +443,7 @@ func (t *Table) columnList() string {
 	return strings.Join(names, ", ")
 }
 
-func (t *Table) pkList() string {
+func (t *table) pkList() string {
 	names := make([]string, len(t.PK))
 	for i, ci := range t.PK {
 		names[i] = quoteIdent(t.Columns[ci].Name)
@@ -469,20 +469,13 @@ func (w *where) String() string {
 // (a, b) > (?, ?) would be shorter, but MariaDB 10.11 does not turn it into
 // an index range (EXPLAIN shows a full index scan), so every chunk would
 // start from the table's first row; the expanded OR form is a range.
-func (w *where) keyCompare(t *Table, k Key, after bool) error {
+func (w *where) keyCompare(t *table, k Key, after bool) error {
 	if k == nil {
 		return nil
 	}
-	if len(k) != len(t.PK) {
-		return fmt.Errorf("migrate: key %s has %d parts, %s.%s's primary key has %d", k, len(k), t.Database, t.Name, len(t.PK))
-	}
-	args := make([]any, len(k))
-	for i, ci := range t.PK {
-		a, err := keyArg(t.Columns[ci], k[i])
-		if err != nil {
-			return err
-		}
-		args[i] = a
+	args, err := t.keyArgs(k)
+	if err != nil {
+		return err
 	}
 	var ors []string
 	for i := range t.PK {
@@ -499,9 +492,35 @@ func (w *where) keyCompare(t *Table, k Key, after bool) error {
 	return nil
 }
 
+// keyEquals adds "key = k".
+func (w *where) keyEquals(t *table, k Key) error {
+	args, err := t.keyArgs(k)
+	if err != nil {
+		return err
+	}
+	w.conds = append(w.conds, w.prefixEq(t, args, len(t.PK), ""))
+	return nil
+}
+
+// keyArgs binds each part of k as its column's kind (keyArg).
+func (t *table) keyArgs(k Key) ([]any, error) {
+	if len(k) != len(t.PK) {
+		return nil, fmt.Errorf("migrate: key %s has %d parts, %s.%s's primary key has %d", k, len(k), t.Database, t.Name, len(t.PK))
+	}
+	args := make([]any, len(k))
+	for i, ci := range t.PK {
+		a, err := keyArg(t.Columns[ci], k[i])
+		if err != nil {
+			return nil, err
+		}
+		args[i] = a
+	}
+	return args, nil
+}
+
 // prefixEq renders key columns 0..n-1 equal to args and column n compared
 // with op (none when n is the key's length), appending the arguments.
-func (w *where) prefixEq(t *Table, args []any, n int, op string) string {
+func (w *where) prefixEq(t *table, args []any, n int, op string) string {
 	var ands []string
 	for j := 0; j < n; j++ {
 		c := t.Columns[t.PK[j]]
@@ -517,7 +536,7 @@ func (w *where) prefixEq(t *Table, args []any, n int, op string) string {
 }
 
 // shard adds the shard filter, if the table has one.
-func (w *where) shard(t *Table, f *ShardFilter) {
+func (w *where) shard(t *table, f *ShardFilter) {
 	if t.filterCol < 0 || f == nil {
 		return
 	}
@@ -527,7 +546,7 @@ func (w *where) shard(t *Table, f *ShardFilter) {
 
 // segmentWhere is the condition for rows of seg (after < key <= upto) of
 // the filter's shard.
-func segmentWhere(t *Table, f *ShardFilter, after, upto Key) (*where, error) {
+func segmentWhere(t *table, f *ShardFilter, after, upto Key) (*where, error) {
 	w := &where{}
 	if err := w.keyCompare(t, after, true); err != nil {
 		return nil, err

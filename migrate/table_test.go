@@ -52,7 +52,7 @@ func TestKeyJSON(t *testing.T) {
 }
 
 func TestKeyCompareSQL(t *testing.T) {
-	tbl := &Table{Database: "im_0", Name: "conv_msg_0000", filterCol: 0, Columns: []Column{
+	tbl := &table{Database: "im_0", Name: "conv_msg_0000", filterCol: 0, Columns: []column{
 		{Name: "conv_id", DataType: "bigint", ColumnType: "bigint(20) unsigned"},
 		{Name: "seq", DataType: "bigint", ColumnType: "bigint(20) unsigned"},
 		{Name: "amount", DataType: "decimal", ColumnType: "decimal(10,2)", Precision: 10, Scale: 2},
