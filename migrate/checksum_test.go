@@ -3,6 +3,8 @@ package migrate
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -193,6 +195,27 @@ func testSharedTable(t *testing.T, e *env) {
 			t.Errorf("no differing segment holds (%d,%d): %v", k[0], k[1], st.Differing)
 		}
 	}
+	// Stopped after two segments and resumed from its JSON state, a run
+	// ends where the uninterrupted one did.
+	var saved []byte
+	if _, err := cs.Run(ctx, ChecksumState{}, func(s ChecksumState) error {
+		saved, _ = json.Marshal(s)
+		if s.Segments == 2 {
+			return errors.New("stop")
+		}
+		return nil
+	}); err == nil {
+		t.Fatal("a save error did not stop the run")
+	}
+	var mid ChecksumState
+	if err := json.Unmarshal(saved, &mid); err != nil || mid.Segments != 2 {
+		t.Fatalf("saved state %s: %v", saved, err)
+	}
+	resumed, err := cs.Run(ctx, mid, nil)
+	if err != nil || fmt.Sprint(resumed) != fmt.Sprint(st) {
+		t.Errorf("resumed run %+v, %v; uninterrupted %+v", resumed, err, st)
+	}
+
 	sample, err := cs.Sample(ctx, 5000) // every row
 	if err != nil || sample.Compared != 2000 || len(sample.Diffs) != 1 || !sample.Diffs[0].Missing ||
 		sample.Diffs[0].Key.String() != fmt.Sprintf("(%d,50)", keys[5]) {
