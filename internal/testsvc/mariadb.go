@@ -235,6 +235,11 @@ func (m *MariaDB) args() []string {
 		"--socket=" + filepath.Join(m.dir, "sock"),
 		"--pid-file=" + filepath.Join(m.dir, "mariadbd.pid"),
 		"--log-error=" + filepath.Join(m.dir, "error.log"),
+		// A tmpdir of its own: mariadbd deletes every #sql* file in its
+		// tmpdir when it starts, so instances sharing /tmp removed each
+		// other's internal temporary tables (errno 6 "Error on delete of
+		// '/tmp/#sql-temptable-...'" on information_schema queries).
+		"--tmpdir=" + m.dir,
 		"--skip-name-resolve",
 		"--log-bin=" + filepath.Join(m.dir, "binlog"),
 		"--binlog-format=ROW",
