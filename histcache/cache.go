@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net"
 	"strconv"
-	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 )
 
 // Entry is one row of the conversation index (conv_msg without conv_id).
@@ -36,6 +39,10 @@ var (
 	ErrNotFillable = errors.New("histcache: conversation not fillable now")
 	// ErrBadFill is a caller bug: entries outside [lo, hi] or duplicate seqs.
 	ErrBadFill = errors.New("histcache: [BUG] fill entries do not match the proved range")
+	// ErrBreakerOpen is the error of a call that was not sent because the
+	// circuit breaker is open (Redis failed BreakerFailures calls in a row):
+	// the caller goes to MySQL as for any Redis error, without the wait.
+	ErrBreakerOpen = errors.New("histcache: Redis bypassed (circuit breaker open)")
 )
 
 // Options are the hot tier's limits. Zero fields take the defaults.
@@ -58,6 +65,22 @@ type Options struct {
 	HotWindow time.Duration
 	LRUSize   int
 	LRUTTL    time.Duration
+	// Circuit breaker (see breaker): BreakerFailures consecutive failed or
+	// timed-out calls open it (5; negative: never) once the first of them
+	// is BreakerMinOutage old (250 ms; negative: at once); a probe runs after
+	// BreakerBackoff (200 ms), doubling after each failed probe up to
+	// BreakerBackoffMax (1 s); after closing, reads wait settle() more.
+	// Every proxy sharing the Redis should use the same BreakerBackoffMax.
+	// MaxUnrepaired bounds the conversations remembered for invalidation
+	// (10000); past it the whole tier is reset.
+	BreakerFailures   int
+	BreakerMinOutage  time.Duration
+	BreakerBackoff    time.Duration
+	BreakerBackoffMax time.Duration
+	BreakerSettle     time.Duration // 0: settle(); negative: none (tests)
+	MaxUnrepaired     int
+	// Log gets one line at each opening and closing of the breaker (nil: none).
+	Log *zap.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -84,7 +107,35 @@ func (o Options) withDefaults() Options {
 		o.LRUSize = 100
 	}
 	def(&o.LRUTTL, time.Second)
+	if o.BreakerFailures == 0 {
+		o.BreakerFailures = 5
+	}
+	def(&o.BreakerMinOutage, 250*time.Millisecond)
+	def(&o.BreakerBackoff, 200*time.Millisecond)
+	def(&o.BreakerBackoffMax, time.Second)
+	if o.MaxUnrepaired <= 0 {
+		o.MaxUnrepaired = 10000
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
 	return o
+}
+
+// probeTimeout bounds the probe's PING. No client waits for it, so it is
+// more patient than a call: a Redis that answers at all closes the breaker
+// (and gets this proxy's repairs) soon after it is back.
+func (o Options) probeTimeout() time.Duration { return max(o.Timeout, 250*time.Millisecond) }
+
+// settle is how long reads stay off Redis after the breaker closes: one
+// probe interval of the other proxies (BreakerBackoffMax), by which each of
+// them that wrote without Redis during the same outage has probed, plus
+// time for that probe and its repair.
+func (o Options) settle() time.Duration {
+	if o.BreakerSettle != 0 {
+		return o.BreakerSettle
+	}
+	return o.BreakerBackoffMax + 2*o.probeTimeout()
 }
 
 // Cache is the Redis hot tier of conversation history. Safe for concurrent use.
@@ -94,6 +145,12 @@ type Cache struct {
 	m   *metrics
 	hot *hotSpots
 	lru *pageLRU
+	br  *breaker
+	rep *unrepaired
+
+	repairMu  sync.Mutex   // one repair at a time
+	repairing atomic.Bool  // a background repair is running or queued
+	lastKick  atomic.Int64 // unix ns of the last background repair started after a success
 
 	ttlSec, markerMs, coverMs string
 }
@@ -103,23 +160,36 @@ type Cache struct {
 // only a dead one.
 func New(rdb redis.UniversalClient, opt Options, reg prometheus.Registerer) *Cache {
 	opt = opt.withDefaults()
-	return &Cache{
+	c := &Cache{
 		rdb:      rdb,
 		opt:      opt,
 		m:        newMetrics(reg),
 		hot:      newHotSpots(opt.HotWindow, opt.HotReads),
 		lru:      newPageLRU(opt.LRUSize),
+		rep:      newUnrepaired(opt.MaxUnrepaired, opt.MarkerTTL),
 		ttlSec:   strconv.FormatInt(int64((opt.TTL+time.Second-1)/time.Second), 10),
 		markerMs: strconv.FormatInt(opt.MarkerTTL.Milliseconds(), 10),
 		coverMs:  strconv.FormatInt(opt.CoverageTTL.Milliseconds(), 10),
 	}
+	c.br = newBreaker(opt.BreakerFailures, opt.BreakerMinOutage, opt.BreakerBackoff, opt.BreakerBackoffMax, opt.settle(), c.probe, c.transitioned)
+	c.br.unsent = dialFailed
+	c.rep.gauge = c.m.unrepaired.Set
+	c.rep.onAll = func() {
+		c.opt.Log.Warn("hot tier owes a reset: more conversations written without Redis than it remembers, or a tier-wide invalidation failed; this proxy bypasses the tier until every cached conversation is invalidated",
+			zap.Int("max_unrepaired", c.opt.MaxUnrepaired))
+	}
+	return c
 }
 
 // FillToken is the conversation's version seen by BeginFill.
 type FillToken struct{ inc, ep string }
 
-// WriteToken names one writer's pending-write marker.
-type WriteToken struct{ id string }
+// WriteToken names one writer's pending-write marker. unmarked: BeginWrite
+// failed or was skipped, so the write is noted as owed an invalidation.
+type WriteToken struct {
+	id       string
+	unmarked bool
+}
 
 type keys struct{ meta, zset, maxseq string }
 
@@ -130,8 +200,64 @@ func keysOf(conv uint64) keys {
 
 func randomID() string { return strconv.FormatUint(rand.Uint64(), 36) }
 
-// run executes one script under the per-call timeout and records latency.
+// run executes one script through the circuit breaker.
 func (c *Cache) run(ctx context.Context, op string, s *redis.Script, keys []string, args ...any) (any, error) {
+	if !c.br.allow() {
+		return nil, fmt.Errorf("histcache %s: %w", op, ErrBreakerOpen)
+	}
+	v, err := c.exec(ctx, op, s, keys, args...)
+	c.record(ctx, err)
+	return v, err
+}
+
+// record tells the breaker how an allowed call went. A call the caller
+// cancelled says nothing about Redis. A success is also the moment to
+// retry a repair that failed earlier.
+func (c *Cache) record(ctx context.Context, err error) {
+	if err != nil && ctx.Err() != nil {
+		return
+	}
+	c.br.done(err)
+	if err == nil && c.rep.n.Load() != 0 {
+		c.maybeKick()
+	}
+}
+
+// gate says why a call about conv is not sent to Redis: the breaker is
+// open (skipping the call starts the probe when it is due), a read just
+// after it closed (settling), or this proxy owes conv an invalidation
+// (which it then retries, at most every 100 ms).
+func (c *Cache) gate(conv uint64, read bool) string {
+	if !c.br.allow() {
+		return "breaker_open"
+	}
+	if read && !c.br.serving() {
+		return "settling"
+	}
+	if c.rep.has(conv) {
+		c.maybeKick()
+		return "unrepaired"
+	}
+	return ""
+}
+
+// gateErr is a gated read's error (for the log, like any read error).
+func gateErr(why string) error {
+	if why == "breaker_open" {
+		return ErrBreakerOpen
+	}
+	return fmt.Errorf("histcache: not served from Redis: %s", why)
+}
+
+func (c *Cache) maybeKick() {
+	if now := time.Now().UnixNano(); now-c.lastKick.Load() > int64(100*time.Millisecond) {
+		c.lastKick.Store(now)
+		c.kickRepair()
+	}
+}
+
+// exec executes one script under the per-call timeout and records latency.
+func (c *Cache) exec(ctx context.Context, op string, s *redis.Script, keys []string, args ...any) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opt.Timeout)
 	defer cancel()
 	t0 := time.Now()
@@ -181,6 +307,10 @@ func (c *Cache) page(ctx context.Context, op byte, conv, cursor uint64, limit in
 		c.m.misses.WithLabelValues(opNames[op], "bad_request").Inc()
 		return nil, false, nil
 	}
+	if why := c.gate(conv, true); why != "" {
+		c.m.misses.WithLabelValues(opNames[op], why).Inc()
+		return nil, false, gateErr(why)
+	}
 	now := time.Now()
 	if !c.hot.touch(conv, now) {
 		return c.read(ctx, op, conv, cursor, limit, false)
@@ -189,7 +319,7 @@ func (c *Cache) page(ctx context.Context, op byte, conv, cursor uint64, limit in
 	if e, ok := c.lru.get(k, now); ok {
 		ver, err := c.version(ctx, conv)
 		if err != nil {
-			c.m.misses.WithLabelValues(opNames[op], "redis_error").Inc()
+			c.m.misses.WithLabelValues(opNames[op], errReason(err)).Inc()
 			return nil, false, err
 		}
 		if ver == e.version {
@@ -204,11 +334,15 @@ func (c *Cache) page(ctx context.Context, op byte, conv, cursor uint64, limit in
 
 // version is the LRU's check: one HMGET, much cheaper for Redis than the read script.
 func (c *Cache) version(ctx context.Context, conv uint64) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.opt.Timeout)
+	if !c.br.allow() {
+		return "", fmt.Errorf("histcache version: %w", ErrBreakerOpen)
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.opt.Timeout)
 	defer cancel()
 	t0 := time.Now()
-	v, err := c.rdb.HMGet(ctx, keysOf(conv).meta, "inc", "ep").Result()
+	v, err := c.rdb.HMGet(cctx, keysOf(conv).meta, "inc", "ep").Result()
 	c.m.latency.WithLabelValues("version").Observe(time.Since(t0).Seconds())
+	c.record(ctx, err)
 	if err != nil {
 		c.m.fallbacks.WithLabelValues("version").Inc()
 		return "", fmt.Errorf("histcache version: %w", err)
@@ -223,11 +357,17 @@ func (c *Cache) version(ctx context.Context, conv uint64) (string, error) {
 
 func (c *Cache) read(ctx context.Context, op byte, conv, cursor uint64, limit int, remember bool) ([]Entry, bool, error) {
 	name := opNames[op]
+	if op == opMsgID { // Before/After: gated in page
+		if why := c.gate(conv, true); why != "" {
+			c.m.misses.WithLabelValues(name, why).Inc()
+			return nil, false, gateErr(why)
+		}
+	}
 	k := keysOf(conv)
 	reply, err := c.run(ctx, name, readScript, []string{k.meta, k.zset},
 		string(op), strconv.FormatUint(cursor, 10), limit, c.coverMs)
 	if err != nil {
-		c.m.misses.WithLabelValues(name, "redis_error").Inc()
+		c.m.misses.WithLabelValues(name, errReason(err)).Inc()
 		return nil, false, err
 	}
 	r, _ := reply.([]any)
@@ -272,10 +412,14 @@ func (c *Cache) read(ctx context.Context, op byte, conv, cursor uint64, limit in
 // token records the conversation's write epoch. ErrNotFillable (or any
 // error) means: serve the client from MySQL and do not call Fill.
 func (c *Cache) BeginFill(ctx context.Context, convID uint64) (FillToken, error) {
+	if why := c.gate(convID, false); why != "" {
+		c.m.fills.WithLabelValues(why).Inc()
+		return FillToken{}, fmt.Errorf("%w: %s", ErrNotFillable, why)
+	}
 	k := keysOf(convID)
 	reply, err := c.run(ctx, "begin_fill", beginFillScript, []string{k.meta}, randomID(), c.ttlSec, c.markerMs)
 	if err != nil {
-		c.m.fills.WithLabelValues("error").Inc()
+		c.m.fills.WithLabelValues(errResult(err)).Inc()
 		return FillToken{}, err
 	}
 	r, _ := reply.([]any)
@@ -296,6 +440,12 @@ func (c *Cache) BeginFill(ctx context.Context, convID uint64) (FillToken, error)
 // existing, adjacent coverage downwards. Fill reports whether it installed.
 func (c *Cache) Fill(ctx context.Context, convID uint64, tok FillToken, entries []Entry, lo, hi uint64) (bool, error) {
 	if tok.inc == "" {
+		return false, nil
+	}
+	if why := c.gate(convID, false); why != "" {
+		// unrepaired: an unmarked write of this proxy may have committed
+		// after the MySQL read; the epoch would not show it.
+		c.m.fills.WithLabelValues(why).Inc()
 		return false, nil
 	}
 	maxSeq := ""
@@ -330,7 +480,7 @@ func (c *Cache) Fill(ctx context.Context, convID uint64, tok FillToken, entries 
 	k := keysOf(convID)
 	reply, err := c.run(ctx, "fill", fillScript, []string{k.meta, k.zset, k.maxseq}, args...)
 	if err != nil {
-		c.m.fills.WithLabelValues("error").Inc()
+		c.m.fills.WithLabelValues(errResult(err)).Inc()
 		return false, err
 	}
 	res, _ := reply.(string)
@@ -343,12 +493,33 @@ func (c *Cache) Fill(ctx context.Context, convID uint64, tok FillToken, entries 
 // COMMIT of a transaction that wrote conv_msg rows of convID); the commit
 // must complete within Options.MarkerTTL of this call. The token is usable
 // even when err != nil: always finish with EndWrite or AbortWrite, which then
-// invalidate the conversation because the marker is missing.
+// invalidate the conversation because the marker is missing. Until that
+// invalidation has reached Redis this proxy does not serve the
+// conversation from the tier (see unrepaired).
 func (c *Cache) BeginWrite(ctx context.Context, convID uint64) (WriteToken, error) {
 	tok := WriteToken{id: randomID()}
 	k := keysOf(convID)
 	_, err := c.run(ctx, "begin_write", beginWriteScript, []string{k.meta}, tok.id, randomID(), c.markerMs, c.ttlSec)
+	if err != nil {
+		tok.unmarked = true
+		c.rep.begin(convID)
+	}
 	return tok, err
+}
+
+// settleWrite notes what a finished write may owe Redis: an unmarked write
+// always owes an invalidation; a marked one whose end failed owes one too
+// (its marker covers other readers only if the commit kept to MarkerTTL).
+func (c *Cache) settleWrite(convID uint64, tok WriteToken, err error) {
+	switch {
+	case tok.unmarked:
+		c.rep.end(convID)
+	case err != nil:
+		c.rep.mark(convID)
+	default:
+		return
+	}
+	c.kickRepair()
 }
 
 // EndWrite is called AFTER the commit with the conv_msg rows it inserted
@@ -378,8 +549,9 @@ func (c *Cache) EndWrite(ctx context.Context, convID uint64, tok WriteToken, com
 	k := keysOf(convID)
 	reply, err := c.run(ctx, "end_write", endWriteScript, []string{k.meta, k.zset, k.maxseq}, args...)
 	c.lru.dropConv(convID)
+	c.settleWrite(convID, tok, err)
 	if err != nil {
-		c.m.writes.WithLabelValues("error").Inc()
+		c.m.writes.WithLabelValues(errResult(err)).Inc()
 		return err
 	}
 	res, _ := reply.(string)
@@ -391,24 +563,60 @@ func (c *Cache) EndWrite(ctx context.Context, convID uint64, tok WriteToken, com
 }
 
 // AbortWrite releases the marker without adding anything: after a rollback,
-// and after Invalidate once an UPDATE/DELETE (recall) has committed.
+// and after Invalidate once an UPDATE/DELETE (recall) has committed. While
+// the conversation is owed an invalidation (the Invalidate before it
+// failed) the marker is kept: when it expires, readers drop the
+// conversation, so no proxy serves the change's old rows meanwhile.
 func (c *Cache) AbortWrite(ctx context.Context, convID uint64, tok WriteToken) error {
-	_, err := c.run(ctx, "abort_write", abortWriteScript, []string{keysOf(convID).meta}, tok.id)
 	c.lru.dropConv(convID)
+	if !tok.unmarked && c.rep.has(convID) {
+		return nil
+	}
+	_, err := c.run(ctx, "abort_write", abortWriteScript, []string{keysOf(convID).meta}, tok.id)
+	if tok.unmarked {
+		c.settleWrite(convID, tok, err)
+	}
 	return err
 }
 
 // Invalidate drops the conversation's cached range. Call it AFTER the commit
 // of a recall, delete or update of conv_msg rows, while that write's marker
-// is still held (BeginWrite -> commit -> Invalidate -> AbortWrite).
+// is still held (BeginWrite -> commit -> Invalidate -> AbortWrite). If it
+// fails, the conversation is owed an invalidation (see unrepaired).
 func (c *Cache) Invalidate(ctx context.Context, convID uint64) error {
 	k := keysOf(convID)
 	_, err := c.run(ctx, "invalidate", invalidateScript, []string{k.meta, k.zset})
 	c.lru.dropConv(convID)
-	if err == nil {
-		c.m.invalidations.WithLabelValues("explicit").Inc()
+	if err != nil {
+		c.rep.mark(convID)
+		c.kickRepair()
+		return err
 	}
-	return err
+	c.m.invalidations.WithLabelValues("explicit").Inc()
+	return nil
+}
+
+// dialFailed: the call never had a connection, so nothing of it can reach
+// Redis later (Redis is down, not slow).
+func dialFailed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// errReason is the miss reason of a failed call.
+func errReason(err error) string {
+	if errors.Is(err, ErrBreakerOpen) {
+		return "breaker_open"
+	}
+	return "redis_error"
+}
+
+// errResult is the fill / write-through result label of a failed call.
+func errResult(err error) string {
+	if errors.Is(err, ErrBreakerOpen) {
+		return "breaker_open"
+	}
+	return "error"
 }
 
 // encode builds the ZSet member msg_id:sender_uid:msg_type:created_ms.
@@ -464,27 +672,18 @@ func decode(member, score string) (Entry, error) {
 // or DROP of conv_msg, or a write the proxy could not attribute to
 // conversations. It scans the meta keys (every master on Redis Cluster), so
 // it is O(cached conversations): an operator action, not a hot-path call.
+// If it fails (or the breaker is open) this proxy bypasses the tier until a
+// reset succeeds (see unrepaired).
 func (c *Cache) InvalidateAll(ctx context.Context) error {
-	scan := func(ctx context.Context, rdb redis.UniversalClient) error {
-		iter := rdb.Scan(ctx, 0, "im:hist:meta:{*}", 1000).Iterator()
-		for iter.Next(ctx) {
-			key := iter.Val()
-			open, close := strings.IndexByte(key, '{'), strings.IndexByte(key, '}')
-			if open < 0 || close <= open {
-				continue
-			}
-			conv, err := strconv.ParseUint(key[open+1:close], 10, 64)
-			if err != nil {
-				continue
-			}
-			if err := c.Invalidate(ctx, conv); err != nil {
-				return err
-			}
-		}
-		return iter.Err()
+	if !c.br.allow() {
+		c.rep.markAll()
+		return fmt.Errorf("histcache invalidate_all: %w", ErrBreakerOpen)
 	}
-	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
+	err := c.invalidateAll(ctx, "explicit")
+	c.record(ctx, err)
+	if err != nil {
+		c.rep.markAll()
+		c.kickRepair()
 	}
-	return scan(ctx, c.rdb)
+	return err
 }

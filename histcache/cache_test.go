@@ -398,6 +398,7 @@ func TestFlushAllThenRefill(t *testing.T) {
 func TestRedisDownBoundedAndRecovers(t *testing.T) {
 	opt := testOpts()
 	opt.Timeout = 50 * time.Millisecond
+	opt.BreakerSettle = -1
 	c, r, _ := setup(t, opt)
 	const conv = 25
 	warm(t, c, conv)

@@ -69,7 +69,8 @@
 // writer whose marker was lost has committed; its EndWrite finds no marker
 // and invalidates. A ZSet lost without meta is detected by n != ZCARD.
 //
-// Several proxies share the state in Redis; nothing is decided in process.
+// Several proxies share the state in Redis; a proxy keeps in process only
+// what it owes Redis after a failure (see "Circuit breaker and repair").
 //
 // # Hot conversations (in-process LRU)
 //
@@ -83,6 +84,34 @@
 // guarantee as Redis, with no cross-instance staleness window. It saves
 // Redis CPU (an O(1) HMGET instead of the Lua range read), not round trips.
 //
+// # Circuit breaker and repair (breaker.go, unrepaired.go, repair.go)
+//
+// A Redis that is down or hung would make every statement wait out
+// Timeout, several times for a write. After BreakerFailures consecutive
+// failed calls, the first at least BreakerMinOutage old (at once if every
+// one was a refused connection), the breaker opens: no call is sent; reads
+// and fills miss at once, writes commit without a marker. A probe (PING
+// within max(Timeout, 250 ms), then the repair below) runs in the
+// background every back-off (BreakerBackoff doubling to
+// BreakerBackoffMax); when it succeeds the breaker closes, and reads are
+// served again settle later (BreakerBackoffMax + 2 x max(Timeout, 250 ms));
+// writes and fills resume at once.
+//
+// Repair: a write whose BeginWrite failed or was skipped, an EndWrite or
+// Invalidate that failed or was skipped, notes its conversation in the
+// proxy's unrepaired set; a failed InvalidateAll, or more than
+// MaxUnrepaired conversations, notes "the whole tier". Until a noted
+// conversation has been invalidated (after its unmarked writes ended, or
+// MarkerTTL after they began) this proxy neither serves nor fills it from
+// Redis, and the breaker does not close before the notes made so far are
+// repaired (pipelined Invalidate scripts; InvalidateAll for the whole
+// tier). A repair bumps the epoch, so a fill begun before it (even one
+// whose Fill reaches a hung Redis late) is rejected; one begun after it
+// reads the unmarked rows from MySQL. While the breaker is closed, notes
+// are repaired in the background right away. A failed Invalidate also
+// keeps its write's marker (AbortWrite does not release it): readers
+// drop the conversation when it expires instead of serving the old rows.
+//
 // # Residual windows (where the guarantee depends on an assumption)
 //
 //   - Lease: a commit that completes later than MarkerTTL after BeginWrite
@@ -90,12 +119,36 @@
 //     that writer's EndWrite (which then invalidates: lease_lost). Set
 //     MarkerTTL above the backend statement timeout (innodb_lock_wait_timeout
 //     / max_statement_time) and call BeginWrite right before the commit.
-//   - No marker at all: if BeginWrite fails but the commit proceeds, and the
-//     EndWrite (which invalidates when the marker is missing) also fails,
-//     while other proxies still reach Redis (a partition, or a timeout on a
-//     live Redis), their reads can miss that row until the coverage ages out:
-//     bounded by CoverageTTL (default 1 min) since the last full fill. A
-//     process crash between the commit and EndWrite is covered by the marker.
+//   - No marker at all: a write commits without its marker in Redis when
+//     BeginWrite failed (a timeout whose command never ran, a refused
+//     connection) or was skipped (breaker open). The writing proxy serves
+//     nothing of that conversation from Redis until its repair; other
+//     proxies that read Redis meanwhile can serve pages without the row,
+//     from the commit until the writer's repair, which runs when it next
+//     reaches Redis (its probe, at most BreakerBackoffMax after Redis
+//     answers it, or its next successful call). If the writer dies first,
+//     or stays cut off (a partition: Redis reachable from the others, not
+//     from it), the window lasts until the coverage ages out: CoverageTTL
+//     (default 1 min) after the last full fill that missed the row. What
+//     the breaker changes here: while it is open, every write of the proxy
+//     is in this window, not only those whose calls failed; without it the
+//     window closed only at CoverageTTL, now usually at the repair. In an
+//     outage all proxies see (Redis down, hung or restarted for everyone),
+//     a proxy whose breaker opened serves nothing from Redis for settle
+//     after closing, by which time every other proxy that wrote during the
+//     outage has probed and repaired: no window, provided all proxies use
+//     the same BreakerBackoffMax and each one's probe and repair take less
+//     than 2 x max(Timeout, 250 ms) (a proxy starved of CPU, or a Redis
+//     answering PING slower than that, can break it). A proxy whose
+//     breaker did not open (fewer than BreakerFailures calls during the
+//     outage) serves at once when Redis answers again, so for it the
+//     window lasts until the writers' repairs.
+//     A Redis that is merely slow (calls time out for less than
+//     BreakerMinOutage, or not BreakerFailures times in a row) leaves the
+//     breaker closed: every write sends its marker and waits for it up to
+//     Timeout as before (a marker that timed out usually still lands, late).
+//     A process crash between the commit and EndWrite is covered by the
+//     marker.
 //   - Redis Cluster failover with asynchronous replication can lose a marker
 //     written just before the failover without losing meta; WAIT would close
 //     it at a latency cost and is not done.
@@ -103,5 +156,8 @@
 //
 // Timeouts: every call is bounded by Options.Timeout through its context;
 // the go-redis client must be built with ContextTimeoutEnabled, or a hung
-// (not dead) Redis is only bounded by the client's ReadTimeout.
+// (not dead) Redis is only bounded by the client's ReadTimeout. With
+// MaxRetries at most 1 and DialerRetries 1 a refused connection fails the
+// call at once, as an error the breaker recognises (cmd/convoy does so);
+// with go-redis's default retries it only shows as the call's timeout.
 package histcache

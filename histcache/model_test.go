@@ -135,19 +135,25 @@ type modelConfig struct {
 	rogueP                             float64 // writes that skip the protocol entirely (negative control)
 	flushEvery                         time.Duration
 	killEvery                          time.Duration
+	pauseEvery, pauseFor               time.Duration // SIGSTOP Redis (a hung server)
+	tune                               func(*Options)
 }
 
 type modelStats struct {
 	reads, hits, hotHits, misses, errs, mismatches atomic.Int64
 	fillsTried, fillsInstalled                     atomic.Int64
 	writes, crashes, leaseViolations               atomic.Int64
-	flushes, kills, lruHits                        atomic.Int64
+	flushes, kills, pauses, lruHits                atomic.Int64
+	breakerOpened                                  atomic.Int64
 	firstMismatch                                  atomic.Pointer[string]
 }
 
 func runModel(t *testing.T, cfg modelConfig) *modelStats {
 	r := testsvc.StartRedis(t)
 	opt := Options{MarkerTTL: 150 * time.Millisecond, CoverageTTL: 3 * time.Second, Timeout: 2 * time.Second, HotReads: 20}
+	if cfg.tune != nil {
+		cfg.tune(&opt)
+	}
 	var caches []*Cache
 	for range cfg.instances {
 		caches = append(caches, New(newClient(t, r.Addr()), opt, nil))
@@ -216,6 +222,19 @@ func runModel(t *testing.T, cfg modelConfig) *modelStats {
 		}()
 	}
 
+	if cfg.pauseEvery > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				time.Sleep(cfg.pauseEvery/2 + time.Duration(rand.Int64N(int64(cfg.pauseEvery))))
+				r.Pause()
+				time.Sleep(cfg.pauseFor)
+				r.Resume()
+				st.pauses.Add(1)
+			}
+		}()
+	}
 	if cfg.flushEvery > 0 || cfg.killEvery > 0 {
 		wg.Add(1)
 		go func() {
@@ -273,6 +292,7 @@ func runModel(t *testing.T, cfg modelConfig) *modelStats {
 				st.reads.Add(1)
 				if err != nil {
 					st.errs.Add(1)
+					time.Sleep(time.Millisecond) // Redis out of reach: do not spin
 				}
 				if ok {
 					st.hits.Add(1)
@@ -370,12 +390,19 @@ func runModel(t *testing.T, cfg modelConfig) *modelStats {
 			reasons[d.GetLabel()[0].GetValue()+"/"+d.GetLabel()[1].GetValue()] += d.GetCounter().GetValue()
 		}
 	}
-	var lru float64
+	var lru, opened float64
 	for _, c := range caches {
 		lru += counter(t, c.m.lruHits)
+		ch := make(chan prometheus.Metric, 8)
+		c.m.breakerTransitions.WithLabelValues("open").Collect(ch)
+		close(ch)
+		var d dto.Metric
+		(<-ch).Write(&d)
+		opened += d.GetCounter().GetValue()
 	}
 	st.lruHits.Store(int64(lru))
-	t.Logf("misses by op/reason: %v; LRU hits %v", reasons, lru)
+	st.breakerOpened.Store(int64(opened))
+	t.Logf("misses by op/reason: %v; LRU hits %v; pauses %d, breaker openings %v", reasons, lru, st.pauses.Load(), opened)
 	return st
 }
 
@@ -412,5 +439,34 @@ func TestModelDetectsUnprotectedWrites(t *testing.T) {
 	st := runModel(t, modelConfig{writers: 4, readers: 6, instances: 2, convs: 3, reads: 8000, rogueP: 0.2})
 	if st.mismatches.Load() == 0 {
 		t.Fatal("the checker found no stale page although 20% of writes bypassed the protocol")
+	}
+}
+
+// TestModelRedisHung: the same checker while Redis is SIGSTOPped for
+// 300 ms about every second (commands time out, then run late when it
+// continues) with a short per-call timeout, so every instance's breaker
+// opens and closes again and writers commit without markers meanwhile.
+// Nothing stale may be served: the writers that got no marker are repaired
+// before their instance serves again, and the other instances could not
+// reach Redis either.
+func TestModelRedisHung(t *testing.T) {
+	cfg := modelConfig{writers: 6, readers: 8, instances: 3, convs: 5, duration: 5 * time.Second,
+		rollbackP: 0.05, recallP: 0.02, pauseEvery: time.Second, pauseFor: 400 * time.Millisecond,
+		tune: func(o *Options) {
+			o.Timeout = 100 * time.Millisecond
+			o.BreakerFailures = 3
+			o.BreakerMinOutage = 100 * time.Millisecond
+			o.BreakerBackoff = 50 * time.Millisecond
+			o.BreakerBackoffMax = 100 * time.Millisecond
+		}}
+	if *soak > 0 {
+		cfg.duration = *soak
+	}
+	st := runModel(t, cfg)
+	if m := st.mismatches.Load(); m > 0 {
+		t.Fatalf("%d hits differed from the reference; first:\n%s", m, *st.firstMismatch.Load())
+	}
+	if st.pauses.Load() == 0 || st.breakerOpened.Load() == 0 || st.hits.Load() < 5000 {
+		t.Fatalf("not exercised: %d pauses, %d breaker openings, %d hits of %d reads", st.pauses.Load(), st.breakerOpened.Load(), st.hits.Load(), st.reads.Load())
 	}
 }

@@ -119,6 +119,27 @@ func TestHotTierServesExactBytes(t *testing.T) {
 	})
 }
 
+// place is where a conversation's rows live: a plain connection to its
+// datasource and the physical table, for reading "MariaDB directly".
+type place struct {
+	db    *sql.DB
+	table string
+}
+
+// placesOf asks Convoy (SHOW SHARD FOR) where each conversation lives.
+func placesOf(t *testing.T, s *stack, p *convoyProc, convs []int64) map[int64]place {
+	t.Helper()
+	direct := [2]*sql.DB{s.ds[0].Open(t, ""), s.ds[1].Open(t, "")}
+	admin := p.open(t, "convoy", "convoy", "im")
+	where := map[int64]place{}
+	for _, c := range convs {
+		rows := queryRows(t, admin, fmt.Sprintf("/*+ convoy SHOW SHARD FOR conv_id = %d */", c))
+		ds := map[string]int{"ds0": 0, "ds1": 1}[rows[0][4]]
+		where[c] = place{direct[ds], "`" + rows[0][5] + "`.`" + rows[0][6] + "`"}
+	}
+	return where
+}
+
 // historyPage is one page as text rows.
 type historyPage [][]string
 
@@ -164,23 +185,9 @@ func TestHotTierSoak(t *testing.T) {
 	// Direct reads go to the datasources; the test layout puts a conversation
 	// on ds0 or ds1 by its shard. Reading through a plain connection per
 	// datasource and the physical table keeps "MariaDB directly" literal.
-	direct := [2]*sql.DB{s.ds[0].Open(t, ""), s.ds[1].Open(t, "")}
 	convs := []int64{1, 2, 3, 42, 77, 500, 9001, 123456, 31337, 8}
 	mutating := map[int64]bool{3: true, 9001: true} // also updated: compared only when stable
-	physical := func(conv int64) (*sql.DB, string) {
-		rows := queryRows(t, a.open(t, "convoy", "convoy", "im"), fmt.Sprintf("/*+ convoy SHOW SHARD FOR conv_id = %d */", conv))
-		ds := map[string]int{"ds0": 0, "ds1": 1}[rows[0][4]]
-		return direct[ds], "`" + rows[0][5] + "`.`" + rows[0][6] + "`"
-	}
-	type place struct {
-		db    *sql.DB
-		table string
-	}
-	where := map[int64]place{}
-	for _, c := range convs {
-		d, tbl := physical(c)
-		where[c] = place{d, tbl}
-	}
+	where := placesOf(t, s, a, convs)
 	pools := func(p *convoyProc) [2]*sql.DB {
 		return [2]*sql.DB{openDSN(t, p.dsn("app", "app secret", "im")+"&interpolateParams=true"), openDSN(t, p.dsn("app", "app secret", "im"))}
 	}

@@ -25,7 +25,6 @@ const (
 	RefUser                               // USER(), SESSION_USER(), SYSTEM_USER()
 	RefCurrentUser                        // CURRENT_USER(), CURRENT_USER
 	RefConnectionID                       // CONNECTION_ID()
-	numSessionRefs
 )
 
 // SessionRefs is a set of SessionRef.

@@ -98,7 +98,7 @@ start_mariadb() { # NAME PORT SERVER_ID
     --datadir="$dir/data" --port="$port" --bind-address=127.0.0.1 \
     --socket="$dir/sock" --pid-file="$pidfile" --log-error="$logf" \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
-    --skip-name-resolve --log-bin="$dir/binlog" --binlog-format=ROW --server-id="$id" \
+    --skip-name-resolve --log-bin="$dir/binlog" --binlog-format=ROW --binlog-row-image=FULL --binlog-row-metadata=FULL --server-id="$id" \
     --innodb-buffer-pool-size=256M --innodb-log-file-size=48M --max-connections=500 \
     --table-open-cache=8000 --table-definition-cache=8000 \
     --performance-schema=OFF --innodb-flush-log-at-trx-commit=2 --sync-binlog=0 \

@@ -79,6 +79,14 @@ type Config struct {
 		MaxEntries  int           `yaml:"max_entries"` // newest messages kept per conversation; default 500
 		TTL         time.Duration `yaml:"ttl"`         // default 168h (7 days)
 		MarkerTTL   time.Duration `yaml:"marker_ttl"`  // must exceed the longest commit; default 5s
+		// Circuit breaker (histcache.Options): after breaker_failures
+		// consecutive failed calls spanning breaker_min_outage the tier is
+		// bypassed; probes every breaker_backoff .. breaker_backoff_max.
+		BreakerFailures   int           `yaml:"breaker_failures"`    // default 5; -1 = never bypass
+		BreakerMinOutage  time.Duration `yaml:"breaker_min_outage"`  // default 250ms
+		BreakerBackoff    time.Duration `yaml:"breaker_backoff"`     // default 200ms
+		BreakerBackoffMax time.Duration `yaml:"breaker_backoff_max"` // default 1s; the same on every proxy
+		MaxUnrepaired     int           `yaml:"max_unrepaired"`      // default 10000
 	} `yaml:"hot_tier"`
 
 	// Health holds the expansion triggers of seed 001 (SHOW SHARD HEALTH).

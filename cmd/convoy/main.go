@@ -255,10 +255,18 @@ func serve(args []string) error {
 			// socket timeout instead of the tier's per-call budget.
 			ContextTimeoutEnabled: true,
 			DialTimeout:           time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
+			// One retry (a pooled connection Redis closed) and one dial
+			// attempt: a refused connection then fails the call at once,
+			// as a refusal the circuit breaker can tell from a timeout,
+			// instead of retrying until the per-call timeout.
+			MaxRetries: 1, DialerRetries: 1,
 		})
 		defer rdb.Close()
 		tier := histcache.New(rdb, histcache.Options{
 			MaxEntries: c.HotTier.MaxEntries, TTL: c.HotTier.TTL, MarkerTTL: c.HotTier.MarkerTTL, Timeout: c.HotTier.Timeout,
+			BreakerFailures: c.HotTier.BreakerFailures, BreakerMinOutage: c.HotTier.BreakerMinOutage,
+			BreakerBackoff: c.HotTier.BreakerBackoff, BreakerBackoffMax: c.HotTier.BreakerBackoffMax,
+			MaxUnrepaired: c.HotTier.MaxUnrepaired, Log: log.Named("histcache"),
 		}, reg)
 		eng.SetHotTier(tier, c.HotTier.MaxEntries)
 		log.Info("history hot tier enabled", zap.Strings("redis", c.HotTier.Addrs))

@@ -278,9 +278,19 @@ func (m *MariaDB) args() []string {
 		"--socket=" + filepath.Join(m.dir, "sock"),
 		"--pid-file=" + filepath.Join(m.dir, "mariadbd.pid"),
 		"--log-error=" + filepath.Join(m.dir, "error.log"),
+		// A tmpdir of its own: mariadbd deletes every #sql* file in its
+		// tmpdir when it starts, so instances sharing /tmp removed each
+		// other's internal temporary tables (errno 6 "Error on delete of
+		// '/tmp/#sql-temptable-...'" on information_schema queries).
+		"--tmpdir=" + m.dir,
 		"--skip-name-resolve",
 		"--log-bin=" + filepath.Join(m.dir, "binlog"),
 		"--binlog-format=ROW",
+		// Binlog consumers (package binlog) need whole rows with column
+		// names: FULL row images (MariaDB's default, spelled out) and FULL
+		// row metadata (names, signedness, primary key in TABLE_MAP events).
+		"--binlog-row-image=FULL",
+		"--binlog-row-metadata=FULL",
 		"--server-id=" + strconv.Itoa(m.serverID),
 		"--max-connections=500",
 		// Small and fast: tests need correctness, not durability against

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -78,6 +79,27 @@ func (r *Redis) Kill() {
 	}
 	_ = p.Process.Kill()
 	<-done
+}
+
+// Pause stops the server with SIGSTOP: it keeps its port and accepts TCP
+// connections (the kernel does) but answers nothing, like a hung Redis.
+// Resume continues it; Kill also ends a paused server.
+func (r *Redis) Pause() { r.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server with SIGCONT.
+func (r *Redis) Resume() { r.signal(syscall.SIGCONT) }
+
+func (r *Redis) signal(sig syscall.Signal) {
+	r.t.Helper()
+	r.mu.Lock()
+	p := r.proc
+	r.mu.Unlock()
+	if p == nil {
+		r.t.Fatalf("testsvc: Redis %s: %v while not running", r.Addr(), sig)
+	}
+	if err := p.Process.Signal(sig); err != nil {
+		r.t.Fatalf("testsvc: Redis %s: %v: %v", r.Addr(), sig, err)
+	}
 }
 
 // Start restarts a killed server on the same port (empty dataset).

@@ -636,8 +636,7 @@ func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result,
 	}
 	s.afterError(c, err)
 	if err == nil && pl.a.Kind == rewrite.KindShow {
-		s.showSessionVariables(pl.a, r, binary)
-		s.showSessionStatus(pl.a, r, binary)
+		s.showSession(pl.a, r, binary)
 	}
 	return r, err
 }

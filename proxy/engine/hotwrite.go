@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"go.uber.org/zap"
+
 	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
@@ -94,7 +96,7 @@ func (e *Engine) invalidateAllHistory() {
 		return
 	}
 	if err := e.hot.tier.InvalidateAll(context.Background()); err != nil {
-		e.log.Warn("invalidating the history hot tier failed; cached pages expire with the coverage TTL")
+		e.log.Warn("invalidating the history hot tier failed; this proxy bypasses the tier until a reset of the whole tier succeeds", zap.Error(err))
 	}
 }
 

@@ -80,13 +80,24 @@ func (s *Session) readLastID(c Conn) error {
 	return nil
 }
 
-// showSessionVariables puts the session's own values into the rows of a
-// SHOW [SESSION] VARIABLES answer that the backend connection answered for
-// itself (autocommit, in_transaction, last_insert_id, max_allowed_packet).
-// binary: the rows are in the binary protocol (a prepared SHOW).
-func (s *Session) showSessionVariables(a *rewrite.Analysis, r *mysql.Result, binary bool) {
+// showSession puts the session's own values into the rows of a SHOW
+// [SESSION] VARIABLES or STATUS answer that the backend connection gave for
+// itself: autocommit, in_transaction, last_insert_id / identity and
+// max_allowed_packet among the variables, Ssl_version and Ssl_cipher among
+// the status values. binary: the rows are in the binary protocol (a
+// prepared SHOW).
+func (s *Session) showSession(a *rewrite.Analysis, r *mysql.Result, binary bool) {
 	st, ok := a.Stmt.(*ast.ShowStmt)
-	if !ok || st.Tp != ast.ShowVariables || st.GlobalScope || r == nil || r.Resultset == nil || len(r.Fields) != 2 {
+	if !ok || st.GlobalScope || r == nil || r.Resultset == nil || len(r.Fields) != 2 {
+		return
+	}
+	var mine func(name string) (string, bool)
+	switch st.Tp {
+	case ast.ShowVariables:
+		mine = s.variableText
+	case ast.ShowStatus:
+		mine = s.statusText
+	default:
 		return
 	}
 	for i, row := range r.RowDatas {
@@ -94,20 +105,35 @@ func (s *Session) showSessionVariables(a *rewrite.Analysis, r *mysql.Result, bin
 		if !ok {
 			continue
 		}
-		ref, ok := rewrite.SessionVariable(strings.ToLower(name))
-		if !ok {
-			continue
+		if text, ok := mine(strings.ToLower(name)); ok && text != value {
+			r.RowDatas[i] = varRow(name, text, binary)
 		}
-		v := s.sessionValue(ref)
-		text := strconv.FormatUint(v.Num, 10)
-		if ref == rewrite.RefAutocommit {
-			text = map[uint64]string{0: "OFF", 1: "ON"}[v.Num]
-		}
-		if text == value {
-			continue
-		}
-		r.RowDatas[i] = varRow(name, text, binary)
 	}
+}
+
+// variableText is a session variable Convoy keeps, as SHOW VARIABLES
+// prints it.
+func (s *Session) variableText(name string) (string, bool) {
+	ref, ok := rewrite.SessionVariable(name)
+	if !ok {
+		return "", false
+	}
+	v := s.sessionValue(ref)
+	if ref == rewrite.RefAutocommit {
+		return map[uint64]string{0: "OFF", 1: "ON"}[v.Num], true
+	}
+	return strconv.FormatUint(v.Num, 10), true
+}
+
+// statusText is a status value of the client's own connection.
+func (s *Session) statusText(name string) (string, bool) {
+	switch name {
+	case "ssl_version":
+		return s.tlsVersion, true
+	case "ssl_cipher":
+		return s.tlsCipher, true
+	}
+	return "", false
 }
 
 // splitVarRow reads the two strings of a SHOW VARIABLES row.
@@ -227,33 +253,6 @@ func (e *Engine) datasourceMaxPacket(ds string) (int64, bool) {
 // its own (or none), and clients check the cipher to know their link is
 // encrypted (go-sql-driver's TLS tests do).
 func (s *Session) SetTLS(version, cipher string) { s.tlsVersion, s.tlsCipher = version, cipher }
-
-// showSessionStatus puts the client's own TLS state into the rows of a
-// SHOW [SESSION] STATUS answer (Ssl_version, Ssl_cipher).
-func (s *Session) showSessionStatus(a *rewrite.Analysis, r *mysql.Result, binary bool) {
-	st, ok := a.Stmt.(*ast.ShowStmt)
-	if !ok || st.Tp != ast.ShowStatus || st.GlobalScope || r == nil || r.Resultset == nil || len(r.Fields) != 2 {
-		return
-	}
-	for i, row := range r.RowDatas {
-		name, value, ok := splitVarRow(row, binary)
-		if !ok {
-			continue
-		}
-		var mine string
-		switch strings.ToLower(name) {
-		case "ssl_version":
-			mine = s.tlsVersion
-		case "ssl_cipher":
-			mine = s.tlsCipher
-		default:
-			continue
-		}
-		if mine != value {
-			r.RowDatas[i] = varRow(name, mine, binary)
-		}
-	}
-}
 
 // minMaxPacket is MariaDB's smallest max_allowed_packet: a smaller answer
 // is not a real server's and is not allowed to shrink every client's limit

@@ -1,0 +1,226 @@
+package binlog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Position is a MariaDB GTID position: the last transaction seen in each
+// replication domain, "domain-server-seq" joined by commas ("0-1-42" or
+// "0-1-42,1-2-7"); "" means "before anything", i.e. from the oldest binlog
+// the server still has. It is MariaDB's own slave_connect_state /
+// gtid_slave_pos format, so a position can be stored as text (an etcd
+// checkpoint) and handed back to Stream, or to MASTER_GTID_WAIT, unchanged.
+// Positions this package returns are normalised (one GTID per domain,
+// ordered by domain), so two equal positions are equal strings.
+type Position string
+
+// gtid is one "domain-server-seq" triple.
+type gtid struct {
+	domain, server uint32
+	seq            uint64
+}
+
+func (g gtid) String() string {
+	return strconv.FormatUint(uint64(g.domain), 10) + "-" +
+		strconv.FormatUint(uint64(g.server), 10) + "-" +
+		strconv.FormatUint(g.seq, 10)
+}
+
+func parseGTID(s string) (gtid, error) {
+	parts := strings.Split(strings.TrimSpace(s), "-")
+	if len(parts) != 3 {
+		return gtid{}, fmt.Errorf("binlog: GTID %q is not domain-server-seq", s)
+	}
+	d, err1 := strconv.ParseUint(parts[0], 10, 32)
+	sv, err2 := strconv.ParseUint(parts[1], 10, 32)
+	n, err3 := strconv.ParseUint(parts[2], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return gtid{}, fmt.Errorf("binlog: GTID %q is not domain-server-seq: %v", s, err)
+	}
+	return gtid{domain: uint32(d), server: uint32(sv), seq: n}, nil
+}
+
+// gtidPos is a parsed Position: at most one GTID per domain, kept sorted by
+// domain. A slice, not a map: servers have one domain or a handful.
+type gtidPos []gtid
+
+func parsePos(p Position) (gtidPos, error) {
+	var out gtidPos
+	if strings.TrimSpace(string(p)) == "" {
+		return out, nil
+	}
+	for _, s := range strings.Split(string(p), ",") {
+		g, err := parseGTID(s)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := out.find(g.domain); ok {
+			// MariaDB refuses such a position too (one GTID per domain).
+			return nil, fmt.Errorf("binlog: position %q names domain %d twice", p, g.domain)
+		}
+		out = out.with(g)
+	}
+	return out, nil
+}
+
+func (p gtidPos) find(domain uint32) (int, bool) {
+	return slices.BinarySearchFunc(p, domain, func(g gtid, d uint32) int {
+		switch {
+		case g.domain < d:
+			return -1
+		case g.domain > d:
+			return 1
+		}
+		return 0
+	})
+}
+
+// with returns p with g as its domain's GTID (a transaction of that domain
+// has been read to its end). It may reuse p's array: callers own p.
+func (p gtidPos) with(g gtid) gtidPos {
+	i, ok := p.find(g.domain)
+	if ok {
+		p[i] = g
+		return p
+	}
+	return slices.Insert(p, i, g)
+}
+
+func (p gtidPos) Position() Position {
+	var b strings.Builder
+	for i, g := range p {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(g.String())
+	}
+	return Position(b.String())
+}
+
+// ParsePosition checks a position given by a person or read from storage
+// and returns it normalised (ordered by domain, spaces dropped), so a bad
+// checkpoint fails here with its text rather than as a server error later.
+func ParsePosition(s string) (Position, error) {
+	p, err := parsePos(Position(s))
+	if err != nil {
+		return "", err
+	}
+	return p.Position(), nil
+}
+
+// Reached reports whether p is at or past target in every domain target
+// names: a stream whose Stats().Position has reached the server's
+// CurrentPosition has read everything committed before that was asked.
+// Sequence numbers grow per domain on one primary (gtid_strict_mode), so
+// comparing them, not server ids, is what "past" means.
+func (p Position) Reached(target Position) (bool, error) {
+	have, err := parsePos(p)
+	if err != nil {
+		return false, err
+	}
+	want, err := parsePos(target)
+	if err != nil {
+		return false, err
+	}
+	for _, w := range want {
+		i, ok := have.find(w.domain)
+		if !ok || have[i].seq < w.seq {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// Querier is what CurrentPosition needs: *sql.DB, *sql.Conn and *sql.Tx all
+// have it.
+type Querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// CurrentPosition returns the server's @@gtid_binlog_pos: the last GTID
+// written to its binlog per domain. Not gtid_current_pos, which on a
+// replica also counts transactions it applied without logging them: a
+// binlog reader can only ever reach what is in the binlog. A stream whose
+// position has Reached this value has caught up with the moment of the call.
+func CurrentPosition(ctx context.Context, q Querier) (Position, error) {
+	var s string
+	if err := q.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_binlog_pos").Scan(&s); err != nil {
+		return "", fmt.Errorf("binlog: read @@gtid_binlog_pos: %w", err)
+	}
+	return ParsePosition(s)
+}
+
+// SnapshotPosition opens a consistent, read-only snapshot transaction on
+// conn and returns the binlog position consistent with it: the snapshot
+// sees exactly the transactions up to the position, and Stream from the
+// position delivers exactly the ones after it. Reading a table in the
+// snapshot and then applying the stream from the position therefore
+// rebuilds the table without a gap or an overlap, with no lock taken on the
+// server (MariaDB records the binlog offset with the snapshot:
+// Binlog_snapshot_file / Binlog_snapshot_position; BINLOG_GTID_POS turns it
+// into a GTID position).
+//
+// The transaction stays open on conn: the caller reads in it with conn and
+// ends it with conn.ExecContext(ctx, "COMMIT") (or ROLLBACK). database/sql
+// does not know a transaction is open on conn, so do not return conn to the
+// pool before that. On error the transaction is rolled back.
+func SnapshotPosition(ctx context.Context, conn *sql.Conn) (Position, error) {
+	// REPEATABLE READ is what makes the snapshot last for the whole
+	// transaction; under READ COMMITTED every statement would see a newer
+	// view than the position. SET TRANSACTION applies to the next
+	// transaction only, so the session's own level is left alone.
+	if _, err := conn.ExecContext(ctx, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
+		return "", fmt.Errorf("binlog: snapshot: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
+		return "", fmt.Errorf("binlog: snapshot: %w", err)
+	}
+	pos, err := snapshotPosition(ctx, conn)
+	if err != nil {
+		// The context may be the reason; roll back regardless of it.
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		return "", err
+	}
+	return pos, nil
+}
+
+func snapshotPosition(ctx context.Context, conn *sql.Conn) (Position, error) {
+	rows, err := conn.QueryContext(ctx, "SHOW STATUS LIKE 'binlog_snapshot_%'")
+	if err != nil {
+		return "", fmt.Errorf("binlog: snapshot position: %w", err)
+	}
+	var file, offset string
+	for rows.Next() {
+		var name, value string
+		if err := rows.Scan(&name, &value); err != nil {
+			rows.Close()
+			return "", fmt.Errorf("binlog: snapshot position: %w", err)
+		}
+		switch strings.ToLower(name) {
+		case "binlog_snapshot_file":
+			file = value
+		case "binlog_snapshot_position":
+			offset = value
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return "", fmt.Errorf("binlog: snapshot position: %w", err)
+	}
+	if file == "" || offset == "" {
+		return "", fmt.Errorf("%w: the server reports no binlog snapshot position (is log_bin ON?)", ErrServerConfig)
+	}
+	var gtids sql.NullString
+	if err := conn.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", file, offset).Scan(&gtids); err != nil {
+		return "", fmt.Errorf("binlog: BINLOG_GTID_POS(%s, %s): %w", file, offset, err)
+	}
+	if !gtids.Valid {
+		return "", fmt.Errorf("binlog: BINLOG_GTID_POS(%s, %s) is NULL: the file is no longer in the server's binlog index", file, offset)
+	}
+	return ParsePosition(gtids.String)
+}
