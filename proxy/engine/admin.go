@@ -410,12 +410,14 @@ func (s *Session) targeted(d *directive.Directive) (*mysql.Result, error) {
 		if s.inTxn() {
 			return nil, errorf(CodeCrossShardTxn, "datasource=%s cannot run inside a transaction", d.Datasource)
 		}
-		// Raw: the DBA addresses physical objects by their own names.
+		// Raw: the DBA addresses physical objects by their own names, and
+		// may run maintenance longer than the statement timeout.
 		c, err := s.acquire(d.Datasource)
 		if err != nil {
 			return nil, err
 		}
 		defer c.Release()
+		setTimeout(c, 0)
 		r, err := c.Exec(d.Rest)
 		if strings.Contains(strings.ToLower(d.Rest), historyTable) {
 			s.e.invalidateAllHistory() // a raw write the proxy cannot attribute
@@ -437,7 +439,7 @@ func (s *Session) targeted(d *directive.Directive) (*mysql.Result, error) {
 	}
 	if d.Shard >= 0 {
 		sh := router.Shard(d.Shard)
-		p := part{shard: sh, ds: snap.Target(sh).Datasource, sql: pl.render(s, snap, sh)}
+		p := part{shard: sh, ds: snap.Target(sh).Datasource, sql: pl.render(s, snap, sh), untimed: pl.a.Kind == rewrite.KindDDL}
 		if pl.a.Kind == rewrite.KindDDL {
 			_, err := s.autonomous(p, true, false)
 			if err != nil {

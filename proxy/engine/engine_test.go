@@ -169,6 +169,17 @@ func TestDDLFansOutToEveryPhysicalTable(t *testing.T) {
 	if !tables["`im_3`.`conv_msg_0441`"] {
 		t.Fatal("shard 441's table missing")
 	}
+	// DDL is not bounded by the statement timeout (an ALTER of a big table
+	// takes minutes); reads are.
+	if rec.untimed != 8+1024 {
+		t.Errorf("%d DDL statements ran without the statement timeout, want all %d", rec.untimed, 8+1024)
+	}
+	if _, err := s.Query("SELECT seq, msg_id FROM conv_msg"); err != nil {
+		t.Fatal(err)
+	}
+	if rec.untimed != 8+1024 {
+		t.Errorf("a multi-shard SELECT ran without the statement timeout")
+	}
 }
 
 func TestSetIsCheckedAndCarried(t *testing.T) {

@@ -186,6 +186,9 @@ type part struct {
 	pl     *plan
 	// rows are the VALUES rows of the statement an INSERT part writes.
 	rows []int
+	// untimed parts run without the statement timeout: DDL (an ALTER of a
+	// big table takes minutes; the read timeout bounds it, as before).
+	untimed bool
 }
 
 // onShards runs a SELECT / UPDATE / DELETE on the physical tables of shards.
@@ -418,6 +421,9 @@ func (s *Session) autonomous(p part, write, binary bool) (*mysql.Result, error) 
 		return nil, err
 	}
 	defer c.Release()
+	if p.untimed {
+		setTimeout(c, 0)
+	}
 	start = time.Now()
 	r, err := s.exec(c, p, binary)
 	s.e.observe(p.shard, c.Datasource(), write, start, err)
@@ -533,6 +539,9 @@ func (s *Session) ddl(pl *plan) (*mysql.Result, error) {
 }
 
 func (s *Session) fanout(parts []part, what string) error {
+	for i := range parts {
+		parts[i].untimed = true
+	}
 	errs := make([]error, len(parts))
 	s.parallelN(len(parts), s.e.opt.DDLParallelism, func(i int) {
 		_, errs[i] = s.autonomous(parts[i], true, false)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
@@ -25,6 +26,7 @@ type recorder struct {
 	// failAcquire makes Acquire fail for a datasource (a breaker open, a
 	// pool timeout).
 	failAcquire map[string]error
+	untimed     int  // connections whose statement timeout was turned off
 	quiet       bool // benchmarks: record nothing, so the fake costs ~nothing
 }
 
@@ -123,6 +125,13 @@ func (c *fakeConn) SyncVars(want map[string]string) error {
 	return c.r.record(c, "sync", fmt.Sprint(want))
 }
 func (c *fakeConn) Release() {}
+func (c *fakeConn) SetTimeout(d time.Duration) {
+	if d == 0 {
+		c.r.mu.Lock()
+		c.r.untimed++
+		c.r.mu.Unlock()
+	}
+}
 
 type staticRoutes struct{ s *router.Snapshot }
 
