@@ -9,6 +9,7 @@ package integration
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
@@ -171,7 +172,8 @@ next:
 // health_interval + health_timeout = 1.5 s later, or at the timeout), then
 // at once while it is marked; ds0's P99 stays within noise of what it was
 // before; SHOW DATASOURCES answers within a second and says hung; after
-// SIGCONT ds1 answers again within 2 s and every transition is logged.
+// SIGCONT ds1 answers again within 2 s and every transition is logged, in
+// the log's JSON like every other line.
 func TestFaultHungDatasource(t *testing.T) {
 	s := newStack(t)
 	restartConvoy(t, s, "backend: {statement_timeout: 1s}")
@@ -291,6 +293,12 @@ func TestFaultHungDatasource(t *testing.T) {
 	for _, want := range [][]string{{`"datasource unavailable`, `"datasource":"ds1"`, `"state":"hung"`}, {`"datasource back up"`, `"datasource":"ds1"`, `"out_for"`}} {
 		if n := len(logLines(t, s.convoy, want...)); n != 1 {
 			t.Errorf("%d log lines with %q, want 1", n, want)
+		}
+	}
+	// Every line is zap's JSON: no library wrote plain text around it.
+	for _, l := range logLines(t, s.convoy, "") {
+		if l != "" && !json.Valid([]byte(l)) {
+			t.Errorf("a log line that is not JSON: %s", l)
 		}
 	}
 	s.convoy.alive(t, "a hung datasource")

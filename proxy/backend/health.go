@@ -308,7 +308,7 @@ func (p *Pool) Probe(ctx context.Context, timeout time.Duration) (time.Duration,
 	}
 	switch {
 	case err != nil && timedOut(err):
-		return 0, fmt.Errorf("no answer within %s", timeout)
+		return 0, fmt.Errorf("no answer within %s", timeout.Round(time.Millisecond))
 	case err != nil:
 		return 0, cause(err)
 	}
