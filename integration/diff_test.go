@@ -206,6 +206,11 @@ func differentialCases() []dcase {
 		q("SELECT LAST_INSERT_ID(), @@identity"),
 		q("UPDATE app_log SET v = LAST_INSERT_ID(v + 10) WHERE id = 1"),
 		q("SELECT LAST_INSERT_ID()"),
+		// ... also inside statements on the shards, whose pooled
+		// connections would answer for themselves.
+		q("SELECT seq, LAST_INSERT_ID(), DATABASE(), @@autocommit FROM conv_msg WHERE conv_id = 1 AND seq <= LAST_INSERT_ID() ORDER BY seq"),
+		q("SELECT seq FROM conv_msg WHERE conv_id = ? AND seq < LAST_INSERT_ID() - ?", 1, 9),
+		q("SELECT DATABASE(), COUNT(*) FROM conv_msg GROUP BY 1"),
 		q("DROP TABLE app_log"),
 	)
 	// Session state Convoy keeps itself reads back as the client set it

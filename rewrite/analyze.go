@@ -114,6 +114,8 @@ type Analysis struct {
 	// Returning is the select list of a RETURNING clause the caller cut off
 	// before parsing (SplitReturning); templates print it back at the end.
 	Returning string
+	// values prints the session's values into templates (WithSessionValues).
+	values func(SessionRef) SessionValue
 
 	params map[*test_driver.ParamMarkerExpr]int // placeholder -> index
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/format"
+	"github.com/pingcap/tidb/pkg/parser/test_driver"
 )
 
 // SessionRef is a value a statement reads that belongs to the client's
@@ -90,11 +91,10 @@ type SessionValue struct {
 	Null   bool
 }
 
-// SessionTemplate returns a template of a.Stmt in which every read of a
-// session value prints values(ref) instead, and placeholders are holes
-// (Bind / RenderInline as for any template). It restores the statement, so
-// it is built per execution, only for statements that read session values
-// (a.SessionRefs != 0): `SELECT @@autocommit`, `SELECT DATABASE()`.
+// WithSessionValues returns a copy of a whose templates (NewTemplate,
+// SubsetInsert, SeqInsert) print values(ref) wherever the statement reads a
+// session value, for one execution (the values change from one to the
+// next: build such templates per execution, never cache them).
 //
 // A value is printed as IF(0, <the original expression>, <value>): the
 // server derives the result column's type, length and nullability from both
@@ -102,14 +102,31 @@ type SessionValue struct {
 // (a plain literal would be typed INT NOT NULL where @@autocommit is a
 // nullable BIGINT), while the value is Convoy's. Unaliased result columns
 // keep the client's text as their name.
+func (a *Analysis) WithSessionValues(values func(SessionRef) SessionValue) *Analysis {
+	c := *a
+	c.values = values
+	return &c
+}
+
+// SessionTemplate is NewTemplate(a.WithSessionValues(values)).
 func SessionTemplate(a *Analysis, values func(SessionRef) SessionValue) (*Template, error) {
-	sw := sessionSwapper{values: values}
-	a.Stmt.Accept(&sw)
-	defer func() {
-		sw.undo = true
-		a.Stmt.Accept(&sw)
-	}()
-	return a.withReturning(newTemplate(a.Stmt, a.Sharded, a.params))
+	return NewTemplate(a.WithSessionValues(values))
+}
+
+// template restores stmt (a.Stmt, or a variant of it such as an INSERT
+// with a subset of its rows) with the session's values printed where it
+// reads them (WithSessionValues) and the RETURNING clause at its end. The
+// AST is put back as it was before it returns.
+func (a *Analysis) template(stmt ast.StmtNode, params map[*test_driver.ParamMarkerExpr]int) (*Template, error) {
+	if a.values != nil {
+		sw := sessionSwapper{values: a.values}
+		stmt.Accept(&sw)
+		defer func() {
+			sw.undo = true
+			stmt.Accept(&sw)
+		}()
+	}
+	return a.withReturning(newTemplate(stmt, a.Sharded, params))
 }
 
 // sessionValue stands in for a session-value read while a statement is

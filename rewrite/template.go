@@ -46,7 +46,7 @@ type Template struct {
 // prints `?` and Bind puts the arguments in printed order, and RenderInline
 // prints each value where its placeholder went.
 func NewTemplate(a *Analysis) (*Template, error) {
-	return a.withReturning(newTemplate(a.Stmt, a.Sharded, a.params))
+	return a.template(a.Stmt, a.params)
 }
 
 // maxTokenAttempts bounds retries when restored text happens to contain the
@@ -368,7 +368,7 @@ func subsetInsert(a *Analysis, rows []int, seqs []uint64, seqParams, holes bool)
 	}
 	ins.Lists = sub
 	defer func() { ins.Lists, ins.Columns = orig, origCols }()
-	t, err := a.withReturning(newTemplate(ins, a.Sharded, holeIndex))
+	t, err := a.template(ins, holeIndex)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -68,6 +68,11 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 		s.e.metrics.countStatement("unsharded")
 		return s.passthrough(pl, args, binary)
 	}
+	if a.SessionRefs != 0 {
+		if pl, err = s.sessionPlan(pl); err != nil {
+			return nil, err
+		}
+	}
 	if a.Kind == rewrite.KindDDL {
 		s.e.metrics.countStatement("ddl")
 		return s.ddl(pl)

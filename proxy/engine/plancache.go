@@ -89,8 +89,8 @@ func (s *Session) cachedPlan(sql string) (pl *plan, args []any, ok bool) {
 // buildShared plans a normalised statement; nil when it is not shareable.
 func (s *Session) buildShared(norm string, params int) *plan {
 	pl, err := s.plan(norm)
-	if err != nil || pl.tmpl == nil || !pl.inline || pl.namedColumns {
-		return nil // (columns Convoy named may change with the next DDL)
+	if err != nil || pl.tmpl == nil || !pl.inline || pl.namedColumns || pl.a.SessionRefs != 0 {
+		return nil // (columns Convoy named change with DDL, session values with the session)
 	}
 	key, ok := rewrite.SharedKey(pl.a, params)
 	if !ok {

@@ -37,6 +37,9 @@ func (s *Session) scatterPlanFor(pl *plan) (*scatterPlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a.SessionRefs != 0 {
+		a = a.WithSessionValues(s.sessionValue) // a per-execution plan (sessionPlan)
+	}
 	sc, err := rewrite.PlanScatter(a)
 	if err != nil {
 		return nil, err

@@ -63,6 +63,23 @@ func (s *Session) sessionValue(r rewrite.SessionRef) rewrite.SessionValue {
 	return rewrite.SessionValue{Null: true}
 }
 
+// sessionPlan is a plan on sharded tables for one execution, with the
+// session's values printed where the statement reads them (`SELECT
+// DATABASE(), ... FROM conv_msg`, `... AND seq = LAST_INSERT_ID()`): a
+// shard's pooled connection would answer for itself. Its templates are
+// built per execution and nothing of them is kept; such plans are not
+// shared either (buildShared).
+func (s *Session) sessionPlan(pl *plan) (*plan, error) {
+	c := *pl
+	c.a = pl.a.WithSessionValues(s.sessionValue)
+	t, err := rewrite.NewTemplate(c.a)
+	if err != nil {
+		return nil, classify(err)
+	}
+	c.tmpl, c.scatter, c.seqHoles, c.hist = t, nil, nil, nil
+	return &c, nil
+}
+
 // readLastID learns the value a LAST_INSERT_ID(expr) just set on c.
 func (s *Session) readLastID(c Conn) error {
 	r, err := c.Exec("SELECT LAST_INSERT_ID()")
