@@ -447,3 +447,14 @@ func TestPreparedScatterLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestScatterWithoutResultset: a backend answering a read of every shard
+// with an OK packet (no real server does; a broken or hostile one may) is a
+// clear error naming the shard, not a panic.
+func TestScatterWithoutResultset(t *testing.T) {
+	s, _ := newTestSession()
+	_, err := s.Query("SELECT COUNT(*) FROM conv_msg") // the fake answers OK
+	if !isCode(err, CodeBackendUnavailable) || !strings.Contains(err.Error(), "without a result set") || !strings.Contains(err.Error(), "shard ") {
+		t.Fatalf("scatter answered by OK packets: %v", err)
+	}
+}
