@@ -125,13 +125,15 @@ func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bo
 		s.afterError(s.txn.conn, errs[pinned])
 	}
 	for i, err := range errs {
-		if err == nil && results[i].Resultset == nil {
-			// A server answering a SELECT without rows: not a real one's
-			// behaviour, and nothing to merge.
-			err = errorf(CodeBackendUnavailable, "the datasource answered a SELECT without a result set")
-		}
 		if err != nil {
 			return nil, shardError(snap, pl.a.Sharded[0], parts[i].shard, classify(err))
+		}
+	}
+	for i, r := range results {
+		if r == nil || r.Resultset == nil {
+			// A server answering a SELECT without rows: not a real one's
+			// behaviour, and nothing to merge.
+			return nil, shardError(snap, pl.a.Sharded[0], parts[i].shard, errorf(CodeBackendUnavailable, "the datasource answered a SELECT without a result set"))
 		}
 	}
 	spec, err := mergeSpec(sp.sc, results[0].Fields, binary, s.e.opt.MaxScatterRows)
