@@ -48,6 +48,8 @@ type Options struct {
 	// connection of the checker's own) while a datasource is up; default
 	// 500ms. HealthTimeout bounds each probe; a probe that gets no answer
 	// within it marks the datasource hung, a refused one down; default 1s.
+	// A negative HealthInterval runs no checker (tests against scripted
+	// servers that accept one connection).
 	HealthInterval time.Duration
 	HealthTimeout  time.Duration
 	// Log receives one line per datasource state change; default none.
@@ -66,7 +68,9 @@ func (o *Options) withDefaults() Options {
 	def(&r.WriteTimeout, 10*time.Second)
 	def(&r.WaitTimeout, 5*time.Second)
 	def(&r.IdleTimeout, 5*time.Minute)
-	def(&r.HealthInterval, 500*time.Millisecond)
+	if r.HealthInterval >= 0 {
+		def(&r.HealthInterval, 500*time.Millisecond)
+	}
 	def(&r.HealthTimeout, time.Second)
 	if r.StatementTimeout < 0 {
 		r.StatementTimeout = 0
@@ -144,6 +148,10 @@ func newPool(ds router.Datasource, opt Options, onTransition func(string, State)
 		slots: make(chan struct{}, opt.MaxOpen), live: map[*Conn]struct{}{}, checkDone: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.stopCheck = cancel
+	if opt.HealthInterval < 0 {
+		close(p.checkDone)
+		return p, nil
+	}
 	go p.check(ctx)
 	return p, nil
 }

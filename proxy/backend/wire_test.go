@@ -476,7 +476,7 @@ func TestNoQueryAttributes(t *testing.T) {
 		c.Write(pkt(h[3]+1, 0, 0, 0, 2, 0, 0, 0))
 		io.Copy(io.Discard, c)
 	})
-	mgr := newTestManagerAt(t, addr, Options{})
+	mgr := newTestManagerAt(t, addr, Options{HealthInterval: -1}) // the scripted server accepts one connection
 	c, err := mgr.Acquire(context.Background(), "ds0", false)
 	if err != nil {
 		t.Fatal(err)
