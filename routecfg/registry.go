@@ -142,6 +142,10 @@ type Registration struct {
 	routeVersion atomic.Int64
 	changed      chan struct{} // SetRouteVersion -> run, capacity 1
 	losses       atomic.Int64  // leases lost so far (each one re-registered)
+	// renewedAt is when etcd last (re)started the lease's TTL as far as we
+	// can tell (unix ns): the send time of the grant, or the arrival of a
+	// keepalive answer. See validUntil.
+	renewedAt atomic.Int64
 
 	ctx       context.Context // canceled by Close
 	cancel    context.CancelFunc
@@ -218,6 +222,7 @@ func (r *Registration) value() (string, int64) {
 // it alive. ctx bounds the grant and the write; the keepalive lives until
 // Close. It returns the route version written.
 func (r *Registration) establish(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, int64, error) {
+	sent := time.Now()
 	grant, err := r.cli.Grant(ctx, r.ttl)
 	if err != nil {
 		return nil, 0, fmt.Errorf("grant lease: %w", err)
@@ -237,6 +242,7 @@ func (r *Registration) establish(ctx context.Context) (<-chan *clientv3.LeaseKee
 	old := r.lease
 	r.lease = grant.ID
 	r.mu.Unlock()
+	r.renewedAt.Store(sent.UnixNano())
 	if prev := resp.PrevKv; prev != nil && prev.Lease != int64(old) {
 		// Not our own previous lease: a process with the same ID died less
 		// than a TTL ago, or two live proxies share an ID (a configuration
@@ -245,6 +251,27 @@ func (r *Registration) establish(ctx context.Context) (<-chan *clientv3.LeaseKee
 			zap.String("previous_lease", leaseHex(clientv3.LeaseID(prev.Lease))), zap.ByteString("previous_value", prev.Value))
 	}
 	return ka, version, nil
+}
+
+// validUntil is the time until which the registration is certainly still in
+// etcd: the last renewal plus the TTL, minus a margin (a quarter of the TTL,
+// at most 1 s) for the keepalive answer's trip back and etcd's timer. Past
+// it, a migrator may see this proxy as gone and switch a shard without its
+// acknowledgement, so the lock follower fences migrating shards (see
+// doc.go, "Migration lock"). It is the zero time once Close has begun.
+func (r *Registration) validUntil() time.Time {
+	if r.ctx.Err() != nil {
+		return time.Time{}
+	}
+	ttl := time.Duration(r.ttl) * time.Second
+	return time.Unix(0, r.renewedAt.Load()).Add(ttl - min(time.Second, ttl/4))
+}
+
+// proxyID is the id the proxy registered under.
+func (r *Registration) proxyID() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.info.ID
 }
 
 // revoke drops a lease, best effort, briefly bounded.
@@ -282,6 +309,7 @@ func (r *Registration) run(ka <-chan *clientv3.LeaseKeepAliveResponse, written i
 			return
 		case _, ok := <-ka:
 			if ok {
+				r.renewedAt.Store(time.Now().UnixNano())
 				continue
 			}
 			// The client closes the channel when etcd reports the lease

@@ -1,0 +1,885 @@
+package routecfg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/convoy-im/convoy/internal/testsvc"
+	"github.com/convoy-im/convoy/router"
+)
+
+// fakeHolder is a recording ShardHolder for one simulated proxy. Hold can be
+// slowed (delay, ignoring ctx like a stuck engine), blocked until gate is
+// closed (honouring ctx), or made to fail.
+type fakeHolder struct {
+	name   string
+	routes func() int64 // the route version the proxy serves
+
+	mu     sync.Mutex
+	delay  time.Duration
+	gate   chan struct{}
+	err    error
+	log    []holdEvent
+	states map[int]string // shard -> held, failed, released
+}
+
+type holdEvent struct {
+	kind         string // hold, fail, release
+	shard        int
+	at           time.Time
+	routeVersion int64
+	err          error
+}
+
+func newFakeHolder(name string) *fakeHolder {
+	return &fakeHolder{name: name, states: map[int]string{}}
+}
+
+func (h *fakeHolder) Hold(ctx context.Context, shard int) (ShardHold, error) {
+	h.mu.Lock()
+	delay, gate, err := h.delay, h.gate, h.err
+	h.mu.Unlock()
+	time.Sleep(delay)
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	h.record("hold", shard, nil)
+	return &fakeHold{h: h, shard: shard}, nil
+}
+
+func (h *fakeHolder) record(kind string, shard int, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch kind {
+	case "hold":
+		if s := h.states[shard]; s == "held" || s == "failed" {
+			panic(fmt.Sprintf("%s: shard %d held twice", h.name, shard))
+		}
+		h.states[shard] = "held"
+	case "fail":
+		h.states[shard] = "failed"
+	case "release":
+		h.states[shard] = "released"
+	}
+	h.log = append(h.log, holdEvent{kind: kind, shard: shard, at: time.Now(), routeVersion: h.routes(), err: err})
+}
+
+func (h *fakeHolder) state(shard int) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.states[shard]
+}
+
+func (h *fakeHolder) events(shard int) []holdEvent {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []holdEvent
+	for _, e := range h.log {
+		if e.shard == shard {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (h *fakeHolder) kinds(shard int) string {
+	var ks []string
+	for _, e := range h.events(shard) {
+		ks = append(ks, e.kind)
+	}
+	return strings.Join(ks, ",")
+}
+
+type fakeHold struct {
+	h     *fakeHolder
+	shard int
+	once  sync.Once
+}
+
+func (f *fakeHold) Release() { f.h.record("release", f.shard, nil) }
+
+func (f *fakeHold) Fail(err error) {
+	ok := false
+	f.once.Do(func() { ok = true })
+	if !ok {
+		panic("Fail called twice")
+	}
+	f.h.record("fail", f.shard, err)
+}
+
+// simProxy is one simulated Convoy: its own etcd client, registration,
+// route watcher and lock follower with a fake holder.
+type simProxy struct {
+	id     string
+	cli    *clientv3.Client
+	reg    *Registration
+	routes *Watcher
+	holder *fakeHolder
+	fol    *LockFollower
+}
+
+func startProxy(t *testing.T, endpoints []string, cluster, id string, holder *fakeHolder, regTTL time.Duration, folOpts ...FollowerOption) *simProxy {
+	t.Helper()
+	cli := newClient(t, endpoints)
+	return startProxyWith(t, cli, cli, cluster, id, holder, regTTL, folOpts...)
+}
+
+// startProxyWith starts a proxy whose route watcher uses routesCli.
+func startProxyWith(t *testing.T, cli, routesCli *clientv3.Client, cluster, id string, holder *fakeHolder, regTTL time.Duration, folOpts ...FollowerOption) *simProxy {
+	t.Helper()
+	p := &simProxy{id: id, cli: cli, holder: holder}
+	p.reg = register(t, cli, cluster, ProxyInfo{ID: id}, WithTTL(regTTL))
+	p.routes = startWatcher(t, NewStore(routesCli, cluster), WithReadTimeout(time.Second))
+	holder.routes = func() int64 { return p.routes.Current().Version() }
+	p.fol = NewLockFollower(cli, cluster, p.reg, p.routes, holder,
+		append([]FollowerOption{WithFollowerLogger(testLogger(t))}, folOpts...)...)
+	if err := p.fol.Start(ctxT(t)); err != nil {
+		t.Fatalf("proxy %s: follower Start: %v", id, err)
+	}
+	t.Cleanup(p.fol.Close)
+	return p
+}
+
+// kill stops the proxy's registration without revoking its lease, then
+// revokes the lease from outside: what etcd sees of a SIGKILLed proxy, at
+// once instead of after a TTL.
+func (p *simProxy) kill(t *testing.T, cli *clientv3.Client) {
+	t.Helper()
+	lease := p.reg.leaseID()
+	p.reg.cancel()
+	<-p.reg.done
+	if _, err := cli.Revoke(ctxT(t), lease); err != nil {
+		t.Fatalf("revoke %s's lease: %v", p.id, err)
+	}
+}
+
+// moveShard returns doc with one shard mapped to ds/db, splitting its range.
+func moveShard(doc router.Document, shard int, ds, db string) router.Document {
+	var out []router.ShardRange
+	for _, r := range doc.Shards {
+		if shard < r.From || shard > r.To {
+			out = append(out, r)
+			continue
+		}
+		if r.From < shard {
+			lo := r
+			lo.To = shard - 1
+			out = append(out, lo)
+		}
+		out = append(out, router.ShardRange{From: shard, To: shard, Datasource: ds, Database: db})
+		if shard < r.To {
+			hi := r
+			hi.From = shard + 1
+			out = append(out, hi)
+		}
+	}
+	doc.Shards = out
+	return doc
+}
+
+type lockEnv struct {
+	e       *testsvc.Etcd
+	cli     *clientv3.Client
+	cluster string
+	store   *Store
+	jobs    *JobStore
+}
+
+func newLockEnv(t *testing.T, cluster string, shards ...int) *lockEnv {
+	t.Helper()
+	e, cli := startEtcd(t)
+	env := &lockEnv{e: e, cli: cli, cluster: cluster, store: NewStore(cli, cluster), jobs: NewJobStore(cli, cluster)}
+	if err := env.store.Init(ctxT(t), testDoc(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range shards {
+		j := testJob(s)
+		j.ID = fmt.Sprintf("mig-%04d", s)
+		if _, err := env.jobs.Create(ctxT(t), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return env
+}
+
+func (env *lockEnv) proxies(t *testing.T, regTTL time.Duration, holders ...*fakeHolder) []*simProxy {
+	var ps []*simProxy
+	for _, h := range holders {
+		ps = append(ps, startProxy(t, env.e.Endpoints(), env.cluster, h.name, h, regTTL))
+	}
+	return ps
+}
+
+func (env *lockEnv) routesVersion(t *testing.T) int64 {
+	t.Helper()
+	doc, err := env.store.Get(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc.Version
+}
+
+// flipTo moves shard to ds1/im_9 through the switch.
+func flipTo(shard int) func(context.Context, *SwitchTx) error {
+	return func(ctx context.Context, tx *SwitchTx) error {
+		return tx.FlipRoutes(ctx, moveShard(tx.Routes(), shard, "ds1", "im_9"))
+	}
+}
+
+// checkReleases asserts every proxy released shard exactly once, last, with
+// at least route version need, and returns the longest hold.
+func checkReleases(t *testing.T, shard int, need int64, ps ...*simProxy) time.Duration {
+	t.Helper()
+	var longest time.Duration
+	for _, p := range ps {
+		evs := p.holder.events(shard)
+		if len(evs) < 2 || evs[0].kind != "hold" || evs[len(evs)-1].kind != "release" {
+			t.Errorf("%s: shard %d events %s, want hold first and release last", p.id, shard, p.holder.kinds(shard))
+			continue
+		}
+		rel := evs[len(evs)-1]
+		if rel.routeVersion < need {
+			t.Errorf("%s released shard %d serving route version %d, want >= %d", p.id, shard, rel.routeVersion, need)
+		}
+		longest = max(longest, rel.at.Sub(evs[0].at))
+	}
+	return longest
+}
+
+func lockMetrics(t *testing.T, reg *prometheus.Registry) *LockMetrics {
+	t.Helper()
+	m, err := NewLockMetrics(reg, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// histCount returns the sample count of a histogram (first series whose
+// labels contain label, if given).
+func histCount(t *testing.T, reg *prometheus.Registry, name, label string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if label == "" || strings.Contains(m.String(), label) {
+				return m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return 0
+}
+
+func TestMigrationLockAllAck(t *testing.T) {
+	const shard = 5
+	env := newLockEnv(t, "lock", shard)
+	mreg := prometheus.NewRegistry()
+	m := lockMetrics(t, mreg)
+	var holders []*fakeHolder
+	for _, n := range []string{"pa", "pb", "pc"} {
+		holders = append(holders, newFakeHolder(n))
+	}
+	ps := env.proxies(t, 3*time.Second, holders...)
+	r := campaign(t, env.jobs, shard, "migrator", WithRunnerMetrics(m))
+	v0 := env.routesVersion(t)
+
+	ran := false
+	res, err := r.Switch(ctxT(t), SwitchOptions{}, func(ctx context.Context, tx *SwitchTx) error {
+		ran = true
+		for _, p := range ps {
+			if s := p.holder.state(shard); s != "held" {
+				t.Errorf("during the flip %s's shard %d is %q, want held", p.id, shard, s)
+			}
+			if s := p.holder.state(shard + 1); s != "" {
+				t.Errorf("during the flip %s's shard %d is %q: other shards must not be touched", p.id, shard+1, s)
+			}
+		}
+		locks, err := ListLocks(ctx, env.cli, "lock")
+		if err != nil || len(locks) != 1 || locks[0].Shard != shard || locks[0].State != LockHolding || locks[0].RouteVersion != v0+1 {
+			t.Errorf("ListLocks during the switch = %+v %v", locks, err)
+		}
+		if tx.RouteVersion() != v0+1 {
+			t.Errorf("RouteVersion() = %d, want %d", tx.RouteVersion(), v0+1)
+		}
+		return flipTo(shard)(ctx, tx)
+	})
+	if err != nil || !ran {
+		t.Fatalf("Switch: %v (callback ran: %v)", err, ran)
+	}
+	if !res.Flipped || res.RouteVersion != v0+1 || strings.Join(res.Acked, ",") != "pa,pb,pc" || len(res.Missing)+len(res.Vanished) != 0 {
+		t.Fatalf("Switch result %+v", res)
+	}
+	if v := env.routesVersion(t); v != v0+1 {
+		t.Fatalf("routes at version %d after the switch, want %d", v, v0+1)
+	}
+	doc, _ := env.store.Get(ctxT(t))
+	snap, err := router.NewSnapshot(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tg := snap.Target(shard); tg.Datasource != "ds1" || tg.Database != "im_9" {
+		t.Fatalf("shard %d routed to %+v after the switch", shard, tg)
+	}
+	eventually(t, 3*time.Second, "not every proxy released the shard", func() bool {
+		for _, p := range ps {
+			if p.holder.state(shard) != "released" {
+				return false
+			}
+		}
+		return true
+	})
+	pause := checkReleases(t, shard, v0+1, ps...)
+	t.Logf("switch: ack wait %s, lock held %s, longest proxy hold %s", res.AckWait.Round(time.Millisecond),
+		res.Held.Round(time.Millisecond), pause.Round(time.Millisecond))
+	if locks, _ := ListLocks(ctxT(t), env.cli, "lock"); len(locks) != 0 {
+		t.Errorf("locks left: %+v", locks)
+	}
+	eventually(t, 3*time.Second, "acknowledgements not removed after the release", func() bool {
+		resp, err := env.cli.Get(ctxT(t), AcksPrefix("lock", shard), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err == nil && resp.Count == 0
+	})
+	if n := histCount(t, mreg, MetricLockSeconds, "switched"); n != 1 {
+		t.Errorf("%s{outcome=switched} count = %d, want 1", MetricLockSeconds, n)
+	}
+	if got := metric(t, mreg, MetricLockAcks); got != 3 {
+		t.Errorf("%s = %v, want 3", MetricLockAcks, got)
+	}
+
+	// A second switch of the shard (a rollback) works the same way.
+	res, err = r.Switch(ctxT(t), SwitchOptions{}, func(ctx context.Context, tx *SwitchTx) error {
+		return tx.FlipRoutes(ctx, moveShard(tx.Routes(), shard, "ds0", "im_0"))
+	})
+	if err != nil || !res.Flipped || res.RouteVersion != v0+2 {
+		t.Fatalf("second Switch: %+v %v", res, err)
+	}
+	eventually(t, 3*time.Second, "not every proxy released the shard after the second switch", func() bool {
+		for _, p := range ps {
+			if evs := p.holder.events(shard); len(evs) != 4 || evs[3].kind != "release" {
+				return false
+			}
+		}
+		return true
+	})
+	for _, p := range ps {
+		if rel := p.holder.events(shard)[3]; rel.routeVersion < v0+2 {
+			t.Errorf("%s released after the second switch at route version %d, want >= %d", p.id, rel.routeVersion, v0+2)
+		}
+	}
+}
+
+func TestMigrationLockSlowHolderAborts(t *testing.T) {
+	const shard = 5
+	env := newLockEnv(t, "slow", shard)
+	mreg := prometheus.NewRegistry()
+	m := lockMetrics(t, mreg)
+	slow := newFakeHolder("pc")
+	slow.delay = 1500 * time.Millisecond // a stuck transaction, deaf to ctx
+	ps := env.proxies(t, 3*time.Second, newFakeHolder("pa"), newFakeHolder("pb"), slow)
+	// A stale acknowledgement (of an earlier lock) must not count.
+	if _, err := env.cli.Put(ctxT(t), AckKey("slow", shard, "pc"), `{"proxy":"pc","lock_revision":1}`); err != nil {
+		t.Fatal(err)
+	}
+	r := campaign(t, env.jobs, shard, "migrator", WithRunnerMetrics(m))
+	v0 := env.routesVersion(t)
+
+	ran := false
+	t0 := time.Now()
+	res, err := r.Switch(ctxT(t), SwitchOptions{AckTimeout: 500 * time.Millisecond}, func(context.Context, *SwitchTx) error {
+		ran = true
+		return nil
+	})
+	took := time.Since(t0)
+	if !errors.Is(err, ErrSwitchAborted) || ran || res.Flipped {
+		t.Fatalf("Switch = %+v, %v (callback ran: %v), want ErrSwitchAborted without the callback", res, err, ran)
+	}
+	if strings.Join(res.Missing, ",") != "pc" || strings.Join(res.Acked, ",") != "pa,pb" {
+		t.Errorf("acked %v missing %v, want pa,pb / pc", res.Acked, res.Missing)
+	}
+	if took > 1200*time.Millisecond {
+		t.Errorf("abort took %s with a 500 ms ack timeout", took)
+	}
+	if !strings.Contains(err.Error(), "pc") {
+		t.Errorf("abort error %q does not name the missing proxy", err)
+	}
+	if v := env.routesVersion(t); v != v0 {
+		t.Fatalf("routes at version %d after an abort, want %d", v, v0)
+	}
+	// Everyone is released, the slow proxy too once its Hold returns, with
+	// the routes unchanged: no need to wait for any version.
+	eventually(t, 3*time.Second, "not every proxy released after the abort", func() bool {
+		for _, p := range ps {
+			if p.holder.state(shard) != "released" {
+				return false
+			}
+		}
+		return true
+	})
+	checkReleases(t, shard, v0, ps...)
+	for _, p := range ps[:2] {
+		evs := p.holder.events(shard)
+		if d := evs[1].at.Sub(t0.Add(took)); d > 500*time.Millisecond {
+			t.Errorf("%s released %s after the abort", p.id, d)
+		}
+	}
+	if got := metric(t, mreg, MetricLockAborts); got != 1 {
+		t.Errorf("%s = %v, want 1", MetricLockAborts, got)
+	}
+	if locks, _ := ListLocks(ctxT(t), env.cli, "slow"); len(locks) != 0 {
+		t.Errorf("locks left after the abort: %+v", locks)
+	}
+}
+
+func TestMigrationLockProxyVanishes(t *testing.T) {
+	const shard = 5
+	env := newLockEnv(t, "vanish", shard)
+	stuck := newFakeHolder("pc")
+	stuck.gate = make(chan struct{})
+	t.Cleanup(func() { close(stuck.gate) })
+	ps := env.proxies(t, 3*time.Second, newFakeHolder("pa"), newFakeHolder("pb"), stuck)
+	r := campaign(t, env.jobs, shard, "migrator")
+	v0 := env.routesVersion(t)
+
+	type result struct {
+		res SwitchResult
+		err error
+	}
+	done := make(chan result, 1)
+	t0 := time.Now()
+	go func() {
+		res, err := r.Switch(context.Background(), SwitchOptions{AckTimeout: 4 * time.Second, MaxHold: 6 * time.Second}, flipTo(shard))
+		done <- result{res, err}
+	}()
+	eventually(t, 3*time.Second, "pa and pb did not acknowledge", func() bool {
+		resp, err := env.cli.Get(ctxT(t), AcksPrefix("vanish", shard), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err == nil && resp.Count == 2
+	})
+	ps[2].kill(t, env.cli) // SIGKILL: its registration lease goes away
+	var got result
+	select {
+	case got = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Switch did not return after the unacknowledged proxy vanished")
+	}
+	took := time.Since(t0)
+	if got.err != nil || !got.res.Flipped || strings.Join(got.res.Vanished, ",") != "pc" {
+		t.Fatalf("Switch = %+v, %v; want flipped without pc", got.res, got.err)
+	}
+	if took > 3*time.Second {
+		t.Errorf("the switch took %s: it waited for the dead proxy instead of dropping it", took)
+	}
+	eventually(t, 3*time.Second, "the live proxies did not release", func() bool {
+		return ps[0].holder.state(shard) == "released" && ps[1].holder.state(shard) == "released"
+	})
+	checkReleases(t, shard, v0+1, ps[:2]...)
+}
+
+// TestMigrationLockRunnerLostBeforeFlip: the migrator's lease is revoked
+// while every proxy holds and before the flip: the lock disappears with it,
+// the proxies release at once under the unchanged routes, and the flip can
+// no longer be written.
+func TestMigrationLockRunnerLostBeforeFlip(t *testing.T) {
+	const shard = 5
+	env := newLockEnv(t, "lost", shard)
+	ps := env.proxies(t, 3*time.Second, newFakeHolder("pa"), newFakeHolder("pb"), newFakeHolder("pc"))
+	r := campaign(t, env.jobs, shard, "migrator")
+	v0 := env.routesVersion(t)
+
+	var flipErr error
+	res, err := r.Switch(ctxT(t), SwitchOptions{MaxHold: 10 * time.Second}, func(ctx context.Context, tx *SwitchTx) error {
+		if _, err := env.cli.Revoke(ctx, r.Lease()); err != nil {
+			t.Errorf("revoke: %v", err)
+		}
+		// The proxies release without waiting for the 10 s deadline.
+		eventually(t, 2*time.Second, "proxies did not release after the lock's lease was revoked", func() bool {
+			for _, p := range ps {
+				if p.holder.state(shard) != "released" {
+					return false
+				}
+			}
+			return true
+		})
+		flipErr = flipTo(shard)(ctx, tx)
+		return flipErr
+	})
+	if flipErr == nil || !(errors.Is(flipErr, ErrLockLost) || errors.Is(flipErr, ErrNotRunner)) {
+		t.Errorf("FlipRoutes after the lease was revoked: %v, want ErrLockLost or ErrNotRunner", flipErr)
+	}
+	if !errors.Is(err, ErrSwitchAborted) || res.Flipped {
+		t.Errorf("Switch = %+v, %v; want ErrSwitchAborted, not flipped", res, err)
+	}
+	if v := env.routesVersion(t); v != v0 {
+		t.Errorf("routes at version %d, want %d", v, v0)
+	}
+	checkReleases(t, shard, v0, ps...)
+	for _, p := range ps {
+		if k := p.holder.kinds(shard); k != "hold,release" {
+			t.Errorf("%s: %s, want hold,release", p.id, k)
+		}
+	}
+}
+
+// TestMigrationLockRunnerDiesAfterFlip: the migrator flips the routes and
+// dies (its etcd client is closed) before removing the lock. The proxies
+// keep the shard held until the lock's deadline, then fail its writes, and
+// release only once the lock expired with the runner's lease and they serve
+// the flipped routes.
+func TestMigrationLockRunnerDiesAfterFlip(t *testing.T) {
+	const shard = 5
+	env := newLockEnv(t, "dies", shard)
+	ps := env.proxies(t, 3*time.Second, newFakeHolder("pa"), newFakeHolder("pb"), newFakeHolder("pc"))
+	mcli, err := clientv3.New(clientv3.Config{Endpoints: env.e.Endpoints(), DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mcli.Close()
+	r := campaign(t, NewJobStore(mcli, "dies"), shard, "migrator", WithRunnerTTL(2*time.Second))
+	v0 := env.routesVersion(t)
+
+	t0 := time.Now()
+	res, err := r.Switch(ctxT(t), SwitchOptions{AckTimeout: time.Second, MaxHold: time.Second}, func(ctx context.Context, tx *SwitchTx) error {
+		if err := flipTo(shard)(ctx, tx); err != nil {
+			return err
+		}
+		mcli.Close() // the migrator is gone
+		return nil
+	})
+	if err == nil || !res.Flipped {
+		t.Fatalf("Switch = %+v, %v; want flipped with an error (lock not removed)", res, err)
+	}
+	t.Logf("Switch returned after %s: %v", time.Since(t0).Round(time.Millisecond), err)
+	eventually(t, 6*time.Second, "proxies did not release after the dead migrator's lock expired", func() bool {
+		for _, p := range ps {
+			if p.holder.state(shard) != "released" {
+				return false
+			}
+		}
+		return true
+	})
+	checkReleases(t, shard, v0+1, ps...)
+	for _, p := range ps {
+		evs := p.holder.events(shard)
+		if k := p.holder.kinds(shard); k != "hold,fail,release" {
+			t.Errorf("%s: %s, want hold,fail,release (held writes failed at the 1 s deadline)", p.id, k)
+			continue
+		}
+		if d := evs[1].at.Sub(evs[0].at); d < 700*time.Millisecond || d > 2*time.Second {
+			t.Errorf("%s failed its held writes %s after holding, want about the 1 s deadline", p.id, d)
+		}
+		if !errors.Is(evs[1].err, ErrShardUnavailable) || !strings.Contains(evs[1].err.Error(), "deadline") {
+			t.Errorf("%s: Fail(%v), want ErrShardUnavailable naming the deadline", p.id, evs[1].err)
+		}
+		t.Logf("%s: held %s, failed after %s, released after %s", p.id, evs[0].at.Sub(t0).Round(time.Millisecond),
+			evs[1].at.Sub(evs[0].at).Round(time.Millisecond), evs[2].at.Sub(evs[0].at).Round(time.Millisecond))
+	}
+}
+
+// TestMigrationLockEtcdRestart restarts etcd in the middle of two switches:
+// before the flip (the flip is retried and lands) and after it (the lock
+// removal waits for etcd). No proxy releases while etcd is down, and every
+// release serves the flipped routes.
+func TestMigrationLockEtcdRestart(t *testing.T) {
+	env := newLockEnv(t, "restart", 5, 6)
+	ps := env.proxies(t, 5*time.Second, newFakeHolder("pa"), newFakeHolder("pb"), newFakeHolder("pc"))
+	v0 := env.routesVersion(t)
+
+	type result struct {
+		res SwitchResult
+		err error
+	}
+	for i, shard := range []int{5, 6} {
+		afterFlip := i == 1
+		r := campaign(t, env.jobs, shard, "migrator", WithRunnerTTL(5*time.Second))
+		stopReq, resumed := make(chan struct{}), make(chan struct{})
+		done := make(chan result, 1)
+		go func() {
+			res, err := r.Switch(context.Background(), SwitchOptions{MaxHold: 15 * time.Second}, func(ctx context.Context, tx *SwitchTx) error {
+				doc := moveShard(tx.Routes(), shard, "ds1", "im_9")
+				if afterFlip {
+					if err := tx.FlipRoutes(ctx, doc); err != nil {
+						return err
+					}
+				}
+				stopReq <- struct{}{}
+				<-resumed
+				if afterFlip {
+					return nil
+				}
+				// etcd is back; the client may need a moment to reconnect.
+				for {
+					actx, cancel := context.WithTimeout(ctx, time.Second)
+					err := tx.FlipRoutes(actx, doc)
+					cancel()
+					if err == nil || ctx.Err() != nil {
+						return err
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			})
+			done <- result{res, err}
+		}()
+		select {
+		case <-stopReq:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the switch did not reach its callback")
+		}
+		env.e.Stop()
+		if afterFlip {
+			close(resumed) // the migrator now tries to remove the lock while etcd is down
+		}
+		time.Sleep(500 * time.Millisecond)
+		for _, p := range ps {
+			if s := p.holder.state(shard); s != "held" {
+				t.Errorf("shard %d, etcd down: %s's shard is %q, want held", shard, p.id, s)
+			}
+		}
+		t1 := time.Now()
+		env.e.Start()
+		t.Logf("shard %d: etcd restarted in %s", shard, time.Since(t1).Round(time.Millisecond))
+		if !afterFlip {
+			close(resumed)
+		}
+		var got result
+		select {
+		case got = <-done:
+		case <-time.After(15 * time.Second):
+			t.Fatal("Switch did not return after etcd restarted")
+		}
+		if got.err != nil || !got.res.Flipped {
+			t.Fatalf("shard %d: Switch = %+v, %v; want flipped", shard, got.res, got.err)
+		}
+		need := v0 + int64(i) + 1
+		eventually(t, 10*time.Second, "proxies did not release after etcd restarted", func() bool {
+			for _, p := range ps {
+				if p.holder.state(shard) != "released" {
+					return false
+				}
+			}
+			return true
+		})
+		checkReleases(t, shard, need, ps...)
+		for _, p := range ps {
+			evs := p.holder.events(shard)
+			t.Logf("shard %d: %s %s, held %s", shard, p.id, p.holder.kinds(shard), evs[len(evs)-1].at.Sub(evs[0].at).Round(time.Millisecond))
+		}
+	}
+}
+
+// TestLockFollowerStartsUnderLock starts a proxy while a shard is locked:
+// its Start holds the shard before returning (before it could serve a
+// write), it acknowledges, and it releases with the others.
+func TestLockFollowerStartsUnderLock(t *testing.T) {
+	const shard = 5
+	env := newLockEnv(t, "late", shard)
+	ps := env.proxies(t, 3*time.Second, newFakeHolder("pa"), newFakeHolder("pb"))
+	r := campaign(t, env.jobs, shard, "migrator")
+	v0 := env.routesVersion(t)
+
+	inFlip, proceed := make(chan struct{}), make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := r.Switch(context.Background(), SwitchOptions{MaxHold: 10 * time.Second}, func(ctx context.Context, tx *SwitchTx) error {
+			close(inFlip)
+			<-proceed
+			return flipTo(shard)(ctx, tx)
+		})
+		errc <- err
+	}()
+	<-inFlip
+	late := newFakeHolder("pz")
+	pz := startProxy(t, env.e.Endpoints(), "late", "pz", late, 3*time.Second)
+	if s := late.state(shard); s != "held" {
+		t.Fatalf("after Start under a lock, the new proxy's shard %d is %q, want held", shard, s)
+	}
+	eventually(t, 3*time.Second, "the new proxy did not acknowledge", func() bool {
+		resp, err := env.cli.Get(ctxT(t), AckKey("late", shard, "pz"))
+		return err == nil && len(resp.Kvs) == 1
+	})
+	close(proceed)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	ps = append(ps, pz)
+	eventually(t, 3*time.Second, "not every proxy released", func() bool {
+		for _, p := range ps {
+			if p.holder.state(shard) != "released" {
+				return false
+			}
+		}
+		return true
+	})
+	checkReleases(t, shard, v0+1, ps...)
+}
+
+// TestLockFollowerFencesWhenRegistrationLapses: etcd goes away for longer
+// than the registration TTL. A migrator could then switch a shard without
+// this proxy, so the proxy fails the writes of shards with a migration job
+// (and only those) until etcd answers again, then releases them under the
+// routes etcd holds.
+func TestLockFollowerFencesWhenRegistrationLapses(t *testing.T) {
+	const shard = 5
+	env := newLockEnv(t, "fence", shard)
+	mreg := prometheus.NewRegistry()
+	m := lockMetrics(t, mreg)
+	h := newFakeHolder("pa")
+	p := startProxy(t, env.e.Endpoints(), "fence", "pa", h, 2*time.Second, WithFollowerMetrics(m))
+	v0 := env.routesVersion(t)
+
+	t0 := time.Now()
+	env.e.Stop()
+	eventually(t, 4*time.Second, "the shard under migration was not fenced with etcd down", func() bool {
+		return h.state(shard) == "failed"
+	})
+	t.Logf("fenced %s after etcd stopped (TTL 2 s)", time.Since(t0).Round(time.Millisecond))
+	if s := h.state(shard + 1); s != "" {
+		t.Errorf("shard %d (no migration) is %q, want untouched", shard+1, s)
+	}
+	if evs := h.events(shard); !errors.Is(evs[len(evs)-1].err, ErrShardUnavailable) {
+		t.Errorf("fence error %v, want ErrShardUnavailable", evs[len(evs)-1].err)
+	}
+	if got := metric(t, mreg, MetricShardsHeld); got != 1 {
+		t.Errorf("%s = %v while fenced, want 1", MetricShardsHeld, got)
+	}
+	env.e.Start()
+	eventually(t, 10*time.Second, "the fence was not lifted after etcd came back", func() bool {
+		return h.state(shard) == "released"
+	})
+	checkReleases(t, shard, v0, p)
+	if k := h.kinds(shard); k != "hold,fail,release" {
+		t.Errorf("events %s, want hold,fail,release", k)
+	}
+	if got := metric(t, mreg, MetricShardsHeld); got != 0 {
+		t.Errorf("%s = %v after the release, want 0", MetricShardsHeld, got)
+	}
+}
+
+// stallable forwards loopback TCP connections to an address and can hold
+// their bytes back: an etcd client behind it lags without disconnecting.
+type stallable struct {
+	addr   string
+	mu     sync.Mutex
+	cond   *sync.Cond
+	paused bool
+	conns  []net.Conn
+}
+
+func newStallable(t *testing.T, target string) *stallable {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stallable{addr: l.Addr().String()}
+	s.cond = sync.NewCond(&s.mu)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			s.mu.Lock()
+			s.conns = append(s.conns, c, u)
+			s.mu.Unlock()
+			go s.pipe(c, u)
+			go s.pipe(u, c)
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		s.pause(false)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, c := range s.conns {
+			c.Close()
+		}
+	})
+	return s
+}
+
+func (s *stallable) pause(p bool) {
+	s.mu.Lock()
+	s.paused = p
+	s.mu.Unlock()
+	s.cond.Broadcast()
+}
+
+func (s *stallable) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			s.mu.Lock()
+			for s.paused {
+				s.cond.Wait()
+			}
+			s.mu.Unlock()
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// TestLockFollowerWaitsForTheRoutes: one proxy's route watcher lags (its
+// etcd connection is stalled) while its follower sees the lock removed: it
+// must keep the shard held until its watcher serves the flipped routes,
+// while the other proxy releases at once.
+func TestLockFollowerWaitsForTheRoutes(t *testing.T) {
+	const shard = 5
+	env := newLockEnv(t, "lag", shard)
+	target := strings.TrimPrefix(env.e.Endpoints()[0], "http://")
+	st := newStallable(t, target)
+	lagging := newFakeHolder("pa")
+	pa := startProxyWith(t, newClient(t, env.e.Endpoints()), newClient(t, []string{"http://" + st.addr}), "lag", "pa", lagging, 3*time.Second)
+	pb := startProxy(t, env.e.Endpoints(), "lag", "pb", newFakeHolder("pb"), 3*time.Second)
+	r := campaign(t, env.jobs, shard, "migrator")
+	v0 := env.routesVersion(t)
+
+	st.pause(true)
+	res, err := r.Switch(ctxT(t), SwitchOptions{MaxHold: 10 * time.Second}, flipTo(shard))
+	if err != nil || !res.Flipped {
+		t.Fatalf("Switch = %+v, %v", res, err)
+	}
+	eventually(t, 3*time.Second, "the up-to-date proxy did not release", func() bool { return pb.holder.state(shard) == "released" })
+	time.Sleep(700 * time.Millisecond)
+	if s := lagging.state(shard); s != "held" {
+		t.Fatalf("the proxy whose routes lag is %q (serving version %d), want still held until it serves %d",
+			s, pa.routes.Current().Version(), v0+1)
+	}
+	st.pause(false)
+	eventually(t, 5*time.Second, "the lagging proxy did not release once its routes caught up", func() bool {
+		return lagging.state(shard) == "released"
+	})
+	checkReleases(t, shard, v0+1, pa, pb)
+}

@@ -1,0 +1,250 @@
+package routecfg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+)
+
+// Runner election
+//
+// One process at a time runs a shard's migration job: the one elected under
+// /convoy/<cluster>/migrations/runners/<shard>/ (etcd's concurrency.Election,
+// one key per candidate under its session lease; the oldest key leads). The
+// runner's lease is kept alive by its session; if the process dies or loses
+// etcd for a TTL, the lease expires, its election key and any migration lock
+// it holds (taken under the same lease) disappear, and the next candidate's
+// Campaign returns: it reads the job record and resumes from the last
+// persisted step. A runner that lost its lease without noticing yet cannot
+// write anyway: every write it makes (job updates, locks, the route flip)
+// compares its election key's CreateRevision in the same transaction.
+
+// DefaultRunnerTTL is the runner's lease TTL: how long a dead runner's job
+// waits before another process takes over.
+const DefaultRunnerTTL = 10 * time.Second
+
+// ErrNotRunner means the caller is no longer the elected runner of the job
+// (its lease expired or it resigned): stop working on the job.
+var ErrNotRunner = errors.New("not the elected runner of the migration job")
+
+// RunnerOption configures CampaignRunner.
+type RunnerOption func(*runnerConfig)
+
+type runnerConfig struct {
+	ttl     time.Duration
+	log     *zap.Logger
+	metrics *LockMetrics
+}
+
+// WithRunnerTTL sets the runner's lease TTL (default DefaultRunnerTTL),
+// rounded up to whole seconds.
+func WithRunnerTTL(d time.Duration) RunnerOption {
+	return func(c *runnerConfig) {
+		if d > 0 {
+			c.ttl = d
+		}
+	}
+}
+
+// WithRunnerLogger sets the logger (default: none).
+func WithRunnerLogger(l *zap.Logger) RunnerOption {
+	return func(c *runnerConfig) {
+		if l != nil {
+			c.log = l
+		}
+	}
+}
+
+// WithRunnerMetrics records the runner's migration locks in m.
+func WithRunnerMetrics(m *LockMetrics) RunnerOption { return func(c *runnerConfig) { c.metrics = m } }
+
+// Runner is the elected runner of one shard's migration job.
+type Runner struct {
+	store    *JobStore
+	shard    int
+	id       string
+	cfg      runnerConfig
+	log      *zap.Logger
+	session  *concurrency.Session
+	election *concurrency.Election
+	// The election key and its CreateRevision, fixed once elected (the
+	// Election clears its own copy on Resign).
+	key string
+	rev int64
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+func runnersPrefix(cluster string, shard int) string {
+	return MigrationsPrefix(cluster) + "runners/" + shardPart(shard)
+}
+
+// CampaignRunner blocks until the caller (id: e.g. the proxy id, or
+// host:pid of a `convoy migrate` worker) is the elected runner of shard's
+// job, or ctx ends. Several processes may campaign for one shard; the others
+// wait, and the first of them takes over when the runner's lease is gone.
+// The job record need not exist: election is per shard.
+func CampaignRunner(ctx context.Context, store *JobStore, shard int, id string, opts ...RunnerOption) (*Runner, error) {
+	if store.err != nil {
+		return nil, store.err
+	}
+	if err := validShard(shard); err != nil {
+		return nil, err
+	}
+	if err := validKeyPart("runner id", id); err != nil {
+		return nil, err
+	}
+	cfg := runnerConfig{ttl: DefaultRunnerTTL, log: zap.NewNop()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ttl := int((cfg.ttl + time.Second - 1) / time.Second)
+	// Grant the lease here, bounded: a session given a context would tie
+	// its keepalive to it, and one without would grant unboundedly.
+	gctx, cancel := context.WithTimeout(ctx, registerTimeout)
+	grant, err := store.cli.Grant(gctx, int64(ttl))
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("routecfg: runner %s of shard %d: grant lease: %w", id, shard, err)
+	}
+	session, err := concurrency.NewSession(store.cli, concurrency.WithTTL(ttl), concurrency.WithLease(grant.ID))
+	if err != nil {
+		return nil, fmt.Errorf("routecfg: runner %s of shard %d: keep the lease alive: %w", id, shard, err)
+	}
+	r := &Runner{
+		store: store, shard: shard, id: id, cfg: cfg, session: session,
+		election: concurrency.NewElection(session, runnersPrefix(store.cluster, shard)),
+		log: cfg.log.With(zap.String("cluster", store.cluster), zap.Int("shard", shard), zap.String("runner", id),
+			zap.String("lease", leaseHex(session.Lease()))),
+	}
+	t0 := time.Now()
+	if err := r.election.Campaign(ctx, id); err != nil {
+		r.abandon()
+		return nil, fmt.Errorf("routecfg: runner %s of shard %d: campaign: %w", id, shard, err)
+	}
+	select {
+	case <-session.Done():
+		r.abandon()
+		return nil, fmt.Errorf("routecfg: runner %s of shard %d: %w: the lease expired during the campaign", id, shard, ErrNotRunner)
+	default:
+	}
+	r.key, r.rev = r.election.Key(), r.election.Rev()
+	r.log.Info("elected migration runner", zap.Duration("waited", time.Since(t0)))
+	return r, nil
+}
+
+// abandon drops a failed candidate's session and revokes its lease,
+// briefly bounded.
+func (r *Runner) abandon() {
+	r.session.Orphan()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, _ = r.store.cli.Revoke(ctx, r.session.Lease())
+}
+
+// ID is the runner's id, as given to CampaignRunner.
+func (r *Runner) ID() string { return r.id }
+
+// Shard is the shard whose job the runner runs.
+func (r *Runner) Shard() int { return r.shard }
+
+// Lease is the runner's session lease, which also carries its migration
+// locks.
+func (r *Runner) Lease() clientv3.LeaseID { return r.session.Lease() }
+
+// Done is closed when the runner's lease is no longer kept alive (expired,
+// etcd unreachable for a TTL, or Close): stop working on the job.
+func (r *Runner) Done() <-chan struct{} { return r.session.Done() }
+
+// Close resigns and revokes the lease, which removes the election key (and
+// any lock left under it) at once, so a waiting candidate takes over now
+// rather than after a TTL. Idempotent.
+func (r *Runner) Close() error {
+	r.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = r.election.Resign(ctx)
+		cancel()
+		r.session.Orphan()
+		ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := r.store.cli.Revoke(ctx, r.session.Lease()); err != nil {
+			r.closeErr = fmt.Errorf("routecfg: runner %s of shard %d: revoke lease (it expires within %s): %w", r.id, r.shard, r.cfg.ttl, err)
+			return
+		}
+		r.log.Info("migration runner resigned")
+	})
+	return r.closeErr
+}
+
+// runnerGuard is the ownership condition added to a runner's writes.
+type runnerGuard struct {
+	key   string
+	rev   int64
+	id    string
+	shard int
+}
+
+func (r *Runner) guard() *runnerGuard {
+	return &runnerGuard{key: r.key, rev: r.rev, id: r.id, shard: r.shard}
+}
+
+// cmps returns base plus the ownership compare; a nil guard adds nothing.
+func (g *runnerGuard) cmps(base ...clientv3.Cmp) []clientv3.Cmp {
+	if g == nil {
+		return base
+	}
+	return append(base, clientv3.Compare(clientv3.CreateRevision(g.key), "=", g.rev))
+}
+
+func (g *runnerGuard) lost() error {
+	return fmt.Errorf("routecfg: %w: runner %s of shard %d (its election key %s is gone)", ErrNotRunner, g.id, g.shard, g.key)
+}
+
+// Job reads the job record of the runner's shard.
+func (r *Runner) Job(ctx context.Context) (Job, error) { return r.store.Get(ctx, r.shard) }
+
+// SaveJob is JobStore.Update fenced by the election: it fails with
+// ErrNotRunner once the runner's election key is gone, even if the process
+// has not noticed yet.
+func (r *Runner) SaveJob(ctx context.Context, job Job) (Job, error) {
+	if job.Shard != r.shard {
+		return Job{}, fmt.Errorf("routecfg: runner of shard %d cannot write the job of shard %d", r.shard, job.Shard)
+	}
+	return r.store.update(ctx, job, r.guard())
+}
+
+// DeleteJob is JobStore.Delete fenced by the election.
+func (r *Runner) DeleteJob(ctx context.Context, job Job) error {
+	if job.Shard != r.shard {
+		return fmt.Errorf("routecfg: runner of shard %d cannot delete the job of shard %d", r.shard, job.Shard)
+	}
+	return r.store.delete(ctx, job, r.guard())
+}
+
+// RunnerOf returns the id of the elected runner of shard's job, and false
+// when nobody campaigns for it (for SHOW MIGRATIONS).
+func RunnerOf(ctx context.Context, cli *clientv3.Client, cluster string, shard int) (string, bool, error) {
+	if err := validKeyPart("cluster name", cluster); err != nil {
+		return "", false, err
+	}
+	if err := validShard(shard); err != nil {
+		return "", false, err
+	}
+	prefix := runnersPrefix(cluster, shard) + "/"
+	resp, err := cli.Get(ctx, prefix, clientv3.WithFirstCreate()...)
+	if err != nil {
+		return "", false, fmt.Errorf("routecfg: read the runner of shard %d: %w", shard, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", false, nil
+	}
+	return strings.TrimSpace(string(resp.Kvs[0].Value)), true, nil
+}
