@@ -397,12 +397,22 @@ func TestMigrationLockSlowHolderAborts(t *testing.T) {
 	slow := newFakeHolder("pc")
 	slow.delay = 1500 * time.Millisecond // a stuck transaction, deaf to ctx
 	ps := env.proxies(t, 3*time.Second, newFakeHolder("pa"), newFakeHolder("pb"), slow)
-	// A stale acknowledgement (of an earlier lock) must not count.
-	if _, err := env.cli.Put(ctxT(t), AckKey("slow", shard, "pc"), `{"proxy":"pc","lock_revision":1}`); err != nil {
-		t.Fatal(err)
-	}
 	r := campaign(t, env.jobs, shard, "migrator", WithRunnerMetrics(m))
 	v0 := env.routesVersion(t)
+	// An acknowledgement of another lock (an earlier one) written during
+	// the wait must not count for pc.
+	go func() {
+		for {
+			if locks, err := ListLocks(context.Background(), env.cli, "slow"); err == nil && len(locks) == 1 {
+				stale := fmt.Sprintf(`{"proxy":"pc","lock_revision":%d}`, locks[0].Revision-1)
+				if _, err := env.cli.Put(context.Background(), AckKey("slow", shard, "pc"), stale); err != nil {
+					t.Error(err)
+				}
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
 
 	ran := false
 	t0 := time.Now()
