@@ -505,47 +505,57 @@ func TestMigrationLockProxyVanishes(t *testing.T) {
 	checkReleases(t, shard, v0+1, ps[:2]...)
 }
 
-// TestMigrationLockRunnerLostBeforeFlip: the migrator's lease is revoked
-// while every proxy holds and before the flip: the lock disappears with it,
-// the proxies release at once under the unchanged routes, and the flip can
-// no longer be written.
-func TestMigrationLockRunnerLostBeforeFlip(t *testing.T) {
+// TestMigrationLockLostBeforeFlip: the lock disappears while every proxy
+// holds and before the flip, either with the migrator's lease (revoked) or
+// deleted by hand (an operator cancelling): the proxies release at once
+// under the unchanged routes, and the flip can no longer be written.
+func TestMigrationLockLostBeforeFlip(t *testing.T) {
 	const shard = 5
 	env := newLockEnv(t, "lost", shard)
 	ps := env.proxies(t, 3*time.Second, newFakeHolder("pa"), newFakeHolder("pb"), newFakeHolder("pc"))
-	r := campaign(t, env.jobs, shard, "migrator")
 	v0 := env.routesVersion(t)
 
-	var flipErr error
-	res, err := r.Switch(ctxT(t), SwitchOptions{MaxHold: 10 * time.Second}, func(ctx context.Context, tx *SwitchTx) error {
-		if _, err := env.cli.Revoke(ctx, r.Lease()); err != nil {
-			t.Errorf("revoke: %v", err)
-		}
-		// The proxies release without waiting for the 10 s deadline.
-		eventually(t, 2*time.Second, "proxies did not release after the lock's lease was revoked", func() bool {
-			for _, p := range ps {
-				if p.holder.state(shard) != "released" {
-					return false
-				}
+	for i, tc := range []struct {
+		name string
+		lose func(context.Context, *Runner) error
+		want error
+	}{
+		{"lease revoked", func(ctx context.Context, r *Runner) error { _, err := env.cli.Revoke(ctx, r.Lease()); return err }, ErrLockLost},
+		{"lock deleted", func(ctx context.Context, r *Runner) error { _, err := env.cli.Delete(ctx, LockKey("lost", shard)); return err }, ErrLockLost},
+	} {
+		r := campaign(t, env.jobs, shard, "migrator")
+		var flipErr error
+		res, err := r.Switch(ctxT(t), SwitchOptions{MaxHold: 10 * time.Second}, func(ctx context.Context, tx *SwitchTx) error {
+			if err := tc.lose(ctx, r); err != nil {
+				t.Errorf("%s: %v", tc.name, err)
 			}
-			return true
+			// The proxies release without waiting for the 10 s deadline.
+			eventually(t, 2*time.Second, tc.name+": proxies did not release after the lock vanished", func() bool {
+				for _, p := range ps {
+					if evs := p.holder.events(shard); len(evs) != 2*(i+1) || evs[len(evs)-1].kind != "release" {
+						return false
+					}
+				}
+				return true
+			})
+			flipErr = flipTo(shard)(ctx, tx)
+			return flipErr
 		})
-		flipErr = flipTo(shard)(ctx, tx)
-		return flipErr
-	})
-	if flipErr == nil || !(errors.Is(flipErr, ErrLockLost) || errors.Is(flipErr, ErrNotRunner)) {
-		t.Errorf("FlipRoutes after the lease was revoked: %v, want ErrLockLost or ErrNotRunner", flipErr)
-	}
-	if !errors.Is(err, ErrSwitchAborted) || res.Flipped {
-		t.Errorf("Switch = %+v, %v; want ErrSwitchAborted, not flipped", res, err)
-	}
-	if v := env.routesVersion(t); v != v0 {
-		t.Errorf("routes at version %d, want %d", v, v0)
+		if !errors.Is(flipErr, tc.want) {
+			t.Errorf("%s: FlipRoutes after the lock vanished: %v, want %v", tc.name, flipErr, tc.want)
+		}
+		if !errors.Is(err, ErrSwitchAborted) || res.Flipped {
+			t.Errorf("%s: Switch = %+v, %v; want ErrSwitchAborted, not flipped", tc.name, res, err)
+		}
+		if v := env.routesVersion(t); v != v0 {
+			t.Errorf("%s: routes at version %d, want %d", tc.name, v, v0)
+		}
+		r.Close()
 	}
 	checkReleases(t, shard, v0, ps...)
 	for _, p := range ps {
-		if k := p.holder.kinds(shard); k != "hold,release" {
-			t.Errorf("%s: %s, want hold,release", p.id, k)
+		if k := p.holder.kinds(shard); k != "hold,release,hold,release" {
+			t.Errorf("%s: %s, want hold,release twice", p.id, k)
 		}
 	}
 }
