@@ -60,9 +60,9 @@ const (
 	// a release comes at most this late after the routes arrive, a small
 	// part of the 300 ms pause budget.
 	followTick = 20 * time.Millisecond
-	// fenceHoldTimeout bounds a Hold that has no lock deadline (a fence).
-	fenceHoldTimeout = time.Second
-	retryDelay       = 100 * time.Millisecond
+	// holdRetryWindow bounds a Hold retried after its first window passed.
+	holdRetryWindow = 250 * time.Millisecond
+	retryDelay      = 100 * time.Millisecond
 	// reloadInterval spaces the route re-reads forced while a release
 	// waits for a version the watcher has not delivered yet.
 	reloadInterval  = 200 * time.Millisecond
@@ -144,6 +144,8 @@ type heldShard struct {
 	hold      ShardHold
 	holding   bool // a Hold call is in flight
 	holdRetry time.Time
+	holdFails int       // failed Hold calls, for log rate limiting
+	holdBy    time.Time // Hold's ctx deadline: open transactions fail then
 	heldAt    time.Time
 	deadline  time.Time // Fail the held writes at it (zero: none)
 	failed    bool
@@ -220,7 +222,7 @@ func (f *LockFollower) Start(ctx context.Context) error {
 	}
 	slices.SortFunc(locked, func(a, b *heldShard) int { return a.shard - b.shard })
 	for _, sh := range locked {
-		hctx, cancel := context.WithDeadline(ctx, sh.deadline)
+		hctx, cancel := context.WithDeadline(ctx, sh.holdBy)
 		h, err := f.holder.Hold(hctx, sh.shard)
 		cancel()
 		if err != nil {
@@ -368,6 +370,11 @@ func (f *LockFollower) seeLock(shard int, l LockInfo, now time.Time, knownRoutes
 	}
 	sh.lock = &l
 	sh.deadline = now.Add(l.maxHold())
+	// Open transactions must end (or fail) in time for the acknowledgement
+	// to reach the migrator before it gives up: a long transaction should
+	// not abort the switch for everyone.
+	ack := l.ackTimeout()
+	sh.holdBy = now.Add(ack - min(200*time.Millisecond, ack/4))
 	f.log.Info("migration lock seen; holding the shard's writes", zap.Int("shard", shard), zap.String("job", l.JobID),
 		zap.Int64("lock_revision", l.Revision), zap.Int64("route_version", l.RouteVersion), zap.String("state", l.State),
 		zap.Duration("max_hold", l.maxHold()))
@@ -496,10 +503,14 @@ func (f *LockFollower) checkLease(now time.Time) {
 				zap.Int("jobs", len(f.jobs)))
 		}
 		for shard := range f.jobs {
-			f.shard(shard).fenced = true
+			f.shard(shard)
 		}
 		for _, sh := range f.shards {
-			sh.fenced = true
+			if !sh.fenced {
+				// Writes still open must end before etcd can expire the
+				// registration and a migrator switch without us.
+				sh.fenced, sh.holdBy = true, f.reg.leaseExpiry()
+			}
 		}
 		return
 	}
@@ -605,9 +616,9 @@ func (f *LockFollower) reconcile(sh *heldShard, now time.Time) {
 
 func (f *LockFollower) startHold(sh *heldShard, now time.Time) {
 	sh.holding = true
-	shard, deadline := sh.shard, sh.deadline
+	shard, deadline := sh.shard, sh.holdBy
 	if !deadline.After(now) {
-		deadline = now.Add(fenceHoldTimeout)
+		deadline = now.Add(holdRetryWindow)
 	}
 	f.spawn(func() {
 		ctx, cancel := context.WithDeadline(f.ctx, deadline)
@@ -617,7 +628,10 @@ func (f *LockFollower) startHold(sh *heldShard, now time.Time) {
 			sh := f.shards[shard] // never removed while a Hold is in flight
 			sh.holding = false
 			if err != nil {
-				f.log.Warn("cannot hold the shard's writes for a migration lock; retrying", zap.Int("shard", shard), zap.Error(err))
+				if sh.holdFails++; sh.holdFails == 1 || sh.holdFails%10 == 0 {
+					f.log.Warn("cannot hold the shard's writes for a migration lock; retrying", zap.Int("shard", shard),
+						zap.Int("attempts", sh.holdFails), zap.Error(err))
+				}
 				sh.holdRetry = time.Now().Add(retryDelay)
 				return
 			}

@@ -105,6 +105,13 @@ func (l LockInfo) maxHold() time.Duration {
 	return time.Duration(l.MaxHoldMS) * time.Millisecond
 }
 
+func (l LockInfo) ackTimeout() time.Duration {
+	if l.AckTimeoutMS <= 0 {
+		return DefaultAckTimeout
+	}
+	return time.Duration(l.AckTimeoutMS) * time.Millisecond
+}
+
 func decodeLock(kv []byte, createRevision int64) (LockInfo, error) {
 	var l LockInfo
 	if err := json.Unmarshal(kv, &l); err != nil {
@@ -323,27 +330,25 @@ func (r *Runner) Switch(ctx context.Context, opts SwitchOptions, flip func(conte
 	flipped, rmErr := r.removeLock(tx)
 	res.Flipped = flipped
 	res.Held = time.Since(info.CreatedAt)
-	var reason string
+	var reason string // abort label: the routes are unchanged
 	switch {
 	case aw.err != nil:
 		err, reason = aw.err, aw.reason
 	case flipErr != nil && flipped:
-		err, reason = fmt.Errorf("routecfg: shard %d switched to route version %d, but the switch callback failed after the flip: %w", r.shard, info.RouteVersion, flipErr), ""
+		err = fmt.Errorf("routecfg: shard %d switched to route version %d, but the switch callback failed after the flip: %w", r.shard, info.RouteVersion, flipErr)
 	case flipErr != nil:
 		err, reason = fmt.Errorf("routecfg: shard %d: %w: the switch callback failed: %w", r.shard, ErrSwitchAborted, flipErr), "callback"
+	}
+	switch {
+	case rmErr != nil && err != nil:
+		err = fmt.Errorf("%w; %w", err, rmErr)
 	case rmErr != nil:
 		err = rmErr
 	}
-	if rmErr != nil && err != rmErr {
-		err = fmt.Errorf("%w (and: %w)", err, rmErr)
-	}
-	if reason != "" && flipped {
-		reason = "" // the routes changed: not an abort
-	}
 	r.cfg.metrics.lockDone(res.Held, flipped, reason)
 	if err != nil {
-		log.Warn("migration switch ended with an error; lock removed", zap.Bool("flipped", flipped), zap.String("abort_reason", reason),
-			zap.Strings("missing", res.Missing), zap.Duration("held", res.Held), zap.Error(err))
+		log.Warn("migration switch ended with an error", zap.Bool("flipped", flipped), zap.String("abort_reason", reason),
+			zap.Bool("lock_removed", rmErr == nil), zap.Strings("missing", res.Missing), zap.Duration("held", res.Held), zap.Error(err))
 		return res, err
 	}
 	log.Info("migration lock released", zap.Bool("flipped", flipped), zap.Duration("held", res.Held))

@@ -521,7 +521,10 @@ func TestMigrationLockLostBeforeFlip(t *testing.T) {
 		want error
 	}{
 		{"lease revoked", func(ctx context.Context, r *Runner) error { _, err := env.cli.Revoke(ctx, r.Lease()); return err }, ErrLockLost},
-		{"lock deleted", func(ctx context.Context, r *Runner) error { _, err := env.cli.Delete(ctx, LockKey("lost", shard)); return err }, ErrLockLost},
+		{"lock deleted", func(ctx context.Context, r *Runner) error {
+			_, err := env.cli.Delete(ctx, LockKey("lost", shard))
+			return err
+		}, ErrLockLost},
 	} {
 		r := campaign(t, env.jobs, shard, "migrator")
 		var flipErr error

@@ -264,7 +264,13 @@ func (r *Registration) validUntil() time.Time {
 		return time.Time{}
 	}
 	ttl := time.Duration(r.ttl) * time.Second
-	return time.Unix(0, r.renewedAt.Load()).Add(ttl - min(time.Second, ttl/4))
+	return r.leaseExpiry().Add(-min(time.Second, ttl/4))
+}
+
+// leaseExpiry is when etcd expires the registration if it hears nothing
+// more, by our clock: the last renewal plus the TTL.
+func (r *Registration) leaseExpiry() time.Time {
+	return time.Unix(0, r.renewedAt.Load()).Add(time.Duration(r.ttl) * time.Second)
 }
 
 // proxyID is the id the proxy registered under.
