@@ -575,8 +575,10 @@ func (f *LockFollower) stopWatch() {
 // its lock, fail its writes at the deadline or under a fence, release it
 // once its routes are served.
 func (f *LockFollower) reconcile(sh *heldShard, now time.Time) {
-	wanted := sh.lock != nil || sh.fenced || sh.resolving
 	if sh.hold == nil {
+		// Resolving needs no hold of its own: a Hold still in flight is
+		// released as soon as it arrives.
+		wanted := sh.lock != nil || sh.fenced
 		switch {
 		case !wanted && !sh.holding:
 			delete(f.shards, sh.shard)

@@ -262,6 +262,19 @@ func checkReleases(t *testing.T, shard int, need int64, ps ...*simProxy) time.Du
 	return longest
 }
 
+// waitReleased waits until every proxy of ps released shard.
+func waitReleased(t *testing.T, shard int, within time.Duration, what string, ps ...*simProxy) {
+	t.Helper()
+	eventually(t, within, what, func() bool {
+		for _, p := range ps {
+			if p.holder.state(shard) != "released" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 func lockMetrics(t *testing.T, reg *prometheus.Registry) *LockMetrics {
 	t.Helper()
 	m, err := NewLockMetrics(reg, "test")
@@ -342,14 +355,7 @@ func TestMigrationLockAllAck(t *testing.T) {
 	if tg := snap.Target(shard); tg.Datasource != "ds1" || tg.Database != "im_9" {
 		t.Fatalf("shard %d routed to %+v after the switch", shard, tg)
 	}
-	eventually(t, 3*time.Second, "not every proxy released the shard", func() bool {
-		for _, p := range ps {
-			if p.holder.state(shard) != "released" {
-				return false
-			}
-		}
-		return true
-	})
+	waitReleased(t, shard, 3*time.Second, "not every proxy released the shard", ps...)
 	pause := checkReleases(t, shard, v0+1, ps...)
 	t.Logf("switch: ack wait %s, lock held %s, longest proxy hold %s", res.AckWait.Round(time.Millisecond),
 		res.Held.Round(time.Millisecond), pause.Round(time.Millisecond))
@@ -438,14 +444,7 @@ func TestMigrationLockSlowHolderAborts(t *testing.T) {
 	}
 	// Everyone is released, the slow proxy too once its Hold returns, with
 	// the routes unchanged: no need to wait for any version.
-	eventually(t, 3*time.Second, "not every proxy released after the abort", func() bool {
-		for _, p := range ps {
-			if p.holder.state(shard) != "released" {
-				return false
-			}
-		}
-		return true
-	})
+	waitReleased(t, shard, 3*time.Second, "not every proxy released after the abort", ps...)
 	checkReleases(t, shard, v0, ps...)
 	for _, p := range ps[:2] {
 		evs := p.holder.events(shard)
@@ -592,14 +591,7 @@ func TestMigrationLockRunnerDiesAfterFlip(t *testing.T) {
 		t.Fatalf("Switch = %+v, %v; want flipped with an error (lock not removed)", res, err)
 	}
 	t.Logf("Switch returned after %s: %v", time.Since(t0).Round(time.Millisecond), err)
-	eventually(t, 6*time.Second, "proxies did not release after the dead migrator's lock expired", func() bool {
-		for _, p := range ps {
-			if p.holder.state(shard) != "released" {
-				return false
-			}
-		}
-		return true
-	})
+	waitReleased(t, shard, 6*time.Second, "proxies did not release after the dead migrator's lock expired", ps...)
 	checkReleases(t, shard, v0+1, ps...)
 	for _, p := range ps {
 		evs := p.holder.events(shard)
@@ -693,14 +685,7 @@ func TestMigrationLockEtcdRestart(t *testing.T) {
 			t.Fatalf("shard %d: Switch = %+v, %v; want flipped", shard, got.res, got.err)
 		}
 		need := v0 + int64(i) + 1
-		eventually(t, 10*time.Second, "proxies did not release after etcd restarted", func() bool {
-			for _, p := range ps {
-				if p.holder.state(shard) != "released" {
-					return false
-				}
-			}
-			return true
-		})
+		waitReleased(t, shard, 10*time.Second, "proxies did not release after etcd restarted", ps...)
 		checkReleases(t, shard, need, ps...)
 		for _, p := range ps {
 			evs := p.holder.events(shard)
@@ -744,14 +729,7 @@ func TestLockFollowerStartsUnderLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps = append(ps, pz)
-	eventually(t, 3*time.Second, "not every proxy released", func() bool {
-		for _, p := range ps {
-			if p.holder.state(shard) != "released" {
-				return false
-			}
-		}
-		return true
-	})
+	waitReleased(t, shard, 3*time.Second, "not every proxy released", ps...)
 	checkReleases(t, shard, v0+1, ps...)
 }
 
