@@ -26,6 +26,11 @@ func TestMariaDB(t *testing.T) {
 		{"BinaryKey", testBinaryKey},
 		{"Refusals", testRefusals},
 		{"ConcurrentWrites", testConcurrentWrites},
+		{"Apply", testApply},
+		{"ApplyFence", testApplyFence},
+		{"ApplyRate", testApplyRate},
+		{"StaleChunk", testStaleChunk},
+		{"Backfill", testBackfill},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, e) })
 	}
