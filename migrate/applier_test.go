@@ -22,7 +22,9 @@ import (
 const planShard = router.Shard(282) // router.ShardOf(2^64-1)
 
 func planApplier(filter bool) *Applier {
-	u := func(name string) column { return column{Name: name, DataType: "bigint", ColumnType: "bigint(20) unsigned"} }
+	u := func(name string) column {
+		return column{Name: name, DataType: "bigint", ColumnType: "bigint(20) unsigned"}
+	}
 	src := &table{Database: "s", Name: "t", PK: []int{0, 1}, filterCol: -1, generated: []string{"g"},
 		Columns: []column{u("conv_id"), u("seq"), {Name: "v", DataType: "varchar", ColumnType: "varchar(10)", Nullable: true}}}
 	at := &applyTable{src: src}
@@ -339,9 +341,10 @@ func testApply(t *testing.T, e *env) {
 }
 
 // Two appliers of one job and shard (a migrator that lost its lease and
-// still runs): the checkpoint row fences them, the one that finds it moved
-// stops with ErrCheckpointMoved, its transaction rolled back, and the
-// target stays exact.
+// still runs): the checkpoint row fences them. An applier that finds the
+// row moved from where it left it stops with ErrCheckpointMoved and its
+// transaction rolls back; of two appliers racing for the same transactions
+// one stops, and the target stays exact.
 func testApplyFence(t *testing.T, e *env) {
 	ctx := testCtx(t)
 	e.database(t, "fence")
@@ -352,7 +355,40 @@ func testApplyFence(t *testing.T, e *env) {
 	cfg := func() ApplierConfig {
 		return ApplierConfig{Job: "fence", Shard: shard, Tables: []TableMove{{src, dst, f}}, Binlog: e.binlogConfig(t)}
 	}
+	conv := keysOfShard(shard, 1, 1)[0]
+	insertRow := func(seq int) {
+		e.src.Exec(t, fmt.Sprintf("INSERT INTO fence.t VALUES (%d, %d, %d)", conv, seq, seq))
+	}
+
+	// The row moved by someone else: the next transaction is not applied.
+	a, err := NewApplier(ctx, cfg())
+	if err != nil {
+		t.Fatal(err)
+	}
 	origin := currentPosition(t, e.sdb)
+	stop := runApplier(t, ctx, a, origin)
+	insertRow(1)
+	waitCaughtUp(t, ctx, a.CaughtUp)
+	e.dst.Exec(t, "UPDATE fence."+CheckpointTable+" SET position = CONCAT(position, '0')")
+	insertRow(2)
+	for deadline := time.Now().Add(10 * time.Second); a.Stats().Reader.Connected; {
+		if time.Now().After(deadline) {
+			t.Fatal("the applier goes on after its checkpoint row moved")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := stop(); !errors.Is(err, ErrCheckpointMoved) {
+		t.Fatalf("Run after the row moved: %v", err)
+	}
+	if n := count(t, e.ddb, "SELECT COUNT(*) FROM fence.t"); n != 1 {
+		t.Fatalf("the fenced-off transaction left %d rows on the target, want 1", n)
+	}
+
+	// Two appliers racing.
+	origin = currentPosition(t, e.sdb)
+	if err := a.Reset(ctx, origin); err != nil {
+		t.Fatal(err)
+	}
 	var appliers [2]*Applier
 	var errs [2]chan error
 	for i := range appliers {
@@ -364,16 +400,10 @@ func testApplyFence(t *testing.T, e *env) {
 		rctx, cancel := context.WithCancel(ctx)
 		t.Cleanup(cancel)
 		go func() { errs[i] <- a.Run(rctx, origin) }()
-		// Both at the same position: the second starts once the first
-		// has created the checkpoint row.
-		for count(t, e.ddb, "SELECT COUNT(*) FROM fence."+CheckpointTable) == 0 {
-			time.Sleep(10 * time.Millisecond)
-		}
 	}
-	conv := keysOfShard(shard, 1, 1)[0]
 	var loser int
-	for seq := 1; ; seq++ {
-		e.src.Exec(t, fmt.Sprintf("INSERT INTO fence.t VALUES (%d, %d, %d)", conv, seq, seq))
+	for seq := 3; ; seq++ {
+		insertRow(seq)
 		select {
 		case err := <-errs[0]:
 			loser = 0
@@ -395,7 +425,61 @@ func testApplyFence(t *testing.T, e *env) {
 	}
 	e.src.Exec(t, fmt.Sprintf("UPDATE fence.t SET v = -v WHERE conv_id = %d", conv))
 	waitCaughtUp(t, ctx, appliers[1-loser].CaughtUp)
+	// Row 2 never reached the target (its transaction was fenced off, and
+	// the racing appliers start after it): gone from the source too, the
+	// rest must be equal.
+	e.src.Exec(t, fmt.Sprintf("DELETE FROM fence.t WHERE conv_id = %d AND seq = 2", conv))
+	waitCaughtUp(t, ctx, appliers[1-loser].CaughtUp)
 	sameShard(t, ctx, e, src, dst, f)
+}
+
+// A source transaction is applied whole or not at all, with its
+// checkpoint: a row the target refuses (a CHECK only the target has) rolls
+// back the other rows of the transaction and leaves the checkpoint where it
+// was, Run stops with the error, and once the target accepts the row a new
+// Run resumes from the checkpoint and applies the transaction.
+func testApplyAtomic(t *testing.T, e *env) {
+	ctx := testCtx(t)
+	e.database(t, "atomic")
+	e.src.Exec(t, "CREATE TABLE atomic.t (conv_id BIGINT UNSIGNED NOT NULL, seq INT NOT NULL, v INT, PRIMARY KEY (conv_id, seq))")
+	e.dst.Exec(t, "CREATE TABLE atomic.t (conv_id BIGINT UNSIGNED NOT NULL, seq INT NOT NULL, v INT, PRIMARY KEY (conv_id, seq), "+
+		"CONSTRAINT no13 CHECK (v <> 13))")
+	const shard = 9
+	f := &ShardFilter{Column: "conv_id", Shard: shard}
+	src, dst := e.sides("atomic", "t")
+	a, err := NewApplier(ctx, ApplierConfig{Job: "atomic", Shard: shard, Tables: []TableMove{{src, dst, f}}, Binlog: e.binlogConfig(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := keysOfShard(shard, 1, 1)[0]
+	origin := currentPosition(t, e.sdb)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, origin) }()
+	e.src.Exec(t, fmt.Sprintf("INSERT INTO atomic.t VALUES (%d, 1, 1)", conv))
+	e.src.Exec(t, fmt.Sprintf("BEGIN; INSERT INTO atomic.t VALUES (%[1]d, 2, 12); UPDATE atomic.t SET v = 2 WHERE conv_id = %[1]d AND seq = 1; "+
+		"INSERT INTO atomic.t VALUES (%[1]d, 3, 13); COMMIT", conv))
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "no13") {
+			t.Fatalf("Run: %v, want the target's CHECK failure", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run goes on past a transaction the target refuses")
+	}
+	_, saved := checkpointRow(t, e.ddb, "atomic", "atomic", shard)
+	if n, v1 := count(t, e.ddb, "SELECT COUNT(*) FROM atomic.t"), count(t, e.ddb, "SELECT COUNT(*) FROM atomic.t WHERE seq = 1 AND v = 1"); n != 1 || v1 != 1 {
+		t.Errorf("after the refused transaction the target holds %d rows (%d is row 1 with v = 1), want only row 1 unchanged", n, v1)
+	}
+	if a.Stats().Saved != binlog.Position(saved) || a.Stats().Txns != 1 {
+		t.Errorf("checkpoint row at %q, stats %+v", saved, a.Stats())
+	}
+	e.dst.Exec(t, "ALTER TABLE atomic.t DROP CONSTRAINT no13")
+	stop := runApplier(t, ctx, a, origin)
+	waitCaughtUp(t, ctx, a.CaughtUp)
+	sameShard(t, ctx, e, src, dst, f)
+	if err := stop(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run: %v", err)
+	}
 }
 
 // The apply rate with nothing else running: transactions of 100 rows of

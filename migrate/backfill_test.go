@@ -279,6 +279,10 @@ func testBackfill(t *testing.T, e *env) {
 	rctx, cancel = context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { _, err := b.Run(rctx, first, save); done <- err }()
+	b.SetRate(3000) // while it runs: the copiers' shared limiter
+	if r := b.limiter.Rate(); r != 3000 {
+		t.Errorf("rate after SetRate(3000): %v", r)
+	}
 	for {
 		p := b.Progress()
 		if p.Phase != PhaseCopying && p.Apply.Txns >= 30 {

@@ -28,6 +28,7 @@ func TestMariaDB(t *testing.T) {
 		{"ConcurrentWrites", testConcurrentWrites},
 		{"Apply", testApply},
 		{"ApplyFence", testApplyFence},
+		{"ApplyAtomic", testApplyAtomic},
 		{"ApplyRate", testApplyRate},
 		{"StaleChunk", testStaleChunk},
 		{"Backfill", testBackfill},
