@@ -240,7 +240,8 @@ func (a *Applier) CaughtUp(ctx context.Context) (bool, error) {
 
 // Reset makes the checkpoint row say "a replay from origin, nothing applied
 // yet", whatever it said: the start of a fresh replay (the backfill does it
-// when its copy is done, before it records that it applies).
+// when its copy is done, before it records that it applies). A Run in
+// progress for the same job and shard then stops with ErrCheckpointMoved.
 func (a *Applier) Reset(ctx context.Context, origin binlog.Position) error {
 	origin, err := binlog.ParsePosition(string(origin))
 	if err != nil {
@@ -404,7 +405,11 @@ func (a *Applier) advance(ctx context.Context, tx *sql.Tx, prev binlog.Position,
 	if err != nil {
 		return fmt.Errorf("migrate: move the checkpoint in %s: %w", a.ckpt, err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("migrate: move the checkpoint in %s: %w", a.ckpt, err)
+	}
+	if n != 1 {
 		return fmt.Errorf("%w: job %q shard %d in %s is no longer at %q (another applier, or a Reset, moved it)",
 			ErrCheckpointMoved, a.job, a.shard, a.ckpt, prev)
 	}
