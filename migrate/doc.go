@@ -5,14 +5,20 @@
 //	             shard filter) and the SQL fragments built from it
 //	snapshot.go  a consistent-snapshot read transaction and its binlog position
 //	ratelimit.go the rows-per-second token bucket shared by a shard's copies
-//	upsert.go    idempotent writes of copied rows to the target
+//	rows.go      reading rows and writing them idempotently (upsert, delete)
 //	copier.go    backfill: one shard's rows of one table, chunked, resumable
+//	applier.go   backfill: the source's binlog applied to the shard's rows,
+//	             one target transaction per source transaction, checkpointed
+//	backfill.go  backfill as one resumable unit: copy every table, then
+//	             replay the binlog from the first snapshot's position
 //	checksum.go  verify: segmented checksums and sampled row comparison
 //	repair.go    re-copy one differing segment
 //
 // Nothing here keeps state between runs: each long operation takes a
-// JSON-serialisable position (Checkpoint, ChecksumState) and hands the next
-// one to a callback after every step, so the job layer persists it (etcd)
-// and a crash resumes from it. The copier's doc comment states the
+// JSON-serialisable position (Checkpoint, ChecksumState, BackfillState) and
+// hands the next one to a callback after every step, so the job layer
+// persists it (etcd) and a crash resumes from it. The one exception is the
+// Applier's checkpoint, which lives in the target database so that it
+// commits with the rows it covers. The copier's doc comment states the
 // consistency model the job and the binlog applier must follow.
 package migrate

@@ -26,6 +26,12 @@ func TestMariaDB(t *testing.T) {
 		{"BinaryKey", testBinaryKey},
 		{"Refusals", testRefusals},
 		{"ConcurrentWrites", testConcurrentWrites},
+		{"Apply", testApply},
+		{"ApplyFence", testApplyFence},
+		{"ApplyAtomic", testApplyAtomic},
+		{"ApplyRate", testApplyRate},
+		{"StaleChunk", testStaleChunk},
+		{"Backfill", testBackfill},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, e) })
 	}

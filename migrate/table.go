@@ -91,6 +91,9 @@ type table struct {
 	Columns        []column
 	PK             []int // indexes into Columns, in key order
 	filterCol      int   // index of the shard filter column, -1 without filter
+	// generated names the generated columns left out of Columns: a binlog
+	// row image carries them, and the applier must know to skip them.
+	generated []string
 }
 
 // loadTable reads a table's stored columns and primary key.
@@ -113,6 +116,7 @@ func loadTable(ctx context.Context, q queryer, database, name string) (*table, e
 			return nil, fmt.Errorf("migrate: columns of %s.%s: %w", database, name, err)
 		}
 		if generated != "NEVER" {
+			t.generated = append(t.generated, c.Name)
 			continue
 		}
 		c.DataType, c.ColumnType = strings.ToLower(c.DataType), strings.ToLower(c.ColumnType)
