@@ -130,6 +130,10 @@ type Stats struct {
 	LastEvent time.Time
 	// Connected is true while a replication connection is streaming.
 	Connected bool
+	// Streaming is true from the start of a Stream (when Position becomes
+	// its `from`, in the same update) until it returns: a caller asking
+	// "caught up?" between two Streams must not trust the old Position.
+	Streaming bool
 	// LastError is the error of the latest reconnect, "" before any.
 	LastError string
 }
@@ -202,7 +206,8 @@ func (r *Reader) Stream(ctx context.Context, from Position, fn func(Txn) error) 
 	if err != nil {
 		return err
 	}
-	r.update(func(s *Stats) { s.Position = pos.Position() })
+	r.update(func(s *Stats) { s.Position, s.Streaming = pos.Position(), true })
+	defer r.update(func(s *Stats) { s.Streaming = false })
 	backoff := minBackoff
 	for {
 		began, at := time.Now(), pos.Position()

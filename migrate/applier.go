@@ -235,7 +235,13 @@ func (a *Applier) CaughtUp(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return a.reader.Stats().Position.Reached(cur)
+	st := a.reader.Stats()
+	if !st.Streaming {
+		// Between a Reset (or a restart) and the Run's stream: the reader
+		// still shows where the previous stream ended.
+		return false, nil
+	}
+	return st.Position.Reached(cur)
 }
 
 // Reset makes the checkpoint row say "a replay from origin, nothing applied
