@@ -15,6 +15,10 @@ type Datasource struct {
 	User         string `json:"user" yaml:"user"`
 	PasswordEnv  string `json:"password_env,omitempty" yaml:"password_env,omitempty"`
 	PasswordFile string `json:"password_file,omitempty" yaml:"password_file,omitempty"`
+	// TLS says how the proxy secures its connections to the server. Like
+	// the password, the document names files each proxy reads locally,
+	// never key material.
+	TLS DatasourceTLS `json:"tls,omitzero" yaml:"tls,omitempty"`
 }
 
 // ShardRange maps the shards From..To (inclusive) to one database. Without
@@ -80,6 +84,9 @@ func NewSnapshot(doc Document) (*Snapshot, error) {
 	for _, ds := range doc.Datasources {
 		if ds.Name == "" || ds.Addr == "" {
 			return nil, invalid("datasource %q needs a name and an addr", ds.Name)
+		}
+		if err := ds.TLS.validate(); err != nil {
+			return nil, invalid("datasource %q: %v", ds.Name, err)
 		}
 		if _, dup := s.datasources[ds.Name]; dup {
 			return nil, invalid("datasource %q is defined twice", ds.Name)

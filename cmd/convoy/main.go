@@ -277,7 +277,7 @@ func serve(args []string) error {
 			var out []engine.PoolStat
 			for _, p := range pools.Stats() {
 				out = append(out, engine.PoolStat{Datasource: p.Datasource, InUse: p.InUse, Idle: p.Idle,
-					State: p.Health.State.String(), Since: p.Health.Since, LastError: p.Health.LastError})
+					State: p.Health.State.String(), Since: p.Health.Since, LastError: p.Health.LastError, TLS: p.TLS})
 			}
 			return out
 		},

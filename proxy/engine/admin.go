@@ -25,6 +25,7 @@ type PoolStat struct {
 	State       string    // up, down or hung ("" if there is no health checker)
 	Since       time.Time // when it entered State
 	LastError   string    // the last probe failure, if any
+	TLS         string    // mode and the last connection's protocol, e.g. "verify-ca: TLSv1.3 ..."
 }
 
 // ProxyInfo is one live Convoy instance as registered in etcd.
@@ -220,9 +221,9 @@ func (s *Session) showDatasources(snap *router.Snapshot) (*mysql.Result, error) 
 		if ds.Name == snap.DefaultDatasource() {
 			def = "yes"
 		}
-		rows = append(rows, []any{ds.Name, ds.Addr, ds.User, health, ping, u.InUse, u.Idle, def, since, stateFor, u.LastError})
+		rows = append(rows, []any{ds.Name, ds.Addr, ds.User, health, ping, u.InUse, u.Idle, def, since, stateFor, u.LastError, u.TLS})
 	}
-	return table([]string{"datasource", "addr", "user", "health", "ping", "pool_in_use", "pool_idle", "default", "since", "for", "last_error"}, rows)
+	return table([]string{"datasource", "addr", "user", "health", "ping", "pool_in_use", "pool_idle", "default", "since", "for", "last_error", "tls"}, rows)
 }
 
 // probe checks ds live within liveProbeTimeout.
