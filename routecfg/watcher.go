@@ -426,7 +426,7 @@ func (w *Watcher) consider(st stored, source string, notify bool) error {
 		prev = cur.Version()
 	}
 	w.log.Info("route snapshot swapped in", zap.String("source", source),
-		zap.Int64("from_version", prev), zap.Int64("to_version", snap.Version()))
+		zap.Int64("from_version", prev), zap.Int64("to_version", snap.Version()), zap.String("changed_by", st.doc.ChangedBy))
 	w.writeCache(st.doc)
 	if notify && w.cfg.onChange != nil {
 		w.cfg.onChange(snap)

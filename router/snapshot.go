@@ -40,6 +40,11 @@ type Document struct {
 	DefaultDatasource string       `json:"default_datasource" yaml:"default_datasource"`
 	Datasources       []Datasource `json:"datasources" yaml:"datasources"`
 	Shards            []ShardRange `json:"shards" yaml:"shards"`
+	// ChangedBy is stamped by the writer of each version, for the audit
+	// line every proxy logs when it swaps the version in: the etcd identity
+	// and host that stored it and how (e.g. "convoy-admin@ops-1: routes
+	// apply"). Informational: whoever may write routes may write it.
+	ChangedBy string `json:"changed_by,omitempty" yaml:"changed_by,omitempty"`
 }
 
 // Target is where one logical shard lives.

@@ -104,11 +104,40 @@ func (f commonFlags) load() (Config, error) {
 	return c, nil
 }
 
+// etcdClient connects to etcd as the config says: TLS (server verified,
+// optionally a client certificate) and a user with its password when set.
 func etcdClient(c Config, log *zap.Logger) (*clientv3.Client, error) {
+	tlsCfg, err := c.Etcd.TLS.config("etcd")
+	if err != nil {
+		return nil, err
+	}
+	if tlsCfg != nil {
+		for _, ep := range c.Etcd.Endpoints {
+			// The client drops TLS for an http:// endpoint without a word.
+			if strings.HasPrefix(ep, "http://") {
+				return nil, fmt.Errorf("etcd endpoint %s is http:// but etcd.tls is set: use https:// (or host:port)", ep)
+			}
+		}
+	}
+	pw, err := secret("etcd", "", c.Etcd.PasswordEnv, c.Etcd.PasswordFile)
+	if err != nil {
+		return nil, err
+	}
+	if (c.Etcd.Username == "") != (pw == "") {
+		return nil, errors.New("etcd: set both username and password_env / password_file, or neither")
+	}
+	ctx := context.Background()
+	if cn := c.Etcd.TLS.commonName(); cn != "" && c.Etcd.Username == "" {
+		ctx = routecfg.WithCertIdentity(ctx, cn) // who stamps route changes
+	}
 	return clientv3.New(clientv3.Config{
 		Endpoints:   c.Etcd.Endpoints,
 		DialTimeout: c.Etcd.DialTimeout,
 		Logger:      log.Named("etcd"),
+		TLS:         tlsCfg,
+		Username:    c.Etcd.Username,
+		Password:    pw,
+		Context:     ctx,
 	})
 }
 
@@ -130,6 +159,33 @@ func routes(args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return routecfg.RunCLI(ctx, f.fs.Args(), cli, c.Etcd.Cluster, os.Stdout)
+}
+
+// redisClient is the hot tier's Redis client (a single node, or Redis
+// Cluster for several addresses) with the config's ACL user, password and
+// TLS.
+func redisClient(c Config) (redis.UniversalClient, error) {
+	pw, err := secret("hot_tier", c.HotTier.Password, c.HotTier.PasswordEnv, c.HotTier.PasswordFile)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := c.HotTier.TLS.config("hot_tier")
+	if err != nil {
+		return nil, err
+	}
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs: c.HotTier.Addrs, Username: c.HotTier.Username, Password: pw, TLSConfig: tlsCfg,
+		// Without this a hung (not dead) Redis would hold a read until the
+		// socket timeout instead of the tier's per-call budget.
+		ContextTimeoutEnabled: true,
+		DialTimeout:           time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
+		// One retry (a pooled connection Redis closed) and one dial
+		// attempt: a refused connection then fails the call at once,
+		// as a refusal the circuit breaker can tell from a timeout,
+		// instead of retrying until the per-call timeout.
+		MaxRetries: 1, DialerRetries: 1,
+	})
+	return rdb, nil
 }
 
 // newLogger builds the process logger on w (stderr). Both formats carry
@@ -245,22 +301,10 @@ func serve(args []string) error {
 		// go-redis logs through a package-level logger: plain text on
 		// stderr unless routed into ours.
 		redis.SetLogger(histcache.RedisLogger(log.Named("redis")))
-		pw := c.HotTier.Password
-		if c.HotTier.PasswordEnv != "" {
-			pw = os.Getenv(c.HotTier.PasswordEnv)
+		rdb, err := redisClient(c)
+		if err != nil {
+			return err
 		}
-		rdb := redis.NewUniversalClient(&redis.UniversalOptions{
-			Addrs: c.HotTier.Addrs, Password: pw,
-			// Without this a hung (not dead) Redis would hold a read until the
-			// socket timeout instead of the tier's per-call budget.
-			ContextTimeoutEnabled: true,
-			DialTimeout:           time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
-			// One retry (a pooled connection Redis closed) and one dial
-			// attempt: a refused connection then fails the call at once,
-			// as a refusal the circuit breaker can tell from a timeout,
-			// instead of retrying until the per-call timeout.
-			MaxRetries: 1, DialerRetries: 1,
-		})
 		defer rdb.Close()
 		tier := histcache.New(rdb, histcache.Options{
 			MaxEntries: c.HotTier.MaxEntries, TTL: c.HotTier.TTL, MarkerTTL: c.HotTier.MarkerTTL, Timeout: c.HotTier.Timeout,
