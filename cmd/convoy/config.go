@@ -34,6 +34,18 @@ type Config struct {
 	// per errno and second (0 = default 5, negative = none).
 	StatementLogRate int `yaml:"statement_log_rate"`
 
+	// HTTP secures the metrics_listen listener (metrics, pprof, the shard
+	// map page). On loopback it is open; bound elsewhere it needs TLS and
+	// answers only admin users (HTTP basic authentication), unless
+	// insecure_non_loopback says the network is private.
+	HTTP struct {
+		TLSCert string `yaml:"tls_cert"`
+		TLSKey  string `yaml:"tls_key"`
+		// Pprof serves /debug/pprof; default on for loopback, off elsewhere.
+		Pprof               *bool `yaml:"pprof"`
+		InsecureNonLoopback bool  `yaml:"insecure_non_loopback"`
+	} `yaml:"http"`
+
 	Etcd struct {
 		Endpoints   []string      `yaml:"endpoints"`
 		Cluster     string        `yaml:"cluster"`

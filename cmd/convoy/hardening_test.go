@@ -2,14 +2,21 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/internal/testsvc"
+	"github.com/convoy-im/convoy/proxy"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
@@ -198,5 +205,87 @@ func TestRedisTLSAndACL(t *testing.T) {
 	defer untrusted.Close()
 	if err := untrusted.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("server certificate of another CA: err = %v", err)
+	}
+}
+
+// TestHTTPListener: on loopback /metrics and pprof are open; bound to every
+// interface the listener refuses to start without TLS, then serves TLS
+// only, to admin users only, without pprof unless asked for.
+func TestHTTPListener(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "convoy_test_total", Help: "x"}))
+	users := []proxy.User{{Name: "ops", Password: "ops-s3cret", Admin: true}, {Name: "app", Password: "app-pw"}}
+	get := func(cl *http.Client, url, user, pw string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if user != "" {
+			req.SetBasicAuth(user, pw)
+		}
+		resp, err := cl.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	c := defaultConfig()
+	c.MetricsListen = "127.0.0.1:0"
+	l, err := newHTTPListener(c, reg, users, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	base := "http://127.0.0.1:" + l.port()
+	if code, body := get(http.DefaultClient, base+"/metrics", "", ""); code != 200 || !strings.Contains(body, "convoy_test_total") {
+		t.Fatalf("loopback /metrics = %d %.100s", code, body)
+	}
+	if code, _ := get(http.DefaultClient, base+"/debug/pprof/", "", ""); code != 200 {
+		t.Fatalf("loopback pprof = %d, want 200", code)
+	}
+
+	c.MetricsListen = "0.0.0.0:0"
+	if _, err := newHTTPListener(c, reg, users, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "http.tls_cert") {
+		t.Fatalf("non-loopback without TLS: err = %v", err)
+	}
+	ca := testsvc.NewCA(t)
+	c.HTTP.TLSCert, c.HTTP.TLSKey = ca.Issue(t, "convoy", "127.0.0.1")
+	l, err = newHTTPListener(c, reg, users, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	pem, _ := os.ReadFile(ca.File)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	tlsClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	secure := "https://127.0.0.1:" + l.port()
+	for _, tc := range []struct {
+		url, user, pw string
+		want          int
+	}{
+		{"/metrics", "", "", 401},
+		{"/metrics", "ops", "wrong", 401},
+		{"/metrics", "app", "app-pw", 401}, // not an admin
+		{"/metrics", "ops", "ops-s3cret", 200},
+		{"/debug/pprof/", "ops", "ops-s3cret", 404}, // off unless asked for
+	} {
+		if code, body := get(tlsClient, secure+tc.url, tc.user, tc.pw); code != tc.want {
+			t.Errorf("GET %s as %q = %d (%.80s), want %d", tc.url, tc.user, code, body, tc.want)
+		}
+	}
+	if code, _ := get(http.DefaultClient, "http://127.0.0.1:"+l.port()+"/metrics", "ops", "ops-s3cret"); code == 200 {
+		t.Error("the non-loopback listener answered clear-text HTTP")
+	}
+	on := true
+	c.HTTP.Pprof = &on
+	l2, err := newHTTPListener(c, reg, users, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if code, _ := get(tlsClient, "https://127.0.0.1:"+l2.port()+"/debug/pprof/", "ops", "ops-s3cret"); code != 200 {
+		t.Errorf("pprof asked for: %d", code)
 	}
 }
