@@ -131,6 +131,11 @@ type UserConfig struct {
 	PasswordEnv  string `yaml:"password_env"`
 	PasswordFile string `yaml:"password_file"`
 	Admin        bool   `yaml:"admin"`
+	// Privileges: read, write, ddl, admin or all; empty: read, write and
+	// ddl (plus admin when admin is true).
+	Privileges []string `yaml:"privileges"`
+	// Databases the account may use; empty: any.
+	Databases []string `yaml:"databases"`
 }
 
 func defaultConfig() Config {

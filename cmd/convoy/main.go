@@ -245,7 +245,15 @@ func serve(args []string) error {
 		if err != nil {
 			return err
 		}
-		users = append(users, proxy.User{Name: u.Name, Password: pw, Admin: u.Admin})
+		user := proxy.User{Name: u.Name, Password: pw, Admin: u.Admin}
+		if len(u.Privileges) > 0 || len(u.Databases) > 0 {
+			p, err := engine.ParsePrivileges(u.Privileges, u.Admin, u.Databases)
+			if err != nil {
+				return fmt.Errorf("user %s: %w", u.Name, err)
+			}
+			user.Privileges = &p
+		}
+		users = append(users, user)
 	}
 
 	cli, err := etcdClient(c, log)

@@ -58,8 +58,6 @@ const (
 // SetAdmin installs the admin hooks; call before serving.
 func (e *Engine) SetAdmin(h AdminHooks) { e.admin = h }
 
-// SetAdmin grants the session the admin privilege (admin directives).
-func (s *Session) SetAdmin(admin bool) { s.admin = admin }
 
 // directive answers a /*+ convoy ... */ statement. ok=false: sql is not a
 // directive.

@@ -19,6 +19,9 @@ import (
 // backend runs the statement prepared, its binary rows go to the client
 // unchanged).
 func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err error) {
+	if err := s.authorize(pl); err != nil {
+		return nil, err
+	}
 	a := pl.a
 	if s.nextTx != nil && !pl.local() && !pl.tableless() {
 		// SET TRANSACTION's characteristics belong to the next transaction:
