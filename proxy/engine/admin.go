@@ -58,7 +58,6 @@ const (
 // SetAdmin installs the admin hooks; call before serving.
 func (e *Engine) SetAdmin(h AdminHooks) { e.admin = h }
 
-
 // directive answers a /*+ convoy ... */ statement. ok=false: sql is not a
 // directive.
 func (s *Session) directive(sql string) (*mysql.Result, bool, error) {
@@ -69,7 +68,7 @@ func (s *Session) directive(sql string) (*mysql.Result, bool, error) {
 	if err != nil {
 		return nil, true, errorf(CodeSyntax, "%s", err.Error())
 	}
-	if !s.admin {
+	if !s.priv.Admin {
 		return nil, true, errorf(CodeAccessDenied, "Access denied; you need the Convoy admin privilege for %s", d.Kind)
 	}
 	s.e.metrics.countStatement("admin")

@@ -56,7 +56,6 @@ func ParsePrivileges(names []string, admin bool, databases []string) (Privileges
 // SetPrivileges sets what the session's account may do.
 func (s *Session) SetPrivileges(p Privileges) {
 	s.priv = p
-	s.admin = p.Admin
 }
 
 // MayUseDatabase reports whether the account may use db.

@@ -40,7 +40,6 @@ type Session struct {
 	// histEntries are the conv_msg rows the current statement inserted, read
 	// back before its commit for the hot tier's write-through.
 	histEntries map[uint64][]histcache.Entry
-	admin       bool   // may send admin directives (priv.Admin)
 	priv        Privileges
 	user, host  string // the Convoy account and the client's address (SetClient)
 	connID      uint32
