@@ -93,6 +93,25 @@ func TestDatasourceTLS(t *testing.T) {
 		t.Fatalf("TLS state = %q", st)
 	}
 
+	// The database/sql handle for migration work secures itself the same way.
+	for _, mode := range []string{router.TLSPreferred, router.TLSVerifyCA} {
+		h, err := OpenSQL(with(router.DatasourceTLS{Mode: mode, CAFile: ca.File}), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var name, v string
+		err = h.QueryRow("SHOW SESSION STATUS LIKE 'Ssl_version'").Scan(&name, &v)
+		h.Close()
+		if err != nil || !strings.HasPrefix(v, "TLSv1.") {
+			t.Fatalf("OpenSQL %s: Ssl_version %q, %v", mode, v, err)
+		}
+	}
+	if h, err := OpenSQL(with(router.DatasourceTLS{Mode: router.TLSVerifyCA, CAFile: testsvc.NewCA(t).File}), ""); err != nil {
+		t.Fatal(err)
+	} else if err := h.Ping(); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("OpenSQL with another CA: %v", err)
+	}
+
 	refused := func(name string, ds router.Datasource, want string) {
 		t.Helper()
 		_, err := sslVersion(t, ds)
