@@ -51,42 +51,64 @@ func PlanMoves(ctx context.Context, from, to *router.Snapshot, stats TableStats,
 		return nil, fmt.Errorf("migrate: plan needs a positive rate and parallelism (got %g rows/s, %d)", rate, parallel)
 	}
 	p := &MovePlan{Rate: rate, Parallel: parallel}
-	// How many shards share each physical table of the old layout.
-	sharers := map[router.Physical]int64{}
-	for _, logical := range router.ShardedTables() {
-		for _, g := range from.AllPhysical(logical) {
-			sharers[g.Physical] = int64(len(g.Shards))
-		}
-	}
-	sizes := map[[2]string]map[string]TableSize{}
-	for sh := range router.Shard(router.NumShards) {
+	moving := func(sh router.Shard) bool {
 		a, b := from.Target(sh), to.Target(sh)
-		if a == b && sameServer(from, to, a.Datasource) {
+		return a != b || !sameServer(from, to, a.Datasource)
+	}
+	sizes, err := ShardSizes(ctx, from, stats, moving)
+	if err != nil {
+		return nil, err
+	}
+	for sh := range router.Shard(router.NumShards) {
+		if !moving(sh) {
 			continue
 		}
-		m := ShardMove{Shard: sh, From: a, To: b}
-		key := [2]string{a.Datasource, a.Database}
-		tables, ok := sizes[key]
-		if !ok {
-			ds, _ := from.Datasource(a.Datasource)
-			var err error
-			if tables, err = stats(ctx, ds, a.Database); err != nil {
-				return nil, fmt.Errorf("migrate: sizes of %s/%s: %w", a.Datasource, a.Database, err)
-			}
-			sizes[key] = tables
-		}
-		for _, logical := range router.ShardedTables() {
-			ph := from.Physical(logical, sh)
-			ts := tables[ph.Table]
-			m.Rows += ts.Rows / sharers[ph]
-			m.Bytes += ts.Bytes / sharers[ph]
-		}
+		m := ShardMove{Shard: sh, From: from.Target(sh), To: to.Target(sh), Rows: sizes[sh].Rows, Bytes: sizes[sh].Bytes}
 		p.Moves = append(p.Moves, m)
 		p.Rows += m.Rows
 		p.Bytes += m.Bytes
 	}
 	p.Duration = schedule(p.Moves, rate, parallel)
 	return p, nil
+}
+
+// ShardSizes estimates the rows and bytes of each wanted shard (nil: every
+// shard) in its five physical tables, from stats of the databases holding
+// them; a physical table shared by n shards counts 1/n for each.
+func ShardSizes(ctx context.Context, snap *router.Snapshot, stats TableStats, want func(router.Shard) bool) (map[router.Shard]TableSize, error) {
+	sharers := map[router.Physical]int64{}
+	for _, logical := range router.ShardedTables() {
+		for _, g := range snap.AllPhysical(logical) {
+			sharers[g.Physical] = int64(len(g.Shards))
+		}
+	}
+	dbStats := map[[2]string]map[string]TableSize{}
+	out := map[router.Shard]TableSize{}
+	for sh := range router.Shard(router.NumShards) {
+		if want != nil && !want(sh) {
+			continue
+		}
+		t := snap.Target(sh)
+		key := [2]string{t.Datasource, t.Database}
+		tables, ok := dbStats[key]
+		if !ok {
+			ds, _ := snap.Datasource(t.Datasource)
+			var err error
+			if tables, err = stats(ctx, ds, t.Database); err != nil {
+				return nil, fmt.Errorf("migrate: sizes of %s/%s: %w", t.Datasource, t.Database, err)
+			}
+			dbStats[key] = tables
+		}
+		var size TableSize
+		for _, logical := range router.ShardedTables() {
+			ph := snap.Physical(logical, sh)
+			ts := tables[ph.Table]
+			size.Rows += ts.Rows / sharers[ph]
+			size.Bytes += ts.Bytes / sharers[ph]
+		}
+		out[sh] = size
+	}
+	return out, nil
 }
 
 // sameServer: a datasource of one name at another address in the new

@@ -151,6 +151,10 @@ func NewWatcher(store *Store, opts ...Option) *Watcher {
 // statement even if a newer one is swapped in meanwhile.
 func (w *Watcher) Current() *router.Snapshot { return w.cur.Load() }
 
+// Stale reports whether the served snapshot is not confirmed by etcd now
+// (convoy_route_stale).
+func (w *Watcher) Stale() bool { return w.stale.Load() }
+
 // Done is closed when the watcher goroutine has exited (after Close, or
 // after a failed Start).
 func (w *Watcher) Done() <-chan struct{} { return w.done }

@@ -29,7 +29,8 @@ type httpListener struct {
 	ln  net.Listener
 }
 
-func newHTTPListener(c Config, reg *prometheus.Registry, users []proxy.User, log *zap.Logger) (*httpListener, error) {
+// pages add further handlers (the shard map) to the listener's mux.
+func newHTTPListener(c Config, reg *prometheus.Registry, users []proxy.User, log *zap.Logger, pages ...func(*http.ServeMux)) (*httpListener, error) {
 	loopback := router.IsLoopback(c.MetricsListen)
 	secure := !loopback && !c.HTTP.InsecureNonLoopback
 	var tlsCfg *tls.Config
@@ -66,6 +67,9 @@ func newHTTPListener(c Config, reg *prometheus.Registry, users []proxy.User, log
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	for _, p := range pages {
+		p(mux)
 	}
 	var h http.Handler = mux
 	if secure {

@@ -29,11 +29,13 @@ import (
 
 	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/internal/slogzap"
+	"github.com/convoy-im/convoy/migrate"
 	"github.com/convoy-im/convoy/proxy"
 	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/proxy/engine"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
+	"github.com/convoy-im/convoy/shardmap"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -358,7 +360,21 @@ func serve(args []string) error {
 	}
 
 	if c.MetricsListen != "" {
-		hl, err := newHTTPListener(c, reg, users, log)
+		qps, wp99 := eng.HealthThresholds()
+		jobs := routecfg.NewJobStore(cli, c.Etcd.Cluster)
+		sm := shardmap.New(shardmap.Source{
+			Routes: watcher.Current, RouteStale: watcher.Stale, Stats: eng.ShardStats,
+			Proxies: func(ctx context.Context) ([]routecfg.ProxyInfo, error) {
+				return routecfg.ListProxies(ctx, cli, c.Etcd.Cluster)
+			},
+			Migrations: func(ctx context.Context) ([]routecfg.Job, error) {
+				js, _, err := jobs.List(ctx)
+				return js, err
+			},
+			Sizes: migrate.InformationSchemaStats, QPSThreshold: qps, WriteP99Threshold: wp99, Log: log.Named("shardmap"),
+		})
+		defer sm.Close()
+		hl, err := newHTTPListener(c, reg, users, log, sm.Register)
 		if err != nil {
 			return err
 		}

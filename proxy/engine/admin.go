@@ -55,6 +55,15 @@ const (
 	diskQueryTimeout = 2 * time.Second        // SHOW SHARD HEALTH's information_schema query
 )
 
+// ShardStats is this proxy's sliding-window statistics of every shard
+// (SHOW SHARD STATS), for the shard map page.
+func (e *Engine) ShardStats() []stats.ShardStats { return e.window.All() }
+
+// HealthThresholds are seed 001's shard triggers as configured.
+func (e *Engine) HealthThresholds() (qps float64, writeP99 time.Duration) {
+	return e.opt.HealthQPS, e.opt.HealthWriteP99
+}
+
 // SetAdmin installs the admin hooks; call before serving.
 func (e *Engine) SetAdmin(h AdminHooks) { e.admin = h }
 
