@@ -152,3 +152,24 @@ func TestShardMapPage(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanMeasured: `convoy plan` reads the fleet: routes from etcd, sizes
+// from the datasources' statistics, load from the live proxy's shard map.
+func TestPlanMeasured(t *testing.T) {
+	s := newStack(t)
+	db := s.convoy.open(t, "convoy", "convoy", "im")
+	const conv = 777
+	for i := range 30 {
+		mustExec(t, db, "INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, ?, 1, 1, NOW(3))", conv, i+1, 777000+i)
+	}
+	out, err := exec.Command(convoyBin, "plan", "--etcd", strings.Join(s.etcd.Endpoints(), ","), "--cluster", testCluster).CombinedOutput()
+	if err != nil {
+		t.Fatalf("convoy plan: %v\n%s", err, out)
+	}
+	text := string(out)
+	// The busiest shard is the one written to, as the proxy measured it.
+	want := "shard_qps    shard " + router.ShardOf(conv).String()
+	if !strings.Contains(text, want) || !strings.Contains(text, "Proposal: none") {
+		t.Fatalf("plan output lacks %q or the proposal:\n%s", want, text)
+	}
+}

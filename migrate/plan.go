@@ -50,7 +50,6 @@ func PlanMoves(ctx context.Context, from, to *router.Snapshot, stats TableStats,
 	if rate <= 0 || parallel <= 0 {
 		return nil, fmt.Errorf("migrate: plan needs a positive rate and parallelism (got %g rows/s, %d)", rate, parallel)
 	}
-	p := &MovePlan{Rate: rate, Parallel: parallel}
 	moving := func(sh router.Shard) bool {
 		a, b := from.Target(sh), to.Target(sh)
 		return a != b || !sameServer(from, to, a.Datasource)
@@ -59,23 +58,42 @@ func PlanMoves(ctx context.Context, from, to *router.Snapshot, stats TableStats,
 	if err != nil {
 		return nil, err
 	}
+	shares := make(map[router.Shard]TableSize, len(sizes))
+	for sh, sz := range sizes {
+		shares[sh] = sz.TableSize
+	}
+	return MovesWithSizes(from, to, shares, rate, parallel), nil
+}
+
+// MovesWithSizes is PlanMoves with the shards' sizes known (measured or
+// projected): rate and parallel must be positive.
+func MovesWithSizes(from, to *router.Snapshot, sizes map[router.Shard]TableSize, rate float64, parallel int) *MovePlan {
+	p := &MovePlan{Rate: rate, Parallel: parallel}
 	for sh := range router.Shard(router.NumShards) {
-		if !moving(sh) {
+		a, b := from.Target(sh), to.Target(sh)
+		if a == b && sameServer(from, to, a.Datasource) {
 			continue
 		}
-		m := ShardMove{Shard: sh, From: from.Target(sh), To: to.Target(sh), Rows: sizes[sh].Rows, Bytes: sizes[sh].Bytes}
+		m := ShardMove{Shard: sh, From: a, To: b, Rows: sizes[sh].Rows, Bytes: sizes[sh].Bytes}
 		p.Moves = append(p.Moves, m)
 		p.Rows += m.Rows
 		p.Bytes += m.Bytes
 	}
 	p.Duration = schedule(p.Moves, rate, parallel)
-	return p, nil
+	return p
 }
 
-// ShardSizes estimates the rows and bytes of each wanted shard (nil: every
-// shard) in its five physical tables, from stats of the databases holding
-// them; a physical table shared by n shards counts 1/n for each.
-func ShardSizes(ctx context.Context, snap *router.Snapshot, stats TableStats, want func(router.Shard) bool) (map[router.Shard]TableSize, error) {
+// ShardSize is one shard's size: its share of its five physical tables
+// (a table shared by n shards counts 1/n), and the largest of those tables
+// whole (what a per-table capacity line applies to).
+type ShardSize struct {
+	TableSize
+	Largest TableSize
+}
+
+// ShardSizes estimates the size of each wanted shard (nil: every shard)
+// from stats of the databases holding its tables.
+func ShardSizes(ctx context.Context, snap *router.Snapshot, stats TableStats, want func(router.Shard) bool) (map[router.Shard]ShardSize, error) {
 	sharers := map[router.Physical]int64{}
 	for _, logical := range router.ShardedTables() {
 		for _, g := range snap.AllPhysical(logical) {
@@ -83,7 +101,7 @@ func ShardSizes(ctx context.Context, snap *router.Snapshot, stats TableStats, wa
 		}
 	}
 	dbStats := map[[2]string]map[string]TableSize{}
-	out := map[router.Shard]TableSize{}
+	out := map[router.Shard]ShardSize{}
 	for sh := range router.Shard(router.NumShards) {
 		if want != nil && !want(sh) {
 			continue
@@ -99,12 +117,14 @@ func ShardSizes(ctx context.Context, snap *router.Snapshot, stats TableStats, wa
 			}
 			dbStats[key] = tables
 		}
-		var size TableSize
+		var size ShardSize
 		for _, logical := range router.ShardedTables() {
 			ph := snap.Physical(logical, sh)
 			ts := tables[ph.Table]
 			size.Rows += ts.Rows / sharers[ph]
 			size.Bytes += ts.Bytes / sharers[ph]
+			size.Largest.Rows = max(size.Largest.Rows, ts.Rows)
+			size.Largest.Bytes = max(size.Largest.Bytes, ts.Bytes)
 		}
 		out[sh] = size
 	}

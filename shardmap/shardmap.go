@@ -56,7 +56,7 @@ type Handler struct {
 	mux *http.ServeMux
 
 	mu      sync.Mutex
-	sizes   map[router.Shard]migrate.TableSize
+	sizes   map[router.Shard]migrate.ShardSize
 	sizesAt time.Time
 	sizeErr string
 	stop    context.CancelFunc

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/internal/testsvc"
+	"github.com/convoy-im/convoy/planner"
 	"github.com/convoy-im/convoy/proxy"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
@@ -287,5 +291,37 @@ func TestHTTPListener(t *testing.T) {
 	defer l2.Close()
 	if code, _ := get(tlsClient, "https://127.0.0.1:"+l2.port()+"/debug/pprof/", "ops", "ops-s3cret"); code != 200 {
 		t.Errorf("pprof asked for: %d", code)
+	}
+}
+
+// TestPlanSimulateCLI: `convoy plan --simulate` at the seed's scale prints
+// the triggers soonest first and writes a valid proposed route document.
+func TestPlanSimulateCLI(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "next.json")
+	var buf bytes.Buffer
+	w := planner.SeedWorkload()
+	in, err := w.Inputs(planner.SeedLimits(), 2000, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := report(&buf, in, out); err != nil {
+		t.Fatal(err)
+	}
+	text := buf.String()
+	for _, want := range []string{"table_rows   shard 0000", "FIRED", "disk_percent datasource ds0", "in 31.7 days", "Proposal: split", "512 shards move", "(8.5 days)"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("plan output lacks %q:\n%s", want, text)
+		}
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc router.Document
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := router.NewSnapshot(doc); err != nil || len(doc.Datasources) != 16 {
+		t.Fatalf("proposed document: %v, %d datasources", err, len(doc.Datasources))
 	}
 }

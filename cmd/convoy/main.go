@@ -44,6 +44,7 @@ var version = "dev"
 const usage = `usage:
   convoy serve  [--config FILE] [--listen ADDR] [--etcd HOST:PORT,...] [--cluster NAME]
   convoy routes [--config FILE] [--etcd HOST:PORT,...] [--cluster NAME] init|show|apply FILE ...
+  convoy plan   [--simulate] [--rate N] [--parallel N] [--out FILE] ...   (convoy plan -h)
 `
 
 func main() {
@@ -57,6 +58,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "routes":
 		err = routes(os.Args[2:])
+	case "plan":
+		err = plan(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
