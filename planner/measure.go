@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/convoy-im/convoy/migrate"
+	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -19,9 +20,10 @@ type Load struct {
 // datasources' statistics (stats), load summed over the proxies (loads:
 // one array per proxy; QPS adds up, the worst write P99 counts) and the
 // servers' disk capacities (bytes; missing: no disk trigger). Growth is
-// not measured yet (no size history is kept), so disk and table lines are
-// reported as reached only if they are.
-func Measure(ctx context.Context, snap *router.Snapshot, stats migrate.TableStats, loads [][router.NumShards]Load, capacity map[string]int64) (Inputs, error) {
+// measured against the oldest of samples (the daily size samples the
+// proxies keep in etcd) at least half a day old; without one the disk and
+// table lines show only when already reached.
+func Measure(ctx context.Context, snap *router.Snapshot, stats migrate.TableStats, loads [][router.NumShards]Load, capacity map[string]int64, samples []routecfg.SizeSample) (Inputs, error) {
 	in := Inputs{Routes: snap, Datasources: map[string]Datasource{}}
 	sizes, err := migrate.ShardSizes(ctx, snap, stats, nil)
 	if err != nil {
@@ -37,9 +39,20 @@ func Measure(ctx context.Context, snap *router.Snapshot, stats migrate.TableStat
 			s.WriteP99 = max(s.WriteP99, l[sh].WriteP99)
 		}
 		d := in.Datasources[t.Datasource]
-		d.Used += s.Bytes
 		d.Capacity = capacity[t.Datasource]
+		d.Used += s.Bytes
 		in.Datasources[t.Datasource] = d
+	}
+	if len(samples) > 0 {
+		old := samples[0]
+		if days := time.Since(old.Taken).Hours() / 24; days >= 0.5 {
+			for i := range in.Shards {
+				s := &in.Shards[i]
+				s.BytesPerDay = float64(s.Bytes-old.Shards[i][1]) / days
+				s.TableRowsPerDay = float64(s.TableRows-old.LargestRows[i]) / days
+				s.TableBytesPerDay = float64(s.TableBytes-old.LargestBytes[i]) / days
+			}
+		}
 	}
 	return in, nil
 }

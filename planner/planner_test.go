@@ -1,11 +1,14 @@
 package planner
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/convoy-im/convoy/migrate"
+	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -145,4 +148,47 @@ func TestNothingToDo(t *testing.T) {
 	if ts[0].In < 60*24*time.Hour {
 		t.Fatalf("first trigger %v within 60 days at 1 M messages a day", ts[0])
 	}
+}
+
+// TestMeasureGrowth: sizes now against a sample 10 days old give growth
+// per day, and the table line is projected along it.
+func TestMeasureGrowth(t *testing.T) {
+	snap, err := router.NewSnapshot(must(router.DefaultLayout([]router.Datasource{{Name: "ds0", Addr: "10.0.0.1:3306", User: "c"}}, 8)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats := func(_ context.Context, _ router.Datasource, _ string) (map[string]migrate.TableSize, error) {
+		out := map[string]migrate.TableSize{}
+		for i := range router.NumShards {
+			out[router.PhysicalTableName("conv_msg", i)] = migrate.TableSize{Rows: 30_000_000, Bytes: 3 << 30}
+		}
+		return out, nil
+	}
+	old := routecfg.SizeSample{Taken: time.Now().Add(-10 * 24 * time.Hour)}
+	for i := range router.NumShards {
+		old.Shards[i] = [2]int64{20_000_000, 2 << 30}
+		old.LargestRows[i], old.LargestBytes[i] = 20_000_000, 2<<30
+	}
+	var load [router.NumShards]Load
+	load[5] = Load{QPS: 12, WriteP99: 3 * time.Millisecond}
+	in, err := Measure(context.Background(), snap, stats, [][router.NumShards]Load{load, load}, map[string]int64{"ds0": 10 << 40}, []routecfg.SizeSample{old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Limits = SeedLimits()
+	s := in.Shards[5]
+	if s.QPS != 24 || s.WriteP99 != 3*time.Millisecond || math.Abs(s.TableRowsPerDay-1_000_000) > 1000 {
+		t.Fatalf("shard 5: %+v", s)
+	}
+	rows := find(Evaluate(in), "table_rows")
+	if d := rows.In.Hours() / 24; math.Abs(d-20) > 0.1 {
+		t.Fatalf("table line in %.2f days, want 20 (30 M rows growing by 1 M a day)", d)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

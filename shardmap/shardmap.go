@@ -40,6 +40,9 @@ type Source struct {
 	Migrations func(context.Context) ([]routecfg.Job, error)
 	// Sizes reads one database's table statistics (migrate.InformationSchemaStats).
 	Sizes migrate.TableStats
+	// Sample, if set, is handed each size reading, for the planner's daily
+	// growth samples (routecfg.PutDailySample).
+	Sample func(context.Context, routecfg.SizeSample)
 	// The seed's triggers, as configured (health.shard_qps, health.write_p99).
 	QPSThreshold      float64
 	WriteP99Threshold time.Duration
@@ -102,6 +105,11 @@ func (h *Handler) refreshSizes(ctx context.Context) {
 			h.sizes, h.sizesAt, h.sizeErr = sizes, time.Now(), ""
 		}
 		h.mu.Unlock()
+		if err == nil && h.src.Sample != nil {
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			h.src.Sample(sctx, sampleOf(sizes, time.Now()))
+			cancel()
+		}
 		if err != nil && ctx.Err() == nil {
 			h.src.Log.Debug("shard map: reading table statistics", zap.Error(err))
 		}
@@ -111,6 +119,16 @@ func (h *Handler) refreshSizes(ctx context.Context) {
 		case <-time.After(sizeRefresh):
 		}
 	}
+}
+
+// sampleOf is the day's size sample of sizes.
+func sampleOf(sizes map[router.Shard]migrate.ShardSize, now time.Time) routecfg.SizeSample {
+	s := routecfg.SizeSample{Day: now.UTC().Format("20060102"), Taken: now.UTC()}
+	for sh, sz := range sizes {
+		s.Shards[sh] = [2]int64{sz.Rows, sz.Bytes}
+		s.LargestRows[sh], s.LargestBytes[sh] = sz.Largest.Rows, sz.Largest.Bytes
+	}
+	return s
 }
 
 func (h *Handler) page(w http.ResponseWriter, r *http.Request) {

@@ -73,7 +73,7 @@ func TestEtcdTLSAndRoles(t *testing.T) {
 	must(root.UserGrantRole(ctx, "root", "root"))
 	must(root.RoleAdd(ctx, "convoy-proxy"))
 	must(root.RoleGrantPermission(ctx, "convoy-proxy", "/convoy/dev/", clientv3.GetPrefixRangeEnd("/convoy/dev/"), clientv3.PermissionType(clientv3.PermRead)))
-	for _, p := range []string{routecfg.ProxiesPrefix("dev"), routecfg.MigrationsPrefix("dev") + "acks/"} {
+	for _, p := range []string{routecfg.ProxiesPrefix("dev"), routecfg.MigrationsPrefix("dev") + "acks/", routecfg.SizesPrefix("dev")} {
 		must(root.RoleGrantPermission(ctx, "convoy-proxy", p, clientv3.GetPrefixRangeEnd(p), clientv3.PermissionType(clientv3.PermReadWrite)))
 	}
 	must(root.RoleAdd(ctx, "convoy-admin"))

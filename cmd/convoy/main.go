@@ -374,7 +374,13 @@ func serve(args []string) error {
 				js, _, err := jobs.List(ctx)
 				return js, err
 			},
-			Sizes: migrate.InformationSchemaStats, QPSThreshold: qps, WriteP99Threshold: wp99, Log: log.Named("shardmap"),
+			Sizes: migrate.InformationSchemaStats,
+			Sample: func(ctx context.Context, s routecfg.SizeSample) {
+				if _, err := routecfg.PutDailySample(ctx, cli, c.Etcd.Cluster, s); err != nil {
+					log.Debug("storing the daily size sample", zap.Error(err))
+				}
+			},
+			QPSThreshold: qps, WriteP99Threshold: wp99, Log: log.Named("shardmap"),
 		})
 		defer sm.Close()
 		hl, err := newHTTPListener(c, reg, users, log, sm.Register)

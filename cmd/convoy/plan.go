@@ -29,7 +29,8 @@ when, and proposes the next layout with its shard moves and their copy time.
 --out writes the proposed route document (fill in the new servers' addresses,
 then convoy routes apply / migrate it). Measured mode reads the routes from
 etcd, sizes from the datasources' statistics, load from every live proxy's
-shard map (/api/map) and disk capacities from health.disk_capacity.
+shard map (/api/map), disk capacities from health.disk_capacity and growth
+from the daily size samples the proxies keep in etcd.
 `
 
 func plan(args []string) error {
@@ -107,7 +108,11 @@ func measure(f commonFlags, limits planner.Limits, rate float64, parallel int) (
 		}
 		loads = append(loads, l)
 	}
-	in, err := planner.Measure(ctx, snap, migrate.InformationSchemaStats, loads, c.Health.DiskCapacity)
+	samples, err := routecfg.SizeSamples(ctx, cli, c.Etcd.Cluster)
+	if err != nil {
+		return planner.Inputs{}, err
+	}
+	in, err := planner.Measure(ctx, snap, migrate.InformationSchemaStats, loads, c.Health.DiskCapacity, samples)
 	in.Limits, in.Rate, in.Parallel = limits, rate, parallel
 	return in, err
 }
