@@ -466,7 +466,10 @@ func TestModelRedisHung(t *testing.T) {
 	if m := st.mismatches.Load(); m > 0 {
 		t.Fatalf("%d hits differed from the reference; first:\n%s", m, *st.firstMismatch.Load())
 	}
-	if st.pauses.Load() == 0 || st.breakerOpened.Load() == 0 || st.hits.Load() < 5000 {
+	// Hits scale with the machine's speed over the fixed duration (under a
+	// loaded 2-core machine 2700 were seen where an idle one serves 6000+):
+	// a thousand compared hits already prove the protocol held.
+	if st.pauses.Load() == 0 || st.breakerOpened.Load() == 0 || st.hits.Load() < 1000 {
 		t.Fatalf("not exercised: %d pauses, %d breaker openings, %d hits of %d reads", st.pauses.Load(), st.breakerOpened.Load(), st.hits.Load(), st.reads.Load())
 	}
 }
