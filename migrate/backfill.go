@@ -167,6 +167,18 @@ func (b *Backfill) CaughtUp(ctx context.Context) (bool, error) {
 	return b.applier.CaughtUp(ctx)
 }
 
+// Reached is the Applier's: every source transaction up to pos is applied.
+// False while copying.
+func (b *Backfill) Reached(pos binlog.Position) (bool, error) {
+	b.mu.Lock()
+	p := b.phase
+	b.mu.Unlock()
+	if p != PhaseApplying && p != PhaseCaughtUp {
+		return false, nil
+	}
+	return b.applier.Reached(pos)
+}
+
 // TableProgress is one table's copy progress.
 type TableProgress struct {
 	Source string // database.table

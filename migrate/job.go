@@ -1,0 +1,1004 @@
+package migrate
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/router"
+)
+
+// The job state machine: one shard moving from (datasource, database) to
+// (datasource, database), all five logical tables. routecfg.Job.Step is the
+// last step reached, routecfg.Job.Intent what the runner is about to do
+// (written before it acts), routecfg.Job.Progress a jobProgress: the DBA's
+// commands and the runner's state. A runner that takes over reads the
+// record and goes on from the step; an intent it finds says what may be
+// half done, and the routes (the one truth about where the shard is) say
+// whether a switch happened.
+//
+//	queued -> prepare -> backfill -> verify -> ready -(switch)-> switched -(cleanup)-> done
+//
+// ROLLBACK (or CANCEL) at any step before done: switch back if the routes
+// moved, then remove the shard's rows the job wrote on the target (the
+// target held none at prepare) and the job record.
+const (
+	// StepQueued: created, waiting for a slot of its MIGRATE SHARDS group.
+	StepQueued = "queued"
+	// StepPrepare: pre-checks and target tables (refused: LastError says
+	// what to fix; RESUME checks again).
+	StepPrepare = "prepare"
+	// StepBackfill: copy, then binlog apply until caught up.
+	StepBackfill = "backfill"
+	// StepVerify: checksums while the apply goes on; a differing segment
+	// blocks until NEXT repairs it.
+	StepVerify = "verify"
+	// StepReady: verified, the apply keeps the target current; NEXT (or
+	// AUTO) switches.
+	StepReady = "ready"
+	// StepSwitched: the routes point at the target; reverse replication
+	// keeps the source current for the rollback window.
+	StepSwitched = "switched"
+	// StepDone: the window ended (or NEXT); reverse replication stopped;
+	// the source's tables are left in place.
+	StepDone = "done"
+)
+
+// Intents, persisted before the runner acts on them.
+const (
+	IntentSwitch   = "switch"
+	IntentCleanup  = "cleanup"
+	IntentRollback = "rollback"
+)
+
+// FenceTable is the table, in both sides' databases, where a switch writes
+// its fence marker: a row whose binlog event the applier must have passed
+// before the routes flip, proof that every earlier change is applied.
+const FenceTable = "_convoy_migration_fence"
+
+const fenceDDL = `CREATE TABLE IF NOT EXISTS %s (
+  job        VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  shard      SMALLINT UNSIGNED NOT NULL,
+  token      BIGINT UNSIGNED NOT NULL,
+  written_at DATETIME(6) NOT NULL,
+  PRIMARY KEY (job, shard)
+) ENGINE=InnoDB COMMENT='Convoy shard migration: switch fence markers'`
+
+// Commands are the DBA's requests (directives, CLI), written into the job
+// record by Admin and only read by the runner, so the two never overwrite
+// each other's fields. NEXT and RESUME are counters: the runner remembers
+// the last value it acted on.
+type Commands struct {
+	// Rate is the copy rate in rows/s: 0 the manager's default, < 0
+	// unlimited.
+	Rate   float64 `json:"rate,omitempty"`
+	Paused bool    `json:"paused,omitempty"`
+	// Resume counts RESUMEs: a refused prepare checks again.
+	Resume int `json:"resume,omitempty"`
+	// Next counts NEXTs: repair (verify), switch (ready), cleanup
+	// (switched).
+	Next     int  `json:"next,omitempty"`
+	Rollback bool `json:"rollback,omitempty"`
+	// Auto switches without waiting for NEXT.
+	Auto bool `json:"auto,omitempty"`
+	// Group and Parallel: MIGRATE SHARDS a-b PARALLEL p runs at most p of
+	// the group's jobs' prepare, backfill and verify at once.
+	Group    string `json:"group,omitempty"`
+	Parallel int    `json:"parallel,omitempty"`
+}
+
+// Status is what SHOW MIGRATIONS shows of a running job, refreshed by its
+// runner every few seconds.
+type Status struct {
+	Rows       int64   `json:"rows,omitempty"`
+	Estimate   int64   `json:"estimate,omitempty"`
+	RowsPerSec float64 `json:"rows_per_sec,omitempty"`
+	ETA        float64 `json:"eta_seconds,omitempty"`
+	// Lag is the apply lag in seconds (the reverse stream's once switched);
+	// -1 unknown.
+	Lag      float64 `json:"lag_seconds"`
+	Checksum string  `json:"checksum,omitempty"`
+	// Switch describes the last switch attempt.
+	Switch string `json:"switch,omitempty"`
+}
+
+// jobState is the runner's persisted state.
+type jobState struct {
+	// Table is the shared physical table index of the shard's range when
+	// the job was created (nil: the shard has tables of its own); the
+	// target uses the same physical names.
+	Table *int `json:"table,omitempty"`
+	// Prepared: the target tables were checked empty of the shard, so a
+	// rollback may delete the shard's rows there. Created lists the target
+	// tables prepare created ("db.table"), which a rollback drops if empty.
+	Prepared bool                     `json:"prepared,omitempty"`
+	Created  []string                 `json:"created,omitempty"`
+	Refused  bool                     `json:"refused,omitempty"`
+	Backfill BackfillState            `json:"backfill"`
+	Checksum map[string]ChecksumState `json:"checksum,omitempty"`
+	// ReverseFrom is the target's binlog position when the forward apply
+	// stopped under the lock, saved before the flip: reverse replication
+	// starts there.
+	ReverseFrom binlog.Position `json:"reverse_from,omitempty"`
+	SwitchedAt  time.Time       `json:"switched_at,omitzero"`
+	CleanupAt   time.Time       `json:"cleanup_at,omitzero"`
+	NextUsed    int             `json:"next_used,omitempty"`
+	ResumeUsed  int             `json:"resume_used,omitempty"`
+	Status      Status          `json:"status"`
+}
+
+type jobProgress struct {
+	Commands Commands `json:"commands"`
+	State    jobState `json:"state"`
+}
+
+func decodeProgress(j routecfg.Job) (jobProgress, error) {
+	var p jobProgress
+	p.State.Status.Lag = -1
+	if len(j.Progress) == 0 {
+		return p, nil
+	}
+	if err := json.Unmarshal(j.Progress, &p); err != nil {
+		return p, fmt.Errorf("migrate: job %s: progress: %w", j.ID, err)
+	}
+	return p, nil
+}
+
+func encodeProgress(p jobProgress) json.RawMessage {
+	b, err := json.Marshal(p)
+	if err != nil {
+		panic(fmt.Sprintf("[BUG] migrate: job progress does not marshal: %v", err))
+	}
+	return b
+}
+
+// errJobGone: the record was deleted under the runner (a finished
+// rollback, or a person): stop.
+var errJobGone = errors.New("migrate: the job record is gone")
+
+// endpoint is one side of a running job.
+type endpoint struct {
+	name string // datasource
+	db   *sql.DB
+	bl   binlog.Config
+}
+
+// jobRun runs one job for an elected runner.
+type jobRun struct {
+	m     *Manager
+	r     *routecfg.Runner
+	log   *zap.Logger
+	shard router.Shard
+
+	notify <-chan routecfg.Job
+
+	// mu guards the record as last written or seen: job (Revision, Step,
+	// Intent, LastError), cmds (from the record) and st (the runner's).
+	mu   sync.Mutex
+	job  routecfg.Job
+	cmds Commands
+	st   jobState
+
+	src, dst endpoint
+	moves    []TableMove
+
+	bf       *Backfill
+	bfCancel context.CancelFunc
+	bfDone   chan struct{}
+	bfEnded  time.Time
+	rate     float64
+
+	rev        *Applier
+	revCancel  context.CancelFunc
+	revDone    chan struct{}
+	revEnded   time.Time
+	statusAt   time.Time
+	lastStatus Status
+}
+
+// restartDelay spaces restarts of a failed copy, apply or step, so a target
+// that is down is retried, not hammered.
+const restartDelay = 2 * time.Second
+
+// statusEvery paces the status refreshes in the job record.
+const statusEvery = 2 * time.Second
+
+func newJobRun(m *Manager, r *routecfg.Runner, job routecfg.Job, notify <-chan routecfg.Job) (*jobRun, error) {
+	p, err := decodeProgress(job)
+	if err != nil {
+		return nil, err
+	}
+	return &jobRun{m: m, r: r, shard: router.Shard(job.Shard), notify: notify, job: job, cmds: p.Commands, st: p.State,
+		log: m.log.With(zap.Int("shard", job.Shard), zap.String("job", job.ID))}, nil
+}
+
+// save applies edit to the runner's copy of the record and writes it,
+// fenced by the election. A directive's write in between (a conflict) is
+// merged: its commands are taken, the runner's fields kept.
+func (j *jobRun) save(ctx context.Context, edit func(*routecfg.Job, *jobState)) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if edit != nil {
+		edit(&j.job, &j.st)
+	}
+	for attempt := 0; ; attempt++ {
+		rec := j.job
+		rec.Progress = encodeProgress(jobProgress{Commands: j.cmds, State: j.st})
+		saved, err := j.r.SaveJob(ctx, rec)
+		if err == nil {
+			j.job = saved
+			return nil
+		}
+		if !errors.Is(err, routecfg.ErrJobConflict) || attempt == 5 {
+			return err
+		}
+		fresh, gerr := j.r.Job(ctx)
+		if errors.Is(gerr, routecfg.ErrJobNotFound) {
+			return errJobGone
+		}
+		if gerr != nil {
+			return gerr
+		}
+		p, derr := decodeProgress(fresh)
+		if derr != nil {
+			return derr
+		}
+		j.cmds, j.job.Revision = p.Commands, fresh.Revision
+	}
+}
+
+// seen takes a record from the watch: newer commands, same runner state.
+func (j *jobRun) seen(rec routecfg.Job) {
+	p, err := decodeProgress(rec)
+	if err != nil {
+		return
+	}
+	j.mu.Lock()
+	if rec.Revision > j.job.Revision {
+		j.job.Revision, j.cmds = rec.Revision, p.Commands
+	}
+	j.mu.Unlock()
+}
+
+func (j *jobRun) snapshot() (routecfg.Job, Commands, jobState) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	st := j.st
+	st.Checksum = cloneMap(j.st.Checksum)
+	return j.job, j.cmds, st
+}
+
+func cloneMap[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return nil
+	}
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// wait returns after d, on a change of the record, or when ctx ends.
+func (j *jobRun) wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case rec, ok := <-j.notify:
+		if !ok {
+			return errJobGone
+		}
+		j.seen(rec)
+	case <-t.C:
+	}
+	return nil
+}
+
+// run drives the job until it is done, rolled back (deleted), the runner
+// loses its election, or ctx ends.
+func (j *jobRun) run(ctx context.Context) error {
+	defer j.stopBackfill()
+	defer j.stopReverse()
+	if err := j.open(ctx); err != nil {
+		return err
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		job, cmds, st := j.snapshot()
+		if j.bf != nil && j.rate != j.m.rate(cmds.Rate) {
+			j.rate = j.m.rate(cmds.Rate)
+			j.bf.SetRate(j.rate)
+		}
+		var err error
+		switch {
+		case job.Step == StepDone:
+			return nil
+		case cmds.Rollback || job.Intent == IntentRollback:
+			return j.rollback(ctx)
+		case cmds.Paused && job.Intent == "":
+			// PAUSE stops the copy and the forward apply; the reverse
+			// stream of a switched job goes on, it is the rollback's
+			// safety net.
+			j.stopBackfill()
+			j.refreshStatus(ctx)
+			err = j.wait(ctx, time.Minute)
+		default:
+			err = j.step(ctx, job, cmds, st)
+		}
+		if err == nil {
+			j.refreshStatus(ctx)
+			continue
+		}
+		if errors.Is(err, routecfg.ErrNotRunner) || errors.Is(err, errJobGone) || ctx.Err() != nil {
+			return err
+		}
+		j.log.Warn("migration step failed; retrying", zap.String("step", job.Step), zap.Error(err))
+		if serr := j.save(ctx, func(rec *routecfg.Job, _ *jobState) { rec.LastError = err.Error() }); serr != nil &&
+			(errors.Is(serr, routecfg.ErrNotRunner) || errors.Is(serr, errJobGone)) {
+			return serr
+		}
+		if err := j.wait(ctx, restartDelay); err != nil {
+			return err
+		}
+	}
+}
+
+// step does one piece of work of the job's current step and returns; run
+// calls it again.
+func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st jobState) error {
+	switch job.Step {
+	case StepQueued:
+		ok, err := j.m.slotFree(ctx, job, cmds)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return j.wait(ctx, restartDelay)
+		}
+		return j.save(ctx, func(rec *routecfg.Job, _ *jobState) { rec.Step = StepPrepare })
+
+	case StepPrepare:
+		if st.Refused && cmds.Resume <= st.ResumeUsed {
+			return j.wait(ctx, time.Minute)
+		}
+		created, err := j.prepare(ctx)
+		if errors.Is(err, ErrPrecheck) {
+			j.log.Warn("migration refused", zap.Error(err))
+			return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
+				rec.LastError, s.Refused, s.ResumeUsed = err.Error(), true, cmds.Resume
+				s.Created = appendNew(s.Created, created)
+			})
+		}
+		if err != nil {
+			return err
+		}
+		return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
+			rec.Step, rec.LastError = StepBackfill, ""
+			s.Refused, s.Prepared, s.ResumeUsed = false, true, cmds.Resume
+			s.Created = appendNew(s.Created, created)
+		})
+
+	case StepBackfill:
+		if err := j.ensureBackfill(ctx); err != nil {
+			return err
+		}
+		if p := j.bf.Progress(); p.Phase == PhaseCaughtUp {
+			return j.save(ctx, func(rec *routecfg.Job, _ *jobState) { rec.Step, rec.LastError = StepVerify, "" })
+		}
+		return j.wait(ctx, statePollEvery)
+
+	case StepVerify:
+		if err := j.ensureBackfill(ctx); err != nil {
+			return err
+		}
+		if p := j.bf.Progress(); !p.CaughtUp {
+			return j.wait(ctx, statePollEvery)
+		}
+		return j.verify(ctx, cmds, st)
+
+	case StepReady:
+		if err := j.ensureBackfill(ctx); err != nil {
+			return err
+		}
+		if job.Intent != IntentSwitch {
+			if !cmds.Auto && cmds.Next <= st.NextUsed {
+				return j.wait(ctx, statusEvery)
+			}
+			if err := j.save(ctx, func(rec *routecfg.Job, s *jobState) { rec.Intent, s.NextUsed = IntentSwitch, cmds.Next }); err != nil {
+				return err
+			}
+		}
+		return j.switchForward(ctx)
+
+	case StepSwitched:
+		if job.Intent != IntentCleanup {
+			if cmds.Next <= st.NextUsed && time.Now().Before(st.CleanupAt) {
+				if err := j.ensureReverse(ctx); err != nil {
+					return err
+				}
+				return j.wait(ctx, min(statusEvery, time.Until(st.CleanupAt)+time.Millisecond))
+			}
+			if err := j.save(ctx, func(rec *routecfg.Job, s *jobState) { rec.Intent, s.NextUsed = IntentCleanup, cmds.Next }); err != nil {
+				return err
+			}
+		}
+		// The source's tables stay in place (read-only by convention:
+		// nothing routes there any more); only the reverse stream stops.
+		j.stopReverse()
+		j.log.Info("migration done: reverse replication stopped")
+		return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
+			rec.Step, rec.Intent, rec.LastError = StepDone, "", ""
+			s.Status.Lag = -1
+		})
+	}
+	return fmt.Errorf("migrate: [BUG] job %s at unknown step %q", job.ID, job.Step)
+}
+
+func appendNew(list, add []string) []string {
+	for _, s := range add {
+		if !slices.Contains(list, s) {
+			list = append(list, s)
+		}
+	}
+	return list
+}
+
+// open connects to both sides and lists the shard's tables.
+func (j *jobRun) open(ctx context.Context) error {
+	doc, err := j.m.routes.Get(ctx)
+	if err != nil {
+		return err
+	}
+	job, _, st := j.snapshot()
+	find := func(name string) (router.Datasource, error) {
+		for _, ds := range doc.Datasources {
+			if ds.Name == name {
+				return ds, nil
+			}
+		}
+		return router.Datasource{}, fmt.Errorf("migrate: datasource %s of job %s is not in the route table", name, job.ID)
+	}
+	for _, side := range []struct {
+		ep  *endpoint
+		end routecfg.Endpoint
+		dir string
+	}{{&j.src, job.From, "forward"}, {&j.dst, job.To, "reverse"}} {
+		ds, err := find(side.end.Datasource)
+		if err != nil {
+			return err
+		}
+		db, bl, err := j.m.pool(ctx, ds)
+		if err != nil {
+			return err
+		}
+		bl.ServerID = readerID(job.ID + "/" + side.dir)
+		bl.Log = j.log.Named(side.dir)
+		*side.ep = endpoint{name: ds.Name, db: db, bl: bl}
+	}
+	idx := job.Shard
+	if st.Table != nil {
+		idx = *st.Table
+	}
+	j.moves, err = ShardMoves(j.shard, j.src.db, router.Target{Database: job.From.Database, Table: idx},
+		j.dst.db, router.Target{Database: job.To.Database, Table: idx})
+	return err
+}
+
+// readerID is the replica server id of one binlog reader of a job: stable
+// across restarts (a new runner's reader replaces the dead one's
+// registration), distinct per job and direction, and far above the ids
+// servers are usually given.
+func readerID(name string) uint32 { return 1<<30 + crc32.ChecksumIEEE([]byte(name))%(1<<30) }
+
+// prepare runs the pre-checks and creates the target tables; it returns
+// the tables it created.
+func (j *jobRun) prepare(ctx context.Context) ([]string, error) {
+	job, _, _ := j.snapshot()
+	at, err := j.m.location(ctx, job.Shard)
+	if err != nil {
+		return nil, err
+	}
+	if at.Datasource != job.From.Datasource || at.Database != job.From.Database {
+		return nil, fmt.Errorf("%w: the routes put shard %d on %s.%s, not on %s.%s where the job moves it from; ROLLBACK this job and MIGRATE again",
+			ErrPrecheck, job.Shard, at.Datasource, at.Database, job.From.Datasource, job.From.Database)
+	}
+	if err := checkServers(ctx, j.src.db, j.dst.db, j.src.name, j.dst.name); err != nil {
+		return nil, err
+	}
+	var created []string
+	for _, m := range j.moves {
+		c, err := prepareTable(ctx, m, j.dst.name)
+		if c {
+			created = append(created, m.Target.String())
+		}
+		if err != nil {
+			return created, err
+		}
+	}
+	// The fence tables exist before the switch, so no DDL runs under the
+	// lock.
+	for _, s := range []struct {
+		db       *sql.DB
+		database string
+	}{{j.src.db, job.From.Database}, {j.dst.db, job.To.Database}} {
+		if _, err := s.db.ExecContext(ctx, fmt.Sprintf(fenceDDL, quoteIdent(s.database)+"."+quoteIdent(FenceTable))); err != nil {
+			return created, fmt.Errorf("migrate: create %s.%s: %w", s.database, FenceTable, err)
+		}
+	}
+	j.log.Info("migration prepared", zap.Strings("created", created))
+	return created, nil
+}
+
+// ensureBackfill starts the copy-then-apply if it is not running (again
+// restartDelay after a failure).
+func (j *jobRun) ensureBackfill(ctx context.Context) error {
+	if j.bfDone != nil {
+		select {
+		case <-j.bfDone:
+			j.bfDone = nil
+		default:
+			return nil
+		}
+	}
+	if d := time.Until(j.bfEnded.Add(restartDelay)); d > 0 {
+		if err := j.wait(ctx, d); err != nil {
+			return err
+		}
+	}
+	job, cmds, st := j.snapshot()
+	if j.bf == nil {
+		bf, err := NewBackfill(ctx, BackfillConfig{Job: job.ID, Shard: j.shard, Tables: j.moves, Binlog: j.src.bl,
+			Rate: j.m.rate(cmds.Rate), ChunkRows: j.m.cfg.ChunkRows, SnapshotMaxAge: j.m.cfg.SnapshotMaxAge})
+		if err != nil {
+			return err
+		}
+		j.bf, j.rate = bf, j.m.rate(cmds.Rate)
+	}
+	bctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	j.bfCancel, j.bfDone = cancel, done
+	go func() {
+		defer close(done)
+		_, err := j.bf.Run(bctx, st.Backfill, func(s BackfillState) error {
+			return j.save(bctx, func(_ *routecfg.Job, js *jobState) { js.Backfill = s })
+		})
+		j.bfEnded = time.Now()
+		if err != nil && bctx.Err() == nil {
+			j.log.Warn("backfill stopped; restarting", zap.Error(err))
+			_ = j.save(bctx, func(rec *routecfg.Job, _ *jobState) { rec.LastError = "backfill: " + err.Error() })
+		}
+	}()
+	return nil
+}
+
+// stopBackfill stops the copy or apply and waits until it has.
+func (j *jobRun) stopBackfill() {
+	if j.bfDone == nil {
+		return
+	}
+	j.bfCancel()
+	<-j.bfDone
+	j.bfDone = nil
+}
+
+// ensureReverse starts the reverse replication (target -> source) of a
+// switched job if it is not running.
+func (j *jobRun) ensureReverse(ctx context.Context) error {
+	if j.revDone != nil {
+		select {
+		case <-j.revDone:
+			j.revDone = nil
+		default:
+			return nil
+		}
+	}
+	if d := time.Until(j.revEnded.Add(restartDelay)); d > 0 {
+		if err := j.wait(ctx, d); err != nil {
+			return err
+		}
+	}
+	job, _, st := j.snapshot()
+	if st.ReverseFrom == "" {
+		return fmt.Errorf("migrate: [BUG] job %s is switched without a reverse replication start position", job.ID)
+	}
+	if j.rev == nil {
+		var back []TableMove
+		for _, m := range j.moves {
+			back = append(back, TableMove{Source: m.Target, Target: m.Source, Filter: m.Filter})
+		}
+		a, err := NewApplier(ctx, ApplierConfig{Job: job.ID + "-rev", Shard: j.shard, Tables: back, Binlog: j.dst.bl,
+			CheckpointDatabase: job.From.Database})
+		if err != nil {
+			return err
+		}
+		j.rev = a
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	j.revCancel, j.revDone = cancel, done
+	go func() {
+		defer close(done)
+		err := j.rev.Run(rctx, st.ReverseFrom)
+		j.revEnded = time.Now()
+		if err != nil && rctx.Err() == nil {
+			j.log.Warn("reverse replication stopped; restarting", zap.Error(err))
+			_ = j.save(rctx, func(rec *routecfg.Job, _ *jobState) { rec.LastError = "reverse replication: " + err.Error() })
+		}
+	}()
+	return nil
+}
+
+func (j *jobRun) stopReverse() {
+	if j.revDone == nil {
+		return
+	}
+	j.revCancel()
+	<-j.revDone
+	j.revDone = nil
+}
+
+// verify checksums every table (resumably) and, on NEXT, repairs the
+// differing segments.
+func (j *jobRun) verify(ctx context.Context, cmds Commands, st jobState) error {
+	if st.Checksum == nil {
+		st.Checksum = map[string]ChecksumState{}
+	}
+	var differing []string
+	for _, m := range j.moves {
+		key := m.Source.String()
+		c, err := NewChecksummer(ctx, m.Source, m.Target, m.Filter)
+		if err != nil {
+			return err
+		}
+		cs := st.Checksum[key]
+		if !cs.Done {
+			cs, err = c.Run(ctx, cs, func(s ChecksumState) error {
+				return j.save(ctx, func(_ *routecfg.Job, js *jobState) {
+					if js.Checksum == nil {
+						js.Checksum = map[string]ChecksumState{}
+					}
+					js.Checksum[key] = s
+					js.Status.Checksum = fmt.Sprintf("running: %s", key)
+				})
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if len(cs.Differing) > 0 && cmds.Next > st.NextUsed {
+			cs, err = j.repair(ctx, c, m, cs)
+			if err != nil {
+				return err
+			}
+		}
+		st.Checksum[key] = cs
+		for _, seg := range cs.Differing {
+			differing = append(differing, m.Target.String()+" "+seg.String())
+		}
+	}
+	var rows int64
+	for _, cs := range st.Checksum {
+		rows += cs.SourceRows
+	}
+	if len(differing) > 0 {
+		msg := fmt.Sprintf("verify: %d segment(s) differ after rechecks: %s; NEXT re-copies them", len(differing), strings.Join(differing, ", "))
+		if err := j.save(ctx, func(rec *routecfg.Job, js *jobState) {
+			js.Checksum, js.NextUsed = st.Checksum, cmds.Next
+			js.Status.Checksum = fmt.Sprintf("differs: %d segment(s)", len(differing))
+			rec.LastError = msg
+		}); err != nil {
+			return err
+		}
+		return j.wait(ctx, time.Minute)
+	}
+	j.log.Info("verified: every segment equal", zap.Int64("rows", rows))
+	return j.save(ctx, func(rec *routecfg.Job, js *jobState) {
+		rec.Step, rec.LastError = StepReady, ""
+		js.Checksum, js.NextUsed = st.Checksum, max(js.NextUsed, cmds.Next)
+		js.Status.Checksum = fmt.Sprintf("equal (%d rows)", rows)
+	})
+}
+
+// repair re-copies each differing segment and compares it again; the ones
+// now equal leave the list.
+func (j *jobRun) repair(ctx context.Context, c *Checksummer, m TableMove, cs ChecksumState) (ChecksumState, error) {
+	var still []Segment
+	for _, seg := range cs.Differing {
+		res, err := c.RepairSegment(ctx, seg)
+		if err != nil {
+			return cs, err
+		}
+		cmp, err := c.CompareSegment(ctx, seg)
+		if err != nil {
+			return cs, err
+		}
+		j.log.Info("repaired segment", zap.String("table", m.Target.String()), zap.String("segment", seg.String()),
+			zap.Int64("written", res.Written), zap.Int64("deleted", res.Deleted), zap.Bool("equal", cmp.Equal))
+		if !cmp.Equal {
+			still = append(still, seg)
+		}
+	}
+	cs.Differing = still
+	return cs, nil
+}
+
+// writeFence writes the job's fence marker in database on db and returns
+// the GTID of that transaction.
+func writeFence(ctx context.Context, db *sql.DB, database, job string, shard router.Shard) (binlog.Position, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_, err = conn.ExecContext(ctx, "INSERT INTO "+quoteIdent(database)+"."+quoteIdent(FenceTable)+
+		" (job, shard, token, written_at) VALUES (?, ?, 1, NOW(6)) ON DUPLICATE KEY UPDATE token = token + 1, written_at = NOW(6)",
+		job, uint64(shard))
+	if err != nil {
+		return "", fmt.Errorf("migrate: write the fence marker in %s: %w", database, err)
+	}
+	var gtid string
+	if err := conn.QueryRowContext(ctx, "SELECT @@last_gtid").Scan(&gtid); err != nil || gtid == "" {
+		return "", fmt.Errorf("migrate: the GTID of the fence marker in %s: %q, %v", database, gtid, err)
+	}
+	return binlog.ParsePosition(gtid)
+}
+
+// fencePoll is how often a switch looks whether the applier passed the
+// fence: the lock is held meanwhile, so often.
+const fencePoll = 2 * time.Millisecond
+
+// waitReached waits until reached(pos) holds or ctx ends.
+func waitReached(ctx context.Context, pos binlog.Position, reached func(binlog.Position) (bool, error)) error {
+	for {
+		ok, err := reached(pos)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if err := sleep(ctx, fencePoll); err != nil {
+			return fmt.Errorf("migrate: the applier did not pass the fence %s in time: %w", pos, err)
+		}
+	}
+}
+
+// caughtUpFor waits up to d for the apply to be caught up before the lock
+// is taken, so the lock is held for the fence's few milliseconds, not for a
+// backlog.
+func caughtUpFor(ctx context.Context, d time.Duration, caughtUp func(context.Context) (bool, error)) error {
+	deadline := time.Now().Add(d)
+	for {
+		ok, err := caughtUp(ctx)
+		if err == nil && ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("migrate: the apply is not caught up after %s (%v); not switching", d, err)
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// switchForward switches the shard to the target under the migration
+// lock (IntentSwitch is persisted).
+func (j *jobRun) switchForward(ctx context.Context) error {
+	job, cmds, _ := j.snapshot()
+	at, err := j.m.location(ctx, job.Shard)
+	if err != nil {
+		return err
+	}
+	if at.Datasource == job.To.Datasource && at.Database == job.To.Database {
+		// A runner that died after the flip: it happened.
+		return j.switched(ctx, "switched by an earlier runner")
+	}
+	if err := caughtUpFor(ctx, 30*time.Second, j.bf.CaughtUp); err != nil {
+		return j.switchFailed(ctx, cmds, err)
+	}
+	res, err := j.r.Switch(ctx, j.m.cfg.Switch, func(fctx context.Context, tx *routecfg.SwitchTx) error {
+		pos, err := writeFence(fctx, j.src.db, job.From.Database, job.ID, j.shard)
+		if err != nil {
+			return err
+		}
+		if err := waitReached(fctx, pos, j.bf.Reached); err != nil {
+			return err
+		}
+		j.stopBackfill()
+		rev, err := binlog.CurrentPosition(fctx, j.dst.db)
+		if err != nil {
+			return fmt.Errorf("migrate: the target's binlog position: %w", err)
+		}
+		if err := j.save(fctx, func(_ *routecfg.Job, s *jobState) { s.ReverseFrom = rev }); err != nil {
+			return err
+		}
+		return tx.FlipRoutes(fctx, moveShard(tx.Routes(), job.Shard, job.To.Datasource, job.To.Database, j.tableIndex()))
+	})
+	desc := fmt.Sprintf("%s: held %s, %d proxies acked", time.Now().UTC().Format(time.RFC3339), res.Held.Round(time.Millisecond), len(res.Acked))
+	if res.Flipped {
+		if err != nil {
+			j.log.Warn("switched, with an error after the flip", zap.Error(err))
+		}
+		return j.switched(ctx, desc)
+	}
+	if errors.Is(err, routecfg.ErrFlipUnknown) {
+		return err // the intent stays: the next attempt reads the routes
+	}
+	return j.switchFailed(ctx, cmds, fmt.Errorf("%s: %w", desc, err))
+}
+
+func (j *jobRun) tableIndex() *int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.st.Table
+}
+
+// switched records a completed switch and starts the rollback window.
+func (j *jobRun) switched(ctx context.Context, desc string) error {
+	now := time.Now().UTC()
+	j.log.Info("shard switched to the target; reverse replication starts", zap.String("switch", desc))
+	return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
+		rec.Step, rec.Intent, rec.LastError = StepSwitched, "", ""
+		if s.SwitchedAt.IsZero() {
+			s.SwitchedAt, s.CleanupAt = now, now.Add(j.m.cfg.RollbackWindow)
+		}
+		s.Status.Switch = desc
+	})
+}
+
+// switchFailed records an aborted switch: the routes are unchanged, the
+// job stays ready (an AUTO job tries again after a pause).
+func (j *jobRun) switchFailed(ctx context.Context, cmds Commands, cause error) error {
+	j.log.Warn("switch aborted; the shard stays on the source", zap.Error(cause))
+	if err := j.save(ctx, func(rec *routecfg.Job, s *jobState) {
+		rec.Intent, rec.LastError = "", "switch: "+cause.Error()
+		s.Status.Switch = "aborted: " + cause.Error()
+	}); err != nil {
+		return err
+	}
+	if cmds.Auto {
+		return j.wait(ctx, 5*time.Second)
+	}
+	return nil
+}
+
+// rollback returns the shard to the source (switching back if needed),
+// removes what the job wrote on the target, and deletes the record.
+func (j *jobRun) rollback(ctx context.Context) error {
+	job, _, st := j.snapshot()
+	if job.Intent != IntentRollback {
+		if err := j.save(ctx, func(rec *routecfg.Job, _ *jobState) { rec.Intent = IntentRollback }); err != nil {
+			return err
+		}
+	}
+	at, err := j.m.location(ctx, job.Shard)
+	if err != nil {
+		return err
+	}
+	switch {
+	case at.Datasource == job.To.Datasource && at.Database == job.To.Database:
+		if err := j.switchBack(ctx); err != nil {
+			return err
+		}
+	case at.Datasource != job.From.Datasource || at.Database != job.From.Database:
+		return fmt.Errorf("migrate: rollback of job %s: the routes put shard %d on %s.%s, neither side of the job; fix the routes by hand",
+			job.ID, job.Shard, at.Datasource, at.Database)
+	}
+	j.stopBackfill()
+	j.stopReverse()
+	for _, m := range j.moves {
+		// Before prepare checked the target empty of the shard, its rows
+		// there (if any) are not the job's: only tables the job created
+		// are touched.
+		created := slices.Contains(st.Created, m.Target.String())
+		if !st.Prepared && !created {
+			continue
+		}
+		if err := clearShard(ctx, m, created); err != nil {
+			return err
+		}
+	}
+	j.deleteCheckpoint(ctx, j.dst.db, job.To.Database, job.ID)
+	j.deleteCheckpoint(ctx, j.src.db, job.From.Database, job.ID+"-rev")
+	j.mu.Lock()
+	rec := j.job
+	j.mu.Unlock()
+	if err := j.r.DeleteJob(ctx, rec); err != nil {
+		return err
+	}
+	j.log.Info("migration rolled back; job removed")
+	return errJobGone
+}
+
+// deleteCheckpoint removes an applier's checkpoint row (best effort: a
+// leftover row only matters to a job of the same id).
+func (j *jobRun) deleteCheckpoint(ctx context.Context, db *sql.DB, database, job string) {
+	_, err := db.ExecContext(ctx, "DELETE FROM "+quoteIdent(database)+"."+quoteIdent(CheckpointTable)+" WHERE job = ? AND shard = ?", job, uint64(j.shard))
+	if err != nil && mysqlErrno(err) != 1146 {
+		j.log.Warn("removing an apply checkpoint row", zap.String("database", database), zap.Error(err))
+	}
+}
+
+// switchBack moves the shard back to the source under the migration lock:
+// fence on the target, the reverse stream past it, routes flipped back.
+func (j *jobRun) switchBack(ctx context.Context) error {
+	job, _, _ := j.snapshot()
+	if err := j.ensureReverse(ctx); err != nil {
+		return err
+	}
+	if err := caughtUpFor(ctx, 30*time.Second, j.rev.CaughtUp); err != nil {
+		return err
+	}
+	res, err := j.r.Switch(ctx, j.m.cfg.Switch, func(fctx context.Context, tx *routecfg.SwitchTx) error {
+		pos, err := writeFence(fctx, j.dst.db, job.To.Database, job.ID, j.shard)
+		if err != nil {
+			return err
+		}
+		if err := waitReached(fctx, pos, j.rev.Reached); err != nil {
+			return err
+		}
+		j.stopReverse()
+		return tx.FlipRoutes(fctx, moveShard(tx.Routes(), job.Shard, job.From.Datasource, job.From.Database, j.tableIndex()))
+	})
+	if !res.Flipped {
+		return fmt.Errorf("migrate: switch back: %w", err)
+	}
+	j.log.Info("shard switched back to the source", zap.Duration("held", res.Held))
+	return nil
+}
+
+// refreshStatus writes the live progress into the record, at most every
+// statusEvery and only when it changed.
+func (j *jobRun) refreshStatus(ctx context.Context) {
+	if time.Since(j.statusAt) < statusEvery {
+		return
+	}
+	j.mu.Lock()
+	s := j.st.Status
+	j.mu.Unlock()
+	s.Lag = -1
+	if j.bf != nil && j.bfDone != nil {
+		p := j.bf.Progress()
+		s.Rows, s.Estimate, s.RowsPerSec, s.ETA = p.Rows, p.Estimate, p.RowsPerSec, p.ETA.Seconds()
+		if p.Phase != PhaseCopying {
+			s.Lag = lag(p.CaughtUp, p.Apply.SourceTime)
+		}
+	}
+	if j.rev != nil && j.revDone != nil {
+		ok, err := j.rev.CaughtUp(ctx)
+		s.Lag = lag(ok && err == nil, j.rev.Stats().SourceTime)
+	}
+	j.statusAt = time.Now()
+	if s == j.lastStatus {
+		return
+	}
+	if err := j.save(ctx, func(_ *routecfg.Job, js *jobState) { js.Status = s }); err == nil {
+		j.lastStatus = s
+	}
+}
+
+func lag(caughtUp bool, source time.Time) float64 {
+	switch {
+	case caughtUp:
+		return 0
+	case source.IsZero():
+		return -1
+	}
+	return time.Since(source).Round(time.Second).Seconds()
+}
