@@ -26,7 +26,9 @@ func (e *InputError) Error() string { return e.Msg }
 // InvalidInput marks the error as the client's.
 func (e *InputError) InvalidInput() bool { return true }
 
-func inputErr(format string, args ...any) error { return &InputError{Msg: fmt.Sprintf(format, args...)} }
+func inputErr(format string, args ...any) error {
+	return &InputError{Msg: fmt.Sprintf(format, args...)}
+}
 
 // Admin writes migration job records and commands for the directives and
 // the CLI; the runners act on them. It needs etcd only, so it works in any
@@ -203,12 +205,12 @@ func (a *Admin) Command(ctx context.Context, shard int, verb string, rate float6
 var StatusColumns = []string{"shard", "job", "from", "to", "step", "rows", "rows_per_sec", "eta",
 	"apply_lag", "checksum", "switch", "runner", "last_error", "updated"}
 
-// Status returns one row per job, in StatusColumns order, values as text
-// ("" for unknown).
-func (a *Admin) Status(ctx context.Context) ([][]string, error) {
+// Status returns StatusColumns and one row per job, values as text (""
+// for unknown).
+func (a *Admin) Status(ctx context.Context) ([]string, [][]string, error) {
 	jobs, _, err := a.store.List(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var rows [][]string
 	for _, j := range jobs {
@@ -247,5 +249,5 @@ func (a *Admin) Status(ctx context.Context) ([][]string, error) {
 			j.UpdatedAt.UTC().Format(time.RFC3339),
 		})
 	}
-	return rows, nil
+	return StatusColumns, rows, nil
 }

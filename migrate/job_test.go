@@ -298,7 +298,7 @@ func testJobSwitchAndRollback(t *testing.T, e *jobEnv) {
 	if n := stop(); n < 10 {
 		t.Fatalf("the writer ran only %d statements during the backfill", n)
 	}
-	rows, err := admin.Status(ctx)
+	_, rows, err := admin.Status(ctx)
 	if err != nil || len(rows) != 1 || !strings.HasPrefix(rows[0][9], "equal") || rows[0][11] != "m1" {
 		t.Fatalf("Status = %q, %v", rows, err)
 	}
