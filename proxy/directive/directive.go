@@ -208,6 +208,18 @@ func Parse(sql string) (d *Directive, ok bool, err error) {
 	return d, true, nil
 }
 
+// MigrationRate is Rate as the migration jobs take it: 0 when RATE was not
+// given (the configured default), < 0 for RATE 0 (unlimited), else rows/s.
+func (d *Directive) MigrationRate() float64 {
+	switch d.Rate {
+	case -1:
+		return 0
+	case 0:
+		return -1
+	}
+	return float64(d.Rate)
+}
+
 func targetName(d *Directive) string {
 	switch {
 	case d.All:

@@ -56,7 +56,7 @@ func (s *Session) migration(d *directive.Directive) (*mysql.Result, error) {
 		}
 		return table(cols, out)
 	case directive.MigrateShard:
-		shards, err := m.Start(ctx, d.Shard, d.LastShard, d.Datasource, d.Database, migrationRate(d.Rate), d.Parallel, d.Auto)
+		shards, err := m.Start(ctx, d.Shard, d.LastShard, d.Datasource, d.Database, d.MigrationRate(), d.Parallel, d.Auto)
 		if err != nil {
 			return nil, migrationErr(d, err)
 		}
@@ -66,24 +66,12 @@ func (s *Session) migration(d *directive.Directive) (*mysql.Result, error) {
 		}
 		return table([]string{"shard", "job"}, rows)
 	case directive.MigrationCommand:
-		if err := m.Command(ctx, d.Shard, d.Verb, migrationRate(d.Rate)); err != nil {
+		if err := m.Command(ctx, d.Shard, d.Verb, d.MigrationRate()); err != nil {
 			return nil, migrationErr(d, err)
 		}
 		return table([]string{"shard", "command"}, [][]any{{router.Shard(d.Shard).String(), d.Verb}})
 	}
 	return nil, errorf(CodeInternal, "[BUG] %s is not a migration directive", d.Kind)
-}
-
-// migrationRate maps a directive's RATE (-1 not given, 0 unlimited) to
-// MigrationAdmin's (0 the default, < 0 unlimited).
-func migrationRate(r int64) float64 {
-	switch r {
-	case -1:
-		return 0
-	case 0:
-		return -1
-	}
-	return float64(r)
 }
 
 func migrationErr(d *directive.Directive, err error) error {

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	mysqldrv "github.com/go-sql-driver/mysql"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/migrate"
+	"github.com/convoy-im/convoy/proxy/backend"
+	"github.com/convoy-im/convoy/proxy/directive"
+	"github.com/convoy-im/convoy/proxy/engine"
+	"github.com/convoy-im/convoy/router"
+)
+
+var _ engine.MigrationAdmin = (*migrate.Admin)(nil)
+
+const migrateUsage = `usage: convoy migrate [--config FILE] [--etcd HOST:PORT,...] [--cluster NAME] COMMAND
+  start SHARD[-LAST] DATASOURCE [DATABASE d] [RATE r] [PARALLEL p] [AUTO]
+  status                      one row per job (the columns of SHOW MIGRATIONS)
+  watch SHARD                 a live progress line until the job is done or gone
+  next|pause|resume|rollback|cancel SHARD
+  rate SHARD ROWS_PER_SEC     0: unlimited
+  worker                      run migration jobs here (as every convoy serve does)
+`
+
+// migrationManager starts the process's migration manager (runner
+// hosting).
+func migrationManager(cli *clientv3.Client, c Config, id string, log *zap.Logger) (*migrate.Manager, error) {
+	return migrate.NewManager(migrate.ManagerConfig{
+		Client: cli, Cluster: c.Etcd.Cluster, ID: id, Connect: migrationConnector, Log: log,
+		RollbackWindow: c.Migration.RollbackWindow, Rate: c.Migration.Rate,
+	})
+}
+
+// migrationConnector opens a datasource for the migration jobs with
+// go-sql-driver, as package migrate requires: server-side prepared
+// statements (exact values) and DATETIME as text.
+func migrationConnector(_ context.Context, ds router.Datasource) (*sql.DB, binlog.Config, error) {
+	pw, err := backend.ResolvePassword(ds)
+	if err != nil {
+		return nil, binlog.Config{}, err
+	}
+	cfg := mysqldrv.NewConfig()
+	cfg.Net, cfg.Addr, cfg.User, cfg.Passwd = "tcp", ds.Addr, ds.User, pw
+	cfg.Collation = "utf8mb4_general_ci" // the driver's default is unknown to MariaDB
+	cfg.InterpolateParams, cfg.ParseTime = false, false
+	cfg.Timeout = 5 * time.Second
+	conn, err := mysqldrv.NewConnector(cfg)
+	if err != nil {
+		return nil, binlog.Config{}, err
+	}
+	return sql.OpenDB(conn), binlog.Config{Addr: ds.Addr, User: ds.User, Password: pw}, nil
+}
+
+func migrateCmd(args []string) error {
+	f := newFlags("migrate")
+	f.fs.Usage = func() { fmt.Fprint(os.Stderr, migrateUsage) }
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	c, err := f.load()
+	if err != nil {
+		return err
+	}
+	rest := f.fs.Args()
+	if len(rest) == 0 {
+		return errors.New(migrateUsage)
+	}
+	cli, err := etcdClient(c, zap.NewNop())
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	admin := migrate.NewAdmin(cli, c.Etcd.Cluster)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	switch cmd, args := strings.ToLower(rest[0]), rest[1:]; cmd {
+	case "status":
+		cols, rows, err := admin.Status(ctx)
+		if err != nil {
+			return err
+		}
+		printTable(os.Stdout, cols, rows)
+		return nil
+	case "watch":
+		if len(args) != 1 {
+			return errors.New(migrateUsage)
+		}
+		shard, err := strconv.Atoi(args[0])
+		if err != nil {
+			return fmt.Errorf("shard %q: %w", args[0], err)
+		}
+		return watchMigration(ctx, admin, shard, os.Stdout)
+	case "worker":
+		log, err := newLogger(c.LogLevel, c.LogFormat, zapcore.Lock(os.Stderr))
+		if err != nil {
+			return err
+		}
+		hostname, _ := os.Hostname()
+		m, err := migrationManager(cli, c, fmt.Sprintf("%s-%d-worker", hostname, os.Getpid()), log.Named("migrate"))
+		if err != nil {
+			return err
+		}
+		log.Info("migration worker running", zap.String("cluster", c.Etcd.Cluster))
+		<-ctx.Done()
+		return m.Close()
+	case "start":
+		if len(args) < 2 {
+			return errors.New(migrateUsage)
+		}
+		kind := "SHARD"
+		if strings.Contains(args[0], "-") {
+			kind = "SHARDS"
+		}
+		if strings.EqualFold(args[1], "to") {
+			args = append(args[:1], args[2:]...)
+		}
+		d, err := parseDirective("MIGRATE " + kind + " " + args[0] + " TO " + strings.Join(args[1:], " "))
+		if err != nil {
+			return err
+		}
+		shards, err := admin.Start(ctx, d.Shard, d.LastShard, d.Datasource, d.Database, d.MigrationRate(), d.Parallel, d.Auto)
+		if len(shards) > 0 {
+			fmt.Printf("created migration jobs for %d shard(s): %d..%d\n", len(shards), shards[0], shards[len(shards)-1])
+		}
+		return err
+	default:
+		body := "MIGRATION " + strings.Join(args, " ") + " " + cmd
+		if cmd == "rate" && len(args) == 2 {
+			body = "MIGRATION " + args[0] + " RATE " + args[1]
+		}
+		d, err := parseDirective(body)
+		if err != nil {
+			return err
+		}
+		return admin.Command(ctx, d.Shard, d.Verb, d.MigrationRate())
+	}
+}
+
+// parseDirective reads a CLI command with the directive grammar, so the
+// shell and SQL take the same words.
+func parseDirective(body string) (*directive.Directive, error) {
+	d, _, err := directive.Parse("/*+ convoy " + body + " */")
+	if err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, migrateUsage)
+	}
+	return d, nil
+}
+
+func printTable(w io.Writer, cols []string, rows [][]string) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	tw.Flush()
+}
+
+// watchMigration prints the shard's job as one line, rewritten in place on
+// a terminal (appended otherwise), until the job is done or gone.
+func watchMigration(ctx context.Context, admin *migrate.Admin, shard int, w *os.File) error {
+	fi, _ := w.Stat()
+	tty := fi != nil && fi.Mode()&os.ModeCharDevice != 0
+	want := router.Shard(shard).String()
+	col := map[string]int{}
+	for i, c := range migrate.StatusColumns {
+		col[c] = i
+	}
+	for {
+		_, rows, err := admin.Status(ctx)
+		if err != nil {
+			return err
+		}
+		var row []string
+		for _, r := range rows {
+			if r[0] == want {
+				row = r
+			}
+		}
+		if row == nil {
+			fmt.Fprintf(w, "\nshard %d has no migration job (rolled back, or never started)\n", shard)
+			return nil
+		}
+		line := fmt.Sprintf("shard %s %s -> %s  %-22s rows %s  %s rows/s  eta %s  lag %s  %s  %s",
+			row[0], row[col["from"]], row[col["to"]], row[col["step"]], row[col["rows"]], row[col["rows_per_sec"]],
+			row[col["eta"]], row[col["apply_lag"]], row[col["checksum"]], row[col["last_error"]])
+		if tty {
+			fmt.Fprintf(w, "\r\033[K%s", line)
+		} else {
+			fmt.Fprintln(w, line)
+		}
+		if strings.HasPrefix(row[col["step"]], migrate.StepDone) {
+			fmt.Fprintln(w)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(w)
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
