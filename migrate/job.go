@@ -290,6 +290,18 @@ func cloneMap[K comparable, V any](m map[K]V) map[K]V {
 	return out
 }
 
+// poll takes a pending change of the record without waiting, for long
+// steps that look at the commands between pieces of work.
+func (j *jobRun) poll() Commands {
+	select {
+	case rec := <-j.notify:
+		j.seen(rec)
+	default:
+	}
+	_, cmds, _ := j.snapshot()
+	return cmds
+}
+
 // wait returns after d, on a change of the record, or when ctx ends.
 func (j *jobRun) wait(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
@@ -312,8 +324,20 @@ func (j *jobRun) wait(ctx context.Context, d time.Duration) error {
 func (j *jobRun) run(ctx context.Context) error {
 	defer j.stopBackfill()
 	defer j.stopReverse()
-	if err := j.open(ctx); err != nil {
-		return err
+	for {
+		err := j.open(ctx)
+		if err == nil {
+			break
+		}
+		// A datasource missing from the routes or unreachable: say so in
+		// the record and try again, rather than churn the election.
+		j.log.Warn("opening the sides of a migration", zap.Error(err))
+		if serr := j.save(ctx, func(rec *routecfg.Job, _ *jobState) { rec.LastError = err.Error() }); errors.Is(serr, routecfg.ErrNotRunner) || errors.Is(serr, errJobGone) {
+			return serr
+		}
+		if err := j.wait(ctx, restartDelay); err != nil {
+			return err
+		}
 	}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -660,6 +684,9 @@ func (j *jobRun) verify(ctx context.Context, cmds Commands, st jobState) error {
 	}
 	var differing []string
 	for _, m := range j.moves {
+		if c := j.poll(); c.Rollback || c.Paused {
+			return nil // run acts on it; the checksums done so far are saved
+		}
 		key := m.Source.String()
 		c, err := NewChecksummer(ctx, m.Source, m.Target, m.Filter)
 		if err != nil {

@@ -146,17 +146,31 @@ func (m *Manager) rate(r float64) float64 {
 	return r
 }
 
+// listRetryMax bounds the pause between attempts to list the jobs while
+// etcd does not answer.
+const listRetryMax = 30 * time.Second
+
 // loop follows the job records: list, then watch from the list's revision,
 // again after a broken watch.
 func (m *Manager) loop(ctx context.Context) {
 	defer m.wg.Done()
+	backoff := time.Second
 	for ctx.Err() == nil {
 		jobs, rev, err := m.store.List(ctx)
 		if err != nil {
-			m.log.Warn("listing migration jobs", zap.Error(err))
-			_ = sleep(ctx, time.Second)
+			// etcd down: the proxy serves on; log once per outage and
+			// back off to listRetryMax.
+			if backoff == time.Second {
+				m.log.Warn("listing migration jobs; retrying quietly until etcd answers", zap.Error(err))
+			}
+			_ = sleep(ctx, backoff)
+			backoff = min(2*backoff, listRetryMax)
 			continue
 		}
+		if backoff > time.Second {
+			m.log.Info("migration jobs listed again")
+		}
+		backoff = time.Second
 		for _, j := range jobs {
 			m.track(ctx, j)
 		}
