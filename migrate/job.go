@@ -688,7 +688,7 @@ func (j *jobRun) verify(ctx context.Context, cmds Commands, st jobState) error {
 			return nil // run acts on it; the checksums done so far are saved
 		}
 		key := m.Source.String()
-		c, err := NewChecksummer(ctx, m.Source, m.Target, m.Filter)
+		c, err := NewChecksummer(ctx, m.Source, m.Target, m.Filter, WithSettledRecheck(j.settle))
 		if err != nil {
 			return err
 		}
@@ -739,6 +739,18 @@ func (j *jobRun) verify(ctx context.Context, cmds Commands, st jobState) error {
 		js.Checksum, js.NextUsed = st.Checksum, max(js.NextUsed, cmds.Next)
 		js.Status.Checksum = fmt.Sprintf("equal (%d rows)", rows)
 	})
+}
+
+// settleTimeout bounds how long a settled recheck holds its source locks
+// waiting for the apply.
+const settleTimeout = 5 * time.Second
+
+// settle waits until the forward apply has applied the source up to pos
+// (the checksummer's settled recheck).
+func (j *jobRun) settle(ctx context.Context, pos binlog.Position) error {
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	return waitReached(ctx, pos, j.bf.Reached)
 }
 
 // repair re-copies each differing segment and compares it again; the ones

@@ -161,11 +161,13 @@ func writer(t *testing.T, db *sql.DB, database string, keys []uint64, other []ui
 			n.Add(1)
 		}
 	}()
-	return func() int64 {
+	stop = func() int64 {
 		cancel()
 		wg.Wait()
 		return n.Load()
 	}
+	t.Cleanup(func() { stop() }) // a failed test stops it too
+	return stop
 }
 
 // waitJob polls the shard's job until cond holds and returns it.
