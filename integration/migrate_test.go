@@ -118,12 +118,12 @@ func TestMigrateDirectives(t *testing.T) {
 		t.Fatalf("SHOW MIGRATIONS row: %v", last)
 	}
 	src, dst := s.ds[0].Open(t, ""), s.ds[1].Open(t, "")
-	q := fmt.Sprintf("SELECT COUNT(*) FROM %%s.conv_msg_0000 WHERE CRC32(conv_id) %% 1024 = %d", shard)
+	const q = "SELECT COUNT(*) FROM %s.conv_msg_0000 WHERE CRC32(conv_id) %% 1024 = ?"
 	var n, m int
-	if err := src.QueryRow(fmt.Sprintf(q, "im_0")).Scan(&n); err != nil {
+	if err := src.QueryRow(fmt.Sprintf(q, "im_0"), shard).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	if err := dst.QueryRow(fmt.Sprintf(q, "im_mig")).Scan(&m); err != nil {
+	if err := dst.QueryRow(fmt.Sprintf(q, "im_mig"), shard).Scan(&m); err != nil {
 		t.Fatal(err)
 	}
 	if n != 160 || m != n {
