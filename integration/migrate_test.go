@@ -3,6 +3,7 @@ package integration
 import (
 	"database/sql"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -45,8 +46,8 @@ func showMigrations(t *testing.T, db *sql.DB) []map[string]string {
 // TestMigrateDirectives drives a shard migration through a Convoy process:
 // the directives write the job, the migration manager every `convoy serve`
 // hosts runs it (prepare, backfill, verify) with the proxy's own traffic on
-// the source, SHOW MIGRATIONS reports it, bad input gets 1210, and
-// ROLLBACK removes it. The switch itself needs the engine's side of the
+// the source, SHOW MIGRATIONS and `convoy migrate status` report it, bad
+// input gets 1210, and `convoy migrate rollback` removes it. The switch itself needs the engine's side of the
 // migration lock (a live proxy must acknowledge it) and is tested in
 // migrate/job_test.go without proxies.
 func TestMigrateDirectives(t *testing.T) {
@@ -130,9 +131,20 @@ func TestMigrateDirectives(t *testing.T) {
 		t.Fatalf("conv_msg rows of shard %d: %d on the source (want 160), %d on the target", shard, n, m)
 	}
 
-	if _, err := db.Exec("/*+ convoy MIGRATION 5 ROLLBACK */"); err != nil {
-		t.Fatal(err)
+	// The shell's view and commands are the same records.
+	cli := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(convoyBin, append([]string{"migrate", "--etcd", strings.Join(s.etcd.Endpoints(), ","), "--cluster", testCluster}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("convoy migrate %v: %v\n%s", args, err, out)
+		}
+		return string(out)
 	}
+	if out := cli("status"); !strings.Contains(out, "0005") || !strings.Contains(out, "ds1.im_mig") || !strings.Contains(out, " ready ") {
+		t.Fatalf("convoy migrate status:\n%s", out)
+	}
+	cli("rollback", "5")
 	for len(showMigrations(t, db)) != 0 {
 		if time.Now().After(deadline.Add(30 * time.Second)) {
 			t.Fatalf("the job is still listed after ROLLBACK: %v", showMigrations(t, db))

@@ -119,42 +119,48 @@ func migrateCmd(args []string) error {
 		log.Info("migration worker running", zap.String("cluster", c.Etcd.Cluster))
 		<-ctx.Done()
 		return m.Close()
-	case "start":
-		if len(args) < 2 {
-			return errors.New(migrateUsage)
-		}
-		kind := "SHARD"
-		if strings.Contains(args[0], "-") {
-			kind = "SHARDS"
-		}
-		if strings.EqualFold(args[1], "to") {
-			args = append(args[:1], args[2:]...)
-		}
-		d, err := parseDirective("MIGRATE " + kind + " " + args[0] + " TO " + strings.Join(args[1:], " "))
-		if err != nil {
-			return err
-		}
+	}
+	d, err := cliDirective(strings.ToLower(rest[0]), rest[1:])
+	if err != nil {
+		return err
+	}
+	if d.Kind == directive.MigrateShard {
 		shards, err := admin.Start(ctx, d.Shard, d.LastShard, d.Datasource, d.Database, d.MigrationRate(), d.Parallel, d.Auto)
 		if len(shards) > 0 {
 			fmt.Printf("created migration jobs for %d shard(s): %d..%d\n", len(shards), shards[0], shards[len(shards)-1])
 		}
 		return err
-	default:
-		body := "MIGRATION " + strings.Join(args, " ") + " " + cmd
-		if cmd == "rate" && len(args) == 2 {
-			body = "MIGRATION " + args[0] + " RATE " + args[1]
-		}
-		d, err := parseDirective(body)
-		if err != nil {
-			return err
-		}
-		return admin.Command(ctx, d.Shard, d.Verb, d.MigrationRate())
 	}
+	return admin.Command(ctx, d.Shard, d.Verb, d.MigrationRate())
 }
 
-// parseDirective reads a CLI command with the directive grammar, so the
-// shell and SQL take the same words.
-func parseDirective(body string) (*directive.Directive, error) {
+// cliDirective reads `start ...` and the job commands with the directive
+// grammar, so the shell and SQL take the same words:
+//
+//	start 441 ds2 DATABASE im_9     = MIGRATE SHARD 441 TO ds2 DATABASE im_9
+//	start 512-1023 ds2 PARALLEL 4   = MIGRATE SHARDS 512-1023 TO ds2 PARALLEL 4
+//	next 441                        = MIGRATION 441 NEXT
+//	rate 441 500                    = MIGRATION 441 RATE 500
+func cliDirective(cmd string, args []string) (*directive.Directive, error) {
+	var body string
+	switch {
+	case cmd == "start" && len(args) >= 2:
+		kind := "SHARD"
+		if strings.Contains(args[0], "-") {
+			kind = "SHARDS"
+		}
+		rest := args[1:]
+		if strings.EqualFold(rest[0], "to") {
+			rest = rest[1:]
+		}
+		body = "MIGRATE " + kind + " " + args[0] + " TO " + strings.Join(rest, " ")
+	case cmd == "rate" && len(args) == 2:
+		body = "MIGRATION " + args[0] + " RATE " + args[1]
+	case cmd != "start" && cmd != "rate" && len(args) == 1:
+		body = "MIGRATION " + args[0] + " " + cmd
+	default:
+		return nil, fmt.Errorf("migrate %s: wrong arguments\n%s", cmd, migrateUsage)
+	}
 	d, _, err := directive.Parse("/*+ convoy " + body + " */")
 	if err != nil {
 		return nil, fmt.Errorf("%w\n%s", err, migrateUsage)
