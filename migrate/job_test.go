@@ -272,6 +272,7 @@ func TestJob(t *testing.T) {
 		{"SwitchAndRollback", testJobSwitchAndRollback},
 		{"Takeover", testJobTakeover},
 		{"Refused", testJobRefused},
+		{"PauseRate", testJobPauseRate},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, e) })
 	}
@@ -361,12 +362,6 @@ func testJobTakeover(t *testing.T, e *jobEnv) {
 	store := routecfg.NewJobStore(e.cli, cluster)
 	if _, err := NewAdmin(e.cli, cluster).Start(ctx, shard, shard, "ds1", "im_8", 0, 0, true); err != nil {
 		t.Fatal(err)
-	}
-	copied := func(p jobProgress) (n int64) {
-		for _, ck := range p.State.Backfill.Copy {
-			n += ck.Rows
-		}
-		return n
 	}
 	j := waitJob(t, store, shard, 30*time.Second, "copy under way", func(_ routecfg.Job, p jobProgress) bool { return copied(p) >= 300 })
 	p0, _ := decodeProgress(j)
@@ -461,4 +456,61 @@ func testJobRefused(t *testing.T, e *jobEnv) {
 	if n := count(t, e.ddb, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'im_7' AND TABLE_NAME NOT LIKE '\\_convoy%'"); n != 1 {
 		t.Fatalf("im_7 holds %d tables after the cancel, want only the one that was there", n)
 	}
+}
+
+// copied sums the persisted copy checkpoints.
+func copied(p jobProgress) (n int64) {
+	for _, ck := range p.State.Backfill.Copy {
+		n += ck.Rows
+	}
+	return n
+}
+
+// PAUSE stops the copy where it is (the persisted checkpoint stops moving
+// although the rate would copy hundreds of rows meanwhile); RATE lifts the
+// limit of the job and RESUME goes on from the checkpoint to the end.
+func testJobPauseRate(t *testing.T, e *jobEnv) {
+	ctx := testCtx(t)
+	const cluster, shard = "pause", 13
+	e.cluster(t, cluster)
+	e.fill(t, shard, 200, 1) // 1800 rows at 300 rows/s: 6 s
+	e.manager(t, cluster, "m1", 300)
+	admin := NewAdmin(e.cli, cluster)
+	store := routecfg.NewJobStore(e.cli, cluster)
+	if _, err := admin.Start(ctx, shard, shard, "ds1", "im_6", 0, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, store, shard, 30*time.Second, "copy under way", func(_ routecfg.Job, p jobProgress) bool { return copied(p) >= 150 })
+	if err := admin.Command(ctx, shard, VerbPause, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, rows, err := admin.Status(ctx)
+	if err != nil || !strings.HasSuffix(rows[0][4], "(paused)") {
+		t.Fatalf("status while paused: %q, %v", rows, err)
+	}
+	time.Sleep(time.Second) // the pause takes effect at the next chunk
+	j, _ := store.Get(ctx, shard)
+	p, _ := decodeProgress(j)
+	before := copied(p)
+	time.Sleep(1500 * time.Millisecond) // 450 rows at the job's rate
+	j, _ = store.Get(ctx, shard)
+	p, _ = decodeProgress(j)
+	if after := copied(p); after != before || j.Step != StepBackfill {
+		t.Fatalf("paused, the copy went from %d to %d rows (step %s)", before, after, j.Step)
+	}
+	if err := admin.Command(ctx, shard, VerbRate, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Command(ctx, shard, VerbResume, 0); err != nil {
+		t.Fatal(err)
+	}
+	j = waitJob(t, store, shard, 30*time.Second, "verified after RESUME", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepReady })
+	if p, _ := decodeProgress(j); copied(p) < 1800 || p.Commands.Rate != -1 {
+		t.Fatalf("after RESUME: %d rows copied, rate %g", copied(p), p.Commands.Rate)
+	}
+	equalSides(t, ctx, e.sides(t, shard, "im_0", "im_6"))
+	if err := admin.Command(ctx, shard, VerbCancel, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, store, shard, 30*time.Second)
 }
