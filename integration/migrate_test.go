@@ -8,37 +8,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/convoy-im/convoy/migrate"
 	"github.com/convoy-im/convoy/router"
 )
 
 // showMigrations returns SHOW MIGRATIONS through Convoy as column -> value
-// maps.
+// maps (the columns are migrate.StatusColumns).
 func showMigrations(t *testing.T, db *sql.DB) []map[string]string {
 	t.Helper()
-	rows, err := db.Query("/*+ convoy SHOW MIGRATIONS */")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
 	var out []map[string]string
-	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
+	for _, r := range queryRows(t, db, "/*+ convoy SHOW MIGRATIONS */") {
 		m := map[string]string{}
-		for i, c := range cols {
-			m[c] = vals[i].String
+		for i, c := range migrate.StatusColumns {
+			m[c] = r[i]
 		}
 		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return out
 }

@@ -193,18 +193,71 @@ type jobRun struct {
 	src, dst endpoint
 	moves    []TableMove
 
-	bf       *Backfill
-	bfCancel context.CancelFunc
-	bfDone   chan struct{}
-	bfEnded  time.Time
-	rate     float64
+	bf      *Backfill
+	bfTask  task
+	rate    float64
+	rev     *Applier
+	revTask task
 
-	rev        *Applier
-	revCancel  context.CancelFunc
-	revDone    chan struct{}
-	revEnded   time.Time
 	statusAt   time.Time
 	lastStatus Status
+}
+
+// task is one background run of a job (the backfill, the reverse stream),
+// owned by the job's loop, which starts it, starts it again restartDelay
+// after it failed, and stops it.
+type task struct {
+	name   string
+	cancel context.CancelFunc
+	done   chan struct{}
+	ended  time.Time // when the last run returned; read after done closed
+}
+
+// running reports whether a run goes on; a finished one is forgotten.
+func (t *task) running() bool {
+	if t.done == nil {
+		return false
+	}
+	select {
+	case <-t.done:
+		t.done = nil
+		return false
+	default:
+		return true
+	}
+}
+
+// start waits out the restart delay, then runs f in the background; a
+// failure (not a stop) is logged and recorded as the job's last error.
+func (t *task) start(ctx context.Context, j *jobRun, f func(context.Context) error) error {
+	if d := time.Until(t.ended.Add(restartDelay)); d > 0 {
+		if err := j.wait(ctx, d); err != nil {
+			return err
+		}
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	t.cancel, t.done = cancel, done
+	go func() {
+		defer close(done)
+		err := f(tctx)
+		t.ended = time.Now()
+		if err != nil && tctx.Err() == nil {
+			j.log.Warn(t.name+" stopped; restarting", zap.Error(err))
+			_ = j.save(tctx, func(rec *routecfg.Job, _ *jobState) { rec.LastError = t.name + ": " + err.Error() })
+		}
+	}()
+	return nil
+}
+
+// stop ends the run and waits until it has.
+func (t *task) stop() {
+	if t.done == nil {
+		return
+	}
+	t.cancel()
+	<-t.done
+	t.done = nil
 }
 
 // restartDelay spaces restarts of a failed copy, apply or step, so a target
@@ -220,7 +273,8 @@ func newJobRun(m *Manager, r *routecfg.Runner, job routecfg.Job, notify <-chan r
 		return nil, err
 	}
 	return &jobRun{m: m, r: r, shard: router.Shard(job.Shard), notify: notify, job: job, cmds: p.Commands, st: p.State,
-		log: m.log.With(zap.Int("shard", job.Shard), zap.String("job", job.ID))}, nil
+		log:    m.log.With(zap.Int("shard", job.Shard), zap.String("job", job.ID)),
+		bfTask: task{name: "backfill"}, revTask: task{name: "reverse replication"}}, nil
 }
 
 // save applies edit to the runner's copy of the record and writes it,
@@ -322,8 +376,8 @@ func (j *jobRun) wait(ctx context.Context, d time.Duration) error {
 // run drives the job until it is done, rolled back (deleted), the runner
 // loses its election, or ctx ends.
 func (j *jobRun) run(ctx context.Context) error {
-	defer j.stopBackfill()
-	defer j.stopReverse()
+	defer j.bfTask.stop()
+	defer j.revTask.stop()
 	for {
 		err := j.open(ctx)
 		if err == nil {
@@ -358,7 +412,7 @@ func (j *jobRun) run(ctx context.Context) error {
 			// PAUSE stops the copy and the forward apply; the reverse
 			// stream of a switched job goes on, it is the rollback's
 			// safety net.
-			j.stopBackfill()
+			j.bfTask.stop()
 			j.refreshStatus(ctx)
 			err = j.wait(ctx, time.Minute)
 		default:
@@ -463,7 +517,7 @@ func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st j
 		}
 		// The source's tables stay in place (read-only by convention:
 		// nothing routes there any more); only the reverse stream stops.
-		j.stopReverse()
+		j.revTask.stop()
 		j.log.Info("migration done: reverse replication stopped")
 		return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
 			rec.Step, rec.Intent, rec.LastError = StepDone, "", ""
@@ -571,18 +625,8 @@ func (j *jobRun) prepare(ctx context.Context) ([]string, error) {
 // ensureBackfill starts the copy-then-apply if it is not running (again
 // restartDelay after a failure).
 func (j *jobRun) ensureBackfill(ctx context.Context) error {
-	if j.bfDone != nil {
-		select {
-		case <-j.bfDone:
-			j.bfDone = nil
-		default:
-			return nil
-		}
-	}
-	if d := time.Until(j.bfEnded.Add(restartDelay)); d > 0 {
-		if err := j.wait(ctx, d); err != nil {
-			return err
-		}
+	if j.bfTask.running() {
+		return nil
 	}
 	job, cmds, st := j.snapshot()
 	if j.bf == nil {
@@ -593,48 +637,19 @@ func (j *jobRun) ensureBackfill(ctx context.Context) error {
 		}
 		j.bf, j.rate = bf, j.m.rate(cmds.Rate)
 	}
-	bctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	j.bfCancel, j.bfDone = cancel, done
-	go func() {
-		defer close(done)
-		_, err := j.bf.Run(bctx, st.Backfill, func(s BackfillState) error {
-			return j.save(bctx, func(_ *routecfg.Job, js *jobState) { js.Backfill = s })
+	return j.bfTask.start(ctx, j, func(ctx context.Context) error {
+		_, err := j.bf.Run(ctx, st.Backfill, func(s BackfillState) error {
+			return j.save(ctx, func(_ *routecfg.Job, js *jobState) { js.Backfill = s })
 		})
-		j.bfEnded = time.Now()
-		if err != nil && bctx.Err() == nil {
-			j.log.Warn("backfill stopped; restarting", zap.Error(err))
-			_ = j.save(bctx, func(rec *routecfg.Job, _ *jobState) { rec.LastError = "backfill: " + err.Error() })
-		}
-	}()
-	return nil
-}
-
-// stopBackfill stops the copy or apply and waits until it has.
-func (j *jobRun) stopBackfill() {
-	if j.bfDone == nil {
-		return
-	}
-	j.bfCancel()
-	<-j.bfDone
-	j.bfDone = nil
+		return err
+	})
 }
 
 // ensureReverse starts the reverse replication (target -> source) of a
 // switched job if it is not running.
 func (j *jobRun) ensureReverse(ctx context.Context) error {
-	if j.revDone != nil {
-		select {
-		case <-j.revDone:
-			j.revDone = nil
-		default:
-			return nil
-		}
-	}
-	if d := time.Until(j.revEnded.Add(restartDelay)); d > 0 {
-		if err := j.wait(ctx, d); err != nil {
-			return err
-		}
+	if j.revTask.running() {
+		return nil
 	}
 	job, _, st := j.snapshot()
 	if st.ReverseFrom == "" {
@@ -652,28 +667,7 @@ func (j *jobRun) ensureReverse(ctx context.Context) error {
 		}
 		j.rev = a
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	j.revCancel, j.revDone = cancel, done
-	go func() {
-		defer close(done)
-		err := j.rev.Run(rctx, st.ReverseFrom)
-		j.revEnded = time.Now()
-		if err != nil && rctx.Err() == nil {
-			j.log.Warn("reverse replication stopped; restarting", zap.Error(err))
-			_ = j.save(rctx, func(rec *routecfg.Job, _ *jobState) { rec.LastError = "reverse replication: " + err.Error() })
-		}
-	}()
-	return nil
-}
-
-func (j *jobRun) stopReverse() {
-	if j.revDone == nil {
-		return
-	}
-	j.revCancel()
-	<-j.revDone
-	j.revDone = nil
+	return j.revTask.start(ctx, j, func(ctx context.Context) error { return j.rev.Run(ctx, st.ReverseFrom) })
 }
 
 // verify checksums every table (resumably) and, on NEXT, repairs the
@@ -797,6 +791,23 @@ func writeFence(ctx context.Context, db *sql.DB, database, job string, shard rou
 	return binlog.ParsePosition(gtid)
 }
 
+// fence writes the job's fence marker in database on db (the side whose
+// writes the migration lock holds), waits until the stream replaying that
+// side (reached) has passed it, and stops the stream: every change written
+// before the lock is then applied, and nothing more will be.
+func (j *jobRun) fence(ctx context.Context, db *sql.DB, database string, reached func(binlog.Position) (bool, error), stream *task) error {
+	job, _, _ := j.snapshot()
+	pos, err := writeFence(ctx, db, database, job.ID, j.shard)
+	if err != nil {
+		return err
+	}
+	if err := waitReached(ctx, pos, reached); err != nil {
+		return err
+	}
+	stream.stop()
+	return nil
+}
+
 // fencePoll is how often a switch looks whether the applier passed the
 // fence: the lock is held meanwhile, so often.
 const fencePoll = 2 * time.Millisecond
@@ -852,14 +863,9 @@ func (j *jobRun) switchForward(ctx context.Context) error {
 		return j.switchFailed(ctx, cmds, err)
 	}
 	res, err := j.r.Switch(ctx, j.m.cfg.Switch, func(fctx context.Context, tx *routecfg.SwitchTx) error {
-		pos, err := writeFence(fctx, j.src.db, job.From.Database, job.ID, j.shard)
-		if err != nil {
+		if err := j.fence(fctx, j.src.db, job.From.Database, j.bf.Reached, &j.bfTask); err != nil {
 			return err
 		}
-		if err := waitReached(fctx, pos, j.bf.Reached); err != nil {
-			return err
-		}
-		j.stopBackfill()
 		rev, err := binlog.CurrentPosition(fctx, j.dst.db)
 		if err != nil {
 			return fmt.Errorf("migrate: the target's binlog position: %w", err)
@@ -939,8 +945,8 @@ func (j *jobRun) rollback(ctx context.Context) error {
 		return fmt.Errorf("migrate: rollback of job %s: the routes put shard %d on %s.%s, neither side of the job; fix the routes by hand",
 			job.ID, job.Shard, at.Datasource, at.Database)
 	}
-	j.stopBackfill()
-	j.stopReverse()
+	j.bfTask.stop()
+	j.revTask.stop()
 	for _, m := range j.moves {
 		// Before prepare checked the target empty of the shard, its rows
 		// there (if any) are not the job's: only tables the job created
@@ -985,14 +991,9 @@ func (j *jobRun) switchBack(ctx context.Context) error {
 		return err
 	}
 	res, err := j.r.Switch(ctx, j.m.cfg.Switch, func(fctx context.Context, tx *routecfg.SwitchTx) error {
-		pos, err := writeFence(fctx, j.dst.db, job.To.Database, job.ID, j.shard)
-		if err != nil {
+		if err := j.fence(fctx, j.dst.db, job.To.Database, j.rev.Reached, &j.revTask); err != nil {
 			return err
 		}
-		if err := waitReached(fctx, pos, j.rev.Reached); err != nil {
-			return err
-		}
-		j.stopReverse()
 		return tx.FlipRoutes(fctx, moveShard(tx.Routes(), job.Shard, job.From.Datasource, job.From.Database, j.tableIndex()))
 	})
 	if !res.Flipped {
@@ -1012,14 +1013,14 @@ func (j *jobRun) refreshStatus(ctx context.Context) {
 	s := j.st.Status
 	j.mu.Unlock()
 	s.Lag = -1
-	if j.bf != nil && j.bfDone != nil {
+	if j.bf != nil && j.bfTask.done != nil {
 		p := j.bf.Progress()
 		s.Rows, s.Estimate, s.RowsPerSec, s.ETA = p.Rows, p.Estimate, p.RowsPerSec, p.ETA.Seconds()
 		if p.Phase != PhaseCopying {
 			s.Lag = lag(p.CaughtUp, p.Apply.SourceTime)
 		}
 	}
-	if j.rev != nil && j.revDone != nil {
+	if j.rev != nil && j.revTask.done != nil {
 		ok, err := j.rev.CaughtUp(ctx)
 		s.Lag = lag(ok && err == nil, j.rev.Stats().SourceTime)
 	}
