@@ -74,9 +74,14 @@ func connect(_ context.Context, ds router.Datasource) (*sql.DB, binlog.Config, e
 
 func (e *jobEnv) manager(t *testing.T, cluster, id string, rate float64) *Manager {
 	t.Helper()
+	return e.managerWindow(t, cluster, id, rate, time.Hour)
+}
+
+func (e *jobEnv) managerWindow(t *testing.T, cluster, id string, rate float64, window time.Duration) *Manager {
+	t.Helper()
 	m, err := NewManager(ManagerConfig{Client: e.cli, Cluster: cluster, ID: id, Connect: connect,
 		Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(id), RunnerTTL: time.Second,
-		RollbackWindow: time.Hour, Rate: rate, ChunkRows: 100})
+		RollbackWindow: window, Rate: rate, ChunkRows: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,6 +278,7 @@ func TestJob(t *testing.T) {
 		{"Takeover", testJobTakeover},
 		{"Refused", testJobRefused},
 		{"PauseRate", testJobPauseRate},
+		{"Cleanup", testJobCleanup},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, e) })
 	}
@@ -308,7 +314,12 @@ func testJobSwitchAndRollback(t *testing.T, e *jobEnv) {
 	if err := admin.Command(ctx, shard, VerbNext, 0); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, store, shard, 30*time.Second, "job switched", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepSwitched })
+	j := waitJob(t, store, shard, 30*time.Second, "job switched", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepSwitched })
+	if p, _ := decodeProgress(j); !strings.Contains(p.State.Status.Switch, "held") {
+		t.Fatalf("no switch description: %+v", p.State.Status)
+	} else {
+		t.Logf("switch: %s", p.State.Status.Switch)
+	}
 	at, err := routesLocation(ctx, routecfg.NewStore(e.cli, cluster), shard)
 	if err != nil || at != (router.Target{Datasource: "ds1", Database: "im_9", Table: 0}) {
 		t.Fatalf("shard %d is at %+v (%v) after the switch", shard, at, err)
@@ -513,4 +524,69 @@ func testJobPauseRate(t *testing.T, e *jobEnv) {
 		t.Fatal(err)
 	}
 	waitGone(t, store, shard, 30*time.Second)
+}
+
+// After the switch, NEXT ends the rollback window at once and the window's
+// end does it by itself: reverse replication stops (a write on the new side
+// no longer reaches the old one), the routes stay on the target, the record
+// stays as history (done), refuses ROLLBACK, and a new MIGRATE of the shard
+// replaces it.
+func testJobCleanup(t *testing.T, e *jobEnv) {
+	ctx := testCtx(t)
+	const cluster = "cleanup"
+	e.cluster(t, cluster)
+	shards := []router.Shard{15, 17}
+	keys := map[router.Shard][]uint64{}
+	for _, sh := range shards {
+		keys[sh] = e.fill(t, sh, 20, 1)
+	}
+	e.managerWindow(t, cluster, "m1", -1, 4*time.Second)
+	admin := NewAdmin(e.cli, cluster)
+	store := routecfg.NewJobStore(e.cli, cluster)
+	for _, sh := range shards {
+		if _, err := admin.Start(ctx, int(sh), int(sh), "ds1", "im_5", 0, 0, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sh := range shards {
+		waitJob(t, store, int(sh), 30*time.Second, "switched", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepSwitched })
+	}
+	if err := admin.Command(ctx, 15, VerbNext, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, store, 15, 3*time.Second, "done on NEXT", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepDone })
+	j := waitJob(t, store, 17, 15*time.Second, "done when the window ends", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepDone })
+	if p, _ := decodeProgress(j); j.UpdatedAt.Before(p.State.CleanupAt) {
+		t.Fatalf("shard 17 done at %s, before its window's end %s", j.UpdatedAt, p.State.CleanupAt)
+	}
+	for _, sh := range shards {
+		at, err := routesLocation(ctx, routecfg.NewStore(e.cli, cluster), int(sh))
+		if err != nil || at.Datasource != "ds1" || at.Database != "im_5" {
+			t.Fatalf("shard %d is at %+v (%v) after the cleanup", sh, at, err)
+		}
+		// Reverse replication has stopped.
+		k := keys[sh][0]
+		e.dst.Exec(t, fmt.Sprintf("UPDATE im_5.im_conv_seq_0000 SET member_cnt = 99 WHERE conv_id = %d", k))
+	}
+	time.Sleep(500 * time.Millisecond) // the reverse stream applied a change in ~1 ms when it ran
+	for _, sh := range shards {
+		if n := count(t, e.sdb, "SELECT member_cnt FROM im_0.im_conv_seq_0000 WHERE conv_id = ?", keys[sh][0]); n == 99 {
+			t.Fatalf("shard %d: a write on the new side reached the old one after the cleanup", sh)
+		}
+	}
+	var ie *InputError
+	if err := admin.Command(ctx, 15, VerbRollback, 0); !errors.As(err, &ie) || !strings.Contains(err.Error(), "is done") {
+		t.Fatalf("ROLLBACK of a done job: %v", err)
+	}
+	if _, err := admin.Start(ctx, 15, 15, "ds0", "im_4", 0, 0, false); err != nil {
+		t.Fatalf("MIGRATE over a done job: %v", err)
+	}
+	j, err := store.Get(ctx, 15)
+	if err != nil || j.Step != StepPrepare || j.From != (routecfg.Endpoint{Datasource: "ds1", Database: "im_5"}) {
+		t.Fatalf("the new job: %+v, %v", j, err)
+	}
+	if err := admin.Command(ctx, 15, VerbCancel, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, store, 15, 30*time.Second)
 }
