@@ -146,10 +146,12 @@ const (
 	VerbRollback = "ROLLBACK"
 	VerbCancel   = "CANCEL"
 	VerbRate     = "RATE"
+	VerbPurge    = "PURGE"
 )
 
 // Command records a DBA command for the shard's job: PAUSE, RESUME, NEXT,
-// ROLLBACK, CANCEL (= ROLLBACK) or RATE (rate rows/s, < 0 unlimited).
+// ROLLBACK, CANCEL (= ROLLBACK), RATE (rate rows/s, < 0 unlimited) or, once
+// the job is done, PURGE (delete the shard's rows from the source).
 func (a *Admin) Command(ctx context.Context, shard int, verb string, rate float64) error {
 	if shard < 0 || shard >= router.NumShards {
 		return inputErr("shard %d is not a shard number 0..%d", shard, router.NumShards-1)
@@ -168,10 +170,15 @@ func (a *Admin) Command(ctx context.Context, shard int, verb string, rate float6
 			return err
 		}
 		c := &p.Commands
-		if job.Step == StepDone {
-			return inputErr("the migration of shard %d is done (its rollback window ended); MIGRATE SHARD moves it again", shard)
+		if job.Step == StepDone && verb != VerbPurge && verb != VerbRate {
+			return inputErr("the migration of shard %d is done (its rollback window ended); MIGRATE SHARD moves it again, PURGE removes its rows from the source", shard)
 		}
 		switch verb {
+		case VerbPurge:
+			if job.Step != StepDone {
+				return inputErr("the job of shard %d is at step %s; PURGE removes the source's rows once the job is done", shard, job.Step)
+			}
+			c.Purge = true
 		case VerbPause:
 			c.Paused = true
 		case VerbResume:
@@ -189,7 +196,7 @@ func (a *Admin) Command(ctx context.Context, shard int, verb string, rate float6
 		case VerbRate:
 			c.Rate = rate
 		default:
-			return inputErr("unknown migration command %q (PAUSE, RESUME, NEXT, ROLLBACK, CANCEL, RATE r)", verb)
+			return inputErr("unknown migration command %q (PAUSE, RESUME, NEXT, ROLLBACK, CANCEL, RATE r, PURGE)", verb)
 		}
 		job.Progress = encodeProgress(p)
 		_, err = a.store.Update(ctx, job)
@@ -218,6 +225,10 @@ func (a *Admin) Status(ctx context.Context) ([]string, [][]string, error) {
 		s := p.State.Status
 		step := j.Step
 		switch {
+		case p.State.Purged:
+			step += " (source purged)"
+		case purgePending(p.Commands, p.State):
+			step += " -> purge"
 		case j.Intent != "":
 			step += " -> " + j.Intent
 		case p.Commands.Rollback:

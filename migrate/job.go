@@ -92,6 +92,9 @@ type Commands struct {
 	Rollback bool `json:"rollback,omitempty"`
 	// Auto switches without waiting for NEXT.
 	Auto bool `json:"auto,omitempty"`
+	// Purge asks a done job to delete the shard's rows from the source's
+	// tables (throttled at Rate).
+	Purge bool `json:"purge,omitempty"`
 	// Group and Parallel: MIGRATE SHARDS a-b PARALLEL p runs at most p of
 	// the group's jobs' prepare, backfill and verify at once.
 	Group    string `json:"group,omitempty"`
@@ -133,6 +136,7 @@ type jobState struct {
 	ReverseFrom binlog.Position `json:"reverse_from,omitempty"`
 	SwitchedAt  time.Time       `json:"switched_at,omitzero"`
 	CleanupAt   time.Time       `json:"cleanup_at,omitzero"`
+	Purged      bool            `json:"purged,omitempty"`
 	NextUsed    int             `json:"next_used,omitempty"`
 	ResumeUsed  int             `json:"resume_used,omitempty"`
 	Status      Status          `json:"status"`
@@ -404,8 +408,10 @@ func (j *jobRun) run(ctx context.Context) error {
 		}
 		var err error
 		switch {
-		case job.Step == StepDone:
+		case job.Step == StepDone && !purgePending(cmds, st):
 			return nil
+		case job.Step == StepDone:
+			err = j.purge(ctx)
 		case cmds.Rollback || job.Intent == IntentRollback:
 			return j.rollback(ctx)
 		case cmds.Paused && job.Intent == "":
@@ -926,6 +932,33 @@ func (j *jobRun) switchFailed(ctx context.Context, cmds Commands, cause error) e
 	return nil
 }
 
+// purgePending: a done job was asked to remove the source's rows and has
+// not yet.
+func purgePending(c Commands, st jobState) bool { return c.Purge && !st.Purged }
+
+// purge deletes the shard's rows from the source's tables of a done job,
+// throttled at the job's rate, and drops the tables that held that shard
+// alone. The routes must put the shard on the target.
+func (j *jobRun) purge(ctx context.Context) error {
+	job, cmds, st := j.snapshot()
+	at, err := j.m.location(ctx, job.Shard)
+	if err != nil {
+		return err
+	}
+	if at.Datasource != job.To.Datasource || at.Database != job.To.Database {
+		return fmt.Errorf("migrate: purge of job %s: the routes put shard %d on %s.%s, not on the target; not deleting the source's rows",
+			job.ID, job.Shard, at.Datasource, at.Database)
+	}
+	lim := NewLimiter(j.m.rate(cmds.Rate))
+	for _, m := range j.moves {
+		if err := deleteShard(ctx, m.Source, m.Filter, lim, st.Table == nil); err != nil {
+			return err
+		}
+	}
+	j.log.Info("the source's rows of the shard are removed")
+	return j.save(ctx, func(rec *routecfg.Job, s *jobState) { rec.LastError, s.Purged = "", true })
+}
+
 // rollback returns the shard to the source (switching back if needed),
 // removes what the job wrote on the target, and deletes the record.
 func (j *jobRun) rollback(ctx context.Context) error {
@@ -958,7 +991,7 @@ func (j *jobRun) rollback(ctx context.Context) error {
 		if !st.Prepared && !created {
 			continue
 		}
-		if err := clearShard(ctx, m, created); err != nil {
+		if err := deleteShard(ctx, m.Target, m.Filter, nil, created); err != nil {
 			return err
 		}
 	}

@@ -529,8 +529,8 @@ func testJobPauseRate(t *testing.T, e *jobEnv) {
 // After the switch, NEXT ends the rollback window at once and the window's
 // end does it by itself: reverse replication stops (a write on the new side
 // no longer reaches the old one), the routes stay on the target, the record
-// stays as history (done), refuses ROLLBACK, and a new MIGRATE of the shard
-// replaces it.
+// stays as history (done), refuses ROLLBACK, PURGE removes the shard's rows
+// from the source, and a new MIGRATE of the shard replaces the record.
 func testJobCleanup(t *testing.T, e *jobEnv) {
 	ctx := testCtx(t)
 	const cluster = "cleanup"
@@ -578,12 +578,35 @@ func testJobCleanup(t *testing.T, e *jobEnv) {
 	if err := admin.Command(ctx, 15, VerbRollback, 0); !errors.As(err, &ie) || !strings.Contains(err.Error(), "is done") {
 		t.Fatalf("ROLLBACK of a done job: %v", err)
 	}
+
+	// PURGE deletes the shard's rows from the source's (shared) tables,
+	// and only that shard's.
+	if err := admin.Command(ctx, 17, VerbPurge, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, store, 17, 30*time.Second, "purged", func(_ routecfg.Job, p jobProgress) bool { return p.State.Purged })
+	for _, logical := range router.ShardedTables() {
+		col, _ := router.ShardKeyColumn(logical)
+		table := "im_0." + router.PhysicalTableName(logical, 0)
+		if n := count(t, e.sdb, "SELECT COUNT(*) FROM "+table+" WHERE CRC32("+col+") % 1024 = 17"); n != 0 {
+			t.Fatalf("%s still holds %d rows of the purged shard", table, n)
+		}
+		if n := count(t, e.sdb, "SELECT COUNT(*) FROM "+table+" WHERE CRC32("+col+") % 1024 = 15"); n == 0 {
+			t.Fatalf("%s lost the rows of shard 15 in the purge of shard 17", table)
+		}
+	}
+	if _, rows, err := admin.Status(ctx); err != nil || rows[1][4] != "done (source purged)" {
+		t.Fatalf("status after the purge: %q, %v", rows, err)
+	}
 	if _, err := admin.Start(ctx, 15, 15, "ds0", "im_4", 0, 0, false); err != nil {
 		t.Fatalf("MIGRATE over a done job: %v", err)
 	}
 	j, err := store.Get(ctx, 15)
 	if err != nil || j.Step != StepPrepare || j.From != (routecfg.Endpoint{Datasource: "ds1", Database: "im_5"}) {
 		t.Fatalf("the new job: %+v, %v", j, err)
+	}
+	if err := admin.Command(ctx, 15, VerbPurge, 0); !errors.As(err, &ie) || !strings.Contains(err.Error(), "once the job is done") {
+		t.Fatalf("PURGE before done: %v", err)
 	}
 	if err := admin.Command(ctx, 15, VerbCancel, 0); err != nil {
 		t.Fatal(err)

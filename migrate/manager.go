@@ -207,7 +207,7 @@ func (m *Manager) track(ctx context.Context, job routecfg.Job) {
 		s.notify <- job
 		return
 	}
-	if job.Step == StepDone {
+	if finished(job) {
 		return
 	}
 	sctx, cancel := context.WithCancel(ctx)
@@ -290,7 +290,7 @@ func (m *Manager) runJob(ctx context.Context, r *routecfg.Runner, s *slot) (bool
 	if err != nil {
 		return false, err
 	}
-	if job.Step == StepDone {
+	if finished(job) {
 		return true, nil
 	}
 	j, err := newJobRun(m, r, job, s.notify)
@@ -305,6 +305,15 @@ func (m *Manager) runJob(ctx context.Context, r *routecfg.Runner, s *slot) (bool
 		return false, fmt.Errorf("migrate: runner of shard %d lost its lease", job.Shard)
 	}
 	return false, err
+}
+
+// finished: nothing is left to do for the job (done, no purge pending).
+func finished(job routecfg.Job) bool {
+	if job.Step != StepDone {
+		return false
+	}
+	p, err := decodeProgress(job)
+	return err != nil || !purgePending(p.Commands, p.State)
 }
 
 // pool returns the pool and binlog config of a datasource, opened once.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
@@ -167,20 +168,29 @@ func shardPredicate(f *ShardFilter) string {
 	return "CRC32(" + quoteIdent(f.Column) + ") % 1024 = ?"
 }
 
-// clearShard deletes the shard's rows of a target table in chunks (a
-// rollback: they were copied there by this job, the table held none of them
-// before) and drops the table if the job created it and it is now empty.
-func clearShard(ctx context.Context, m TableMove, drop bool) error {
-	name := quoteIdent(m.Target.Database) + "." + quoteIdent(m.Target.Table)
+// deleteChunk is how many rows one DELETE of deleteShard removes: a short
+// transaction, so the server's other writers barely notice.
+const deleteChunk = 500
+
+// deleteShard deletes the shard's rows of one table in chunks, each after
+// lim allows it (nil: unthrottled), and then drops the table if drop is set
+// and no row of any shard is left. A missing table is not an error.
+func deleteShard(ctx context.Context, s Side, f *ShardFilter, lim *Limiter, drop bool) error {
+	name := quoteIdent(s.Database) + "." + quoteIdent(s.Table)
 	for {
-		res, err := m.Target.DB.ExecContext(ctx, "DELETE FROM "+name+" WHERE "+shardPredicate(m.Filter)+" LIMIT 1000", uint64(m.Filter.Shard))
+		if lim != nil {
+			if err := lim.Wait(ctx, deleteChunk); err != nil {
+				return err
+			}
+		}
+		res, err := s.DB.ExecContext(ctx, "DELETE FROM "+name+" WHERE "+shardPredicate(f)+" LIMIT "+strconv.Itoa(deleteChunk), uint64(f.Shard))
 		if err != nil && mysqlErrno(err) == 1146 { // ER_NO_SUCH_TABLE
 			return nil // never created, or dropped by an earlier attempt
 		}
 		if err != nil {
-			return fmt.Errorf("migrate: clear shard %d from %s: %w", m.Filter.Shard, m.Target, err)
+			return fmt.Errorf("migrate: delete shard %d from %s: %w", f.Shard, s, err)
 		}
-		if n, _ := res.RowsAffected(); n < 1000 {
+		if n, _ := res.RowsAffected(); n < deleteChunk {
 			break
 		}
 	}
@@ -188,14 +198,14 @@ func clearShard(ctx context.Context, m TableMove, drop bool) error {
 		return nil
 	}
 	var left int
-	if err := m.Target.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT 1 FROM "+name+" LIMIT 1) x").Scan(&left); err != nil {
-		return fmt.Errorf("migrate: check %s: %w", m.Target, err)
+	if err := s.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT 1 FROM "+name+" LIMIT 1) x").Scan(&left); err != nil {
+		return fmt.Errorf("migrate: check %s: %w", s, err)
 	}
 	if left > 0 {
-		return nil // other shards moved there meanwhile
+		return nil // other shards' rows: the table stays
 	}
-	if _, err := m.Target.DB.ExecContext(ctx, "DROP TABLE IF EXISTS "+name); err != nil {
-		return fmt.Errorf("migrate: drop %s: %w", m.Target, err)
+	if _, err := s.DB.ExecContext(ctx, "DROP TABLE IF EXISTS "+name); err != nil {
+		return fmt.Errorf("migrate: drop %s: %w", s, err)
 	}
 	return nil
 }

@@ -33,7 +33,7 @@ const migrateUsage = `usage: convoy migrate [--config FILE] [--etcd HOST:PORT,..
   start SHARD[-LAST] DATASOURCE [DATABASE d] [RATE r] [PARALLEL p] [AUTO]
   status                      one row per job (the columns of SHOW MIGRATIONS)
   watch SHARD                 a live progress line until the job is done or gone
-  next|pause|resume|rollback|cancel SHARD
+  next|pause|resume|rollback|cancel|purge SHARD
   rate SHARD ROWS_PER_SEC     0: unlimited
   worker                      run migration jobs here (as every convoy serve does)
 `

@@ -72,7 +72,7 @@ type Directive struct {
 	Parallel int
 	Auto     bool
 	// Verb is the command of MIGRATION N: PAUSE, RESUME, NEXT, ROLLBACK,
-	// CANCEL or RATE, upper case.
+	// CANCEL, RATE or PURGE, upper case.
 	Verb string
 	// Datasource is the filter of SHOW ROUTES WHERE datasource = NAME, the
 	// destination of MIGRATE SHARD ... TO NAME, or the target of
@@ -137,7 +137,7 @@ var (
 	synReload       = "RELOAD ROUTES"
 	synMigrate      = "MIGRATE SHARD N TO NAME [DATABASE D] [RATE R] [AUTO]"
 	synMigrateRange = "MIGRATE SHARDS A-B TO NAME [DATABASE D] [RATE R] [PARALLEL P] [AUTO]"
-	synMigration    = "MIGRATION N {PAUSE|RESUME|NEXT|ROLLBACK|CANCEL|RATE R}"
+	synMigration    = "MIGRATION N {PAUSE|RESUME|NEXT|ROLLBACK|CANCEL|RATE R|PURGE}"
 	synTarget       = "shard=N | datasource=NAME | all, then a statement"
 	maxShard        = strconv.Itoa(router.NumShards - 1)
 )
@@ -767,14 +767,14 @@ func (p *parser) migration(d *Directive) (string, error) {
 		return synMigration, err
 	}
 	t := p.next()
-	for _, v := range []string{"PAUSE", "RESUME", "NEXT", "ROLLBACK", "CANCEL", "RATE"} {
+	for _, v := range []string{"PAUSE", "RESUME", "NEXT", "ROLLBACK", "CANCEL", "RATE", "PURGE"} {
 		if t.is(v) {
 			d.Verb = v
 		}
 	}
 	switch d.Verb {
 	case "":
-		return synMigration, syntaxErr(synMigration, "expected PAUSE, RESUME, NEXT, ROLLBACK, CANCEL or RATE, got ", t.desc())
+		return synMigration, syntaxErr(synMigration, "expected PAUSE, RESUME, NEXT, ROLLBACK, CANCEL, RATE or PURGE, got ", t.desc())
 	case "RATE":
 		d.Rate, err = p.number(synMigration, "RATE", 0, maxRate)
 	}

@@ -296,6 +296,7 @@ func TestParseMigrate(t *testing.T) {
 		{"/*+ convoy MIGRATION 1 ROLLBACK */", want{MigrationCommand, 1, -1, "", "", "ROLLBACK", -1, 0, false}},
 		{"/*+ convoy MIGRATION 1 CANCEL */", want{MigrationCommand, 1, -1, "", "", "CANCEL", -1, 0, false}},
 		{"/*+ convoy MIGRATION 1 RESUME */", want{MigrationCommand, 1, -1, "", "", "RESUME", -1, 0, false}},
+		{"/*+ convoy MIGRATION 1 PURGE */", want{MigrationCommand, 1, -1, "", "", "PURGE", -1, 0, false}},
 	}
 	for _, tc := range ok {
 		d, isDir, err := Parse(tc.sql)
@@ -320,7 +321,7 @@ func TestParseMigrate(t *testing.T) {
 		{"/*+ convoy MIGRATE SHARD 1 TO ds2 DATABASE */", "expected a database name"},
 		{"/*+ convoy MIGRATE SHARD 1 TO ds2 DATABASE 'a`b' */", "database name"},
 		{"/*+ convoy MIGRATE TABLE 1 TO ds2 */", "unknown directive MIGRATE TABLE"},
-		{"/*+ convoy MIGRATION 1 */", "expected PAUSE, RESUME, NEXT, ROLLBACK, CANCEL or RATE, got end of directive"},
+		{"/*+ convoy MIGRATION 1 */", "expected PAUSE, RESUME, NEXT, ROLLBACK, CANCEL, RATE or PURGE, got end of directive"},
 		{"/*+ convoy MIGRATION 1 STOP */", `got "STOP"`},
 		{"/*+ convoy MIGRATION 1 RATE */", "RATE takes a whole number"},
 		{"/*+ convoy MIGRATION 1 NEXT NOW */", `unexpected "NOW"`},

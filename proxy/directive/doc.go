@@ -30,7 +30,7 @@
 //	                       { "DATABASE" name | "RATE" number | "PARALLEL" number | "AUTO" }
 //	                       (each option at most once; PARALLEL only with SHARDS)
 //	           | "MIGRATION" shard ( "PAUSE" | "RESUME" | "NEXT" | "ROLLBACK" | "CANCEL"
-//	                               | "RATE" number )
+//	                               | "RATE" number | "PURGE" )
 //	target     = "shard" "=" shard              (run on that shard's physical tables)
 //	           | "datasource" "=" name          (run raw on one datasource)
 //	           | "all"                          (let a keyless UPDATE/DELETE scatter)
