@@ -275,7 +275,8 @@ func TestJob(t *testing.T) {
 		f    func(*testing.T, *jobEnv)
 	}{
 		{"SwitchAndRollback", testJobSwitchAndRollback},
-		{"Takeover", testJobTakeover},
+		{"Takeover", func(t *testing.T, e *jobEnv) { testJobTakeover(t, e, false) }},
+		{"TakeoverLeaseExpiry", func(t *testing.T, e *jobEnv) { testJobTakeover(t, e, true) }},
 		{"Refused", testJobRefused},
 		{"PauseRate", testJobPauseRate},
 		{"Cleanup", testJobCleanup},
@@ -361,17 +362,33 @@ func testJobSwitchAndRollback(t *testing.T, e *jobEnv) {
 	}
 }
 
-// The runner is stopped mid-backfill (its manager closed: the session
-// resigns); the other manager takes over from the persisted checkpoint:
-// the copy never goes back and the replay's start stays the same.
-func testJobTakeover(t *testing.T, e *jobEnv) {
+// The runner is stopped mid-backfill, the other manager takes over from the
+// persisted checkpoint: the copy never goes back and the replay's start
+// stays the same. Either its manager is closed (the runner resigns: the
+// other takes over at once) or, abrupt, its etcd client is closed as if the
+// process died (the lease is not revoked: the other takes over when it
+// expires).
+func testJobTakeover(t *testing.T, e *jobEnv, abrupt bool) {
 	ctx := testCtx(t)
-	const cluster, shard = "takeover", 9
+	cluster, shard := "takeover", 9
+	if abrupt {
+		cluster, shard = "expiry", 10
+	}
 	e.cluster(t, cluster)
-	e.fill(t, shard, 300, 1) // 300 x 9 rows, at 1500 rows/s: ~2 s
-	m1 := e.manager(t, cluster, "m1", 1500)
+	e.fill(t, router.Shard(shard), 300, 1) // 300 x 9 rows, at 1500 rows/s: ~2 s
+	cli1, err := clientv3.New(clientv3.Config{Endpoints: e.etcd.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli1.Close()
+	m1, err := NewManager(ManagerConfig{Client: cli1, Cluster: cluster, ID: "m1", Connect: connect,
+		Log: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), RunnerTTL: time.Second, Rate: 1500, ChunkRows: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m1.Close()
 	store := routecfg.NewJobStore(e.cli, cluster)
-	if _, err := NewAdmin(e.cli, cluster).Start(ctx, shard, shard, "ds1", "im_8", 0, 0, true); err != nil {
+	if _, err := NewAdmin(e.cli, cluster).Start(ctx, shard, shard, "ds1", "im_8"+cluster, 0, 0, true); err != nil {
 		t.Fatal(err)
 	}
 	j := waitJob(t, store, shard, 30*time.Second, "copy under way", func(_ routecfg.Job, p jobProgress) bool { return copied(p) >= 300 })
@@ -383,7 +400,11 @@ func testJobTakeover(t *testing.T, e *jobEnv) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := store.Watch(wctx, j.Revision)
-	m1.Close()
+	if abrupt {
+		cli1.Close()
+	} else {
+		m1.Close()
+	}
 	runner := ""
 	for ev := range events {
 		if ev.Err != nil || ev.Job == nil {
@@ -410,7 +431,7 @@ func testJobTakeover(t *testing.T, e *jobEnv) {
 	if runner != "m2" || len(m2.Running()) != 1 {
 		t.Fatalf("runner after the takeover: %q, m2 runs %v", runner, m2.Running())
 	}
-	equalSides(t, ctx, e.sides(t, shard, "im_0", "im_8"))
+	equalSides(t, ctx, e.sides(t, router.Shard(shard), "im_0", "im_8"+cluster))
 }
 
 // A target already holding rows of the shard is refused with a message
