@@ -413,7 +413,7 @@ func (j *jobRun) run(ctx context.Context) error {
 		case job.Step == StepDone:
 			err = j.purge(ctx)
 		case cmds.Rollback || job.Intent == IntentRollback:
-			return j.rollback(ctx)
+			err = j.rollback(ctx) // errJobGone once done
 		case cmds.Paused && job.Intent == "":
 			// PAUSE stops the copy and the forward apply; the reverse
 			// stream of a switched job goes on, it is the rollback's
@@ -460,12 +460,11 @@ func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st j
 		if st.Refused && cmds.Resume <= st.ResumeUsed {
 			return j.wait(ctx, time.Minute)
 		}
-		created, err := j.prepare(ctx)
+		err := j.prepare(ctx)
 		if errors.Is(err, ErrPrecheck) {
 			j.log.Warn("migration refused", zap.Error(err))
 			return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
 				rec.LastError, s.Refused, s.ResumeUsed = err.Error(), true, cmds.Resume
-				s.Created = appendNew(s.Created, created)
 			})
 		}
 		if err != nil {
@@ -474,7 +473,6 @@ func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st j
 		return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
 			rec.Step, rec.LastError = StepBackfill, ""
 			s.Refused, s.Prepared, s.ResumeUsed = false, true, cmds.Resume
-			s.Created = appendNew(s.Created, created)
 		})
 
 	case StepBackfill:
@@ -589,29 +587,30 @@ func (j *jobRun) open(ctx context.Context) error {
 // servers are usually given.
 func readerID(name string) uint32 { return 1<<30 + crc32.ChecksumIEEE([]byte(name))%(1<<30) }
 
-// prepare runs the pre-checks and creates the target tables; it returns
-// the tables it created.
-func (j *jobRun) prepare(ctx context.Context) ([]string, error) {
+// prepare runs the pre-checks and creates the target tables (recorded in
+// the state's Created).
+func (j *jobRun) prepare(ctx context.Context) error {
 	job, _, _ := j.snapshot()
 	at, err := j.m.location(ctx, job.Shard)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if at.Datasource != job.From.Datasource || at.Database != job.From.Database {
-		return nil, fmt.Errorf("%w: the routes put shard %d on %s.%s, not on %s.%s where the job moves it from; ROLLBACK this job and MIGRATE again",
+		return fmt.Errorf("%w: the routes put shard %d on %s.%s, not on %s.%s where the job moves it from; ROLLBACK this job and MIGRATE again",
 			ErrPrecheck, job.Shard, at.Datasource, at.Database, job.From.Datasource, job.From.Database)
 	}
 	if err := checkServers(ctx, j.src.db, j.dst.db, j.src.name, j.dst.name); err != nil {
-		return nil, err
+		return err
 	}
-	var created []string
 	for _, m := range j.moves {
-		c, err := prepareTable(ctx, m, j.dst.name)
-		if c {
-			created = append(created, m.Target.String())
-		}
+		name := m.Target.String()
+		// Intent first: a crash right after the CREATE still leaves the
+		// table recorded as the job's.
+		err := prepareTable(ctx, m, j.dst.name, func() error {
+			return j.save(ctx, func(_ *routecfg.Job, s *jobState) { s.Created = appendNew(s.Created, []string{name}) })
+		})
 		if err != nil {
-			return created, err
+			return err
 		}
 	}
 	// The fence tables exist before the switch, so no DDL runs under the
@@ -621,11 +620,12 @@ func (j *jobRun) prepare(ctx context.Context) ([]string, error) {
 		database string
 	}{{j.src.db, job.From.Database}, {j.dst.db, job.To.Database}} {
 		if _, err := s.db.ExecContext(ctx, fmt.Sprintf(fenceDDL, quoteIdent(s.database)+"."+quoteIdent(FenceTable))); err != nil {
-			return created, fmt.Errorf("migrate: create %s.%s: %w", s.database, FenceTable, err)
+			return fmt.Errorf("migrate: create %s.%s: %w", s.database, FenceTable, err)
 		}
 	}
-	j.log.Info("migration prepared", zap.Strings("created", created))
-	return created, nil
+	_, _, st := j.snapshot()
+	j.log.Info("migration prepared", zap.Strings("created", st.Created))
+	return nil
 }
 
 // ensureBackfill starts the copy-then-apply if it is not running (again

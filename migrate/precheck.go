@@ -103,53 +103,55 @@ func checkServers(ctx context.Context, src, dst *sql.DB, srcName, dstName string
 }
 
 // prepareTable makes the target table of one move exist with the source's
-// definition and hold no row of the shard. It returns whether it created
-// the table. An existing table must have the source's shape (same columns,
-// types, collations, primary key; checked by NewCopier later too).
-func prepareTable(ctx context.Context, m TableMove, dstName string) (bool, error) {
+// definition and hold no row of the shard; beforeCreate runs (the job
+// records that the table is its own, so a rollback drops it) before it
+// creates one. An existing table must have the source's shape (same
+// columns, types, collations, primary key; checked by NewCopier later too).
+func prepareTable(ctx context.Context, m TableMove, dstName string, beforeCreate func() error) error {
 	var n int
 	err := m.Target.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
 		m.Target.Database, m.Target.Table).Scan(&n)
 	if err != nil {
-		return false, fmt.Errorf("migrate: look for %s on %s: %w", m.Target, dstName, err)
+		return fmt.Errorf("migrate: look for %s on %s: %w", m.Target, dstName, err)
 	}
-	created := false
 	if n == 0 {
 		var name, ddl string
 		err := m.Source.DB.QueryRowContext(ctx, "SHOW CREATE TABLE "+quoteIdent(m.Source.Database)+"."+quoteIdent(m.Source.Table)).Scan(&name, &ddl)
 		if err != nil {
-			return false, fmt.Errorf("migrate: read the definition of source table %s: %w", m.Source, err)
+			return fmt.Errorf("migrate: read the definition of source table %s: %w", m.Source, err)
 		}
 		// SHOW CREATE TABLE names the table unqualified: qualify it with the
 		// target's database and name.
 		head := "CREATE TABLE " + quoteIdent(m.Source.Table)
 		if !strings.HasPrefix(ddl, head) {
-			return false, fmt.Errorf("migrate: [BUG] SHOW CREATE TABLE %s does not start with %s", m.Source, head)
+			return fmt.Errorf("migrate: [BUG] SHOW CREATE TABLE %s does not start with %s", m.Source, head)
 		}
 		ddl = "CREATE TABLE " + quoteIdent(m.Target.Database) + "." + quoteIdent(m.Target.Table) + ddl[len(head):]
+		if err := beforeCreate(); err != nil {
+			return err
+		}
 		if _, err := m.Target.DB.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+quoteIdent(m.Target.Database)); err != nil {
-			return false, fmt.Errorf("migrate: create database %s on %s: %w", m.Target.Database, dstName, err)
+			return fmt.Errorf("migrate: create database %s on %s: %w", m.Target.Database, dstName, err)
 		}
 		if _, err := m.Target.DB.ExecContext(ctx, ddl); err != nil {
-			return false, fmt.Errorf("migrate: create %s on %s: %w", m.Target, dstName, err)
+			return fmt.Errorf("migrate: create %s on %s: %w", m.Target, dstName, err)
 		}
-		created = true
 	}
 	if _, _, err := loadPair(ctx, m.Source, m.Target, m.Filter); err != nil {
-		return created, fmt.Errorf("%w: target table %s on %s does not match the source: %w; drop it (the migration creates it) or alter it to match",
+		return fmt.Errorf("%w: target table %s on %s does not match the source: %w; drop it (the migration creates it) or alter it to match",
 			ErrPrecheck, m.Target, dstName, err)
 	}
 	var any int
 	err = m.Target.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT 1 FROM "+quoteIdent(m.Target.Database)+"."+quoteIdent(m.Target.Table)+
 		" WHERE "+shardPredicate(m.Filter)+" LIMIT 1) x", uint64(m.Filter.Shard)).Scan(&any)
 	if err != nil {
-		return created, fmt.Errorf("migrate: check that %s on %s is empty: %w", m.Target, dstName, err)
+		return fmt.Errorf("migrate: check that %s on %s is empty: %w", m.Target, dstName, err)
 	}
 	if any > 0 {
-		return created, fmt.Errorf("%w: target table %s on %s already holds rows of shard %d; empty it (DELETE FROM %s WHERE %s) or choose another DATABASE",
+		return fmt.Errorf("%w: target table %s on %s already holds rows of shard %d; empty it (DELETE FROM %s WHERE %s) or choose another DATABASE",
 			ErrPrecheck, m.Target, dstName, m.Filter.Shard, m.Target, strings.ReplaceAll(shardPredicate(m.Filter), "?", fmt.Sprint(uint64(m.Filter.Shard))))
 	}
-	return created, nil
+	return nil
 }
 
 // mysqlErrno is the server's error number of err, 0 if it is not a server
