@@ -280,6 +280,7 @@ func TestJob(t *testing.T) {
 		{"Refused", testJobRefused},
 		{"PauseRate", testJobPauseRate},
 		{"Cleanup", testJobCleanup},
+		{"Parallel", testJobParallel},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, e) })
 	}
@@ -633,4 +634,72 @@ func testJobCleanup(t *testing.T, e *jobEnv) {
 		t.Fatal(err)
 	}
 	waitGone(t, store, 15, 30*time.Second)
+}
+
+// MIGRATE SHARDS a-b PARALLEL 2: four jobs into one shared target table,
+// never more than two of them preparing, copying or verifying at once, all
+// ready in the end; cancelling them one by one removes each one's rows of
+// the shared target table and no other's.
+func testJobParallel(t *testing.T, e *jobEnv) {
+	ctx := testCtx(t)
+	const cluster = "parallel"
+	e.cluster(t, cluster)
+	for sh := 20; sh <= 23; sh++ {
+		e.fill(t, router.Shard(sh), 30, 1) // 270 rows at 300 rows/s: about a second each
+	}
+	e.manager(t, cluster, "m1", 300)
+	admin := NewAdmin(e.cli, cluster)
+	store := routecfg.NewJobStore(e.cli, cluster)
+	_, rev, err := store.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events := store.Watch(wctx, rev)
+	created, err := admin.Start(ctx, 20, 23, "ds1", "im_3", 0, 2, false)
+	if err != nil || len(created) != 4 {
+		t.Fatalf("Start = %v, %v", created, err)
+	}
+	steps := map[int]string{}
+	most := 0
+	for ev := range events {
+		if ev.Err != nil || ev.Job == nil {
+			t.Fatalf("watch: %+v", ev)
+		}
+		steps[ev.Shard] = ev.Job.Step
+		active, ready := 0, 0
+		for _, st := range steps {
+			switch st {
+			case StepPrepare, StepBackfill, StepVerify:
+				active++
+			case StepReady:
+				ready++
+			}
+		}
+		most = max(most, active)
+		if active > 2 {
+			t.Fatalf("%d jobs active at once: %v", active, steps)
+		}
+		if ready == 4 {
+			break
+		}
+	}
+	if most != 2 {
+		t.Fatalf("at most %d jobs ran at once, want 2", most)
+	}
+	for sh := 20; sh <= 23; sh++ {
+		if err := admin.Command(ctx, sh, VerbCancel, 0); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, store, sh, 30*time.Second)
+		// The job that created the shared table did not drop it while
+		// other shards' rows were in it; the others did not create it.
+		if n := count(t, e.ddb, "SELECT COUNT(*) FROM im_3.conv_msg_0000 WHERE CRC32(conv_id) % 1024 BETWEEN 20 AND ?", sh); n != 0 {
+			t.Fatalf("after cancelling shards 20..%d the shared target table holds %d of their rows", sh, n)
+		}
+		if sh < 23 && count(t, e.ddb, "SELECT COUNT(*) FROM im_3.conv_msg_0000 WHERE CRC32(conv_id) % 1024 = 23") == 0 {
+			t.Fatalf("cancelling shard %d removed shard 23's rows", sh)
+		}
+	}
 }
