@@ -287,10 +287,10 @@ func TestJob(t *testing.T) {
 }
 
 // A job runs prepare -> backfill -> verify with writes flowing on the
-// source, switches on NEXT (routes flipped, target equal to source), takes
-// writes on the new side (reverse replication brings them back), and rolls
-// back: routes as before, the source holds every row, the target's tables
-// the job created are gone.
+// source, switches on NEXT (routes flipped, target equal to source), is
+// taken over by another manager, takes writes on the new side (reverse
+// replication brings them back), and rolls back: routes as before, the
+// source holds every row, the target's tables the job created are gone.
 func testJobSwitchAndRollback(t *testing.T, e *jobEnv) {
 	ctx := testCtx(t)
 	const cluster, shard = "swr", 5
@@ -334,7 +334,11 @@ func testJobSwitchAndRollback(t *testing.T, e *jobEnv) {
 		t.Fatalf("the target holds %d rows of other shards", n)
 	}
 
-	// Writes now go to the new side; the reverse stream brings them back.
+	// Another process takes the switched job over (the reverse stream
+	// resumes from its checkpoint row); writes now go to the new side and
+	// the reverse stream brings them back.
+	m.Close()
+	m = e.manager(t, cluster, "m2", -1)
 	stop = writer(t, e.ddb, "im_9", keys, keys)
 	time.Sleep(time.Second)
 	stop()
