@@ -478,6 +478,22 @@ func testJobRefused(t *testing.T, e *jobEnv) {
 		}
 	}
 
+	// The server checks, each refusal saying what to set.
+	if err := checkServers(ctx, e.sdb, e.ddb, "ds0", "ds1"); err != nil {
+		t.Fatalf("two alike servers refused: %v", err)
+	}
+	e.dst.Exec(t, "SET GLOBAL sql_mode = 'STRICT_TRANS_TABLES'", "SET GLOBAL collation_server = 'utf8mb4_unicode_ci'")
+	e.src.Exec(t, "SET GLOBAL binlog_format = 'STATEMENT'", "SET GLOBAL binlog_row_image = 'MINIMAL'")
+	err := checkServers(ctx, e.sdb, e.ddb, "ds0", "ds1")
+	e.dst.Exec(t, "SET GLOBAL sql_mode = DEFAULT", "SET GLOBAL collation_server = 'utf8mb4_general_ci'")
+	e.src.Exec(t, "SET GLOBAL binlog_format = 'ROW'", "SET GLOBAL binlog_row_image = 'FULL'")
+	for _, want := range []string{"migration refused", `target ds1 has sql_mode="STRICT_TRANS_TABLES"`, "collation_server=utf8mb4_unicode_ci",
+		"source ds0: binlog_format is STATEMENT (SET GLOBAL binlog_format=ROW)", "binlog_row_image is MINIMAL"} {
+		if !errors.Is(err, ErrPrecheck) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("checkServers = %v; want it to say %q", err, want)
+		}
+	}
+
 	e.dst.Exec(t, "DELETE FROM im_7.im_conv_seq_0000")
 	if err := admin.Command(ctx, shard, VerbResume, 0); err != nil {
 		t.Fatal(err)

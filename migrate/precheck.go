@@ -24,8 +24,10 @@ type serverVars struct {
 
 func readServerVars(ctx context.Context, db *sql.DB) (serverVars, error) {
 	var v serverVars
-	err := db.QueryRowContext(ctx, `SELECT @@version, @@character_set_server, @@collation_server, @@GLOBAL.sql_mode,
-		@@log_bin, @@binlog_format, @@binlog_row_image, @@binlog_row_metadata`).
+	// GLOBAL: what new connections (the proxy's, the applier's) get, not
+	// this pooled session's own values.
+	err := db.QueryRowContext(ctx, `SELECT @@version, @@GLOBAL.character_set_server, @@GLOBAL.collation_server, @@GLOBAL.sql_mode,
+		@@log_bin, @@GLOBAL.binlog_format, @@GLOBAL.binlog_row_image, @@GLOBAL.binlog_row_metadata`).
 		Scan(&v.version, &v.charset, &v.collation, &v.sqlMode, &v.logBin, &v.format, &v.image, &v.metadata)
 	return v, err
 }
