@@ -591,11 +591,11 @@ func readerID(name string) uint32 { return 1<<30 + crc32.ChecksumIEEE([]byte(nam
 // the state's Created).
 func (j *jobRun) prepare(ctx context.Context) error {
 	job, _, _ := j.snapshot()
-	at, err := j.m.location(ctx, job.Shard)
+	at, err := j.m.endpoint(ctx, job.Shard)
 	if err != nil {
 		return err
 	}
-	if at.Datasource != job.From.Datasource || at.Database != job.From.Database {
+	if at != job.From {
 		return fmt.Errorf("%w: the routes put shard %d on %s.%s, not on %s.%s where the job moves it from; ROLLBACK this job and MIGRATE again",
 			ErrPrecheck, job.Shard, at.Datasource, at.Database, job.From.Datasource, job.From.Database)
 	}
@@ -860,11 +860,11 @@ func caughtUpFor(ctx context.Context, d time.Duration, caughtUp func(context.Con
 // lock (IntentSwitch is persisted).
 func (j *jobRun) switchForward(ctx context.Context) error {
 	job, cmds, _ := j.snapshot()
-	at, err := j.m.location(ctx, job.Shard)
+	at, err := j.m.endpoint(ctx, job.Shard)
 	if err != nil {
 		return err
 	}
-	if at.Datasource == job.To.Datasource && at.Database == job.To.Database {
+	if at == job.To {
 		// A runner that died after the flip: it happened.
 		return j.switched(ctx, "switched by an earlier runner")
 	}
@@ -941,11 +941,11 @@ func purgePending(c Commands, st jobState) bool { return c.Purge && !st.Purged }
 // alone. The routes must put the shard on the target.
 func (j *jobRun) purge(ctx context.Context) error {
 	job, cmds, st := j.snapshot()
-	at, err := j.m.location(ctx, job.Shard)
+	at, err := j.m.endpoint(ctx, job.Shard)
 	if err != nil {
 		return err
 	}
-	if at.Datasource != job.To.Datasource || at.Database != job.To.Database {
+	if at != job.To {
 		return fmt.Errorf("migrate: purge of job %s: the routes put shard %d on %s.%s, not on the target; not deleting the source's rows",
 			job.ID, job.Shard, at.Datasource, at.Database)
 	}
@@ -968,16 +968,16 @@ func (j *jobRun) rollback(ctx context.Context) error {
 			return err
 		}
 	}
-	at, err := j.m.location(ctx, job.Shard)
+	at, err := j.m.endpoint(ctx, job.Shard)
 	if err != nil {
 		return err
 	}
 	switch {
-	case at.Datasource == job.To.Datasource && at.Database == job.To.Database:
+	case at == job.To:
 		if err := j.switchBack(ctx); err != nil {
 			return err
 		}
-	case at.Datasource != job.From.Datasource || at.Database != job.From.Database:
+	case at != job.From:
 		return fmt.Errorf("migrate: rollback of job %s: the routes put shard %d on %s.%s, neither side of the job; fix the routes by hand",
 			job.ID, job.Shard, at.Datasource, at.Database)
 	}

@@ -339,9 +339,10 @@ func (m *Manager) pool(ctx context.Context, ds router.Datasource) (*sql.DB, binl
 	return db, bl, nil
 }
 
-// location is where the routes put the shard now.
-func (m *Manager) location(ctx context.Context, shard int) (router.Target, error) {
-	return routesLocation(ctx, m.routes, shard)
+// endpoint is the (datasource, database) the routes put the shard on now.
+func (m *Manager) endpoint(ctx context.Context, shard int) (routecfg.Endpoint, error) {
+	t, err := routesLocation(ctx, m.routes, shard)
+	return routecfg.Endpoint{Datasource: t.Datasource, Database: t.Database}, err
 }
 
 func routesLocation(ctx context.Context, routes *routecfg.Store, shard int) (router.Target, error) {
