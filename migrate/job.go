@@ -382,6 +382,7 @@ func (j *jobRun) wait(ctx context.Context, d time.Duration) error {
 func (j *jobRun) run(ctx context.Context) error {
 	defer j.bfTask.stop()
 	defer j.revTask.stop()
+	defer j.m.cfg.Metrics.forget(j.shard)
 	for {
 		err := j.open(ctx)
 		if err == nil {
@@ -432,6 +433,7 @@ func (j *jobRun) run(ctx context.Context) error {
 			return err
 		}
 		j.log.Warn("migration step failed; retrying", zap.String("step", job.Step), zap.Error(err))
+		j.m.cfg.Metrics.failed(job.Step)
 		if serr := j.save(ctx, func(rec *routecfg.Job, _ *jobState) { rec.LastError = err.Error() }); serr != nil &&
 			(errors.Is(serr, routecfg.ErrNotRunner) || errors.Is(serr, errJobGone)) {
 			return serr
@@ -1046,7 +1048,7 @@ func (j *jobRun) refreshStatus(ctx context.Context) {
 		return
 	}
 	j.mu.Lock()
-	s := j.st.Status
+	s, step := j.st.Status, j.job.Step
 	j.mu.Unlock()
 	s.Lag = -1
 	if j.bf != nil && j.bfTask.done != nil {
@@ -1061,6 +1063,7 @@ func (j *jobRun) refreshStatus(ctx context.Context) {
 		s.Lag = lag(ok && err == nil, j.rev.Stats().SourceTime)
 	}
 	j.statusAt = time.Now()
+	j.m.cfg.Metrics.observe(j.shard, step, s)
 	if s == j.lastStatus {
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -79,9 +80,15 @@ func (e *jobEnv) manager(t *testing.T, cluster, id string, rate float64) *Manage
 
 func (e *jobEnv) managerWindow(t *testing.T, cluster, id string, rate float64, window time.Duration) *Manager {
 	t.Helper()
-	m, err := NewManager(ManagerConfig{Client: e.cli, Cluster: cluster, ID: id, Connect: connect,
-		Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(id), RunnerTTL: time.Second,
-		RollbackWindow: window, Rate: rate, ChunkRows: 100})
+	return e.managerWith(t, ManagerConfig{Cluster: cluster, ID: id, Rate: rate, RollbackWindow: window})
+}
+
+// managerWith starts a manager with the test's defaults under cfg.
+func (e *jobEnv) managerWith(t *testing.T, cfg ManagerConfig) *Manager {
+	t.Helper()
+	cfg.Client, cfg.Connect, cfg.RunnerTTL, cfg.ChunkRows = e.cli, connect, time.Second, 100
+	cfg.Log = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(cfg.ID)
+	m, err := NewManager(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,13 +534,25 @@ func testJobPauseRate(t *testing.T, e *jobEnv) {
 	const cluster, shard = "pause", 13
 	e.cluster(t, cluster)
 	e.fill(t, shard, 200, 1) // 1800 rows at 300 rows/s: 6 s
-	e.manager(t, cluster, "m1", 300)
+	reg := prometheus.NewRegistry()
+	metrics, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.managerWith(t, ManagerConfig{Cluster: cluster, ID: "m1", Rate: 300, Metrics: metrics})
 	admin := NewAdmin(e.cli, cluster)
 	store := routecfg.NewJobStore(e.cli, cluster)
 	if _, err := admin.Start(ctx, shard, shard, "ds1", "im_6", 0, 0, false); err != nil {
 		t.Fatal(err)
 	}
 	waitJob(t, store, shard, 30*time.Second, "copy under way", func(_ routecfg.Job, p jobProgress) bool { return copied(p) >= 150 })
+	time.Sleep(statusEvery + 500*time.Millisecond) // a status refresh
+	if v, ok := gauge(t, reg, MetricRowsCopied, "0013"); !ok || v < 150 {
+		t.Fatalf("%s = %v (present %v) during the copy", MetricRowsCopied, v, ok)
+	}
+	if v, ok := gauge(t, reg, MetricJobStep, "0013", "backfill"); !ok || v != 1 {
+		t.Fatalf("%s{step=backfill} = %v (present %v)", MetricJobStep, v, ok)
+	}
 	if err := admin.Command(ctx, shard, VerbPause, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -566,6 +585,38 @@ func testJobPauseRate(t *testing.T, e *jobEnv) {
 		t.Fatal(err)
 	}
 	waitGone(t, store, shard, 30*time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for _, ok := gauge(t, reg, MetricRowsCopied, "0013"); ok; _, ok = gauge(t, reg, MetricRowsCopied, "0013") {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s of the removed job is still exported", MetricRowsCopied)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// gauge returns the value of the gauge name whose label values are
+// values, in label-name order, and whether it exists.
+func gauge(t *testing.T, reg *prometheus.Registry, name string, values ...string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var got []string
+			for _, l := range m.GetLabel() {
+				got = append(got, l.GetValue())
+			}
+			if reflect.DeepEqual(got, values) {
+				return m.GetGauge().GetValue(), true
+			}
+		}
+	}
+	return 0, false
 }
 
 // After the switch, NEXT ends the rollback window at once and the window's

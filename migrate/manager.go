@@ -49,6 +49,10 @@ type ManagerConfig struct {
 	// ChunkRows and SnapshotMaxAge are the copiers' (defaults if 0).
 	ChunkRows      int
 	SnapshotMaxAge time.Duration
+	// Metrics records the jobs run here; LockMetrics their migration locks
+	// (routecfg.WithRunnerMetrics). Nil: none.
+	Metrics     *Metrics
+	LockMetrics *routecfg.LockMetrics
 }
 
 // Manager runs the migration jobs of a cluster in this process: it watches
@@ -247,7 +251,8 @@ func (m *Manager) serve(ctx context.Context, shard int, s *slot) {
 	log := m.log.With(zap.Int("shard", shard))
 	for ctx.Err() == nil {
 		r, err := routecfg.CampaignRunner(ctx, m.store, shard, m.cfg.ID,
-			routecfg.WithRunnerTTL(m.cfg.RunnerTTL), routecfg.WithRunnerLogger(m.log.Named("runner")))
+			routecfg.WithRunnerTTL(m.cfg.RunnerTTL), routecfg.WithRunnerLogger(m.log.Named("runner")),
+			routecfg.WithRunnerMetrics(m.cfg.LockMetrics))
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Warn("campaigning for a migration runner", zap.Error(err))

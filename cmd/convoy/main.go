@@ -353,7 +353,7 @@ func serve(args []string) error {
 	}
 	// Migration jobs run in every proxy (whichever wins a job's runner
 	// election), so a job survives the death of the one running it.
-	migrations, err := migrationManager(cli, c, proxyID, log.Named("migrate"))
+	migrations, err := migrationManager(cli, c, proxyID, log.Named("migrate"), reg)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -39,11 +40,15 @@ const migrateUsage = `usage: convoy migrate [--config FILE] [--etcd HOST:PORT,..
 `
 
 // migrationManager starts the process's migration manager (runner
-// hosting).
-func migrationManager(cli *clientv3.Client, c Config, id string, log *zap.Logger) (*migrate.Manager, error) {
+// hosting); reg (nil: none) gets its job metrics.
+func migrationManager(cli *clientv3.Client, c Config, id string, log *zap.Logger, reg prometheus.Registerer) (*migrate.Manager, error) {
+	metrics, err := migrate.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
 	return migrate.NewManager(migrate.ManagerConfig{
 		Client: cli, Cluster: c.Etcd.Cluster, ID: id, Connect: migrationConnector, Log: log,
-		RollbackWindow: c.Migration.RollbackWindow, Rate: c.Migration.Rate,
+		RollbackWindow: c.Migration.RollbackWindow, Rate: c.Migration.Rate, Metrics: metrics,
 	})
 }
 
@@ -112,7 +117,7 @@ func migrateCmd(args []string) error {
 			return err
 		}
 		hostname, _ := os.Hostname()
-		m, err := migrationManager(cli, c, fmt.Sprintf("%s-%d-worker", hostname, os.Getpid()), log.Named("migrate"))
+		m, err := migrationManager(cli, c, fmt.Sprintf("%s-%d-worker", hostname, os.Getpid()), log.Named("migrate"), nil)
 		if err != nil {
 			return err
 		}
