@@ -14,7 +14,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	mysqldrv "github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -52,24 +51,20 @@ func migrationManager(cli *clientv3.Client, c Config, id string, log *zap.Logger
 	})
 }
 
-// migrationConnector opens a datasource for the migration jobs with
-// go-sql-driver, as package migrate requires: server-side prepared
-// statements (exact values) and DATETIME as text.
+// migrationConnector opens a datasource for the migration jobs: the pool
+// backend.OpenSQL makes for non-client work (password, TLS, the driver
+// options migrate needs) and the binlog connection with the same account.
 func migrationConnector(_ context.Context, ds router.Datasource) (*sql.DB, binlog.Config, error) {
+	db, err := backend.OpenSQL(ds, "")
+	if err != nil {
+		return nil, binlog.Config{}, err
+	}
 	pw, err := backend.ResolvePassword(ds)
 	if err != nil {
+		db.Close()
 		return nil, binlog.Config{}, err
 	}
-	cfg := mysqldrv.NewConfig()
-	cfg.Net, cfg.Addr, cfg.User, cfg.Passwd = "tcp", ds.Addr, ds.User, pw
-	cfg.Collation = "utf8mb4_general_ci" // the driver's default is unknown to MariaDB
-	cfg.InterpolateParams, cfg.ParseTime = false, false
-	cfg.Timeout = 5 * time.Second
-	conn, err := mysqldrv.NewConnector(cfg)
-	if err != nil {
-		return nil, binlog.Config{}, err
-	}
-	return sql.OpenDB(conn), binlog.Config{Addr: ds.Addr, User: ds.User, Password: pw}, nil
+	return db, binlog.Config{Addr: ds.Addr, User: ds.User, Password: pw}, nil
 }
 
 func migrateCmd(args []string) error {

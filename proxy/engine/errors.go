@@ -32,6 +32,8 @@ const (
 	CodeAccessDenied                   // authentication or privilege failure
 	CodeTooLarge                       // an input exceeds a configured bound
 	CodeStatementTimeout               // a datasource did not answer within the statement timeout
+	CodeTableAccessDenied              // the account lacks the privilege for a statement on a table (1142)
+	CodeDBAccessDenied                 // the account may not use a database (1044)
 	codeCount                          // keep last: the mapping test iterates to it
 )
 
@@ -61,6 +63,8 @@ var codeNames = [codeCount]string{
 	CodeTxnAborted:         "transaction_aborted",
 	CodeAccessDenied:       "access_denied",
 	CodeTooLarge:           "too_large",
+	CodeTableAccessDenied:  "table_access_denied",
+	CodeDBAccessDenied:     "db_access_denied",
 	CodeStatementTimeout:   "statement_timeout",
 }
 

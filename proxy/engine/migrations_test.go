@@ -48,7 +48,7 @@ func TestMigrationDirectives(t *testing.T) {
 	defer s.Close()
 
 	// Without the hook: a clear refusal, not a panic.
-	s.SetAdmin(true)
+	s.SetPrivileges(Privileges{Read: true, Write: true, DDL: true, Admin: true})
 	_, err := s.Query("/*+ convoy SHOW MIGRATIONS */")
 	expectCode(t, err, CodeNotSupported)
 
@@ -93,7 +93,7 @@ func TestMigrationDirectives(t *testing.T) {
 	_, err = s.Query("/*+ convoy SHOW MIGRATIONS */")
 	expectCode(t, err, CodeBackendUnavailable)
 
-	s.SetAdmin(false)
+	s.SetPrivileges(Privileges{Read: true, Write: true, DDL: true})
 	_, err = s.Query("/*+ convoy MIGRATION 3 PAUSE */")
 	expectCode(t, err, CodeAccessDenied)
 }
