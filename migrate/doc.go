@@ -19,6 +19,9 @@
 //	job.go       the job state machine (queued, prepare, backfill, verify,
 //	             ready, switched, done; rollback at any step), persisted in
 //	             the routecfg.Job record before each action
+//	switch.go    the switch both ways under the migration lock: fence
+//	             marker, stream past it, route flip
+//	metrics.go   the jobs' Prometheus metrics
 //	manager.go   runner hosting: watch the job records, campaign for each
 //	             job's runner election, run the jobs won
 //	admin.go     what directives and the CLI write: jobs and commands
