@@ -235,13 +235,20 @@ func (a *Applier) CaughtUp(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	return a.Reached(cur)
+}
+
+// Reached reports whether every source transaction up to pos (a fence's,
+// or the source's current position) has been applied, or had nothing of
+// the shard, by the running stream.
+func (a *Applier) Reached(pos binlog.Position) (bool, error) {
 	st := a.reader.Stats()
 	if !st.Streaming {
 		// Between a Reset (or a restart) and the Run's stream: the reader
 		// still shows where the previous stream ended.
 		return false, nil
 	}
-	return st.Position.Reached(cur)
+	return st.Position.Reached(pos)
 }
 
 // Reset makes the checkpoint row say "a replay from origin, nothing applied

@@ -158,13 +158,25 @@ func (b *Backfill) SetRate(rowsPerSec float64) { b.limiter.SetRate(rowsPerSec) }
 // CaughtUp is the Applier's: every source transaction committed before the
 // call is applied. False while copying.
 func (b *Backfill) CaughtUp(ctx context.Context) (bool, error) {
-	b.mu.Lock()
-	p := b.phase
-	b.mu.Unlock()
-	if p != PhaseApplying && p != PhaseCaughtUp {
+	if !b.applying() {
 		return false, nil
 	}
 	return b.applier.CaughtUp(ctx)
+}
+
+// Reached is the Applier's: every source transaction up to pos is applied.
+// False while copying.
+func (b *Backfill) Reached(pos binlog.Position) (bool, error) {
+	if !b.applying() {
+		return false, nil
+	}
+	return b.applier.Reached(pos)
+}
+
+func (b *Backfill) applying() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.phase == PhaseApplying || b.phase == PhaseCaughtUp
 }
 
 // TableProgress is one table's copy progress.

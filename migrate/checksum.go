@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/convoy-im/convoy/binlog"
 )
 
 // Checksummer is step 4 of a shard migration (verify): it compares one
@@ -51,6 +53,7 @@ type Checksummer struct {
 	recheckDelay   time.Duration
 	rechecks       int
 	limiter        *Limiter
+	settle         func(context.Context, binlog.Position) error
 	sumCols, pkSQL string
 	onCompare      func(attempt int) // tests: runs after each read of a segment
 }
@@ -78,6 +81,21 @@ func WithSegmentRows(n int) ChecksumOption {
 // takes to reach the target when the system is healthy.
 func WithRecheck(times int, delay time.Duration) ChecksumOption {
 	return func(c *Checksummer) { c.rechecks, c.recheckDelay = max(0, times), delay }
+}
+
+// WithSettledRecheck adds a last recheck for a segment that still differs
+// after the others, for a target written only by a binlog applier (the job
+// before its switch): the source's rows of the segment are read with a
+// locking read (LOCK IN SHARE MODE: writers of those rows and inserts into
+// the key range wait), then settle is called with the source's binlog
+// position and must return once the applier has applied everything up to
+// it, then the target is read and the lock released. Nothing of the segment
+// is in flight then, so a difference is real. Without it a segment that is
+// written faster than the rechecks' delays (im_conv_seq of busy
+// conversations) never compares equal. The lock is held for the apply lag
+// (milliseconds when caught up); bound settle with a timeout.
+func WithSettledRecheck(settle func(ctx context.Context, applied binlog.Position) error) ChecksumOption {
+	return func(c *Checksummer) { c.settle = settle }
 }
 
 // WithChecksumLimiter throttles the rows read per side (default unlimited).
@@ -267,7 +285,7 @@ func (c *Checksummer) boundary(ctx context.Context, q queryer, after Key) (Key, 
 }
 
 // compare reads both sides' sums, rechecking a difference.
-func (c *Checksummer) compare(ctx context.Context, sq, dq queryer, seg Segment) (SegmentResult, error) {
+func (c *Checksummer) compare(ctx context.Context, sq *sql.Conn, dq queryer, seg Segment) (SegmentResult, error) {
 	delay := c.recheckDelay
 	for attempt := 0; ; attempt++ {
 		if c.limiter != nil {
@@ -292,6 +310,9 @@ func (c *Checksummer) compare(ctx context.Context, sq, dq queryer, seg Segment) 
 			c.onCompare(attempt)
 		}
 		res := SegmentResult{Segment: seg, Source: s, Target: d, Equal: s == d, Rechecks: attempt}
+		if !res.Equal && attempt >= c.rechecks && c.settle != nil {
+			return c.settled(ctx, sq, dq, seg, attempt+1)
+		}
 		if res.Equal || attempt >= c.rechecks {
 			return res, nil
 		}
@@ -302,13 +323,57 @@ func (c *Checksummer) compare(ctx context.Context, sq, dq queryer, seg Segment) 
 	}
 }
 
+// settledAttempts bounds the settled recheck's retries after a deadlock
+// or lock wait timeout with the source's writers.
+const settledAttempts = 3
+
+// settled is the recheck of WithSettledRecheck.
+func (c *Checksummer) settled(ctx context.Context, sq *sql.Conn, dq queryer, seg Segment, attempt int) (SegmentResult, error) {
+	for try := 1; ; try++ {
+		res, err := c.settledOnce(ctx, sq, dq, seg)
+		res.Rechecks = attempt
+		if err == nil || !retryable(err) || try == settledAttempts {
+			return res, err
+		}
+	}
+}
+
+func (c *Checksummer) settledOnce(ctx context.Context, sq *sql.Conn, dq queryer, seg Segment) (SegmentResult, error) {
+	tx, err := sq.BeginTx(ctx, nil)
+	if err != nil {
+		return SegmentResult{}, err
+	}
+	defer tx.Rollback() // read only: ending it releases the locks
+	s, err := c.sumSQL(ctx, tx, c.src, seg, " LOCK IN SHARE MODE")
+	if err != nil {
+		return SegmentResult{}, err
+	}
+	pos, err := binlog.CurrentPosition(ctx, tx)
+	if err != nil {
+		return SegmentResult{}, fmt.Errorf("migrate: source binlog position: %w", err)
+	}
+	if err := c.settle(ctx, pos); err != nil {
+		return SegmentResult{}, fmt.Errorf("migrate: settled recheck of %s %s: %w", c.dst.qualified(), seg, err)
+	}
+	d, err := c.sum(ctx, dq, c.dst, seg)
+	if err != nil {
+		return SegmentResult{}, err
+	}
+	return SegmentResult{Segment: seg, Source: s, Target: d, Equal: s == d}, nil
+}
+
 func (c *Checksummer) sum(ctx context.Context, q queryer, t *table, seg Segment) (Sum, error) {
+	return c.sumSQL(ctx, q, t, seg, "")
+}
+
+// sumSQL reads a segment's aggregate; suffix is a locking clause or "".
+func (c *Checksummer) sumSQL(ctx context.Context, q queryer, t *table, seg Segment, suffix string) (Sum, error) {
 	w, err := segmentWhere(t, c.filter, seg.After, seg.Upto)
 	if err != nil {
 		return Sum{}, err
 	}
 	var s Sum
-	if err := q.QueryRowContext(ctx, "SELECT "+c.sumCols+" FROM "+t.qualified()+w.String(), w.args...).Scan(&s.Rows, &s.CRC, &s.Hash); err != nil {
+	if err := q.QueryRowContext(ctx, "SELECT "+c.sumCols+" FROM "+t.qualified()+w.String()+suffix, w.args...).Scan(&s.Rows, &s.CRC, &s.Hash); err != nil {
 		return Sum{}, fmt.Errorf("migrate: checksum %s %s: %w", t.qualified(), seg, err)
 	}
 	return s, nil

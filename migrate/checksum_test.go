@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/convoy-im/convoy/binlog"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -264,6 +265,45 @@ func testSharedTable(t *testing.T, e *env) {
 			t.Errorf("with %d rechecks: %+v", rechecks, r)
 		}
 	}
+
+	// A segment the source writes faster than the rechecks look (each read
+	// is followed by another change) differs at every ordinary read; the
+	// settled recheck locks the source's rows, lets the "applier" (settle)
+	// catch up with the source's position, and finds it equal. A target
+	// change the source never made still differs.
+	row := fmt.Sprintf("conv_id = %d AND seq = 1", keys[2])
+	for _, real := range []bool{false, true} {
+		e.src.Exec(t, "UPDATE shared.conv_msg_0000 SET msg_type = 1 WHERE "+row)
+		e.dst.Exec(t, "UPDATE shared.conv_msg_0000 SET msg_type = 0 WHERE "+row)
+		pending := 1
+		var settled []string
+		cs, err := NewChecksummer(ctx, src, dst, f, WithRecheck(1, 10*time.Millisecond),
+			WithSettledRecheck(func(_ context.Context, pos binlog.Position) error {
+				settled = append(settled, string(pos))
+				v := pending
+				if real {
+					v += 1000
+				}
+				e.dst.Exec(t, fmt.Sprintf("UPDATE shared.conv_msg_0000 SET msg_type = %d WHERE %s", v%256, row))
+				return nil
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs.onCompare = func(attempt int) {
+			pending = 100 + attempt
+			e.src.Exec(t, fmt.Sprintf("UPDATE shared.conv_msg_0000 SET msg_type = %d WHERE %s", pending, row))
+		}
+		r, err := cs.CompareSegment(ctx, seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Equal == real || r.Rechecks != 2 || len(settled) != 1 || settled[0] == "" {
+			t.Errorf("settled recheck (target really differs: %v): %+v, settle called with %q", real, r, settled)
+		}
+	}
+	e.dst.Exec(t, "UPDATE shared.conv_msg_0000 SET msg_type = 1 WHERE "+row)
+	e.src.Exec(t, "UPDATE shared.conv_msg_0000 SET msg_type = 1 WHERE "+row)
 }
 
 // Writes on the source while the copy runs are not in the copy (they are

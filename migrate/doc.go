@@ -13,8 +13,20 @@
 //	             replay the binlog from the first snapshot's position
 //	checksum.go  verify: segmented checksums and sampled row comparison
 //	repair.go    re-copy one differing segment
+//	precheck.go  prepare: server settings compared, target tables created
+//	             from the source's definition and checked empty of the shard
+//	routes.go    the route document edit that moves one shard
+//	job.go       the job state machine (queued, prepare, backfill, verify,
+//	             ready, switched, done; rollback at any step), persisted in
+//	             the routecfg.Job record before each action
+//	switch.go    the switch both ways under the migration lock: fence
+//	             marker, stream past it, route flip
+//	metrics.go   the jobs' Prometheus metrics
+//	manager.go   runner hosting: watch the job records, campaign for each
+//	             job's runner election, run the jobs won
+//	admin.go     what directives and the CLI write: jobs and commands
 //
-// Nothing here keeps state between runs: each long operation takes a
+// The building blocks keep no state between runs: each long operation takes a
 // JSON-serialisable position (Checkpoint, ChecksumState, BackfillState) and
 // hands the next one to a callback after every step, so the job layer
 // persists it (etcd) and a crash resumes from it. The one exception is the

@@ -112,6 +112,17 @@ type Config struct {
 		MaxUnrepaired     int           `yaml:"max_unrepaired"`      // default 10000
 	} `yaml:"hot_tier"`
 
+	// Migration configures the shard migrations this process runs (every
+	// convoy serve hosts runners; see package migrate).
+	Migration struct {
+		// RollbackWindow: how long reverse replication keeps the old side
+		// current after a switch (default 168h, 7 days).
+		RollbackWindow time.Duration `yaml:"rollback_window"`
+		// Rate: copy rows per second of a job without its own RATE
+		// (default 2000; negative = unlimited).
+		Rate float64 `yaml:"rate"`
+	} `yaml:"migration"`
+
 	// Health holds the expansion triggers of seed 001 (SHOW SHARD HEALTH).
 	Health struct {
 		StatsWindow  time.Duration    `yaml:"stats_window"`  // default 60s

@@ -3,6 +3,7 @@
 //
 //	convoy serve [--config FILE] [--listen ADDR] [--etcd HOSTS] [--cluster NAME]
 //	convoy routes init|show|apply FILE [--etcd HOSTS] [--cluster NAME]
+//	convoy migrate start|status|watch|next|pause|resume|rollback|cancel|rate|worker ...
 package main
 
 import (
@@ -44,6 +45,7 @@ var version = "dev"
 const usage = `usage:
   convoy serve  [--config FILE] [--listen ADDR] [--etcd HOST:PORT,...] [--cluster NAME]
   convoy routes [--config FILE] [--etcd HOST:PORT,...] [--cluster NAME] init|show|apply FILE ...
+  convoy migrate [--config FILE] [--etcd HOST:PORT,...] [--cluster NAME] start|status|watch|next|pause|resume|rollback|cancel|rate|purge|worker ...
   convoy plan   [--simulate] [--rate N] [--parallel N] [--out FILE] ...   (convoy plan -h)
 `
 
@@ -58,6 +60,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "routes":
 		err = routes(os.Args[2:])
+	case "migrate":
+		err = migrateCmd(os.Args[2:])
 	case "plan":
 		err = plan(os.Args[2:])
 	case "-h", "--help", "help":
@@ -342,6 +346,7 @@ func serve(args []string) error {
 			}
 			return pools.Probe(ctx, ds, timeout)
 		},
+		Migrations: migrate.NewAdmin(cli, c.Etcd.Cluster),
 		Proxies: func(ctx context.Context) ([]engine.ProxyInfo, error) {
 			ps, err := routecfg.ListProxies(ctx, cli, c.Etcd.Cluster)
 			out := make([]engine.ProxyInfo, len(ps))
@@ -397,9 +402,10 @@ func serve(args []string) error {
 	// Register this instance (SHOW PROXIES); a registration failure is
 	// logged, not fatal: serving must not depend on etcd being up.
 	hostname, _ := os.Hostname()
+	proxyID := fmt.Sprintf("%s-%d", hostname, os.Getpid())
 	regCtx, regCancel := context.WithTimeout(ctx, 3*time.Second)
 	registration, err := routecfg.Register(regCtx, cli, c.Etcd.Cluster, routecfg.ProxyInfo{
-		ID: fmt.Sprintf("%s-%d", hostname, os.Getpid()), Listen: ln.Addr().String(), Metrics: c.MetricsListen,
+		ID: proxyID, Listen: ln.Addr().String(), Metrics: c.MetricsListen,
 		Version: version, StartedAt: time.Now(), RouteVersion: watcher.Current().Version(),
 	}, routecfg.WithRegistryLogger(log.Named("registry")))
 	regCancel()
@@ -410,6 +416,13 @@ func serve(args []string) error {
 		f := func(s *router.Snapshot) { registration.SetRouteVersion(s.Version()) }
 		onRoutes.Store(&f)
 	}
+	// Migration jobs run in every proxy (whichever wins a job's runner
+	// election), so a job survives the death of the one running it.
+	migrations, err := migrationManager(cli, c, proxyID, log.Named("migrate"), reg)
+	if err != nil {
+		return err
+	}
+	defer migrations.Close()
 	log.Info("convoy serving", zap.String("listen", ln.Addr().String()), zap.String("metrics", c.MetricsListen),
 		zap.String("cluster", c.Etcd.Cluster), zap.Int64("route_version", watcher.Current().Version()))
 	errc := make(chan error, 1)

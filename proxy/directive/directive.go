@@ -13,29 +13,31 @@ type Kind int
 
 // The directive kinds. The zero Kind is not a valid directive.
 const (
-	ShowRoutes      Kind = iota + 1 // SHOW ROUTES [WHERE shard = N | WHERE datasource = NAME]
-	ShowShardFor                    // SHOW SHARD FOR col = key
-	ShowDatasources                 // SHOW DATASOURCES
-	ShowProxies                     // SHOW PROXIES
-	ReloadRoutes                    // RELOAD ROUTES
-	ShowShardStats                  // SHOW SHARD STATS [WHERE shard = N]
-	ShowShardHealth                 // SHOW SHARD HEALTH [ALL]
-	ShowMigrations                  // SHOW MIGRATIONS
-	MigrateShard                    // MIGRATE SHARD N TO NAME
-	Target                          // shard=N | datasource=NAME | all, followed by a statement
+	ShowRoutes       Kind = iota + 1 // SHOW ROUTES [WHERE shard = N | WHERE datasource = NAME]
+	ShowShardFor                     // SHOW SHARD FOR col = key
+	ShowDatasources                  // SHOW DATASOURCES
+	ShowProxies                      // SHOW PROXIES
+	ReloadRoutes                     // RELOAD ROUTES
+	ShowShardStats                   // SHOW SHARD STATS [WHERE shard = N]
+	ShowShardHealth                  // SHOW SHARD HEALTH [ALL]
+	ShowMigrations                   // SHOW MIGRATIONS
+	MigrateShard                     // MIGRATE SHARD N | SHARDS A-B TO NAME [options]
+	MigrationCommand                 // MIGRATION N PAUSE | RESUME | NEXT | ROLLBACK | CANCEL | RATE R
+	Target                           // shard=N | datasource=NAME | all, followed by a statement
 )
 
 var kindNames = [...]string{
-	ShowRoutes:      "SHOW ROUTES",
-	ShowShardFor:    "SHOW SHARD FOR",
-	ShowDatasources: "SHOW DATASOURCES",
-	ShowProxies:     "SHOW PROXIES",
-	ReloadRoutes:    "RELOAD ROUTES",
-	ShowShardStats:  "SHOW SHARD STATS",
-	ShowShardHealth: "SHOW SHARD HEALTH",
-	ShowMigrations:  "SHOW MIGRATIONS",
-	MigrateShard:    "MIGRATE SHARD",
-	Target:          "TARGET",
+	ShowRoutes:       "SHOW ROUTES",
+	ShowShardFor:     "SHOW SHARD FOR",
+	ShowDatasources:  "SHOW DATASOURCES",
+	ShowProxies:      "SHOW PROXIES",
+	ReloadRoutes:     "RELOAD ROUTES",
+	ShowShardStats:   "SHOW SHARD STATS",
+	ShowShardHealth:  "SHOW SHARD HEALTH",
+	ShowMigrations:   "SHOW MIGRATIONS",
+	MigrateShard:     "MIGRATE SHARD",
+	MigrationCommand: "MIGRATION",
+	Target:           "TARGET",
 }
 
 // String returns the command words of the kind ("SHOW ROUTES"); Target is
@@ -53,9 +55,25 @@ type Directive struct {
 	Kind Kind
 
 	// Shard is the shard filter (SHOW ROUTES / SHOW SHARD STATS WHERE shard =
-	// N), the shard to migrate (MIGRATE SHARD), the target shard (shard=N),
-	// or the computed shard of Key (SHOW SHARD FOR). -1 when not set.
+	// N), the (first) shard to migrate (MIGRATE SHARD[S]), the job's shard
+	// (MIGRATION N), the target shard (shard=N), or the computed shard of Key
+	// (SHOW SHARD FOR). -1 when not set.
 	Shard int
+	// LastShard is the last shard of MIGRATE SHARDS A-B (Shard for MIGRATE
+	// SHARD N), at least Shard.
+	LastShard int
+	// Database (MIGRATE ... DATABASE d; "" keeps the shard's database
+	// name), Rate (MIGRATE ... RATE r and MIGRATION N RATE r, rows per
+	// second, 0 unlimited; -1 when not given), Parallel (MIGRATE SHARDS ...
+	// PARALLEL p; 0 when not given: all at once) and Auto (MIGRATE ... AUTO:
+	// switch without waiting for NEXT).
+	Database string
+	Rate     int64
+	Parallel int
+	Auto     bool
+	// Verb is the command of MIGRATION N: PAUSE, RESUME, NEXT, ROLLBACK,
+	// CANCEL, RATE or PURGE, upper case.
+	Verb string
 	// Datasource is the filter of SHOW ROUTES WHERE datasource = NAME, the
 	// destination of MIGRATE SHARD ... TO NAME, or the target of
 	// datasource=NAME. Quotes are removed; existence is not checked here.
@@ -117,14 +135,18 @@ var (
 	synProxies      = "SHOW PROXIES"
 	synMigrations   = "SHOW MIGRATIONS"
 	synReload       = "RELOAD ROUTES"
-	synMigrate      = "MIGRATE SHARD N TO NAME"
+	synMigrate      = "MIGRATE SHARD N TO NAME [DATABASE D] [RATE R] [AUTO]"
+	synMigrateRange = "MIGRATE SHARDS A-B TO NAME [DATABASE D] [RATE R] [PARALLEL P] [AUTO]"
+	synMigration    = "MIGRATION N {PAUSE|RESUME|NEXT|ROLLBACK|CANCEL|RATE R|PURGE}"
 	synTarget       = "shard=N | datasource=NAME | all, then a statement"
 	maxShard        = strconv.Itoa(router.NumShards - 1)
 )
 
 var usage = "valid directives /*+ convoy ... */: " + strings.Join([]string{
 	synShowRoutes, synShowShardFor, synShardStats, synShardHealth,
-	synDatasources, synProxies, synMigrations, synReload, synMigrate,
+	// The MIGRATE forms in short: the list must fit a MySQL error
+	// message (512 bytes); their errors give the full syntax.
+	synDatasources, synProxies, synMigrations, synReload, "MIGRATE SHARD[S] N[-M] TO NAME [...]", "MIGRATION N VERB",
 }, ", ") + "; as a statement prefix: " + synTarget +
 	" (N is a shard 0.." + maxShard + ")"
 
@@ -184,6 +206,18 @@ func Parse(sql string) (d *Directive, ok bool, err error) {
 		return nil, true, errorf(d.Kind.String(), " must be the whole statement; unexpected ", quote(strings.TrimLeft(after, wsChars)), " after */")
 	}
 	return d, true, nil
+}
+
+// MigrationRate is Rate as the migration jobs take it: 0 when RATE was not
+// given (the configured default), < 0 for RATE 0 (unlimited), else rows/s.
+func (d *Directive) MigrationRate() float64 {
+	switch d.Rate {
+	case -1:
+		return 0
+	case 0:
+		return -1
+	}
+	return float64(d.Rate)
 }
 
 func targetName(d *Directive) string {
@@ -396,7 +430,7 @@ func (p *parser) end(syntax string) error {
 }
 
 func (p *parser) directive() (*Directive, error) {
-	d := &Directive{Shard: -1}
+	d := &Directive{Shard: -1, LastShard: -1, Rate: -1}
 	first := p.next()
 	var syntax string
 	var err error
@@ -411,18 +445,9 @@ func (p *parser) directive() (*Directive, error) {
 		}
 		d.Kind = ReloadRoutes
 	case first.is("MIGRATE"):
-		syntax = synMigrate
-		d.Kind = MigrateShard
-		if err = p.expect("SHARD", syntax); err != nil {
-			return nil, err
-		}
-		if d.Shard, err = p.shardNumber(syntax); err != nil {
-			return nil, err
-		}
-		if err = p.expect("TO", syntax); err != nil {
-			return nil, err
-		}
-		d.Datasource, err = p.name(syntax)
+		syntax, err = p.migrate(d)
+	case first.is("MIGRATION"):
+		syntax, err = p.migration(d)
 	case first.is("SHARD"):
 		syntax = synTarget
 		d.Kind = Target
@@ -433,7 +458,7 @@ func (p *parser) directive() (*Directive, error) {
 		syntax = synTarget
 		d.Kind = Target
 		if err = p.equals(syntax); err == nil {
-			d.Datasource, err = p.name(syntax)
+			d.Datasource, err = p.name(syntax, "datasource")
 		}
 	case first.is("ALL"):
 		syntax = synTarget
@@ -487,7 +512,7 @@ func (p *parser) show(d *Directive) (string, error) {
 			}
 		case f.is("DATASOURCE"):
 			if err = p.equals(synShowRoutes); err == nil {
-				d.Datasource, err = p.name(synShowRoutes)
+				d.Datasource, err = p.name(synShowRoutes, "datasource")
 			}
 		default:
 			err = syntaxErr(synShowRoutes, "SHOW ROUTES can filter by shard or datasource, got ", f.desc())
@@ -592,28 +617,29 @@ func digits(s string) bool {
 	return true
 }
 
-// name reads a datasource name: a bare identifier, '...' or `...`.
-func (p *parser) name(syntax string) (string, error) {
+// name reads a datasource (or database: what) name: a bare identifier,
+// '...' or `...`.
+func (p *parser) name(syntax, what string) (string, error) {
 	t := p.next()
 	switch t.kind {
 	case tWord:
 	case tString, tQuoted:
 		if t.text == "" {
-			return "", errorf("empty datasource name")
+			return "", errorf("empty ", what, " name")
 		}
 		for i := 0; i < len(t.text); i++ {
 			if c := t.text[i]; c < 0x20 || c == 0x7f || c == '\\' || c == '\'' || c == '`' || c == '"' {
-				return "", errorf("datasource name ", quote(t.raw), " must not contain quotes, backslashes or control characters")
+				return "", errorf(what, " name ", quote(t.raw), " must not contain quotes, backslashes or control characters")
 			}
 		}
 		if !utf8.ValidString(t.text) {
-			return "", errorf("datasource name ", quote(t.raw), " is not valid UTF-8")
+			return "", errorf(what, " name ", quote(t.raw), " is not valid UTF-8")
 		}
 	default:
-		return "", syntaxErr(syntax, "expected a datasource name, got ", t.desc())
+		return "", syntaxErr(syntax, "expected a ", what, " name, got ", t.desc())
 	}
 	if len(t.text) > maxName {
-		return "", errorf("datasource name ", quote(t.raw), " is longer than ", strconv.Itoa(maxName), " bytes")
+		return "", errorf(what, " name ", quote(t.raw), " is longer than ", strconv.Itoa(maxName), " bytes")
 	}
 	return t.text, nil
 }
@@ -663,4 +689,110 @@ func (p *parser) shardFor(d *Directive) error {
 	d.Key = key
 	d.Shard = int(router.ShardOf(key))
 	return nil
+}
+
+// migrate parses MIGRATE SHARD N | SHARDS A-B TO NAME and its options.
+func (p *parser) migrate(d *Directive) (string, error) {
+	d.Kind = MigrateShard
+	syntax := synMigrate
+	t := p.next()
+	var err error
+	switch {
+	case t.is("SHARD"):
+		if d.Shard, err = p.shardNumber(syntax); err != nil {
+			return syntax, err
+		}
+		d.LastShard = d.Shard
+	case t.is("SHARDS"):
+		syntax = synMigrateRange
+		if d.Shard, err = p.shardNumber(syntax); err != nil {
+			return syntax, err
+		}
+		if dash := p.next(); dash.kind != tPunct || dash.text != "-" {
+			return syntax, syntaxErr(syntax, "expected - between the first and the last shard, got ", dash.desc())
+		}
+		if d.LastShard, err = p.shardNumber(syntax); err != nil {
+			return syntax, err
+		}
+		if d.LastShard < d.Shard {
+			return syntax, errorf("shard range ", strconv.Itoa(d.Shard), "-", strconv.Itoa(d.LastShard), " ends before it starts")
+		}
+	default:
+		return syntax, unknown("MIGRATE", t)
+	}
+	if err := p.expect("TO", syntax); err != nil {
+		return syntax, err
+	}
+	if d.Datasource, err = p.name(syntax, "datasource"); err != nil {
+		return syntax, err
+	}
+	seen := map[string]bool{}
+	for p.peek().kind != tEOF {
+		o := p.next()
+		word := strings.ToUpper(o.text)
+		if o.kind == tWord && seen[word] {
+			return syntax, syntaxErr(syntax, word, " given twice")
+		}
+		seen[word] = true
+		switch {
+		case o.is("DATABASE"):
+			d.Database, err = p.name(syntax, "database")
+		case o.is("RATE"):
+			d.Rate, err = p.number(syntax, "RATE", 0, maxRate)
+		case o.is("PARALLEL") && syntax == synMigrateRange:
+			var n int64
+			n, err = p.number(syntax, "PARALLEL", 1, router.NumShards)
+			d.Parallel = int(n)
+		case o.is("AUTO"):
+			d.Auto = true
+		default:
+			return syntax, syntaxErr(syntax, "unexpected ", o.desc())
+		}
+		if err != nil {
+			return syntax, err
+		}
+	}
+	return syntax, nil
+}
+
+// maxRate bounds RATE: far above what one shard's copy can do, low enough
+// that no arithmetic on it overflows.
+const maxRate = 1_000_000_000
+
+// migration parses MIGRATION N VERB.
+func (p *parser) migration(d *Directive) (string, error) {
+	d.Kind = MigrationCommand
+	var err error
+	if d.Shard, err = p.shardNumber(synMigration); err != nil {
+		return synMigration, err
+	}
+	t := p.next()
+	for _, v := range []string{"PAUSE", "RESUME", "NEXT", "ROLLBACK", "CANCEL", "RATE", "PURGE"} {
+		if t.is(v) {
+			d.Verb = v
+		}
+	}
+	switch d.Verb {
+	case "":
+		return synMigration, syntaxErr(synMigration, "expected PAUSE, RESUME, NEXT, ROLLBACK, CANCEL, RATE or PURGE, got ", t.desc())
+	case "RATE":
+		d.Rate, err = p.number(synMigration, "RATE", 0, maxRate)
+	}
+	return synMigration, err
+}
+
+// number reads a decimal integer in [lo, hi] after the option word what.
+func (p *parser) number(syntax, what string, lo, hi int64) (int64, error) {
+	t := p.next()
+	if t.kind != tWord || !digits(t.text) {
+		return 0, syntaxErr(syntax, what, " takes a whole number, got ", t.desc())
+	}
+	n, err := strconv.ParseInt(t.text, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, errorf(what, " ", quote(t.raw), " is outside ", strconv.FormatInt(lo, 10), "..", strconv.FormatInt(hi, 10))
+	}
+	if f := p.peek(); f.kind == tPunct && f.text == "." {
+		return 0, errorf(what, " ", quote(t.raw+"."), " is not a whole number")
+	}
+	return n, nil
 }

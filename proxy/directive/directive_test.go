@@ -269,3 +269,71 @@ func TestLargeInputs(t *testing.T) {
 		t.Fatalf("blank rest: ok=%v err=%v", ok, err)
 	}
 }
+
+// TestParseMigrate covers the migration directives' options and their
+// errors.
+func TestParseMigrate(t *testing.T) {
+	type want struct {
+		kind         Kind
+		shard, last  int
+		ds, db, verb string
+		rate         int64
+		parallel     int
+		auto         bool
+	}
+	ok := []struct {
+		sql  string
+		want want
+	}{
+		{"/*+ convoy MIGRATE SHARD 441 TO ds2 */", want{MigrateShard, 441, 441, "ds2", "", "", -1, 0, false}},
+		{"/*+ convoy MIGRATE SHARD 441 TO ds2 DATABASE im_9 RATE 2000 */", want{MigrateShard, 441, 441, "ds2", "im_9", "", 2000, 0, false}},
+		{"/*+ convoy migrate shard 441 to `ds2` rate 0 database 'im 9' auto */", want{MigrateShard, 441, 441, "ds2", "im 9", "", 0, 0, true}},
+		{"/*+ convoy MIGRATE SHARDS 512-1023 TO ds2 PARALLEL 4 */", want{MigrateShard, 512, 1023, "ds2", "", "", -1, 4, false}},
+		{"/*+ convoy MIGRATE SHARDS 7 - 7 TO ds2 */", want{MigrateShard, 7, 7, "ds2", "", "", -1, 0, false}},
+		{"/*+ convoy MIGRATION 441 PAUSE */", want{MigrationCommand, 441, -1, "", "", "PAUSE", -1, 0, false}},
+		{"/*+ convoy migration 0441 next */;", want{MigrationCommand, 441, -1, "", "", "NEXT", -1, 0, false}},
+		{"/*+ convoy MIGRATION 1 RATE 500 */", want{MigrationCommand, 1, -1, "", "", "RATE", 500, 0, false}},
+		{"/*+ convoy MIGRATION 1 ROLLBACK */", want{MigrationCommand, 1, -1, "", "", "ROLLBACK", -1, 0, false}},
+		{"/*+ convoy MIGRATION 1 CANCEL */", want{MigrationCommand, 1, -1, "", "", "CANCEL", -1, 0, false}},
+		{"/*+ convoy MIGRATION 1 RESUME */", want{MigrationCommand, 1, -1, "", "", "RESUME", -1, 0, false}},
+		{"/*+ convoy MIGRATION 1 PURGE */", want{MigrationCommand, 1, -1, "", "", "PURGE", -1, 0, false}},
+	}
+	for _, tc := range ok {
+		d, isDir, err := Parse(tc.sql)
+		if !isDir || err != nil {
+			t.Fatalf("Parse(%q) = %v, %v", tc.sql, isDir, err)
+		}
+		got := want{d.Kind, d.Shard, d.LastShard, d.Datasource, d.Database, d.Verb, d.Rate, d.Parallel, d.Auto}
+		if got != tc.want {
+			t.Errorf("Parse(%q) = %+v, want %+v", tc.sql, got, tc.want)
+		}
+	}
+	bad := []struct{ sql, err string }{
+		{"/*+ convoy MIGRATE SHARDS 10-5 TO ds2 */", "shard range 10-5 ends before it starts"},
+		{"/*+ convoy MIGRATE SHARDS 10 TO ds2 */", "expected - between the first and the last shard"},
+		{"/*+ convoy MIGRATE SHARDS 10-1024 TO ds2 */", "is not a shard number"},
+		{"/*+ convoy MIGRATE SHARD 1 TO ds2 PARALLEL 4 */", `unexpected "PARALLEL"`},
+		{"/*+ convoy MIGRATE SHARD 1 TO ds2 RATE 10 RATE 20 */", "RATE given twice"},
+		{"/*+ convoy MIGRATE SHARD 1 TO ds2 RATE -5 */", "RATE takes a whole number"},
+		{"/*+ convoy MIGRATE SHARD 1 TO ds2 RATE 1.5 */", "is not a whole number"},
+		{"/*+ convoy MIGRATE SHARD 1 TO ds2 RATE 99999999999 */", "is outside 0..1000000000"},
+		{"/*+ convoy MIGRATE SHARDS 1-2 TO ds2 PARALLEL 0 */", "is outside 1..1024"},
+		{"/*+ convoy MIGRATE SHARD 1 TO ds2 DATABASE */", "expected a database name"},
+		{"/*+ convoy MIGRATE SHARD 1 TO ds2 DATABASE 'a`b' */", "database name"},
+		{"/*+ convoy MIGRATE TABLE 1 TO ds2 */", "unknown directive MIGRATE TABLE"},
+		{"/*+ convoy MIGRATION 1 */", "expected PAUSE, RESUME, NEXT, ROLLBACK, CANCEL, RATE or PURGE, got end of directive"},
+		{"/*+ convoy MIGRATION 1 STOP */", `got "STOP"`},
+		{"/*+ convoy MIGRATION 1 RATE */", "RATE takes a whole number"},
+		{"/*+ convoy MIGRATION 1 NEXT NOW */", `unexpected "NOW"`},
+		{"/*+ convoy MIGRATION 4096 NEXT */", "is not a shard number"},
+	}
+	for _, tc := range bad {
+		_, isDir, err := Parse(tc.sql)
+		if !isDir || err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("Parse(%q) = %v, %v; want an error containing %q", tc.sql, isDir, err, tc.err)
+		}
+		if err != nil && len(err.Error()) > 512 {
+			t.Errorf("Parse(%q): error is %d bytes, over MySQL's 512", tc.sql, len(err.Error()))
+		}
+	}
+}

@@ -26,12 +26,18 @@
 //	           | "SHOW" "PROXIES"
 //	           | "SHOW" "MIGRATIONS"
 //	           | "RELOAD" "ROUTES"
-//	           | "MIGRATE" "SHARD" shard "TO" name
+//	           | "MIGRATE" ( "SHARD" shard | "SHARDS" shard "-" shard ) "TO" name
+//	                       { "DATABASE" name | "RATE" number | "PARALLEL" number | "AUTO" }
+//	                       (each option at most once; PARALLEL only with SHARDS)
+//	           | "MIGRATION" shard ( "PAUSE" | "RESUME" | "NEXT" | "ROLLBACK" | "CANCEL"
+//	                               | "RATE" number | "PURGE" )
 //	target     = "shard" "=" shard              (run on that shard's physical tables)
 //	           | "datasource" "=" name          (run raw on one datasource)
 //	           | "all"                          (let a keyless UPDATE/DELETE scatter)
 //
 //	shard      = digit { digit }                decimal, 0..1023 (router.NumShards-1)
+//	number     = digit { digit }                RATE: rows/s 0..10^9 (0: unlimited),
+//	                                            PARALLEL: 1..1024
 //	key        = digit { digit }                decimal BIGINT UNSIGNED (router.KeyFromValue)
 //	keycol     = "conv_id" | "uid"              the shard key columns of router.ShardedTables,
 //	                                            bare or `quoted`

@@ -17,6 +17,8 @@ func FuzzParse(f *testing.F) {
 		"/*+ convoy SHOW SHARD STATS WHERE shard = 1 */",
 		"/*+ convoy SHOW SHARD HEALTH ALL */",
 		"/*+ convoy MIGRATE SHARD 441 TO `ds2` */",
+		"/*+ convoy MIGRATE SHARDS 512-1023 TO ds2 DATABASE im_9 RATE 2000 PARALLEL 4 AUTO */",
+		"/*+ convoy MIGRATION 441 RATE 500 */",
 		"/*+ convoy shard=441 */ SELECT COUNT(*) FROM conv_msg",
 		"/*+ convoy datasource='ds1' */ SELECT 1",
 		"/*+ convoy all */ DELETE FROM conv_msg WHERE created_at < '*/'",

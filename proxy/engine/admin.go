@@ -45,6 +45,8 @@ type AdminHooks struct {
 	// ctx and returns the time it took. Nil: SHOW DATASOURCES runs SELECT 1
 	// on a pooled connection instead.
 	Probe func(ctx context.Context, datasource string) (time.Duration, error)
+	// Migrations answers the migration directives (migrations.go).
+	Migrations MigrationAdmin
 }
 
 // Bounds of admin directives on datasources: they report what the health
@@ -110,8 +112,8 @@ func (s *Session) runDirective(d *directive.Directive) (*mysql.Result, error) {
 		return s.showShardStats(d)
 	case directive.ShowShardHealth:
 		return s.showShardHealth(snap, d.All)
-	case directive.ShowMigrations, directive.MigrateShard:
-		return nil, errorf(CodeNotSupported, "%s: online shard migration is not built yet", d.Kind)
+	case directive.ShowMigrations, directive.MigrateShard, directive.MigrationCommand:
+		return s.migration(d)
 	case directive.Target:
 		return s.targeted(d)
 	}

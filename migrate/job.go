@@ -1,0 +1,894 @@
+package migrate
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/router"
+)
+
+// The job state machine: one shard moving from (datasource, database) to
+// (datasource, database), all five logical tables. routecfg.Job.Step is the
+// last step reached, routecfg.Job.Intent what the runner is about to do
+// (written before it acts), routecfg.Job.Progress a jobProgress: the DBA's
+// commands and the runner's state. A runner that takes over reads the
+// record and goes on from the step; an intent it finds says what may be
+// half done, and the routes (the one truth about where the shard is) say
+// whether a switch happened.
+//
+//	queued -> prepare -> backfill -> verify -> ready -(switch)-> switched -(cleanup)-> done
+//
+// ROLLBACK (or CANCEL) at any step before done: switch back if the routes
+// moved, then remove the shard's rows the job wrote on the target (the
+// target held none at prepare) and the job record.
+const (
+	// StepQueued: created, waiting for a slot of its MIGRATE SHARDS group.
+	StepQueued = "queued"
+	// StepPrepare: pre-checks and target tables (refused: LastError says
+	// what to fix; RESUME checks again).
+	StepPrepare = "prepare"
+	// StepBackfill: copy, then binlog apply until caught up.
+	StepBackfill = "backfill"
+	// StepVerify: checksums while the apply goes on; a differing segment
+	// blocks until NEXT repairs it.
+	StepVerify = "verify"
+	// StepReady: verified, the apply keeps the target current; NEXT (or
+	// AUTO) switches.
+	StepReady = "ready"
+	// StepSwitched: the routes point at the target; reverse replication
+	// keeps the source current for the rollback window.
+	StepSwitched = "switched"
+	// StepDone: the window ended (or NEXT); reverse replication stopped;
+	// the source's tables are left in place.
+	StepDone = "done"
+)
+
+// Intents, persisted before the runner acts on them.
+const (
+	IntentSwitch   = "switch"
+	IntentCleanup  = "cleanup"
+	IntentRollback = "rollback"
+)
+
+// Commands are the DBA's requests (directives, CLI), written into the job
+// record by Admin and only read by the runner, so the two never overwrite
+// each other's fields. NEXT and RESUME are counters: the runner remembers
+// the last value it acted on.
+type Commands struct {
+	// Rate is the copy rate in rows/s: 0 the manager's default, < 0
+	// unlimited.
+	Rate   float64 `json:"rate,omitempty"`
+	Paused bool    `json:"paused,omitempty"`
+	// Resume counts RESUMEs: a refused prepare checks again.
+	Resume int `json:"resume,omitempty"`
+	// Next counts NEXTs: repair (verify), switch (ready), cleanup
+	// (switched).
+	Next     int  `json:"next,omitempty"`
+	Rollback bool `json:"rollback,omitempty"`
+	// Auto switches without waiting for NEXT.
+	Auto bool `json:"auto,omitempty"`
+	// Purge asks a done job to delete the shard's rows from the source's
+	// tables (throttled at Rate).
+	Purge bool `json:"purge,omitempty"`
+	// Group and Parallel: MIGRATE SHARDS a-b PARALLEL p runs at most p of
+	// the group's jobs' prepare, backfill and verify at once.
+	Group    string `json:"group,omitempty"`
+	Parallel int    `json:"parallel,omitempty"`
+}
+
+// Status is what SHOW MIGRATIONS shows of a running job, refreshed by its
+// runner every few seconds.
+type Status struct {
+	Rows       int64   `json:"rows,omitempty"`
+	Estimate   int64   `json:"estimate,omitempty"`
+	RowsPerSec float64 `json:"rows_per_sec,omitempty"`
+	ETA        float64 `json:"eta_seconds,omitempty"`
+	// Lag is the apply lag in seconds (the reverse stream's once switched);
+	// -1 unknown.
+	Lag      float64 `json:"lag_seconds"`
+	Checksum string  `json:"checksum,omitempty"`
+	// Switch describes the last switch attempt.
+	Switch string `json:"switch,omitempty"`
+}
+
+// jobState is the runner's persisted state.
+type jobState struct {
+	// Table is the shared physical table index of the shard's range when
+	// the job was created (nil: the shard has tables of its own); the
+	// target uses the same physical names.
+	Table *int `json:"table,omitempty"`
+	// Prepared: the target tables were checked empty of the shard, so a
+	// rollback may delete the shard's rows there. Created lists the target
+	// tables prepare created ("db.table"), which a rollback drops if empty.
+	Prepared bool                     `json:"prepared,omitempty"`
+	Created  []string                 `json:"created,omitempty"`
+	Refused  bool                     `json:"refused,omitempty"`
+	Backfill BackfillState            `json:"backfill"`
+	Checksum map[string]ChecksumState `json:"checksum,omitempty"`
+	// ReverseFrom is the target's binlog position when the forward apply
+	// stopped under the lock, saved before the flip: reverse replication
+	// starts there.
+	ReverseFrom binlog.Position `json:"reverse_from,omitempty"`
+	SwitchedAt  time.Time       `json:"switched_at,omitzero"`
+	CleanupAt   time.Time       `json:"cleanup_at,omitzero"`
+	Purged      bool            `json:"purged,omitempty"`
+	NextUsed    int             `json:"next_used,omitempty"`
+	ResumeUsed  int             `json:"resume_used,omitempty"`
+	Status      Status          `json:"status"`
+}
+
+type jobProgress struct {
+	Commands Commands `json:"commands"`
+	State    jobState `json:"state"`
+}
+
+func decodeProgress(j routecfg.Job) (jobProgress, error) {
+	var p jobProgress
+	p.State.Status.Lag = -1
+	if len(j.Progress) == 0 {
+		return p, nil
+	}
+	if err := json.Unmarshal(j.Progress, &p); err != nil {
+		return p, fmt.Errorf("migrate: job %s: progress: %w", j.ID, err)
+	}
+	return p, nil
+}
+
+func encodeProgress(p jobProgress) json.RawMessage {
+	b, err := json.Marshal(p)
+	if err != nil {
+		panic(fmt.Sprintf("[BUG] migrate: job progress does not marshal: %v", err))
+	}
+	return b
+}
+
+// errJobGone: the record was deleted under the runner (a finished
+// rollback, or a person): stop.
+var errJobGone = errors.New("migrate: the job record is gone")
+
+// endpoint is one side of a running job.
+type endpoint struct {
+	name string // datasource
+	db   *sql.DB
+	bl   binlog.Config
+}
+
+// jobRun runs one job for an elected runner.
+type jobRun struct {
+	m     *Manager
+	r     *routecfg.Runner
+	log   *zap.Logger
+	shard router.Shard
+
+	notify <-chan routecfg.Job
+
+	// mu guards the record as last written or seen: job (Revision, Step,
+	// Intent, LastError), cmds (from the record) and st (the runner's).
+	mu   sync.Mutex
+	job  routecfg.Job
+	cmds Commands
+	st   jobState
+
+	src, dst endpoint
+	moves    []TableMove
+
+	bf      *Backfill
+	bfTask  task
+	rate    float64
+	rev     *Applier
+	revTask task
+
+	statusAt   time.Time
+	lastStatus Status
+}
+
+// task is one background run of a job (the backfill, the reverse stream),
+// owned by the job's loop, which starts it, starts it again restartDelay
+// after it failed, and stops it.
+type task struct {
+	name   string
+	cancel context.CancelFunc
+	done   chan struct{}
+	ended  time.Time // when the last run returned; read after done closed
+}
+
+// running reports whether a run goes on; a finished one is forgotten.
+func (t *task) running() bool {
+	if t.done == nil {
+		return false
+	}
+	select {
+	case <-t.done:
+		t.done = nil
+		return false
+	default:
+		return true
+	}
+}
+
+// start waits out the restart delay, then runs f in the background; a
+// failure (not a stop) is logged and recorded as the job's last error.
+func (t *task) start(ctx context.Context, j *jobRun, f func(context.Context) error) error {
+	if d := time.Until(t.ended.Add(restartDelay)); d > 0 {
+		if err := j.wait(ctx, d); err != nil {
+			return err
+		}
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	t.cancel, t.done = cancel, done
+	go func() {
+		defer close(done)
+		err := f(tctx)
+		t.ended = time.Now()
+		if err != nil && tctx.Err() == nil {
+			j.log.Warn(t.name+" stopped; restarting", zap.Error(err))
+			_ = j.save(tctx, func(rec *routecfg.Job, _ *jobState) { rec.LastError = t.name + ": " + err.Error() })
+		}
+	}()
+	return nil
+}
+
+// stop ends the run and waits until it has.
+func (t *task) stop() {
+	if t.done == nil {
+		return
+	}
+	t.cancel()
+	<-t.done
+	t.done = nil
+}
+
+// restartDelay spaces restarts of a failed copy, apply or step, so a target
+// that is down is retried, not hammered.
+const restartDelay = 2 * time.Second
+
+// statusEvery paces the status refreshes in the job record.
+const statusEvery = 2 * time.Second
+
+func newJobRun(m *Manager, r *routecfg.Runner, job routecfg.Job, notify <-chan routecfg.Job) (*jobRun, error) {
+	p, err := decodeProgress(job)
+	if err != nil {
+		return nil, err
+	}
+	return &jobRun{m: m, r: r, shard: router.Shard(job.Shard), notify: notify, job: job, cmds: p.Commands, st: p.State,
+		log:    m.log.With(zap.Int("shard", job.Shard), zap.String("job", job.ID)),
+		bfTask: task{name: "backfill"}, revTask: task{name: "reverse replication"}}, nil
+}
+
+// save applies edit to the runner's copy of the record and writes it,
+// fenced by the election. A directive's write in between (a conflict) is
+// merged: its commands are taken, the runner's fields kept.
+func (j *jobRun) save(ctx context.Context, edit func(*routecfg.Job, *jobState)) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if edit != nil {
+		edit(&j.job, &j.st)
+	}
+	for attempt := 0; ; attempt++ {
+		rec := j.job
+		rec.Progress = encodeProgress(jobProgress{Commands: j.cmds, State: j.st})
+		saved, err := j.r.SaveJob(ctx, rec)
+		if err == nil {
+			j.job = saved
+			return nil
+		}
+		if !errors.Is(err, routecfg.ErrJobConflict) || attempt == 5 {
+			return err
+		}
+		fresh, gerr := j.r.Job(ctx)
+		if errors.Is(gerr, routecfg.ErrJobNotFound) {
+			return errJobGone
+		}
+		if gerr != nil {
+			return gerr
+		}
+		p, derr := decodeProgress(fresh)
+		if derr != nil {
+			return derr
+		}
+		j.cmds, j.job.Revision = p.Commands, fresh.Revision
+	}
+}
+
+// seen takes a record from the watch: newer commands, same runner state.
+func (j *jobRun) seen(rec routecfg.Job) {
+	p, err := decodeProgress(rec)
+	if err != nil {
+		return
+	}
+	j.mu.Lock()
+	if rec.Revision > j.job.Revision {
+		j.job.Revision, j.cmds = rec.Revision, p.Commands
+	}
+	j.mu.Unlock()
+}
+
+func (j *jobRun) snapshot() (routecfg.Job, Commands, jobState) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	st := j.st
+	st.Checksum = cloneMap(j.st.Checksum)
+	return j.job, j.cmds, st
+}
+
+func cloneMap[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return nil
+	}
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// poll takes a pending change of the record without waiting, for long
+// steps that look at the commands between pieces of work.
+func (j *jobRun) poll() Commands {
+	select {
+	case rec := <-j.notify:
+		j.seen(rec)
+	default:
+	}
+	_, cmds, _ := j.snapshot()
+	return cmds
+}
+
+// wait returns after d, on a change of the record, or when ctx ends.
+func (j *jobRun) wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case rec, ok := <-j.notify:
+		if !ok {
+			return errJobGone
+		}
+		j.seen(rec)
+	case <-t.C:
+	}
+	return nil
+}
+
+// run drives the job until it is done, rolled back (deleted), the runner
+// loses its election, or ctx ends.
+func (j *jobRun) run(ctx context.Context) error {
+	defer j.bfTask.stop()
+	defer j.revTask.stop()
+	defer j.m.cfg.Metrics.forget(j.shard)
+	for {
+		err := j.open(ctx)
+		if err == nil {
+			break
+		}
+		// A datasource missing from the routes or unreachable: say so in
+		// the record and try again, rather than churn the election.
+		j.log.Warn("opening the sides of a migration", zap.Error(err))
+		if serr := j.save(ctx, func(rec *routecfg.Job, _ *jobState) { rec.LastError = err.Error() }); errors.Is(serr, routecfg.ErrNotRunner) || errors.Is(serr, errJobGone) {
+			return serr
+		}
+		if err := j.wait(ctx, restartDelay); err != nil {
+			return err
+		}
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		job, cmds, st := j.snapshot()
+		if j.bf != nil && j.rate != j.m.rate(cmds.Rate) {
+			j.rate = j.m.rate(cmds.Rate)
+			j.bf.SetRate(j.rate)
+		}
+		var err error
+		switch {
+		case job.Step == StepDone && !purgePending(cmds, st):
+			return nil
+		case job.Step == StepDone:
+			err = j.purge(ctx)
+		case cmds.Rollback || job.Intent == IntentRollback:
+			err = j.rollback(ctx) // errJobGone once done
+		case cmds.Paused && job.Intent == "":
+			// PAUSE stops the copy and the forward apply; the reverse
+			// stream of a switched job goes on, it is the rollback's
+			// safety net.
+			j.bfTask.stop()
+			j.refreshStatus(ctx)
+			err = j.wait(ctx, time.Minute)
+		default:
+			err = j.step(ctx, job, cmds, st)
+		}
+		if err == nil {
+			j.refreshStatus(ctx)
+			continue
+		}
+		if errors.Is(err, routecfg.ErrNotRunner) || errors.Is(err, errJobGone) || ctx.Err() != nil {
+			return err
+		}
+		j.log.Warn("migration step failed; retrying", zap.String("step", job.Step), zap.Error(err))
+		j.m.cfg.Metrics.failed(job.Step)
+		if serr := j.save(ctx, func(rec *routecfg.Job, _ *jobState) { rec.LastError = err.Error() }); serr != nil &&
+			(errors.Is(serr, routecfg.ErrNotRunner) || errors.Is(serr, errJobGone)) {
+			return serr
+		}
+		if err := j.wait(ctx, restartDelay); err != nil {
+			return err
+		}
+	}
+}
+
+// step does one piece of work of the job's current step and returns; run
+// calls it again.
+func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st jobState) error {
+	switch job.Step {
+	case StepQueued:
+		ok, err := j.m.slotFree(ctx, job, cmds)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return j.wait(ctx, restartDelay)
+		}
+		return j.save(ctx, func(rec *routecfg.Job, _ *jobState) { rec.Step = StepPrepare })
+
+	case StepPrepare:
+		if st.Refused && cmds.Resume <= st.ResumeUsed {
+			return j.wait(ctx, time.Minute)
+		}
+		err := j.prepare(ctx)
+		if errors.Is(err, ErrPrecheck) {
+			j.log.Warn("migration refused", zap.Error(err))
+			return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
+				rec.LastError, s.Refused, s.ResumeUsed = err.Error(), true, cmds.Resume
+			})
+		}
+		if err != nil {
+			return err
+		}
+		return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
+			rec.Step, rec.LastError = StepBackfill, ""
+			s.Refused, s.Prepared, s.ResumeUsed = false, true, cmds.Resume
+		})
+
+	case StepBackfill:
+		if err := j.ensureBackfill(ctx); err != nil {
+			return err
+		}
+		if p := j.bf.Progress(); p.Phase == PhaseCaughtUp {
+			return j.save(ctx, func(rec *routecfg.Job, _ *jobState) { rec.Step, rec.LastError = StepVerify, "" })
+		}
+		return j.wait(ctx, statePollEvery)
+
+	case StepVerify:
+		if err := j.ensureBackfill(ctx); err != nil {
+			return err
+		}
+		if p := j.bf.Progress(); !p.CaughtUp {
+			return j.wait(ctx, statePollEvery)
+		}
+		return j.verify(ctx, cmds, st)
+
+	case StepReady:
+		if err := j.ensureBackfill(ctx); err != nil {
+			return err
+		}
+		if job.Intent != IntentSwitch {
+			if !cmds.Auto && cmds.Next <= st.NextUsed {
+				return j.wait(ctx, statusEvery)
+			}
+			if err := j.save(ctx, func(rec *routecfg.Job, s *jobState) { rec.Intent, s.NextUsed = IntentSwitch, cmds.Next }); err != nil {
+				return err
+			}
+		}
+		return j.switchForward(ctx)
+
+	case StepSwitched:
+		if job.Intent != IntentCleanup {
+			if cmds.Next <= st.NextUsed && time.Now().Before(st.CleanupAt) {
+				if err := j.ensureReverse(ctx); err != nil {
+					return err
+				}
+				return j.wait(ctx, min(statusEvery, time.Until(st.CleanupAt)+time.Millisecond))
+			}
+			if err := j.save(ctx, func(rec *routecfg.Job, s *jobState) { rec.Intent, s.NextUsed = IntentCleanup, cmds.Next }); err != nil {
+				return err
+			}
+		}
+		// The source's tables stay in place (read-only by convention:
+		// nothing routes there any more); only the reverse stream stops.
+		j.revTask.stop()
+		j.log.Info("migration done: reverse replication stopped")
+		return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
+			rec.Step, rec.Intent, rec.LastError = StepDone, "", ""
+			s.Status.Lag = -1
+		})
+	}
+	return fmt.Errorf("migrate: [BUG] job %s at unknown step %q", job.ID, job.Step)
+}
+
+func appendNew(list, add []string) []string {
+	for _, s := range add {
+		if !slices.Contains(list, s) {
+			list = append(list, s)
+		}
+	}
+	return list
+}
+
+// open connects to both sides and lists the shard's tables.
+func (j *jobRun) open(ctx context.Context) error {
+	doc, err := j.m.routes.Get(ctx)
+	if err != nil {
+		return err
+	}
+	job, _, st := j.snapshot()
+	find := func(name string) (router.Datasource, error) {
+		for _, ds := range doc.Datasources {
+			if ds.Name == name {
+				return ds, nil
+			}
+		}
+		return router.Datasource{}, fmt.Errorf("migrate: datasource %s of job %s is not in the route table", name, job.ID)
+	}
+	for _, side := range []struct {
+		ep  *endpoint
+		end routecfg.Endpoint
+		dir string
+	}{{&j.src, job.From, "forward"}, {&j.dst, job.To, "reverse"}} {
+		ds, err := find(side.end.Datasource)
+		if err != nil {
+			return err
+		}
+		db, bl, err := j.m.pool(ctx, ds)
+		if err != nil {
+			return err
+		}
+		bl.ServerID = readerID(job.ID + "/" + side.dir)
+		bl.Log = j.log.Named(side.dir)
+		*side.ep = endpoint{name: ds.Name, db: db, bl: bl}
+	}
+	idx := job.Shard
+	if st.Table != nil {
+		idx = *st.Table
+	}
+	j.moves, err = ShardMoves(j.shard, j.src.db, router.Target{Database: job.From.Database, Table: idx},
+		j.dst.db, router.Target{Database: job.To.Database, Table: idx})
+	return err
+}
+
+// readerID is the replica server id of one binlog reader of a job: stable
+// across restarts (a new runner's reader replaces the dead one's
+// registration), distinct per job and direction, and far above the ids
+// servers are usually given.
+func readerID(name string) uint32 { return 1<<30 + crc32.ChecksumIEEE([]byte(name))%(1<<30) }
+
+// prepare runs the pre-checks and creates the target tables (recorded in
+// the state's Created).
+func (j *jobRun) prepare(ctx context.Context) error {
+	job, _, _ := j.snapshot()
+	at, err := j.m.endpoint(ctx, job.Shard)
+	if err != nil {
+		return err
+	}
+	if at != job.From {
+		return fmt.Errorf("%w: the routes put shard %d on %s.%s, not on %s.%s where the job moves it from; ROLLBACK this job and MIGRATE again",
+			ErrPrecheck, job.Shard, at.Datasource, at.Database, job.From.Datasource, job.From.Database)
+	}
+	if err := checkServers(ctx, j.src.db, j.dst.db, j.src.name, j.dst.name); err != nil {
+		return err
+	}
+	for _, m := range j.moves {
+		name := m.Target.String()
+		// Intent first: a crash right after the CREATE still leaves the
+		// table recorded as the job's.
+		err := prepareTable(ctx, m, j.dst.name, func() error {
+			return j.save(ctx, func(_ *routecfg.Job, s *jobState) { s.Created = appendNew(s.Created, []string{name}) })
+		})
+		if err != nil {
+			return err
+		}
+	}
+	// The fence tables exist before the switch, so no DDL runs under the
+	// lock.
+	for _, s := range []struct {
+		db       *sql.DB
+		database string
+	}{{j.src.db, job.From.Database}, {j.dst.db, job.To.Database}} {
+		if _, err := s.db.ExecContext(ctx, fmt.Sprintf(fenceDDL, quoteIdent(s.database)+"."+quoteIdent(FenceTable))); err != nil {
+			return fmt.Errorf("migrate: create %s.%s: %w", s.database, FenceTable, err)
+		}
+	}
+	_, _, st := j.snapshot()
+	j.log.Info("migration prepared", zap.Strings("created", st.Created))
+	return nil
+}
+
+// ensureBackfill starts the copy-then-apply if it is not running (again
+// restartDelay after a failure).
+func (j *jobRun) ensureBackfill(ctx context.Context) error {
+	if j.bfTask.running() {
+		return nil
+	}
+	job, cmds, st := j.snapshot()
+	if j.bf == nil {
+		bf, err := NewBackfill(ctx, BackfillConfig{Job: job.ID, Shard: j.shard, Tables: j.moves, Binlog: j.src.bl,
+			Rate: j.m.rate(cmds.Rate), ChunkRows: j.m.cfg.ChunkRows, SnapshotMaxAge: j.m.cfg.SnapshotMaxAge})
+		if err != nil {
+			return err
+		}
+		j.bf, j.rate = bf, j.m.rate(cmds.Rate)
+	}
+	return j.bfTask.start(ctx, j, func(ctx context.Context) error {
+		_, err := j.bf.Run(ctx, st.Backfill, func(s BackfillState) error {
+			return j.save(ctx, func(_ *routecfg.Job, js *jobState) { js.Backfill = s })
+		})
+		return err
+	})
+}
+
+// ensureReverse starts the reverse replication (target -> source) of a
+// switched job if it is not running.
+func (j *jobRun) ensureReverse(ctx context.Context) error {
+	if j.revTask.running() {
+		return nil
+	}
+	job, _, st := j.snapshot()
+	if st.ReverseFrom == "" {
+		return fmt.Errorf("migrate: [BUG] job %s is switched without a reverse replication start position", job.ID)
+	}
+	if j.rev == nil {
+		var back []TableMove
+		for _, m := range j.moves {
+			back = append(back, TableMove{Source: m.Target, Target: m.Source, Filter: m.Filter})
+		}
+		a, err := NewApplier(ctx, ApplierConfig{Job: job.ID + "-rev", Shard: j.shard, Tables: back, Binlog: j.dst.bl,
+			CheckpointDatabase: job.From.Database})
+		if err != nil {
+			return err
+		}
+		j.rev = a
+	}
+	return j.revTask.start(ctx, j, func(ctx context.Context) error { return j.rev.Run(ctx, st.ReverseFrom) })
+}
+
+// verify checksums every table (resumably) and, on NEXT, repairs the
+// differing segments.
+func (j *jobRun) verify(ctx context.Context, cmds Commands, st jobState) error {
+	if st.Checksum == nil {
+		st.Checksum = map[string]ChecksumState{}
+	}
+	var differing []string
+	for _, m := range j.moves {
+		if c := j.poll(); c.Rollback || c.Paused {
+			return nil // run acts on it; the checksums done so far are saved
+		}
+		key := m.Source.String()
+		// One quick recheck, then the settled one: it is exact, and its
+		// locks last milliseconds, less than the default rechecks' 1.4 s
+		// per segment that a busy shard keeps differing.
+		c, err := NewChecksummer(ctx, m.Source, m.Target, m.Filter, WithRecheck(1, 100*time.Millisecond), WithSettledRecheck(j.settle))
+		if err != nil {
+			return err
+		}
+		cs := st.Checksum[key]
+		if !cs.Done {
+			cs, err = c.Run(ctx, cs, func(s ChecksumState) error {
+				return j.save(ctx, func(_ *routecfg.Job, js *jobState) {
+					if js.Checksum == nil {
+						js.Checksum = map[string]ChecksumState{}
+					}
+					js.Checksum[key] = s
+					js.Status.Checksum = fmt.Sprintf("running: %s", key)
+				})
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if len(cs.Differing) > 0 && cmds.Next > st.NextUsed {
+			cs, err = j.repair(ctx, c, m, cs)
+			if err != nil {
+				return err
+			}
+		}
+		st.Checksum[key] = cs
+		for _, seg := range cs.Differing {
+			differing = append(differing, m.Target.String()+" "+seg.String())
+		}
+	}
+	var rows int64
+	for _, cs := range st.Checksum {
+		rows += cs.SourceRows
+	}
+	if len(differing) > 0 {
+		msg := fmt.Sprintf("verify: %d segment(s) differ after rechecks: %s; NEXT re-copies them", len(differing), strings.Join(differing, ", "))
+		if err := j.save(ctx, func(rec *routecfg.Job, js *jobState) {
+			js.Checksum, js.NextUsed = st.Checksum, cmds.Next
+			js.Status.Checksum = fmt.Sprintf("differs: %d segment(s)", len(differing))
+			rec.LastError = msg
+		}); err != nil {
+			return err
+		}
+		return j.wait(ctx, time.Minute)
+	}
+	j.log.Info("verified: every segment equal", zap.Int64("rows", rows))
+	return j.save(ctx, func(rec *routecfg.Job, js *jobState) {
+		rec.Step, rec.LastError = StepReady, ""
+		js.Checksum, js.NextUsed = st.Checksum, max(js.NextUsed, cmds.Next)
+		js.Status.Checksum = fmt.Sprintf("equal (%d rows)", rows)
+	})
+}
+
+// settleTimeout bounds how long a settled recheck holds its source locks
+// waiting for the apply.
+const settleTimeout = 5 * time.Second
+
+// settle waits until the forward apply has applied the source up to pos
+// (the checksummer's settled recheck).
+func (j *jobRun) settle(ctx context.Context, pos binlog.Position) error {
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	return waitReached(ctx, pos, j.bf.Reached)
+}
+
+// repair re-copies each differing segment and compares it again; the ones
+// now equal leave the list.
+func (j *jobRun) repair(ctx context.Context, c *Checksummer, m TableMove, cs ChecksumState) (ChecksumState, error) {
+	var still []Segment
+	for _, seg := range cs.Differing {
+		res, err := c.RepairSegment(ctx, seg)
+		if err != nil {
+			return cs, err
+		}
+		cmp, err := c.CompareSegment(ctx, seg)
+		if err != nil {
+			return cs, err
+		}
+		j.log.Info("repaired segment", zap.String("table", m.Target.String()), zap.String("segment", seg.String()),
+			zap.Int64("written", res.Written), zap.Int64("deleted", res.Deleted), zap.Bool("equal", cmp.Equal))
+		if !cmp.Equal {
+			still = append(still, seg)
+		}
+	}
+	cs.Differing = still
+	return cs, nil
+}
+
+// purgePending: a done job was asked to remove the source's rows and has
+// not yet.
+func purgePending(c Commands, st jobState) bool { return c.Purge && !st.Purged }
+
+// purge deletes the shard's rows from the source's tables of a done job,
+// throttled at the job's rate, and drops the tables that held that shard
+// alone. The routes must put the shard on the target.
+func (j *jobRun) purge(ctx context.Context) error {
+	job, cmds, st := j.snapshot()
+	at, err := j.m.endpoint(ctx, job.Shard)
+	if err != nil {
+		return err
+	}
+	if at != job.To {
+		return fmt.Errorf("migrate: purge of job %s: the routes put shard %d on %s.%s, not on the target; not deleting the source's rows",
+			job.ID, job.Shard, at.Datasource, at.Database)
+	}
+	lim := NewLimiter(j.m.rate(cmds.Rate))
+	for _, m := range j.moves {
+		if err := deleteShard(ctx, m.Source, m.Filter, lim, st.Table == nil); err != nil {
+			return err
+		}
+	}
+	j.log.Info("the source's rows of the shard are removed")
+	return j.save(ctx, func(rec *routecfg.Job, s *jobState) { rec.LastError, s.Purged = "", true })
+}
+
+// rollback returns the shard to the source (switching back if needed),
+// removes what the job wrote on the target, and deletes the record.
+func (j *jobRun) rollback(ctx context.Context) error {
+	job, _, st := j.snapshot()
+	if job.Intent != IntentRollback {
+		if err := j.save(ctx, func(rec *routecfg.Job, _ *jobState) { rec.Intent = IntentRollback }); err != nil {
+			return err
+		}
+	}
+	at, err := j.m.endpoint(ctx, job.Shard)
+	if err != nil {
+		return err
+	}
+	switch {
+	case at == job.To:
+		if err := j.switchBack(ctx); err != nil {
+			return err
+		}
+	case at != job.From:
+		return fmt.Errorf("migrate: rollback of job %s: the routes put shard %d on %s.%s, neither side of the job; fix the routes by hand",
+			job.ID, job.Shard, at.Datasource, at.Database)
+	}
+	j.bfTask.stop()
+	j.revTask.stop()
+	for _, m := range j.moves {
+		// Before prepare checked the target empty of the shard, its rows
+		// there (if any) are not the job's: only tables the job created
+		// are touched.
+		created := slices.Contains(st.Created, m.Target.String())
+		if !st.Prepared && !created {
+			continue
+		}
+		if err := deleteShard(ctx, m.Target, m.Filter, nil, created); err != nil {
+			return err
+		}
+	}
+	j.deleteCheckpoint(ctx, j.dst.db, job.To.Database, job.ID)
+	j.deleteCheckpoint(ctx, j.src.db, job.From.Database, job.ID+"-rev")
+	j.mu.Lock()
+	rec := j.job
+	j.mu.Unlock()
+	if err := j.r.DeleteJob(ctx, rec); err != nil {
+		return err
+	}
+	j.log.Info("migration rolled back; job removed")
+	return errJobGone
+}
+
+// deleteCheckpoint removes an applier's checkpoint row (best effort: a
+// leftover row only matters to a job of the same id).
+func (j *jobRun) deleteCheckpoint(ctx context.Context, db *sql.DB, database, job string) {
+	_, err := db.ExecContext(ctx, "DELETE FROM "+quoteIdent(database)+"."+quoteIdent(CheckpointTable)+" WHERE job = ? AND shard = ?", job, uint64(j.shard))
+	if err != nil && mysqlErrno(err) != 1146 {
+		j.log.Warn("removing an apply checkpoint row", zap.String("database", database), zap.Error(err))
+	}
+}
+
+// refreshStatus writes the live progress into the record, at most every
+// statusEvery and only when it changed.
+func (j *jobRun) refreshStatus(ctx context.Context) {
+	if time.Since(j.statusAt) < statusEvery {
+		return
+	}
+	j.mu.Lock()
+	s, step := j.st.Status, j.job.Step
+	j.mu.Unlock()
+	s.Lag = -1
+	if j.bf != nil && j.bfTask.done != nil {
+		p := j.bf.Progress()
+		s.Rows, s.Estimate, s.RowsPerSec, s.ETA = p.Rows, p.Estimate, p.RowsPerSec, p.ETA.Seconds()
+		if p.Phase != PhaseCopying {
+			s.Lag = lag(p.CaughtUp, p.Apply.SourceTime)
+		}
+	}
+	if j.rev != nil && j.revTask.done != nil {
+		ok, err := j.rev.CaughtUp(ctx)
+		s.Lag = lag(ok && err == nil, j.rev.Stats().SourceTime)
+	}
+	j.statusAt = time.Now()
+	j.m.cfg.Metrics.observe(j.shard, step, s)
+	if s == j.lastStatus {
+		return
+	}
+	if err := j.save(ctx, func(_ *routecfg.Job, js *jobState) { js.Status = s }); err == nil {
+		j.lastStatus = s
+	}
+}
+
+func lag(caughtUp bool, source time.Time) float64 {
+	switch {
+	case caughtUp:
+		return 0
+	case source.IsZero():
+		return -1
+	}
+	return time.Since(source).Round(time.Second).Seconds()
+}

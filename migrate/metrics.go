@@ -1,0 +1,87 @@
+package migrate
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/convoy-im/convoy/router"
+)
+
+// Metric names of the migration jobs a process runs (the lock's are
+// routecfg's).
+const (
+	MetricJobStep      = "convoy_migration_job_step"
+	MetricRowsCopied   = "convoy_migration_rows_copied"
+	MetricRowsEstimate = "convoy_migration_rows_estimate"
+	MetricApplyLag     = "convoy_migration_apply_lag_seconds"
+	MetricStepFailures = "convoy_migration_step_failures_total"
+)
+
+// Metrics are the migration jobs this process runs, by shard; a job's
+// series go when its runner stops (another process's then has them). A nil
+// *Metrics records nothing.
+type Metrics struct {
+	step     *prometheus.GaugeVec
+	rows     *prometheus.GaugeVec
+	estimate *prometheus.GaugeVec
+	lag      *prometheus.GaugeVec
+	failures *prometheus.CounterVec
+}
+
+// NewMetrics creates the job metrics and registers them with reg (nil: not
+// registered).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		step: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricJobStep,
+			Help: "1 for the step each migration job run here is at (queued, prepare, backfill, verify, ready, switched, done)."}, []string{"shard", "step"}),
+		rows: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricRowsCopied,
+			Help: "Rows the backfill's copy has written, by shard."}, []string{"shard"}),
+		estimate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricRowsEstimate,
+			Help: "Rows the backfill's copy will have written when done (its snapshots' counts), by shard."}, []string{"shard"}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricApplyLag,
+			Help: "Binlog apply lag of a migration (the reverse stream's once switched), by shard; absent when unknown."}, []string{"shard"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricStepFailures,
+			Help: "Migration steps that failed and are retried (the job's last_error says why), by step."}, []string{"step"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.step, m.rows, m.estimate, m.lag, m.failures} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+// observe records a job's step and status.
+func (m *Metrics) observe(shard router.Shard, step string, s Status) {
+	if m == nil {
+		return
+	}
+	sh := shard.String()
+	m.step.DeletePartialMatch(prometheus.Labels{"shard": sh})
+	m.step.WithLabelValues(sh, step).Set(1)
+	m.rows.WithLabelValues(sh).Set(float64(s.Rows))
+	m.estimate.WithLabelValues(sh).Set(float64(s.Estimate))
+	if s.Lag >= 0 {
+		m.lag.WithLabelValues(sh).Set(s.Lag)
+	} else {
+		m.lag.DeleteLabelValues(sh)
+	}
+}
+
+// forget drops a job's series: its runner stopped here.
+func (m *Metrics) forget(shard router.Shard) {
+	if m == nil {
+		return
+	}
+	sh := shard.String()
+	for _, v := range []*prometheus.GaugeVec{m.step, m.rows, m.estimate, m.lag} {
+		v.DeletePartialMatch(prometheus.Labels{"shard": sh})
+	}
+}
+
+func (m *Metrics) failed(step string) {
+	if m != nil {
+		m.failures.WithLabelValues(step).Inc()
+	}
+}

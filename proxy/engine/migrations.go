@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/convoy-im/convoy/proxy/directive"
+	"github.com/convoy-im/convoy/router"
+)
+
+// MigrationAdmin is what the migration directives need: they only write
+// job records and commands (the runners, in whichever Convoy process won
+// each job's election, act on them), so every proxy answers them alike.
+// migrate.Admin satisfies it.
+type MigrationAdmin interface {
+	// Start creates one job per shard of from..to (rate: rows/s, 0 the
+	// default, < 0 unlimited; parallel: 0 all at once) and returns the
+	// shards it created jobs for.
+	Start(ctx context.Context, from, to int, datasource, database string, rate float64, parallel int, auto bool) ([]int, error)
+	// Command records PAUSE, RESUME, NEXT, ROLLBACK, CANCEL or RATE.
+	Command(ctx context.Context, shard int, verb string, rate float64) error
+	// Status returns SHOW MIGRATIONS: column names and one row per job.
+	Status(ctx context.Context) ([]string, [][]string, error)
+}
+
+// invalidInput is how a MigrationAdmin marks an error as the client's
+// (unknown datasource, a job exists, a command the job's step refuses).
+type invalidInput interface{ InvalidInput() bool }
+
+// migrationTimeout bounds a migration directive: a few etcd reads and
+// writes.
+const migrationTimeout = 10 * time.Second
+
+func (s *Session) migration(d *directive.Directive) (*mysql.Result, error) {
+	m := s.e.admin.Migrations
+	if m == nil {
+		return nil, errorf(CodeNotSupported, "%s is not available in this process (no etcd)", d.Kind)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), migrationTimeout)
+	defer cancel()
+	switch d.Kind {
+	case directive.ShowMigrations:
+		cols, rows, err := m.Status(ctx)
+		if err != nil {
+			return nil, migrationErr(d, err)
+		}
+		out := make([][]any, len(rows))
+		for i, r := range rows {
+			out[i] = make([]any, len(r))
+			for j, v := range r {
+				out[i][j] = v
+			}
+		}
+		return table(cols, out)
+	case directive.MigrateShard:
+		shards, err := m.Start(ctx, d.Shard, d.LastShard, d.Datasource, d.Database, d.MigrationRate(), d.Parallel, d.Auto)
+		if err != nil {
+			return nil, migrationErr(d, err)
+		}
+		rows := make([][]any, len(shards))
+		for i, sh := range shards {
+			rows[i] = []any{router.Shard(sh).String(), "created"}
+		}
+		return table([]string{"shard", "job"}, rows)
+	case directive.MigrationCommand:
+		if err := m.Command(ctx, d.Shard, d.Verb, d.MigrationRate()); err != nil {
+			return nil, migrationErr(d, err)
+		}
+		return table([]string{"shard", "command"}, [][]any{{router.Shard(d.Shard).String(), d.Verb}})
+	}
+	return nil, errorf(CodeInternal, "[BUG] %s is not a migration directive", d.Kind)
+}
+
+func migrationErr(d *directive.Directive, err error) error {
+	var in invalidInput
+	if errors.As(err, &in) && in.InvalidInput() {
+		return errorf(CodeWrongArguments, "%s: %v", d.Kind, err)
+	}
+	return errorf(CodeBackendUnavailable, "%s: %v", d.Kind, err)
+}
