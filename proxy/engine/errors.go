@@ -32,6 +32,8 @@ const (
 	CodeAccessDenied                   // authentication or privilege failure
 	CodeTooLarge                       // an input exceeds a configured bound
 	CodeStatementTimeout               // a datasource did not answer within the statement timeout
+	CodeShardHeld                      // a write waited too long behind a migration hold, or its queue was full
+	CodeShardUnavailable               // a migration switch of the shard is unresolved: its writes cannot be routed safely
 	codeCount                          // keep last: the mapping test iterates to it
 )
 
@@ -62,6 +64,8 @@ var codeNames = [codeCount]string{
 	CodeAccessDenied:       "access_denied",
 	CodeTooLarge:           "too_large",
 	CodeStatementTimeout:   "statement_timeout",
+	CodeShardHeld:          "shard_held",
+	CodeShardUnavailable:   "shard_unavailable",
 }
 
 func (c Code) String() string {
