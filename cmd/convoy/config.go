@@ -38,6 +38,10 @@ type Config struct {
 		Endpoints   []string      `yaml:"endpoints"`
 		Cluster     string        `yaml:"cluster"`
 		DialTimeout time.Duration `yaml:"dial_timeout"`
+		// RegistrationTTL is the lease of this proxy's registration: how
+		// long a dead proxy is still listed, and still waited for by a
+		// migration switch (default 10s).
+		RegistrationTTL time.Duration `yaml:"registration_ttl"`
 	} `yaml:"etcd"`
 
 	Routes struct {
@@ -88,6 +92,16 @@ type Config struct {
 		BreakerBackoffMax time.Duration `yaml:"breaker_backoff_max"` // default 1s; the same on every proxy
 		MaxUnrepaired     int           `yaml:"max_unrepaired"`      // default 10000
 	} `yaml:"hot_tier"`
+
+	// Migration is the proxy's share of online shard migration (issue 14).
+	Migration struct {
+		// A write of a shard held for a migration switch waits at most
+		// hold_max_wait (default 2s), behind at most hold_max_queue other
+		// writes of that shard (default 10000); past either it gets MySQL
+		// error 1205 naming the shard.
+		HoldMaxWait  time.Duration `yaml:"hold_max_wait"`
+		HoldMaxQueue int           `yaml:"hold_max_queue"`
+	} `yaml:"migration"`
 
 	// Health holds the expansion triggers of seed 001 (SHOW SHARD HEALTH).
 	Health struct {

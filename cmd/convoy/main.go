@@ -240,6 +240,7 @@ func serve(args []string) error {
 		ScatterParallelism: c.Engine.ScatterParallelism, MaxScatterRows: c.Engine.MaxScatterRows,
 		StatsWindow: c.Health.StatsWindow, HealthQPS: c.Health.ShardQPS, HealthWriteP99: c.Health.WriteP99,
 		HealthDiskPct: c.Health.DiskPercent, DiskCapacity: c.Health.DiskCapacity,
+		HoldMaxWait: c.Migration.HoldMaxWait, HoldMaxQueue: c.Migration.HoldMaxQueue,
 	})
 	if c.HotTier.Enabled {
 		// go-redis logs through a package-level logger: plain text on
@@ -328,22 +329,30 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	// Register this instance (SHOW PROXIES); a registration failure is
-	// logged, not fatal: serving must not depend on etcd being up.
+	// Register this instance (SHOW PROXIES, and the proxies a migration
+	// switch waits for) and follow the migration locks before accepting
+	// clients; see migrationLock for what happens when etcd does not answer.
 	hostname, _ := os.Hostname()
-	regCtx, regCancel := context.WithTimeout(ctx, 3*time.Second)
-	registration, err := routecfg.Register(regCtx, cli, c.Etcd.Cluster, routecfg.ProxyInfo{
-		ID: fmt.Sprintf("%s-%d", hostname, os.Getpid()), Listen: ln.Addr().String(), Metrics: c.MetricsListen,
-		Version: version, StartedAt: time.Now(), RouteVersion: watcher.Current().Version(),
-	}, routecfg.WithRegistryLogger(log.Named("registry")))
-	regCancel()
+	lockMetrics, err := routecfg.NewLockMetrics(reg, c.Etcd.Cluster)
 	if err != nil {
-		log.Warn("registering this proxy in etcd failed; SHOW PROXIES will not list it until a restart", zap.Error(err))
-	} else {
-		defer registration.Close()
-		f := func(s *router.Snapshot) { registration.SetRouteVersion(s.Version()) }
-		onRoutes.Store(&f)
+		return err
 	}
+	ml := &migrationLock{
+		cli: cli, cluster: c.Etcd.Cluster, ttl: c.Etcd.RegistrationTTL, routes: watcher,
+		info: routecfg.ProxyInfo{
+			ID: fmt.Sprintf("%s-%d", hostname, os.Getpid()), Listen: ln.Addr().String(), Metrics: c.MetricsListen,
+			Version: version, StartedAt: time.Now(),
+		},
+		holder: &shardHolder{e: eng}, metrics: lockMetrics, log: log,
+		registered: func(r *routecfg.Registration) {
+			f := func(s *router.Snapshot) { r.SetRouteVersion(s.Version()) }
+			onRoutes.Store(&f)
+		},
+	}
+	if err := ml.start(ctx); err != nil {
+		return err
+	}
+	defer ml.Close()
 	log.Info("convoy serving", zap.String("listen", ln.Addr().String()), zap.String("metrics", c.MetricsListen),
 		zap.String("cluster", c.Etcd.Cluster), zap.Int64("route_version", watcher.Current().Version()))
 	errc := make(chan error, 1)
