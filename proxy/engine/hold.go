@@ -67,27 +67,34 @@ var allShards = func() []router.Shard {
 // then does with its own message).
 func (s *Session) writeShards(pl *plan, args []any) []router.Shard {
 	a := pl.a
+	var vals []rewrite.Value
 	switch a.Kind {
 	case rewrite.KindDDL:
 		return allShards
 	case rewrite.KindInsert:
-		// No MaxInList here: an INSERT has no such bound.
-		shards, err := shardsOfValues(a.InsertRows, args)
-		if err != nil {
-			return nil
-		}
-		return shards
+		vals = a.InsertRows // no MaxInList here: an INSERT has no such bound
 	case rewrite.KindUpdate, rewrite.KindDelete:
-		if !a.HasKey {
+		if !a.HasKey || len(a.Keys) > s.e.opt.MaxInList {
 			return nil
 		}
-		shards, err := s.shardsOf(a.Keys, args)
+		vals = a.Keys
+	default:
+		return nil
+	}
+	if len(vals) == 1 {
+		// The common write: no allocation on its path.
+		k, err := keyOf(vals[0], args)
 		if err != nil {
 			return nil
 		}
-		return shards
+		s.oneShard[0] = router.ShardOf(k)
+		return s.oneShard[:]
 	}
-	return nil
+	shards, err := shardsOfValues(vals, args)
+	if err != nil {
+		return nil
+	}
+	return shards
 }
 
 // admitWrite waits until the shards pl writes are not held, and counts the

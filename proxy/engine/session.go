@@ -56,6 +56,9 @@ type Session struct {
 	// fails.
 	shard int
 	rt    routineState // routine.go
+	// oneShard backs the shard list admitWrite hands endWrite for a
+	// single-key write (hold.go), so the common write allocates nothing.
+	oneShard [1]router.Shard
 }
 
 // txnState is a transaction pinned to one backend connection of one shard.
