@@ -25,31 +25,6 @@ import (
 // can be written there while it copies, so any write that escaped the hold
 // or was routed under stale routes would be missing at the end.
 
-// moveShardTo returns doc with shard alone in ds.db (its own physical
-// tables, named by the shard).
-func moveShardTo(doc router.Document, shard int, ds, db string) router.Document {
-	var out []router.ShardRange
-	for _, r := range doc.Shards {
-		if shard < r.From || shard > r.To {
-			out = append(out, r)
-			continue
-		}
-		if r.From < shard {
-			lo := r
-			lo.To = shard - 1
-			out = append(out, lo)
-		}
-		out = append(out, router.ShardRange{From: shard, To: shard, Datasource: ds, Database: db})
-		if shard < r.To {
-			hi := r
-			hi.From = shard + 1
-			out = append(out, hi)
-		}
-	}
-	doc.Shards = out
-	return doc
-}
-
 // convsOn returns n conversation ids on shard sh.
 func convsOn(sh router.Shard, n int) []uint64 {
 	var out []uint64
@@ -184,14 +159,7 @@ func TestMigrationSwitchUnderLoad(t *testing.T) {
 	// Two target databases on ds0; the shard alternates between them.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	doc, err := s.store.Get(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := router.NewSnapshot(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := snapshotOf(t, s)
 	targets := []string{"im_9", "im_10"}
 	for _, db := range targets {
 		s.ds[0].Exec(t, "CREATE DATABASE "+db)
@@ -252,7 +220,7 @@ func TestMigrationSwitchUnderLoad(t *testing.T) {
 			}
 			start := time.Now()
 			from := tx.Routes()
-			to := moveShardTo(from, int(moving), "ds0", db)
+			to := router.MoveShard(from, int(moving), "ds0", db)
 			if err := copyShard(fctx, ds0, from, to, moving); err != nil {
 				return err
 			}

@@ -79,6 +79,16 @@ func hold(t *testing.T, e *Engine, shard int) *ShardHold {
 	return h
 }
 
+// goQuery runs q on a new session in the background.
+func goQuery(e *Engine, q string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.NewSession("im").Query(q)
+		done <- err
+	}()
+	return done
+}
+
 type outcome struct {
 	name string
 	err  error
@@ -163,11 +173,7 @@ func TestHoldMaxWaitAndQueue(t *testing.T) {
 	e, rec, _ := newHoldEngine(Options{HoldMaxWait: 100 * time.Millisecond, HoldMaxQueue: 1})
 	h := hold(t, e, heldShard)
 	defer h.Release()
-	done := make(chan error, 1)
-	go func() {
-		_, err := e.NewSession("im").Query("UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
-		done <- err
-	}()
+	done := goQuery(e, "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
 	waitQueued(t, h, 1)
 	_, err := e.NewSession("im").Query("DELETE FROM conv_msg WHERE conv_id = 42 AND seq = 1")
 	expectCode(t, err, CodeShardHeld)
@@ -190,11 +196,7 @@ func TestHoldMaxWaitAndQueue(t *testing.T) {
 func TestHoldFail(t *testing.T) {
 	e, rec, _ := newHoldEngine(Options{})
 	h := hold(t, e, heldShard)
-	done := make(chan error, 1)
-	go func() {
-		_, err := e.NewSession("im").Query("UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
-		done <- err
-	}()
+	done := goQuery(e, "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
 	waitQueued(t, h, 1)
 	h.Fail(errorf(CodeInternal, "shard writes unavailable: a migration switch is unresolved: shard 136: deadline"))
 	expectCode(t, <-done, CodeShardUnavailable)
@@ -382,22 +384,15 @@ func TestHoldTransactionFirstWriteQueues(t *testing.T) {
 func TestHoldScatterWrites(t *testing.T) {
 	e, _, _ := newHoldEngine(Options{HoldMaxWait: 5 * time.Second})
 	h := hold(t, e, heldShard)
-	done := make(chan error, 2)
-	go func() {
-		_, err := e.NewSession("im").Query("UPDATE conv_msg SET msg_type = 2 WHERE conv_id IN (1, 42)")
-		done <- err
-	}()
+	update := goQuery(e, "UPDATE conv_msg SET msg_type = 2 WHERE conv_id IN (1, 42)")
 	waitQueued(t, h, 1)
 	if n := e.gates[router.ShardOf(1)].active.Load(); n != 0 {
 		t.Fatalf("a queued multi-shard write counts on shard 0951: %d", n)
 	}
-	go func() {
-		_, err := e.NewSession("im").Query("ALTER TABLE conv_msg ADD COLUMN x INT")
-		done <- err
-	}()
+	ddl := goQuery(e, "ALTER TABLE conv_msg ADD COLUMN x INT")
 	waitQueued(t, h, 2)
 	h.Release()
-	for i := 0; i < 2; i++ {
+	for _, done := range []<-chan error{update, ddl} {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
