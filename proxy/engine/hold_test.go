@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -48,10 +50,14 @@ func movedSnapshot(t *testing.T) *router.Snapshot {
 }
 
 func newHoldEngine(opt Options) (*Engine, *recorder, *swapRoutes) {
+	return newHoldEngineMetrics(opt, nil)
+}
+
+func newHoldEngineMetrics(opt Options, m *Metrics) (*Engine, *recorder, *swapRoutes) {
 	rec := &recorder{cols: 6}
 	routes := &swapRoutes{}
 	routes.p.Store(defaultSnapshot())
-	return New(rec, routes, nil, nil, opt), rec, routes
+	return New(rec, routes, m, nil, opt), rec, routes
 }
 
 // waitQueued waits until n writes wait behind h.
@@ -170,7 +176,8 @@ func TestHoldQueuesUntilReleaseUnderNewRoutes(t *testing.T) {
 // lock wait timeout naming the shard; past HoldMaxQueue a write is refused
 // at once. Nothing reaches a backend either way.
 func TestHoldMaxWaitAndQueue(t *testing.T) {
-	e, rec, _ := newHoldEngine(Options{HoldMaxWait: 100 * time.Millisecond, HoldMaxQueue: 1})
+	reg := prometheus.NewRegistry()
+	e, rec, _ := newHoldEngineMetrics(Options{HoldMaxWait: 100 * time.Millisecond, HoldMaxQueue: 1}, NewMetrics(reg))
 	h := hold(t, e, heldShard)
 	defer h.Release()
 	done := goQuery(e, "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
@@ -189,6 +196,18 @@ func TestHoldMaxWaitAndQueue(t *testing.T) {
 		t.Fatalf("refused writes reached a backend: %q", got)
 	}
 	waitQueued(t, h, 0) // the timed-out write left the queue
+	body := scrapeText(t, reg)
+	for _, line := range []string{
+		`convoy_migration_hold_refused_total{reason="queue_full"} 1`,
+		`convoy_migration_hold_refused_total{reason="timeout"} 1`,
+		`convoy_migration_hold_refused_total{reason="unavailable"} 0`,
+		"convoy_migration_hold_queued_writes 0",
+		"convoy_migration_hold_wait_seconds_count 1",
+	} {
+		if countPrefix(body, line) != 1 {
+			t.Errorf("scrape lacks %s", line)
+		}
+	}
 }
 
 // TestHoldFail: Fail answers the queued writes and refuses new ones with
