@@ -100,7 +100,11 @@ func (s *Session) writeShards(pl *plan, args []any) []router.Shard {
 // admitWrite waits until the shards pl writes are not held, and counts the
 // statement on them. The returned shards are given back by endWrite.
 func (s *Session) admitWrite(pl *plan, args []any) ([]router.Shard, error) {
-	shards := s.writeShards(pl, args)
+	return s.admitShards(s.writeShards(pl, args))
+}
+
+// admitShards is admitWrite for a write on shards.
+func (s *Session) admitShards(shards []router.Shard) ([]router.Shard, error) {
 	if len(shards) == 0 {
 		return nil, nil
 	}

@@ -85,11 +85,11 @@ func hold(t *testing.T, e *Engine, shard int) *ShardHold {
 	return h
 }
 
-// goQuery runs q on a new session in the background.
-func goQuery(e *Engine, q string) <-chan error {
+// goQuery runs q on s in the background.
+func goQuery(s *Session, q string) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.NewSession("im").Query(q)
+		_, err := s.Query(q)
 		done <- err
 	}()
 	return done
@@ -180,7 +180,7 @@ func TestHoldMaxWaitAndQueue(t *testing.T) {
 	e, rec, _ := newHoldEngineMetrics(Options{HoldMaxWait: 100 * time.Millisecond, HoldMaxQueue: 1}, NewMetrics(reg))
 	h := hold(t, e, heldShard)
 	defer h.Release()
-	done := goQuery(e, "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
+	done := goQuery(e.NewSession("im"), "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
 	waitQueued(t, h, 1)
 	_, err := e.NewSession("im").Query("DELETE FROM conv_msg WHERE conv_id = 42 AND seq = 1")
 	expectCode(t, err, CodeShardHeld)
@@ -215,7 +215,7 @@ func TestHoldMaxWaitAndQueue(t *testing.T) {
 func TestHoldFail(t *testing.T) {
 	e, rec, _ := newHoldEngine(Options{})
 	h := hold(t, e, heldShard)
-	done := goQuery(e, "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
+	done := goQuery(e.NewSession("im"), "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
 	waitQueued(t, h, 1)
 	h.Fail(errorf(CodeInternal, "shard writes unavailable: a migration switch is unresolved: shard 136: deadline"))
 	expectCode(t, <-done, CodeShardUnavailable)
@@ -403,17 +403,60 @@ func TestHoldTransactionFirstWriteQueues(t *testing.T) {
 func TestHoldScatterWrites(t *testing.T) {
 	e, _, _ := newHoldEngine(Options{HoldMaxWait: 5 * time.Second})
 	h := hold(t, e, heldShard)
-	update := goQuery(e, "UPDATE conv_msg SET msg_type = 2 WHERE conv_id IN (1, 42)")
+	update := goQuery(e.NewSession("im"), "UPDATE conv_msg SET msg_type = 2 WHERE conv_id IN (1, 42)")
 	waitQueued(t, h, 1)
 	if n := e.gates[router.ShardOf(1)].active.Load(); n != 0 {
 		t.Fatalf("a queued multi-shard write counts on shard 0951: %d", n)
 	}
-	ddl := goQuery(e, "ALTER TABLE conv_msg ADD COLUMN x INT")
+	ddl := goQuery(e.NewSession("im"), "ALTER TABLE conv_msg ADD COLUMN x INT")
 	waitQueued(t, h, 2)
 	h.Release()
 	for _, done := range []<-chan error{update, ddl} {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestHoldTargetedDirectives: shard=N and all writes wait like any write
+// and are routed after the release; a targeted read runs.
+func TestHoldTargetedDirectives(t *testing.T) {
+	e, rec, routes := newHoldEngine(Options{})
+	h := hold(t, e, heldShard)
+	admin := func(q string) <-chan error {
+		s := e.NewSession("im")
+		s.SetAdmin(true)
+		return goQuery(s, q)
+	}
+	one := admin("/*+ convoy shard=136 */ UPDATE conv_msg SET msg_type = 3")
+	waitQueued(t, h, 1)
+	all := admin("/*+ convoy all */ DELETE FROM im_inbox WHERE send_time < '2026-01-01'")
+	waitQueued(t, h, 2)
+	if err := <-admin("/*+ convoy shard=136 */ SELECT COUNT(*) FROM conv_msg"); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range rec.take() {
+		if !strings.Contains(l, "SELECT") {
+			t.Fatalf("a held targeted write reached a backend: %s", l)
+		}
+	}
+	routes.p.Store(movedSnapshot(t))
+	h.Release()
+	for _, done := range []<-chan error{one, all} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	found := false
+	for _, l := range rec.take() {
+		if strings.Contains(l, "UPDATE") {
+			found = true
+			if !strings.HasPrefix(l, "ds2#") {
+				t.Fatalf("the targeted write was routed under the old routes: %s", l)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("the targeted write never ran")
 	}
 }
