@@ -95,6 +95,19 @@ func goQuery(s *Session, q string) <-chan error {
 	return done
 }
 
+// goHold holds heldShard in the background, without a deadline.
+func goHold(t *testing.T, e *Engine) <-chan *ShardHold {
+	held := make(chan *ShardHold, 1)
+	go func() {
+		h, err := e.Hold(context.Background(), heldShard)
+		if err != nil {
+			t.Error(err)
+		}
+		held <- h
+	}()
+	return held
+}
+
 type outcome struct {
 	name string
 	err  error
@@ -263,14 +276,7 @@ func TestHoldWaitsForRunningWrites(t *testing.T) {
 		t.Fatal("a failed Hold left the shard held")
 	}
 
-	held := make(chan *ShardHold)
-	go func() {
-		h, err := e.Hold(context.Background(), heldShard)
-		if err != nil {
-			t.Error(err)
-		}
-		held <- h
-	}()
+	held := goHold(t, e)
 	select {
 	case <-held:
 		t.Fatal("Hold returned while a write was running")
@@ -291,14 +297,7 @@ func TestHoldOpenTransactions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	held := make(chan *ShardHold)
-	go func() {
-		h, err := e.Hold(context.Background(), heldShard)
-		if err != nil {
-			t.Error(err)
-		}
-		held <- h
-	}()
+	held := goHold(t, e)
 	for e.gates[heldShard].hold.Load() == nil {
 		time.Sleep(time.Millisecond)
 	}
