@@ -459,3 +459,49 @@ func TestHoldTargetedDirectives(t *testing.T) {
 		t.Fatal("the targeted write never ran")
 	}
 }
+
+// TestHoldBusyTransactionAtDeadline: a transaction whose statement is still
+// running when Hold's context ends is failed, and since that statement (a
+// COMMIT, say) may still land, Hold holds nothing; the statement's return
+// rolls the transaction back and its next statement is told why.
+func TestHoldBusyTransactionAtDeadline(t *testing.T) {
+	e, rec, _ := newHoldEngine(Options{})
+	s := e.NewSession("im")
+	for _, q := range []string{"BEGIN", "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1"} {
+		if _, err := s.Query(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	block, entered := make(chan struct{}), make(chan struct{})
+	rec.hook = func(sql string) {
+		if strings.Contains(sql, "`seq`=2") {
+			close(entered)
+			<-block
+		}
+	}
+	done := goQuery(s, "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 2")
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	_, err := e.Hold(ctx, heldShard)
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "1 open transactions failed") {
+		t.Fatalf("Hold with a transaction's statement running at its deadline: %v, want an error", err)
+	}
+	rec.take()
+	close(block)
+	if err := <-done; err != nil {
+		t.Fatalf("the statement running when the transaction was failed: %v", err)
+	}
+	// The fake logs a statement once the hook lets it go.
+	if got := rec.take(); len(got) != 2 || !strings.Contains(got[0], "`seq`=2") || !strings.HasSuffix(got[1], "text: ROLLBACK") {
+		t.Fatalf("after the failed transaction's statement: %q, want it, then its ROLLBACK", got)
+	}
+	_, err = s.Query("COMMIT")
+	expectCode(t, err, CodeTxnAborted)
+	if n := e.gates[heldShard].active.Load(); n != 0 {
+		t.Fatalf("shard still counts %d writes", n)
+	}
+	if h := hold(t, e, heldShard); h != nil {
+		h.Release()
+	}
+}
