@@ -169,7 +169,6 @@ func (p *simProxy) kill(t *testing.T, cli *clientv3.Client) {
 	}
 }
 
-
 type lockEnv struct {
 	e       *testsvc.Etcd
 	cli     *clientv3.Client
