@@ -397,5 +397,16 @@ func TestMigrationSwitchUnderLoad(t *testing.T) {
 	if n != onMoving || n == 0 {
 		t.Errorf("%s.conv_msg_0136 holds %d rows, convoy serves %d for the moving shard", home, n, onMoving)
 	}
+	// The previous home was the last copy's source: a write that reached it
+	// after that copy (the old side, after the switch) is a row the new home
+	// lacks.
+	var stray int
+	if err := ds0.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM %s.conv_msg_0136 o LEFT JOIN %s.conv_msg_0136 n ON n.conv_id = o.conv_id AND n.seq = o.seq AND n.msg_id = o.msg_id WHERE n.msg_id IS NULL",
+		targets[at], home)).Scan(&stray); err != nil {
+		t.Fatal(err)
+	}
+	if stray != 0 {
+		t.Errorf("%d rows reached the old home after the switch away from it", stray)
+	}
 	t.Logf("%d messages stored (%d on the moving shard), %d sends attempted", total, onMoving, len(attempted))
 }

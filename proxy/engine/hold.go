@@ -303,7 +303,13 @@ func (h *ShardHold) wait(deadline *time.Time) error {
 }
 
 // Release lets the queued writes proceed in arrival order, each routed
-// under the routes served now, then new ones.
+// under the routes served now, then new ones. They are woken in that order
+// and then run side by side, as they would have without the hold: a client
+// has one statement queued at a time, so its own writes keep their order,
+// and writes of different clients that waited together were concurrent
+// (none was acknowledged before the other was sent); seq allocation orders
+// them on the conversation's im_conv_seq row as always. Running them one
+// after another instead would stretch the pause by the queue's length.
 func (h *ShardHold) Release() {
 	h.e.gates[h.shard].hold.CompareAndSwap(h, nil)
 	h.mu.Lock()
