@@ -18,37 +18,76 @@ import (
 // shardHolder gives routecfg's LockFollower the engine's holds
 // (routecfg.ShardHolder; the engine does not import routecfg). It also
 // keeps the start-up fence: while this proxy is not registered in etcd,
-// every shard's writes are refused (see migrationLock).
+// or its lock follower is not running, every shard's writes are refused
+// (see migrationLock).
 type shardHolder struct {
 	e     *engine.Engine
 	mu    sync.Mutex
 	fence map[int]*engine.ShardHold
+	// given are the holds handed to the follower and not released yet: a
+	// follower whose Start failed leaves them failed, and the fence adopts
+	// them (else the next follower could never hold those shards).
+	given map[int]*givenHold
+}
+
+// givenHold is a hold the follower owns.
+type givenHold struct {
+	*engine.ShardHold
+	h     *shardHolder
+	shard int
+}
+
+func (g *givenHold) Release() {
+	g.h.mu.Lock()
+	if g.h.given[g.shard] == g {
+		delete(g.h.given, g.shard)
+	}
+	g.h.mu.Unlock()
+	g.ShardHold.Release()
 }
 
 func (h *shardHolder) Hold(ctx context.Context, shard int) (routecfg.ShardHold, error) {
 	h.mu.Lock()
-	f, ok := h.fence[shard]
+	f, fenced := h.fence[shard]
 	delete(h.fence, shard)
 	h.mu.Unlock()
-	if ok {
-		// The follower takes the fence over: the shard's writes stay
-		// refused (not queued) until it releases them.
-		return f, nil
+	if !fenced {
+		var err error
+		if f, err = h.e.Hold(ctx, shard); err != nil {
+			return nil, err
+		}
 	}
-	sh, err := h.e.Hold(ctx, shard)
-	if err != nil {
-		return nil, err
+	// A fenced shard is taken over: its writes stay refused (not queued)
+	// until the follower releases it.
+	g := &givenHold{ShardHold: f, h: h, shard: shard}
+	h.mu.Lock()
+	if h.given == nil {
+		h.given = map[int]*givenHold{}
 	}
-	return sh, nil
+	h.given[shard] = g
+	h.mu.Unlock()
+	return g, nil
 }
 
-// fenceAll refuses every shard's writes with err until liftFence. It runs
-// before the proxy accepts clients, so no write is running to wait for.
+// fenceAll refuses every shard's writes with err until liftFence, taking
+// over the holds a failed follower left. It runs before the proxy accepts
+// clients, or after a follower failed to start, so no write is running to
+// wait for.
 func (h *shardHolder) fenceAll(err error) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.fence = make(map[int]*engine.ShardHold, router.NumShards)
+	if h.fence == nil {
+		h.fence = make(map[int]*engine.ShardHold, router.NumShards)
+	}
+	for sh, g := range h.given {
+		g.Fail(err) // a no-op if the follower failed it already
+		h.fence[sh] = g.ShardHold
+	}
+	h.given = nil
 	for sh := 0; sh < router.NumShards; sh++ {
+		if h.fence[sh] != nil {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		hold, herr := h.e.Hold(ctx, sh)
 		cancel()
@@ -72,7 +111,7 @@ func (h *shardHolder) liftFence() {
 }
 
 // errUnregistered is what writes get while the proxy is not registered.
-var errUnregistered = fmt.Errorf("%w: this proxy is not registered in etcd yet, so a migration could switch a shard without it; writes are refused until it registers (reads are served)", routecfg.ErrShardUnavailable)
+var errUnregistered = fmt.Errorf("%w: this proxy is not registered in etcd, or not following its migration locks, yet: a migration could switch a shard without it, so writes are refused until it does (reads are served)", routecfg.ErrShardUnavailable)
 
 // migrationLock is the proxy's share of the migration lock protocol
 // (routecfg/doc.go, "Migration lock"): the registration migrators count,
@@ -144,6 +183,9 @@ func (m *migrationLock) retry(ctx context.Context) {
 			m.holder.liftFence()
 			m.log.Info("registered and following migration locks; writes accepted", zap.Int("attempts", attempt))
 			return
+		}
+		if ferr := m.holder.fenceAll(errUnregistered); ferr != nil {
+			m.log.Error("cannot fence the holds a failed lock follower left", zap.Error(ferr))
 		}
 		if attempt%10 == 0 {
 			m.log.Warn("still cannot take part in migration locks; writes stay refused", zap.Int("attempts", attempt), zap.Error(err))
