@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -320,6 +321,25 @@ func TestMigrationSwitchUnderLoad(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Logf("after the SIGKILL: %d switches aborted cleanly, the next completed %s after the kill", aborted, time.Since(killedAt).Round(100*time.Millisecond))
+	// A switch that overruns the lock's deadline: the proxy fails the
+	// shard's held writes with a clear error (the outcome is unknown to
+	// it) until the lock is gone, then serves them again.
+	const late = 1 << 62 // a msg_id no writer uses: it must not be stored
+	var lateErr error
+	_, err = runner.Switch(ctx, routecfg.SwitchOptions{AckTimeout: time.Second, MaxHold: time.Second}, func(context.Context, *routecfg.SwitchTx) error {
+		_, lateErr = dbs[0].Exec("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 1, 1, NOW(3))", convs[0], late)
+		return errors.New("the test's flip gives up")
+	})
+	if !errors.Is(err, routecfg.ErrSwitchAborted) {
+		t.Fatalf("an overrunning switch: %v, want it aborted", err)
+	}
+	if errno(lateErr) != 1105 || !strings.Contains(lateErr.Error(), "migration switch is unresolved") || !strings.Contains(lateErr.Error(), "shard 136") {
+		t.Fatalf("a write held past the lock's deadline: %v, want 1105 naming the shard and the unresolved switch", lateErr)
+	}
+	waitFor(t, "writes of the shard to run again after the aborted switch", 5*time.Second, func() bool {
+		_, err := dbs[0].Exec("UPDATE conv_msg SET msg_type = 2 WHERE conv_id = ? AND seq = 1", convs[0])
+		return err == nil
+	})
 	time.Sleep(300 * time.Millisecond)
 	haltAll()
 
@@ -371,6 +391,9 @@ func TestMigrationSwitchUnderLoad(t *testing.T) {
 			total++
 		}
 		rows.Close()
+	}
+	if attempted[late] {
+		t.Error("[BUG] a writer used the late msg_id")
 	}
 	var lost []uint64
 	for id := range acked {
