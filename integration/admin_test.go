@@ -82,7 +82,7 @@ func TestAdminDirectivesAndMetrics(t *testing.T) {
 		t.Errorf("SHOW SHARD FOR uid = 2^64-1: %v", rows)
 	}
 	rows = queryRows(t, admin, "/*+ convoy SHOW DATASOURCES */")
-	if len(rows) != 2 || rows[0][3] != "up" || rows[1][3] != "up" || rows[0][7] != "yes" {
+	if len(rows) != 2 || rows[0][3] != "up" || rows[1][3] != "up" || rows[0][7] != "yes" || rows[0][11] != "preferred: off" {
 		t.Errorf("SHOW DATASOURCES: %v", rows)
 	}
 	// Two proxies share this etcd: the stack's and p.

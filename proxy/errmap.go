@@ -32,6 +32,8 @@ var codes = map[engine.Code]mysqlCode{
 	engine.CodeTxnAborted:         {mysql.ER_ERROR_DURING_COMMIT, "HY000"},
 	engine.CodeAccessDenied:       {mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR, "42000"},
 	engine.CodeTooLarge:           {mysql.ER_TOO_BIG_SELECT, "42000"},
+	engine.CodeTableAccessDenied:  {mysql.ER_TABLEACCESS_DENIED_ERROR, "42000"},
+	engine.CodeDBAccessDenied:     {mysql.ER_DBACCESS_DENIED_ERROR, "42000"},
 	// MariaDB's own errno for a statement that ran past max_statement_time
 	// (ER_STATEMENT_TIMEOUT): drivers map SQLSTATE 70100 to a timeout.
 	engine.CodeStatementTimeout: {1969, "70100"},

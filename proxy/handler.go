@@ -64,7 +64,7 @@ func (h *handler) fail(err error, cmd, sql string) error {
 
 // startSession gives a new session what it knows of its client.
 func (h *handler) startSession() {
-	h.sess.SetAdmin(h.user.Admin)
+	h.sess.SetPrivileges(h.user.privileges())
 	h.sess.SetClient(h.user.Name, h.host, h.conn.ConnectionID())
 	h.sess.SetTLS(h.tlsVersion, h.tlsCipher)
 	if h.cc != nil {

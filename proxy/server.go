@@ -25,12 +25,24 @@ import (
 )
 
 // User is an account clients log in with. Admin users may send admin
-// directives (a later feature); the flag is kept from the start so accounts
-// do not change shape.
+// directives.
 type User struct {
 	Name     string
 	Password string
 	Admin    bool
+	// Privileges, when set, says what the account may run (Admin is then
+	// its Admin); nil: read, write and ddl, as engine.ParsePrivileges.
+	Privileges *engine.Privileges
+}
+
+// privileges is what the account may do.
+func (u User) privileges() engine.Privileges {
+	if u.Privileges != nil {
+		p := *u.Privileges
+		p.Admin = p.Admin || u.Admin
+		return p
+	}
+	return engine.Privileges{Read: true, Write: true, DDL: true, Admin: u.Admin}
 }
 
 // Config is the front end's configuration.
@@ -305,6 +317,13 @@ func (s *Server) handle(nc net.Conn) {
 	h.conn = conn
 	h.user = s.users[conn.GetUser()]
 	reason := s.admit(conn)
+	if db := h.sess.DB(); reason == nil && db != "" && !h.user.privileges().MayUseDatabase(db) {
+		// The handshake named a database the account may not use: MariaDB
+		// refuses the login (1044).
+		s.leave(h.user.Name)
+		reason = &mysql.MyError{Code: mysql.ER_DBACCESS_DENIED_ERROR, State: "42000",
+			Message: fmt.Sprintf("Access denied for user '%s'@'%s' to database '%s'", h.user.Name, host, db)}
+	}
 	if reason == nil {
 		if err := h.sess.SetClientCollation(conn.Charset()); err != nil {
 			s.leave(h.user.Name)

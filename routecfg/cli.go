@@ -39,6 +39,13 @@ Commands:
             never stored in etcd: each proxy reads it from the environment
             variable or file named here. Example:
               --datasource ds0=convoy@10.0.0.1:3306,password_env=CONVOY_DS0_PW
+            TLS options (each proxy reads the files locally):
+              tls=disabled|preferred|required|verify-ca|verify-identity
+                  default: preferred on a loopback address, required on
+                  any other
+              tls_ca=PATH            CA certificates (PEM) for verify-*
+              tls_cert=PATH,tls_key=PATH   a client certificate
+              tls_server_name=NAME   the name verify-identity checks
       --dbs N
             Number of databases im_0..im_<N-1> (default 8), spread evenly
             over the datasources in the order given; N must divide 1024 and
@@ -115,9 +122,11 @@ func (d *datasourceFlags) Set(spec string) error {
 	return nil
 }
 
-// ParseDatasource parses NAME=USER@HOST:PORT[,password_env=VAR|,password_file=PATH].
+// ParseDatasource parses NAME=USER@HOST:PORT[,password_env=VAR|,password_file=PATH]
+// followed by TLS options: tls=MODE, tls_ca=PATH, tls_cert=PATH, tls_key=PATH,
+// tls_server_name=NAME (router.DatasourceTLS).
 func ParseDatasource(spec string) (router.Datasource, error) {
-	const form = "NAME=USER@HOST:PORT[,password_env=VAR|,password_file=PATH]"
+	const form = "NAME=USER@HOST:PORT[,password_env=VAR|,password_file=PATH][,tls=MODE,tls_ca=PATH,tls_cert=PATH,tls_key=PATH,tls_server_name=NAME]"
 	name, rest, ok := strings.Cut(spec, "=")
 	if !ok || strings.TrimSpace(name) == "" {
 		return router.Datasource{}, fmt.Errorf("datasource %q is not of the form %s", spec, form)
@@ -145,10 +154,20 @@ func ParseDatasource(spec string) (router.Datasource, error) {
 				return router.Datasource{}, fmt.Errorf("datasource %q: password_file needs a path", name)
 			}
 			ds.PasswordFile = v
+		case "tls":
+			ds.TLS.Mode = v
+		case "tls_ca":
+			ds.TLS.CAFile = v
+		case "tls_cert":
+			ds.TLS.CertFile = v
+		case "tls_key":
+			ds.TLS.KeyFile = v
+		case "tls_server_name":
+			ds.TLS.ServerName = v
 		case "password", "pass", "pwd":
 			return router.Datasource{}, fmt.Errorf("datasource %q: passwords are never stored in etcd; name where each proxy reads it with password_env=VAR or password_file=PATH", name)
 		default:
-			return router.Datasource{}, fmt.Errorf("datasource %q: unknown option %q (want password_env=VAR or password_file=PATH)", name, k)
+			return router.Datasource{}, fmt.Errorf("datasource %q: unknown option %q (want password_env, password_file, tls, tls_ca, tls_cert, tls_key or tls_server_name)", name, k)
 		}
 	}
 	if ds.PasswordEnv != "" && ds.PasswordFile != "" {

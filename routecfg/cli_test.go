@@ -48,6 +48,8 @@ func TestCLI(t *testing.T) {
 		{"init --datasource ds0=10.0.0.1:3306", "needs a user"},
 		{"init --datasource ds0=app@10.0.0.1", "HOST:PORT"},
 		{"init --datasource ds0=app@10.0.0.1:3306 --dbs 3", "cannot split"},
+		{"init --datasource ds0=app@10.0.0.1:3306,tls=maybe", "tls mode"},
+		{"init --datasource ds0=app@10.0.0.1:3306,tls_cert=/c.pem", "both cert_file and key_file"},
 		{"init --file x.json --dbs 4", "drop --dbs"},
 		{"apply", "exactly one argument"},
 		{"frobnicate", "unknown command"},
@@ -60,7 +62,7 @@ func TestCLI(t *testing.T) {
 
 	out, err := runCLI(t, cli, "init",
 		"--datasource", "ds0=app@127.0.0.1:3306,password_env=DS0_PW",
-		"--datasource", "ds1=app@127.0.0.2:3306,password_file=/etc/convoy/ds1.pw")
+		"--datasource", "ds1=app@127.0.0.2:3306,password_file=/etc/convoy/ds1.pw,tls=verify-ca,tls_ca=/etc/convoy/ca.pem")
 	if err != nil || !strings.Contains(out, "version 1") {
 		t.Fatalf("routes init = %q, %v", out, err)
 	}
@@ -81,6 +83,9 @@ func TestCLI(t *testing.T) {
 	}
 	if _, err := router.NewSnapshot(doc); err != nil {
 		t.Fatalf("show output is not a valid document: %v", err)
+	}
+	if doc.Datasources[1].TLS != (router.DatasourceTLS{Mode: router.TLSVerifyCA, CAFile: "/etc/convoy/ca.pem"}) || doc.Datasources[0].TLS.Mode != "" {
+		t.Fatalf("TLS options did not reach the document:\n%s", shown)
 	}
 	if doc.Version != 1 || len(doc.Datasources) != 2 || len(doc.Shards) != 8 || doc.Shards[0].Table != nil ||
 		doc.Shards[0].Database != "im_0" || doc.Shards[3].Datasource != "ds0" || doc.Shards[4].Datasource != "ds1" {

@@ -230,6 +230,7 @@ func (tx *SwitchTx) FlipRoutes(ctx context.Context, doc router.Document) error {
 		return fmt.Errorf("routecfg: FlipRoutes: the document has version %d, want %d (edit the one SwitchTx.Routes returns)", doc.Version, tx.doc.Version)
 	}
 	doc.Version = tx.info.RouteVersion
+	doc.ChangedBy = fmt.Sprintf("%s: migration %s of shard %d, runner %s", Identity(tx.r.store.cli), tx.info.JobID, tx.info.Shard, tx.r.id)
 	val, err := encodeValid(doc)
 	if err != nil {
 		return err

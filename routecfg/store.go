@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -116,6 +117,7 @@ func (s *Store) Init(ctx context.Context, doc router.Document) error {
 	if doc.Version <= 0 {
 		doc.Version = 1
 	}
+	s.stamp(&doc, "routes init")
 	val, err := encodeValid(doc)
 	if err != nil {
 		return err
@@ -155,6 +157,7 @@ func (s *Store) Apply(ctx context.Context, doc router.Document) (int64, error) {
 			ErrVersionConflict, doc.Version, st.doc.Version)
 	}
 	doc.Version = st.doc.Version + 1
+	s.stamp(&doc, "routes apply")
 	return doc.Version, s.swap(ctx, st.modRevision, doc)
 }
 
@@ -184,6 +187,7 @@ func (s *Store) Replace(ctx context.Context, doc router.Document) (int64, error)
 	// An undecodable stored value has no usable version: fall back to the
 	// caller's, which the operator can raise above what proxies serve.
 	doc.Version = max(st.doc.Version, doc.Version) + 1
+	s.stamp(&doc, "routes init --force")
 	return doc.Version, s.swap(ctx, st.modRevision, doc)
 }
 
@@ -205,6 +209,39 @@ func (s *Store) swap(ctx context.Context, modRevision int64, doc router.Document
 			ErrVersionConflict, doc.Version)
 	}
 	return nil
+}
+
+// Identity is who a client is to etcd: its user name, or the common name of
+// its client certificate (etcd's identity for certificate authentication),
+// or "anonymous"; followed by @host of this process.
+func Identity(cli *clientv3.Client) string {
+	who := "anonymous"
+	switch {
+	case cli.Username != "":
+		who = cli.Username
+	default:
+		if tc := cli.Ctx().Value(identityKey{}); tc != nil {
+			who = tc.(string)
+		}
+	}
+	host, _ := os.Hostname()
+	return who + "@" + host
+}
+
+// identityKey lets a caller that authenticates by certificate name the
+// certificate's common name (see WithCertIdentity): the etcd client does
+// not expose the certificate it was configured with.
+type identityKey struct{}
+
+// WithCertIdentity returns a context for clientv3.Config.Context that
+// names the client certificate's common name for Identity.
+func WithCertIdentity(ctx context.Context, commonName string) context.Context {
+	return context.WithValue(ctx, identityKey{}, commonName)
+}
+
+// stamp records who is storing doc and how.
+func (s *Store) stamp(doc *router.Document, how string) {
+	doc.ChangedBy = Identity(s.cli) + ": " + how
 }
 
 // encodeValid validates doc exactly as every proxy will, then encodes it.

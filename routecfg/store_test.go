@@ -3,6 +3,7 @@ package routecfg
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -47,7 +48,13 @@ func testStoreRoundTrip(t *testing.T, cli *clientv3.Client) {
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
-	if !reflect.DeepEqual(got, doc) || got.Version != 1 {
+	// The writer stamped who stored it: no credentials here, so anonymous.
+	if !strings.HasPrefix(got.ChangedBy, "anonymous@") || !strings.HasSuffix(got.ChangedBy, ": routes init") {
+		t.Fatalf("ChangedBy = %q, want anonymous@<host>: routes init", got.ChangedBy)
+	}
+	stamped := doc
+	stamped.ChangedBy = got.ChangedBy
+	if !reflect.DeepEqual(got, stamped) || got.Version != 1 {
 		t.Fatalf("Get = %+v\nwant %+v", got, doc)
 	}
 

@@ -151,6 +151,10 @@ func NewWatcher(store *Store, opts ...Option) *Watcher {
 // statement even if a newer one is swapped in meanwhile.
 func (w *Watcher) Current() *router.Snapshot { return w.cur.Load() }
 
+// Stale reports whether the served snapshot is not confirmed by etcd now
+// (convoy_route_stale).
+func (w *Watcher) Stale() bool { return w.stale.Load() }
+
 // Done is closed when the watcher goroutine has exited (after Close, or
 // after a failed Start).
 func (w *Watcher) Done() <-chan struct{} { return w.done }
@@ -426,7 +430,7 @@ func (w *Watcher) consider(st stored, source string, notify bool) error {
 		prev = cur.Version()
 	}
 	w.log.Info("route snapshot swapped in", zap.String("source", source),
-		zap.Int64("from_version", prev), zap.Int64("to_version", snap.Version()))
+		zap.Int64("from_version", prev), zap.Int64("to_version", snap.Version()), zap.String("changed_by", st.doc.ChangedBy))
 	w.writeCache(st.doc)
 	if notify && w.cfg.onChange != nil {
 		w.cfg.onChange(snap)

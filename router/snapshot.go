@@ -15,6 +15,10 @@ type Datasource struct {
 	User         string `json:"user" yaml:"user"`
 	PasswordEnv  string `json:"password_env,omitempty" yaml:"password_env,omitempty"`
 	PasswordFile string `json:"password_file,omitempty" yaml:"password_file,omitempty"`
+	// TLS says how the proxy secures its connections to the server. Like
+	// the password, the document names files each proxy reads locally,
+	// never key material.
+	TLS DatasourceTLS `json:"tls,omitzero" yaml:"tls,omitempty"`
 }
 
 // ShardRange maps the shards From..To (inclusive) to one database. Without
@@ -36,6 +40,11 @@ type Document struct {
 	DefaultDatasource string       `json:"default_datasource" yaml:"default_datasource"`
 	Datasources       []Datasource `json:"datasources" yaml:"datasources"`
 	Shards            []ShardRange `json:"shards" yaml:"shards"`
+	// ChangedBy is stamped by the writer of each version, for the audit
+	// line every proxy logs when it swaps the version in: the etcd identity
+	// and host that stored it and how (e.g. "convoy-admin@ops-1: routes
+	// apply"). Informational: whoever may write routes may write it.
+	ChangedBy string `json:"changed_by,omitempty" yaml:"changed_by,omitempty"`
 }
 
 // Target is where one logical shard lives.
@@ -80,6 +89,9 @@ func NewSnapshot(doc Document) (*Snapshot, error) {
 	for _, ds := range doc.Datasources {
 		if ds.Name == "" || ds.Addr == "" {
 			return nil, invalid("datasource %q needs a name and an addr", ds.Name)
+		}
+		if err := ds.TLS.validate(); err != nil {
+			return nil, invalid("datasource %q: %v", ds.Name, err)
 		}
 		if _, dup := s.datasources[ds.Name]; dup {
 			return nil, invalid("datasource %q is defined twice", ds.Name)

@@ -2,6 +2,7 @@ package router
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -116,5 +117,34 @@ func TestMoveShard(t *testing.T) {
 	}
 	if again, _ := NewSnapshot(doc); again.Target(136) != before.Target(136) {
 		t.Fatal("MoveShard modified its input")
+	}
+}
+
+func TestDatasourceTLSDefaultsAndValidation(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:3306": TLSPreferred, "127.9.9.9:3306": TLSPreferred, "localhost:3306": TLSPreferred,
+		"[::1]:3306": TLSPreferred, "10.0.0.1:3306": TLSRequired, "db.internal:3306": TLSRequired,
+	} {
+		if got := (Datasource{Addr: addr}).EffectiveMode(); got != want {
+			t.Errorf("EffectiveMode(%s) = %s, want %s", addr, got, want)
+		}
+	}
+	if got := (Datasource{Addr: "10.0.0.1:3306", TLS: DatasourceTLS{Mode: TLSDisabled}}).EffectiveMode(); got != TLSDisabled {
+		t.Errorf("an explicit mode must win, got %s", got)
+	}
+	for _, tc := range []struct {
+		tls  DatasourceTLS
+		want string
+	}{
+		{DatasourceTLS{Mode: "on"}, "not one of"},
+		{DatasourceTLS{Mode: TLSVerifyCA, KeyFile: "/k.pem"}, "both cert_file and key_file"},
+		{DatasourceTLS{Mode: TLSDisabled, CAFile: "/ca.pem"}, "say which you mean"},
+		{DatasourceTLS{Mode: TLSVerifyCA, CAFile: "-----BEGIN CERTIFICATE-----\nMIIB"}, "never certificates or keys"},
+	} {
+		doc := Document{DefaultDatasource: "ds0", Datasources: []Datasource{{Name: "ds0", Addr: "10.0.0.1:3306", TLS: tc.tls}},
+			Shards: []ShardRange{{From: 0, To: NumShards - 1, Datasource: "ds0", Database: "im"}}}
+		if _, err := NewSnapshot(doc); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err = %v, want %q", tc.tls, err, tc.want)
+		}
 	}
 }

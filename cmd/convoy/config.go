@@ -34,6 +34,18 @@ type Config struct {
 	// per errno and second (0 = default 5, negative = none).
 	StatementLogRate int `yaml:"statement_log_rate"`
 
+	// HTTP secures the metrics_listen listener (metrics, pprof, the shard
+	// map page). On loopback it is open; bound elsewhere it needs TLS and
+	// answers only admin users (HTTP basic authentication), unless
+	// insecure_non_loopback says the network is private.
+	HTTP struct {
+		TLSCert string `yaml:"tls_cert"`
+		TLSKey  string `yaml:"tls_key"`
+		// Pprof serves /debug/pprof; default on for loopback, off elsewhere.
+		Pprof               *bool `yaml:"pprof"`
+		InsecureNonLoopback bool  `yaml:"insecure_non_loopback"`
+	} `yaml:"http"`
+
 	Etcd struct {
 		Endpoints   []string      `yaml:"endpoints"`
 		Cluster     string        `yaml:"cluster"`
@@ -42,6 +54,14 @@ type Config struct {
 		// long a dead proxy is still listed, and still waited for by a
 		// migration switch (default 10s).
 		RegistrationTTL time.Duration `yaml:"registration_ttl"`
+		// Username and its password (from password_env or password_file)
+		// authenticate to etcd when auth is enabled; a client certificate
+		// (tls.cert_file) may stand in for both: etcd then takes its
+		// common name as the user.
+		Username     string   `yaml:"username"`
+		PasswordEnv  string   `yaml:"password_env"`
+		PasswordFile string   `yaml:"password_file"`
+		TLS          TLSFiles `yaml:"tls"`
 	} `yaml:"etcd"`
 
 	Routes struct {
@@ -75,14 +95,17 @@ type Config struct {
 
 	// HotTier is the Redis history cache of seed 000.
 	HotTier struct {
-		Enabled     bool          `yaml:"enabled"`
-		Addrs       []string      `yaml:"addrs"`    // one address: single node; several: Redis Cluster
-		Password    string        `yaml:"password"` // prefer password_env
-		PasswordEnv string        `yaml:"password_env"`
-		Timeout     time.Duration `yaml:"timeout"`     // per Redis call; default 50ms
-		MaxEntries  int           `yaml:"max_entries"` // newest messages kept per conversation; default 500
-		TTL         time.Duration `yaml:"ttl"`         // default 168h (7 days)
-		MarkerTTL   time.Duration `yaml:"marker_ttl"`  // must exceed the longest commit; default 5s
+		Enabled      bool          `yaml:"enabled"`
+		Addrs        []string      `yaml:"addrs"`    // one address: single node; several: Redis Cluster
+		Username     string        `yaml:"username"` // Redis 6 ACL user; empty: "default"
+		Password     string        `yaml:"password"` // prefer password_env / password_file
+		PasswordEnv  string        `yaml:"password_env"`
+		PasswordFile string        `yaml:"password_file"`
+		TLS          TLSFiles      `yaml:"tls"`
+		Timeout      time.Duration `yaml:"timeout"`     // per Redis call; default 50ms
+		MaxEntries   int           `yaml:"max_entries"` // newest messages kept per conversation; default 500
+		TTL          time.Duration `yaml:"ttl"`         // default 168h (7 days)
+		MarkerTTL    time.Duration `yaml:"marker_ttl"`  // must exceed the longest commit; default 5s
 		// Circuit breaker (histcache.Options): after breaker_failures
 		// consecutive failed calls spanning breaker_min_outage the tier is
 		// bypassed; probes every breaker_backoff .. breaker_backoff_max.
@@ -122,6 +145,11 @@ type UserConfig struct {
 	PasswordEnv  string `yaml:"password_env"`
 	PasswordFile string `yaml:"password_file"`
 	Admin        bool   `yaml:"admin"`
+	// Privileges: read, write, ddl, admin or all; empty: read, write and
+	// ddl (plus admin when admin is true).
+	Privileges []string `yaml:"privileges"`
+	// Databases the account may use; empty: any.
+	Databases []string `yaml:"databases"`
 }
 
 func defaultConfig() Config {
@@ -180,28 +208,35 @@ func applyEnv(c *Config) {
 }
 
 func (u UserConfig) password() (string, error) {
+	return secret("user "+u.Name, u.Password, u.PasswordEnv, u.PasswordFile)
+}
+
+// secret resolves a password given inline, as an environment variable's
+// name or as a file's path (at most one of them; trailing newlines of a
+// file are not part of it). what names the setting in errors.
+func secret(what, inline, env, file string) (string, error) {
 	n := 0
-	for _, s := range []string{u.Password, u.PasswordEnv, u.PasswordFile} {
+	for _, s := range []string{inline, env, file} {
 		if s != "" {
 			n++
 		}
 	}
 	if n > 1 {
-		return "", fmt.Errorf("user %s: set only one of password, password_env, password_file", u.Name)
+		return "", fmt.Errorf("%s: set only one of password, password_env, password_file", what)
 	}
 	switch {
-	case u.PasswordEnv != "":
-		v, ok := os.LookupEnv(u.PasswordEnv)
+	case env != "":
+		v, ok := os.LookupEnv(env)
 		if !ok {
-			return "", fmt.Errorf("user %s: environment variable %s is not set", u.Name, u.PasswordEnv)
+			return "", fmt.Errorf("%s: environment variable %s is not set", what, env)
 		}
 		return v, nil
-	case u.PasswordFile != "":
-		b, err := os.ReadFile(u.PasswordFile)
+	case file != "":
+		b, err := os.ReadFile(file)
 		if err != nil {
-			return "", fmt.Errorf("user %s: %w", u.Name, err)
+			return "", fmt.Errorf("%s: %w", what, err)
 		}
 		return strings.TrimRight(string(b), "\r\n"), nil
 	}
-	return u.Password, nil
+	return inline, nil
 }

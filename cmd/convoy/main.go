@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -23,7 +21,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -32,11 +29,13 @@ import (
 
 	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/internal/slogzap"
+	"github.com/convoy-im/convoy/migrate"
 	"github.com/convoy-im/convoy/proxy"
 	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/proxy/engine"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
+	"github.com/convoy-im/convoy/shardmap"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -45,6 +44,7 @@ var version = "dev"
 const usage = `usage:
   convoy serve  [--config FILE] [--listen ADDR] [--etcd HOST:PORT,...] [--cluster NAME]
   convoy routes [--config FILE] [--etcd HOST:PORT,...] [--cluster NAME] init|show|apply FILE ...
+  convoy plan   [--simulate] [--rate N] [--parallel N] [--out FILE] ...   (convoy plan -h)
 `
 
 func main() {
@@ -58,6 +58,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "routes":
 		err = routes(os.Args[2:])
+	case "plan":
+		err = plan(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
@@ -104,11 +106,40 @@ func (f commonFlags) load() (Config, error) {
 	return c, nil
 }
 
+// etcdClient connects to etcd as the config says: TLS (server verified,
+// optionally a client certificate) and a user with its password when set.
 func etcdClient(c Config, log *zap.Logger) (*clientv3.Client, error) {
+	tlsCfg, err := c.Etcd.TLS.config("etcd")
+	if err != nil {
+		return nil, err
+	}
+	if tlsCfg != nil {
+		for _, ep := range c.Etcd.Endpoints {
+			// The client drops TLS for an http:// endpoint without a word.
+			if strings.HasPrefix(ep, "http://") {
+				return nil, fmt.Errorf("etcd endpoint %s is http:// but etcd.tls is set: use https:// (or host:port)", ep)
+			}
+		}
+	}
+	pw, err := secret("etcd", "", c.Etcd.PasswordEnv, c.Etcd.PasswordFile)
+	if err != nil {
+		return nil, err
+	}
+	if (c.Etcd.Username == "") != (pw == "") {
+		return nil, errors.New("etcd: set both username and password_env / password_file, or neither")
+	}
+	ctx := context.Background()
+	if cn := c.Etcd.TLS.commonName(); cn != "" && c.Etcd.Username == "" {
+		ctx = routecfg.WithCertIdentity(ctx, cn) // who stamps route changes
+	}
 	return clientv3.New(clientv3.Config{
 		Endpoints:   c.Etcd.Endpoints,
 		DialTimeout: c.Etcd.DialTimeout,
 		Logger:      log.Named("etcd"),
+		TLS:         tlsCfg,
+		Username:    c.Etcd.Username,
+		Password:    pw,
+		Context:     ctx,
 	})
 }
 
@@ -130,6 +161,33 @@ func routes(args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return routecfg.RunCLI(ctx, f.fs.Args(), cli, c.Etcd.Cluster, os.Stdout)
+}
+
+// redisClient is the hot tier's Redis client (a single node, or Redis
+// Cluster for several addresses) with the config's ACL user, password and
+// TLS.
+func redisClient(c Config) (redis.UniversalClient, error) {
+	pw, err := secret("hot_tier", c.HotTier.Password, c.HotTier.PasswordEnv, c.HotTier.PasswordFile)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := c.HotTier.TLS.config("hot_tier")
+	if err != nil {
+		return nil, err
+	}
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs: c.HotTier.Addrs, Username: c.HotTier.Username, Password: pw, TLSConfig: tlsCfg,
+		// Without this a hung (not dead) Redis would hold a read until the
+		// socket timeout instead of the tier's per-call budget.
+		ContextTimeoutEnabled: true,
+		DialTimeout:           time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
+		// One retry (a pooled connection Redis closed) and one dial
+		// attempt: a refused connection then fails the call at once,
+		// as a refusal the circuit breaker can tell from a timeout,
+		// instead of retrying until the per-call timeout.
+		MaxRetries: 1, DialerRetries: 1,
+	})
+	return rdb, nil
 }
 
 // newLogger builds the process logger on w (stderr). Both formats carry
@@ -192,7 +250,15 @@ func serve(args []string) error {
 		if err != nil {
 			return err
 		}
-		users = append(users, proxy.User{Name: u.Name, Password: pw, Admin: u.Admin})
+		user := proxy.User{Name: u.Name, Password: pw, Admin: u.Admin}
+		if len(u.Privileges) > 0 || len(u.Databases) > 0 {
+			p, err := engine.ParsePrivileges(u.Privileges, u.Admin, u.Databases)
+			if err != nil {
+				return fmt.Errorf("user %s: %w", u.Name, err)
+			}
+			user.Privileges = &p
+		}
+		users = append(users, user)
 	}
 
 	cli, err := etcdClient(c, log)
@@ -246,22 +312,10 @@ func serve(args []string) error {
 		// go-redis logs through a package-level logger: plain text on
 		// stderr unless routed into ours.
 		redis.SetLogger(histcache.RedisLogger(log.Named("redis")))
-		pw := c.HotTier.Password
-		if c.HotTier.PasswordEnv != "" {
-			pw = os.Getenv(c.HotTier.PasswordEnv)
+		rdb, err := redisClient(c)
+		if err != nil {
+			return err
 		}
-		rdb := redis.NewUniversalClient(&redis.UniversalOptions{
-			Addrs: c.HotTier.Addrs, Password: pw,
-			// Without this a hung (not dead) Redis would hold a read until the
-			// socket timeout instead of the tier's per-call budget.
-			ContextTimeoutEnabled: true,
-			DialTimeout:           time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
-			// One retry (a pooled connection Redis closed) and one dial
-			// attempt: a refused connection then fails the call at once,
-			// as a refusal the circuit breaker can tell from a timeout,
-			// instead of retrying until the per-call timeout.
-			MaxRetries: 1, DialerRetries: 1,
-		})
 		defer rdb.Close()
 		tier := histcache.New(rdb, histcache.Options{
 			MaxEntries: c.HotTier.MaxEntries, TTL: c.HotTier.TTL, MarkerTTL: c.HotTier.MarkerTTL, Timeout: c.HotTier.Timeout,
@@ -278,7 +332,7 @@ func serve(args []string) error {
 			var out []engine.PoolStat
 			for _, p := range pools.Stats() {
 				out = append(out, engine.PoolStat{Datasource: p.Datasource, InUse: p.InUse, Idle: p.Idle,
-					State: p.Health.State.String(), Since: p.Health.Since, LastError: p.Health.LastError})
+					State: p.Health.State.String(), Since: p.Health.Since, LastError: p.Health.LastError, TLS: p.TLS})
 			}
 			return out
 		},
@@ -310,19 +364,31 @@ func serve(args []string) error {
 	}
 
 	if c.MetricsListen != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		hs := &http.Server{Addr: c.MetricsListen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics listener", zap.Error(err))
-			}
-		}()
-		defer hs.Close()
+		qps, wp99 := eng.HealthThresholds()
+		jobs := routecfg.NewJobStore(cli, c.Etcd.Cluster)
+		sm := shardmap.New(shardmap.Source{
+			Routes: watcher.Current, RouteStale: watcher.Stale, Stats: eng.ShardStats,
+			Proxies: func(ctx context.Context) ([]routecfg.ProxyInfo, error) {
+				return routecfg.ListProxies(ctx, cli, c.Etcd.Cluster)
+			},
+			Migrations: func(ctx context.Context) ([]routecfg.Job, error) {
+				js, _, err := jobs.List(ctx)
+				return js, err
+			},
+			Sizes: migrate.InformationSchemaStats,
+			Sample: func(ctx context.Context, s routecfg.SizeSample) {
+				if _, err := routecfg.PutDailySample(ctx, cli, c.Etcd.Cluster, s); err != nil {
+					log.Debug("storing the daily size sample", zap.Error(err))
+				}
+			},
+			QPSThreshold: qps, WriteP99Threshold: wp99, Log: log.Named("shardmap"),
+		})
+		defer sm.Close()
+		hl, err := newHTTPListener(c, reg, users, log, sm.Register)
+		if err != nil {
+			return err
+		}
+		defer hl.Close()
 	}
 
 	ln, err := net.Listen("tcp", c.Listen)

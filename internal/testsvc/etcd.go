@@ -2,6 +2,8 @@ package testsvc
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +28,12 @@ type Etcd struct {
 	clientPort int
 	peerPort   int
 	out        *tailBuffer
+	// ca, when set, serves clients over TLS with a certificate it issued
+	// and requires client certificates it issued (--client-cert-auth).
+	ca         *CA
+	cert, key  string
+	healthCert string
+	healthKey  string
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has been waited for
@@ -40,13 +48,22 @@ const etcdReadyTimeout = 15 * time.Second
 // dir under t.TempDir(), waits until its /health endpoint answers, and
 // registers a cleanup that kills it. If the binary is missing the test fails
 // (not skips) with the package to install.
-func StartEtcd(t testing.TB) *Etcd {
+func StartEtcd(t testing.TB, opts ...EtcdOption) *Etcd {
 	t.Helper()
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		t.Fatalf("testsvc: the etcd server binary is not installed (%v); run `apt-get install etcd-server` (Debian/Ubuntu)", err)
 	}
 	e := &Etcd{t: t, bin: bin, out: &tailBuffer{max: 64 << 10}}
+	for _, o := range opts {
+		o(e)
+	}
+	if e.ca != nil {
+		e.cert, e.key = e.ca.Issue(t, "etcd-server", "127.0.0.1", "localhost")
+		// etcd takes a client certificate's common name as the user name
+		// once auth is on; "root" may read /health then too.
+		e.healthCert, e.healthKey = e.ca.Issue(t, "root")
+	}
 	// Cleanups run last-in first-out: registering ours after the TempDir
 	// calls below would remove the dir under a live process, so register
 	// first and let it see whatever cmd is current when the test ends.
@@ -71,9 +88,25 @@ func StartEtcd(t testing.TB) *Etcd {
 	return nil
 }
 
+// EtcdOption customises StartEtcd.
+type EtcdOption func(*Etcd)
+
+// WithEtcdTLS serves clients over TLS only, with a server certificate
+// issued by ca for 127.0.0.1, and requires a client certificate issued by
+// ca (etcd's --client-cert-auth). Clients use ca.File and a certificate
+// from ca.Issue, whose common name is their user name once auth is enabled.
+func WithEtcdTLS(ca *CA) EtcdOption { return func(e *Etcd) { e.ca = ca } }
+
+func (e *Etcd) scheme() string {
+	if e.ca != nil {
+		return "https"
+	}
+	return "http"
+}
+
 // Endpoints returns the client URL, ready for clientv3.Config.Endpoints.
 func (e *Etcd) Endpoints() []string {
-	return []string{fmt.Sprintf("http://127.0.0.1:%d", e.clientPort)}
+	return []string{fmt.Sprintf("%s://127.0.0.1:%d", e.scheme(), e.clientPort)}
 }
 
 // Start restarts a stopped or killed etcd on the same ports and data dir, so
@@ -130,9 +163,13 @@ func (e *Etcd) kill() {
 }
 
 func (e *Etcd) start() error {
-	clientURL := fmt.Sprintf("http://127.0.0.1:%d", e.clientPort)
+	clientURL := fmt.Sprintf("%s://127.0.0.1:%d", e.scheme(), e.clientPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", e.peerPort)
-	cmd := exec.Command(e.bin,
+	var tlsArgs []string
+	if e.ca != nil {
+		tlsArgs = []string{"--cert-file", e.cert, "--key-file", e.key, "--client-cert-auth", "--trusted-ca-file", e.ca.File}
+	}
+	cmd := exec.Command(e.bin, append(tlsArgs,
 		"--name", "convoy-test",
 		"--data-dir", e.dataDir,
 		"--listen-client-urls", clientURL,
@@ -145,7 +182,7 @@ func (e *Etcd) start() error {
 		"--logger", "zap",
 		"--log-outputs", "stderr",
 		"--log-level", "warn",
-	)
+	)...)
 	cmd.Env = withoutEtcdEnv(os.Environ())
 	cmd.Stdout = e.out
 	cmd.Stderr = e.out
@@ -161,6 +198,19 @@ func (e *Etcd) start() error {
 // serves reads), the process exits, or etcdReadyTimeout passes.
 func (e *Etcd) waitReady(healthURL string, exited <-chan struct{}) error {
 	hc := &http.Client{Timeout: time.Second}
+	if e.ca != nil {
+		pair, err := tls.LoadX509KeyPair(e.healthCert, e.healthKey)
+		if err != nil {
+			return err
+		}
+		roots := x509.NewCertPool()
+		pem, err := os.ReadFile(e.ca.File)
+		if err != nil {
+			return err
+		}
+		roots.AppendCertsFromPEM(pem)
+		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}}}
+	}
 	deadline := time.Now().Add(etcdReadyTimeout)
 	lastErr := errors.New("no answer yet")
 	for time.Now().Before(deadline) {

@@ -27,6 +27,11 @@ type Redis struct {
 	t    testing.TB
 	dir  string
 	port int
+	// tlsPort, when set, serves TLS with a certificate of ca (tls-port),
+	// beside the clear-text port the helpers here use.
+	ca      *CA
+	tlsPort int
+	extra   []string
 
 	mu   sync.Mutex
 	proc *exec.Cmd
@@ -35,13 +40,16 @@ type Redis struct {
 
 // StartRedis starts redis-server on a free loopback port and waits until it
 // answers PING. It is killed and its directory removed when the test ends.
-func StartRedis(t testing.TB) *Redis {
+func StartRedis(t testing.TB, opts ...RedisOption) *Redis {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "convoy-redis-")
 	if err != nil {
 		t.Fatalf("testsvc: %v", err)
 	}
 	r := &Redis{t: t, dir: dir}
+	for _, o := range opts {
+		o(r)
+	}
 	t.Cleanup(func() {
 		r.Kill()
 		os.RemoveAll(dir)
@@ -50,6 +58,9 @@ func StartRedis(t testing.TB) *Redis {
 	// and the bind.
 	for attempt := 0; ; attempt++ {
 		r.port = freePort(t)
+		if r.ca != nil {
+			r.tlsPort = freePort(t)
+		}
 		err := r.start()
 		if err == nil {
 			return r
@@ -59,6 +70,22 @@ func StartRedis(t testing.TB) *Redis {
 		}
 	}
 }
+
+// RedisOption customises StartRedis.
+type RedisOption func(*Redis)
+
+// WithRedisTLS adds a TLS port (TLSAddr) with a server certificate issued
+// by ca; clients need no certificate (tls-auth-clients no).
+func WithRedisTLS(ca *CA) RedisOption { return func(r *Redis) { r.ca = ca } }
+
+// WithRedisArgs appends redis-server arguments, e.g. an ACL user:
+// "--user", "convoy", "on", ">secret", "~*", "&*", "+@all".
+func WithRedisArgs(args ...string) RedisOption {
+	return func(r *Redis) { r.extra = append(r.extra, args...) }
+}
+
+// TLSAddr is the TLS port's host:port (WithRedisTLS).
+func (r *Redis) TLSAddr() string { return "127.0.0.1:" + strconv.Itoa(r.tlsPort) }
 
 // Addr is host:port, ready for redis.Options{Addr: r.Addr()}.
 func (r *Redis) Addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
@@ -141,6 +168,12 @@ func (r *Redis) start() error {
 		"--logfile", logFile,
 		"--protected-mode", "no",
 	)
+	if r.ca != nil {
+		cert, key := r.ca.Issue(r.t, "redis", "127.0.0.1")
+		cmd.Args = append(cmd.Args, "--tls-port", strconv.Itoa(r.tlsPort), "--tls-cert-file", cert, "--tls-key-file", key,
+			"--tls-ca-cert-file", r.ca.File, "--tls-auth-clients", "no")
+	}
+	cmd.Args = append(cmd.Args, r.extra...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	done, err := spawn(cmd)

@@ -127,6 +127,9 @@ type PoolStats struct {
 	Datasource  string
 	InUse, Idle int
 	Health      Health
+	// TLS is the mode and how the last connection was secured, e.g.
+	// "verify-ca: TLSv1.3 TLS_AES_128_GCM_SHA256" or "preferred: off".
+	TLS string
 }
 
 // Stats lists every pool's usage, sorted by datasource.
@@ -136,7 +139,7 @@ func (m *Manager) Stats() []PoolStats {
 	out := make([]PoolStats, 0, len(m.pools))
 	for name, p := range m.pools {
 		u, i := p.Stats()
-		out = append(out, PoolStats{Datasource: name, InUse: u, Idle: i, Health: p.Health()})
+		out = append(out, PoolStats{Datasource: name, InUse: u, Idle: i, Health: p.Health(), TLS: p.tls.State()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Datasource < out[j].Datasource })
 	return out

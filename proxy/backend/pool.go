@@ -4,9 +4,12 @@
 package backend
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -116,6 +119,7 @@ func ResolvePassword(ds router.Datasource) (string, error) {
 type Pool struct {
 	ds       router.Datasource
 	password string
+	tls      *tlsSetup
 	opt      Options
 	log      *zap.Logger
 	br       *breaker
@@ -144,7 +148,11 @@ func newPool(ds router.Datasource, opt Options, onTransition func(string, State)
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{ds: ds, password: pw, opt: opt, log: opt.Log, br: newBreaker(), onTransition: onTransition,
+	ts, err := newTLSSetup(ds)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pool{ds: ds, password: pw, tls: ts, opt: opt, log: opt.Log, br: newBreaker(), onTransition: onTransition,
 		slots: make(chan struct{}, opt.MaxOpen), live: map[*Conn]struct{}{}, checkDone: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.stopCheck = cancel
@@ -313,6 +321,7 @@ func (p *Pool) connect(ctx context.Context, timeout time.Duration, foundRows boo
 	// TCP dial: canceling it (Pool.open, when the breaker opens) expires
 	// the handshake's deadlines instead.
 	var hc *handshakeConn
+	tlsCfg := p.tls.cfg // nil: clear text; the dialer may clear it (preferred)
 	stopAbort := func() bool { return false }
 	defer func() { stopAbort() }()
 	dial := func(dctx context.Context, network, addr string) (net.Conn, error) {
@@ -323,6 +332,17 @@ func (p *Pool) connect(ctx context.Context, timeout time.Duration, foundRows boo
 		hc = &handshakeConn{Conn: nc, until: time.Now().Add(timeout)}
 		_ = nc.SetDeadline(hc.until)
 		stopAbort = context.AfterFunc(ctx, hc.abort)
+		if p.tls.mode == router.TLSPreferred {
+			// TLS only if the greeting offers it: read it here, before
+			// go-mysql does, and hand it the same bytes.
+			offered, err := hc.peekGreeting()
+			if err != nil {
+				return nil, err
+			}
+			if !offered {
+				tlsCfg = nil
+			}
+		}
 		return hc, nil
 	}
 	start := time.Now()
@@ -330,6 +350,9 @@ func (p *Pool) connect(ctx context.Context, timeout time.Duration, foundRows boo
 		func(c *client.Conn) error {
 			c.ReadTimeout = p.opt.ReadTimeout
 			c.WriteTimeout = p.opt.WriteTimeout
+			if tlsCfg != nil { // decided by the dialer, which ran before
+				c.SetTLSConfig(tlsCfg)
+			}
 			// A backend asking for a local file (LOAD DATA LOCAL) must never
 			// get one: without this capability the server refuses the statement.
 			c.UnsetCapability(mysql.CLIENT_LOCAL_FILES)
@@ -371,9 +394,16 @@ func (p *Pool) connect(ctx context.Context, timeout time.Duration, foundRows boo
 		return nil, 0, &UnavailableError{Datasource: p.ds.Name, Err: ctx.Err()}
 	}
 	// From here on Convoy speaks the protocol itself (see wire) on the bare
-	// socket; go-mysql's reader holds nothing after the handshake's OK.
+	// socket, or on the TLS session over it; go-mysql's reader holds
+	// nothing after the handshake's OK.
 	_ = hc.Conn.SetDeadline(time.Time{})
-	return hc.Conn, cc.GetConnectionID(), nil
+	nc := hc.Conn
+	if tlsCfg != nil {
+		hc.until = time.Time{} // the handshake is done: no more clamping
+		nc = cc.Conn.Conn
+	}
+	p.tls.established(nc)
+	return nc, cc.GetConnectionID(), nil
 }
 
 // release returns c to the idle list, or closes it when it is broken, still
@@ -459,6 +489,49 @@ type handshakeConn struct {
 	net.Conn
 	until   time.Time
 	aborted atomic.Bool // ctx ended: every deadline is in the past
+	// pending holds bytes read ahead (the greeting, by peekGreeting) that
+	// Read hands out before reading the socket.
+	pending []byte
+}
+
+func (h *handshakeConn) Read(b []byte) (int, error) {
+	if len(h.pending) > 0 {
+		n := copy(b, h.pending)
+		h.pending = h.pending[n:]
+		return n, nil
+	}
+	return h.Conn.Read(b)
+}
+
+// peekGreeting reads the server's first packet and keeps it for Read. It
+// reports whether the greeting offers CLIENT_SSL; an error packet (too many
+// connections, host blocked) or another protocol version reports false and
+// is left for go-mysql to report.
+func (h *handshakeConn) peekGreeting() (bool, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(h.Conn, hdr[:]); err != nil {
+		return false, err
+	}
+	n := int(hdr[0]) | int(hdr[1])<<8 | int(hdr[2])<<16
+	if n > 1<<16 {
+		return false, fmt.Errorf("the server's greeting claims %d bytes", n)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(h.Conn, body); err != nil {
+		return false, err
+	}
+	h.pending = append(hdr[:], body...)
+	if len(body) == 0 || body[0] != 10 {
+		return false, nil
+	}
+	// version string NUL, connection id (4), scramble part 1 (8), filler
+	// (1), then the capability flags' lower two bytes.
+	end := bytes.IndexByte(body[1:], 0)
+	pos := 1 + end + 1 + 4 + 8 + 1
+	if end < 0 || len(body) < pos+2 {
+		return false, nil
+	}
+	return binary.LittleEndian.Uint16(body[pos:])&uint16(mysql.CLIENT_SSL) != 0, nil
 }
 
 func (h *handshakeConn) abort() {

@@ -25,6 +25,7 @@ type PoolStat struct {
 	State       string    // up, down or hung ("" if there is no health checker)
 	Since       time.Time // when it entered State
 	LastError   string    // the last probe failure, if any
+	TLS         string    // mode and the last connection's protocol, e.g. "verify-ca: TLSv1.3 ..."
 }
 
 // ProxyInfo is one live Convoy instance as registered in etcd.
@@ -54,11 +55,17 @@ const (
 	diskQueryTimeout = 2 * time.Second        // SHOW SHARD HEALTH's information_schema query
 )
 
+// ShardStats is this proxy's sliding-window statistics of every shard
+// (SHOW SHARD STATS), for the shard map page.
+func (e *Engine) ShardStats() []stats.ShardStats { return e.window.All() }
+
+// HealthThresholds are seed 001's shard triggers as configured.
+func (e *Engine) HealthThresholds() (qps float64, writeP99 time.Duration) {
+	return e.opt.HealthQPS, e.opt.HealthWriteP99
+}
+
 // SetAdmin installs the admin hooks; call before serving.
 func (e *Engine) SetAdmin(h AdminHooks) { e.admin = h }
-
-// SetAdmin grants the session the admin privilege (admin directives).
-func (s *Session) SetAdmin(admin bool) { s.admin = admin }
 
 // directive answers a /*+ convoy ... */ statement. ok=false: sql is not a
 // directive.
@@ -70,7 +77,7 @@ func (s *Session) directive(sql string) (*mysql.Result, bool, error) {
 	if err != nil {
 		return nil, true, errorf(CodeSyntax, "%s", err.Error())
 	}
-	if !s.admin {
+	if !s.priv.Admin {
 		return nil, true, errorf(CodeAccessDenied, "Access denied; you need the Convoy admin privilege for %s", d.Kind)
 	}
 	s.e.metrics.countStatement("admin")
@@ -220,9 +227,9 @@ func (s *Session) showDatasources(snap *router.Snapshot) (*mysql.Result, error) 
 		if ds.Name == snap.DefaultDatasource() {
 			def = "yes"
 		}
-		rows = append(rows, []any{ds.Name, ds.Addr, ds.User, health, ping, u.InUse, u.Idle, def, since, stateFor, u.LastError})
+		rows = append(rows, []any{ds.Name, ds.Addr, ds.User, health, ping, u.InUse, u.Idle, def, since, stateFor, u.LastError, u.TLS})
 	}
-	return table([]string{"datasource", "addr", "user", "health", "ping", "pool_in_use", "pool_idle", "default", "since", "for", "last_error"}, rows)
+	return table([]string{"datasource", "addr", "user", "health", "ping", "pool_in_use", "pool_idle", "default", "since", "for", "last_error", "tls"}, rows)
 }
 
 // probe checks ds live within liveProbeTimeout.

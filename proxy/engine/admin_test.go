@@ -53,7 +53,7 @@ func health(t *testing.T, opt Options, used map[string]uint64, all bool) []strin
 	rec := &recorder{cols: 2}
 	s := New(diskBackends{rec, used}, staticRoutes{defaultSnapshot()}, nil, nil, opt).NewSession("im")
 	defer s.Close()
-	s.SetAdmin(true)
+	s.SetPrivileges(Privileges{Read: true, Write: true, DDL: true, Admin: true})
 	for _, q := range []string{
 		"SELECT seq, msg_id FROM conv_msg WHERE conv_id = 42 AND seq = 1",
 		"UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 1 AND seq = 1",

@@ -34,6 +34,8 @@ const (
 	CodeStatementTimeout               // a datasource did not answer within the statement timeout
 	CodeShardHeld                      // a write waited too long behind a migration hold, or its queue was full
 	CodeShardUnavailable               // a migration switch of the shard is unresolved: its writes cannot be routed safely
+	CodeTableAccessDenied              // the account lacks the privilege for a statement on a table (1142)
+	CodeDBAccessDenied                 // the account may not use a database (1044)
 	codeCount                          // keep last: the mapping test iterates to it
 )
 
@@ -63,6 +65,8 @@ var codeNames = [codeCount]string{
 	CodeTxnAborted:         "transaction_aborted",
 	CodeAccessDenied:       "access_denied",
 	CodeTooLarge:           "too_large",
+	CodeTableAccessDenied:  "table_access_denied",
+	CodeDBAccessDenied:     "db_access_denied",
 	CodeStatementTimeout:   "statement_timeout",
 	CodeShardHeld:          "shard_held",
 	CodeShardUnavailable:   "shard_unavailable",

@@ -59,7 +59,7 @@ func FuzzQuery(f *testing.F) {
 	f.Fuzz(func(t *testing.T, sql string, admin bool) {
 		rec := &recorder{cols: 1, quiet: true}
 		sess := New(rowsBackends{rec}, staticRoutes{defaultSnapshot()}, nil, nil, Options{}).NewSession("im")
-		sess.SetAdmin(admin)
+		sess.SetPrivileges(Privileges{Read: true, Write: true, DDL: true, Admin: admin})
 		defer sess.Close()
 		check := func(what string, err error) {
 			if err == nil {

@@ -424,7 +424,7 @@ func TestHoldTargetedDirectives(t *testing.T) {
 	h := hold(t, e, heldShard)
 	admin := func(q string) <-chan error {
 		s := e.NewSession("im")
-		s.SetAdmin(true)
+		s.SetPrivileges(Privileges{Read: true, Write: true, DDL: true, Admin: true})
 		return goQuery(s, q)
 	}
 	one := admin("/*+ convoy shard=136 */ UPDATE conv_msg SET msg_type = 3")

@@ -40,7 +40,7 @@ type Session struct {
 	// histEntries are the conv_msg rows the current statement inserted, read
 	// back before its commit for the hot tier's write-through.
 	histEntries map[uint64][]histcache.Entry
-	admin       bool   // may send admin directives
+	priv        Privileges
 	user, host  string // the Convoy account and the client's address (SetClient)
 	connID      uint32
 	// tlsVersion and tlsCipher describe the client's TLS session (SetTLS).
@@ -92,7 +92,8 @@ func (t *txnState) noteHistory(convs []uint64, known bool) {
 
 // NewSession starts a session with db as its current database.
 func (e *Engine) NewSession(db string) *Session {
-	return &Session{e: e, parser: rewrite.NewParser(), db: db, autocommit: true, vars: map[string]string{}, shard: -1}
+	return &Session{e: e, parser: rewrite.NewParser(), db: db, autocommit: true, vars: map[string]string{}, shard: -1,
+		priv: Privileges{Read: true, Write: true, DDL: true}}
 }
 
 // StatementShard is the shard the last Query, Prepare or Execute was routed
@@ -129,6 +130,9 @@ func (s *Session) Close() {
 // UseDB switches the current database after checking that it exists on the
 // default datasource (which also holds the unsharded tables).
 func (s *Session) UseDB(db string) error {
+	if !s.priv.MayUseDatabase(db) {
+		return s.dbDenied(db)
+	}
 	if err := s.withDefaultConn(func(c Conn) error { return c.UseDB(db) }); err != nil {
 		return classify(err)
 	}
@@ -200,6 +204,10 @@ func (s *Session) Prepare(sql string) (*Prepared, error) {
 	}
 	pl, err := s.plan(sql)
 	if err != nil {
+		return nil, err
+	}
+	// As MariaDB: a statement the account may not run fails at PREPARE.
+	if err := s.authorize(pl); err != nil {
 		return nil, err
 	}
 	p := &Prepared{pl: pl, Params: pl.a.ParamCount}

@@ -1,0 +1,276 @@
+package migrate
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+)
+
+// Mirror is the dual-write of a migrating shard (step 2, DESIGN.md section
+// 5): once the old side has committed a write, the rows it touched are made
+// equal on the new side. The old side stays authoritative (its result is
+// the client's), the new side's failures never reach the client: they go
+// to a durable compensation queue, replayed later.
+//
+// A mirrored row is never a remembered image of the statement: Sync reads
+// the source's current row under the target's row lock (as RepairSegment
+// does), so a late or repeated mirror, a replay from the queue and the
+// binlog apply running beside it can only converge on the source's value;
+// none can bring back an older one. The binlog apply stays what makes the
+// target exact (it also sees writes that never went through Convoy); the
+// mirror makes each write through Convoy reach the target at once, and its
+// failures visible (convoy_migration_dualwrite_failures_total, alertable).
+//
+// The queue is a table in the source database (the side that just took the
+// write, so it is up): one row per (job, table, primary key), so a key
+// queued twice is replayed once (seed 001: "补偿队列要能去重").
+type Mirror struct {
+	job    string
+	src    *sql.DB
+	dst    *sql.DB
+	queue  string // qualified queue table in the source
+	tables map[string]*mirrorTable
+
+	failures atomic.Int64 // target writes that failed (queued or not)
+	lost     atomic.Int64 // failures the queue could not take either
+}
+
+type mirrorTable struct {
+	logical  string
+	src, dst *table
+}
+
+// QueueTable is the compensation queue's name in the source database.
+const QueueTable = "_convoy_dualwrite_queue"
+
+// MirrorTable names one logical table's physical table on each side.
+type MirrorTable struct {
+	Logical        string
+	Source, Target Side // Side.DB: the source's and the target's pools
+}
+
+// NewMirror loads the tables (same checks as the copier: same shape,
+// supported key) and creates the queue table in the source database if it
+// is missing.
+func NewMirror(ctx context.Context, job string, tables []MirrorTable) (*Mirror, error) {
+	if len(tables) == 0 || job == "" || len(job) > 64 {
+		return nil, errors.New("migrate: a mirror needs a job id (at most 64 bytes) and tables")
+	}
+	m := &Mirror{job: job, src: tables[0].Source.DB, dst: tables[0].Target.DB, tables: map[string]*mirrorTable{}}
+	for _, t := range tables {
+		if t.Source.DB != m.src || t.Target.DB != m.dst {
+			return nil, errors.New("migrate: a mirror's tables share one source and one target server")
+		}
+		st, dt, err := loadPair(ctx, t.Source, t.Target, nil)
+		if err != nil {
+			return nil, err
+		}
+		m.tables[t.Logical] = &mirrorTable{logical: t.Logical, src: st, dst: dt}
+	}
+	m.queue = quoteIdent(tables[0].Source.Database) + "." + quoteIdent(QueueTable)
+	_, err := m.src.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+m.queue+` (
+  job        VARBINARY(64)   NOT NULL,
+  tbl        VARBINARY(64)   NOT NULL,
+  pk         VARBINARY(2048) NOT NULL COMMENT 'migrate.Key as JSON',
+  queued_at  DATETIME(6)    NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  attempts   INT UNSIGNED   NOT NULL DEFAULT 0,
+  last_error VARCHAR(512)   NOT NULL DEFAULT '',
+  PRIMARY KEY (job, tbl, pk)
+) COMMENT 'Convoy: dual-write compensation queue of shard migrations'`)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: create the compensation queue %s: %w", m.queue, err)
+	}
+	return m, nil
+}
+
+// KeyOf builds a primary key from values as the engine holds them
+// (uint64, int64, string, []byte, ...).
+func KeyOf(values ...any) (Key, error) {
+	k := make(Key, len(values))
+	for i, v := range values {
+		switch x := v.(type) {
+		case uint64:
+			k[i] = fmt.Appendf(nil, "%d", x)
+		case int:
+			k[i] = fmt.Appendf(nil, "%d", x)
+		case string:
+			k[i] = []byte(x)
+		default:
+			b, err := valueBytes(v)
+			if err != nil {
+				return nil, err
+			}
+			k[i] = b
+		}
+	}
+	return k, nil
+}
+
+// Write mirrors the rows with these primary keys of a logical table. A
+// failure is queued; Write returns an error only when the queue could not
+// take it either (the caller counts it and alerts: the binlog apply still
+// brings the rows, the checksum proves it).
+func (m *Mirror) Write(ctx context.Context, logical string, keys []Key) error {
+	err := m.Sync(ctx, logical, keys)
+	if err == nil {
+		return nil
+	}
+	m.failures.Add(1)
+	if qerr := m.push(ctx, logical, keys, err); qerr != nil {
+		m.lost.Add(1)
+		return fmt.Errorf("migrate: dual-write of %s failed (%v) and could not be queued: %w", logical, err, qerr)
+	}
+	return nil
+}
+
+// Failures counts failed target writes; Lost those the queue missed too.
+func (m *Mirror) Failures() (failed, lost int64) { return m.failures.Load(), m.lost.Load() }
+
+// Sync makes the target's rows with these keys equal to the source's, in
+// one target transaction that locks them (rows or gaps) before reading the
+// source.
+func (m *Mirror) Sync(ctx context.Context, logical string, keys []Key) error {
+	mt, ok := m.tables[logical]
+	if !ok {
+		return fmt.Errorf("migrate: the mirror has no table %q", logical)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	// Key order: two syncs of overlapping keys lock in the same order.
+	keys = slices.Clone(keys)
+	slices.SortFunc(keys, func(a, b Key) int { return strings.Compare(a.String(), b.String()) })
+	keys = slices.CompactFunc(keys, func(a, b Key) bool { return a.String() == b.String() })
+	sc, err := sessionConn(ctx, m.src)
+	if err != nil {
+		return err
+	}
+	defer discard(sc)
+	dc, err := sessionConn(ctx, m.dst)
+	if err != nil {
+		return err
+	}
+	defer discard(dc)
+	return txn(ctx, dc, func(tx *sql.Tx) error {
+		lock, src := &where{}, &where{}
+		for _, k := range keys {
+			if err := lock.keyEquals(mt.dst, k); err != nil {
+				return err
+			}
+			if err := src.keyEquals(mt.src, k); err != nil {
+				return err
+			}
+		}
+		if _, err := readRows(ctx, tx, "SELECT "+mt.dst.pkList()+" FROM "+mt.dst.qualified()+" WHERE "+strings.Join(lock.conds, " OR ")+
+			" ORDER BY "+mt.dst.pkList()+" FOR UPDATE", lock.args, len(mt.dst.PK)); err != nil {
+			return fmt.Errorf("migrate: lock %s: %w", mt.dst.qualified(), err)
+		}
+		rows, err := readRows(ctx, sc, "SELECT "+mt.src.columnList()+" FROM "+mt.src.qualified()+" WHERE "+strings.Join(src.conds, " OR "),
+			src.args, len(mt.src.Columns))
+		if err != nil {
+			return fmt.Errorf("migrate: read %s: %w", mt.src.qualified(), err)
+		}
+		have := map[string]bool{}
+		for _, r := range rows {
+			k, err := mt.src.keyOf(r)
+			if err != nil {
+				return err
+			}
+			have[k.String()] = true
+		}
+		var gone []Key
+		for _, k := range keys {
+			if !have[k.String()] {
+				gone = append(gone, k)
+			}
+		}
+		if err := deleteKeys(ctx, tx, mt.dst, gone); err != nil {
+			return err
+		}
+		return upsert(ctx, tx, mt.dst, rows)
+	})
+}
+
+func (m *Mirror) push(ctx context.Context, logical string, keys []Key, cause error) error {
+	msg := cause.Error()
+	if len(msg) > 500 {
+		msg = msg[:500]
+	}
+	for _, k := range keys {
+		pk, err := json.Marshal(k)
+		if err != nil {
+			return err
+		}
+		if _, err := m.src.ExecContext(ctx, "INSERT INTO "+m.queue+" (job, tbl, pk, last_error) VALUES (?, ?, ?, ?)"+
+			" ON DUPLICATE KEY UPDATE last_error = VALUES(last_error)", m.job, logical, pk, msg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Backlog is the number of queued keys of this job.
+func (m *Mirror) Backlog(ctx context.Context) (int64, error) {
+	var n int64
+	err := m.src.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+m.queue+" WHERE job = ?", m.job).Scan(&n)
+	return n, err
+}
+
+// Replay syncs up to limit queued keys, oldest first, and removes each one
+// that synced; a key that fails again stays, with its attempts counted. It
+// returns how many it removed and the first error.
+func (m *Mirror) Replay(ctx context.Context, limit int) (int, error) {
+	rs, err := m.src.QueryContext(ctx, "SELECT tbl, pk FROM "+m.queue+" WHERE job = ? ORDER BY queued_at LIMIT ?", m.job, limit)
+	if err != nil {
+		return 0, err
+	}
+	type entry struct {
+		tbl string
+		pk  []byte
+	}
+	var entries []entry
+	for rs.Next() {
+		var e entry
+		if err := rs.Scan(&e.tbl, &e.pk); err != nil {
+			rs.Close()
+			return 0, err
+		}
+		entries = append(entries, e)
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return 0, err
+	}
+	done := 0
+	var first error
+	for _, e := range entries {
+		var k Key
+		if err := json.Unmarshal(e.pk, &k); err != nil {
+			return done, fmt.Errorf("migrate: queued key %q: %w", e.pk, err)
+		}
+		if err := m.Sync(ctx, e.tbl, []Key{k}); err != nil {
+			if first == nil {
+				first = err
+			}
+			_, _ = m.src.ExecContext(ctx, "UPDATE "+m.queue+" SET attempts = attempts + 1, last_error = LEFT(?, 500) WHERE job = ? AND tbl = ? AND pk = ?",
+				err.Error(), m.job, e.tbl, e.pk)
+			continue
+		}
+		if _, err := m.src.ExecContext(ctx, "DELETE FROM "+m.queue+" WHERE job = ? AND tbl = ? AND pk = ?", m.job, e.tbl, e.pk); err != nil {
+			return done, err
+		}
+		done++
+	}
+	return done, first
+}
+
+// DropQueue removes the job's entries (rollback, cleanup).
+func (m *Mirror) DropQueue(ctx context.Context) error {
+	_, err := m.src.ExecContext(ctx, "DELETE FROM "+m.queue+" WHERE job = ?", m.job)
+	return err
+}

@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+
+	"github.com/convoy-im/convoy/rewrite"
+)
+
+// Privileges are what a Convoy account may do (config users[].privileges).
+// Convoy checks them itself: the datasources see one account for every
+// client, so their grants cannot tell an application from a DBA.
+type Privileges struct {
+	Read  bool // SELECT, SHOW, DESCRIBE, EXPLAIN, history reads
+	Write bool // INSERT, UPDATE, DELETE, REPLACE, CALL
+	DDL   bool // CREATE / ALTER / DROP / TRUNCATE and other schema statements (fanned out to every shard)
+	Admin bool // directives, account management, and DROP / TRUNCATE of a sharded table
+	// Databases the account may use (USE, qualified names); nil: any.
+	// information_schema is always readable, as on MariaDB.
+	Databases []string
+}
+
+// PrivilegeNames are the names config files use.
+var PrivilegeNames = []string{"read", "write", "ddl", "admin"}
+
+// ParsePrivileges reads a config's privilege names. None given means read,
+// write and ddl (what every account could do before privileges existed);
+// admin is added when the account's admin flag is set.
+func ParsePrivileges(names []string, admin bool, databases []string) (Privileges, error) {
+	p := Privileges{Admin: admin, Databases: databases}
+	if len(names) == 0 {
+		p.Read, p.Write, p.DDL = true, true, true
+	}
+	for _, n := range names {
+		switch strings.ToLower(n) {
+		case "read":
+			p.Read = true
+		case "write":
+			p.Write = true
+		case "ddl":
+			p.DDL = true
+		case "admin":
+			p.Admin = true
+		case "all":
+			p.Read, p.Write, p.DDL, p.Admin = true, true, true, true
+		default:
+			return p, fmt.Errorf("unknown privilege %q (want %s or all)", n, strings.Join(PrivilegeNames, ", "))
+		}
+	}
+	return p, nil
+}
+
+// SetPrivileges sets what the session's account may do.
+func (s *Session) SetPrivileges(p Privileges) {
+	s.priv = p
+}
+
+// MayUseDatabase reports whether the account may use db.
+func (p Privileges) MayUseDatabase(db string) bool {
+	if p.Databases == nil || strings.EqualFold(db, "information_schema") {
+		return true
+	}
+	return slices.ContainsFunc(p.Databases, func(d string) bool { return d == db })
+}
+
+// dbDenied is MariaDB's 1044 for db.
+func (s *Session) dbDenied(db string) error {
+	return errorf(CodeDBAccessDenied, "Access denied for user '%s'@'%s' to database '%s'", s.user, s.clientHost(), db)
+}
+
+func (s *Session) clientHost() string {
+	if h, _, ok := strings.Cut(s.host, ":"); ok && !strings.Contains(s.host, "[") {
+		return h
+	}
+	return s.host
+}
+
+// authorize checks pl against the session's privileges before anything
+// runs. Statements that only touch the session (SET, USE, transaction
+// control, comments) need none; USE checks the database in UseDB.
+func (s *Session) authorize(pl *plan) error {
+	need, command := requiredPrivilege(pl)
+	p := s.priv
+	ok := true
+	switch need {
+	case "read":
+		ok = p.Read
+	case "write":
+		ok = p.Write
+	case "ddl":
+		ok = p.DDL
+	case "admin":
+		ok = p.Admin
+	}
+	if !ok {
+		table := s.db
+		if len(pl.a.Sharded) > 0 {
+			table = pl.a.Sharded[0]
+		} else if len(pl.a.Unsharded) > 0 {
+			table = pl.a.Unsharded[0]
+		}
+		if need == "admin" {
+			return errorf(CodeAccessDenied, "Access denied; you need the Convoy admin privilege for %s", command)
+		}
+		// MariaDB's 1142 text, then the Convoy privilege that grants it.
+		return errorf(CodeTableAccessDenied, "%s command denied to user '%s'@'%s' for table `%s` (Convoy privilege %q)",
+			command, s.user, s.clientHost(), table, need)
+	}
+	if need == "ddl" && destroysShardedTable(pl) && !p.Admin {
+		return errorf(CodeAccessDenied, "Access denied; you need the Convoy admin privilege for %s of sharded table %s: it removes the rows of all %d shards",
+			command, pl.a.Sharded[0], 1024)
+	}
+	if p.Databases != nil {
+		for _, t := range pl.a.Unsharded {
+			if db, _, qualified := strings.Cut(t, "."); qualified && !p.MayUseDatabase(db) {
+				return s.dbDenied(db)
+			}
+		}
+	}
+	return nil
+}
+
+// requiredPrivilege names the privilege pl needs ("" for none) and the
+// command as MariaDB's messages name it.
+func requiredPrivilege(pl *plan) (need, command string) {
+	if r := pl.routine; r != nil {
+		switch r.Kind {
+		case rewrite.RoutineCall:
+			return "write", "EXECUTE"
+		case rewrite.RoutineShow:
+			return "read", "SHOW"
+		}
+		return "ddl", r.What
+	}
+	switch pl.a.Kind {
+	case rewrite.KindSelect, rewrite.KindShow:
+		return "read", "SELECT"
+	case rewrite.KindInsert:
+		return "write", "INSERT"
+	case rewrite.KindUpdate:
+		return "write", "UPDATE"
+	case rewrite.KindDelete:
+		return "write", "DELETE"
+	case rewrite.KindDDL:
+		return "ddl", ddlCommand(pl.a.Stmt)
+	case rewrite.KindOther:
+		switch pl.a.Stmt.(type) {
+		case *ast.ExplainStmt, *ast.DoStmt, *ast.LockTablesStmt, *ast.UnlockTablesStmt, *ast.KillStmt:
+			return "read", "SELECT"
+		case *ast.CreateUserStmt, *ast.AlterUserStmt, *ast.DropUserStmt, *ast.RenameUserStmt, *ast.GrantStmt,
+			*ast.RevokeStmt, *ast.GrantRoleStmt, *ast.RevokeRoleStmt, *ast.SetPwdStmt:
+			return "admin", "account management"
+		default:
+			return "ddl", "this statement"
+		}
+	}
+	return "", ""
+}
+
+func ddlCommand(stmt ast.StmtNode) string {
+	switch stmt.(type) {
+	case *ast.CreateTableStmt:
+		return "CREATE"
+	case *ast.AlterTableStmt:
+		return "ALTER"
+	case *ast.DropTableStmt, *ast.TruncateTableStmt:
+		return "DROP"
+	case *ast.CreateIndexStmt, *ast.DropIndexStmt:
+		return "INDEX"
+	}
+	return "ALTER"
+}
+
+// destroysShardedTable: DROP TABLE or TRUNCATE of a sharded logical table
+// empties every shard's physical table at once.
+func destroysShardedTable(pl *plan) bool {
+	if len(pl.a.Sharded) == 0 {
+		return false
+	}
+	switch pl.a.Stmt.(type) {
+	case *ast.DropTableStmt, *ast.TruncateTableStmt:
+		return true
+	}
+	return false
+}
