@@ -36,6 +36,9 @@ var knownMetrics = map[string][]string{
 	"convoy_scatter_targets":                   {}, // histogram
 	"convoy_plan_cache_total":                  {"result"},
 	"convoy_prepared_backend_total":            {"path"},
+	"convoy_migration_hold_queued_writes":      {},
+	"convoy_migration_hold_wait_seconds":       {}, // histogram
+	"convoy_migration_hold_refused_total":      {"reason"},
 
 	// proxy/server.go (client side)
 	"convoy_client_connections":                {},
@@ -56,6 +59,9 @@ var knownMetrics = map[string][]string{
 	routecfg.MetricLastSync:  {"cluster"},
 	routecfg.MetricReloads:   {"cluster"},
 	routecfg.MetricRejected:  {"cluster"},
+	// routecfg/miglock_metrics.go (LockMetrics, proxy side)
+	routecfg.MetricShardsHeld:     {"cluster"},
+	routecfg.MetricShardHoldFails: {"cluster", "reason"},
 
 	// histcache/metrics.go (namespace convoy, subsystem histcache)
 	"convoy_histcache_hits_total":   {"op"},
@@ -66,7 +72,7 @@ var knownMetrics = map[string][]string{
 }
 
 // histograms expose <name>_bucket (with le), _sum and _count.
-var histograms = []string{"convoy_datasource_query_duration_seconds", "convoy_scatter_targets"}
+var histograms = []string{"convoy_datasource_query_duration_seconds", "convoy_scatter_targets", "convoy_migration_hold_wait_seconds"}
 
 // resolveMetric maps a series name to its metric and label set.
 func resolveMetric(name string) (string, []string, bool) {
@@ -190,6 +196,8 @@ func TestDashboard(t *testing.T) {
 		"convoy_datasource_state", "convoy_datasource_transitions_total",
 		routecfg.MetricVersion, routecfg.MetricStaleness, routecfg.MetricStale,
 		"up", "convoy_histcache_hits_total", "convoy_histcache_misses_total",
+		"convoy_migration_hold_queued_writes", "convoy_migration_hold_wait_seconds", "convoy_migration_hold_refused_total",
+		routecfg.MetricShardsHeld, routecfg.MetricShardHoldFails,
 	} {
 		if !used[m] {
 			t.Errorf("no panel uses %s", m)

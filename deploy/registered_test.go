@@ -62,6 +62,9 @@ func TestKnownMetricsAreRegistered(t *testing.T) {
 	histcache.New(nil, histcache.Options{}, reg)
 	reg.MustRegister(backend.NewManager(backend.Options{}).Collector())
 	routecfg.NewWatcher(routecfg.NewStore(nil, "c"), routecfg.WithRegisterer(reg))
+	if _, err := routecfg.NewLockMetrics(reg, "c"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := proxy.New(proxy.Config{Users: []proxy.User{{Name: "u"}}}, nil, nil, reg); err != nil {
 		t.Fatal(err)
 	}

@@ -148,8 +148,18 @@ func TestRouteChangeAndEtcdOutage(t *testing.T) {
 	if err := db2.QueryRow("SELECT seq FROM conv_msg WHERE conv_id = 42").Scan(&seq); err != nil || seq != 99 {
 		t.Fatalf("cold start from the local snapshot: seq=%d err=%v\n%s", seq, err, s.convoy.logTail())
 	}
+	// Unregistered, it is invisible to migrators: writes are refused with
+	// a clear error (reads are served) until it registers.
+	const write = "INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (2, 42, 1, 1, NOW())"
+	if _, err := db2.Exec(write); errno(err) != 1105 || !strings.Contains(err.Error(), "not registered") {
+		t.Fatalf("a write with the proxy unregistered: %v, want 1105 naming the registration", err)
+	}
 
 	s.etcd.Start()
+	waitFor(t, "writes to be accepted once registered", 15*time.Second, func() bool {
+		_, err := db2.Exec(write)
+		return err == nil
+	})
 	waitFor(t, "convoy_route_stale to return to 0", 15*time.Second, func() bool {
 		return metricValue(t, scrape(t, s.convoy.metrics), `convoy_route_stale{cluster="it"}`) == 0
 	})

@@ -37,6 +37,14 @@ var codes = map[engine.Code]mysqlCode{
 	// MariaDB's own errno for a statement that ran past max_statement_time
 	// (ER_STATEMENT_TIMEOUT): drivers map SQLSTATE 70100 to a timeout.
 	engine.CodeStatementTimeout: {1969, "70100"},
+	// A write queued behind a migration hold past its bound: the lock wait
+	// timeout drivers and ORMs already retry (the statement did nothing).
+	engine.CodeShardHeld: {mysql.ER_LOCK_WAIT_TIMEOUT, "HY000"},
+	// routecfg.ErrShardUnavailable, through ShardHold.Fail: the proxy
+	// cannot tell which datasource is authoritative for the shard; the
+	// message says so and names the shard. Transient, like a datasource
+	// that is down.
+	engine.CodeShardUnavailable: {mysql.ER_UNKNOWN_ERROR, "HY000"},
 }
 
 // toMySQL maps any error to the packet the client receives. Backend error

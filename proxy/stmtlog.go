@@ -117,7 +117,8 @@ func classOf(err error, errno uint16) (failureClass, string) {
 		switch ee.Code {
 		case engine.CodeInternal:
 			return classInternal, ee.Code.String()
-		case engine.CodeBackendUnavailable, engine.CodePoolTimeout, engine.CodeTxnAborted, engine.CodeStatementTimeout:
+		case engine.CodeBackendUnavailable, engine.CodePoolTimeout, engine.CodeTxnAborted, engine.CodeStatementTimeout,
+			engine.CodeShardHeld, engine.CodeShardUnavailable:
 			return classUnavailable, ee.Code.String()
 		}
 		return classRefused, ee.Code.String()

@@ -192,9 +192,11 @@
 //     (min(1 s, TTL/4)). etcd extends leases across its own restarts and
 //     leader changes, which only errs on the safe side.
 //   - A proxy serving without a registration (Register failed) is invisible
-//     to migrators: it must not serve writes while unregistered.
+//     to migrators: it must not serve writes while unregistered (convoy
+//     serve refuses them and retries: cmd/convoy/miglock.go).
 //   - A write the engine already sent to the datasource must have finished
-//     (or be known failed) when Hold returns; the engine owns that.
+//     (or be known failed) when Hold returns; the engine owns that
+//     (proxy/engine/hold.go).
 //   - A migrator stuck inside its callback, ignoring its context, while its
 //     lease stays alive keeps the lock: the shard's writes fail (past the
 //     deadline) until the lock goes; delete it by hand or stop the runner.

@@ -169,30 +169,6 @@ func (p *simProxy) kill(t *testing.T, cli *clientv3.Client) {
 	}
 }
 
-// moveShard returns doc with one shard mapped to ds/db, splitting its range.
-func moveShard(doc router.Document, shard int, ds, db string) router.Document {
-	var out []router.ShardRange
-	for _, r := range doc.Shards {
-		if shard < r.From || shard > r.To {
-			out = append(out, r)
-			continue
-		}
-		if r.From < shard {
-			lo := r
-			lo.To = shard - 1
-			out = append(out, lo)
-		}
-		out = append(out, router.ShardRange{From: shard, To: shard, Datasource: ds, Database: db})
-		if shard < r.To {
-			hi := r
-			hi.From = shard + 1
-			out = append(out, hi)
-		}
-	}
-	doc.Shards = out
-	return doc
-}
-
 type lockEnv struct {
 	e       *testsvc.Etcd
 	cli     *clientv3.Client
@@ -238,7 +214,7 @@ func (env *lockEnv) routesVersion(t *testing.T) int64 {
 // flipTo moves shard to ds1/im_9 through the switch.
 func flipTo(shard int) func(context.Context, *SwitchTx) error {
 	return func(ctx context.Context, tx *SwitchTx) error {
-		return tx.FlipRoutes(ctx, moveShard(tx.Routes(), shard, "ds1", "im_9"))
+		return tx.FlipRoutes(ctx, router.MoveShard(tx.Routes(), shard, "ds1", "im_9"))
 	}
 }
 
@@ -375,7 +351,7 @@ func TestMigrationLockAllAck(t *testing.T) {
 
 	// A second switch of the shard (a rollback) works the same way.
 	res, err = r.Switch(ctxT(t), SwitchOptions{}, func(ctx context.Context, tx *SwitchTx) error {
-		return tx.FlipRoutes(ctx, moveShard(tx.Routes(), shard, "ds0", "im_0"))
+		return tx.FlipRoutes(ctx, router.MoveShard(tx.Routes(), shard, "ds0", "im_0"))
 	})
 	if err != nil || !res.Flipped || res.RouteVersion != v0+2 {
 		t.Fatalf("second Switch: %+v %v", res, err)
@@ -630,7 +606,7 @@ func TestMigrationLockEtcdRestart(t *testing.T) {
 		done := make(chan result, 1)
 		go func() {
 			res, err := r.Switch(context.Background(), SwitchOptions{MaxHold: 15 * time.Second}, func(ctx context.Context, tx *SwitchTx) error {
-				doc := moveShard(tx.Routes(), shard, "ds1", "im_9")
+				doc := router.MoveShard(tx.Routes(), shard, "ds1", "im_9")
 				if afterFlip {
 					if err := tx.FlipRoutes(ctx, doc); err != nil {
 						return err

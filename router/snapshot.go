@@ -268,6 +268,32 @@ func DefaultLayout(datasources []Datasource, dbs int) (Document, error) {
 	return doc, nil
 }
 
+// MoveShard returns doc with shard alone on ds.db, in its own physical
+// tables (named by the shard), every other shard where it was: the route
+// edit of a one-shard migration. doc is not modified.
+func MoveShard(doc Document, shard int, ds, db string) Document {
+	out := make([]ShardRange, 0, len(doc.Shards)+2)
+	for _, r := range doc.Shards {
+		if shard < r.From || shard > r.To {
+			out = append(out, r)
+			continue
+		}
+		if r.From < shard {
+			lo := r
+			lo.To = shard - 1
+			out = append(out, lo)
+		}
+		out = append(out, ShardRange{From: shard, To: shard, Datasource: ds, Database: db})
+		if shard < r.To {
+			hi := r
+			hi.From = shard + 1
+			out = append(out, hi)
+		}
+	}
+	doc.Shards = out
+	return doc
+}
+
 // SharedLayout builds a small layout for development and tests: dbs databases
 // with tablesPerDB physical tables each, every table shared by
 // NumShards/(dbs*tablesPerDB) consecutive shards.

@@ -95,6 +95,31 @@ func BenchmarkShardOf(b *testing.B) {
 	_ = s
 }
 
+// TestMoveShard: one shard moves alone, its neighbours stay, the input is
+// untouched, the result is valid.
+func TestMoveShard(t *testing.T) {
+	doc, err := DefaultLayout([]Datasource{{Name: "ds0", Addr: "a:1"}, {Name: "ds1", Addr: "b:1"}}, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := NewSnapshot(doc)
+	moved, err := NewSnapshot(MoveShard(doc, 136, "ds1", "im_9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := moved.Target(136); got.Datasource != "ds1" || got.Database != "im_9" || moved.Physical("conv_msg", 136).Table != "conv_msg_0136" {
+		t.Fatalf("shard 136 moved to %+v", got)
+	}
+	for _, sh := range []Shard{0, 135, 137, 1023} {
+		if moved.Target(sh) != before.Target(sh) {
+			t.Fatalf("shard %d moved too: %+v -> %+v", sh, before.Target(sh), moved.Target(sh))
+		}
+	}
+	if again, _ := NewSnapshot(doc); again.Target(136) != before.Target(136) {
+		t.Fatal("MoveShard modified its input")
+	}
+}
+
 func TestDatasourceTLSDefaultsAndValidation(t *testing.T) {
 	for addr, want := range map[string]string{
 		"127.0.0.1:3306": TLSPreferred, "127.9.9.9:3306": TLSPreferred, "localhost:3306": TLSPreferred,

@@ -50,6 +50,10 @@ type Config struct {
 		Endpoints   []string      `yaml:"endpoints"`
 		Cluster     string        `yaml:"cluster"`
 		DialTimeout time.Duration `yaml:"dial_timeout"`
+		// RegistrationTTL is the lease of this proxy's registration: how
+		// long a dead proxy is still listed, and still waited for by a
+		// migration switch (default 10s).
+		RegistrationTTL time.Duration `yaml:"registration_ttl"`
 		// Username and its password (from password_env or password_file)
 		// authenticate to etcd when auth is enabled; a client certificate
 		// (tls.cert_file) may stand in for both: etcd then takes its
@@ -112,8 +116,9 @@ type Config struct {
 		MaxUnrepaired     int           `yaml:"max_unrepaired"`      // default 10000
 	} `yaml:"hot_tier"`
 
-	// Migration configures the shard migrations this process runs (every
-	// convoy serve hosts runners; see package migrate).
+	// Migration configures online shard migration (issue 14): the runners
+	// every convoy serve hosts (package migrate) and the proxy's share of
+	// the switch lock.
 	Migration struct {
 		// RollbackWindow: how long reverse replication keeps the old side
 		// current after a switch (default 168h, 7 days).
@@ -121,6 +126,12 @@ type Config struct {
 		// Rate: copy rows per second of a job without its own RATE
 		// (default 2000; negative = unlimited).
 		Rate float64 `yaml:"rate"`
+		// A write of a shard held for a migration switch waits at most
+		// hold_max_wait (default 2s), behind at most hold_max_queue other
+		// writes of that shard (default 10000); past either it gets MySQL
+		// error 1205 naming the shard.
+		HoldMaxWait  time.Duration `yaml:"hold_max_wait"`
+		HoldMaxQueue int           `yaml:"hold_max_queue"`
 	} `yaml:"migration"`
 
 	// Health holds the expansion triggers of seed 001 (SHOW SHARD HEALTH).

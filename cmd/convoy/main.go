@@ -310,6 +310,7 @@ func serve(args []string) error {
 		ScatterParallelism: c.Engine.ScatterParallelism, MaxScatterRows: c.Engine.MaxScatterRows,
 		StatsWindow: c.Health.StatsWindow, HealthQPS: c.Health.ShardQPS, HealthWriteP99: c.Health.WriteP99,
 		HealthDiskPct: c.Health.DiskPercent, DiskCapacity: c.Health.DiskCapacity,
+		HoldMaxWait: c.Migration.HoldMaxWait, HoldMaxQueue: c.Migration.HoldMaxQueue,
 	})
 	if c.HotTier.Enabled {
 		// go-redis logs through a package-level logger: plain text on
@@ -399,26 +400,34 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	// Register this instance (SHOW PROXIES); a registration failure is
-	// logged, not fatal: serving must not depend on etcd being up.
+	// Register this instance (SHOW PROXIES, and the proxies a migration
+	// switch waits for) and follow the migration locks before accepting
+	// clients; see migrationLock for what happens when etcd does not answer.
 	hostname, _ := os.Hostname()
 	proxyID := fmt.Sprintf("%s-%d", hostname, os.Getpid())
-	regCtx, regCancel := context.WithTimeout(ctx, 3*time.Second)
-	registration, err := routecfg.Register(regCtx, cli, c.Etcd.Cluster, routecfg.ProxyInfo{
-		ID: proxyID, Listen: ln.Addr().String(), Metrics: c.MetricsListen,
-		Version: version, StartedAt: time.Now(), RouteVersion: watcher.Current().Version(),
-	}, routecfg.WithRegistryLogger(log.Named("registry")))
-	regCancel()
+	lockMetrics, err := routecfg.NewLockMetrics(reg, c.Etcd.Cluster)
 	if err != nil {
-		log.Warn("registering this proxy in etcd failed; SHOW PROXIES will not list it until a restart", zap.Error(err))
-	} else {
-		defer registration.Close()
-		f := func(s *router.Snapshot) { registration.SetRouteVersion(s.Version()) }
-		onRoutes.Store(&f)
+		return err
 	}
+	ml := &migrationLock{
+		cli: cli, cluster: c.Etcd.Cluster, ttl: c.Etcd.RegistrationTTL, routes: watcher,
+		info: routecfg.ProxyInfo{
+			ID: proxyID, Listen: ln.Addr().String(), Metrics: c.MetricsListen,
+			Version: version, StartedAt: time.Now(),
+		},
+		holder: &shardHolder{e: eng}, metrics: lockMetrics, log: log,
+		registered: func(r *routecfg.Registration) {
+			f := func(s *router.Snapshot) { r.SetRouteVersion(s.Version()) }
+			onRoutes.Store(&f)
+		},
+	}
+	if err := ml.start(ctx); err != nil {
+		return err
+	}
+	defer ml.Close()
 	// Migration jobs run in every proxy (whichever wins a job's runner
 	// election), so a job survives the death of the one running it.
-	migrations, err := migrationManager(cli, c, proxyID, log.Named("migrate"), reg)
+	migrations, err := migrationManager(cli, c, proxyID, log.Named("migrate"), reg, lockMetrics)
 	if err != nil {
 		return err
 	}

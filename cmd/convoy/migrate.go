@@ -24,6 +24,7 @@ import (
 	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/proxy/directive"
 	"github.com/convoy-im/convoy/proxy/engine"
+	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -40,14 +41,14 @@ const migrateUsage = `usage: convoy migrate [--config FILE] [--etcd HOST:PORT,..
 
 // migrationManager starts the process's migration manager (runner
 // hosting); reg (nil: none) gets its job metrics.
-func migrationManager(cli *clientv3.Client, c Config, id string, log *zap.Logger, reg prometheus.Registerer) (*migrate.Manager, error) {
+func migrationManager(cli *clientv3.Client, c Config, id string, log *zap.Logger, reg prometheus.Registerer, lockMetrics *routecfg.LockMetrics) (*migrate.Manager, error) {
 	metrics, err := migrate.NewMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
 	return migrate.NewManager(migrate.ManagerConfig{
 		Client: cli, Cluster: c.Etcd.Cluster, ID: id, Connect: migrationConnector, Log: log,
-		RollbackWindow: c.Migration.RollbackWindow, Rate: c.Migration.Rate, Metrics: metrics,
+		RollbackWindow: c.Migration.RollbackWindow, Rate: c.Migration.Rate, Metrics: metrics, LockMetrics: lockMetrics,
 	})
 }
 
@@ -112,7 +113,7 @@ func migrateCmd(args []string) error {
 			return err
 		}
 		hostname, _ := os.Hostname()
-		m, err := migrationManager(cli, c, fmt.Sprintf("%s-%d-worker", hostname, os.Getpid()), log.Named("migrate"), nil)
+		m, err := migrationManager(cli, c, fmt.Sprintf("%s-%d-worker", hostname, os.Getpid()), log.Named("migrate"), nil, nil)
 		if err != nil {
 			return err
 		}

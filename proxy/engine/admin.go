@@ -446,6 +446,20 @@ func (s *Session) targeted(d *directive.Directive) (*mysql.Result, error) {
 	if pl.touchesHistory() || (pl.a.Kind == rewrite.KindDDL && pl.a.Sharded[0] == historyTable) {
 		defer s.e.invalidateAllHistory()
 	}
+	// A targeted write waits behind migration holds like any write (see
+	// hold.go), then is routed under the routes served after the wait:
+	// shard=N on shard N (on a layout whose physical tables several shards
+	// share, it touches its co-tenants' rows unheld), all on every shard.
+	// datasource= is raw SQL on physical objects Convoy does not parse:
+	// it is never held.
+	if held := s.targetedShards(d, pl); held != nil {
+		shards, err := s.admitShards(held)
+		if err != nil {
+			return nil, err
+		}
+		defer s.endWrite(shards)
+		snap = s.e.routes.Current()
+	}
 	if d.Shard >= 0 {
 		sh := router.Shard(d.Shard)
 		p := part{shard: sh, ds: snap.Target(sh).Datasource, sql: pl.render(s, snap, sh), untimed: pl.a.Kind == rewrite.KindDDL}
@@ -477,6 +491,22 @@ func (s *Session) targeted(d *directive.Directive) (*mysql.Result, error) {
 		return s.writeParts(parts, false)
 	}
 	return s.run(pl, nil, false)
+}
+
+// targetedShards are the shards a shard= or all directive's write must be
+// admitted on; nil for a read, or for what targeted hands to run (which
+// admits it itself).
+func (s *Session) targetedShards(d *directive.Directive, pl *plan) []router.Shard {
+	switch {
+	case !pl.write():
+		return nil
+	case d.Shard >= 0:
+		s.oneShard[0] = router.Shard(d.Shard)
+		return s.oneShard[:]
+	case d.All && !pl.a.HasKey && (pl.a.Kind == rewrite.KindUpdate || pl.a.Kind == rewrite.KindDelete):
+		return allShards
+	}
+	return nil
 }
 
 func targetWords(d *directive.Directive) string {

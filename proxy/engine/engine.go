@@ -42,6 +42,13 @@ type Options struct {
 	HealthWriteP99 time.Duration    // default 50ms
 	HealthDiskPct  float64          // default 60
 	DiskCapacity   map[string]int64 // bytes per datasource; unknown -> disk check says so
+	// HoldMaxWait bounds how long a write waits behind a migration hold of
+	// its shard (issue 14 step 6) before it gets a lock wait timeout;
+	// HoldMaxQueue bounds the writes queued per held shard. The seed
+	// prefers a short queue to reordered messages; the bounds keep a stuck
+	// switch from piling up clients. Defaults 2s and 10000.
+	HoldMaxWait  time.Duration
+	HoldMaxQueue int
 }
 
 func (o Options) withDefaults() Options {
@@ -72,6 +79,12 @@ func (o Options) withDefaults() Options {
 	if o.HealthDiskPct <= 0 {
 		o.HealthDiskPct = 60
 	}
+	if o.HoldMaxWait <= 0 {
+		o.HoldMaxWait = 2 * time.Second
+	}
+	if o.HoldMaxQueue <= 0 {
+		o.HoldMaxQueue = 10000
+	}
 	return o
 }
 
@@ -92,6 +105,7 @@ type Engine struct {
 	columns   columnCache // the sharded tables' column order
 	// collations caches handshake collation ids (uint8 -> [charset, name]).
 	collations sync.Map
+	gates      [router.NumShards]gate // migration holds (hold.go)
 }
 
 // observe records one backend statement on a shard, run on datasource ds.

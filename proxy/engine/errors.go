@@ -32,6 +32,8 @@ const (
 	CodeAccessDenied                   // authentication or privilege failure
 	CodeTooLarge                       // an input exceeds a configured bound
 	CodeStatementTimeout               // a datasource did not answer within the statement timeout
+	CodeShardHeld                      // a write waited too long behind a migration hold, or its queue was full
+	CodeShardUnavailable               // a migration switch of the shard is unresolved: its writes cannot be routed safely
 	CodeTableAccessDenied              // the account lacks the privilege for a statement on a table (1142)
 	CodeDBAccessDenied                 // the account may not use a database (1044)
 	codeCount                          // keep last: the mapping test iterates to it
@@ -66,6 +68,8 @@ var codeNames = [codeCount]string{
 	CodeTableAccessDenied:  "table_access_denied",
 	CodeDBAccessDenied:     "db_access_denied",
 	CodeStatementTimeout:   "statement_timeout",
+	CodeShardHeld:          "shard_held",
+	CodeShardUnavailable:   "shard_unavailable",
 }
 
 func (c Code) String() string {

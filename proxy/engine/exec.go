@@ -76,6 +76,15 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 			return nil, err
 		}
 	}
+	if pl.write() {
+		// Before any route is read: a write queued behind a migration hold
+		// is routed under the routes served when the hold ends.
+		shards, err := s.admitWrite(pl, args)
+		if err != nil {
+			return nil, err
+		}
+		defer s.endWrite(shards)
+	}
 	if a.Kind == rewrite.KindDDL {
 		s.e.metrics.countStatement("ddl")
 		return s.ddl(pl)
@@ -146,6 +155,11 @@ func (s *Session) shardsOf(vals []rewrite.Value, args []any) ([]router.Shard, er
 	if len(vals) > s.e.opt.MaxInList {
 		return nil, errorf(CodeTooLarge, "the shard key IN list has %d values; the limit is %d", len(vals), s.e.opt.MaxInList)
 	}
+	return shardsOfValues(vals, args)
+}
+
+// shardsOfValues is shardsOf without the IN-list bound.
+func shardsOfValues(vals []rewrite.Value, args []any) ([]router.Shard, error) {
 	if len(vals) == 1 { // the common case: no dedup table needed
 		k, err := keyOf(vals[0], args)
 		if err != nil {

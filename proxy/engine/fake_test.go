@@ -28,6 +28,9 @@ type recorder struct {
 	failAcquire map[string]error
 	untimed     int  // connections whose statement timeout was turned off
 	quiet       bool // benchmarks: record nothing, so the fake costs ~nothing
+	// hook, if set, runs before each recorded statement (outside the
+	// lock): a test blocks a statement "on the server" with it.
+	hook func(sql string)
 }
 
 type fakeConn struct {
@@ -50,6 +53,9 @@ func (r *recorder) Acquire(_ context.Context, ds string, _ bool) (Conn, error) {
 func (r *recorder) record(c *fakeConn, kind, sql string) error {
 	if r.quiet {
 		return nil
+	}
+	if r.hook != nil {
+		r.hook(sql)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -41,6 +41,12 @@ type Metrics struct {
 	dsMu  sync.Mutex // serialises copies of dsObs
 
 	window atomic.Pointer[windowSource] // set by New; read at scrape time
+
+	// Migration holds (hold.go); the proxy-side hold time and failures are
+	// routecfg's LockMetrics.
+	holdQueued  prometheus.Gauge
+	holdWait    prometheus.Histogram
+	holdRefused fixedCounters
 }
 
 // fixedCounters is a CounterVec over a small label set known up front, its
@@ -117,10 +123,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "convoy_prepared_backend_total",
 			Help: "Backend statements of client EXECUTEs by path: inline (sent as text with the values printed) or prepared (a backend prepared statement).",
 		}, "path", "inline", "prepared"),
+		holdQueued: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "convoy_migration_hold_queued_writes", Help: "Writes waiting now behind a migration hold of their shard.",
+		}),
+		holdWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "convoy_migration_hold_wait_seconds", Help: "Time writes waited behind a migration hold (released, refused or timed out).",
+			// The switch pause budget is 300 ms; the default bound 2 s.
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .2, .3, .5, 1, 2, 5},
+		}),
+		holdRefused: newFixedCounters(prometheus.CounterOpts{
+			Name: "convoy_migration_hold_refused_total",
+			Help: "Writes refused because of a migration hold: timeout (waited migration.hold_max_wait), queue_full (migration.hold_max_queue), unavailable (the switch is unresolved).",
+		}, "reason", "timeout", "queue_full", "unavailable"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.queries, m.errors, m.latency, m.dsErrors, m.statement.vec, m.scatters, m.scatterN, m.plans.vec, m.backendPS.vec,
-			windowCollector{m})
+			m.holdQueued, m.holdWait, m.holdRefused.vec, windowCollector{m})
 	}
 	return m
 }
@@ -287,4 +305,25 @@ func (m *Metrics) countBackendPS(path string) {
 		return
 	}
 	m.backendPS.inc(path)
+}
+
+func (m *Metrics) queueHeld(delta float64) {
+	if m == nil {
+		return
+	}
+	m.holdQueued.Add(delta)
+}
+
+func (m *Metrics) waitHeld(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.holdWait.Observe(d.Seconds())
+}
+
+func (m *Metrics) refuseHeld(reason string) {
+	if m == nil {
+		return
+	}
+	m.holdRefused.inc(reason)
 }

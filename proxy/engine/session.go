@@ -56,6 +56,9 @@ type Session struct {
 	// fails.
 	shard int
 	rt    routineState // routine.go
+	// oneShard backs the shard list admitWrite hands endWrite for a
+	// single-key write (hold.go), so the common write allocates nothing.
+	oneShard [1]router.Shard
 }
 
 // txnState is a transaction pinned to one backend connection of one shard.
@@ -67,6 +70,9 @@ type txnState struct {
 	conn     Conn   // nil until the first statement
 	pin      int    // shard number, pinUnsharded or pinAny
 	aborted  bool   // the pinned connection broke: only ROLLBACK is accepted
+	// abortMsg says why, when not a broken connection (a migration hold
+	// failed the transaction).
+	abortMsg string
 	// hist lists conversations whose conv_msg rows this transaction wrote;
 	// histAll means some write could not be attributed. COMMIT guards them on
 	// the hot tier.
@@ -330,6 +336,9 @@ func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
 	}
 	noop := func() {}
 	if s.inTxn() && s.txn.aborted {
+		if s.txn.abortMsg != "" {
+			return nil, nil, errorf(CodeTxnAborted, "%s; send ROLLBACK", s.txn.abortMsg)
+		}
 		return nil, nil, errorf(CodeTxnAborted, "the transaction was rolled back because its backend connection broke or timed out; send ROLLBACK")
 	}
 	if !s.inTxn() || pin == pinAny && s.txn.conn == nil {
@@ -387,15 +396,20 @@ func pinName(pin int) string {
 
 // afterError aborts the pinned transaction when its connection broke or
 // timed out: the connection is dropped, so the server rolls the transaction
-// back, and pretending otherwise would lose writes.
+// back, and pretending otherwise would lose writes. A migration hold that
+// failed the transaction (txnConn) rolled it back too.
 func (s *Session) afterError(c Conn, err error) {
 	if err == nil || s.txn.conn == nil || c != s.txn.conn {
 		return
 	}
-	if connLost(err) {
+	held := isCode(err, CodeTxnAborted)
+	if held || connLost(err) {
 		s.txn.conn.Release()
 		s.txn.conn = nil
 		s.txn.aborted = true
+		if held {
+			s.txn.abortMsg = err.Error()
+		}
 	}
 }
 
@@ -409,6 +423,9 @@ func (s *Session) endTxn(commit bool) (*mysql.Result, error) {
 	t := s.txn
 	s.txn = txnState{}
 	if t.aborted {
+		if commit && t.abortMsg != "" {
+			return nil, errorf(CodeTxnAborted, "COMMIT failed: %s", t.abortMsg)
+		}
 		if commit {
 			return nil, errorf(CodeTxnAborted, "COMMIT failed: the transaction was already rolled back because its backend connection broke or timed out")
 		}
@@ -434,7 +451,7 @@ func (s *Session) endTxn(commit bool) (*mysql.Result, error) {
 	}
 	t.conn.Release()
 	if err != nil {
-		if !commit && connLost(err) {
+		if !commit && (connLost(err) || isCode(err, CodeTxnAborted)) {
 			// The connection is dropped: the server rolls back whatever it
 			// holds when it notices, which is what ROLLBACK asked for.
 			return okResult(), nil

@@ -1,0 +1,507 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/convoy-im/convoy/router"
+)
+
+// swapRoutes serves a snapshot a test can replace (a route flip).
+type swapRoutes struct {
+	p atomic.Pointer[router.Snapshot]
+}
+
+func (r *swapRoutes) Current() *router.Snapshot { return r.p.Load() }
+
+// conv 42 lives on shard 0136 (im_1 on ds0 in defaultSnapshot); conv 1 on
+// shard 0951 (im_7 on ds1).
+const heldShard = 136
+
+// movedSnapshot is defaultSnapshot with shard 0136 moved to ds2.im_9, as a
+// migration switch leaves it.
+func movedSnapshot(t *testing.T) *router.Snapshot {
+	t.Helper()
+	doc := defaultSnapshot().Document()
+	doc.Version++
+	doc.Datasources = append(doc.Datasources, router.Datasource{Name: "ds2", Addr: "127.0.0.1:3"})
+	var shards []router.ShardRange
+	for _, r := range doc.Shards {
+		if r.From <= heldShard && heldShard <= r.To {
+			shards = append(shards, router.ShardRange{From: r.From, To: heldShard - 1, Datasource: r.Datasource, Database: r.Database},
+				router.ShardRange{From: heldShard, To: heldShard, Datasource: "ds2", Database: "im_9"},
+				router.ShardRange{From: heldShard + 1, To: r.To, Datasource: r.Datasource, Database: r.Database})
+			continue
+		}
+		shards = append(shards, r)
+	}
+	doc.Shards = shards
+	s, err := router.NewSnapshot(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newHoldEngine(opt Options) (*Engine, *recorder, *swapRoutes) {
+	return newHoldEngineMetrics(opt, nil)
+}
+
+func newHoldEngineMetrics(opt Options, m *Metrics) (*Engine, *recorder, *swapRoutes) {
+	rec := &recorder{cols: 6}
+	routes := &swapRoutes{}
+	routes.p.Store(defaultSnapshot())
+	return New(rec, routes, m, nil, opt), rec, routes
+}
+
+// waitQueued waits until n writes wait behind h.
+func waitQueued(t *testing.T, h *ShardHold, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		h.mu.Lock()
+		q := h.queued
+		h.mu.Unlock()
+		if q == n {
+			return
+		}
+	}
+	t.Fatalf("%d writes never queued", n)
+}
+
+func hold(t *testing.T, e *Engine, shard int) *ShardHold {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	h, err := e.Hold(ctx, shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// goQuery runs q on s in the background.
+func goQuery(s *Session, q string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Query(q)
+		done <- err
+	}()
+	return done
+}
+
+// goHold holds heldShard in the background, without a deadline.
+func goHold(t *testing.T, e *Engine) <-chan *ShardHold {
+	held := make(chan *ShardHold, 1)
+	go func() {
+		h, err := e.Hold(context.Background(), heldShard)
+		if err != nil {
+			t.Error(err)
+		}
+		held <- h
+	}()
+	return held
+}
+
+type outcome struct {
+	name string
+	err  error
+}
+
+// TestHoldQueuesUntilReleaseUnderNewRoutes: a held shard's writes (an
+// UPDATE, a seq-allocating INSERT, a transaction's first write) wait and
+// send nothing; its reads and another shard's writes run; after the route
+// flip and Release, the queued writes are routed under the new routes.
+func TestHoldQueuesUntilReleaseUnderNewRoutes(t *testing.T) {
+	e, rec, routes := newHoldEngine(Options{})
+	h := hold(t, e, heldShard)
+	done := make(chan outcome, 3)
+	run := func(name string, stmts ...string) {
+		s := e.NewSession("im")
+		go func() {
+			for _, q := range stmts {
+				if _, err := s.Query(q); err != nil {
+					done <- outcome{name, err}
+					return
+				}
+			}
+			done <- outcome{name, nil}
+		}()
+	}
+	run("update", "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
+	waitQueued(t, h, 1)
+	run("insert", "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (42, 7, 1, 1, NOW())")
+	waitQueued(t, h, 2)
+	txn := e.NewSession("im")
+	if _, err := txn.Query("BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, err := txn.Query("DELETE FROM conv_msg WHERE conv_id = 42 AND seq = 3")
+		done <- outcome{"txn", err}
+	}()
+	waitQueued(t, h, 3)
+
+	other := e.NewSession("im")
+	if _, err := other.Query("SELECT seq, msg_id FROM conv_msg WHERE conv_id = 42 ORDER BY seq"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Query("UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 1 AND seq = 1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range rec.take() {
+		if strings.Contains(l, "UPDATE") && strings.Contains(l, "0136") {
+			t.Fatalf("a held write reached a backend: %s", l)
+		}
+	}
+
+	routes.p.Store(movedSnapshot(t))
+	h.Release()
+	for i := 0; i < 3; i++ {
+		if o := <-done; o.err != nil {
+			t.Fatalf("%s: %v", o.name, o.err)
+		}
+	}
+	if _, err := txn.Query("COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	writes := 0
+	for _, l := range rec.take() {
+		if !strings.Contains(l, "0136") {
+			continue
+		}
+		if !strings.HasPrefix(l, "ds2#") || !strings.Contains(l, "`im_9`.") && strings.Contains(l, "`im_") {
+			t.Fatalf("a queued write was routed under the old routes: %s", l)
+		}
+		writes++
+	}
+	if writes < 3 {
+		t.Fatalf("queued writes not sent after release: %d statements", writes)
+	}
+}
+
+// TestHoldMaxWaitAndQueue: a write waits at most HoldMaxWait, then gets a
+// lock wait timeout naming the shard; past HoldMaxQueue a write is refused
+// at once. Nothing reaches a backend either way.
+func TestHoldMaxWaitAndQueue(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e, rec, _ := newHoldEngineMetrics(Options{HoldMaxWait: 100 * time.Millisecond, HoldMaxQueue: 1}, NewMetrics(reg))
+	h := hold(t, e, heldShard)
+	defer h.Release()
+	done := goQuery(e.NewSession("im"), "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
+	waitQueued(t, h, 1)
+	_, err := e.NewSession("im").Query("DELETE FROM conv_msg WHERE conv_id = 42 AND seq = 1")
+	expectCode(t, err, CodeShardHeld)
+	if !strings.Contains(err.Error(), "hold_max_queue") || !strings.Contains(err.Error(), "0136") {
+		t.Fatalf("queue-full error does not say why: %v", err)
+	}
+	err = <-done
+	expectCode(t, err, CodeShardHeld)
+	if !strings.Contains(err.Error(), "migration switch") || !strings.Contains(err.Error(), "0136") {
+		t.Fatalf("timeout error does not name the shard and the migration: %v", err)
+	}
+	if got := rec.take(); len(got) != 0 {
+		t.Fatalf("refused writes reached a backend: %q", got)
+	}
+	waitQueued(t, h, 0) // the timed-out write left the queue
+	body := scrapeText(t, reg)
+	for _, line := range []string{
+		`convoy_migration_hold_refused_total{reason="queue_full"} 1`,
+		`convoy_migration_hold_refused_total{reason="timeout"} 1`,
+		`convoy_migration_hold_refused_total{reason="unavailable"} 0`,
+		"convoy_migration_hold_queued_writes 0",
+		"convoy_migration_hold_wait_seconds_count 1",
+	} {
+		if countPrefix(body, line) != 1 {
+			t.Errorf("scrape lacks %s", line)
+		}
+	}
+}
+
+// TestHoldFail: Fail answers the queued writes and refuses new ones with
+// the follower's error until Release; then writes run again.
+func TestHoldFail(t *testing.T) {
+	e, rec, _ := newHoldEngine(Options{})
+	h := hold(t, e, heldShard)
+	done := goQuery(e.NewSession("im"), "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
+	waitQueued(t, h, 1)
+	h.Fail(errorf(CodeInternal, "shard writes unavailable: a migration switch is unresolved: shard 136: deadline"))
+	expectCode(t, <-done, CodeShardUnavailable)
+	s := e.NewSession("im")
+	_, err := s.Query("UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
+	expectCode(t, err, CodeShardUnavailable)
+	if !strings.Contains(err.Error(), "migration switch is unresolved") {
+		t.Fatalf("error lost the follower's reason: %v", err)
+	}
+	if got := rec.take(); len(got) != 0 {
+		t.Fatalf("failed writes reached a backend: %q", got)
+	}
+	h.Release()
+	if _, err := s.Query("UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHoldWaitsForRunningWrites: Hold returns only after a write already
+// sent has answered; if it does not answer before Hold's context ends,
+// Hold holds nothing and says so.
+func TestHoldWaitsForRunningWrites(t *testing.T) {
+	e, rec, _ := newHoldEngine(Options{})
+	block := make(chan struct{})
+	var once sync.Once
+	entered := make(chan struct{})
+	rec.hook = func(sql string) {
+		if strings.Contains(sql, "UPDATE") {
+			once.Do(func() { close(entered) })
+			<-block
+		}
+	}
+	go func() {
+		_, _ = e.NewSession("im").Query("UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
+	}()
+	<-entered
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err := e.Hold(ctx, heldShard)
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "nothing held") {
+		t.Fatalf("Hold with a write still running at its deadline: %v, want an error", err)
+	}
+	if e.gates[heldShard].hold.Load() != nil {
+		t.Fatal("a failed Hold left the shard held")
+	}
+
+	held := goHold(t, e)
+	select {
+	case <-held:
+		t.Fatal("Hold returned while a write was running")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(block)
+	(<-held).Release()
+}
+
+// TestHoldOpenTransactions: a transaction that wrote the shard is never
+// queued and may commit while Hold waits; one still open when Hold's
+// context ends is rolled back and its client told on the next statement.
+func TestHoldOpenTransactions(t *testing.T) {
+	e, rec, _ := newHoldEngine(Options{})
+	a := e.NewSession("im")
+	for _, q := range []string{"BEGIN", "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1"} {
+		if _, err := a.Query(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := goHold(t, e)
+	for e.gates[heldShard].hold.Load() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	// Inside the open transaction: not queued.
+	if _, err := a.Query("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (42, 7, 1, 1, NOW())"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held:
+		t.Fatal("Hold returned with a transaction open on the shard")
+	case <-time.After(30 * time.Millisecond):
+	}
+	if _, err := a.Query("COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	h := <-held
+	h.Release()
+	rec.take()
+
+	// Open at the deadline: failed.
+	if _, err := a.Query("BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Query("DELETE FROM conv_msg WHERE conv_id = 42 AND seq = 1"); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	h, err := e.Hold(ctx, heldShard)
+	cancel()
+	if err != nil {
+		t.Fatalf("Hold with only an idle transaction open: %v", err)
+	}
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
+		if l := rec.take(); len(l) > 0 {
+			if len(l) != 1 || !strings.HasSuffix(l[0], "text: ROLLBACK") {
+				t.Fatalf("the failed transaction: %q, want its ROLLBACK", l)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the failed transaction was not rolled back")
+		}
+	}
+	_, err = a.Query("SELECT seq FROM conv_msg WHERE conv_id = 42")
+	expectCode(t, err, CodeTxnAborted)
+	if !strings.Contains(err.Error(), "0136") || !strings.Contains(err.Error(), "migration switch") {
+		t.Fatalf("the failed transaction's error does not say why: %v", err)
+	}
+	_, err = a.Query("COMMIT")
+	expectCode(t, err, CodeTxnAborted)
+	if got := rec.take(); len(got) != 0 {
+		t.Fatalf("a failed transaction reached a backend: %q", got)
+	}
+	if _, err := a.Query("ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+	if n := e.gates[heldShard].active.Load(); n != 0 {
+		t.Fatalf("shard still counts %d writes", n)
+	}
+}
+
+// TestHoldTransactionFirstWriteQueues: a transaction that has not written
+// the held shard yet queues its first write there (it holds nothing of the
+// shard), then goes on after Release.
+func TestHoldTransactionFirstWriteQueues(t *testing.T) {
+	e, _, _ := newHoldEngine(Options{})
+	h := hold(t, e, heldShard)
+	s := e.NewSession("im")
+	if _, err := s.Query("BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	// A read pins the transaction without counting it.
+	if _, err := s.Query("SELECT seq FROM conv_msg WHERE conv_id = 42"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Query("UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
+		done <- err
+	}()
+	waitQueued(t, h, 1)
+	h.Release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := e.gates[heldShard].active.Load(); n != 1 {
+		t.Fatalf("the open transaction counts %d on its shard, want 1", n)
+	}
+	if _, err := s.Query("COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.gates[heldShard].active.Load(); n != 0 {
+		t.Fatalf("shard still counts %d writes after COMMIT", n)
+	}
+}
+
+// TestHoldScatterWrites: a write over several shards waits for a held one
+// it touches, without counting on the others meanwhile; DDL waits for any
+// held shard.
+func TestHoldScatterWrites(t *testing.T) {
+	e, _, _ := newHoldEngine(Options{HoldMaxWait: 5 * time.Second})
+	h := hold(t, e, heldShard)
+	update := goQuery(e.NewSession("im"), "UPDATE conv_msg SET msg_type = 2 WHERE conv_id IN (1, 42)")
+	waitQueued(t, h, 1)
+	if n := e.gates[router.ShardOf(1)].active.Load(); n != 0 {
+		t.Fatalf("a queued multi-shard write counts on shard 0951: %d", n)
+	}
+	ddl := goQuery(e.NewSession("im"), "ALTER TABLE conv_msg ADD COLUMN x INT")
+	waitQueued(t, h, 2)
+	h.Release()
+	for _, done := range []<-chan error{update, ddl} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestHoldTargetedDirectives: shard=N and all writes wait like any write
+// and are routed after the release; a targeted read runs.
+func TestHoldTargetedDirectives(t *testing.T) {
+	e, rec, routes := newHoldEngine(Options{})
+	h := hold(t, e, heldShard)
+	admin := func(q string) <-chan error {
+		s := e.NewSession("im")
+		s.SetPrivileges(Privileges{Read: true, Write: true, DDL: true, Admin: true})
+		return goQuery(s, q)
+	}
+	one := admin("/*+ convoy shard=136 */ UPDATE conv_msg SET msg_type = 3")
+	waitQueued(t, h, 1)
+	all := admin("/*+ convoy all */ DELETE FROM im_inbox WHERE send_time < '2026-01-01'")
+	waitQueued(t, h, 2)
+	if err := <-admin("/*+ convoy shard=136 */ SELECT COUNT(*) FROM conv_msg"); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range rec.take() {
+		if !strings.Contains(l, "SELECT") {
+			t.Fatalf("a held targeted write reached a backend: %s", l)
+		}
+	}
+	routes.p.Store(movedSnapshot(t))
+	h.Release()
+	for _, done := range []<-chan error{one, all} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	found := false
+	for _, l := range rec.take() {
+		if strings.Contains(l, "UPDATE") {
+			found = true
+			if !strings.HasPrefix(l, "ds2#") {
+				t.Fatalf("the targeted write was routed under the old routes: %s", l)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("the targeted write never ran")
+	}
+}
+
+// TestHoldBusyTransactionAtDeadline: a transaction whose statement is still
+// running when Hold's context ends is failed, and since that statement (a
+// COMMIT, say) may still land, Hold holds nothing; the statement's return
+// rolls the transaction back and its next statement is told why.
+func TestHoldBusyTransactionAtDeadline(t *testing.T) {
+	e, rec, _ := newHoldEngine(Options{})
+	s := e.NewSession("im")
+	for _, q := range []string{"BEGIN", "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1"} {
+		if _, err := s.Query(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	block, entered := make(chan struct{}), make(chan struct{})
+	rec.hook = func(sql string) {
+		if strings.Contains(sql, "`seq`=2") {
+			close(entered)
+			<-block
+		}
+	}
+	done := goQuery(s, "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 2")
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	_, err := e.Hold(ctx, heldShard)
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "1 open transactions failed") {
+		t.Fatalf("Hold with a transaction's statement running at its deadline: %v, want an error", err)
+	}
+	rec.take()
+	close(block)
+	if err := <-done; err != nil {
+		t.Fatalf("the statement running when the transaction was failed: %v", err)
+	}
+	// The fake logs a statement once the hook lets it go.
+	if got := rec.take(); len(got) != 2 || !strings.Contains(got[0], "`seq`=2") || !strings.HasSuffix(got[1], "text: ROLLBACK") {
+		t.Fatalf("after the failed transaction's statement: %q, want it, then its ROLLBACK", got)
+	}
+	_, err = s.Query("COMMIT")
+	expectCode(t, err, CodeTxnAborted)
+	if n := e.gates[heldShard].active.Load(); n != 0 {
+		t.Fatalf("shard still counts %d writes", n)
+	}
+	if h := hold(t, e, heldShard); h != nil {
+		h.Release()
+	}
+}
