@@ -1,0 +1,226 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/convoy-im/convoy/router"
+)
+
+// ackedMsg is one message a client was told was stored, with its seq.
+type ackedMsg struct{ conv, msgID, seq uint64 }
+
+// TestMigrationEndToEnd moves shard 5 from ds0 to ds1 and back while
+// writers send seq-allocating inserts for its conversations (and for
+// another shard's) through two Convoy processes: MIGRATE through a
+// directive, the job backfills and verifies on the runner that won it, NEXT
+// switches under the migration lock every live proxy acknowledges, writes
+// go on on the new side and reach the old one through reverse replication,
+// ROLLBACK switches back. Afterwards every acknowledged message is on the
+// authoritative side exactly once with the seq its client was told, seqs
+// are contiguous per conversation, and both sides hold the same rows.
+func TestMigrationEndToEnd(t *testing.T) {
+	s := newStack(t)
+	p2 := startConvoy(t, s.etcd.Endpoints())
+	admin := s.convoy.open(t, "convoy", "convoy", "im")
+	const shard = 5
+	var convs []uint64 // conversations of shard 5
+	var other []uint64 // of another shard, on ds1 from the start
+	for k := uint64(1); len(convs) < 8 || len(other) < 4; k++ {
+		switch sh := router.ShardOf(k); {
+		case sh == shard && len(convs) < 8:
+			convs = append(convs, k)
+		case sh == 700 && len(other) < 4:
+			other = append(other, k)
+		}
+	}
+	for _, k := range append(append([]uint64{}, convs...), other...) {
+		mustExec(t, admin, "INSERT INTO im_conv_seq (conv_id, max_seq, member_cnt) VALUES (?, 0, 2)", k)
+	}
+
+	// Writers: through both proxies, until stop.
+	var (
+		mu      sync.Mutex
+		acked   []ackedMsg
+		errs    []string
+		nextID  atomic.Uint64
+		stop    = make(chan struct{})
+		wg      sync.WaitGroup
+		pauses  []time.Duration
+		proxies = []*sql.DB{s.convoy.open(t, "app", "app secret", "im"), p2.open(t, "app", "app secret", "im")}
+	)
+	nextID.Store(1_000_000)
+	write := func(db *sql.DB, conv uint64) {
+		id := nextID.Add(1)
+		start := time.Now()
+		var seq uint64
+		err := db.QueryRow("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 7, 1, NOW(3)) RETURNING seq", conv, id).Scan(&seq)
+		took := time.Since(start)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("conv %d msg %d: %v", conv, id, err))
+			return
+		}
+		acked = append(acked, ackedMsg{conv, id, seq})
+		if took > 20*time.Millisecond {
+			pauses = append(pauses, took)
+		}
+	}
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				conv := convs[(w+i)%len(convs)]
+				if i%5 == 4 {
+					conv = other[i%len(other)]
+				}
+				write(proxies[(w+i)%2], conv)
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+	}
+	waitStep := func(want string, d time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(d)
+		for {
+			ms := showMigrations(t, admin)
+			if want == "" && len(ms) == 0 {
+				return
+			}
+			if len(ms) == 1 && ms[0]["step"] == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("migration not at %q after %s: %v\nproxy log:\n%s", want, d, ms, s.convoy.logTail())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	placedOn := func() string {
+		t.Helper()
+		rows := queryRows(t, admin, fmt.Sprintf("/*+ convoy SHOW SHARD FOR conv_id = %d */", convs[0]))
+		return rows[0][4] + "." + rows[0][5]
+	}
+
+	time.Sleep(500 * time.Millisecond)
+	mustExec(t, admin, "/*+ convoy MIGRATE SHARD 5 TO ds1 DATABASE im_mig */")
+	waitStep("ready", 2*time.Minute)
+	mustExec(t, admin, "/*+ convoy MIGRATION 5 NEXT */")
+	waitStep("switched", time.Minute)
+	for deadline := time.Now().Add(10 * time.Second); placedOn() != "ds1.im_mig"; {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the switch shard 5 is on %s", placedOn())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // writes on the new side, replicated back
+	// The new side holds every message acknowledged so far: those copied
+	// and those written to it since the switch.
+	mu.Lock()
+	ackedNow := 0
+	for _, a := range acked {
+		if router.ShardOf(a.conv) == shard {
+			ackedNow++
+		}
+	}
+	mu.Unlock()
+	var onNew int
+	if err := s.ds[1].Open(t, "").QueryRow("SELECT COUNT(*) FROM im_mig.conv_msg_0000 WHERE CRC32(conv_id) % 1024 = 5").Scan(&onNew); err != nil {
+		t.Fatal(err)
+	}
+	if onNew < ackedNow {
+		t.Fatalf("the new side holds %d messages of shard 5, %d were acknowledged", onNew, ackedNow)
+	}
+	mustExec(t, admin, "/*+ convoy MIGRATION 5 ROLLBACK */")
+	waitStep("", time.Minute)
+	if on := placedOn(); on != "ds0.im_0" {
+		t.Fatalf("after the rollback shard 5 is on %s", on)
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	if len(errs) > 0 {
+		t.Errorf("%d writes failed during the migration; first: %s", len(errs), errs[0])
+	}
+	sort.Slice(pauses, func(i, j int) bool { return pauses[i] > pauses[j] })
+	t.Logf("%d acknowledged writes; %d took over 20 ms, slowest %v", len(acked), len(pauses), pauses[:min(5, len(pauses))])
+
+	// The authoritative side (ds0 after the rollback) holds every
+	// acknowledged message once, with its seq; seqs contiguous.
+	rowsOf := func(db *sql.DB, database string, conv uint64) map[uint64]uint64 {
+		t.Helper()
+		out := map[uint64]uint64{}
+		rs, err := db.Query(fmt.Sprintf("SELECT msg_id, seq FROM %s.conv_msg_0000 WHERE conv_id = ?", database), conv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var id, seq uint64
+			if err := rs.Scan(&id, &seq); err != nil {
+				t.Fatal(err)
+			}
+			out[id] = seq
+		}
+		return out
+	}
+	src, dst := s.ds[0].Open(t, ""), s.ds[1].Open(t, "")
+	byConv := map[uint64][]ackedMsg{}
+	for _, a := range acked {
+		byConv[a.conv] = append(byConv[a.conv], a)
+	}
+	for _, conv := range convs {
+		got := rowsOf(src, "im_0", conv)
+		if len(got) != len(byConv[conv]) {
+			t.Errorf("conversation %d: %d rows on the authoritative side, %d acknowledged", conv, len(got), len(byConv[conv]))
+		}
+		seqs := make([]uint64, 0, len(got))
+		for _, a := range byConv[conv] {
+			if seq, ok := got[a.msgID]; !ok || seq != a.seq {
+				t.Errorf("conversation %d: message %d acknowledged with seq %d, stored as %d (present %v)", conv, a.msgID, a.seq, seq, ok)
+			}
+		}
+		for _, seq := range got {
+			seqs = append(seqs, seq)
+		}
+		sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+		for i, seq := range seqs {
+			if seq != uint64(i+1) {
+				t.Errorf("conversation %d: seqs not contiguous at %d: %v", conv, i, seqs[max(0, i-2):min(len(seqs), i+3)])
+				break
+			}
+		}
+	}
+	// The other shard never moved and lost nothing.
+	for _, conv := range other {
+		var n int
+		if err := admin.QueryRow("SELECT COUNT(*) FROM conv_msg WHERE conv_id = ?", conv).Scan(&n); err != nil || n != len(byConv[conv]) {
+			t.Errorf("untouched conversation %d: %d rows (%v), %d acknowledged", conv, n, err, len(byConv[conv]))
+		}
+	}
+	if t.Failed() {
+		t.Logf("proxy log:\n%s", s.convoy.logTail())
+	}
+	ctx := context.Background()
+	var leftover int
+	if err := dst.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'im_mig' AND TABLE_NAME LIKE 'conv\\_msg%'").Scan(&leftover); err != nil {
+		t.Fatal(err)
+	}
+	if leftover != 0 {
+		t.Errorf("the rolled-back job left %d conv_msg tables in im_mig", leftover)
+	}
+}
