@@ -221,7 +221,7 @@ func TestMigrationSwitchUnderLoad(t *testing.T) {
 			}
 			start := time.Now()
 			from := tx.Routes()
-			to := router.MoveShard(from, int(moving), "ds0", db)
+			to := router.MoveShard(from, int(moving), "ds0", db, nil)
 			if err := copyShard(fctx, ds0, from, to, moving); err != nil {
 				return err
 			}

@@ -138,7 +138,7 @@ func (j *jobRun) switchForward(ctx context.Context) error {
 		if err := j.save(fctx, func(_ *routecfg.Job, s *jobState) { s.ReverseFrom = rev }); err != nil {
 			return err
 		}
-		return tx.FlipRoutes(fctx, moveShard(tx.Routes(), job.Shard, job.To.Datasource, job.To.Database, j.tableIndex()))
+		return tx.FlipRoutes(fctx, router.MoveShard(tx.Routes(), job.Shard, job.To.Datasource, job.To.Database, j.tableIndex()))
 	})
 	desc := fmt.Sprintf("%s: held %s, %d proxies acked", time.Now().UTC().Format(time.RFC3339), res.Held.Round(time.Millisecond), len(res.Acked))
 	if res.Flipped {
@@ -202,7 +202,7 @@ func (j *jobRun) switchBack(ctx context.Context) error {
 		if err := j.fence(fctx, j.dst.db, job.To.Database, j.rev.Reached, &j.revTask); err != nil {
 			return err
 		}
-		return tx.FlipRoutes(fctx, moveShard(tx.Routes(), job.Shard, job.From.Datasource, job.From.Database, j.tableIndex()))
+		return tx.FlipRoutes(fctx, router.MoveShard(tx.Routes(), job.Shard, job.From.Datasource, job.From.Database, j.tableIndex()))
 	})
 	if !res.Flipped {
 		return fmt.Errorf("migrate: switch back: %w", err)

@@ -214,7 +214,7 @@ func (env *lockEnv) routesVersion(t *testing.T) int64 {
 // flipTo moves shard to ds1/im_9 through the switch.
 func flipTo(shard int) func(context.Context, *SwitchTx) error {
 	return func(ctx context.Context, tx *SwitchTx) error {
-		return tx.FlipRoutes(ctx, router.MoveShard(tx.Routes(), shard, "ds1", "im_9"))
+		return tx.FlipRoutes(ctx, router.MoveShard(tx.Routes(), shard, "ds1", "im_9", nil))
 	}
 }
 
@@ -351,7 +351,7 @@ func TestMigrationLockAllAck(t *testing.T) {
 
 	// A second switch of the shard (a rollback) works the same way.
 	res, err = r.Switch(ctxT(t), SwitchOptions{}, func(ctx context.Context, tx *SwitchTx) error {
-		return tx.FlipRoutes(ctx, router.MoveShard(tx.Routes(), shard, "ds0", "im_0"))
+		return tx.FlipRoutes(ctx, router.MoveShard(tx.Routes(), shard, "ds0", "im_0", nil))
 	})
 	if err != nil || !res.Flipped || res.RouteVersion != v0+2 {
 		t.Fatalf("second Switch: %+v %v", res, err)
@@ -606,7 +606,7 @@ func TestMigrationLockEtcdRestart(t *testing.T) {
 		done := make(chan result, 1)
 		go func() {
 			res, err := r.Switch(context.Background(), SwitchOptions{MaxHold: 15 * time.Second}, func(ctx context.Context, tx *SwitchTx) error {
-				doc := router.MoveShard(tx.Routes(), shard, "ds1", "im_9")
+				doc := router.MoveShard(tx.Routes(), shard, "ds1", "im_9", nil)
 				if afterFlip {
 					if err := tx.FlipRoutes(ctx, doc); err != nil {
 						return err

@@ -268,30 +268,61 @@ func DefaultLayout(datasources []Datasource, dbs int) (Document, error) {
 	return doc, nil
 }
 
-// MoveShard returns doc with shard alone on ds.db, in its own physical
-// tables (named by the shard), every other shard where it was: the route
-// edit of a one-shard migration. doc is not modified.
-func MoveShard(doc Document, shard int, ds, db string) Document {
-	out := make([]ShardRange, 0, len(doc.Shards)+2)
+// MoveShard returns doc with shard mapped to database db of datasource ds,
+// in the physical table the shard has everywhere (table: the shared index
+// of the range it came from, nil for a table of its own), the range that
+// held it cut around it, and ranges that the move (or a move back) left
+// adjacent and alike merged again, so that a migration and its rollback
+// return the document to its original shape. doc is not modified. It is
+// the route edit of a one-shard migration.
+func MoveShard(doc Document, shard int, ds, db string, table *int) Document {
+	out := doc
+	out.Shards = nil // a new slice: doc's stays as it was
 	for _, r := range doc.Shards {
 		if shard < r.From || shard > r.To {
-			out = append(out, r)
+			out.Shards = append(out.Shards, r)
 			continue
 		}
 		if r.From < shard {
 			lo := r
 			lo.To = shard - 1
-			out = append(out, lo)
+			out.Shards = append(out.Shards, lo)
 		}
-		out = append(out, ShardRange{From: shard, To: shard, Datasource: ds, Database: db})
 		if shard < r.To {
 			hi := r
 			hi.From = shard + 1
-			out = append(out, hi)
+			out.Shards = append(out.Shards, hi)
 		}
 	}
-	doc.Shards = out
-	return doc
+	moved := ShardRange{From: shard, To: shard, Datasource: ds, Database: db}
+	if table != nil {
+		idx := *table
+		moved.Table = &idx
+	}
+	out.Shards = append(out.Shards, moved)
+	sort.Slice(out.Shards, func(i, j int) bool { return out.Shards[i].From < out.Shards[j].From })
+	merged := out.Shards[:0:0]
+	for _, r := range out.Shards {
+		if n := len(merged); n > 0 && mergeable(merged[n-1], r) {
+			merged[n-1].To = r.To
+			continue
+		}
+		merged = append(merged, r)
+	}
+	out.Shards = merged
+	return out
+}
+
+// mergeable: b continues a with the same placement (a shared table index
+// must be the same index; per-shard tables stay per-shard).
+func mergeable(a, b ShardRange) bool {
+	if a.To+1 != b.From || a.Datasource != b.Datasource || a.Database != b.Database {
+		return false
+	}
+	if a.Table == nil || b.Table == nil {
+		return a.Table == nil && b.Table == nil
+	}
+	return *a.Table == *b.Table
 }
 
 // SharedLayout builds a small layout for development and tests: dbs databases

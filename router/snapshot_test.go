@@ -2,6 +2,7 @@ package router
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -95,28 +96,61 @@ func BenchmarkShardOf(b *testing.B) {
 	_ = s
 }
 
-// TestMoveShard: one shard moves alone, its neighbours stay, the input is
-// untouched, the result is valid.
+// MoveShard cuts the shard's range around it and a move back restores the
+// document's ranges exactly, for per-shard tables and for shared ones.
 func TestMoveShard(t *testing.T) {
-	doc, err := DefaultLayout([]Datasource{{Name: "ds0", Addr: "a:1"}, {Name: "ds1", Addr: "b:1"}}, 8)
+	dss := []Datasource{{Name: "ds0", Addr: "a:1"}, {Name: "ds1", Addr: "b:1"}, {Name: "ds2", Addr: "c:1"}}
+	own, err := DefaultLayout(dss[:2], 8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, _ := NewSnapshot(doc)
-	moved, err := NewSnapshot(MoveShard(doc, 136, "ds1", "im_9"))
+	shared, err := SharedLayout(dss[:2], 2, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := moved.Target(136); got.Datasource != "ds1" || got.Database != "im_9" || moved.Physical("conv_msg", 136).Table != "conv_msg_0136" {
-		t.Fatalf("shard 136 moved to %+v", got)
-	}
-	for _, sh := range []Shard{0, 135, 137, 1023} {
-		if moved.Target(sh) != before.Target(sh) {
-			t.Fatalf("shard %d moved too: %+v -> %+v", sh, before.Target(sh), moved.Target(sh))
-		}
-	}
-	if again, _ := NewSnapshot(doc); again.Target(136) != before.Target(136) {
-		t.Fatal("MoveShard modified its input")
+	own.Datasources, shared.Datasources = dss, dss
+	zero := 0
+	for _, c := range []struct {
+		name  string
+		doc   Document
+		shard int
+		table *int
+		want  Target
+		cut   int // ranges after the move
+	}{
+		{"own tables, middle of a range", own, 441, nil, Target{Datasource: "ds2", Database: "im_9", Table: 441}, 10},
+		{"own tables, first of a range", own, 384, nil, Target{Datasource: "ds2", Database: "im_9", Table: 384}, 9},
+		{"own tables, last shard", own, 1023, nil, Target{Datasource: "ds2", Database: "im_9", Table: 1023}, 9},
+		{"shared table", shared, 5, &zero, Target{Datasource: "ds2", Database: "im_9", Table: 0}, 10},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			orig, err := NewSnapshot(c.doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			moved := MoveShard(c.doc, c.shard, "ds2", "im_9", c.table)
+			snap, err := NewSnapshot(moved)
+			if err != nil {
+				t.Fatalf("moved document invalid: %v", err)
+			}
+			for sh := 0; sh < NumShards; sh++ {
+				want := orig.Target(Shard(sh))
+				if sh == c.shard {
+					want = c.want
+				}
+				if got := snap.Target(Shard(sh)); got != want {
+					t.Fatalf("shard %d: %+v, want %+v", sh, got, want)
+				}
+			}
+			if len(moved.Shards) != c.cut {
+				t.Errorf("%d ranges after the move, want %d: %+v", len(moved.Shards), c.cut, moved.Shards)
+			}
+			from := orig.Target(Shard(c.shard))
+			back := MoveShard(moved, c.shard, from.Datasource, from.Database, c.table)
+			if !reflect.DeepEqual(back.Shards, c.doc.Shards) {
+				t.Fatalf("moved back: %+v\nwant %+v", back.Shards, c.doc.Shards)
+			}
+		})
 	}
 }
 
