@@ -15,7 +15,6 @@
 //	repair.go    re-copy one differing segment
 //	precheck.go  prepare: server settings compared, target tables created
 //	             from the source's definition and checked empty of the shard
-//	routes.go    the route document edit that moves one shard
 //	job.go       the job state machine (queued, prepare, backfill, verify,
 //	             ready, switched, done; rollback at any step), persisted in
 //	             the routecfg.Job record before each action
