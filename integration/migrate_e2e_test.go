@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/convoy-im/convoy/migrate"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -20,6 +21,7 @@ type ackedMsg struct{ conv, msgID, seq uint64 }
 // writers send seq-allocating inserts for its conversations (and for
 // another shard's) through two Convoy processes: MIGRATE through a
 // directive, the job backfills and verifies on the runner that won it, NEXT
+// ramps reads to the target for half of the conversations and back, NEXT
 // switches under the migration lock every live proxy acknowledges, writes
 // go on on the new side and reach the old one through reverse replication,
 // ROLLBACK switches back. Afterwards every acknowledged message is on the
@@ -118,6 +120,61 @@ func TestMigrationEndToEnd(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	mustExec(t, admin, "/*+ convoy MIGRATE SHARD 5 TO ds1 DATABASE im_mig */")
 	waitStep("ready", 2*time.Minute)
+
+	// Read ramp: a marker row put on the target only (never on the
+	// source) shows which side a read went to. At 50 % the conversation
+	// whose share is below 50 reads it, the other does not; at 0 % neither.
+	var low, high uint64
+	for _, c := range convs {
+		if migrate.Share(c) < 50 && low == 0 {
+			low = c
+		}
+		if migrate.Share(c) >= 50 && high == 0 {
+			high = c
+		}
+	}
+	if low == 0 || high == 0 {
+		t.Fatalf("no conversation on each side of the 50%% share among %v", convs)
+	}
+	target := s.ds[1].Open(t, "")
+	for _, c := range []uint64{low, high} {
+		if _, err := target.Exec("INSERT INTO im_mig.conv_msg_0000 (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (?, 999999, ?, 0, 0, NOW(3))", c, 9_000_000+c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sees := func(c uint64) bool {
+		var n int
+		if err := proxies[1].QueryRow("SELECT COUNT(*) FROM conv_msg WHERE conv_id = ? AND seq = 999999", c).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	if sees(low) || sees(high) {
+		t.Fatal("a read went to the target before READ PERCENT")
+	}
+	mustExec(t, admin, "/*+ convoy MIGRATION 5 READ PERCENT 50 */")
+	for deadline := time.Now().Add(10 * time.Second); !sees(low); {
+		if time.Now().After(deadline) {
+			t.Fatalf("at READ PERCENT 50 conversation %d (share %d) still reads the source: %v", low, migrate.Share(low), showMigrations(t, admin))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if sees(high) {
+		t.Fatalf("at READ PERCENT 50 conversation %d (share %d) reads the target", high, migrate.Share(high))
+	}
+	if ms := showMigrations(t, admin); ms[0]["read_share"] != "50%" {
+		t.Fatalf("SHOW MIGRATIONS read_share %q, want 50%%", ms[0]["read_share"])
+	}
+	mustExec(t, admin, "/*+ convoy MIGRATION 5 READ PERCENT 0 */")
+	for deadline := time.Now().Add(10 * time.Second); sees(low); {
+		if time.Now().After(deadline) {
+			t.Fatal("at READ PERCENT 0 reads still go to the target")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := target.Exec("DELETE FROM im_mig.conv_msg_0000 WHERE seq = 999999"); err != nil {
+		t.Fatal(err)
+	}
 	mustExec(t, admin, "/*+ convoy MIGRATION 5 NEXT */")
 	waitStep("switched", time.Minute)
 	for deadline := time.Now().Add(10 * time.Second); placedOn() != "ds1.im_mig"; {

@@ -147,6 +147,7 @@ const (
 	VerbCancel   = "CANCEL"
 	VerbRate     = "RATE"
 	VerbPurge    = "PURGE"
+	VerbRead     = "READ"
 )
 
 // Command records a DBA command for the shard's job: PAUSE, RESUME, NEXT,
@@ -195,8 +196,18 @@ func (a *Admin) Command(ctx context.Context, shard int, verb string, rate float6
 			c.Rollback = true
 		case VerbRate:
 			c.Rate = rate
+		case VerbRead:
+			// Reads may move only to a verified target the apply keeps
+			// current: after the switch the routes send them there anyway.
+			if job.Step != StepReady && rate > 0 {
+				return inputErr("the job of shard %d is at step %s; READ PERCENT moves reads while it is ready (verified, the apply keeping the target current)", shard, job.Step)
+			}
+			if rate < 0 || rate > 100 {
+				return inputErr("READ PERCENT %g is outside 0..100", rate)
+			}
+			c.ReadPercent = int(rate)
 		default:
-			return inputErr("unknown migration command %q (PAUSE, RESUME, NEXT, ROLLBACK, CANCEL, RATE r, PURGE)", verb)
+			return inputErr("unknown migration command %q (PAUSE, RESUME, NEXT, ROLLBACK, CANCEL, RATE r, READ PERCENT p, PURGE)", verb)
 		}
 		job.Progress = encodeProgress(p)
 		_, err = a.store.Update(ctx, job)
@@ -210,7 +221,23 @@ func (a *Admin) Command(ctx context.Context, shard int, verb string, rate float6
 // StatusColumns are the columns of SHOW MIGRATIONS and `convoy migrate
 // status`.
 var StatusColumns = []string{"shard", "job", "from", "to", "step", "rows", "rows_per_sec", "eta",
-	"apply_lag", "checksum", "switch", "runner", "last_error", "updated"}
+	"apply_lag", "checksum", "switch", "runner", "last_error", "updated", "read_share"}
+
+// readShare describes the read ramp: the share of conversations read from
+// the target, and whether the proxies honour it now (lag under the bound).
+func readShare(step string, percent int, lag float64) string {
+	switch {
+	case step == StepSwitched || step == StepDone:
+		return "100% (switched)"
+	case percent == 0:
+		return ""
+	case step != StepReady:
+		return fmt.Sprintf("%d%% (inactive at %s)", percent, step)
+	case lag < 0 || lag >= RampMaxLag.Seconds():
+		return fmt.Sprintf("%d%% (on the source: apply lag over %s)", percent, RampMaxLag)
+	}
+	return fmt.Sprintf("%d%%", percent)
+}
 
 // Status returns StatusColumns and one row per job, values as text (""
 // for unknown).
@@ -257,7 +284,7 @@ func (a *Admin) Status(ctx context.Context) ([]string, [][]string, error) {
 			router.Shard(j.Shard).String(), j.ID,
 			j.From.Datasource + "." + j.From.Database, j.To.Datasource + "." + j.To.Database,
 			step, rowsText, rps, eta, lagText, s.Checksum, s.Switch, runner, j.LastError,
-			j.UpdatedAt.UTC().Format(time.RFC3339),
+			j.UpdatedAt.UTC().Format(time.RFC3339), readShare(j.Step, p.Commands.ReadPercent, s.Lag),
 		})
 	}
 	return StatusColumns, rows, nil

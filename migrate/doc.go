@@ -24,6 +24,11 @@
 //	manager.go   runner hosting: watch the job records, campaign for each
 //	             job's runner election, run the jobs won
 //	admin.go     what directives and the CLI write: jobs and commands
+//	mirror.go    dual-write: rows re-read from the source under target row
+//	             locks, failures to a deduplicated compensation queue
+//	ramp.go      the proxies' view of read ramps (step 5)
+//	plan.go      the shard moves between two route documents, and their
+//	             copy time
 //
 // The building blocks keep no state between runs: each long operation takes a
 // JSON-serialisable position (Checkpoint, ChecksumState, BackfillState) and

@@ -77,6 +77,9 @@ type Commands struct {
 	// (switched).
 	Next     int  `json:"next,omitempty"`
 	Rollback bool `json:"rollback,omitempty"`
+	// ReadPercent is the share of the shard's conversations whose reads the
+	// proxies send to the target while the job is ready (READ PERCENT).
+	ReadPercent int `json:"read_percent,omitempty"`
 	// Auto switches without waiting for NEXT.
 	Auto bool `json:"auto,omitempty"`
 	// Purge asks a done job to delete the shard's rows from the source's
@@ -101,6 +104,10 @@ type Status struct {
 	Checksum string  `json:"checksum,omitempty"`
 	// Switch describes the last switch attempt.
 	Switch string `json:"switch,omitempty"`
+	// Beat changes at every status refresh while reads are ramped, so the
+	// proxies see the runner alive and its lag fresh (ramp.go): without
+	// news they send the reads back to the source.
+	Beat int64 `json:"beat,omitempty"`
 }
 
 // jobState is the runner's persisted state.
@@ -875,6 +882,9 @@ func (j *jobRun) refreshStatus(ctx context.Context) {
 	}
 	j.statusAt = time.Now()
 	j.m.cfg.Metrics.observe(j.shard, step, s)
+	if step == StepReady && j.poll().ReadPercent > 0 {
+		s.Beat = j.lastStatus.Beat + 1
+	}
 	if s == j.lastStatus {
 		return
 	}

@@ -425,6 +425,10 @@ func serve(args []string) error {
 		return err
 	}
 	defer ml.Close()
+	// Every proxy follows the read ramps of the jobs (step 5).
+	ramps := migrate.NewRamps()
+	go migrate.WatchRamps(ctx, routecfg.NewJobStore(cli, c.Etcd.Cluster), ramps, log.Named("ramp"))
+	eng.SetReadRamps(ramps)
 	// Migration jobs run in every proxy (whichever wins a job's runner
 	// election), so a job survives the death of the one running it.
 	migrations, err := migrationManager(cli, c, proxyID, log.Named("migrate"), reg, lockMetrics)

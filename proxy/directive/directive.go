@@ -72,8 +72,11 @@ type Directive struct {
 	Parallel int
 	Auto     bool
 	// Verb is the command of MIGRATION N: PAUSE, RESUME, NEXT, ROLLBACK,
-	// CANCEL, RATE or PURGE, upper case.
+	// CANCEL, RATE, READ or PURGE, upper case.
 	Verb string
+	// Percent is MIGRATION N READ PERCENT P's share of conversations read
+	// from the new side.
+	Percent int64
 	// Datasource is the filter of SHOW ROUTES WHERE datasource = NAME, the
 	// destination of MIGRATE SHARD ... TO NAME, or the target of
 	// datasource=NAME. Quotes are removed; existence is not checked here.
@@ -137,7 +140,7 @@ var (
 	synReload       = "RELOAD ROUTES"
 	synMigrate      = "MIGRATE SHARD N TO NAME [DATABASE D] [RATE R] [AUTO]"
 	synMigrateRange = "MIGRATE SHARDS A-B TO NAME [DATABASE D] [RATE R] [PARALLEL P] [AUTO]"
-	synMigration    = "MIGRATION N {PAUSE|RESUME|NEXT|ROLLBACK|CANCEL|RATE R|PURGE}"
+	synMigration    = "MIGRATION N {PAUSE|RESUME|NEXT|ROLLBACK|CANCEL|RATE R|READ PERCENT P|PURGE}"
 	synTarget       = "shard=N | datasource=NAME | all, then a statement"
 	maxShard        = strconv.Itoa(router.NumShards - 1)
 )
@@ -767,16 +770,21 @@ func (p *parser) migration(d *Directive) (string, error) {
 		return synMigration, err
 	}
 	t := p.next()
-	for _, v := range []string{"PAUSE", "RESUME", "NEXT", "ROLLBACK", "CANCEL", "RATE", "PURGE"} {
+	for _, v := range []string{"PAUSE", "RESUME", "NEXT", "ROLLBACK", "CANCEL", "RATE", "READ", "PURGE"} {
 		if t.is(v) {
 			d.Verb = v
 		}
 	}
 	switch d.Verb {
 	case "":
-		return synMigration, syntaxErr(synMigration, "expected PAUSE, RESUME, NEXT, ROLLBACK, CANCEL, RATE or PURGE, got ", t.desc())
+		return synMigration, syntaxErr(synMigration, "expected PAUSE, RESUME, NEXT, ROLLBACK, CANCEL, RATE, READ PERCENT or PURGE, got ", t.desc())
 	case "RATE":
 		d.Rate, err = p.number(synMigration, "RATE", 0, maxRate)
+	case "READ":
+		if w := p.next(); !w.is("PERCENT") {
+			return synMigration, syntaxErr(synMigration, "READ takes PERCENT P, got ", w.desc())
+		}
+		d.Percent, err = p.number(synMigration, "PERCENT", 0, 100)
 	}
 	return synMigration, err
 }

@@ -321,11 +321,20 @@ func TestParseMigrate(t *testing.T) {
 		{"/*+ convoy MIGRATE SHARD 1 TO ds2 DATABASE */", "expected a database name"},
 		{"/*+ convoy MIGRATE SHARD 1 TO ds2 DATABASE 'a`b' */", "database name"},
 		{"/*+ convoy MIGRATE TABLE 1 TO ds2 */", "unknown directive MIGRATE TABLE"},
-		{"/*+ convoy MIGRATION 1 */", "expected PAUSE, RESUME, NEXT, ROLLBACK, CANCEL, RATE or PURGE, got end of directive"},
+		{"/*+ convoy MIGRATION 1 */", "expected PAUSE, RESUME, NEXT, ROLLBACK, CANCEL, RATE, READ PERCENT or PURGE, got end of directive"},
+		{"/*+ convoy MIGRATION 1 READ 10 */", "READ takes PERCENT P"},
+		{"/*+ convoy MIGRATION 1 READ PERCENT 101 */", "is outside 0..100"},
+		{"/*+ convoy MIGRATION 1 READ PERCENT */", "PERCENT takes a whole number"},
 		{"/*+ convoy MIGRATION 1 STOP */", `got "STOP"`},
 		{"/*+ convoy MIGRATION 1 RATE */", "RATE takes a whole number"},
 		{"/*+ convoy MIGRATION 1 NEXT NOW */", `unexpected "NOW"`},
 		{"/*+ convoy MIGRATION 4096 NEXT */", "is not a shard number"},
+	}
+	for sql, pct := range map[string]int64{"/*+ convoy MIGRATION 441 READ PERCENT 10 */": 10, "/*+ convoy migration 441 read percent 0 */": 0} {
+		d, _, err := Parse(sql)
+		if err != nil || d.Kind != MigrationCommand || d.Verb != "READ" || d.Percent != pct || d.Shard != 441 {
+			t.Errorf("Parse(%q) = %+v, %v", sql, d, err)
+		}
 	}
 	for _, tc := range bad {
 		_, isDir, err := Parse(tc.sql)

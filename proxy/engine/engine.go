@@ -96,6 +96,7 @@ type Engine struct {
 	window   *stats.Window // sliding-window shard stats for SHOW SHARD STATS / HEALTH
 	admin    AdminHooks
 	hot      *hotState // nil: no hot tier
+	ramps    ReadRamps // nil: no read ramps (ramp.go)
 	plans    *planCache
 	intro    introState // introspection caches (introspect.go)
 	log      *zap.Logger

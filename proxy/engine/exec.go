@@ -96,6 +96,11 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 	// keep it exact (markers before the commit, write-through or
 	// invalidation after).
 	switch {
+	case pl.hist != nil && !s.inTxn() && s.rampedRead(pl, s.e.routes.Current(), args) != nil:
+		// Read from the migration target: the hot tier is filled only
+		// from the authoritative side, so this read neither uses nor
+		// fills it.
+		return s.runSharded(pl, args, binary)
 	case pl.hist != nil && !s.inTxn():
 		if r, ok := s.hotRead(pl, args, binary); ok {
 			s.e.metrics.countStatement("hot")
@@ -218,6 +223,9 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 	snap := s.e.routes.Current()
 	if len(shards) == 1 {
 		sh := shards[0]
+		if alt := s.rampedRead(pl, snap, args); alt != nil {
+			snap = alt
+		}
 		return s.single(s.partFor(pl, snap, sh, snap.Target(sh).Datasource, args, binary), pl.write(), binary)
 	}
 	if s.inTxn() && (pl.a.Kind != rewrite.KindSelect || lockingRead(pl.a.Stmt)) {

@@ -20,8 +20,10 @@ type MigrationAdmin interface {
 	// default, < 0 unlimited; parallel: 0 all at once) and returns the
 	// shards it created jobs for.
 	Start(ctx context.Context, from, to int, datasource, database string, rate float64, parallel int, auto bool) ([]int, error)
-	// Command records PAUSE, RESUME, NEXT, ROLLBACK, CANCEL or RATE.
-	Command(ctx context.Context, shard int, verb string, rate float64) error
+	// Command records PAUSE, RESUME, NEXT, ROLLBACK, CANCEL, RATE (value:
+	// rows/s) or READ (value: the percentage of conversations read from the
+	// new side).
+	Command(ctx context.Context, shard int, verb string, value float64) error
 	// Status returns SHOW MIGRATIONS: column names and one row per job.
 	Status(ctx context.Context) ([]string, [][]string, error)
 }
@@ -66,7 +68,11 @@ func (s *Session) migration(d *directive.Directive) (*mysql.Result, error) {
 		}
 		return table([]string{"shard", "job"}, rows)
 	case directive.MigrationCommand:
-		if err := m.Command(ctx, d.Shard, d.Verb, d.MigrationRate()); err != nil {
+		value := d.MigrationRate()
+		if d.Verb == "READ" {
+			value = float64(d.Percent)
+		}
+		if err := m.Command(ctx, d.Shard, d.Verb, value); err != nil {
 			return nil, migrationErr(d, err)
 		}
 		return table([]string{"shard", "command"}, [][]any{{router.Shard(d.Shard).String(), d.Verb}})

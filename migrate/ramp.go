@@ -1,0 +1,156 @@
+package migrate
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/router"
+)
+
+// Read ramp (step 5, seed 001: "灰度切读" by conv_id whitelist 1% -> 10% ->
+// 50% -> 100%): while a job is ready (verified, the binlog apply keeping
+// the target current) and a DBA has set READ PERCENT p, every proxy sends
+// the reads of p% of the shard's conversations (or users) to the target.
+// The share is a fixed function of the key, so a conversation's reads stay
+// on one side while p is unchanged and only move one way as p grows.
+//
+// A proxy trusts the target only while the runner says its apply lag is
+// under RampMaxLag and keeps saying so: the runner re-publishes its status
+// every 2 s while reads are ramped; a proxy that heard nothing for
+// RampFresh (runner dead, etcd away) sends the reads back to the source.
+// Writes never move before the switch, and the hot tier is filled only
+// from the source.
+
+const (
+	// RampMaxLag bounds the apply lag under which reads go to the target.
+	RampMaxLag = time.Second
+	// RampFresh is how long a proxy trusts the last status it saw.
+	RampFresh = 5 * time.Second
+)
+
+// Ramps is a proxy's view of the read ramps, fed by a watch of the job
+// records. It implements engine.ReadRamps.
+type Ramps struct {
+	now    func() time.Time
+	active atomic.Int32 // shards with a ramp: 0 keeps the read path at one load
+
+	mu     sync.RWMutex
+	shards map[router.Shard]*rampState
+}
+
+type rampState struct {
+	percent int
+	to      routecfg.Endpoint
+	table   *int
+	lagOK   bool
+	heard   time.Time // when this proxy last saw the record change
+	// alt caches the routes with the shard moved, per routes version.
+	altMu      sync.Mutex
+	altVersion int64
+	alt        *router.Snapshot
+}
+
+// NewRamps returns an empty view; Update feeds it (WatchRamps does).
+func NewRamps() *Ramps {
+	return &Ramps{now: time.Now, shards: map[router.Shard]*rampState{}}
+}
+
+// Update takes a job record as the watch saw it (nil: deleted).
+func (r *Ramps) Update(shard int, job *routecfg.Job) {
+	sh := router.Shard(shard)
+	var st *rampState
+	if job != nil && job.Step == StepReady {
+		if p, err := decodeProgress(*job); err == nil && p.Commands.ReadPercent > 0 {
+			lag := p.State.Status.Lag
+			st = &rampState{percent: p.Commands.ReadPercent, to: job.To, table: p.State.Table,
+				lagOK: lag >= 0 && lag < RampMaxLag.Seconds(), heard: r.now()}
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st == nil {
+		delete(r.shards, sh)
+	} else {
+		r.shards[sh] = st
+	}
+	r.active.Store(int32(len(r.shards)))
+}
+
+// Share is a key's place in 0..99: reads of keys below READ PERCENT go to
+// the target. A multiplicative hash of the key, independent of the shard
+// hash (every key of a shard has the same CRC32 % 1024).
+func Share(key uint64) int {
+	return int((key * 0x9E3779B97F4A7C15 >> 32) % 100)
+}
+
+// ReadSnapshot implements engine.ReadRamps.
+func (r *Ramps) ReadSnapshot(snap *router.Snapshot, sh router.Shard, key uint64) *router.Snapshot {
+	if r.active.Load() == 0 {
+		return nil
+	}
+	r.mu.RLock()
+	st := r.shards[sh]
+	r.mu.RUnlock()
+	if st == nil || !st.lagOK || r.now().Sub(st.heard) > RampFresh || Share(key) >= st.percent {
+		return nil
+	}
+	cur := snap.Target(sh)
+	if cur.Datasource == st.to.Datasource && cur.Database == st.to.Database {
+		return nil // switched already: the routes send it there
+	}
+	st.altMu.Lock()
+	defer st.altMu.Unlock()
+	if st.alt == nil || st.altVersion != snap.Version() {
+		alt, err := router.NewSnapshot(router.MoveShard(snap.Document(), int(sh), st.to.Datasource, st.to.Database, st.table))
+		if err != nil {
+			return nil
+		}
+		st.alt, st.altVersion = alt, snap.Version()
+	}
+	return st.alt
+}
+
+// WatchRamps keeps r current from the cluster's job records until ctx
+// ends, re-listing after a broken watch.
+func WatchRamps(ctx context.Context, store *routecfg.JobStore, r *Ramps, log *zap.Logger) {
+	for ctx.Err() == nil {
+		jobs, rev, err := store.List(ctx)
+		if err != nil {
+			log.Debug("read ramps: listing migration jobs", zap.Error(err))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		seen := map[int]bool{}
+		for i := range jobs {
+			seen[jobs[i].Shard] = true
+			r.Update(jobs[i].Shard, &jobs[i])
+		}
+		r.mu.RLock()
+		var gone []int
+		for sh := range r.shards {
+			if !seen[int(sh)] {
+				gone = append(gone, int(sh))
+			}
+		}
+		r.mu.RUnlock()
+		for _, sh := range gone {
+			r.Update(sh, nil)
+		}
+		for ev := range store.Watch(ctx, rev) {
+			if ev.Err != nil {
+				log.Debug("read ramps: job watch broken; listing again", zap.Error(ev.Err))
+				break
+			}
+			r.Update(ev.Shard, ev.Job)
+		}
+	}
+}

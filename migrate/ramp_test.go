@@ -1,0 +1,102 @@
+package migrate
+
+import (
+	"testing"
+	"time"
+
+	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/router"
+)
+
+func rampJob(step string, percent int, lag float64) *routecfg.Job {
+	p := jobProgress{}
+	zero := 0
+	p.State.Table = &zero // the shard's shared physical table
+	p.Commands.ReadPercent = percent
+	p.State.Status.Lag = lag
+	return &routecfg.Job{ID: "j", Shard: 5, Step: step, From: routecfg.Endpoint{Datasource: "ds0", Database: "im_0"},
+		To: routecfg.Endpoint{Datasource: "ds1", Database: "im_mig"}, Progress: encodeProgress(p)}
+}
+
+// TestRamps: a ready job's READ PERCENT sends that share of the shard's
+// keys to the target, only while the lag is under the bound and the
+// runner's status is fresh; other shards, other steps and a deleted job
+// send nothing.
+func TestRamps(t *testing.T) {
+	doc, err := router.SharedLayout([]router.Datasource{{Name: "ds0", Addr: "a:1"}, {Name: "ds1", Addr: "b:1"}}, 2, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := router.NewSnapshot(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	r := NewRamps()
+	r.now = func() time.Time { return now }
+	var keys []uint64 // keys of shard 5
+	for k := uint64(1); len(keys) < 400; k++ {
+		if router.ShardOf(k) == 5 {
+			keys = append(keys, k)
+		}
+	}
+	moved := func() int {
+		n := 0
+		for _, k := range keys {
+			if alt := r.ReadSnapshot(snap, 5, k); alt != nil {
+				if got := alt.Target(5); got.Datasource != "ds1" || got.Database != "im_mig" || got.Table != 0 {
+					t.Fatalf("ramped target %+v", got)
+				}
+				if alt.Target(6) != snap.Target(6) {
+					t.Fatal("the ramp moved another shard")
+				}
+				n++
+			}
+		}
+		return n
+	}
+	if moved() != 0 {
+		t.Fatal("reads moved with no job")
+	}
+	p := rampJob(StepReady, 50, 0)
+	pr, _ := decodeProgress(*p)
+	r.Update(5, p)
+	if n := moved(); n < 160 || n > 240 {
+		t.Fatalf("%d of 400 keys ramped at 50%%", n)
+	}
+	// The same keys at 50%, a superset at 80%.
+	first := map[uint64]bool{}
+	for _, k := range keys {
+		first[k] = r.ReadSnapshot(snap, 5, k) != nil
+	}
+	pr.Commands.ReadPercent = 80
+	p.Progress = encodeProgress(pr)
+	r.Update(5, p)
+	for _, k := range keys {
+		if first[k] && r.ReadSnapshot(snap, 5, k) == nil {
+			t.Fatalf("key %d left the target when the share grew", k)
+		}
+	}
+	now = now.Add(RampFresh + time.Second)
+	if moved() != 0 {
+		t.Fatal("reads stayed on the target with no news from the runner")
+	}
+	pr.State.Status.Lag = 2
+	p.Progress = encodeProgress(pr)
+	r.Update(5, p)
+	if moved() != 0 {
+		t.Fatal("reads moved while the apply lagged 2 s")
+	}
+	r.Update(5, rampJob(StepBackfill, 50, 0))
+	if moved() != 0 {
+		t.Fatal("reads moved before the target was verified")
+	}
+	r.Update(5, rampJob(StepReady, 100, 0))
+	if moved() != len(keys) {
+		t.Fatal("not every read moved at 100%")
+	}
+	r.Update(5, nil)
+	if moved() != 0 || r.active.Load() != 0 {
+		t.Fatal("a deleted job still ramps reads")
+	}
+}
