@@ -47,7 +47,7 @@ func (e *env) sides(db, table string) (Side, Side) {
 
 // imTable is the CREATE TABLE of a logical table in schema/im.sql, renamed
 // to db.physical.
-func imTable(t *testing.T, logical, db, physical string) string {
+func imTable(t testing.TB, logical, db, physical string) string {
 	t.Helper()
 	b, err := os.ReadFile("../schema/im.sql")
 	if err != nil {

@@ -126,6 +126,11 @@ type Config struct {
 		// Rate: copy rows per second of a job without its own RATE
 		// (default 2000; negative = unlimited).
 		Rate float64 `yaml:"rate"`
+		// RunJobs: this process campaigns for and runs migration jobs
+		// (default true). Turn it off for proxies whose etcd role may not
+		// write migration state (README, "Hardening"); run `convoy migrate
+		// worker` with the migration role instead.
+		RunJobs *bool `yaml:"run_jobs"`
 		// A write of a shard held for a migration switch waits at most
 		// hold_max_wait (default 2s), behind at most hold_max_queue other
 		// writes of that shard (default 10000); past either it gets MySQL
@@ -212,6 +217,10 @@ func applyEnv(c *Config) {
 	}
 	if v := os.Getenv("CONVOY_LOG_FORMAT"); v != "" {
 		c.LogFormat = v
+	}
+	if v := os.Getenv("CONVOY_MIGRATION_RUN_JOBS"); v != "" {
+		on := v != "false" && v != "0"
+		c.Migration.RunJobs = &on
 	}
 }
 

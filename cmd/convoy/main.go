@@ -431,11 +431,13 @@ func serve(args []string) error {
 	eng.SetReadRamps(ramps)
 	// Migration jobs run in every proxy (whichever wins a job's runner
 	// election), so a job survives the death of the one running it.
-	migrations, err := migrationManager(cli, c, proxyID, log.Named("migrate"), reg, lockMetrics)
-	if err != nil {
-		return err
+	if c.Migration.RunJobs == nil || *c.Migration.RunJobs {
+		migrations, err := migrationManager(cli, c, proxyID, log.Named("migrate"), reg, lockMetrics)
+		if err != nil {
+			return err
+		}
+		defer migrations.Close()
 	}
-	defer migrations.Close()
 	log.Info("convoy serving", zap.String("listen", ln.Addr().String()), zap.String("metrics", c.MetricsListen),
 		zap.String("cluster", c.Etcd.Cluster), zap.Int64("route_version", watcher.Current().Version()))
 	errc := make(chan error, 1)
