@@ -21,6 +21,7 @@ package binlog
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -91,6 +92,9 @@ type Config struct {
 	Addr string
 	// User needs REPLICATION SLAVE (to stream) on the server.
 	User, Password string
+	// TLS, when set, secures the connection (backend.TLSConfig gives the
+	// datasource's); nil: clear text.
+	TLS *tls.Config
 	// ServerID identifies this reader to the server as a replica. It must
 	// differ from the server's and its replicas' ids and from every other
 	// reader of that server: MariaDB drops an older connection that
@@ -284,6 +288,7 @@ func (r *Reader) session(ctx context.Context, pos *gtidPos, fn func(Txn) error) 
 		Host:                    r.cfg.Addr, // Port 0: Host is host:port
 		User:                    r.cfg.User,
 		Password:                r.cfg.Password,
+		TLSConfig:               r.cfg.TLS,
 		TimestampStringLocation: time.UTC,
 		HeartbeatPeriod:         heartbeatPeriod,
 		ReadTimeout:             readTimeout,

@@ -2,16 +2,21 @@ package binlog
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/convoy-im/convoy/internal/testsvc"
 )
 
 func imOnly(schema, table string) bool { return schema == "im_0" && table != "other" }
@@ -421,5 +426,33 @@ func TestRefusals(t *testing.T) {
 
 	if _, err := NewReader(Config{Addr: m.Addr()}); err == nil {
 		t.Error("NewReader accepted ServerID 0")
+	}
+}
+
+// TestStreamTLS: the reader streams from a server that requires secure
+// transport, verifying its certificate with the datasource's CA; without
+// TLS the server refuses it.
+func TestStreamTLS(t *testing.T) {
+	ca := testsvc.NewCA(t)
+	cert, key := ca.Issue(t, "db", "127.0.0.1")
+	m := testsvc.StartMariaDB(t, testsvc.WithMariaDBArgs("--ssl-ca="+ca.File, "--ssl-cert="+cert, "--ssl-key="+key))
+	m.Exec(t, "CREATE DATABASE tls", "CREATE TABLE tls.t (id INT PRIMARY KEY)")
+	db := m.Open(t, "")
+	from := currentPos(t, db)
+	m.Exec(t, "INSERT INTO tls.t VALUES (1)", "SET GLOBAL require_secure_transport = ON")
+	roots := x509.NewCertPool()
+	pem, err := os.ReadFile(ca.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots.AppendCertsFromPEM(pem)
+	r := newReader(t, m, Config{TLS: &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}})
+	c := collect(t, r, from)
+	if x := c.next(t); len(x.Changes) != 1 || x.Changes[0].Table != "t" {
+		t.Fatalf("transaction over TLS: %+v", x)
+	}
+	r2 := newReader(t, m, Config{})
+	if err := collect(t, r2, from).failure(t); err == nil {
+		t.Fatal("a clear-text reader streamed from a server requiring secure transport")
 	}
 }

@@ -54,7 +54,9 @@ func migrationManager(cli *clientv3.Client, c Config, id string, log *zap.Logger
 
 // migrationConnector opens a datasource for the migration jobs: the pool
 // backend.OpenSQL makes for non-client work (password, TLS, the driver
-// options migrate needs) and the binlog connection with the same account.
+// options migrate needs) and the binlog connection with the same account
+// and TLS (preferred mode streams in clear text: the binlog client cannot
+// read the server's greeting before it decides).
 func migrationConnector(_ context.Context, ds router.Datasource) (*sql.DB, binlog.Config, error) {
 	db, err := backend.OpenSQL(ds, "")
 	if err != nil {
@@ -65,7 +67,12 @@ func migrationConnector(_ context.Context, ds router.Datasource) (*sql.DB, binlo
 		db.Close()
 		return nil, binlog.Config{}, err
 	}
-	return db, binlog.Config{Addr: ds.Addr, User: ds.User, Password: pw}, nil
+	tc, err := backend.TLSConfig(ds)
+	if err != nil {
+		db.Close()
+		return nil, binlog.Config{}, err
+	}
+	return db, binlog.Config{Addr: ds.Addr, User: ds.User, Password: pw, TLS: tc}, nil
 }
 
 func migrateCmd(args []string) error {
