@@ -172,4 +172,35 @@ func TestPlanMeasured(t *testing.T) {
 	if !strings.Contains(text, want) || !strings.Contains(text, "Proposal: none") {
 		t.Fatalf("plan output lacks %q or the proposal:\n%s", want, text)
 	}
+
+	// The same through a MySQL prompt.
+	var sizes [][]string
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		rs, err := db.Query("/*+ convoy SHOW SHARD SIZES */")
+		if err == nil {
+			rs.Close()
+			sizes = queryRows(t, db, "/*+ convoy SHOW SHARD SIZES */")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("SHOW SHARD SIZES: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(sizes) != router.NumShards+2 || sizes[0][0] != "shard 0000" || sizes[router.NumShards][0] != "datasource ds0" {
+		t.Fatalf("SHOW SHARD SIZES: %d rows, first %v, after the shards %v", len(sizes), sizes[0], sizes[min(len(sizes)-1, router.NumShards)])
+	}
+	lines := func(q string) string {
+		var out []string
+		for _, r := range queryRows(t, db, q) {
+			out = append(out, r[0])
+		}
+		return strings.Join(out, "\n")
+	}
+	if p := lines("/*+ convoy PLAN EXPANSION */"); !strings.Contains(p, want) || !strings.Contains(p, "Proposal: none") {
+		t.Fatalf("PLAN EXPANSION:\n%s", p)
+	}
+	if p := lines("/*+ convoy PLAN EXPANSION TO 4 DATASOURCES */"); !strings.Contains(p, "Proposal: split") || !strings.Contains(p, "512 shards move") {
+		t.Fatalf("PLAN EXPANSION TO 4 DATASOURCES:\n%s", p)
+	}
 }

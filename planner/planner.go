@@ -69,6 +69,10 @@ type Inputs struct {
 	// Rate (rows/s per shard) and Parallel (shards at once) of the moves.
 	Rate     float64
 	Parallel int
+	// MinDatasources asks for a layout on at least this many servers
+	// (PLAN EXPANSION TO n DATASOURCES): splits until it is reached,
+	// whatever the triggers say. 0: as the triggers say.
+	MinDatasources int
 }
 
 // Trigger is one trigger line and when it is crossed.
@@ -224,6 +228,21 @@ func Propose(in Inputs, triggers []Trigger) (*Proposal, error) {
 	}
 	var doc router.Document
 	var p Proposal
+	if have := len(in.Routes.Datasources()); in.MinDatasources > have {
+		d := in.Routes.Document()
+		for len(d.Datasources) < in.MinDatasources {
+			var err error
+			if d, err = Split(d); err != nil {
+				return nil, err
+			}
+		}
+		to, err := router.NewSnapshot(d)
+		if err != nil {
+			return nil, fmt.Errorf("planner: the proposed layout is invalid: %w", err)
+		}
+		why := fmt.Sprintf("asked for at least %d servers (%d now): the seed's path, every database halved per step, %d servers", in.MinDatasources, have, len(d.Datasources))
+		return &Proposal{Kind: "split", Why: why + tableNote, Routes: d, Moves: migrate.MovesWithSizes(in.Routes, to, sizes, in.Rate, in.Parallel)}, nil
+	}
 	switch {
 	case diskSoon || (loadFired && float64(len(hot)) > hotShare*router.NumShards):
 		d, err := Split(in.Routes.Document())

@@ -192,3 +192,19 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestProposeAtLeast: PLAN EXPANSION TO 20 DATASOURCES from 8 splits
+// twice (8 -> 16 -> 32 servers) whatever the triggers say.
+func TestProposeAtLeast(t *testing.T) {
+	w := SeedWorkload()
+	w.MessagesPerDay, w.HotShare, w.HistoryDays = 1e6, 0, 1
+	in := seedInputs(t, w)
+	in.MinDatasources = 20
+	p, err := Propose(in, Evaluate(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Kind != "split" || len(p.Routes.Datasources) != 32 || len(p.Moves.Moves) != 768 {
+		t.Fatalf("proposal %s: %d servers, %d moves; want a split to 32 servers moving 768 shards", p.Kind, len(p.Routes.Datasources), len(p.Moves.Moves))
+	}
+}

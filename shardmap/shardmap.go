@@ -121,6 +121,14 @@ func (h *Handler) refreshSizes(ctx context.Context) {
 	}
 }
 
+// Sizes returns the last reading of the shards' sizes, when it was taken
+// and the last reading's error ("" if it worked).
+func (h *Handler) Sizes() (map[router.Shard]migrate.ShardSize, time.Time, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sizes, h.sizesAt, h.sizeErr
+}
+
 // sampleOf is the day's size sample of sizes.
 func sampleOf(sizes map[router.Shard]migrate.ShardSize, now time.Time) routecfg.SizeSample {
 	s := routecfg.SizeSample{Day: now.UTC().Format("20060102"), Taken: now.UTC()}

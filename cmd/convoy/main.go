@@ -330,8 +330,16 @@ func serve(args []string) error {
 		eng.SetHotTier(tier, c.HotTier.MaxEntries)
 		log.Info("history hot tier enabled", zap.Strings("redis", c.HotTier.Addrs))
 	}
+	// The capacity directives read the shard map's size readings (set
+	// below once the page exists; without a metrics listener they report
+	// that no reading was made).
+	capacity := &capacityAdmin{cli: cli, c: c, routes: watcher.Current,
+		sizes: func() (map[router.Shard]migrate.ShardSize, time.Time, string) {
+			return nil, time.Time{}, "metrics_listen is off"
+		}}
 	eng.SetAdmin(engine.AdminHooks{
-		Reload: watcher.Reload,
+		Capacity: capacity,
+		Reload:   watcher.Reload,
 		Pools: func() []engine.PoolStat {
 			var out []engine.PoolStat
 			for _, p := range pools.Stats() {
@@ -389,6 +397,7 @@ func serve(args []string) error {
 			QPSThreshold: qps, WriteP99Threshold: wp99, Log: log.Named("shardmap"),
 		})
 		defer sm.Close()
+		capacity.sizes = sm.Sizes
 		hl, err := newHTTPListener(c, reg, users, log, sm.Register)
 		if err != nil {
 			return err

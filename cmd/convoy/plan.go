@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/migrate"
@@ -71,6 +72,21 @@ func measure(f commonFlags, limits planner.Limits, rate float64, parallel int) (
 	if err != nil {
 		return planner.Inputs{}, err
 	}
+	cli, err := etcdClient(c, zap.NewNop())
+	if err != nil {
+		return planner.Inputs{}, err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return measureFleet(ctx, cli, c, limits, rate, parallel, func(msg string) { fmt.Fprintln(os.Stderr, "convoy plan: "+msg) })
+}
+
+// measureFleet builds the planner's inputs from the fleet: the routes in
+// etcd, the datasources' statistics, every live proxy's load, the daily
+// size samples and the configured thresholds and disk capacities. note
+// is told what could not be read.
+func measureFleet(ctx context.Context, cli *clientv3.Client, c Config, limits planner.Limits, rate float64, parallel int, note func(string)) (planner.Inputs, error) {
 	if c.Health.DiskPercent > 0 {
 		limits.DiskPercent = c.Health.DiskPercent
 	}
@@ -80,13 +96,6 @@ func measure(f commonFlags, limits planner.Limits, rate float64, parallel int) (
 	if c.Health.WriteP99 > 0 {
 		limits.WriteP99 = c.Health.WriteP99
 	}
-	cli, err := etcdClient(c, zap.NewNop())
-	if err != nil {
-		return planner.Inputs{}, err
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	doc, err := routecfg.NewStore(cli, c.Etcd.Cluster).Get(ctx)
 	if err != nil {
 		return planner.Inputs{}, err
@@ -103,7 +112,7 @@ func measure(f commonFlags, limits planner.Limits, rate float64, parallel int) (
 	for _, p := range proxies {
 		l, err := proxyLoad(ctx, p.Metrics)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "convoy plan: load of proxy %s not read (%v); its traffic is left out\n", p.ID, err)
+			note(fmt.Sprintf("load of proxy %s not read (%v); its traffic is left out", p.ID, err))
 			continue
 		}
 		loads = append(loads, l)

@@ -23,6 +23,8 @@ const (
 	ShowMigrations                   // SHOW MIGRATIONS
 	MigrateShard                     // MIGRATE SHARD N | SHARDS A-B TO NAME [options]
 	MigrationCommand                 // MIGRATION N PAUSE | RESUME | NEXT | ROLLBACK | CANCEL | RATE R
+	ShowShardSizes                   // SHOW SHARD SIZES
+	PlanExpansion                    // PLAN EXPANSION [TO N DATASOURCES]
 	Target                           // shard=N | datasource=NAME | all, followed by a statement
 )
 
@@ -37,6 +39,8 @@ var kindNames = [...]string{
 	ShowMigrations:   "SHOW MIGRATIONS",
 	MigrateShard:     "MIGRATE SHARD",
 	MigrationCommand: "MIGRATION",
+	ShowShardSizes:   "SHOW SHARD SIZES",
+	PlanExpansion:    "PLAN EXPANSION",
 	Target:           "TARGET",
 }
 
@@ -71,6 +75,8 @@ type Directive struct {
 	Rate     int64
 	Parallel int
 	Auto     bool
+	// MinDatasources is PLAN EXPANSION TO N DATASOURCES (0: not given).
+	MinDatasources int
 	// Verb is the command of MIGRATION N: PAUSE, RESUME, NEXT, ROLLBACK,
 	// CANCEL, RATE, READ or PURGE, upper case.
 	Verb string
@@ -134,6 +140,8 @@ var (
 	synShowShardFor = "SHOW SHARD FOR {" + strings.Join(keyColumns, "|") + "} = KEY"
 	synShardStats   = "SHOW SHARD STATS [WHERE shard = N]"
 	synShardHealth  = "SHOW SHARD HEALTH [ALL]"
+	synShardSizes   = "SHOW SHARD SIZES"
+	synPlan         = "PLAN EXPANSION [TO N DATASOURCES]"
 	synDatasources  = "SHOW DATASOURCES"
 	synProxies      = "SHOW PROXIES"
 	synMigrations   = "SHOW MIGRATIONS"
@@ -146,7 +154,7 @@ var (
 )
 
 var usage = "valid directives /*+ convoy ... */: " + strings.Join([]string{
-	synShowRoutes, synShowShardFor, synShardStats, synShardHealth,
+	synShowRoutes, synShowShardFor, "SHOW SHARD {STATS [WHERE shard = N]|HEALTH [ALL]|SIZES}", "PLAN EXPANSION [...]",
 	// The MIGRATE forms in short: the list must fit a MySQL error
 	// message (512 bytes); their errors give the full syntax.
 	synDatasources, synProxies, synMigrations, synReload, "MIGRATE SHARD[S] N[-M] TO NAME [...]", "MIGRATION N VERB",
@@ -447,6 +455,22 @@ func (p *parser) directive() (*Directive, error) {
 			return nil, unknown("RELOAD", t)
 		}
 		d.Kind = ReloadRoutes
+	case first.is("PLAN"):
+		syntax = synPlan
+		if t := p.next(); !t.is("EXPANSION") {
+			return nil, unknown("PLAN", t)
+		}
+		d.Kind = PlanExpansion
+		if p.peek().is("TO") {
+			p.next()
+			var n int64
+			if n, err = p.number(synPlan, "TO", 1, router.NumShards); err == nil {
+				d.MinDatasources = int(n)
+				if t := p.next(); !t.is("DATASOURCES") {
+					err = syntaxErr(synPlan, "expected DATASOURCES, got ", t.desc())
+				}
+			}
+		}
 	case first.is("MIGRATE"):
 		syntax, err = p.migrate(d)
 	case first.is("MIGRATION"):
@@ -540,6 +564,9 @@ func (p *parser) show(d *Directive) (string, error) {
 				}
 			}
 			return synShardStats, err
+		case u.is("SIZES"):
+			d.Kind = ShowShardSizes
+			return synShardSizes, nil
 		case u.is("HEALTH"):
 			d.Kind = ShowShardHealth
 			if p.peek().is("ALL") {

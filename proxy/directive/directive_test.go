@@ -225,8 +225,8 @@ func TestUnknownListsUsage(t *testing.T) {
 			t.Errorf("error is %d bytes, over MySQL's 512: %q", len(msg), msg)
 		}
 	}
-	for _, word := range []string{"SHOW ROUTES", "SHOW SHARD FOR", "conv_id", "uid", "SHOW SHARD STATS",
-		"SHOW SHARD HEALTH [ALL]", "SHOW DATASOURCES", "SHOW PROXIES", "SHOW MIGRATIONS", "RELOAD ROUTES",
+	for _, word := range []string{"SHOW ROUTES", "SHOW SHARD FOR", "conv_id", "uid", "SHOW SHARD {STATS",
+		"HEALTH [ALL]", "SIZES}", "PLAN EXPANSION", "SHOW DATASOURCES", "SHOW PROXIES", "SHOW MIGRATIONS", "RELOAD ROUTES",
 		"MIGRATE SHARD", "shard=N", "datasource=NAME", "all"} {
 		if !strings.Contains(Usage(), word) {
 			t.Errorf("Usage() lacks %q", word)
@@ -323,12 +323,24 @@ func TestParseMigrate(t *testing.T) {
 		{"/*+ convoy MIGRATE TABLE 1 TO ds2 */", "unknown directive MIGRATE TABLE"},
 		{"/*+ convoy MIGRATION 1 */", "expected PAUSE, RESUME, NEXT, ROLLBACK, CANCEL, RATE, READ PERCENT or PURGE, got end of directive"},
 		{"/*+ convoy MIGRATION 1 READ 10 */", "READ takes PERCENT P"},
+		{"/*+ convoy PLAN EXPANSION TO 0 DATASOURCES */", "is outside 1..1024"},
+		{"/*+ convoy PLAN EXPANSION TO 16 */", "expected DATASOURCES"},
+		{"/*+ convoy PLAN EXPANSIONS */", "unknown directive PLAN"},
 		{"/*+ convoy MIGRATION 1 READ PERCENT 101 */", "is outside 0..100"},
 		{"/*+ convoy MIGRATION 1 READ PERCENT */", "PERCENT takes a whole number"},
 		{"/*+ convoy MIGRATION 1 STOP */", `got "STOP"`},
 		{"/*+ convoy MIGRATION 1 RATE */", "RATE takes a whole number"},
 		{"/*+ convoy MIGRATION 1 NEXT NOW */", `unexpected "NOW"`},
 		{"/*+ convoy MIGRATION 4096 NEXT */", "is not a shard number"},
+	}
+	for sql, n := range map[string]int{"/*+ convoy PLAN EXPANSION */": 0, "/*+ convoy plan expansion to 16 datasources */": 16} {
+		d, _, err := Parse(sql)
+		if err != nil || d.Kind != PlanExpansion || d.MinDatasources != n {
+			t.Errorf("Parse(%q) = %+v, %v", sql, d, err)
+		}
+	}
+	if d, _, err := Parse("/*+ convoy SHOW SHARD SIZES */"); err != nil || d.Kind != ShowShardSizes {
+		t.Errorf("SHOW SHARD SIZES: %+v, %v", d, err)
 	}
 	for sql, pct := range map[string]int64{"/*+ convoy MIGRATION 441 READ PERCENT 10 */": 10, "/*+ convoy migration 441 read percent 0 */": 0} {
 		d, _, err := Parse(sql)

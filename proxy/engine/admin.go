@@ -47,6 +47,56 @@ type AdminHooks struct {
 	Probe func(ctx context.Context, datasource string) (time.Duration, error)
 	// Migrations answers the migration directives (migrations.go).
 	Migrations MigrationAdmin
+	// Capacity answers SHOW SHARD SIZES and PLAN EXPANSION (the capacity
+	// planner, package planner, which the engine does not import).
+	Capacity CapacityAdmin
+}
+
+// CapacityAdmin is what the capacity directives need: result sets as text.
+type CapacityAdmin interface {
+	// ShardSizes is SHOW SHARD SIZES: rows and bytes per shard and per
+	// datasource, and their growth per day.
+	ShardSizes(ctx context.Context) ([]string, [][]string, error)
+	// PlanExpansion is PLAN EXPANSION [TO n DATASOURCES] (n 0: as the
+	// triggers say).
+	PlanExpansion(ctx context.Context, minDatasources int) ([]string, [][]string, error)
+}
+
+// capacityTimeout bounds a capacity directive: etcd reads, the proxies'
+// statistics and, for a plan, the datasources' table statistics.
+const capacityTimeout = 30 * time.Second
+
+func (s *Session) capacity(d *directive.Directive) (*mysql.Result, error) {
+	c := s.e.admin.Capacity
+	if c == nil {
+		return nil, errorf(CodeNotSupported, "%s is not available in this process", d.Kind)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), capacityTimeout)
+	defer cancel()
+	var cols []string
+	var rows [][]string
+	var err error
+	if d.Kind == directive.ShowShardSizes {
+		cols, rows, err = c.ShardSizes(ctx)
+	} else {
+		cols, rows, err = c.PlanExpansion(ctx, d.MinDatasources)
+	}
+	if err != nil {
+		return nil, errorf(CodeBackendUnavailable, "%s: %v", d.Kind, err)
+	}
+	return textTable(cols, rows)
+}
+
+// textTable is table for rows already rendered as text.
+func textTable(cols []string, rows [][]string) (*mysql.Result, error) {
+	out := make([][]any, len(rows))
+	for i, r := range rows {
+		out[i] = make([]any, len(r))
+		for j, v := range r {
+			out[i][j] = v
+		}
+	}
+	return table(cols, out)
 }
 
 // Bounds of admin directives on datasources: they report what the health
@@ -90,6 +140,8 @@ func (s *Session) directive(sql string) (*mysql.Result, bool, error) {
 func (s *Session) runDirective(d *directive.Directive) (*mysql.Result, error) {
 	snap := s.e.routes.Current()
 	switch d.Kind {
+	case directive.ShowShardSizes, directive.PlanExpansion:
+		return s.capacity(d)
 	case directive.ShowRoutes:
 		return s.showRoutes(snap, d)
 	case directive.ShowShardFor:

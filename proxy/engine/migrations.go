@@ -49,14 +49,7 @@ func (s *Session) migration(d *directive.Directive) (*mysql.Result, error) {
 		if err != nil {
 			return nil, migrationErr(d, err)
 		}
-		out := make([][]any, len(rows))
-		for i, r := range rows {
-			out[i] = make([]any, len(r))
-			for j, v := range r {
-				out[i][j] = v
-			}
-		}
-		return table(cols, out)
+		return textTable(cols, rows)
 	case directive.MigrateShard:
 		shards, err := m.Start(ctx, d.Shard, d.LastShard, d.Datasource, d.Database, d.MigrationRate(), d.Parallel, d.Auto)
 		if err != nil {
