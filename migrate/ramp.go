@@ -88,6 +88,9 @@ func Share(key uint64) int {
 	return int((key * 0x9E3779B97F4A7C15 >> 32) % 100)
 }
 
+// Any implements engine.ReadRamps.
+func (r *Ramps) Any() bool { return r.active.Load() != 0 }
+
 // ReadSnapshot implements engine.ReadRamps.
 func (r *Ramps) ReadSnapshot(snap *router.Snapshot, sh router.Shard, key uint64) *router.Snapshot {
 	if r.active.Load() == 0 {

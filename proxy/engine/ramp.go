@@ -10,6 +10,9 @@ import (
 // real traffic before it takes the writes. Writes, reads inside
 // transactions and the hot tier's fills stay on the authoritative side.
 type ReadRamps interface {
+	// Any reports whether any shard is ramped now (one atomic load): the
+	// read path asks it before it computes the key.
+	Any() bool
 	// ReadSnapshot returns the routes a read of key (the conversation or
 	// user) on shard sh uses instead of snap, or nil when the read stays:
 	// the shard is not ramped, the key is outside the share, or the
@@ -25,7 +28,7 @@ func (e *Engine) SetReadRamps(r ReadRamps) { e.ramps = r }
 // is ramped to a migration target, or nil.
 func (s *Session) rampedRead(pl *plan, snap *router.Snapshot, args []any) *router.Snapshot {
 	a := pl.a
-	if s.e.ramps == nil || pl.write() || s.inTxn() || len(a.Keys) != 1 {
+	if s.e.ramps == nil || !s.e.ramps.Any() || pl.write() || s.inTxn() || len(a.Keys) != 1 {
 		return nil
 	}
 	k, err := keyOf(a.Keys[0], args)
