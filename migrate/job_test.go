@@ -711,7 +711,10 @@ func testJobParallel(t *testing.T, e *jobEnv) {
 	const cluster = "parallel"
 	e.cluster(t, cluster)
 	for sh := 20; sh <= 23; sh++ {
-		e.fill(t, router.Shard(sh), 30, 1) // 270 rows at 300 rows/s: about a second each
+		// 810 rows at 300 rows/s: about three seconds each, long enough
+		// for two to be seen copying at once on a loaded machine (at one
+		// second each, CI once saw them only one after the other).
+		e.fill(t, router.Shard(sh), 90, 1)
 	}
 	e.manager(t, cluster, "m1", 300)
 	admin := NewAdmin(e.cli, cluster)
