@@ -16,6 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/convoy-im/convoy/migrate"
 	"github.com/convoy-im/convoy/routecfg"
 )
 
@@ -62,6 +63,13 @@ var knownMetrics = map[string][]string{
 	// routecfg/miglock_metrics.go (LockMetrics, proxy side)
 	routecfg.MetricShardsHeld:     {"cluster"},
 	routecfg.MetricShardHoldFails: {"cluster", "reason"},
+
+	// migrate/metrics.go (NewMetrics: the jobs run in this process)
+	migrate.MetricJobStep:      {"shard", "step"},
+	migrate.MetricRowsCopied:   {"shard"},
+	migrate.MetricRowsEstimate: {"shard"},
+	migrate.MetricApplyLag:     {"shard"},
+	migrate.MetricStepFailures: {"step"},
 
 	// histcache/metrics.go (namespace convoy, subsystem histcache)
 	"convoy_histcache_hits_total":   {"op"},
@@ -198,6 +206,7 @@ func TestDashboard(t *testing.T) {
 		"up", "convoy_histcache_hits_total", "convoy_histcache_misses_total",
 		"convoy_migration_hold_queued_writes", "convoy_migration_hold_wait_seconds", "convoy_migration_hold_refused_total",
 		routecfg.MetricShardsHeld, routecfg.MetricShardHoldFails,
+		migrate.MetricRowsCopied, migrate.MetricApplyLag, migrate.MetricJobStep, migrate.MetricStepFailures,
 	} {
 		if !used[m] {
 			t.Errorf("no panel uses %s", m)

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/convoy-im/convoy/histcache"
+	"github.com/convoy-im/convoy/migrate"
 	"github.com/convoy-im/convoy/proxy"
 	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/proxy/engine"
@@ -62,6 +63,9 @@ func TestKnownMetricsAreRegistered(t *testing.T) {
 	histcache.New(nil, histcache.Options{}, reg)
 	reg.MustRegister(backend.NewManager(backend.Options{}).Collector())
 	routecfg.NewWatcher(routecfg.NewStore(nil, "c"), routecfg.WithRegisterer(reg))
+	if _, err := migrate.NewMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := routecfg.NewLockMetrics(reg, "c"); err != nil {
 		t.Fatal(err)
 	}
