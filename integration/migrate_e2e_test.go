@@ -52,6 +52,7 @@ func TestMigrationEndToEnd(t *testing.T) {
 		acked   []ackedMsg
 		errs    []string
 		nextID  atomic.Uint64
+		paused  atomic.Bool // writers idle while the read ramp is checked
 		stop    = make(chan struct{})
 		wg      sync.WaitGroup
 		pauses  []time.Duration
@@ -84,6 +85,10 @@ func TestMigrationEndToEnd(t *testing.T) {
 				case <-stop:
 					return
 				default:
+				}
+				if paused.Load() {
+					time.Sleep(10 * time.Millisecond)
+					continue
 				}
 				conv := convs[(w+i)%len(convs)]
 				if i%5 == 4 {
@@ -124,6 +129,11 @@ func TestMigrationEndToEnd(t *testing.T) {
 	// Read ramp: a marker row put on the target only (never on the
 	// source) shows which side a read went to. At 50 % the conversation
 	// whose share is below 50 reads it, the other does not; at 0 % neither.
+	// The writers rest meanwhile: reads move only while the apply lags
+	// less than 1 s, which a loaded 2-core machine under this write load
+	// does not always manage (the fallback is the designed behaviour, and
+	// migrate/ramp_test.go tests it).
+	paused.Store(true)
 	var low, high uint64
 	for _, c := range convs {
 		if migrate.Share(c) < 50 && low == 0 {
@@ -175,6 +185,8 @@ func TestMigrationEndToEnd(t *testing.T) {
 	if _, err := target.Exec("DELETE FROM im_mig.conv_msg_0000 WHERE seq = 999999"); err != nil {
 		t.Fatal(err)
 	}
+	paused.Store(false)
+	time.Sleep(300 * time.Millisecond)
 	mustExec(t, admin, "/*+ convoy MIGRATION 5 NEXT */")
 	waitStep("switched", time.Minute)
 	for deadline := time.Now().Add(10 * time.Second); placedOn() != "ds1.im_mig"; {

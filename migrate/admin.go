@@ -274,7 +274,7 @@ func (a *Admin) Status(ctx context.Context) ([]string, [][]string, error) {
 			eta = (time.Duration(s.ETA) * time.Second).String()
 		}
 		if s.Lag >= 0 && (j.Step == StepBackfill || j.Step == StepVerify || j.Step == StepReady || j.Step == StepSwitched) {
-			lagText = strconv.FormatFloat(s.Lag, 'f', 0, 64) + "s"
+			lagText = strconv.FormatFloat(s.Lag, 'f', -1, 64) + "s"
 		}
 		if s.RowsPerSec > 0 {
 			rps = strconv.FormatFloat(s.RowsPerSec, 'f', 0, 64)

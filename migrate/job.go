@@ -900,5 +900,6 @@ func lag(caughtUp bool, source time.Time) float64 {
 	case source.IsZero():
 		return -1
 	}
-	return time.Since(source).Round(time.Second).Seconds()
+	// Tenths: the read ramp compares it with a 1 s bound.
+	return time.Since(source).Round(100 * time.Millisecond).Seconds()
 }
