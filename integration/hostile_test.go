@@ -232,6 +232,9 @@ func hostileCorpus() []hcase {
 		// The TiDB parser does not know SELECT ... INTO @var: refused with
 		// 1235 and a message that says what to do instead.
 		{sql: "SELECT COUNT(*) INTO @c FROM conv_msg", allowErr: 1235},
+		// A decimal of more than 81 digits: the parser's literal driver
+		// cannot hold it; Convoy answers 1064, the connection stays.
+		{sql: "SELECT " + strings.Repeat("9", 100) + ".5", allowErr: 1064},
 		{sql: "SELECT seq INTO @x FROM conv_msg WHERE conv_id IN (1, 2) LIMIT 1", allowErr: 1235},
 		{sql: "SELECT seq INTO @y FROM conv_msg WHERE conv_id = 42 AND seq = 1", allowErr: 1235},
 		// Writes last, each on a conversation of its own (71..75, seq 1..5),

@@ -16,7 +16,8 @@ import (
 
 // Parser wraps one TiDB parser. Not safe for concurrent use: one per session.
 type Parser struct {
-	p *parser.Parser
+	p    *parser.Parser
+	mode mysql.SQLMode // set on p; kept to set again on a fresh parser
 }
 
 // NewParser returns a parser in the default SQL mode (backslash escapes on,
@@ -35,6 +36,7 @@ func (p *Parser) SetSQLMode(sqlMode string) error {
 		return err
 	}
 	p.p.SetSQLMode(m)
+	p.mode = m
 	return nil
 }
 
@@ -50,8 +52,20 @@ type SyntaxError struct {
 func (e *SyntaxError) Error() string { return e.Msg }
 
 // Parse parses one or more statements. Syntax errors are returned as *SyntaxError.
-func (p *Parser) Parse(sql string) ([]ast.StmtNode, error) {
-	stmts, _, err := p.p.Parse(sql, "", "")
+func (p *Parser) Parse(sql string) (stmts []ast.StmtNode, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			// The parser's literal driver panics on what it cannot
+			// represent: a decimal literal of more than 81 digits
+			// ("not implemented ... MyDecimal"). A client's statement must
+			// get an error, not drop its connection; a fresh parser
+			// replaces the one the panic left mid-statement.
+			p.p = parser.New()
+			p.p.SetSQLMode(p.mode)
+			stmts, err = nil, &SyntaxError{Msg: syntaxPrefix + "near a literal the parser cannot represent (a number of more than 81 digits?)", Code: mysql.ErrParse}
+		}
+	}()
+	stmts, _, err = p.p.Parse(sql, "", "")
 	if err != nil {
 		return nil, toSyntaxError(err)
 	}
