@@ -228,7 +228,8 @@ func Propose(in Inputs, triggers []Trigger) (*Proposal, error) {
 	}
 	var doc router.Document
 	var p Proposal
-	if have := len(in.Routes.Datasources()); in.MinDatasources > have {
+	switch have := len(in.Routes.Datasources()); {
+	case in.MinDatasources > have:
 		d := in.Routes.Document()
 		for len(d.Datasources) < in.MinDatasources {
 			var err error
@@ -236,14 +237,8 @@ func Propose(in Inputs, triggers []Trigger) (*Proposal, error) {
 				return nil, err
 			}
 		}
-		to, err := router.NewSnapshot(d)
-		if err != nil {
-			return nil, fmt.Errorf("planner: the proposed layout is invalid: %w", err)
-		}
-		why := fmt.Sprintf("asked for at least %d servers (%d now): the seed's path, every database halved per step, %d servers", in.MinDatasources, have, len(d.Datasources))
-		return &Proposal{Kind: "split", Why: why + tableNote, Routes: d, Moves: migrate.MovesWithSizes(in.Routes, to, sizes, in.Rate, in.Parallel)}, nil
-	}
-	switch {
+		doc, p.Kind = d, "split"
+		p.Why = fmt.Sprintf("asked for at least %d servers (%d now): the seed's path, every database halved per step, %d servers", in.MinDatasources, have, len(d.Datasources)) + tableNote
 	case diskSoon || (loadFired && float64(len(hot)) > hotShare*router.NumShards):
 		d, err := Split(in.Routes.Document())
 		if err != nil {

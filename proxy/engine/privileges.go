@@ -8,6 +8,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/convoy-im/convoy/rewrite"
+	"github.com/convoy-im/convoy/router"
 )
 
 // Privileges are what a Convoy account may do (config users[].privileges).
@@ -63,19 +64,12 @@ func (p Privileges) MayUseDatabase(db string) bool {
 	if p.Databases == nil || strings.EqualFold(db, "information_schema") {
 		return true
 	}
-	return slices.ContainsFunc(p.Databases, func(d string) bool { return d == db })
+	return slices.Contains(p.Databases, db)
 }
 
 // dbDenied is MariaDB's 1044 for db.
 func (s *Session) dbDenied(db string) error {
-	return errorf(CodeDBAccessDenied, "Access denied for user '%s'@'%s' to database '%s'", s.user, s.clientHost(), db)
-}
-
-func (s *Session) clientHost() string {
-	if h, _, ok := strings.Cut(s.host, ":"); ok && !strings.Contains(s.host, "[") {
-		return h
-	}
-	return s.host
+	return errorf(CodeDBAccessDenied, "Access denied for user '%s'@'%s' to database '%s'", s.user, s.host, db)
 }
 
 // authorize checks pl against the session's privileges before anything
@@ -107,11 +101,11 @@ func (s *Session) authorize(pl *plan) error {
 		}
 		// MariaDB's 1142 text, then the Convoy privilege that grants it.
 		return errorf(CodeTableAccessDenied, "%s command denied to user '%s'@'%s' for table `%s` (Convoy privilege %q)",
-			command, s.user, s.clientHost(), table, need)
+			command, s.user, s.host, table, need)
 	}
 	if need == "ddl" && destroysShardedTable(pl) && !p.Admin {
 		return errorf(CodeAccessDenied, "Access denied; you need the Convoy admin privilege for %s of sharded table %s: it removes the rows of all %d shards",
-			command, pl.a.Sharded[0], 1024)
+			command, pl.a.Sharded[0], router.NumShards)
 	}
 	if p.Databases != nil {
 		for _, t := range pl.a.Unsharded {
