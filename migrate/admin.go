@@ -91,21 +91,34 @@ func (a *Admin) Start(ctx context.Context, from, to int, datasource, database st
 		if j, ok := byShard[sh]; ok && j.Step != StepDone {
 			return nil, inputErr("shard %d already has a migration job (%s, step %s): ROLLBACK it or let it finish", sh, j.ID, j.Step)
 		}
-		p := jobProgress{Commands: Commands{Rate: rate, Auto: auto, Group: group, Parallel: parallel}}
-		p.State.Table = rangeTable(doc, sh)
-		p.State.Status.Lag = -1
-		step := StepPrepare
-		if group != "" {
-			step = StepQueued
-		}
-		jobs = append(jobs, routecfg.Job{
-			ID:    fmt.Sprintf("s%04d-%s", sh, now.Format("20060102T150405.000")),
-			Shard: sh, Step: step,
-			From:     routecfg.Endpoint{Datasource: at.Datasource, Database: at.Database},
-			To:       routecfg.Endpoint{Datasource: datasource, Database: db},
-			Progress: encodeProgress(p),
-		})
+		jobs = append(jobs, newJob(doc, at, sh, routecfg.Endpoint{Datasource: datasource, Database: db},
+			Commands{Rate: rate, Auto: auto, Group: group, Parallel: parallel}, now))
 	}
+	return a.createJobs(ctx, jobs, byShard)
+}
+
+// newJob is the record of a new job moving shard sh from at, where doc
+// puts it, to to, with the commands c (a job of a group starts queued).
+func newJob(doc router.Document, at router.Target, sh int, to routecfg.Endpoint, c Commands, now time.Time) routecfg.Job {
+	p := jobProgress{Commands: c}
+	p.State.Table = rangeTable(doc, sh)
+	p.State.Status.Lag = -1
+	step := StepPrepare
+	if c.Group != "" {
+		step = StepQueued
+	}
+	return routecfg.Job{
+		ID:    fmt.Sprintf("s%04d-%s", sh, now.Format("20060102T150405.000")),
+		Shard: sh, Step: step,
+		From:     routecfg.Endpoint{Datasource: at.Datasource, Database: at.Database},
+		To:       to,
+		Progress: encodeProgress(p),
+	}
+}
+
+// createJobs stores checked new jobs, replacing the finished job records
+// of their shards (byShard); it returns the shards it created jobs for.
+func (a *Admin) createJobs(ctx context.Context, jobs []routecfg.Job, byShard map[int]routecfg.Job) ([]int, error) {
 	var created []int
 	for _, j := range jobs {
 		if old, ok := byShard[j.Shard]; ok {

@@ -101,6 +101,12 @@ func (e *jobEnv) managerWith(t *testing.T, cfg ManagerConfig) *Manager {
 // the source, keys from `from`.
 func (e *jobEnv) fill(t *testing.T, sh router.Shard, n int, from uint64) []uint64 {
 	t.Helper()
+	return e.fillAt(t, sh, n, from, "im_0", 0)
+}
+
+// fillAt is fill into the tables of index idx in database db.
+func (e *jobEnv) fillAt(t *testing.T, sh router.Shard, n int, from uint64, db string, idx int) []uint64 {
+	t.Helper()
 	keys := keysOfShard(sh, n, from)
 	var msg, content, seq, member, inbox [][]any
 	for i, k := range keys {
@@ -113,11 +119,12 @@ func (e *jobEnv) fill(t *testing.T, sh router.Shard, n int, from uint64) []uint6
 		seq = append(seq, []any{k, 3, 2})
 		member = append(member, []any{k, uint64(i), 0, 0, "2026-01-02 03:04:05.678"})
 	}
-	insert(t, e.sdb, "im_0.conv_msg_0000", []string{"conv_id", "seq", "msg_id", "sender_uid", "msg_type", "created_at"}, msg)
-	insert(t, e.sdb, "im_0.msg_content_0000", []string{"msg_id", "conv_id", "sender_uid", "msg_type", "content", "created_at"}, content)
-	insert(t, e.sdb, "im_0.im_conv_seq_0000", []string{"conv_id", "max_seq", "member_cnt"}, seq)
-	insert(t, e.sdb, "im_0.im_conv_member_0000", []string{"uid", "conv_id", "last_read_seq", "mute", "updated_at"}, member)
-	insert(t, e.sdb, "im_0.im_inbox_0000", []string{"uid", "conv_id", "seq", "msg_id", "send_time"}, inbox)
+	at := func(logical string) string { return db + "." + router.PhysicalTableName(logical, idx) }
+	insert(t, e.sdb, at("conv_msg"), []string{"conv_id", "seq", "msg_id", "sender_uid", "msg_type", "created_at"}, msg)
+	insert(t, e.sdb, at("msg_content"), []string{"msg_id", "conv_id", "sender_uid", "msg_type", "content", "created_at"}, content)
+	insert(t, e.sdb, at("im_conv_seq"), []string{"conv_id", "max_seq", "member_cnt"}, seq)
+	insert(t, e.sdb, at("im_conv_member"), []string{"uid", "conv_id", "last_read_seq", "mute", "updated_at"}, member)
+	insert(t, e.sdb, at("im_inbox"), []string{"uid", "conv_id", "seq", "msg_id", "send_time"}, inbox)
 	return keys
 }
 

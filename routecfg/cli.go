@@ -223,7 +223,7 @@ func cliInit(ctx context.Context, store *Store, args []string, stdout io.Writer)
 			return fmt.Errorf("routes init: --file takes the whole document; drop %s", strings.Join(layoutFlags, ", "))
 		}
 		var err error
-		if doc, err = readDocFile(*file); err != nil {
+		if doc, err = ReadDocFile(*file); err != nil {
 			return fmt.Errorf("routes init: %w", err)
 		}
 	} else {
@@ -292,7 +292,7 @@ func cliShow(ctx context.Context, store *Store, stdout io.Writer) error {
 }
 
 func cliApply(ctx context.Context, store *Store, path string, stdout io.Writer) error {
-	doc, err := readDocFile(path)
+	doc, err := ReadDocFile(path)
 	if err != nil {
 		return fmt.Errorf("routes apply: %w", err)
 	}
@@ -304,10 +304,10 @@ func cliApply(ctx context.Context, store *Store, path string, stdout io.Writer) 
 	return nil
 }
 
-// readDocFile reads a document from JSON (.json, or content starting with
+// ReadDocFile reads a document from JSON (.json, or content starting with
 // '{') or YAML. Unknown fields are errors: a typo such as "datasorce" must
 // not silently drop part of the routes.
-func readDocFile(path string) (router.Document, error) {
+func ReadDocFile(path string) (router.Document, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return router.Document{}, fmt.Errorf("cannot read the document file: %w", err)

@@ -32,6 +32,15 @@ var _ engine.MigrationAdmin = (*migrate.Admin)(nil)
 
 const migrateUsage = `usage: convoy migrate [--config FILE] [--etcd HOST:PORT,...] [--cluster NAME] COMMAND
   start SHARD[-LAST] DATASOURCE [DATABASE d] [RATE r] [PARALLEL p] [AUTO]
+  plan --to FILE [--rate R] [--parallel P]
+                              the shard moves from the live routes to the route
+                              document FILE (e.g. convoy plan --out), their rows
+                              and bytes and the copy time at R rows/s per shard
+                              (default: migration.rate), P shards at once (8)
+  apply --to FILE [RATE r] [PARALLEL p] [AUTO]
+                              adds FILE's new datasources to the live routes and
+                              starts one job per move (as start does); run again,
+                              it skips shards already placed or with a job
   status                      one row per job (the columns of SHOW MIGRATIONS)
   watch SHARD                 a live progress line until the job is done or gone
   next|pause|resume|rollback|cancel|purge SHARD
@@ -114,6 +123,10 @@ func migrateCmd(args []string) error {
 			return fmt.Errorf("shard %q: %w", args[0], err)
 		}
 		return watchMigration(ctx, admin, shard, os.Stdout)
+	case "plan":
+		return layoutPlan(ctx, admin, args, c.Migration.Rate, os.Stdout)
+	case "apply":
+		return layoutApply(ctx, admin, args, os.Stdout)
 	case "worker":
 		log, err := newLogger(c.LogLevel, c.LogFormat, zapcore.Lock(os.Stderr))
 		if err != nil {

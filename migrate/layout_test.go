@@ -1,0 +1,199 @@
+package migrate
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/router"
+)
+
+func seedLayout(t *testing.T, dbs int) router.Document {
+	t.Helper()
+	doc, err := router.DefaultLayout([]router.Datasource{{Name: "ds0", Addr: "10.0.0.1:3306", User: "c"}, {Name: "ds1", Addr: "10.0.0.2:3306", User: "c"}}, dbs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// TestCheckLayout: the seed's 8 x 128 -> 16 x 64 is accepted (every
+// moved shard keeps its table), and each document the jobs could not carry
+// out is refused with the reason and the shards it concerns.
+func TestCheckLayout(t *testing.T) {
+	live := seedLayout(t, 8)
+	c, err := CheckLayout(live, seedLayout(t, 16))
+	if err != nil || len(c.NewDatasources) != 0 || len(c.Notes) != 0 {
+		t.Fatalf("8x128 -> 16x64: %+v, %v", c, err)
+	}
+
+	grown := seedLayout(t, 8)
+	grown.Datasources = append(grown.Datasources, router.Datasource{Name: "ds2", Addr: "10.0.0.3:3306", User: "c"})
+	grown.DefaultDatasource = "ds2"
+	for sh := 500; sh <= 511; sh++ {
+		grown = router.MoveShard(grown, sh, "ds2", "im_3", nil)
+	}
+	c, err = CheckLayout(live, grown)
+	if err != nil || len(c.NewDatasources) != 1 || c.NewDatasources[0].Name != "ds2" || len(c.Notes) != 1 || !strings.Contains(c.Notes[0], "default datasource") {
+		t.Fatalf("a new datasource: %+v, %v", c, err)
+	}
+
+	moved := seedLayout(t, 8)
+	moved.Datasources[1].Addr = "10.0.0.9:3306"
+	dropped := seedLayout(t, 8)
+	dropped.Datasources = dropped.Datasources[:1]
+	for i := range dropped.Shards {
+		dropped.Shards[i].Datasource = "ds0"
+	}
+	shared := 7
+	reindexed := router.MoveShard(seedLayout(t, 8), 5, "ds1", "im_9", &shared)
+	invalid := seedLayout(t, 8)
+	invalid.Shards = invalid.Shards[1:]
+	for _, c := range []struct {
+		name string
+		doc  router.Document
+		want string
+	}{
+		{"address", moved, "datasource ds1 is at 10.0.0.2:3306 in the live routes and at 10.0.0.9:3306"},
+		{"dropped", dropped, "drops datasource ds1, which shards 0512-1023 move from"},
+		{"table", reindexed, "shards 0005 move to another physical table (shard 5: conv_msg_0005 -> conv_msg_0007)"},
+		{"invalid", invalid, "shard 0 is not mapped"},
+	} {
+		_, err := CheckLayout(live, c.doc)
+		var ie *InputError
+		if !errors.As(err, &ie) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an input error containing %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestShardList(t *testing.T) {
+	if got := ShardList([]int{1, 30, 31, 32, 40, 41}); got != "0001, 0030-0032, 0040-0041" {
+		t.Fatalf("ShardList = %q", got)
+	}
+}
+
+// TestLayout: a layout change of three shards (own tables on ds0) to a
+// datasource the new document introduces, as one command. The plan's
+// moves and rows are what the source holds; apply adds the datasource and
+// starts the jobs; run again it starts nothing; with AUTO and a short
+// rollback window every job finishes, and then the live routes place every
+// shard as the new document does, with the rows on the new side.
+func TestLayout(t *testing.T) {
+	e := newJobEnv(t)
+	ctx := testCtx(t)
+	const cluster = "layout"
+	shards := []int{30, 31, 32}
+	live, err := router.SharedLayout(e.datasources(), 2, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := live
+	next.Datasources = append(next.Datasources, router.Datasource{Name: "ds2", Addr: e.dst.Addr(), User: "root"})
+	want := map[int]int64{} // rows of each shard, all five tables
+	for i, sh := range shards {
+		live = router.MoveShard(live, sh, "ds0", "im_0", nil)
+		next = router.MoveShard(next, sh, "ds2", "im_5", nil)
+		for _, logical := range router.ShardedTables() {
+			e.src.Exec(t, imTable(t, logical, "im_0", router.PhysicalTableName(logical, sh)))
+		}
+		e.fillAt(t, router.Shard(sh), 10*(i+1), 1, "im_0", sh)
+		for _, logical := range router.ShardedTables() {
+			table := "im_0." + router.PhysicalTableName(logical, sh)
+			// Exact statistics for the plan to read (InnoDB's are
+			// estimates until analysed).
+			e.src.Exec(t, "ANALYZE TABLE "+table)
+			want[sh] += count(t, e.sdb, "SELECT COUNT(*) FROM "+table)
+		}
+	}
+	if err := routecfg.NewStore(e.cli, cluster).Init(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	admin := NewAdmin(e.cli, cluster)
+
+	c, p, err := admin.PlanLayout(ctx, next, InformationSchemaStats, 100, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.NewDatasources) != 1 || c.NewDatasources[0].Name != "ds2" || len(p.Moves) != len(shards) {
+		t.Fatalf("plan: new datasources %+v, moves %+v", c.NewDatasources, p.Moves)
+	}
+	var total int64
+	for i, m := range p.Moves {
+		sh := shards[i]
+		from, to := router.Target{Datasource: "ds0", Database: "im_0", Table: sh}, router.Target{Datasource: "ds2", Database: "im_5", Table: sh}
+		if int(m.Shard) != sh || m.From != from || m.To != to || m.Rows != want[sh] {
+			t.Errorf("move %d = %+v, want shard %d %+v -> %+v, %d rows", i, m, sh, from, to, want[sh])
+		}
+		total += want[sh]
+	}
+	// Two lanes, longest first: shard 32 on one, 31 then 30 on the other.
+	copyTime := time.Duration(float64(max(want[32], want[31]+want[30])) / 100 * float64(time.Second))
+	if p.Rows != total || p.Duration != copyTime {
+		t.Errorf("plan totals: %d rows, %s; want %d rows, %s", p.Rows, p.Duration, total, copyTime)
+	}
+	var out bytes.Buffer
+	if err := p.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	if line := fmt.Sprintf("0030-0032    ds0/im_0                  ds2/im_5                  %12d", total); !strings.Contains(out.String(), line) {
+		t.Errorf("plan output lacks %q:\n%s", line, out.String())
+	}
+	t.Logf("plan:\n%s", out.String())
+
+	e.managerWindow(t, cluster, "m1", -1, time.Second)
+	res, err := admin.ApplyLayout(ctx, next, 0, 2, true)
+	if err != nil || len(res.Added) != 1 || res.Added[0].Name != "ds2" || fmt.Sprint(res.Started) != fmt.Sprint(shards) || res.Placed != router.NumShards-len(shards) {
+		t.Fatalf("apply: %+v, %v", res, err)
+	}
+	// Again: nothing new; every moving shard is reported with its job (or
+	// placed, if its job switched meanwhile).
+	res, err = admin.ApplyLayout(ctx, next, 0, 2, true)
+	if err != nil || len(res.Added) != 0 || len(res.Started) != 0 || len(res.Running)+res.Placed != router.NumShards {
+		t.Fatalf("apply again: %+v, %v", res, err)
+	}
+	// A document placing a shard elsewhere than its job takes it is
+	// refused whole.
+	other := router.MoveShard(next, 31, "ds1", "im_6", nil)
+	zero := 0 // shard 40 keeps its shared table index
+	other = router.MoveShard(other, 40, "ds1", "im_6", &zero)
+	if res, err := admin.ApplyLayout(ctx, other, 0, 0, true); err == nil || !strings.Contains(err.Error(), "shard 31 has migration job") || res == nil || len(res.Started) != 0 {
+		t.Fatalf("apply of a conflicting document: %+v, %v", res, err)
+	}
+
+	store := routecfg.NewJobStore(e.cli, cluster)
+	for _, sh := range shards {
+		waitJob(t, store, sh, 45*time.Second, "job done", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepDone })
+	}
+	doc, err := routecfg.NewStore(e.cli, cluster).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := router.NewSnapshot(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSnap, _ := router.NewSnapshot(next)
+	for sh := range router.Shard(router.NumShards) {
+		if got.Target(sh) != wantSnap.Target(sh) {
+			t.Fatalf("shard %d is at %+v, the new document puts it at %+v", sh, got.Target(sh), wantSnap.Target(sh))
+		}
+	}
+	for _, sh := range shards {
+		var n int64
+		for _, logical := range router.ShardedTables() {
+			n += count(t, e.ddb, "SELECT COUNT(*) FROM im_5."+router.PhysicalTableName(logical, sh))
+		}
+		if n != want[sh] {
+			t.Errorf("shard %d: %d rows on the new side, %d on the source", sh, n, want[sh])
+		}
+	}
+	res, err = admin.ApplyLayout(ctx, next, 0, 0, true)
+	if err != nil || len(res.Started)+len(res.Running) != 0 || res.Placed != router.NumShards {
+		t.Fatalf("apply once done: %+v, %v", res, err)
+	}
+}
