@@ -2,15 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 
 	"github.com/convoy-im/convoy/migrate"
 	"github.com/convoy-im/convoy/routecfg"
-	"github.com/convoy-im/convoy/router"
 )
 
 // layoutPlan is `convoy migrate plan --to FILE [--rate R] [--parallel P]`:
@@ -64,7 +62,7 @@ func layoutApply(ctx context.Context, admin *migrate.Admin, args []string, w io.
 	}
 	rate, parallel, auto, err := jobOptions(fs.Args())
 	if err != nil {
-		return fmt.Errorf("migrate apply: %w\n%s", err, migrateUsage)
+		return fmt.Errorf("migrate apply: %w", err)
 	}
 	next, err := routecfg.ReadDocFile(*to)
 	if err != nil {
@@ -96,42 +94,16 @@ func layoutApply(ctx context.Context, admin *migrate.Admin, args []string, w io.
 	return err
 }
 
-// jobOptions reads MIGRATE SHARDS's job options, RATE r (0: unlimited),
-// PARALLEL p and AUTO, with the meaning the directive gives them (rate 0
-// when absent: the configured rate; < 0 unlimited).
+// jobOptions reads the job options RATE r, PARALLEL p and AUTO with
+// MIGRATE SHARDS's grammar (cliDirective), so they mean what they mean
+// there; DATABASE is the document's to say.
 func jobOptions(args []string) (rate float64, parallel int, auto bool, err error) {
-	seen := map[string]bool{}
-	for i := 0; i < len(args); i++ {
-		word := strings.ToUpper(args[i])
-		if seen[word] {
-			return 0, 0, false, fmt.Errorf("%s given twice", word)
-		}
-		seen[word] = true
-		switch word {
-		case "AUTO":
-			auto = true
-			continue
-		case "RATE", "PARALLEL":
-		default:
-			return 0, 0, false, fmt.Errorf("unknown option %q (RATE r, PARALLEL p, AUTO)", args[i])
-		}
-		if i+1 == len(args) {
-			return 0, 0, false, fmt.Errorf("%s needs a number", word)
-		}
-		i++
-		n, perr := strconv.Atoi(args[i])
-		switch {
-		case word == "RATE" && (perr != nil || n < 0 || n > 1e9):
-			return 0, 0, false, fmt.Errorf("RATE %q: want rows per second 0..1000000000 (0: unlimited)", args[i])
-		case word == "RATE" && n == 0:
-			rate = -1
-		case word == "RATE":
-			rate = float64(n)
-		case perr != nil || n < 1 || n > router.NumShards:
-			return 0, 0, false, fmt.Errorf("PARALLEL %q: want 1..%d shards copying at once", args[i], router.NumShards)
-		default:
-			parallel = n
-		}
+	d, err := cliDirective("start", append([]string{"0-1", "layout"}, args...))
+	if err != nil {
+		return 0, 0, false, err
 	}
-	return rate, parallel, auto, nil
+	if d.Database != "" {
+		return 0, 0, false, errors.New("DATABASE: the new document places each shard")
+	}
+	return d.MigrationRate(), d.Parallel, d.Auto, nil
 }

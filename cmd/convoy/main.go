@@ -3,7 +3,7 @@
 //
 //	convoy serve [--config FILE] [--listen ADDR] [--etcd HOSTS] [--cluster NAME]
 //	convoy routes init|show|apply FILE [--etcd HOSTS] [--cluster NAME]
-//	convoy migrate start|status|watch|next|pause|resume|rollback|cancel|rate|worker ...
+//	convoy migrate start|plan|apply|status|watch|next|pause|resume|rollback|cancel|rate|worker ...
 package main
 
 import (
@@ -45,7 +45,7 @@ var version = "dev"
 const usage = `usage:
   convoy serve  [--config FILE] [--listen ADDR] [--etcd HOST:PORT,...] [--cluster NAME]
   convoy routes [--config FILE] [--etcd HOST:PORT,...] [--cluster NAME] init|show|apply FILE ...
-  convoy migrate [--config FILE] [--etcd HOST:PORT,...] [--cluster NAME] start|status|watch|next|pause|resume|rollback|cancel|rate|purge|worker ...
+  convoy migrate [--config FILE] [--etcd HOST:PORT,...] [--cluster NAME] start|plan|apply|status|watch|next|pause|resume|rollback|cancel|rate|purge|worker ...
   convoy plan   [--simulate] [--rate N] [--parallel N] [--out FILE] ...   (convoy plan -h)
 `
 

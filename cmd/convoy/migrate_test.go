@@ -45,3 +45,25 @@ func TestCLIDirective(t *testing.T) {
 		}
 	}
 }
+
+func TestJobOptions(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "rate=0 parallel=0 auto=false"},
+		{[]string{"RATE", "500", "parallel", "4", "AUTO"}, "rate=500 parallel=4 auto=true"},
+		{[]string{"rate", "0"}, "rate=-1 parallel=0 auto=false"},
+		{[]string{"DATABASE", "im_9"}, "DATABASE: the new document places each shard"},
+		{[]string{"SPEED", "3"}, `unexpected "SPEED"`},
+	} {
+		rate, parallel, auto, err := jobOptions(c.args)
+		got := fmt.Sprintf("rate=%g parallel=%d auto=%v", rate, parallel, auto)
+		if err != nil {
+			got = err.Error()
+		}
+		if !strings.Contains(got, c.want) {
+			t.Errorf("jobOptions(%q) = %q, want %q", c.args, got, c.want)
+		}
+	}
+}
