@@ -28,7 +28,7 @@ Evaluates seed 001's expansion triggers (disk > 60 %, write P99 > 50 ms,
 shard QPS > 3000, 50 M rows / 100 GB per table), says which fires first and
 when, and proposes the next layout with its shard moves and their copy time.
 --out writes the proposed route document (fill in the new servers' addresses,
-then convoy routes apply / migrate it). Measured mode reads the routes from
+then convoy migrate plan|apply --to FILE). Measured mode reads the routes from
 etcd, sizes from the datasources' statistics, load from every live proxy's
 shard map (/api/map), disk capacities from health.disk_capacity and growth
 from the daily size samples the proxies keep in etcd.
@@ -176,7 +176,7 @@ func report(w io.Writer, in planner.Inputs, outFile string) error {
 		if err := os.WriteFile(outFile, append(b, '\n'), 0o644); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "\nproposed route document written to %s: replace the NEW-... addresses, then migrate the shards it moves\n", outFile)
+		fmt.Fprintf(w, "\nproposed route document written to %s: replace the NEW-... addresses, then convoy migrate apply --to %[1]s\n", outFile)
 	}
 	return nil
 }
