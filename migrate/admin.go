@@ -91,17 +91,19 @@ func (a *Admin) Start(ctx context.Context, from, to int, datasource, database st
 		if j, ok := byShard[sh]; ok && j.Step != StepDone {
 			return nil, inputErr("shard %d already has a migration job (%s, step %s): ROLLBACK it or let it finish", sh, j.ID, j.Step)
 		}
-		jobs = append(jobs, newJob(doc, at, sh, routecfg.Endpoint{Datasource: datasource, Database: db},
+		jobs = append(jobs, newJob(doc, at, sh, routecfg.Endpoint{Datasource: datasource, Database: db}, nil,
 			Commands{Rate: rate, Auto: auto, Group: group, Parallel: parallel}, now))
 	}
 	return a.createJobs(ctx, jobs, byShard)
 }
 
 // newJob is the record of a new job moving shard sh from at, where doc
-// puts it, to to, with the commands c (a job of a group starts queued).
-func newJob(doc router.Document, at router.Target, sh int, to routecfg.Endpoint, c Commands, now time.Time) routecfg.Job {
+// puts it, to to (in toTable, nil: the same physical table names), with
+// the commands c (a job of a group starts queued).
+func newJob(doc router.Document, at router.Target, sh int, to routecfg.Endpoint, toTable *TablePlacement, c Commands, now time.Time) routecfg.Job {
 	p := jobProgress{Commands: c}
 	p.State.Table = rangeTable(doc, sh)
+	p.State.ToTable = toTable
 	p.State.Status.Lag = -1
 	step := StepPrepare
 	if c.Group != "" {

@@ -110,12 +110,40 @@ type Status struct {
 	Beat int64 `json:"beat,omitempty"`
 }
 
+// TablePlacement is a shard's physical table on one side: Shared is the
+// shared table index of its range (nil: a table of its own), as
+// router.ShardRange.Table.
+type TablePlacement struct {
+	Shared *int `json:"shared,omitempty"`
+}
+
+// tables returns the shared table index of the shard's range on each side
+// (nil: tables of its own), as router.MoveShard takes them.
+func (st *jobState) tables() (from, to *int) {
+	if st.ToTable != nil {
+		return st.Table, st.ToTable.Shared
+	}
+	return st.Table, st.Table
+}
+
+// tableIndex is the physical table index of shard on a side placed shared.
+func tableIndex(shard int, shared *int) int {
+	if shared != nil {
+		return *shared
+	}
+	return shard
+}
+
 // jobState is the runner's persisted state.
 type jobState struct {
 	// Table is the shared physical table index of the shard's range when
 	// the job was created (nil: the shard has tables of its own); the
 	// target uses the same physical names.
 	Table *int `json:"table,omitempty"`
+	// ToTable is the target's table placement when a layout change puts
+	// the shard in another physical table there (nil: the target uses
+	// Table's names).
+	ToTable *TablePlacement `json:"to_table,omitempty"`
 	// Prepared: the target tables were checked empty of the shard, so a
 	// rollback may delete the shard's rows there. Created lists the target
 	// tables prepare created ("db.table"), which a rollback drops if empty.
@@ -568,12 +596,9 @@ func (j *jobRun) open(ctx context.Context) error {
 		bl.Log = j.log.Named(side.dir)
 		*side.ep = endpoint{name: ds.Name, db: db, bl: bl}
 	}
-	idx := job.Shard
-	if st.Table != nil {
-		idx = *st.Table
-	}
-	j.moves, err = ShardMoves(j.shard, j.src.db, router.Target{Database: job.From.Database, Table: idx},
-		j.dst.db, router.Target{Database: job.To.Database, Table: idx})
+	from, to := st.tables()
+	j.moves, err = ShardMoves(j.shard, j.src.db, router.Target{Database: job.From.Database, Table: tableIndex(job.Shard, from)},
+		j.dst.db, router.Target{Database: job.To.Database, Table: tableIndex(job.Shard, to)})
 	return err
 }
 

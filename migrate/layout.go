@@ -29,9 +29,8 @@ type LayoutChange struct {
 // moves between named datasources; the live document has one address per
 // name), a datasource the moves leave dropped from next (the live
 // document needs it until its shards have moved), and a shard placed in
-// another physical table index (a job keeps the shard's physical table
-// names on the target; its route edit is router.MoveShard with the
-// source's index).
+// another table of the same database (a job tells its sides apart by
+// datasource and database).
 func CheckLayout(live, next router.Document) (*LayoutChange, error) {
 	ls, err := router.NewSnapshot(live)
 	if err != nil {
@@ -57,7 +56,7 @@ func CheckLayout(live, next router.Document) (*LayoutChange, error) {
 			ls.DefaultDatasource(), ns.DefaultDatasource()))
 	}
 	dropped := map[string][]int{}
-	var reindexed []int
+	var sameDB []int
 	for sh := range router.Shard(router.NumShards) {
 		from, to := ls.Target(sh), ns.Target(sh)
 		if from == to {
@@ -66,8 +65,8 @@ func CheckLayout(live, next router.Document) (*LayoutChange, error) {
 		if _, ok := ns.Datasource(from.Datasource); !ok {
 			dropped[from.Datasource] = append(dropped[from.Datasource], int(sh))
 		}
-		if from.Table != to.Table {
-			reindexed = append(reindexed, int(sh))
+		if from.Datasource == to.Datasource && from.Database == to.Database {
+			sameDB = append(sameDB, int(sh))
 		}
 	}
 	var msgs []string
@@ -75,10 +74,10 @@ func CheckLayout(live, next router.Document) (*LayoutChange, error) {
 		msgs = append(msgs, fmt.Sprintf("the new document drops datasource %s, which shards %s move from: keep it in the document until they have moved, then remove it with convoy routes apply",
 			name, ShardList(dropped[name])))
 	}
-	if len(reindexed) > 0 {
-		sh := router.Shard(reindexed[0])
-		msgs = append(msgs, fmt.Sprintf("shards %s move to another physical table (shard %d: %s -> %s): a migration job keeps the shard's table names, so keep each moved shard's table index (\"table\") in the new document",
-			ShardList(reindexed), sh, ls.Physical("conv_msg", sh).Table, ns.Physical("conv_msg", sh).Table))
+	if len(sameDB) > 0 {
+		sh := router.Shard(sameDB[0])
+		msgs = append(msgs, fmt.Sprintf("shards %s move to another table of the same database (shard %d: %s -> %s): a migration moves a shard to another database; move them in two steps",
+			ShardList(sameDB), sh, ls.Physical("conv_msg", sh), ns.Physical("conv_msg", sh)))
 	}
 	if len(msgs) > 0 {
 		return nil, inputErr("the new route document is refused: %s", strings.Join(msgs, "; "))
@@ -240,8 +239,14 @@ func (a *Admin) ApplyLayout(ctx context.Context, next router.Document, rate floa
 	}
 	jobs := make([]routecfg.Job, 0, len(moving))
 	for _, sh := range moving {
-		want := out.Change.Next.Target(router.Shard(sh))
-		jobs = append(jobs, newJob(live, snap.Target(router.Shard(sh)), sh, routecfg.Endpoint{Datasource: want.Datasource, Database: want.Database},
+		at, want := snap.Target(router.Shard(sh)), out.Change.Next.Target(router.Shard(sh))
+		var toTable *TablePlacement
+		if want.Table != at.Table {
+			// The new document regroups the shard's tables: the job
+			// copies into, and routes to, the new document's table.
+			toTable = &TablePlacement{Shared: rangeTable(next, sh)}
+		}
+		jobs = append(jobs, newJob(live, at, sh, routecfg.Endpoint{Datasource: want.Datasource, Database: want.Database}, toTable,
 			Commands{Rate: rate, Auto: auto, Group: group, Parallel: parallel}, now))
 	}
 	out.Started, err = a.createJobs(ctx, jobs, byShard)

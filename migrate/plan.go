@@ -17,6 +17,9 @@ import (
 type ShardMove struct {
 	Shard    router.Shard
 	From, To router.Target
+	// FromShared, ToShared: the physical tables on that side hold other
+	// shards too.
+	FromShared, ToShared bool
 	// Rows and Bytes estimate the shard's share of its five physical tables
 	// (the backends' own statistics; a table shared by n shards counts 1/n
 	// for each).
@@ -69,18 +72,29 @@ func PlanMoves(ctx context.Context, from, to *router.Snapshot, stats TableStats,
 // projected): rate and parallel must be positive.
 func MovesWithSizes(from, to *router.Snapshot, sizes map[router.Shard]TableSize, rate float64, parallel int) *MovePlan {
 	p := &MovePlan{Rate: rate, Parallel: parallel}
+	fromN, toN := tableShards(from), tableShards(to)
 	for sh := range router.Shard(router.NumShards) {
 		a, b := from.Target(sh), to.Target(sh)
 		if a == b && sameServer(from, to, a.Datasource) {
 			continue
 		}
-		m := ShardMove{Shard: sh, From: a, To: b, Rows: sizes[sh].Rows, Bytes: sizes[sh].Bytes}
+		m := ShardMove{Shard: sh, From: a, To: b, FromShared: fromN[a] > 1, ToShared: toN[b] > 1,
+			Rows: sizes[sh].Rows, Bytes: sizes[sh].Bytes}
 		p.Moves = append(p.Moves, m)
 		p.Rows += m.Rows
 		p.Bytes += m.Bytes
 	}
 	p.Duration = schedule(p.Moves, rate, parallel)
 	return p
+}
+
+// tableShards counts the shards of each placement (physical tables).
+func tableShards(snap *router.Snapshot) map[router.Target]int {
+	n := map[router.Target]int{}
+	for sh := range router.Shard(router.NumShards) {
+		n[snap.Target(sh)]++
+	}
+	return n
 }
 
 // ShardSize is one shard's size: its share of its five physical tables
@@ -169,7 +183,9 @@ func (h *laneHeap) Push(x any)        { *h = append(*h, x.(float64)) }
 func (h *laneHeap) Pop() any          { old := *h; x := old[len(old)-1]; *h = old[:len(old)-1]; return x }
 
 // Write prints the plan for a person: consecutive shards with the same
-// source and target database as one line, then the totals.
+// source and target placement as one line, then the totals. A side whose
+// shards live in one shared physical table shows its index
+// (ds2/im_5/_0031); tables named by their shard's number show none.
 func (p *MovePlan) Write(w io.Writer) error {
 	if len(p.Moves) == 0 {
 		_, err := fmt.Fprintln(w, "no shard moves: the two documents place every shard alike")
@@ -177,21 +193,27 @@ func (p *MovePlan) Write(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "%-11s  %-24s  %-24s  %12s  %10s  %9s\n", "shards", "from", "to", "rows", "bytes", "copy time")
 	for i := 0; i < len(p.Moves); {
-		j := i
-		var rows, bytes int64
-		for ; j < len(p.Moves) && p.Moves[j].Shard == p.Moves[i].Shard+router.Shard(j-i) &&
-			sameDB(p.Moves[j].From, p.Moves[i].From) && sameDB(p.Moves[j].To, p.Moves[i].To); j++ {
+		first := p.Moves[i]
+		from, to := runOf(first.Shard, first.From, first.FromShared), runOf(first.Shard, first.To, first.ToShared)
+		j := i + 1
+		var rows, bytes int64 = first.Rows, first.Bytes
+		for ; j < len(p.Moves) && p.Moves[j].Shard == first.Shard+router.Shard(j-i); j++ {
+			f, okFrom := from.with(p.Moves[j].Shard, p.Moves[j].From, p.Moves[j].FromShared)
+			t, okTo := to.with(p.Moves[j].Shard, p.Moves[j].To, p.Moves[j].ToShared)
+			if !okFrom || !okTo {
+				break
+			}
+			from, to = f, t
 			rows += p.Moves[j].Rows
 			bytes += p.Moves[j].Bytes
 		}
-		span := p.Moves[i].Shard.String()
+		span := first.Shard.String()
 		if j-i > 1 {
 			span += "-" + p.Moves[j-1].Shard.String()
 		}
 		// Each shard of a group copies on its own lane: its time is that of
 		// its largest shard when lanes suffice.
-		fmt.Fprintf(w, "%-11s  %-24s  %-24s  %12d  %10s  %9s\n", span,
-			p.Moves[i].From.Datasource+"/"+p.Moves[i].From.Database, p.Moves[i].To.Datasource+"/"+p.Moves[i].To.Database,
+		fmt.Fprintf(w, "%-11s  %-24s  %-24s  %12d  %10s  %9s\n", span, from, to,
 			rows, humanBytes(bytes), roundDuration(schedule(p.Moves[i:j], p.Rate, p.Parallel)))
 		i = j
 	}
@@ -200,7 +222,33 @@ func (p *MovePlan) Write(w io.Writer) error {
 	return err
 }
 
-func sameDB(a, b router.Target) bool { return a.Datasource == b.Datasource && a.Database == b.Database }
+// placementRun is one side of consecutive moves printed as one line: one
+// database, and either every shard in a table of its own named by its
+// number, or all in one shared table.
+type placementRun struct {
+	first router.Target
+	own   bool
+}
+
+func runOf(sh router.Shard, t router.Target, shared bool) placementRun {
+	return placementRun{first: t, own: !shared && t.Table == int(sh)}
+}
+
+// with is the run continued by shard sh at t, if t continues it.
+func (r placementRun) with(sh router.Shard, t router.Target, shared bool) (placementRun, bool) {
+	if r.own {
+		return r, t.Datasource == r.first.Datasource && t.Database == r.first.Database && !shared && t.Table == int(sh)
+	}
+	return r, shared && t == r.first
+}
+
+func (r placementRun) String() string {
+	s := r.first.Datasource + "/" + r.first.Database
+	if !r.own {
+		s += fmt.Sprintf("/_%04d", r.first.Table)
+	}
+	return s
+}
 
 func roundDuration(d time.Duration) time.Duration {
 	switch {

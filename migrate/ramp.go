@@ -67,7 +67,8 @@ func (r *Ramps) Update(shard int, job *routecfg.Job) {
 	if job != nil && job.Step == StepReady {
 		if p, err := decodeProgress(*job); err == nil && p.Commands.ReadPercent > 0 {
 			lag := p.State.Status.Lag
-			st = &rampState{percent: p.Commands.ReadPercent, to: job.To, table: p.State.Table,
+			_, table := p.State.tables()
+			st = &rampState{percent: p.Commands.ReadPercent, to: job.To, table: table,
 				lagOK: lag >= 0 && lag < RampMaxLag.Seconds(), heard: r.now()}
 		}
 	}

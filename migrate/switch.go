@@ -138,7 +138,7 @@ func (j *jobRun) switchForward(ctx context.Context) error {
 		if err := j.save(fctx, func(_ *routecfg.Job, s *jobState) { s.ReverseFrom = rev }); err != nil {
 			return err
 		}
-		return tx.FlipRoutes(fctx, router.MoveShard(tx.Routes(), job.Shard, job.To.Datasource, job.To.Database, j.tableIndex()))
+		return tx.FlipRoutes(fctx, router.MoveShard(tx.Routes(), job.Shard, job.To.Datasource, job.To.Database, j.tables(false)))
 	})
 	desc := fmt.Sprintf("%s: held %s, %d proxies acked", time.Now().UTC().Format(time.RFC3339), res.Held.Round(time.Millisecond), len(res.Acked))
 	if res.Flipped {
@@ -153,10 +153,16 @@ func (j *jobRun) switchForward(ctx context.Context) error {
 	return j.switchFailed(ctx, cmds, fmt.Errorf("%s: %w", desc, err))
 }
 
-func (j *jobRun) tableIndex() *int {
+// tables is the shard's shared table index on the source (from) or the
+// target, for the route edit.
+func (j *jobRun) tables(from bool) *int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.st.Table
+	src, dst := j.st.tables()
+	if from {
+		return src
+	}
+	return dst
 }
 
 // switched records a completed switch and starts the rollback window.
@@ -202,7 +208,7 @@ func (j *jobRun) switchBack(ctx context.Context) error {
 		if err := j.fence(fctx, j.dst.db, job.To.Database, j.rev.Reached, &j.revTask); err != nil {
 			return err
 		}
-		return tx.FlipRoutes(fctx, router.MoveShard(tx.Routes(), job.Shard, job.From.Datasource, job.From.Database, j.tableIndex()))
+		return tx.FlipRoutes(fctx, router.MoveShard(tx.Routes(), job.Shard, job.From.Datasource, job.From.Database, j.tables(true)))
 	})
 	if !res.Flipped {
 		return fmt.Errorf("migrate: switch back: %w", err)
