@@ -29,6 +29,8 @@
 //	ramp.go      the proxies' view of read ramps (step 5)
 //	plan.go      the shard moves between two route documents, and their
 //	             copy time
+//	layout.go    a whole new route document as one change: checked for
+//	             what jobs can carry out, planned, applied as one job a move
 //
 // The building blocks keep no state between runs: each long operation takes a
 // JSON-serialisable position (Checkpoint, ChecksumState, BackfillState) and
