@@ -65,13 +65,9 @@ func (a *Admin) Start(ctx context.Context, from, to int, datasource, database st
 	if _, ok := snap.Datasource(datasource); !ok {
 		return nil, inputErr("unknown datasource %q: add it to the route table first (convoy routes apply); SHOW DATASOURCES lists them", datasource)
 	}
-	existing, _, err := a.store.List(ctx)
+	byShard, err := a.jobsByShard(ctx)
 	if err != nil {
 		return nil, err
-	}
-	byShard := map[int]routecfg.Job{}
-	for _, j := range existing {
-		byShard[j.Shard] = j
 	}
 	now := time.Now().UTC()
 	group := ""
@@ -95,6 +91,19 @@ func (a *Admin) Start(ctx context.Context, from, to int, datasource, database st
 			Commands{Rate: rate, Auto: auto, Group: group, Parallel: parallel}, now))
 	}
 	return a.createJobs(ctx, jobs, byShard)
+}
+
+// jobsByShard reads every job record, by shard.
+func (a *Admin) jobsByShard(ctx context.Context) (map[int]routecfg.Job, error) {
+	jobs, _, err := a.store.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byShard := make(map[int]routecfg.Job, len(jobs))
+	for _, j := range jobs {
+		byShard[j.Shard] = j
+	}
+	return byShard, nil
 }
 
 // newJob is the record of a new job moving shard sh from at, where doc

@@ -85,6 +85,13 @@ func CheckLayout(live, next router.Document) (*LayoutChange, error) {
 	return c, nil
 }
 
+// jobTarget is where the job puts its shard.
+func jobTarget(j routecfg.Job) router.Target {
+	p, _ := decodeProgress(j)
+	_, to := p.State.tables()
+	return router.Target{Datasource: j.To.Datasource, Database: j.To.Database, Table: tableIndex(j.Shard, to)}
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -147,7 +154,7 @@ type LayoutApplied struct {
 // ApplyLayout makes the live layout next's: it adds the datasources next
 // introduces to the live routes (as `convoy routes apply` would store
 // them), then creates one job per shard next places elsewhere, moving it
-// to next's datasource and database (the commands rate, parallel (one
+// to next's datasource, database and physical table (the commands rate, parallel (one
 // group of all the jobs) and auto as MIGRATE SHARDS takes them). When
 // every job has switched the live routes place every shard as next does.
 // Running it again skips the shards already placed or with such a job;
@@ -184,38 +191,26 @@ func (a *Admin) ApplyLayout(ctx context.Context, next router.Document, rate floa
 		}
 		out.Added, out.Version = out.Change.NewDatasources, v
 	}
+	// After an add the loop read the document again: live and snap are
+	// the stored one, which the jobs' source ranges come from.
 	snap := out.Change.Live
-	if out.Added != nil {
-		// The document as stored, for the jobs' source ranges.
-		var err error
-		if live, err = a.routes.Get(ctx); err != nil {
-			return nil, err
-		}
-		if snap, err = router.NewSnapshot(live); err != nil {
-			return nil, err
-		}
-		out.Change.Live = snap
-	}
-	existing, _, err := a.store.List(ctx)
+	byShard, err := a.jobsByShard(ctx)
 	if err != nil {
 		return nil, err
-	}
-	byShard := map[int]routecfg.Job{}
-	for _, j := range existing {
-		byShard[j.Shard] = j
 	}
 	now := time.Now().UTC()
 	var moving []int
 	var conflicts []string
 	for sh := range router.Shard(router.NumShards) {
 		at, want := snap.Target(sh), out.Change.Next.Target(sh)
-		to := routecfg.Endpoint{Datasource: want.Datasource, Database: want.Database}
 		j, hasJob := byShard[int(sh)]
 		hasJob = hasJob && j.Step != StepDone
 		switch {
-		case hasJob && j.To != to:
-			conflicts = append(conflicts, fmt.Sprintf("shard %d has migration job %s (step %s) to %s.%s, not to %s.%s",
-				sh, j.ID, j.Step, j.To.Datasource, j.To.Database, to.Datasource, to.Database))
+		case hasJob && jobTarget(j) != want:
+			got := jobTarget(j)
+			conflicts = append(conflicts, fmt.Sprintf("shard %d has migration job %s (step %s) to %s:%s.%s, not to %s:%s.%s",
+				sh, j.ID, j.Step, got.Datasource, got.Database, router.PhysicalTableName("conv_msg", got.Table),
+				want.Datasource, want.Database, router.PhysicalTableName("conv_msg", want.Table)))
 		case at == want:
 			out.Placed++
 		case hasJob:
