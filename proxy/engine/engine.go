@@ -97,6 +97,7 @@ type Engine struct {
 	admin    AdminHooks
 	hot      *hotState // nil: no hot tier
 	ramps    ReadRamps // nil: no read ramps (ramp.go)
+	dual     DualWrites // nil: no dual-write (dualwrite.go)
 	plans    *planCache
 	intro    introState // introspection caches (introspect.go)
 	log      *zap.Logger
