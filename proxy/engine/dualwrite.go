@@ -48,26 +48,31 @@ func (s *Session) mirrorPlan(pl *plan, args []any) []mirrorWrite {
 	if s.e.dual == nil || !s.e.dual.Any() || pl.a.Kind == rewrite.KindDDL {
 		return nil
 	}
-	w, ok := pl.a.Written(maxMirrorRows)
-	keyAt := -1
-	for i, c := range w.Columns {
-		if c == pl.a.KeyColumn {
-			keyAt = i
+	// The shards first: a write of a shard not migrating costs a lookup,
+	// not a walk of its statement.
+	snap := s.e.routes.Current()
+	mirrored := false
+	for _, sh := range s.writeShards(pl, args) {
+		if s.e.dual.Mirrors(sh, snap.Target(sh)) {
+			mirrored = true
+			break
 		}
 	}
+	if !mirrored {
+		return nil
+	}
+	w, ok := pl.a.Written(maxMirrorRows)
+	keyAt := slices.Index(w.Columns, pl.a.KeyColumn)
 	if !ok || keyAt < 0 {
-		// Rows not named by the statement: left to the binlog apply.
-		if shards := s.writeShards(pl, args); len(shards) > 0 {
-			snap := s.e.routes.Current()
-			for _, sh := range shards {
-				if s.e.dual.Mirrors(sh, snap.Target(sh)) {
-					s.e.dual.Mirror(sh, w.Table, nil, nil) // counted as unkeyed
-				}
+		// Rows not named by the statement: left to the binlog apply
+		// (the mirror counts it as unkeyed).
+		for _, sh := range s.writeShards(pl, args) {
+			if s.e.dual.Mirrors(sh, snap.Target(sh)) {
+				s.e.dual.Mirror(sh, w.Table, nil, nil)
 			}
 		}
 		return nil
 	}
-	snap := s.e.routes.Current()
 	var out []mirrorWrite
 	for r, row := range w.Rows {
 		vals := make([]any, len(row))
