@@ -143,7 +143,7 @@ func tableIndex(shard int, shared *int) int {
 type jobState struct {
 	// Table is the shared physical table index of the shard's range when
 	// the job was created (nil: the shard has tables of its own); the
-	// target uses the same physical names.
+	// target uses the same physical names unless ToTable says otherwise.
 	Table *int `json:"table,omitempty"`
 	// ToTable is the target's table placement when a layout change puts
 	// the shard in another physical table there (nil: the target uses

@@ -135,7 +135,10 @@ func prepareTable(ctx context.Context, m TableMove, dstName string, beforeCreate
 		if _, err := m.Target.DB.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+quoteIdent(m.Target.Database)); err != nil {
 			return fmt.Errorf("migrate: create database %s on %s: %w", m.Target.Database, dstName, err)
 		}
-		if _, err := m.Target.DB.ExecContext(ctx, ddl); err != nil {
+		// 1050: another job of a shared target table created it meanwhile
+		// (shards moving together into one table); its shape is checked
+		// below like any existing table's.
+		if _, err := m.Target.DB.ExecContext(ctx, ddl); err != nil && mysqlErrno(err) != 1050 {
 			return fmt.Errorf("migrate: create %s on %s: %w", m.Target, dstName, err)
 		}
 	}
