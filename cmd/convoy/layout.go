@@ -79,11 +79,14 @@ func layoutApply(ctx context.Context, admin *migrate.Admin, args []string, w io.
 		if len(res.Started) > 0 {
 			fmt.Fprintf(w, "started %d migration jobs: shards %s\n", len(res.Started), migrate.ShardList(res.Started))
 		}
+		if err != nil {
+			return err // refused, or stopped part way: the counts below would mislead
+		}
 		if len(res.Running) > 0 {
 			fmt.Fprintf(w, "skipped %d shards whose job already moves them there: %s\n", len(res.Running), migrate.ShardList(res.Running))
 		}
 		fmt.Fprintf(w, "skipped %d shards the live routes already place as the new document does\n", res.Placed)
-		if err == nil && len(res.Started)+len(res.Running) > 0 {
+		if len(res.Started)+len(res.Running) > 0 {
 			hint := "convoy migrate status shows them; each waits at ready for NEXT"
 			if auto {
 				hint = "convoy migrate status shows them; they switch on their own (AUTO)"
