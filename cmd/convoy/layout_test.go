@@ -75,7 +75,9 @@ func TestLayoutCLI(t *testing.T) {
 			}
 		}
 	}
-	run(func(w *bytes.Buffer) error { return layoutPlan(ctx, admin, []string{"--to", next, "--parallel", "2"}, 100, w) },
+	run(func(w *bytes.Buffer) error {
+		return layoutPlan(ctx, admin, []string{"--to", next, "--parallel", "2"}, 100, w)
+	},
 		"new datasource ds1 at "+db.Addr()+": apply adds it",
 		"0005-0007    ds0/im_0                  ds1/im_9",
 		"3 shards move, 0 rows (0 B); at 100 rows/s per shard, 2 in parallel")
