@@ -49,6 +49,8 @@ func CheckLayout(live, next router.Document) (*LayoutChange, error) {
 		case old.Addr != ds.Addr:
 			return nil, inputErr("datasource %s is at %s in the live routes and at %s in the new document: a migration moves shards between named datasources, so give the new server a new name",
 				ds.Name, old.Addr, ds.Addr)
+		case old != ds:
+			c.Notes = append(c.Notes, fmt.Sprintf("datasource %s has other settings (user, password source or TLS) in the new document: the jobs use the live ones; change them with convoy routes apply", ds.Name))
 		}
 	}
 	if ls.DefaultDatasource() != ns.DefaultDatasource() {

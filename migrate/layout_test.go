@@ -36,11 +36,13 @@ func TestCheckLayout(t *testing.T) {
 	grown := seedLayout(t, 8)
 	grown.Datasources = append(grown.Datasources, router.Datasource{Name: "ds2", Addr: "10.0.0.3:3306", User: "c"})
 	grown.DefaultDatasource = "ds2"
+	grown.Datasources[0].User = "admin"
 	for sh := 500; sh <= 511; sh++ {
 		grown = router.MoveShard(grown, sh, "ds2", "im_3", nil)
 	}
 	c, err = CheckLayout(live, grown)
-	if err != nil || len(c.NewDatasources) != 1 || c.NewDatasources[0].Name != "ds2" || len(c.Notes) != 1 || !strings.Contains(c.Notes[0], "default datasource") {
+	if err != nil || len(c.NewDatasources) != 1 || c.NewDatasources[0].Name != "ds2" || len(c.Notes) != 2 ||
+		!strings.Contains(c.Notes[0], "datasource ds0 has other settings") || !strings.Contains(c.Notes[1], "default datasource") {
 		t.Fatalf("a new datasource: %+v, %v", c, err)
 	}
 
