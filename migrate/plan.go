@@ -217,9 +217,26 @@ func (p *MovePlan) Write(w io.Writer) error {
 			rows, humanBytes(bytes), roundDuration(schedule(p.Moves[i:j], p.Rate, p.Parallel)))
 		i = j
 	}
+	return p.writeTotals(w)
+}
+
+func (p *MovePlan) writeTotals(w io.Writer) error {
 	_, err := fmt.Fprintf(w, "\n%d shards move, %d rows (%s); at %g rows/s per shard, %d in parallel: copy %s (%.1f days); checksums, read ramps and switches come on top\n",
 		len(p.Moves), p.Rows, humanBytes(p.Bytes), p.Rate, p.Parallel, roundDuration(p.Duration), p.Duration.Hours()/24)
 	return err
+}
+
+// WriteEach prints one line a move, each side with its table index
+// (ds0/im_0/_0064: the tables conv_msg_0064, msg_content_0064, ...), then
+// the totals as Write does.
+func (p *MovePlan) WriteEach(w io.Writer) error {
+	fmt.Fprintf(w, "%-5s  %-24s  %-24s  %12s  %10s\n", "shard", "from", "to", "rows", "bytes")
+	for _, m := range p.Moves {
+		fmt.Fprintf(w, "%-5s  %-24s  %-24s  %12d  %10s\n", m.Shard,
+			fmt.Sprintf("%s/%s/_%04d", m.From.Datasource, m.From.Database, m.From.Table),
+			fmt.Sprintf("%s/%s/_%04d", m.To.Datasource, m.To.Database, m.To.Table), m.Rows, humanBytes(m.Bytes))
+	}
+	return p.writeTotals(w)
 }
 
 // placementRun is one side of consecutive moves printed as one line: one

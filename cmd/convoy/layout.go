@@ -11,7 +11,8 @@ import (
 	"github.com/convoy-im/convoy/routecfg"
 )
 
-// layoutPlan is `convoy migrate plan --to FILE [--rate R] [--parallel P]`:
+// layoutPlan is `convoy migrate plan --to FILE [--rate R] [--parallel P]
+// [--each]`:
 // the shard moves from the live routes to the document in FILE, their
 // sizes and copy time. rate is the configured migration rate (<= 0: the
 // default).
@@ -24,6 +25,7 @@ func layoutPlan(ctx context.Context, admin *migrate.Admin, args []string, rate f
 	to := fs.String("to", "", "")
 	fs.Float64Var(&rate, "rate", rate, "")
 	parallel := fs.Int("parallel", 8, "")
+	each := fs.Bool("each", false, "")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *to == "" {
 		return fmt.Errorf("migrate plan: wrong arguments\n%s", migrateUsage)
 	}
@@ -36,6 +38,9 @@ func layoutPlan(ctx context.Context, admin *migrate.Admin, args []string, rate f
 		return err
 	}
 	writeLayoutChange(w, c)
+	if *each {
+		return p.WriteEach(w)
+	}
 	return p.Write(w)
 }
 

@@ -81,6 +81,9 @@ func TestLayoutCLI(t *testing.T) {
 		"new datasource ds1 at "+db.Addr()+": apply adds it",
 		"0005-0007    ds0/im_0                  ds1/im_9",
 		"3 shards move, 0 rows (0 B); at 100 rows/s per shard, 2 in parallel")
+	run(func(w *bytes.Buffer) error { return layoutPlan(ctx, admin, []string{"--to", next, "--each"}, 0, w) },
+		"0006   ds0/im_0/_0006            ds1/im_9/_0006                       0         0 B",
+		"3 shards move, 0 rows (0 B); at 2000 rows/s per shard, 8 in parallel")
 	run(func(w *bytes.Buffer) error {
 		return layoutApply(ctx, admin, []string{"--to", next, "RATE", "500", "PARALLEL", "2"}, w)
 	},

@@ -32,11 +32,12 @@ var _ engine.MigrationAdmin = (*migrate.Admin)(nil)
 
 const migrateUsage = `usage: convoy migrate [--config FILE] [--etcd HOST:PORT,...] [--cluster NAME] COMMAND
   start SHARD[-LAST] DATASOURCE [DATABASE d] [RATE r] [PARALLEL p] [AUTO]
-  plan --to FILE [--rate R] [--parallel P]
+  plan --to FILE [--rate R] [--parallel P] [--each]
                               the shard moves from the live routes to the route
                               document FILE (e.g. convoy plan --out), their rows
                               and bytes and the copy time at R rows/s per shard
-                              (default: migration.rate), P shards at once (8)
+                              (default: migration.rate), P shards at once (8);
+                              --each: one line a shard, with its tables
   apply --to FILE [RATE r] [PARALLEL p] [AUTO]
                               adds FILE's new datasources to the live routes and
                               starts one job per move (as start does); run again,
