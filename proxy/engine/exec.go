@@ -315,14 +315,14 @@ func (s *Session) single(p part, write, binary bool) (*mysql.Result, error) {
 	if err != nil {
 		s.e.observeRefused(p.shard, p.ds, write, start, err)
 		if backendFailure(err) {
-			s.e.observeRamp(p, start, err)
+			s.e.observeRamp(p.ramp, p.shard, start, err)
 		}
 		return nil, err
 	}
 	start = time.Now()
 	r, err := s.exec(c, p, binary)
 	s.e.observe(p.shard, c.Datasource(), write, start, err)
-	s.e.observeRamp(p, start, err)
+	s.e.observeRamp(p.ramp, p.shard, start, err)
 	s.afterError(c, err)
 	release()
 	if err != nil {

@@ -67,10 +67,10 @@ func (s *Session) readsTarget(pl *plan, args []any) bool {
 	return side == rampTarget
 }
 
-// observeRamp records part p's read on its side of a ramp, if it reads a
-// ramped shard.
-func (e *Engine) observeRamp(p part, start time.Time, err error) {
-	if p.ramp != notRamped {
-		e.ramps.ObserveRead(p.shard, p.ramp == rampTarget, time.Since(start), err)
+// observeRamp records a read of shard sh started at start on its side of a
+// ramp, if the shard is ramped (side is a part's ramp).
+func (e *Engine) observeRamp(side rampSide, sh router.Shard, start time.Time, err error) {
+	if side != notRamped {
+		e.ramps.ObserveRead(sh, side == rampTarget, time.Since(start), err)
 	}
 }
