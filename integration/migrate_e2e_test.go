@@ -125,6 +125,12 @@ func TestMigrationEndToEnd(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	mustExec(t, admin, "/*+ convoy MIGRATE SHARD 5 TO ds1 DATABASE im_mig */")
 	waitStep("ready", 2*time.Minute)
+	target := s.ds[1].Open(t, "")
+	testDualWrite(t, admin, target, proxies, convs[0], &nextID, func(m ackedMsg) {
+		mu.Lock()
+		acked = append(acked, m)
+		mu.Unlock()
+	}, waitStep)
 
 	// Read ramp: a marker row put on the target only (never on the
 	// source) shows which side a read went to. At 50 % the conversation
@@ -146,7 +152,6 @@ func TestMigrationEndToEnd(t *testing.T) {
 	if low == 0 || high == 0 {
 		t.Fatalf("no conversation on each side of the 50%% share among %v", convs)
 	}
-	target := s.ds[1].Open(t, "")
 	for _, c := range []uint64{low, high} {
 		if _, err := target.Exec("INSERT INTO im_mig.conv_msg_0000 (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (?, 999999, ?, 0, 0, NOW(3))", c, 9_000_000+c); err != nil {
 			t.Fatal(err)
@@ -292,4 +297,77 @@ func TestMigrationEndToEnd(t *testing.T) {
 	if leftover != 0 {
 		t.Errorf("the rolled-back job left %d conv_msg tables in im_mig", leftover)
 	}
+}
+
+// testDualWrite proves step 2 on a ready job. PAUSE stops the binlog
+// apply, so a message on the target right after its ACK came by the
+// proxies' mirror. Then the target's table is locked: the mirror gives up
+// after its deadline, the client's write still succeeds, its keys wait in
+// the compensation queue (SHOW MIGRATIONS counts them), and the runner
+// replays them once the lock is gone, the apply still paused.
+func testDualWrite(t *testing.T, admin, target *sql.DB, proxies []*sql.DB, conv uint64, nextID *atomic.Uint64,
+	ack func(ackedMsg), waitStep func(string, time.Duration)) {
+	t.Helper()
+	send := func(db *sql.DB) (uint64, time.Duration) {
+		t.Helper()
+		id := nextID.Add(1)
+		start := time.Now()
+		var seq uint64
+		if err := db.QueryRow("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 7, 1, NOW(3)) RETURNING seq", conv, id).Scan(&seq); err != nil {
+			t.Fatalf("a write during the dual-write drill failed: %v", err)
+		}
+		ack(ackedMsg{conv, id, seq})
+		return id, time.Since(start)
+	}
+	onTarget := func(id uint64) bool {
+		t.Helper()
+		var n int
+		if err := target.QueryRow("SELECT COUNT(*) FROM im_mig.conv_msg_0000 WHERE conv_id = ? AND msg_id = ?", conv, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	mustExec(t, admin, "/*+ convoy MIGRATION 5 PAUSE */")
+	waitStep("ready (paused)", 30*time.Second)
+	time.Sleep(time.Second) // the runner stops the apply when it sees the command
+	for _, p := range proxies {
+		if id, _ := send(p); !onTarget(id) {
+			t.Fatalf("message %d is not on the target right after its ACK (the apply is paused): no dual-write", id)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lock, err := target.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := lock.ExecContext(ctx, "LOCK TABLES im_mig.conv_msg_0000 WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	id, took := send(proxies[0])
+	if took < migrate.DualWriteTimeout {
+		t.Errorf("a write whose mirror was blocked took %v, under the mirror's deadline %v", took, migrate.DualWriteTimeout)
+	}
+	if _, err := lock.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
+		t.Fatal(err)
+	}
+	var ms []map[string]string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		ms = showMigrations(t, admin)
+		if len(ms) == 1 && ms[0]["dualwrite_backlog"] == "0" && ms[0]["dualwrite_failures"] != "0" && ms[0]["dualwrite_failures"] != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the compensation queue was not replayed: %v", ms)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !onTarget(id) {
+		t.Fatalf("message %d, whose mirror failed, is not on the target after the replay (%v)", id, ms)
+	}
+	t.Logf("dual-write drill: blocked write took %v; SHOW MIGRATIONS dualwrite_failures %s", took.Round(time.Millisecond), ms[0]["dualwrite_failures"])
+	mustExec(t, admin, "/*+ convoy MIGRATION 5 RESUME */")
+	waitStep("ready", 30*time.Second)
 }

@@ -221,7 +221,7 @@ func (a *Admin) Command(ctx context.Context, shard int, verb string, rate float6
 // StatusColumns are the columns of SHOW MIGRATIONS and `convoy migrate
 // status`.
 var StatusColumns = append([]string{"shard", "job", "from", "to", "step", "rows", "rows_per_sec", "eta",
-	"apply_lag", "checksum", "switch", "runner", "last_error", "updated", "read_share"}, RampColumns...)
+	"apply_lag", "dualwrite_failures", "dualwrite_backlog", "checksum", "switch", "runner", "last_error", "updated", "read_share"}, RampColumns...)
 
 // readShare describes the read ramp: the share of conversations read from
 // the target, and whether the proxies honour it now (lag under the bound).
@@ -283,11 +283,17 @@ func (a *Admin) Status(ctx context.Context) ([]string, [][]string, error) {
 		if s.RowsPerSec > 0 {
 			rps = strconv.FormatFloat(s.RowsPerSec, 'f', 0, 64)
 		}
+		// Failures: keys queued since the job began (replayed or waiting);
+		// the backlog ends at the switch (the fence makes it moot).
+		failures, backlog := "", ""
+		if s.Replayed+s.Backlog > 0 || j.Step == StepBackfill || j.Step == StepVerify || j.Step == StepReady {
+			failures, backlog = strconv.FormatInt(s.Replayed+s.Backlog, 10), strconv.FormatInt(s.Backlog, 10)
+		}
 		runner, _, _ := routecfg.RunnerOf(ctx, a.cli, a.store.Cluster(), j.Shard)
 		rows = append(rows, append([]string{
 			router.Shard(j.Shard).String(), j.ID,
 			j.From.Datasource + "." + j.From.Database, j.To.Datasource + "." + j.To.Database,
-			step, rowsText, rps, eta, lagText, s.Checksum, s.Switch, runner, j.LastError,
+			step, rowsText, rps, eta, lagText, failures, backlog, s.Checksum, s.Switch, runner, j.LastError,
 			j.UpdatedAt.UTC().Format(time.RFC3339), readShare(j.Step, p.Commands.ReadPercent, s.Lag),
 		}, ramps.cells(j.Shard)...))
 	}

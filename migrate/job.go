@@ -104,6 +104,11 @@ type Status struct {
 	Checksum string  `json:"checksum,omitempty"`
 	// Switch describes the last switch attempt.
 	Switch string `json:"switch,omitempty"`
+	// Backlog is the compensation queue's keys (dual-write failures not
+	// replayed yet); Replayed counts the keys replayed from it. Both end
+	// at the switch, when the fence proves the target exact.
+	Backlog  int64 `json:"dualwrite_backlog,omitempty"`
+	Replayed int64 `json:"dualwrite_replayed,omitempty"`
 	// Beat changes at every status refresh while reads are ramped, so the
 	// proxies see the runner alive and its lag fresh (ramp.go): without
 	// news they send the reads back to the source.
@@ -190,6 +195,7 @@ type jobRun struct {
 
 	src, dst endpoint
 	moves    []TableMove
+	mirror   *Mirror // replays the proxies' dual-write failures
 
 	bf      *Backfill
 	bfTask  task
@@ -374,6 +380,11 @@ func (j *jobRun) wait(ctx context.Context, d time.Duration) error {
 // run drives the job until it is done, rolled back (deleted), the runner
 // loses its election, or ctx ends.
 func (j *jobRun) run(ctx context.Context) error {
+	defer func() {
+		if j.mirror != nil {
+			j.mirror.Close()
+		}
+	}()
 	defer j.bfTask.stop()
 	defer j.revTask.stop()
 	defer j.m.cfg.Metrics.forget(j.shard)
@@ -414,8 +425,8 @@ func (j *jobRun) run(ctx context.Context) error {
 			// stream of a switched job goes on, it is the rollback's
 			// safety net.
 			j.bfTask.stop()
-			j.refreshStatus(ctx)
-			err = j.wait(ctx, time.Minute)
+			j.refreshStatus(ctx) // replays the dual-write queue too
+			err = j.wait(ctx, statusEvery)
 		default:
 			err = j.step(ctx, job, cmds, st)
 		}
@@ -574,7 +585,46 @@ func (j *jobRun) open(ctx context.Context) error {
 	}
 	j.moves, err = ShardMoves(j.shard, j.src.db, router.Target{Database: job.From.Database, Table: idx},
 		j.dst.db, router.Target{Database: job.To.Database, Table: idx})
+	if err != nil {
+		return err
+	}
+	tables := make([]MirrorTable, len(j.moves))
+	for i, logical := range router.ShardedTables() { // ShardMoves' order
+		tables[i] = MirrorTable{Logical: logical, Source: j.moves[i].Source, Target: j.moves[i].Target}
+	}
+	j.mirror, err = NewMirror(ctx, job.ID, tables)
 	return err
+}
+
+// replay syncs the dual-write failures the proxies queued (until the
+// switch: after it the target is authoritative and the queue is moot) and
+// counts them into s.
+func (j *jobRun) replay(ctx context.Context, step, intent string, s *Status) {
+	if j.mirror == nil || intent != "" || (step != StepBackfill && step != StepVerify && step != StepReady) {
+		return
+	}
+	n, err := j.mirror.Replay(ctx, replayBatch)
+	s.Replayed += int64(n)
+	if err != nil {
+		j.log.Debug("compensation replay: the target still fails", zap.Error(err))
+	}
+	if b, err := j.mirror.Backlog(ctx); err == nil {
+		s.Backlog = b
+	}
+}
+
+// replayBatch bounds one status refresh's replay.
+const replayBatch = 500
+
+// dropQueue empties the job's compensation queue (after the switch's fence
+// or a rollback: the binlog decides, the queued keys are moot).
+func (j *jobRun) dropQueue(ctx context.Context) {
+	if j.mirror == nil {
+		return
+	}
+	if err := j.mirror.DropQueue(ctx); err != nil && mysqlErrno(err) != 1146 {
+		j.log.Warn("emptying the dual-write compensation queue", zap.Error(err))
+	}
 }
 
 // readerID is the replica server id of one binlog reader of a job: stable
@@ -826,6 +876,7 @@ func (j *jobRun) rollback(ctx context.Context) error {
 	}
 	j.bfTask.stop()
 	j.revTask.stop()
+	j.dropQueue(ctx)
 	for _, m := range j.moves {
 		// Before prepare checked the target empty of the shard, its rows
 		// there (if any) are not the job's: only tables the job created
@@ -866,8 +917,9 @@ func (j *jobRun) refreshStatus(ctx context.Context) {
 		return
 	}
 	j.mu.Lock()
-	s, step := j.st.Status, j.job.Step
+	s, step, intent := j.st.Status, j.job.Step, j.job.Intent
 	j.mu.Unlock()
+	j.replay(ctx, step, intent, &s)
 	s.Lag = -1
 	if j.bf != nil && j.bfTask.done != nil {
 		p := j.bf.Progress()

@@ -69,14 +69,10 @@ type Manager struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	pools *pools
+
 	mu    sync.Mutex
 	slots map[int]*slot
-	pools map[string]poolEntry
-}
-
-type poolEntry struct {
-	db *sql.DB
-	bl binlog.Config
 }
 
 // slot is this process's interest in one shard's job.
@@ -107,7 +103,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{cfg: cfg, log: cfg.Log, store: routecfg.NewJobStore(cfg.Client, cfg.Cluster),
 		routes: routecfg.NewStore(cfg.Client, cfg.Cluster), cancel: cancel,
-		slots: map[int]*slot{}, pools: map[string]poolEntry{}}
+		slots: map[int]*slot{}, pools: newPools(cfg.Connect)}
 	m.wg.Add(1)
 	go m.loop(ctx)
 	return m, nil
@@ -119,12 +115,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 func (m *Manager) Close() error {
 	m.cancel()
 	m.wg.Wait()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for k, p := range m.pools {
-		p.db.Close()
-		delete(m.pools, k)
-	}
+	m.pools.close()
 	return nil
 }
 
@@ -323,25 +314,7 @@ func finished(job routecfg.Job) bool {
 
 // pool returns the pool and binlog config of a datasource, opened once.
 func (m *Manager) pool(ctx context.Context, ds router.Datasource) (*sql.DB, binlog.Config, error) {
-	key := ds.Name + "\x00" + ds.Addr + "\x00" + ds.User
-	m.mu.Lock()
-	p, ok := m.pools[key]
-	m.mu.Unlock()
-	if ok {
-		return p.db, p.bl, nil
-	}
-	db, bl, err := m.cfg.Connect(ctx, ds)
-	if err != nil {
-		return nil, binlog.Config{}, fmt.Errorf("migrate: connect to datasource %s: %w", ds.Name, err)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if p, ok := m.pools[key]; ok { // opened concurrently
-		db.Close()
-		return p.db, p.bl, nil
-	}
-	m.pools[key] = poolEntry{db: db, bl: bl}
-	return db, bl, nil
+	return m.pools.get(ctx, ds)
 }
 
 // endpoint is the (datasource, database) the routes put the shard on now.

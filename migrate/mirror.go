@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // Mirror is the dual-write of a migrating shard (step 2, DESIGN.md section
@@ -36,6 +37,11 @@ type Mirror struct {
 	queue  string // qualified queue table in the source
 	tables map[string]*mirrorTable
 
+	// srcConns and dstConns keep session connections (time zone and
+	// sql_mode set, see sessionConn) between mirrored writes: a write
+	// pays no connection set-up.
+	srcConns, dstConns *sessionPool
+
 	failures atomic.Int64 // target writes that failed (queued or not)
 	lost     atomic.Int64 // failures the queue could not take either
 }
@@ -54,23 +60,29 @@ type MirrorTable struct {
 	Source, Target Side // Side.DB: the source's and the target's pools
 }
 
-// NewMirror loads the tables (same checks as the copier: same shape,
-// supported key) and creates the queue table in the source database if it
-// is missing.
+// NewMirror loads the source's tables and creates the queue table in the
+// source database if it is missing.
 func NewMirror(ctx context.Context, job string, tables []MirrorTable) (*Mirror, error) {
 	if len(tables) == 0 || job == "" || len(job) > 64 {
 		return nil, errors.New("migrate: a mirror needs a job id (at most 64 bytes) and tables")
 	}
 	m := &Mirror{job: job, src: tables[0].Source.DB, dst: tables[0].Target.DB, tables: map[string]*mirrorTable{}}
+	m.srcConns, m.dstConns = newSessionPool(m.src), newSessionPool(m.dst)
+	if err := checkDriver(ctx, m.src); err != nil {
+		return nil, fmt.Errorf("migrate: mirror source pool: %w", err)
+	}
 	for _, t := range tables {
 		if t.Source.DB != m.src || t.Target.DB != m.dst {
 			return nil, errors.New("migrate: a mirror's tables share one source and one target server")
 		}
-		st, dt, err := loadPair(ctx, t.Source, t.Target, nil)
+		// The source only: prepare created the target's tables from the
+		// source's definitions (and the copier compared them), and a
+		// mirror must exist while the target is down, to queue.
+		st, err := loadTable(ctx, t.Source.DB, t.Source.Database, t.Source.Table)
 		if err != nil {
 			return nil, err
 		}
-		m.tables[t.Logical] = &mirrorTable{logical: t.Logical, src: st, dst: dt}
+		m.tables[t.Logical] = &mirrorTable{logical: t.Logical, src: st, dst: st.as(t.Target.Database, t.Target.Table)}
 	}
 	m.queue = quoteIdent(tables[0].Source.Database) + "." + quoteIdent(QueueTable)
 	_, err := m.src.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+m.queue+` (
@@ -112,20 +124,57 @@ func KeyOf(values ...any) (Key, error) {
 }
 
 // Write mirrors the rows with these primary keys of a logical table. A
-// failure is queued; Write returns an error only when the queue could not
-// take it either (the caller counts it and alerts: the binlog apply still
-// brings the rows, the checksum proves it).
-func (m *Mirror) Write(ctx context.Context, logical string, keys []Key) error {
+// failure is queued (queued true); Write returns an error only when the
+// queue could not take it either (the caller counts it and alerts: the
+// binlog apply still brings the rows, the checksum proves it). The queue
+// is written under its own short deadline, so a Sync that ran out of ctx's
+// time is still queued.
+func (m *Mirror) Write(ctx context.Context, logical string, keys []Key) (queued bool, _ error) {
 	err := m.Sync(ctx, logical, keys)
 	if err == nil {
-		return nil
+		return false, nil
 	}
 	m.failures.Add(1)
-	if qerr := m.push(ctx, logical, keys, err); qerr != nil {
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), queueTimeout)
+	defer cancel()
+	if qerr := m.push(qctx, logical, keys, err); qerr != nil {
 		m.lost.Add(1)
-		return fmt.Errorf("migrate: dual-write of %s failed (%v) and could not be queued: %w", logical, err, qerr)
+		return false, fmt.Errorf("migrate: dual-write of %s failed (%v) and could not be queued: %w", logical, err, qerr)
 	}
-	return nil
+	return true, nil
+}
+
+// queueTimeout bounds a compensation queue write.
+const queueTimeout = 2 * time.Second
+
+// Keys returns the primary keys of rows given by column values (names
+// lower-case, values as the engine holds them); an error when the columns
+// do not cover the table's primary key or a key value is not plain.
+func (m *Mirror) Keys(logical string, cols []string, rows [][]any) ([]Key, error) {
+	mt, ok := m.tables[logical]
+	if !ok {
+		return nil, fmt.Errorf("migrate: the mirror has no table %q", logical)
+	}
+	at := make([]int, len(mt.src.PK))
+	for i, ci := range mt.src.PK {
+		at[i] = slices.IndexFunc(cols, func(c string) bool { return strings.EqualFold(c, mt.src.Columns[ci].Name) })
+		if at[i] < 0 {
+			return nil, fmt.Errorf("migrate: the write does not name %s's key column %s", logical, mt.src.Columns[ci].Name)
+		}
+	}
+	keys := make([]Key, 0, len(rows))
+	vals := make([]any, len(at))
+	for _, r := range rows {
+		for i, c := range at {
+			vals[i] = r[c]
+		}
+		k, err := KeyOf(vals...)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
 }
 
 // Failures counts failed target writes; Lost those the queue missed too.
@@ -146,16 +195,32 @@ func (m *Mirror) Sync(ctx context.Context, logical string, keys []Key) error {
 	keys = slices.Clone(keys)
 	slices.SortFunc(keys, func(a, b Key) int { return strings.Compare(a.String(), b.String()) })
 	keys = slices.CompactFunc(keys, func(a, b Key) bool { return a.String() == b.String() })
-	sc, err := sessionConn(ctx, m.src)
+	var err error
+	for range 3 {
+		if err = m.syncOnce(ctx, mt, keys); err == nil || ctx.Err() != nil {
+			return err
+		}
+		// A deadlock with the binlog apply or another proxy's mirror (both
+		// take the target's gap locks), or a pooled connection the server
+		// closed: again, on fresh terms.
+		if n := mysqlErrno(err); n != 0 && n != 1213 {
+			return err
+		}
+	}
+	return err
+}
+
+func (m *Mirror) syncOnce(ctx context.Context, mt *mirrorTable, keys []Key) (err error) {
+	sc, err := m.srcConns.get(ctx)
 	if err != nil {
 		return err
 	}
-	defer discard(sc)
-	dc, err := sessionConn(ctx, m.dst)
+	defer func() { m.srcConns.put(sc, err) }()
+	dc, err := m.dstConns.get(ctx)
 	if err != nil {
 		return err
 	}
-	defer discard(dc)
+	defer func() { m.dstConns.put(dc, err) }()
 	return txn(ctx, dc, func(tx *sql.Tx) error {
 		lock, src := &where{}, &where{}
 		for _, k := range keys {
@@ -273,4 +338,50 @@ func (m *Mirror) Replay(ctx context.Context, limit int) (int, error) {
 func (m *Mirror) DropQueue(ctx context.Context) error {
 	_, err := m.src.ExecContext(ctx, "DELETE FROM "+m.queue+" WHERE job = ?", m.job)
 	return err
+}
+
+// sessionPool keeps a few idle session connections of a pool.
+type sessionPool struct {
+	db   *sql.DB
+	idle chan *sql.Conn
+}
+
+func newSessionPool(db *sql.DB) *sessionPool {
+	return &sessionPool{db: db, idle: make(chan *sql.Conn, 8)}
+}
+
+func (p *sessionPool) get(ctx context.Context) (*sql.Conn, error) {
+	select {
+	case c := <-p.idle:
+		return c, nil
+	default:
+		return sessionConn(ctx, p.db)
+	}
+}
+
+// put keeps c unless it failed (its state is unknown) or enough are idle.
+func (p *sessionPool) put(c *sql.Conn, err error) {
+	if err == nil {
+		select {
+		case p.idle <- c:
+			return
+		default:
+		}
+	}
+	discard(c)
+}
+
+// Close discards the idle session connections (the pools stay open).
+func (m *Mirror) Close() {
+	for _, p := range []*sessionPool{m.srcConns, m.dstConns} {
+		for {
+			select {
+			case c := <-p.idle:
+				discard(c)
+				continue
+			default:
+			}
+			break
+		}
+	}
 }

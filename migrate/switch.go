@@ -163,8 +163,10 @@ func (j *jobRun) tableIndex() *int {
 func (j *jobRun) switched(ctx context.Context, desc string) error {
 	now := time.Now().UTC()
 	j.log.Info("shard switched to the target; reverse replication starts", zap.String("switch", desc))
+	j.dropQueue(ctx)
 	return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
 		rec.Step, rec.Intent, rec.LastError = StepSwitched, "", ""
+		s.Status.Backlog = 0
 		if s.SwitchedAt.IsZero() {
 			s.SwitchedAt, s.CleanupAt = now, now.Add(j.m.cfg.RollbackWindow)
 		}

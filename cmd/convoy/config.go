@@ -137,6 +137,10 @@ type Config struct {
 		// error 1205 naming the shard.
 		HoldMaxWait  time.Duration `yaml:"hold_max_wait"`
 		HoldMaxQueue int           `yaml:"hold_max_queue"`
+		// DualWriteTimeout bounds what mirroring a write of a migrating
+		// shard to its target adds before the client's ACK (default
+		// 500ms); past it the write's keys go to the compensation queue.
+		DualWriteTimeout time.Duration `yaml:"dualwrite_timeout"`
 	} `yaml:"migration"`
 
 	// Health holds the expansion triggers of seed 001 (SHOW SHARD HEALTH).

@@ -444,6 +444,17 @@ func serve(args []string) error {
 		return err
 	}
 	defer ml.Close()
+	// Every proxy mirrors the writes of migrating shards to their targets
+	// (step 2).
+	dualMetrics, err := migrate.NewDualWriteMetrics(reg)
+	if err != nil {
+		return err
+	}
+	dual := migrate.NewDualWrites(migrate.DualWriteConfig{Connect: migrationConnector, Routes: watcher.Current,
+		Timeout: c.Migration.DualWriteTimeout, Metrics: dualMetrics, Log: log.Named("dualwrite")})
+	defer dual.Close()
+	go migrate.WatchJobs(ctx, routecfg.NewJobStore(cli, c.Etcd.Cluster), log.Named("dualwrite"), dual)
+	eng.SetDualWrites(dual)
 	// Migration jobs run in every proxy (whichever wins a job's runner
 	// election), so a job survives the death of the one running it.
 	if c.Migration.RunJobs == nil || *c.Migration.RunJobs {

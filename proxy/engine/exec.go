@@ -84,6 +84,24 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 			return nil, err
 		}
 		defer s.endWrite(shards)
+		// The mirror runs before endWrite: while the write still counts on
+		// its shards, no switch can flip them under it.
+		if ws := s.mirrorPlan(pl, args); ws != nil {
+			if rewrite.NeedsSeq(pl.a) {
+				s.seqs = map[int]uint64{}
+			}
+			defer func() {
+				seqs := s.seqs
+				s.seqs = nil
+				switch {
+				case err != nil:
+				case s.inTxn():
+					s.txn.mirror = append(s.txn.mirror, txnMirror{ws, seqs})
+				default:
+					s.mirror(ws, seqs)
+				}
+			}()
+		}
 	}
 	if a.Kind == rewrite.KindDDL {
 		s.e.metrics.countStatement("ddl")

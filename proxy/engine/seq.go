@@ -83,6 +83,11 @@ func (s *Session) insertWithSeq(pl *plan, args []any, binary bool) (*mysql.Resul
 			if g.rows[0] == 0 {
 				firstSeq = seqs[0]
 			}
+			if s.seqs != nil {
+				for k, i := range g.rows {
+					s.seqs[i] = seqs[k]
+				}
+			}
 			if s.e.hot != nil && !s.inTxn() {
 				es, err := s.readBackHistory(c, snap, g.rows, conv, seqs)
 				if err != nil {
@@ -271,5 +276,10 @@ func (s *Session) seqBatch(pl *plan, args []any) (_ *mysql.Result, ok bool, _ er
 	}
 	r := rs[first+1]
 	r.InsertId = rs[first].InsertId - uint64(n) + 1
+	if s.seqs != nil {
+		for i := range n {
+			s.seqs[i] = r.InsertId + uint64(i)
+		}
+	}
 	return r, true, nil
 }

@@ -56,6 +56,9 @@ type Session struct {
 	// fails.
 	shard int
 	rt    routineState // routine.go
+	// seqs collects the seqs a mirrored conv_msg INSERT was given, by row
+	// index (dualwrite.go); nil when nothing is mirrored.
+	seqs map[int]uint64
 	// oneShard backs the shard list admitWrite hands endWrite for a
 	// single-key write (hold.go), so the common write allocates nothing.
 	oneShard [1]router.Shard
@@ -83,6 +86,9 @@ type txnState struct {
 	// savepoints were set before the transaction had a connection; they
 	// are set on it after BEGIN (see savepoint).
 	savepoints []string
+	// mirror are the writes of mirrored shards, mirrored after COMMIT
+	// while the transaction still counts on its shard (dualwrite.go).
+	mirror []txnMirror
 }
 
 func (t *txnState) noteHistory(convs []uint64, known bool) {
@@ -448,6 +454,11 @@ func (s *Session) endTxn(commit bool) (*mysql.Result, error) {
 	}
 	if t.pin >= 0 {
 		s.e.observe(router.Shard(t.pin), t.conn.Datasource(), true, start, err)
+	}
+	if commit && err == nil {
+		for _, m := range t.mirror {
+			s.mirror(m.ws, m.seqs)
+		}
 	}
 	t.conn.Release()
 	if err != nil {

@@ -1,0 +1,368 @@
+package migrate
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/router"
+)
+
+// Dual-write (step 2, seed 001: "双写"): from the backfill until the
+// switch, every write a proxy commits on a migrating shard's source is
+// mirrored to the target at once: the rows it touched are re-read from the
+// source and made equal on the target (Mirror.Sync), before the client's
+// ACK and within a short deadline. The source stays authoritative: a
+// target failure never reaches the client; it goes to the compensation
+// queue in the source database, which the job's runner replays until the
+// switch, and is counted (convoy_migration_dualwrites_total{result="queued"
+// or "lost"}: alert on it, seed: "双写失败必须告警").
+//
+// The binlog apply runs beside it and is what makes the target exact (it
+// also sees writes that never went through Convoy, and the writes whose
+// rows the statement does not name by primary key, counted as "unkeyed");
+// the switch waits for it past a fence. The mirror's part is that a write
+// through Convoy is on the target when its ACK is sent, and that a target
+// failing writes is seen at once, not at the checksum.
+
+// DualWrite results, the label of MetricDualWrites.
+const (
+	DualWriteMirrored = "mirrored" // the target has the rows
+	DualWriteQueued   = "queued"   // the target failed; the queue has the keys
+	DualWriteLost     = "lost"     // neither: only the binlog apply brings the rows
+	DualWriteUnkeyed  = "unkeyed"  // the statement does not name the rows' keys
+)
+
+// Metric names of the dual-write (every proxy's).
+const (
+	MetricDualWrites       = "convoy_migration_dualwrites_total"
+	MetricDualWriteSeconds = "convoy_migration_dualwrite_seconds"
+)
+
+// DualWriteMetrics are a proxy's dual-write counters. A nil one records
+// nothing.
+type DualWriteMetrics struct {
+	writes  *prometheus.CounterVec
+	seconds prometheus.Histogram
+}
+
+// NewDualWriteMetrics creates the metrics and registers them with reg (nil:
+// not registered).
+func NewDualWriteMetrics(reg prometheus.Registerer) (*DualWriteMetrics, error) {
+	m := &DualWriteMetrics{
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricDualWrites,
+			Help: "Writes of migrating shards mirrored to the target, by result: mirrored, queued (target failed: alert), lost (target and queue failed: alert), unkeyed (left to the binlog apply)."},
+			[]string{"result"}),
+		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricDualWriteSeconds,
+			Help:    "Time a mirrored write adds before the client's ACK.",
+			Buckets: []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2}}),
+	}
+	for _, r := range []string{DualWriteMirrored, DualWriteQueued, DualWriteLost, DualWriteUnkeyed} {
+		m.writes.WithLabelValues(r) // present at 0, so an alert's rate() sees the first failure
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.writes, m.seconds} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *DualWriteMetrics) count(result string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.writes.WithLabelValues(result).Inc()
+	if result != DualWriteUnkeyed {
+		m.seconds.Observe(d.Seconds())
+	}
+}
+
+// DualWriteTimeout is how long a mirrored write may add to a client's
+// write before it is queued instead.
+const DualWriteTimeout = 500 * time.Millisecond
+
+// DualWriteConfig configures a proxy's dual-write.
+type DualWriteConfig struct {
+	Connect Connector
+	// Routes returns the routes the proxy serves (where the datasources
+	// of a job are).
+	Routes  func() *router.Snapshot
+	Timeout time.Duration // DualWriteTimeout if 0
+	Metrics *DualWriteMetrics
+	Log     *zap.Logger
+}
+
+// DualWrites is a proxy's view of the shards it mirrors, fed by a watch of
+// the job records (WatchJobs). It implements engine.DualWrites.
+type DualWrites struct {
+	cfg    DualWriteConfig
+	pools  *pools
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	active atomic.Int32 // shards mirrored: 0 keeps the write path at one load
+	mu     sync.RWMutex
+	shards map[router.Shard]*dualState
+}
+
+type dualState struct {
+	job      string
+	from, to routecfg.Endpoint
+	table    *int
+	mirror   atomic.Pointer[Mirror] // nil until opened
+	stop     context.CancelFunc
+	warned   atomic.Int64 // unix seconds of the last "no mirror" warning
+}
+
+// NewDualWrites returns an empty view; Close releases its pools.
+func NewDualWrites(cfg DualWriteConfig) *DualWrites {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DualWriteTimeout
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &DualWrites{cfg: cfg, pools: newPools(cfg.Connect), ctx: ctx, cancel: cancel, shards: map[router.Shard]*dualState{}}
+}
+
+// Close stops mirroring and closes the pools.
+func (d *DualWrites) Close() {
+	d.cancel()
+	d.mu.Lock()
+	for sh, st := range d.shards {
+		st.stop()
+		delete(d.shards, sh)
+	}
+	d.active.Store(0)
+	d.mu.Unlock()
+	d.pools.close()
+}
+
+// mirroredJob reports whether a job's writes are mirrored: from the
+// backfill (prepare made the target tables) until the switch, unless it is
+// rolling back.
+func mirroredJob(job *routecfg.Job) (jobProgress, bool) {
+	if job == nil {
+		return jobProgress{}, false
+	}
+	switch job.Step {
+	case StepBackfill, StepVerify, StepReady:
+	default:
+		return jobProgress{}, false
+	}
+	p, err := decodeProgress(*job)
+	if err != nil || p.Commands.Rollback || job.Intent == IntentRollback {
+		return p, false
+	}
+	return p, true
+}
+
+// Update takes a job record as the watch saw it (nil: deleted).
+func (d *DualWrites) Update(shard int, job *routecfg.Job) {
+	sh := router.Shard(shard)
+	p, want := mirroredJob(job)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cur := d.shards[sh]
+	if want && cur != nil && cur.job == job.ID {
+		return
+	}
+	if cur != nil {
+		cur.stop()
+		if m := cur.mirror.Load(); m != nil {
+			m.Close()
+		}
+		delete(d.shards, sh)
+	}
+	if want && d.ctx.Err() == nil {
+		ctx, stop := context.WithCancel(d.ctx)
+		st := &dualState{job: job.ID, from: job.From, to: job.To, table: p.State.Table, stop: stop}
+		d.shards[sh] = st
+		go d.open(ctx, sh, st)
+	}
+	d.active.Store(int32(len(d.shards)))
+}
+
+// Shards lists the shards mirrored now (WatchJobs).
+func (d *DualWrites) Shards() []int {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	out := make([]int, 0, len(d.shards))
+	for sh := range d.shards {
+		out = append(out, int(sh))
+	}
+	return out
+}
+
+// open builds the shard's mirror, retrying every second until it can
+// (the source's table definitions are needed to read keys; until then
+// writes count as lost, the binlog apply still brings them).
+func (d *DualWrites) open(ctx context.Context, sh router.Shard, st *dualState) {
+	for {
+		m, err := d.newMirror(ctx, sh, st)
+		if err == nil {
+			st.mirror.Store(m)
+			d.cfg.Log.Info("dual-write on", zap.Int("shard", int(sh)), zap.String("job", st.job),
+				zap.String("to", st.to.Datasource+"."+st.to.Database))
+			return
+		}
+		d.cfg.Log.Warn("dual-write: cannot open the mirror yet", zap.Int("shard", int(sh)), zap.String("job", st.job), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (d *DualWrites) newMirror(ctx context.Context, sh router.Shard, st *dualState) (*Mirror, error) {
+	doc := d.cfg.Routes().Document()
+	side := func(name string) (router.Datasource, bool) {
+		for _, ds := range doc.Datasources {
+			if ds.Name == name {
+				return ds, true
+			}
+		}
+		return router.Datasource{}, false
+	}
+	var dbs [2]Side
+	for i, ep := range []routecfg.Endpoint{st.from, st.to} {
+		ds, ok := side(ep.Datasource)
+		if !ok {
+			return nil, fmt.Errorf("migrate: datasource %s of job %s is not in the routes this proxy serves", ep.Datasource, st.job)
+		}
+		db, _, err := d.pools.get(ctx, ds)
+		if err != nil {
+			return nil, err
+		}
+		dbs[i] = Side{DB: db, Database: ep.Database}
+	}
+	idx := int(sh)
+	if st.table != nil {
+		idx = *st.table
+	}
+	var tables []MirrorTable
+	for _, logical := range router.ShardedTables() {
+		src, dst := dbs[0], dbs[1]
+		src.Table, dst.Table = router.PhysicalTableName(logical, idx), router.PhysicalTableName(logical, idx)
+		tables = append(tables, MirrorTable{Logical: logical, Source: src, Target: dst})
+	}
+	return NewMirror(ctx, st.job, tables)
+}
+
+// Any implements engine.DualWrites.
+func (d *DualWrites) Any() bool { return d.active.Load() != 0 }
+
+func (d *DualWrites) state(sh router.Shard) *dualState {
+	if d.active.Load() == 0 {
+		return nil
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.shards[sh]
+}
+
+// Mirrors implements engine.DualWrites: writes of sh that ran at (the
+// datasource and database the proxy's routes sent them to) are mirrored
+// when at is the job's source. After the switch the routes send them to
+// the target, which is then authoritative: never mirrored from the old
+// side, whatever this proxy's view of the job says.
+func (d *DualWrites) Mirrors(sh router.Shard, at router.Target) bool {
+	st := d.state(sh)
+	return st != nil && st.from.Datasource == at.Datasource && st.from.Database == at.Database
+}
+
+// Mirror implements engine.DualWrites: the rows of a logical table that a
+// committed write touched, by column values (cols lower-case; rows may
+// hold values of other columns, ignored), are made equal on the target.
+func (d *DualWrites) Mirror(sh router.Shard, table string, cols []string, rows [][]any) {
+	st := d.state(sh)
+	if st == nil {
+		return
+	}
+	start := time.Now()
+	m := st.mirror.Load()
+	if m == nil {
+		d.cfg.Metrics.count(DualWriteLost, time.Since(start))
+		if now := time.Now().Unix(); st.warned.Swap(now) != now {
+			d.cfg.Log.Warn("dual-write: the mirror is not open; the write is left to the binlog apply", zap.Int("shard", int(sh)), zap.String("job", st.job))
+		}
+		return
+	}
+	keys, err := m.Keys(table, cols, rows)
+	if err != nil {
+		d.cfg.Metrics.count(DualWriteUnkeyed, 0)
+		return
+	}
+	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.Timeout)
+	queued, err := m.Write(ctx, table, keys)
+	cancel()
+	switch {
+	case err != nil:
+		d.cfg.Metrics.count(DualWriteLost, time.Since(start))
+		d.cfg.Log.Error("dual-write failed and could not be queued; the binlog apply still brings the rows", zap.Int("shard", int(sh)), zap.String("job", st.job), zap.Error(err))
+	case queued:
+		d.cfg.Metrics.count(DualWriteQueued, time.Since(start))
+		if now := time.Now().Unix(); st.warned.Swap(now) != now {
+			d.cfg.Log.Warn("dual-write to the target failed; queued for replay", zap.Int("shard", int(sh)), zap.String("job", st.job))
+		}
+	default:
+		d.cfg.Metrics.count(DualWriteMirrored, time.Since(start))
+	}
+}
+
+// JobView is what WatchJobs keeps current: a proxy's view of the jobs.
+type JobView interface {
+	Update(shard int, job *routecfg.Job)
+	Shards() []int // the shards the view holds state for
+}
+
+// WatchJobs keeps the views current from the cluster's job records until
+// ctx ends, listing again after a broken watch.
+func WatchJobs(ctx context.Context, store *routecfg.JobStore, log *zap.Logger, views ...JobView) {
+	for ctx.Err() == nil {
+		jobs, rev, err := store.List(ctx)
+		if err != nil {
+			log.Debug("listing migration jobs", zap.Error(err))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		seen := map[int]bool{}
+		for i := range jobs {
+			seen[jobs[i].Shard] = true
+			for _, v := range views {
+				v.Update(jobs[i].Shard, &jobs[i])
+			}
+		}
+		for _, v := range views {
+			for _, sh := range v.Shards() {
+				if !seen[sh] {
+					v.Update(sh, nil)
+				}
+			}
+		}
+		for ev := range store.Watch(ctx, rev) {
+			if ev.Err != nil {
+				log.Debug("migration job watch broken; listing again", zap.Error(ev.Err))
+				break
+			}
+			for _, v := range views {
+				v.Update(ev.Shard, ev.Job)
+			}
+		}
+	}
+}
