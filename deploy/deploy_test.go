@@ -70,6 +70,9 @@ var knownMetrics = map[string][]string{
 	migrate.MetricRowsEstimate: {"shard"},
 	migrate.MetricApplyLag:     {"shard"},
 	migrate.MetricStepFailures: {"step"},
+	// migrate/dualwrite.go (NewDualWriteMetrics: every proxy's mirror)
+	migrate.MetricDualWrites:       {"result"},
+	migrate.MetricDualWriteSeconds: {}, // histogram
 	// migrate/rampstats.go (NewRamps: every proxy's read ramps)
 	migrate.MetricRampReads:   {"shard", "side", "result"},
 	migrate.MetricRampLatency: {"shard", "side"}, // histogram
@@ -83,7 +86,8 @@ var knownMetrics = map[string][]string{
 }
 
 // histograms expose <name>_bucket (with le), _sum and _count.
-var histograms = []string{"convoy_datasource_query_duration_seconds", "convoy_scatter_targets", "convoy_migration_hold_wait_seconds", migrate.MetricRampLatency}
+var histograms = []string{"convoy_datasource_query_duration_seconds", "convoy_scatter_targets", "convoy_migration_hold_wait_seconds",
+	migrate.MetricDualWriteSeconds, migrate.MetricRampLatency}
 
 // resolveMetric maps a series name to its metric and label set.
 func resolveMetric(name string) (string, []string, bool) {
@@ -536,6 +540,62 @@ func TestPrometheusConfig(t *testing.T) {
 		return
 	}
 	t.Fatal(`prometheus.yml has no job "convoy" (the dashboard filters on up{job="convoy"})`)
+}
+
+// TestAlertRules checks the alerting rules Prometheus loads: every rule
+// names a known metric with known labels, has a severity and says what to
+// do, and the dual-write is alerted on (seed 001: "双写失败必须告警").
+func TestAlertRules(t *testing.T) {
+	var cfg struct {
+		RuleFiles []string `yaml:"rule_files"`
+	}
+	readYAML(t, "prometheus/prometheus.yml", &cfg)
+	if !slices.Contains(cfg.RuleFiles, "alerts.yml") {
+		t.Fatalf("prometheus.yml rule_files %v does not load alerts.yml", cfg.RuleFiles)
+	}
+	var rules struct {
+		Groups []struct {
+			Name  string `yaml:"name"`
+			Rules []struct {
+				Alert       string            `yaml:"alert"`
+				Expr        string            `yaml:"expr"`
+				For         string            `yaml:"for"`
+				Labels      map[string]string `yaml:"labels"`
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	readYAML(t, "prometheus/alerts.yml", &rules)
+	seen := map[string]string{}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" || seen[r.Alert] != "" {
+				t.Errorf("group %s: rule %q without a name or named twice", g.Name, r.Alert)
+			}
+			seen[r.Alert] = r.Expr
+			if _, err := lintPromQL(r.Expr); err != nil {
+				t.Errorf("%s: %v", r.Alert, err)
+			}
+			if s := r.Labels["severity"]; s != "page" && s != "ticket" {
+				t.Errorf("%s: severity %q, want page or ticket", r.Alert, s)
+			}
+			if r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
+				t.Errorf("%s: no summary or description", r.Alert)
+			}
+			if r.For != "" && !regexp.MustCompile(`^\d+[smh]$`).MatchString(r.For) {
+				t.Errorf("%s: for %q", r.Alert, r.For)
+			}
+		}
+	}
+	for _, result := range []string{migrate.DualWriteQueued, migrate.DualWriteLost} {
+		found := false
+		for _, expr := range seen {
+			found = found || (strings.Contains(expr, migrate.MetricDualWrites) && strings.Contains(expr, `result="`+result+`"`))
+		}
+		if !found {
+			t.Errorf("no alert on %s{result=%q}", migrate.MetricDualWrites, result)
+		}
+	}
 }
 
 type composeFile struct {

@@ -66,6 +66,9 @@ func TestKnownMetricsAreRegistered(t *testing.T) {
 	if _, err := migrate.NewMetrics(reg); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := migrate.NewDualWriteMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := migrate.NewRamps(reg); err != nil {
 		t.Fatal(err)
 	}
