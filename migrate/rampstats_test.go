@@ -256,3 +256,21 @@ func TestRampStatsPublished(t *testing.T) {
 		t.Fatalf("%d figure keys left (%v)", resp.Count, err)
 	}
 }
+
+// BenchmarkObserveRead is the cost a ramped read adds after its backend
+// answered (BENCHMARKS.md).
+func BenchmarkObserveRead(b *testing.B) {
+	r, err := NewRamps(prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.Update(5, rampJob(StepReady, 50, 0))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			i++
+			r.ObserveRead(5, i&1 == 0, time.Duration(i%5000)*time.Microsecond, nil)
+		}
+	})
+}
