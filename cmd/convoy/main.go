@@ -418,6 +418,14 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Every proxy follows the read ramps of the jobs (step 5), and counts
+	// their reads per side.
+	ramps, err := migrate.NewRamps(reg)
+	if err != nil {
+		return err
+	}
+	go migrate.WatchRamps(ctx, routecfg.NewJobStore(cli, c.Etcd.Cluster), ramps, log.Named("ramp"))
+	eng.SetReadRamps(ramps)
 	ml := &migrationLock{
 		cli: cli, cluster: c.Etcd.Cluster, ttl: c.Etcd.RegistrationTTL, routes: watcher,
 		info: routecfg.ProxyInfo{
@@ -428,17 +436,15 @@ func serve(args []string) error {
 		registered: func(r *routecfg.Registration) {
 			f := func(s *router.Snapshot) { r.SetRouteVersion(s.Version()) }
 			onRoutes.Store(&f)
+			// SHOW MIGRATIONS sums every live proxy's per-side reads.
+			go ramps.PublishStats(ctx, r, routecfg.RampStatsKey(c.Etcd.Cluster, proxyID), migrate.RampPublishEvery, log.Named("ramp"))
 		},
 	}
 	if err := ml.start(ctx); err != nil {
 		return err
 	}
 	defer ml.Close()
-	// Every proxy follows the read ramps of the jobs (step 5).
-	ramps := migrate.NewRamps()
-	go migrate.WatchRamps(ctx, routecfg.NewJobStore(cli, c.Etcd.Cluster), ramps, log.Named("ramp"))
-	eng.SetReadRamps(ramps)
-	// ... and mirrors the writes of migrating shards to their targets
+	// Every proxy mirrors the writes of migrating shards to their targets
 	// (step 2).
 	dualMetrics, err := migrate.NewDualWriteMetrics(reg)
 	if err != nil {
