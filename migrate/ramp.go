@@ -1,13 +1,11 @@
 package migrate
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
@@ -62,7 +60,7 @@ type rampState struct {
 	alt        *router.Snapshot
 }
 
-// NewRamps returns an empty view; Update feeds it (WatchRamps does). Its
+// NewRamps returns an empty view; Update feeds it (WatchJobs does). Its
 // per-side read metrics are registered with reg (nil: not registered).
 func NewRamps(reg prometheus.Registerer) (*Ramps, error) {
 	m, err := newRampMetrics(reg)
@@ -135,42 +133,13 @@ func (r *Ramps) ReadSnapshot(snap *router.Snapshot, sh router.Shard, key uint64)
 	return st.alt, true
 }
 
-// WatchRamps keeps r current from the cluster's job records until ctx
-// ends, re-listing after a broken watch.
-func WatchRamps(ctx context.Context, store *routecfg.JobStore, r *Ramps, log *zap.Logger) {
-	for ctx.Err() == nil {
-		jobs, rev, err := store.List(ctx)
-		if err != nil {
-			log.Debug("read ramps: listing migration jobs", zap.Error(err))
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		seen := map[int]bool{}
-		for i := range jobs {
-			seen[jobs[i].Shard] = true
-			r.Update(jobs[i].Shard, &jobs[i])
-		}
-		r.mu.RLock()
-		var gone []int
-		for sh := range r.shards {
-			if !seen[int(sh)] {
-				gone = append(gone, int(sh))
-			}
-		}
-		r.mu.RUnlock()
-		for _, sh := range gone {
-			r.Update(sh, nil)
-		}
-		for ev := range store.Watch(ctx, rev) {
-			if ev.Err != nil {
-				log.Debug("read ramps: job watch broken; listing again", zap.Error(ev.Err))
-				break
-			}
-			r.Update(ev.Shard, ev.Job)
-		}
+// Shards lists the shards with a ramp now (WatchJobs).
+func (r *Ramps) Shards() []int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]int, 0, len(r.shards))
+	for sh := range r.shards {
+		out = append(out, int(sh))
 	}
+	return out
 }

@@ -424,7 +424,6 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	go migrate.WatchRamps(ctx, routecfg.NewJobStore(cli, c.Etcd.Cluster), ramps, log.Named("ramp"))
 	eng.SetReadRamps(ramps)
 	ml := &migrationLock{
 		cli: cli, cluster: c.Etcd.Cluster, ttl: c.Etcd.RegistrationTTL, routes: watcher,
@@ -445,7 +444,7 @@ func serve(args []string) error {
 	}
 	defer ml.Close()
 	// Every proxy mirrors the writes of migrating shards to their targets
-	// (step 2).
+	// (step 2); one watch of the job records feeds it and the read ramps.
 	dualMetrics, err := migrate.NewDualWriteMetrics(reg)
 	if err != nil {
 		return err
@@ -453,7 +452,7 @@ func serve(args []string) error {
 	dual := migrate.NewDualWrites(migrate.DualWriteConfig{Connect: migrationConnector, Routes: watcher.Current,
 		Timeout: c.Migration.DualWriteTimeout, Metrics: dualMetrics, Log: log.Named("dualwrite")})
 	defer dual.Close()
-	go migrate.WatchJobs(ctx, routecfg.NewJobStore(cli, c.Etcd.Cluster), log.Named("dualwrite"), dual)
+	go migrate.WatchJobs(ctx, routecfg.NewJobStore(cli, c.Etcd.Cluster), log.Named("migrate"), ramps, dual)
 	eng.SetDualWrites(dual)
 	// Migration jobs run in every proxy (whichever wins a job's runner
 	// election), so a job survives the death of the one running it.
