@@ -73,6 +73,9 @@ var knownMetrics = map[string][]string{
 	// migrate/dualwrite.go (NewDualWriteMetrics: every proxy's mirror)
 	migrate.MetricDualWrites:       {"result"},
 	migrate.MetricDualWriteSeconds: {}, // histogram
+	// migrate/rampstats.go (NewRamps: every proxy's read ramps)
+	migrate.MetricRampReads:   {"shard", "side", "result"},
+	migrate.MetricRampLatency: {"shard", "side"}, // histogram
 
 	// histcache/metrics.go (namespace convoy, subsystem histcache)
 	"convoy_histcache_hits_total":   {"op"},
@@ -84,7 +87,7 @@ var knownMetrics = map[string][]string{
 
 // histograms expose <name>_bucket (with le), _sum and _count.
 var histograms = []string{"convoy_datasource_query_duration_seconds", "convoy_scatter_targets", "convoy_migration_hold_wait_seconds",
-	migrate.MetricDualWriteSeconds}
+	migrate.MetricDualWriteSeconds, migrate.MetricRampLatency}
 
 // resolveMetric maps a series name to its metric and label set.
 func resolveMetric(name string) (string, []string, bool) {
@@ -211,6 +214,7 @@ func TestDashboard(t *testing.T) {
 		"convoy_migration_hold_queued_writes", "convoy_migration_hold_wait_seconds", "convoy_migration_hold_refused_total",
 		routecfg.MetricShardsHeld, routecfg.MetricShardHoldFails,
 		migrate.MetricRowsCopied, migrate.MetricApplyLag, migrate.MetricJobStep, migrate.MetricStepFailures,
+		migrate.MetricRampReads, migrate.MetricRampLatency,
 	} {
 		if !used[m] {
 			t.Errorf("no panel uses %s", m)

@@ -69,6 +69,9 @@ func TestKnownMetricsAreRegistered(t *testing.T) {
 	if _, err := migrate.NewDualWriteMetrics(reg); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := migrate.NewRamps(reg); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := routecfg.NewLockMetrics(reg, "c"); err != nil {
 		t.Fatal(err)
 	}

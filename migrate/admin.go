@@ -244,8 +244,8 @@ func (a *Admin) Command(ctx context.Context, shard int, verb string, rate float6
 
 // StatusColumns are the columns of SHOW MIGRATIONS and `convoy migrate
 // status`.
-var StatusColumns = []string{"shard", "job", "from", "to", "step", "rows", "rows_per_sec", "eta",
-	"apply_lag", "dualwrite_failures", "dualwrite_backlog", "checksum", "switch", "runner", "last_error", "updated", "read_share"}
+var StatusColumns = append([]string{"shard", "job", "from", "to", "step", "rows", "rows_per_sec", "eta",
+	"apply_lag", "dualwrite_failures", "dualwrite_backlog", "checksum", "switch", "runner", "last_error", "updated", "read_share"}, RampColumns...)
 
 // readShare describes the read ramp: the share of conversations read from
 // the target, and whether the proxies honour it now (lag under the bound).
@@ -267,6 +267,10 @@ func readShare(step string, percent int, lag float64) string {
 // for unknown).
 func (a *Admin) Status(ctx context.Context) ([]string, [][]string, error) {
 	jobs, _, err := a.store.List(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	ramps, err := readRampTotals(ctx, a.cli, a.store.Cluster())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -310,12 +314,12 @@ func (a *Admin) Status(ctx context.Context) ([]string, [][]string, error) {
 			failures, backlog = strconv.FormatInt(s.Replayed+s.Backlog, 10), strconv.FormatInt(s.Backlog, 10)
 		}
 		runner, _, _ := routecfg.RunnerOf(ctx, a.cli, a.store.Cluster(), j.Shard)
-		rows = append(rows, []string{
+		rows = append(rows, append([]string{
 			router.Shard(j.Shard).String(), j.ID,
 			j.From.Datasource + "." + j.From.Database, j.To.Datasource + "." + j.To.Database,
 			step, rowsText, rps, eta, lagText, failures, backlog, s.Checksum, s.Switch, runner, j.LastError,
 			j.UpdatedAt.UTC().Format(time.RFC3339), readShare(j.Step, p.Commands.ReadPercent, s.Lag),
-		})
+		}, ramps.cells(j.Shard)...))
 	}
 	return StatusColumns, rows, nil
 }

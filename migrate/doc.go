@@ -27,6 +27,8 @@
 //	mirror.go    dual-write: rows re-read from the source under target row
 //	             locks, failures to a deduplicated compensation queue
 //	ramp.go      the proxies' view of read ramps (step 5)
+//	rampstats.go the ramp's reads per side (errors, latency) on every
+//	             proxy, published under its lease and summed for status
 //	plan.go      the shard moves between two route documents, and their
 //	             copy time
 //	layout.go    a whole new route document as one change: checked for

@@ -1,12 +1,11 @@
 package migrate
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"go.uber.org/zap"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
@@ -41,6 +40,12 @@ type Ramps struct {
 
 	mu     sync.RWMutex
 	shards map[router.Shard]*rampState
+
+	// stats are each ramped shard's reads by side (rampstats.go), from the
+	// ramp's start to its end: an array, so that recording a read takes
+	// no lock.
+	stats   [router.NumShards]atomic.Pointer[rampStats]
+	metrics rampMetrics
 }
 
 type rampState struct {
@@ -55,9 +60,14 @@ type rampState struct {
 	alt        *router.Snapshot
 }
 
-// NewRamps returns an empty view; Update feeds it (WatchRamps does).
-func NewRamps() *Ramps {
-	return &Ramps{now: time.Now, shards: map[router.Shard]*rampState{}}
+// NewRamps returns an empty view; Update feeds it (WatchJobs does). Its
+// per-side read metrics are registered with reg (nil: not registered).
+func NewRamps(reg prometheus.Registerer) (*Ramps, error) {
+	m, err := newRampMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Ramps{now: time.Now, shards: map[router.Shard]*rampState{}, metrics: m}, nil
 }
 
 // Update takes a job record as the watch saw it (nil: deleted).
@@ -76,8 +86,10 @@ func (r *Ramps) Update(shard int, job *routecfg.Job) {
 	defer r.mu.Unlock()
 	if st == nil {
 		delete(r.shards, sh)
+		r.endStats(sh)
 	} else {
 		r.shards[sh] = st
+		r.startStats(sh)
 	}
 	r.active.Store(int32(len(r.shards)))
 }
@@ -93,68 +105,42 @@ func Share(key uint64) int {
 func (r *Ramps) Any() bool { return r.active.Load() != 0 }
 
 // ReadSnapshot implements engine.ReadRamps.
-func (r *Ramps) ReadSnapshot(snap *router.Snapshot, sh router.Shard, key uint64) *router.Snapshot {
+func (r *Ramps) ReadSnapshot(snap *router.Snapshot, sh router.Shard, key uint64) (*router.Snapshot, bool) {
 	if r.active.Load() == 0 {
-		return nil
+		return nil, false
 	}
 	r.mu.RLock()
 	st := r.shards[sh]
 	r.mu.RUnlock()
-	if st == nil || !st.lagOK || r.now().Sub(st.heard) > RampFresh || Share(key) >= st.percent {
-		return nil
+	if st == nil {
+		return nil, false
 	}
 	cur := snap.Target(sh)
 	if cur.Datasource == st.to.Datasource && cur.Database == st.to.Database {
-		return nil // switched already: the routes send it there
+		return nil, false // switched already: the routes send it there
+	}
+	if !st.lagOK || r.now().Sub(st.heard) > RampFresh || Share(key) >= st.percent {
+		return nil, true
 	}
 	st.altMu.Lock()
 	defer st.altMu.Unlock()
 	if st.alt == nil || st.altVersion != snap.Version() {
 		alt, err := router.NewSnapshot(router.MoveShard(snap.Document(), int(sh), st.to.Datasource, st.to.Database, st.table))
 		if err != nil {
-			return nil
+			return nil, true
 		}
 		st.alt, st.altVersion = alt, snap.Version()
 	}
-	return st.alt
+	return st.alt, true
 }
 
-// WatchRamps keeps r current from the cluster's job records until ctx
-// ends, re-listing after a broken watch.
-func WatchRamps(ctx context.Context, store *routecfg.JobStore, r *Ramps, log *zap.Logger) {
-	for ctx.Err() == nil {
-		jobs, rev, err := store.List(ctx)
-		if err != nil {
-			log.Debug("read ramps: listing migration jobs", zap.Error(err))
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		seen := map[int]bool{}
-		for i := range jobs {
-			seen[jobs[i].Shard] = true
-			r.Update(jobs[i].Shard, &jobs[i])
-		}
-		r.mu.RLock()
-		var gone []int
-		for sh := range r.shards {
-			if !seen[int(sh)] {
-				gone = append(gone, int(sh))
-			}
-		}
-		r.mu.RUnlock()
-		for _, sh := range gone {
-			r.Update(sh, nil)
-		}
-		for ev := range store.Watch(ctx, rev) {
-			if ev.Err != nil {
-				log.Debug("read ramps: job watch broken; listing again", zap.Error(ev.Err))
-				break
-			}
-			r.Update(ev.Shard, ev.Job)
-		}
+// Shards lists the shards with a ramp now (WatchJobs).
+func (r *Ramps) Shards() []int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]int, 0, len(r.shards))
+	for sh := range r.shards {
+		out = append(out, int(sh))
 	}
+	return out
 }

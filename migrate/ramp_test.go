@@ -32,7 +32,10 @@ func TestRamps(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Unix(1000, 0)
-	r := NewRamps()
+	r, err := NewRamps(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r.now = func() time.Time { return now }
 	var keys []uint64 // keys of shard 5
 	for k := uint64(1); len(keys) < 400; k++ {
@@ -43,7 +46,7 @@ func TestRamps(t *testing.T) {
 	moved := func() int {
 		n := 0
 		for _, k := range keys {
-			if alt := r.ReadSnapshot(snap, 5, k); alt != nil {
+			if alt, _ := r.ReadSnapshot(snap, 5, k); alt != nil {
 				if got := alt.Target(5); got.Datasource != "ds1" || got.Database != "im_mig" || got.Table != 0 {
 					t.Fatalf("ramped target %+v", got)
 				}
@@ -67,13 +70,14 @@ func TestRamps(t *testing.T) {
 	// The same keys at 50%, a superset at 80%.
 	first := map[uint64]bool{}
 	for _, k := range keys {
-		first[k] = r.ReadSnapshot(snap, 5, k) != nil
+		alt, _ := r.ReadSnapshot(snap, 5, k)
+		first[k] = alt != nil
 	}
 	pr.Commands.ReadPercent = 80
 	p.Progress = encodeProgress(pr)
 	r.Update(5, p)
 	for _, k := range keys {
-		if first[k] && r.ReadSnapshot(snap, 5, k) == nil {
+		if alt, _ := r.ReadSnapshot(snap, 5, k); first[k] && alt == nil {
 			t.Fatalf("key %d left the target when the share grew", k)
 		}
 	}

@@ -85,6 +85,9 @@
 //	locks/<shard>            the migration lock, under the runner's lease
 //	acks/<shard>/<proxy-id>  a proxy's acknowledgement, under its
 //	                         registration lease
+//	ramps/<proxy-id>         a proxy's read-ramp figures (reads, errors,
+//	                         latency per side of each ramped shard), under
+//	                         its registration lease, while ramps exist
 //
 // Job records are written by compare-and-swap on the ModRevision the writer
 // read (JobStore.Update, Delete): of two migrators that read one revision,

@@ -73,6 +73,14 @@ func AckKey(cluster string, shard int, proxyID string) string {
 	return AcksPrefix(cluster, shard) + proxyID
 }
 
+// RampStatsPrefix is the etcd prefix under which each proxy publishes its
+// read-ramp figures (reads, errors and latency per side of every shard in a
+// read ramp), one key per proxy under its registration lease.
+func RampStatsPrefix(cluster string) string { return MigrationsPrefix(cluster) + "ramps/" }
+
+// RampStatsKey is the etcd key of one proxy's read-ramp figures.
+func RampStatsKey(cluster, proxyID string) string { return RampStatsPrefix(cluster) + proxyID }
+
 // LockInfo is the value of a migration lock.
 type LockInfo struct {
 	Shard  int    `json:"shard"`

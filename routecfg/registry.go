@@ -365,6 +365,21 @@ func (r *Registration) writeValue() (int64, error) {
 	return v, err
 }
 
+// Put writes key = value under the registration's lease, so the key goes
+// with the registration (process death, Close, lease expiry). A key written
+// under a lease lost since is gone with it: writers that must stay visible
+// write again periodically.
+func (r *Registration) Put(ctx context.Context, key, value string) error {
+	_, err := r.cli.Put(ctx, key, value, clientv3.WithLease(r.leaseID()))
+	return err
+}
+
+// Delete removes a key written with Put before the registration ends.
+func (r *Registration) Delete(ctx context.Context, key string) error {
+	_, err := r.cli.Delete(ctx, key)
+	return err
+}
+
 // reregister retries establish with backoff until it succeeds (the new
 // keepalive channel and the route version written) or Close is called (nil).
 func (r *Registration) reregister() (<-chan *clientv3.LeaseKeepAliveResponse, int64) {

@@ -73,7 +73,7 @@ func TestEtcdTLSAndRoles(t *testing.T) {
 	must(root.UserGrantRole(ctx, "root", "root"))
 	must(root.RoleAdd(ctx, "convoy-proxy"))
 	must(root.RoleGrantPermission(ctx, "convoy-proxy", "/convoy/dev/", clientv3.GetPrefixRangeEnd("/convoy/dev/"), clientv3.PermissionType(clientv3.PermRead)))
-	for _, p := range []string{routecfg.ProxiesPrefix("dev"), routecfg.MigrationsPrefix("dev") + "acks/", routecfg.SizesPrefix("dev")} {
+	for _, p := range []string{routecfg.ProxiesPrefix("dev"), routecfg.MigrationsPrefix("dev") + "acks/", routecfg.RampStatsPrefix("dev"), routecfg.SizesPrefix("dev")} {
 		must(root.RoleGrantPermission(ctx, "convoy-proxy", p, clientv3.GetPrefixRangeEnd(p), clientv3.PermissionType(clientv3.PermReadWrite)))
 	}
 	must(root.RoleAdd(ctx, "convoy-admin"))
@@ -114,6 +114,9 @@ func TestEtcdTLSAndRoles(t *testing.T) {
 		reg, err := routecfg.Register(ctx, cli, "dev", routecfg.ProxyInfo{ID: "p-" + name, Listen: "127.0.0.1:1"})
 		if err != nil {
 			t.Fatalf("proxy (%s): registering: %v", name, err)
+		}
+		if err := reg.Put(ctx, routecfg.RampStatsKey("dev", "p-"+name), "{}"); err != nil {
+			t.Fatalf("proxy (%s): publishing read-ramp figures: %v", name, err)
 		}
 		reg.Close()
 		got.Shards[7].Datasource = "ds0"

@@ -418,6 +418,13 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Every proxy follows the read ramps of the jobs (step 5), and counts
+	// their reads per side.
+	ramps, err := migrate.NewRamps(reg)
+	if err != nil {
+		return err
+	}
+	eng.SetReadRamps(ramps)
 	ml := &migrationLock{
 		cli: cli, cluster: c.Etcd.Cluster, ttl: c.Etcd.RegistrationTTL, routes: watcher,
 		info: routecfg.ProxyInfo{
@@ -428,18 +435,16 @@ func serve(args []string) error {
 		registered: func(r *routecfg.Registration) {
 			f := func(s *router.Snapshot) { r.SetRouteVersion(s.Version()) }
 			onRoutes.Store(&f)
+			// SHOW MIGRATIONS sums every live proxy's per-side reads.
+			go ramps.PublishStats(ctx, r, routecfg.RampStatsKey(c.Etcd.Cluster, proxyID), migrate.RampPublishEvery, log.Named("ramp"))
 		},
 	}
 	if err := ml.start(ctx); err != nil {
 		return err
 	}
 	defer ml.Close()
-	// Every proxy follows the read ramps of the jobs (step 5).
-	ramps := migrate.NewRamps()
-	go migrate.WatchRamps(ctx, routecfg.NewJobStore(cli, c.Etcd.Cluster), ramps, log.Named("ramp"))
-	eng.SetReadRamps(ramps)
-	// ... and mirrors the writes of migrating shards to their targets
-	// (step 2).
+	// Every proxy mirrors the writes of migrating shards to their targets
+	// (step 2); one watch of the job records feeds it and the read ramps.
 	dualMetrics, err := migrate.NewDualWriteMetrics(reg)
 	if err != nil {
 		return err
@@ -447,7 +452,7 @@ func serve(args []string) error {
 	dual := migrate.NewDualWrites(migrate.DualWriteConfig{Connect: migrationConnector, Routes: watcher.Current,
 		Timeout: c.Migration.DualWriteTimeout, Metrics: dualMetrics, Log: log.Named("dualwrite")})
 	defer dual.Close()
-	go migrate.WatchJobs(ctx, routecfg.NewJobStore(cli, c.Etcd.Cluster), log.Named("dualwrite"), dual)
+	go migrate.WatchJobs(ctx, routecfg.NewJobStore(cli, c.Etcd.Cluster), log.Named("migrate"), ramps, dual)
 	eng.SetDualWrites(dual)
 	// Migration jobs run in every proxy (whichever wins a job's runner
 	// election), so a job survives the death of the one running it.

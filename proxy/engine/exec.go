@@ -114,7 +114,7 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 	// keep it exact (markers before the commit, write-through or
 	// invalidation after).
 	switch {
-	case pl.hist != nil && !s.inTxn() && s.rampedRead(pl, s.e.routes.Current(), args) != nil:
+	case pl.hist != nil && !s.inTxn() && s.readsTarget(pl, args):
 		// Read from the migration target: the hot tier is filled only
 		// from the authoritative side, so this read neither uses nor
 		// fills it.
@@ -234,6 +234,8 @@ type part struct {
 	// untimed parts run without the statement timeout: DDL (an ALTER of a
 	// big table takes minutes; the read timeout bounds it, as before).
 	untimed bool
+	// ramp is the side of a read ramp this read takes (ramp.go).
+	ramp rampSide
 }
 
 // onShards runs a SELECT / UPDATE / DELETE on the physical tables of shards.
@@ -241,10 +243,13 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 	snap := s.e.routes.Current()
 	if len(shards) == 1 {
 		sh := shards[0]
-		if alt := s.rampedRead(pl, snap, args); alt != nil {
+		alt, side := s.rampedRead(pl, snap, args)
+		if alt != nil {
 			snap = alt
 		}
-		return s.single(s.partFor(pl, snap, sh, snap.Target(sh).Datasource, args, binary), pl.write(), binary)
+		p := s.partFor(pl, snap, sh, snap.Target(sh).Datasource, args, binary)
+		p.ramp = side
+		return s.single(p, pl.write(), binary)
 	}
 	if s.inTxn() && (pl.a.Kind != rewrite.KindSelect || lockingRead(pl.a.Stmt)) {
 		return nil, errorf(CodeCrossShardTxn, "this statement reaches %d shards; inside a transaction every statement must stay on one shard (no distributed transactions)", len(shards))
@@ -327,11 +332,15 @@ func (s *Session) single(p part, write, binary bool) (*mysql.Result, error) {
 	c, release, err := s.conn(int(p.shard), p.ds)
 	if err != nil {
 		s.e.observeRefused(p.shard, p.ds, write, start, err)
+		if backendFailure(err) {
+			s.e.observeRamp(p.ramp, p.shard, start, err)
+		}
 		return nil, err
 	}
 	start = time.Now()
 	r, err := s.exec(c, p, binary)
 	s.e.observe(p.shard, c.Datasource(), write, start, err)
+	s.e.observeRamp(p.ramp, p.shard, start, err)
 	s.afterError(c, err)
 	release()
 	if err != nil {

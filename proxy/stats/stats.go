@@ -305,15 +305,21 @@ func (w *Window) collect(r *ring, sec int64) (t [2]kindTotals, ok bool) {
 
 // percentile is the nearest-rank q-quantile of the histogram.
 func (k *kindTotals) percentile(q float64) time.Duration {
-	if k.count == 0 {
+	return percentile(k.buckets[:], k.count, q)
+}
+
+// percentile is the nearest-rank q-quantile of count durations counted in
+// buckets.
+func percentile(buckets []uint64, count uint64, q float64) time.Duration {
+	if count == 0 {
 		return 0
 	}
-	rank := uint64(math.Ceil(q * float64(k.count)))
+	rank := uint64(math.Ceil(q * float64(count)))
 	if rank < 1 {
 		rank = 1
 	}
 	var cum uint64
-	for i, n := range k.buckets {
+	for i, n := range buckets {
 		cum += n
 		if cum >= rank {
 			return bucketValue(i)
@@ -375,4 +381,55 @@ func (w *Window) All() []ShardStats {
 		}
 	}
 	return out
+}
+
+// Summary is one kind's statements of a shard over the window in a form
+// that adds up across windows and processes (the bucket layout is fixed):
+// a migration's read ramp sums every proxy's (SHOW MIGRATIONS).
+type Summary struct {
+	Count  uint64 `json:"n"`
+	Errors uint64 `json:"err,omitempty"`
+	// Buckets are the latency counts by bucket index, trailing zeros
+	// dropped.
+	Buckets []uint64 `json:"b,omitempty"`
+}
+
+// Summary returns shard s's reads (write false) or writes over the window.
+func (w *Window) Summary(s router.Shard, write bool) Summary {
+	if int(s) >= router.NumShards {
+		return Summary{}
+	}
+	r := w.shards[s].Load()
+	if r == nil {
+		return Summary{}
+	}
+	sec, _ := w.second()
+	t, _ := w.collect(r, sec)
+	k := &t[0]
+	if write {
+		k = &t[1]
+	}
+	n := len(k.buckets)
+	for n > 0 && k.buckets[n-1] == 0 {
+		n--
+	}
+	return Summary{Count: k.count, Errors: k.errors, Buckets: append([]uint64(nil), k.buckets[:n]...)}
+}
+
+// Add adds o's statements to s.
+func (s *Summary) Add(o Summary) {
+	s.Count += o.Count
+	s.Errors += o.Errors
+	if len(o.Buckets) > len(s.Buckets) {
+		s.Buckets = append(s.Buckets, make([]uint64, len(o.Buckets)-len(s.Buckets))...)
+	}
+	for i, n := range o.Buckets {
+		s.Buckets[i] += n
+	}
+}
+
+// Percentile is the nearest-rank q-quantile of the latencies, within
+// MaxRelativeError like ShardStats' (0 without statements).
+func (s Summary) Percentile(q float64) time.Duration {
+	return percentile(s.Buckets, s.Count, q)
 }

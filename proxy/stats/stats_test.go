@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -373,5 +374,47 @@ func BenchmarkAllFullWindow(b *testing.B) {
 		if len(w.All()) != router.NumShards {
 			b.Fatal("shards missing")
 		}
+	}
+}
+
+// TestSummaryAddsUp: summaries of two windows (two proxies) added together
+// give the counts and percentiles of one window that saw everything, and
+// survive JSON (they are published through etcd).
+func TestSummaryAddsUp(t *testing.T) {
+	c := newFakeClock()
+	a, b, all := New(time.Minute, c.Now), New(time.Minute, c.Now), New(time.Minute, c.Now)
+	const sh = 7
+	for i := range 300 {
+		d := time.Duration(100+i*37) * time.Microsecond
+		w := a
+		if i%3 == 0 {
+			w = b
+		}
+		failed := i%10 == 0
+		w.Record(sh, false, d, failed)
+		all.Record(sh, false, d, failed)
+		a.Record(sh, true, time.Second, false) // writes are not reads
+	}
+	var sum Summary
+	for _, w := range []*Window{a, b} {
+		js, err := json.Marshal(w.Summary(sh, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s Summary
+		if err := json.Unmarshal(js, &s); err != nil {
+			t.Fatal(err)
+		}
+		sum.Add(s)
+	}
+	want := all.Summary(sh, false)
+	if sum.Count != 300 || sum.Errors != 30 || want.Count != 300 || !slices.Equal(sum.Buckets, want.Buckets) {
+		t.Fatalf("sum %+v, one window %+v", sum, want)
+	}
+	if sum.Percentile(0.99) != all.Shard(sh).ReadP99 || sum.Percentile(0.5) != all.Shard(sh).ReadP50 {
+		t.Fatalf("P99 %s / P50 %s, one window %+v", sum.Percentile(0.99), sum.Percentile(0.5), all.Shard(sh))
+	}
+	if (Summary{}).Percentile(0.99) != 0 || a.Summary(8, false).Count != 0 {
+		t.Fatal("an empty summary has a percentile or a count")
 	}
 }

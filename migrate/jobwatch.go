@@ -1,0 +1,56 @@
+package migrate
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/convoy-im/convoy/routecfg"
+)
+
+// JobView is what WatchJobs keeps current: a proxy's view of the jobs.
+type JobView interface {
+	Update(shard int, job *routecfg.Job)
+	Shards() []int // the shards the view holds state for
+}
+
+// WatchJobs keeps the views current from the cluster's job records until
+// ctx ends, listing again after a broken watch.
+func WatchJobs(ctx context.Context, store *routecfg.JobStore, log *zap.Logger, views ...JobView) {
+	for ctx.Err() == nil {
+		jobs, rev, err := store.List(ctx)
+		if err != nil {
+			log.Debug("listing migration jobs", zap.Error(err))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		seen := map[int]bool{}
+		for i := range jobs {
+			seen[jobs[i].Shard] = true
+			for _, v := range views {
+				v.Update(jobs[i].Shard, &jobs[i])
+			}
+		}
+		for _, v := range views {
+			for _, sh := range v.Shards() {
+				if !seen[sh] {
+					v.Update(sh, nil)
+				}
+			}
+		}
+		for ev := range store.Watch(ctx, rev) {
+			if ev.Err != nil {
+				log.Debug("migration job watch broken; listing again", zap.Error(ev.Err))
+				break
+			}
+			for _, v := range views {
+				v.Update(ev.Shard, ev.Job)
+			}
+		}
+	}
+}
