@@ -42,6 +42,8 @@ import (
 // and the other shard saw no error. The fourth drill, the migrator killed
 // mid-backfill, is migrate's TestJob/TakeoverLeaseExpiry.
 func TestMigrationDrills(t *testing.T) {
+	began := time.Now()
+	at := func() string { return "at " + time.Since(began).Round(100*time.Millisecond).String() + ": " }
 	s := newStack(t)
 	// Only the first process runs migration jobs, so the one killed below
 	// is never the migrator (that drill is migrate's TestJob/Takeover*).
@@ -200,7 +202,7 @@ func TestMigrationDrills(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 			}
 		}
-		t.Logf("%s: both sides hold the same %d messages of shard %s, and the same seq counters", what, msgs, shard)
+		t.Logf(at()+"%s: both sides hold the same %d messages of shard %s, and the same seq counters", what, msgs, shard)
 	}
 
 	time.Sleep(300 * time.Millisecond) // load before the migration
@@ -248,7 +250,7 @@ func TestMigrationDrills(t *testing.T) {
 		t.Fatalf("after the target came back: %v", ms)
 	}
 	copyOf()
-	t.Logf("drill 1: the copy resumed from its checkpoint (%d rows before the kill, %d in all), verified: %s", atKill.rows, lastCopy.rows, ms["checksum"])
+	t.Logf(at()+"drill 1: the copy resumed from its checkpoint (%d rows before the kill, %d in all), verified: %s", atKill.rows, lastCopy.rows, ms["checksum"])
 	writesResume("after the target's restart", time.Now(), []int{0, 1, 2})
 
 	// Drill 2: etcd restarted while the lock is held and proxy 2 has not
@@ -283,12 +285,12 @@ func TestMigrationDrills(t *testing.T) {
 		if v := routeVersion(); v != before || placedOn() != "ds0.im_0" {
 			t.Fatalf("an aborted switch changed the routes: version %d -> %d, shard on %s", before, v, placedOn())
 		}
-		t.Logf("drill 2: the switch aborted cleanly: %s", outcome.LastError)
+		t.Logf(at()+"drill 2: the switch aborted cleanly: %s", outcome.LastError)
 		writesResume("after the aborted switch", time.Now(), []int{0, 1, 2})
 		mustExec(t, admin, fmt.Sprintf("/*+ convoy MIGRATION %d NEXT */", shard))
 		waitFor(t, "NEXT to switch", time.Minute, func() bool { return step() == "switched" })
 	} else {
-		t.Logf("drill 2: the switch completed across the etcd restart")
+		t.Log(at() + "drill 2: the switch completed across the etcd restart")
 	}
 	if v := routeVersion(); v != before+1 {
 		t.Fatalf("after the switch the routes are at version %d, want %d (one flip)", v, before+1)
@@ -327,13 +329,36 @@ func TestMigrationDrills(t *testing.T) {
 	if v := routeVersion(); v != before+1 || placedOn() != "ds0.im_0" {
 		t.Fatalf("after the rollback: routes version %d (want %d), shard on %s", v, before+1, placedOn())
 	}
-	t.Logf("drill 3: the rollback completed %s after the SIGKILL (lock attempts: %d)", time.Since(killedAt).Round(100*time.Millisecond), locks.count.Load())
+	t.Logf(at()+"drill 3: the rollback completed %s after the SIGKILL (lock attempts: %d)", time.Since(killedAt).Round(100*time.Millisecond), locks.count.Load())
 	writesResume("after the rollback", time.Now(), []int{0, 1})
 	time.Sleep(300 * time.Millisecond)
 	haltAll()
 
 	// The source holds every acknowledged message once, with its seq.
 	stored := checkMessages(t, src, srcMsg, append(append([]uint64{}, convs...), filler...), writers, preloaded)
+	// The transactions open during the switches: proxy 2's commit was
+	// answered (an error says it was rolled back), proxy 3 died with its.
+	var type0, type1 int
+	if err := src.QueryRow(fmt.Sprintf("SELECT (SELECT msg_type FROM %[1]s WHERE conv_id = ? AND seq = 1), (SELECT msg_type FROM %[1]s WHERE conv_id = ? AND seq = 1)", srcMsg),
+		filler[0], filler[1]).Scan(&type0, &type1); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[bool]int{true: 2, false: 1}[commitErr == nil]; type0 != want {
+		t.Errorf("the transaction open during the switch ended with commit error %v, its update is %d on the source, want %d", commitErr, type0, want)
+	}
+	if type1 != 1 {
+		t.Errorf("the transaction of the killed proxy was committed: msg_type %d", type1)
+	}
+	// Each conversation's seq counter moved with its messages: at the last
+	// seq stored, so the next insert gets the next seq, never a used one.
+	var counterOff int
+	if err := src.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM %s s JOIN (SELECT conv_id, MAX(seq) AS m FROM %s WHERE CRC32(conv_id) %% 1024 = %d GROUP BY conv_id) c USING (conv_id) WHERE s.max_seq <> c.m",
+		srcSeq, srcMsg, shard)).Scan(&counterOff); err != nil {
+		t.Fatal(err)
+	}
+	if counterOff != 0 {
+		t.Errorf("%d conversations of shard %s have a seq counter other than their last seq on the source", counterOff, shard)
+	}
 	checkMessages(t, admin, "conv_msg", control, writers, nil)
 	if want := len(filler) * perConv; stored < want {
 		t.Errorf("%d messages of shard %s on the source, at least %d expected", stored, shard, want)
