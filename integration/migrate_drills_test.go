@@ -39,7 +39,9 @@ import (
 //
 // Afterwards the source, authoritative again, holds every acknowledged
 // message exactly once with the seq its client was told, seqs contiguous,
-// and the other shard saw no error. The fourth drill, the migrator killed
+// each conversation's seq counter at its last seq, the transactions open
+// during the switches committed or not as their clients were told, and the
+// other shard saw no error. The fourth drill, the migrator killed
 // mid-backfill, is migrate's TestJob/TakeoverLeaseExpiry.
 func TestMigrationDrills(t *testing.T) {
 	began := time.Now()
