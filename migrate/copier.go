@@ -313,7 +313,9 @@ func (c *Copier) Run(ctx context.Context, snap *Snapshot, from Checkpoint, save 
 		next := ck
 		if len(rows) > 0 {
 			if err := txn(ctx, tconn, func(tx *sql.Tx) error { return upsert(ctx, tx, c.dst, rows) }); err != nil {
-				return ck, err
+				// Named: a target that died mid-copy otherwise shows in
+				// SHOW MIGRATIONS as a bare "invalid connection".
+				return ck, fmt.Errorf("migrate: write %s on the target: %w", c.dst.qualified(), err)
 			}
 			if next.After, err = c.src.keyOf(rows[len(rows)-1]); err != nil {
 				return ck, err

@@ -250,6 +250,64 @@ func testResume(t *testing.T, e *env) {
 	sameDump(t, "resumed copy", dump(t, e.sdb, "resume.im_inbox_0000", f), dump(t, e.ddb, "resume.im_inbox_0000", nil))
 }
 
+// The target's connection dies between two chunks (the server killed it,
+// as it does when it goes down): Run fails with an error that names the
+// target table, the checkpoint of the chunks written, and a new Run from it
+// completes the copy.
+func testTargetLost(t *testing.T, e *env) {
+	ctx := testCtx(t)
+	e.database(t, "lost")
+	e.both(t, "CREATE TABLE lost.t (id BIGINT UNSIGNED PRIMARY KEY, v INT)")
+	e.src.Exec(t, "INSERT INTO lost.t SELECT seq, seq FROM lost.seq_1_to_500")
+	src, dst := e.sides("lost", "t")
+	c, err := NewCopier(ctx, src, dst, nil, WithRate(0), WithChunkRows(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := OpenSnapshot(ctx, e.sdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	ck, err := c.Run(ctx, snap, Checkpoint{}, func(ck Checkpoint) error {
+		if ck.Rows == 100 {
+			// Every other session on the target ends, the copier's too.
+			conn, err := e.ddb.Conn(ctx)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			var ids []string
+			rows, err := conn.QueryContext(ctx, "SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND USER = 'root'")
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
+			rows.Close()
+			for _, id := range ids {
+				// 1094: gone meanwhile.
+				if _, err := conn.ExecContext(ctx, "KILL "+id); err != nil && mysqlErrno(err) != 1094 {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "`lost`.`t`") || ck.Rows != 100 || ck.Done {
+		t.Fatalf("Run with the target's session killed = %+v, %v; want 100 rows and an error naming `lost`.`t`", ck, err)
+	}
+	if ck, err = c.Run(ctx, snap, ck, nil); err != nil || !ck.Done || ck.Rows != 500 {
+		t.Fatalf("Run resumed = %+v, %v; want 500 rows, done", ck, err)
+	}
+	sameDump(t, "resumed copy", dump(t, e.sdb, "lost.t", nil), dump(t, e.ddb, "lost.t", nil))
+}
+
 // The rate is a bound: n rows at r rows/s take at least n/r (the limiter
 // starts empty), and the copier's own rows/s never exceed it. SetRate
 // applies to a running copy at once.

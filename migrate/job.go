@@ -263,7 +263,7 @@ func (t *task) running() bool {
 // failure (not a stop) is logged and recorded as the job's last error.
 func (t *task) start(ctx context.Context, j *jobRun, f func(context.Context) error) error {
 	if d := time.Until(t.ended.Add(restartDelay)); d > 0 {
-		if err := j.wait(ctx, d); err != nil {
+		if err := j.backoff(ctx, d); err != nil {
 			return err
 		}
 	}
@@ -405,6 +405,29 @@ func (j *jobRun) wait(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
+// backoff waits d after a failure. Unlike wait, a change of the record
+// ends it early only if the DBA's commands changed: the runner's own save
+// of the failure comes back through the watch at once, and taking that
+// for news made every retry immediate (a switch back blocked by a dead
+// proxy's registration held the shard's writes again 150 ms after each
+// abort).
+func (j *jobRun) backoff(ctx context.Context, d time.Duration) error {
+	_, before, _ := j.snapshot()
+	deadline := time.Now().Add(d)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil
+		}
+		if err := j.wait(ctx, left); err != nil {
+			return err
+		}
+		if _, now, _ := j.snapshot(); now != before {
+			return nil
+		}
+	}
+}
+
 // run drives the job until it is done, rolled back (deleted), the runner
 // loses its election, or ctx ends.
 func (j *jobRun) run(ctx context.Context) error {
@@ -427,7 +450,7 @@ func (j *jobRun) run(ctx context.Context) error {
 		if serr := j.save(ctx, func(rec *routecfg.Job, _ *jobState) { rec.LastError = err.Error() }); errors.Is(serr, routecfg.ErrNotRunner) || errors.Is(serr, errJobGone) {
 			return serr
 		}
-		if err := j.wait(ctx, restartDelay); err != nil {
+		if err := j.backoff(ctx, restartDelay); err != nil {
 			return err
 		}
 	}
@@ -471,7 +494,7 @@ func (j *jobRun) run(ctx context.Context) error {
 			(errors.Is(serr, routecfg.ErrNotRunner) || errors.Is(serr, errJobGone)) {
 			return serr
 		}
-		if err := j.wait(ctx, restartDelay); err != nil {
+		if err := j.backoff(ctx, restartDelay); err != nil {
 			return err
 		}
 	}

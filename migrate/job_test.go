@@ -294,6 +294,7 @@ func TestJob(t *testing.T) {
 		{"Takeover", func(t *testing.T, e *jobEnv) { testJobTakeover(t, e, false) }},
 		{"TakeoverLeaseExpiry", func(t *testing.T, e *jobEnv) { testJobTakeover(t, e, true) }},
 		{"Refused", testJobRefused},
+		{"SwitchRetrySpacing", testJobSwitchRetrySpacing},
 		{"PauseRate", testJobPauseRate},
 		{"Cleanup", testJobCleanup},
 		{"Parallel", testJobParallel},
@@ -454,6 +455,70 @@ func testJobTakeover(t *testing.T, e *jobEnv, abrupt bool) {
 		t.Fatalf("runner after the takeover: %q, m2 runs %v", runner, m2.Running())
 	}
 	equalSides(t, ctx, e.sides(t, router.Shard(shard), "im_0", "im_8"+cluster))
+}
+
+// A switch that a registered proxy never acknowledges (a dead one whose
+// registration has not expired yet) aborts; the retries are spaced (AUTO:
+// 5 s, a ROLLBACK's switch back: restartDelay), not back to back, since
+// each attempt holds the shard's writes for the acknowledgement timeout.
+// Once the registration is gone the switch completes.
+func testJobSwitchRetrySpacing(t *testing.T, e *jobEnv) {
+	ctx := testCtx(t)
+	const cluster, shard = "spacing", 16
+	e.cluster(t, cluster)
+	e.fill(t, shard, 20, 1)
+	e.managerWith(t, ManagerConfig{Cluster: cluster, ID: "m1", Rate: -1, RollbackWindow: time.Hour,
+		Switch: routecfg.SwitchOptions{AckTimeout: 300 * time.Millisecond, MaxHold: 300 * time.Millisecond}})
+	store := routecfg.NewJobStore(e.cli, cluster)
+	ghost := func() *routecfg.Registration {
+		r, err := routecfg.Register(ctx, e.cli, cluster, routecfg.ProxyInfo{ID: "ghost"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// attempts counts the locks taken within d from now.
+	attempts := func(d time.Duration) int {
+		wctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		n := 0
+		for resp := range e.cli.Watch(wctx, routecfg.LocksPrefix(cluster), clientv3.WithPrefix()) {
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypePut && ev.Kv.Version == 1 {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	reg := ghost()
+	if _, err := NewAdmin(e.cli, cluster).Start(ctx, shard, shard, "ds1", "im_4", 0, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, store, shard, time.Minute, "a switch aborted", func(j routecfg.Job, _ jobProgress) bool {
+		return strings.Contains(j.LastError, "no acknowledgement")
+	})
+	// 300 ms per attempt: back to back, 8 in 2.5 s; spaced by 5 s, 1.
+	if n := attempts(2500 * time.Millisecond); n > 2 {
+		t.Errorf("AUTO: %d switch attempts in 2.5 s while a proxy does not acknowledge", n)
+	}
+	reg.Close()
+	waitJob(t, store, shard, 30*time.Second, "switched once the proxy is gone", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepSwitched })
+
+	reg = ghost()
+	defer reg.Close()
+	if err := NewAdmin(e.cli, cluster).Command(ctx, shard, VerbRollback, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, store, shard, 30*time.Second, "a switch back aborted", func(j routecfg.Job, _ jobProgress) bool {
+		return strings.Contains(j.LastError, "switch back") && strings.Contains(j.LastError, "no acknowledgement")
+	})
+	// Back to back, 8 in 2.5 s; spaced by restartDelay, at most 2.
+	if n := attempts(2500 * time.Millisecond); n > 2 {
+		t.Errorf("ROLLBACK: %d switch attempts in 2.5 s while a proxy does not acknowledge", n)
+	}
+	reg.Close()
+	waitGone(t, store, shard, 30*time.Second)
 }
 
 // A target already holding rows of the shard is refused with a message

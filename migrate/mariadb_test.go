@@ -22,6 +22,7 @@ func TestMariaDB(t *testing.T) {
 		{"CopyTypes", testCopyTypes},
 		{"SharedTable", testSharedTable},
 		{"Resume", testResume},
+		{"TargetLost", testTargetLost},
 		{"Rate", testRate},
 		{"BinaryKey", testBinaryKey},
 		{"Refusals", testRefusals},

@@ -191,7 +191,7 @@ func (j *jobRun) switchFailed(ctx context.Context, cmds Commands, cause error) e
 		return err
 	}
 	if cmds.Auto {
-		return j.wait(ctx, 5*time.Second)
+		return j.backoff(ctx, 5*time.Second)
 	}
 	return nil
 }
