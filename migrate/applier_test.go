@@ -111,7 +111,7 @@ func TestApplyPlan(t *testing.T) {
 		}, "upsert d.t (" + name(in) + ",1,a) (" + name(in) + ",2,b) | delete d.t (" + name(in) + ",1) (" + name(in) + ",2) | upsert d.t (" + name(in) + ",1,c) (" + name(in) + ",1,d)"},
 		{"a table not mapped", []binlog.Change{{Schema: "s", Table: "u", Kind: binlog.Insert, Columns: planCols, After: row(in, 1, "a")}}, ""},
 	} {
-		ops, err := a.plan(binlog.Txn{GTID: "0-1-1", Changes: c.changes})
+		ops, err := planOne(a, binlog.Txn{GTID: "0-1-1", Changes: c.changes})
 		if err != nil {
 			t.Errorf("%s: %v", c.name, err)
 			continue
@@ -122,7 +122,7 @@ func TestApplyPlan(t *testing.T) {
 	}
 
 	// Without a filter every row is the shard's.
-	if ops, err := planApplier(false).plan(binlog.Txn{Changes: []binlog.Change{ins(row(out, 1, "a"))}}); err != nil || len(ops) != 1 {
+	if ops, err := planOne(planApplier(false), binlog.Txn{Changes: []binlog.Change{ins(row(out, 1, "a"))}}); err != nil || len(ops) != 1 {
 		t.Errorf("unfiltered: %s, %v", renderOps(ops), err)
 	}
 
@@ -138,13 +138,13 @@ func TestApplyPlan(t *testing.T) {
 		{"a negative shard key", ins([]any{int64(-5), int64(2), uint64(1), "a"}), nil},
 		{"an update without its after image", upd(row(in, 1, "a"), nil), nil},
 	} {
-		_, err := a.plan(binlog.Txn{Changes: []binlog.Change{c.change}})
+		_, err := planOne(a, binlog.Txn{Changes: []binlog.Change{c.change}})
 		if err == nil || c.want != nil && !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want an error (%v)", c.name, err, c.want)
 		}
 	}
 	// A NULL shard key belongs to no shard, as CRC32(NULL) matches none.
-	if ops, err := a.plan(binlog.Txn{Changes: []binlog.Change{ins([]any{nil, nil, uint64(1), "a"})}}); err != nil || len(ops) != 0 {
+	if ops, err := planOne(a, binlog.Txn{Changes: []binlog.Change{ins([]any{nil, nil, uint64(1), "a"})}}); err != nil || len(ops) != 0 {
 		t.Errorf("NULL key: %s, %v", renderOps(ops), err)
 	}
 }
@@ -530,4 +530,32 @@ func testApplyRate(t *testing.T, e *env) {
 		origin = currentPosition(t, e.sdb)
 	}
 	sameShard(t, ctx, e, src, dst, f)
+}
+
+// planOne is the plan of one source transaction.
+func planOne(a *Applier, t binlog.Txn) ([]applyOp, error) {
+	var p opPlan
+	_, err := a.plan(&p, t)
+	return p.ops(), err
+}
+
+// A batch's operations: each table's in the source's order (a key upserted,
+// deleted and upserted again stays three operations), tables one after the
+// other in the order they first appear.
+func TestOpPlanBatch(t *testing.T) {
+	t1, t2 := &table{Database: "d", Name: "t1"}, &table{Database: "d", Name: "t2"}
+	row := func(k int, v string) []any { return []any{k, 0, v} }
+	key := func(k int) Key { kk, _ := KeyOf(k); return kk }
+	var p opPlan
+	p.add(t1, row(1, "a"), nil) // txn 1
+	p.add(t2, row(9, "x"), nil)
+	p.add(t1, nil, key(1)) // txn 2
+	p.add(t2, row(9, "y"), nil)
+	p.add(t1, row(1, "b"), nil) // txn 3
+	p.add(t1, row(2, "c"), nil)
+	got := renderOps(p.ops())
+	want := "upsert d.t1 (1,0,a) | delete d.t1 (1) | upsert d.t1 (1,0,b) (2,0,c) | upsert d.t2 (9,0,x) (9,0,y)"
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
 }
