@@ -358,9 +358,9 @@ type switchTimes struct {
 	taken, acked, flipped, released time.Time // the runner's lock
 	seen, acks, freed               []time.Time
 	// The runner's fence inside the lock (migrate's "the stream passed
-	// the fence marker"): the marker's write, and the wait for the stream to
-	// apply it.
-	fenceWrite, fenceWait time.Duration
+	// the fence marker"): the marker's write, the wait for the stream to apply
+	// it, the stream's stop.
+	fenceWrite, fenceWait, streamStop time.Duration
 	// seen[p]: proxy p saw the lock (its hold starts queueing the shard's
 	// new writes); acks[p]: its acknowledgement is in etcd (its writes
 	// drained); freed[p]: it released the held writes (routes served).
@@ -381,6 +381,7 @@ type logLine struct {
 	// Durations: zap's JSON encoder writes seconds.
 	FenceWrite float64 `json:"fence_write"`
 	FenceWait  float64 `json:"fence_wait"`
+	StreamStop float64 `json:"stream_stop"`
 	at         time.Time
 }
 
@@ -473,7 +474,7 @@ func switchTimeline(b *testing.B, proxies []*convoyProc, shard int) ([]switchTim
 		secs := func(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
 		for _, f := range fences {
 			if !f.at.Before(st.acked) && !f.at.After(st.flipped) {
-				st.fenceWrite, st.fenceWait = secs(f.FenceWrite), secs(f.FenceWait)
+				st.fenceWrite, st.fenceWait, st.streamStop = secs(f.FenceWrite), secs(f.FenceWait), secs(f.StreamStop)
 			}
 		}
 		out = append(out, *st)
@@ -538,7 +539,7 @@ func (r *migLoad) report(b *testing.B) {
 	// time at its client overlapped the span in which a proxy held the
 	// shard; and every write that was held (it started, at its client,
 	// inside its own proxy's hold).
-	var pauses, held, holdSpan, proxyHold, toSeen, toAck, ackSeen, ackWait, flip, fenceWrite, fenceWait, flipRest, unlock, release []time.Duration
+	var pauses, held, holdSpan, proxyHold, toSeen, toAck, ackSeen, ackWait, flip, fenceWrite, fenceWait, streamStop, flipRest, unlock, release []time.Duration
 	for _, st := range r.switches {
 		win := st.window()
 		var longest time.Duration
@@ -563,8 +564,8 @@ func (r *migLoad) report(b *testing.B) {
 		ackSeen = append(ackSeen, st.acked.Sub(slices.MaxFunc(st.acks, time.Time.Compare)))
 		ackWait = append(ackWait, st.acked.Sub(st.taken))
 		flip = append(flip, st.flipped.Sub(st.acked))
-		fenceWrite, fenceWait = append(fenceWrite, st.fenceWrite), append(fenceWait, st.fenceWait)
-		flipRest = append(flipRest, st.flipped.Sub(st.acked)-st.fenceWrite-st.fenceWait)
+		fenceWrite, fenceWait, streamStop = append(fenceWrite, st.fenceWrite), append(fenceWait, st.fenceWait), append(streamStop, st.streamStop)
+		flipRest = append(flipRest, st.flipped.Sub(st.acked)-st.fenceWrite-st.fenceWait-st.streamStop)
 		unlock = append(unlock, st.released.Sub(st.flipped))
 		release = append(release, slices.MaxFunc(st.freed, time.Time.Compare).Sub(st.released))
 	}
@@ -582,7 +583,8 @@ func (r *migLoad) report(b *testing.B) {
 	b.Logf("  runner: acks to routes flipped: %s", distOf(flip))
 	b.Logf("    fence marker written: %s", distOf(fenceWrite))
 	b.Logf("    the stream applied it: %s", distOf(fenceWait))
-	b.Logf("    the rest (stream stop, target position, state saved, route flip): %s", distOf(flipRest))
+	b.Logf("    the stream stopped: %s", distOf(streamStop))
+	b.Logf("    the rest (forward: target position, state saved; both: route flip): %s", distOf(flipRest))
 	b.Logf("  runner: flipped to lock removed: %s", distOf(unlock))
 	b.Logf("  lock removed to the last proxy's release: %s", distOf(release))
 	for c := range wcN {
