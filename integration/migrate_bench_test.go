@@ -521,6 +521,11 @@ func (r *migLoad) latencies(class int, spans []span) []time.Duration {
 
 func (r *migLoad) report(b *testing.B) {
 	b.Helper()
+	// Printed, not logged: the testing package keeps only ten lines of a
+	// benchmark's log.
+	var out strings.Builder
+	logf := func(format string, args ...any) { fmt.Fprintf(&out, format+"\n", args...) }
+	defer func() { fmt.Print(out.String()) }()
 	errs := 0
 	for _, w := range r.writes {
 		if w.err != nil {
@@ -539,6 +544,8 @@ func (r *migLoad) report(b *testing.B) {
 	// time at its client overlapped the span in which a proxy held the
 	// shard; and every write that was held (it started, at its client,
 	// inside its own proxy's hold).
+	ms := func(d time.Duration) string { return fmt.Sprintf("%7.1f", float64(d.Microseconds())/1000) }
+	var perSwitch []string
 	var pauses, held, holdSpan, proxyHold, toSeen, toAck, ackSeen, ackWait, flip, fenceWrite, fenceWait, streamStop, flipRest, unlock, release []time.Duration
 	for _, st := range r.switches {
 		win := st.window()
@@ -555,6 +562,9 @@ func (r *migLoad) report(b *testing.B) {
 			}
 		}
 		pauses = append(pauses, longest)
+		perSwitch = append(perSwitch, fmt.Sprintf("%s %s %s %s %s %s %s %s %s", ms(longest), ms(win.to.Sub(win.from)), ms(st.acked.Sub(st.taken)),
+			ms(slices.MaxFunc(st.acks, time.Time.Compare).Sub(slices.MinFunc(st.seen, time.Time.Compare))), ms(st.flipped.Sub(st.acked)),
+			ms(st.fenceWait), ms(st.streamStop), ms(st.released.Sub(st.flipped)), ms(slices.MaxFunc(st.freed, time.Time.Compare).Sub(st.released))))
 		holdSpan = append(holdSpan, win.to.Sub(win.from))
 		for p := range st.seen {
 			proxyHold = append(proxyHold, st.freed[p].Sub(st.seen[p]))
@@ -570,28 +580,32 @@ func (r *migLoad) report(b *testing.B) {
 		release = append(release, slices.MaxFunc(st.freed, time.Time.Compare).Sub(st.released))
 	}
 	pd := distOf(pauses)
-	b.Logf("%d switches under load (%d cycles of MIGRATE + NEXT + ROLLBACK, %d aborted and retried), %d writes, %d failed",
+	logf("per switch, ms (odd: to ds1, even: back): pause, hold span, lock to every ack, first seen to last ack, acks to flip, fence wait, stream stop, flip to unlock, unlock to last release")
+	for i, l := range perSwitch {
+		logf("  %2d %s", i+1, l)
+	}
+	logf("%d switches under load (%d cycles of MIGRATE + NEXT + ROLLBACK, %d aborted and retried), %d writes, %d failed",
 		len(r.switches), r.cycles, r.aborted, len(r.writes), errs)
-	b.Logf("pause per switch (slowest migrating-shard write overlapping the hold, at the client): %s", pd)
-	b.Logf("held writes (started inside their proxy's hold), client start to ACK: %s", distOf(held))
-	b.Logf("hold span, first proxy's lock seen to last proxy's release (logs): %s", distOf(holdSpan))
-	b.Logf("  per proxy, lock seen to release: %s", distOf(proxyHold))
-	b.Logf("  runner: lock taken to every ack: %s", distOf(ackWait))
-	b.Logf("    per proxy, lock taken to lock seen: %s", distOf(toSeen))
-	b.Logf("    per proxy, lock seen to its ack written (writes drained): %s", distOf(toAck))
-	b.Logf("    last ack written to the runner seeing it: %s", distOf(ackSeen))
-	b.Logf("  runner: acks to routes flipped: %s", distOf(flip))
-	b.Logf("    fence marker written: %s", distOf(fenceWrite))
-	b.Logf("    the stream applied it: %s", distOf(fenceWait))
-	b.Logf("    the stream stopped: %s", distOf(streamStop))
-	b.Logf("    the rest (forward: target position, state saved; both: route flip): %s", distOf(flipRest))
-	b.Logf("  runner: flipped to lock removed: %s", distOf(unlock))
-	b.Logf("  lock removed to the last proxy's release: %s", distOf(release))
+	logf("pause per switch (slowest migrating-shard write overlapping the hold, at the client): %s", pd)
+	logf("held writes (started inside their proxy's hold), client start to ACK: %s", distOf(held))
+	logf("hold span, first proxy's lock seen to last proxy's release (logs): %s", distOf(holdSpan))
+	logf("  per proxy, lock seen to release: %s", distOf(proxyHold))
+	logf("  runner: lock taken to every ack: %s", distOf(ackWait))
+	logf("    per proxy, lock taken to lock seen: %s", distOf(toSeen))
+	logf("    per proxy, lock seen to its ack written (writes drained): %s", distOf(toAck))
+	logf("    last ack written to the runner seeing it: %s", distOf(ackSeen))
+	logf("  runner: acks to routes flipped: %s", distOf(flip))
+	logf("    fence marker written: %s", distOf(fenceWrite))
+	logf("    the stream applied it: %s", distOf(fenceWait))
+	logf("    the stream stopped: %s", distOf(streamStop))
+	logf("    the rest (forward: target position, state saved; both: route flip): %s", distOf(flipRest))
+	logf("  runner: flipped to lock removed: %s", distOf(unlock))
+	logf("  lock removed to the last proxy's release: %s", distOf(release))
 	for c := range wcN {
-		b.Logf("other writes during the switches, %s: %s", wcNames[c], distOf(r.latencies(c, switchWindows)))
+		logf("other writes during the switches, %s: %s", wcNames[c], distOf(r.latencies(c, switchWindows)))
 	}
 
-	b.Logf("write latency, no migration (%d windows) vs backfill at the default rate (%d windows) vs verify:", len(r.idle), len(r.backfill))
+	logf("write latency, no migration (%d windows) vs backfill at the default rate (%d windows) vs verify:", len(r.idle), len(r.backfill))
 	total := func(spans []span) time.Duration {
 		var d time.Duration
 		for _, s := range spans {
@@ -599,18 +613,18 @@ func (r *migLoad) report(b *testing.B) {
 		}
 		return d.Round(100 * time.Millisecond)
 	}
-	b.Logf("  windows in all: idle %s, backfill %s (copy %s, apply catching up %s), verify %s",
+	logf("  windows in all: idle %s, backfill %s (copy %s, apply catching up %s), verify %s",
 		total(r.idle), total(r.backfill), total(r.copy), total(r.apply), total(r.verify))
 	units := [wcN]string{"moving", "source", "target"}
 	for c := range wcN {
 		idle, bf := distOf(r.latencies(c, r.idle)), distOf(r.latencies(c, r.backfill))
 		ratio, ratio50 := float64(bf.p99)/float64(idle.p99), float64(bf.p50)/float64(idle.p50)
-		b.Logf("  %s: backfill/idle p99 %.2f, p50 %.2f", wcNames[c], ratio, ratio50)
-		b.Logf("    idle %s", idle)
-		b.Logf("    backfill %s", bf)
-		b.Logf("      copy %s", distOf(r.latencies(c, r.copy)))
-		b.Logf("      apply %s", distOf(r.latencies(c, r.apply)))
-		b.Logf("    verify %s", distOf(r.latencies(c, r.verify)))
+		logf("  %s: backfill/idle p99 %.2f, p50 %.2f", wcNames[c], ratio, ratio50)
+		logf("    idle %s", idle)
+		logf("    backfill %s", bf)
+		logf("      copy %s", distOf(r.latencies(c, r.copy)))
+		logf("      apply %s", distOf(r.latencies(c, r.apply)))
+		logf("    verify %s", distOf(r.latencies(c, r.verify)))
 		b.ReportMetric(ratio, "bf-p99-ratio-"+units[c])
 	}
 	b.ReportMetric(float64(pd.p50.Microseconds())/1000, "pause-p50-ms")
