@@ -63,7 +63,7 @@ func (s span) has(t time.Time) bool       { return !t.Before(s.from) && t.Before
 //     default rate, against windows with no migration before each cycle.
 //
 // Writers insert seq-allocating messages (the IM send) in a closed loop
-// with a 10 ms think time: two conversations per class, each through both
+// with a 20 ms think time: two conversations per class, each through both
 // proxies. The switch windows come from the proxies' own logs (the lock
 // follower's "lock seen" and "shard writes released", the runner's lock
 // taken / acknowledged / flipped / released). Run it alone (about 3
@@ -184,7 +184,7 @@ func runMigrationLoad(b *testing.B, s *stack, proxies []*convoyProc, admin, ds0 
 						_, w.err = db.Exec("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 7, 1, NOW(3))", conv, id)
 						w.took = time.Since(w.start)
 						mine = append(mine, w)
-						time.Sleep(10 * time.Millisecond)
+						time.Sleep(20 * time.Millisecond)
 					}
 				}(class, p, conv, uint64(n)<<40)
 			}
