@@ -30,7 +30,7 @@ down:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(BENCHPKGS)
 
-## bench-migrate: shard migration figures (BENCHMARKS.md): copy and checksum rates, then the switch pause and write latency during backfill through two Convoys (about 8 minutes)
+## bench-migrate: shard migration figures (BENCHMARKS.md): copy and checksum rates, then the switch pause and write latency during backfill through two Convoys (about 5 minutes on 2 cores)
 bench-migrate:
 	$(GO) test -p 1 -run '^$$' -bench '^BenchmarkMigration' -benchtime 1x -timeout 30m ./migrate/ ./integration/
 

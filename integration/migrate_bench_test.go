@@ -22,6 +22,7 @@ var (
 	migBenchCycles = flag.Int("migbench.cycles", 10, "BenchmarkMigrationUnderLoad: migrate-then-roll-back cycles (two switches each)")
 	migBenchRows   = flag.Int("migbench.rows", 10000, "BenchmarkMigrationUnderLoad: rows seeded in the migrating shard (each backfill copies them at the default 2000 rows/s)")
 	migBenchIdle   = flag.Duration("migbench.idle", 5*time.Second, "BenchmarkMigrationUnderLoad: the no-migration window measured before each cycle")
+	migBenchThink  = flag.Duration("migbench.think", 20*time.Millisecond, "BenchmarkMigrationUnderLoad: each writer's pause between two inserts")
 )
 
 // Writer classes of BenchmarkMigrationUnderLoad.
@@ -63,10 +64,10 @@ func (s span) has(t time.Time) bool       { return !t.Before(s.from) && t.Before
 //     default rate, against windows with no migration before each cycle.
 //
 // Writers insert seq-allocating messages (the IM send) in a closed loop
-// with a 20 ms think time: two conversations per class, each through both
+// with a think time (-migbench.think, 20 ms): two conversations per class, each through both
 // proxies. The switch windows come from the proxies' own logs (the lock
 // follower's "lock seen" and "shard writes released", the runner's lock
-// taken / acknowledged / flipped / released). Run it alone (about 3
+// taken / acknowledged / flipped / released). Run it alone (about 4
 // minutes, see BENCHMARKS.md):
 //
 //	go test -run '^$' -bench BenchmarkMigrationUnderLoad -benchtime=1x -timeout 30m ./integration/
@@ -184,7 +185,7 @@ func runMigrationLoad(b *testing.B, s *stack, proxies []*convoyProc, admin, ds0 
 						_, w.err = db.Exec("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 7, 1, NOW(3))", conv, id)
 						w.took = time.Since(w.start)
 						mine = append(mine, w)
-						time.Sleep(20 * time.Millisecond)
+						time.Sleep(*migBenchThink)
 					}
 				}(class, p, conv, uint64(n)<<40)
 			}
