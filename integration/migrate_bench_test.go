@@ -64,11 +64,11 @@ func (s span) has(t time.Time) bool       { return !t.Before(s.from) && t.Before
 //     default rate, against windows with no migration before each cycle.
 //
 // Writers insert seq-allocating messages (the IM send) in a closed loop
-// with a think time (-migbench.think, 20 ms): two conversations per class, each through both
-// proxies. The switch windows come from the proxies' own logs (the lock
-// follower's "lock seen" and "shard writes released", the runner's lock
-// taken / acknowledged / flipped / released). Run it alone (about 4
-// minutes, see BENCHMARKS.md):
+// with a think time (-migbench.think, 20 ms): two conversations per class,
+// each through both proxies. The switch windows come from the proxies' own
+// logs (the lock follower's "lock seen" and "shard writes released", the
+// runner's lock taken / acknowledged / flipped / released). Run it alone
+// (about 4 minutes, see BENCHMARKS.md):
 //
 //	go test -run '^$' -bench BenchmarkMigrationUnderLoad -benchtime=1x -timeout 30m ./integration/
 func BenchmarkMigrationUnderLoad(b *testing.B) {
