@@ -152,6 +152,10 @@ type migLoad struct {
 	switches []switchTimes
 	aborted  int
 	cycles   int
+	// The dual-write as the proxies counted it (both summed): mirror
+	// calls by result, and the time they added before the ACKs.
+	dualCalls, dualSeconds float64
+	dualResults            map[string]float64
 }
 
 func runMigrationLoad(b *testing.B, s *stack, proxies []*convoyProc, admin, ds0 *sql.DB, home router.Physical, classConvs [wcN][]uint64, seedConvs []uint64) *migLoad {
@@ -314,6 +318,17 @@ func runMigrationLoad(b *testing.B, s *stack, proxies []*convoyProc, admin, ds0 
 	stepMu.Unlock()
 	if len(res.backfill) != res.cycles || len(res.apply) != res.cycles {
 		b.Fatalf("saw %d backfill steps and %d copy ends in %d cycles (the step poll missed some)", len(res.backfill), len(res.apply), res.cycles)
+	}
+	res.dualResults = map[string]float64{}
+	for _, p := range proxies {
+		body := scrape(b, p.metrics)
+		res.dualCalls += max(0, metricValue(b, body, migrate.MetricDualWriteSeconds+"_count")) // -1: absent
+		res.dualSeconds += max(0, metricValue(b, body, migrate.MetricDualWriteSeconds+"_sum"))
+		for _, r := range []string{"mirrored", "queued", "lost", "unkeyed"} {
+			if v := metricValue(b, body, migrate.MetricDualWrites+`{result="`+r+`"}`); v > 0 {
+				res.dualResults[r] += v
+			}
+		}
 	}
 	res.switches, res.aborted = switchTimeline(b, proxies, int(router.Shard(5)))
 	if len(res.switches) != 2*res.cycles {
@@ -606,6 +621,10 @@ func (r *migLoad) report(b *testing.B) {
 		logf("other writes during the switches, %s: %s", wcNames[c], distOf(r.latencies(c, switchWindows)))
 	}
 
+	if r.dualCalls > 0 {
+		logf("dual-write (proxies' %s): %.0f mirror calls (%v), %.1f ms each on average before the ACK",
+			migrate.MetricDualWriteSeconds, r.dualCalls, r.dualResults, 1000*r.dualSeconds/r.dualCalls)
+	}
 	logf("write latency, no migration (%d windows) vs backfill at the default rate (%d windows) vs verify:", len(r.idle), len(r.backfill))
 	total := func(spans []span) time.Duration {
 		var d time.Duration
