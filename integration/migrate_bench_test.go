@@ -156,6 +156,7 @@ type migLoad struct {
 	// calls by result, and the time they added before the ACKs.
 	dualCalls, dualSeconds float64
 	dualResults            map[string]float64
+	dualLog                map[string]string // the proxies' dual-write log lines by message
 }
 
 func runMigrationLoad(b *testing.B, s *stack, proxies []*convoyProc, admin, ds0 *sql.DB, home router.Physical, classConvs [wcN][]uint64, seedConvs []uint64) *migLoad {
@@ -330,7 +331,7 @@ func runMigrationLoad(b *testing.B, s *stack, proxies []*convoyProc, admin, ds0 
 			}
 		}
 	}
-	res.switches, res.aborted = switchTimeline(b, proxies, int(router.Shard(5)))
+	res.switches, res.aborted, res.dualLog = switchTimeline(b, proxies, int(router.Shard(5)))
 	if len(res.switches) != 2*res.cycles {
 		b.Fatalf("the logs show %d completed switches (%d aborted), want %d", len(res.switches), res.aborted, 2*res.cycles)
 	}
@@ -395,6 +396,7 @@ type logLine struct {
 	LockRev int64  `json:"lock_revision"`
 	Flipped *bool  `json:"flipped"`
 	// Durations: zap's JSON encoder writes seconds.
+	Error      string  `json:"error"`
 	FenceWrite float64 `json:"fence_write"`
 	FenceWait  float64 `json:"fence_wait"`
 	StreamStop float64 `json:"stream_stop"`
@@ -404,7 +406,7 @@ type logLine struct {
 // switchTimeline reads the switches of shard from the proxies' logs: the
 // runner's lines (in whichever proxy ran the job) and each proxy's lock
 // follower lines, joined on the lock's revision.
-func switchTimeline(b *testing.B, proxies []*convoyProc, shard int) ([]switchTimes, int) {
+func switchTimeline(b *testing.B, proxies []*convoyProc, shard int) ([]switchTimes, int, map[string]string) {
 	b.Helper()
 	byRev := map[int64]*switchTimes{}
 	var revs []int64
@@ -419,6 +421,10 @@ func switchTimeline(b *testing.B, proxies []*convoyProc, shard int) ([]switchTim
 	}
 	aborted := 0
 	var fences []logLine
+	// The dual-write's warnings and errors, counted by message, with the
+	// first one's error.
+	dual := map[string]string{}
+	dualN := map[string]int{}
 	for p, proc := range proxies {
 		f, err := os.Open(proc.logPath)
 		if err != nil {
@@ -435,6 +441,11 @@ func switchTimeline(b *testing.B, proxies []*convoyProc, shard int) ([]switchTim
 			at, err := time.Parse("2006-01-02T15:04:05.000Z0700", l.TS)
 			if err != nil {
 				continue
+			}
+			if strings.Contains(l.Msg, "dual-write") {
+				if dualN[l.Msg]++; dualN[l.Msg] == 1 {
+					dual[l.Msg] = l.Error
+				}
 			}
 			switch l.Msg {
 			case "migration lock taken; waiting for every live proxy to hold the shard's writes":
@@ -496,7 +507,10 @@ func switchTimeline(b *testing.B, proxies []*convoyProc, shard int) ([]switchTim
 		out = append(out, *st)
 	}
 	slices.SortFunc(out, func(a, c switchTimes) int { return a.taken.Compare(c.taken) })
-	return out, aborted
+	for msg, n := range dualN {
+		dual[msg] = fmt.Sprintf("%d lines, the first: %s", n, dual[msg])
+	}
+	return out, aborted, dual
 }
 
 // dist is a latency distribution's summary.
@@ -624,6 +638,9 @@ func (r *migLoad) report(b *testing.B) {
 	if r.dualCalls > 0 {
 		logf("dual-write (proxies' %s): %.0f mirror calls (%v), %.1f ms each on average before the ACK",
 			migrate.MetricDualWriteSeconds, r.dualCalls, r.dualResults, 1000*r.dualSeconds/r.dualCalls)
+	}
+	for msg, what := range r.dualLog {
+		logf("  logged %q: %s", msg, what)
 	}
 	logf("write latency, no migration (%d windows) vs backfill at the default rate (%d windows) vs verify:", len(r.idle), len(r.backfill))
 	total := func(spans []span) time.Duration {
