@@ -4,7 +4,7 @@ GO       ?= go
 FUZZTIME ?= 30s
 BENCHPKGS ?= ./router/ ./rewrite/ ./proxy/...
 
-.PHONY: all build test run down bench fuzz lint clean distclean
+.PHONY: all build test run down bench bench-migrate fuzz lint clean distclean
 
 all: build
 
@@ -29,6 +29,10 @@ down:
 ## bench: microbenchmarks of the hot path
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(BENCHPKGS)
+
+## bench-migrate: shard migration figures (BENCHMARKS.md): copy and checksum rates, then the switch pause and write latency during backfill through two Convoys (about 5 minutes on 2 cores)
+bench-migrate:
+	$(GO) test -p 1 -run '^$$' -bench '^BenchmarkMigration' -benchtime 1x -timeout 30m ./migrate/ ./integration/
 
 ## fuzz: every Fuzz* target (found with go test -list in packages that declare one) for FUZZTIME each
 fuzz:

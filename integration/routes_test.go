@@ -16,7 +16,7 @@ import (
 
 var etcdDown = flag.Duration("routes.etcddown", time.Minute, "how long TestRouteChange keeps etcd down while it reads and writes")
 
-func scrape(t *testing.T, addr string) string {
+func scrape(t testing.TB, addr string) string {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -27,7 +27,7 @@ func scrape(t *testing.T, addr string) string {
 	return string(b)
 }
 
-func metricValue(t *testing.T, body, series string) float64 {
+func metricValue(t testing.TB, body, series string) float64 {
 	t.Helper()
 	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`)
 	m := re.FindStringSubmatch(body)

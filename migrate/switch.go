@@ -62,14 +62,22 @@ func writeFence(ctx context.Context, db *sql.DB, database, job string, shard rou
 // before the lock is then applied, and nothing more will be.
 func (j *jobRun) fence(ctx context.Context, db *sql.DB, database string, reached func(binlog.Position) (bool, error), stream *task) error {
 	job, _, _ := j.snapshot()
+	start := time.Now()
 	pos, err := writeFence(ctx, db, database, job.ID, j.shard)
 	if err != nil {
 		return err
 	}
+	written := time.Now()
 	if err := waitReached(ctx, pos, reached); err != nil {
 		return err
 	}
+	reachedAt := time.Now()
 	stream.stop()
+	// The proxies hold the shard's writes meanwhile: the switch's share of
+	// their pause, by part (issue 14's pause target).
+	j.log.Info("the stream passed the fence marker", zap.String("database", database), zap.String("gtid", string(pos)),
+		zap.Duration("fence_write", written.Sub(start)), zap.Duration("fence_wait", reachedAt.Sub(written)),
+		zap.Duration("stream_stop", time.Since(reachedAt)))
 	return nil
 }
 
