@@ -12,7 +12,7 @@ import (
 // MD5): CRC32 alone lets one changed row in 2^32 through and a sum can be
 // balanced by a second change; the XOR of a second hash makes either
 // vanishingly unlikely. The per-row input is an unambiguous encoding of
-// every value (rowBytes), so NULL, '' and a missing body all differ.
+// every value (rowBytes), so NULL, ” and a missing body all differ.
 type Digest struct {
 	Rows   int64
 	CRCSum uint64

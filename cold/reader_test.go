@@ -118,7 +118,7 @@ func (f *fixture) check(t *testing.T, sql string, p cold.Page, err error) {
 	}
 }
 
-// equalValues compares byte for byte, NULL (nil) differing from ''.
+// equalValues compares byte for byte, NULL (nil) differing from ”.
 func equalValues(a, b [][]byte) bool {
 	if len(a) != len(b) {
 		return false
