@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -177,5 +178,109 @@ func TestPutIfAbsent(t *testing.T) {
 				t.Fatalf("verify against a wrong digest: %v", err)
 			}
 		})
+	}
+}
+
+// slowStore delays every read of keys holding slow by delay (honouring the
+// context, as a real client does), like an object store's tail latency.
+type slowStore struct {
+	cold.Store
+	slow  string
+	delay time.Duration
+}
+
+func (s *slowStore) wait(ctx context.Context, key string) error {
+	if !strings.Contains(key, s.slow) {
+		return nil
+	}
+	select {
+	case <-time.After(s.delay):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *slowStore) ReadRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if err := s.wait(ctx, key); err != nil {
+		return nil, err
+	}
+	return s.Store.ReadRange(ctx, key, off, n)
+}
+
+func (s *slowStore) Size(ctx context.Context, key string) (int64, error) {
+	if err := s.wait(ctx, key); err != nil {
+		return 0, err
+	}
+	return s.Store.Size(ctx, key)
+}
+
+// TestDeadlinePartial: with the older day's file slower than the budget, a
+// scroll-up page across both files returns the newer file's rows (exactly
+// MariaDB's first rows of the page) and More, not an error; a catch-up
+// starting in the slow file returns nothing and More; a jump whose anchor
+// is in the slow file returns More; reads that need only the fast file
+// are complete.
+func TestDeadlinePartial(t *testing.T) {
+	f := startFixture(t)
+	ctx := context.Background()
+	base, err := cold.OpenStore(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, _ := f.archive(t, ctx, base, cold.WriterOptions{RowsPerGroup: 64, PageBytes: 1024})
+	slow := &slowStore{Store: base, slow: "/20260101/", delay: 5 * time.Second}
+	r := cold.NewReader(slow, cat, cold.ReaderOptions{})
+	budget := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(ctx, 300*time.Millisecond)
+	}
+
+	c, cancel := budget()
+	start := time.Now()
+	p, err := r.Before(c, convA, nA+1, 200)
+	cancel()
+	if err != nil {
+		t.Fatalf("Before: %v", err)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("Before took %s with a 300ms budget", el)
+	}
+	if !p.More || len(p.Rows) != nA/2 {
+		t.Fatalf("Before: More=%v rows=%d, want More and the %d rows of the fast file", p.More, len(p.Rows), nA/2)
+	}
+	want := textQuery(t, f.conn, fmt.Sprintf("SELECT * FROM conv_msg WHERE conv_id=%d AND seq < %d ORDER BY seq DESC LIMIT %d", convA, nA+1, nA/2))
+	for i := range want.rows {
+		if !equalValues(p.Rows[i].Msg, want.rows[i]) {
+			t.Fatalf("partial row %d: cold %q, mariadb %q", i, p.Rows[i].Msg, want.rows[i])
+		}
+	}
+
+	c, cancel = budget()
+	p, err = r.After(c, convA, 0, 20)
+	cancel()
+	if err != nil || !p.More || len(p.Rows) != 0 {
+		t.Fatalf("After from the slow file: err=%v More=%v rows=%d, want More and no rows", err, p.More, len(p.Rows))
+	}
+
+	c, cancel = budget()
+	p, err = r.ByMsgID(c, convA, 5_000_001)
+	cancel()
+	if err != nil || !p.More || len(p.Rows) != 0 {
+		t.Fatalf("ByMsgID in the slow file: err=%v More=%v rows=%d", err, p.More, len(p.Rows))
+	}
+
+	// Only the fast (newer) file is needed: complete, no More.
+	c, cancel = budget()
+	p, err = r.Before(c, convA, nA+1, 20)
+	cancel()
+	if err != nil || p.More || len(p.Rows) != 20 || p.Rows[0].Seq != nA || p.Rows[19].Seq != nA-19 {
+		t.Fatalf("Before within the fast file: err=%v More=%v rows=%d", err, p.More, len(p.Rows))
+	}
+
+	// A storage error that is not the budget is an error, not a partial page.
+	bad := cold.NewMemCatalog()
+	bad.Add(cold.FileInfo{Key: "archive/0441/20260103/part-0000.parquet", Convs: []cold.ConvRange{{ConvID: convA, MinSeq: 1, MaxSeq: 9}}})
+	if _, err := cold.NewReader(base, bad, cold.ReaderOptions{}).Before(ctx, convA, 5, 20); !errors.Is(err, cold.ErrNotFound) {
+		t.Fatalf("missing file: got %v, want ErrNotFound", err)
 	}
 }
