@@ -1,6 +1,7 @@
 package cold
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -13,6 +14,7 @@ type FileInfo struct {
 	Shard  int
 	Day    time.Time
 	Bytes  int64
+	SHA256 string      // hex, of the object's bytes
 	Digest Digest      // of the rows as the archiver read them from MySQL
 	Convs  []ConvRange // ascending by ConvID
 }
@@ -66,9 +68,9 @@ func (c *MemCatalog) Add(f FileInfo) {
 		list = append(list, FileRange{Key: f.Key, MinSeq: r.MinSeq, MaxSeq: r.MaxSeq})
 		slices.SortFunc(list, func(a, b FileRange) int {
 			if a.MinSeq != b.MinSeq {
-				return cmpU64(a.MinSeq, b.MinSeq)
+				return cmp.Compare(a.MinSeq, b.MinSeq)
 			}
-			return cmpStr(a.Key, b.Key)
+			return cmp.Compare(a.Key, b.Key)
 		})
 		c.convs[r.ConvID] = list
 	}
@@ -79,24 +81,4 @@ func (c *MemCatalog) Files(_ context.Context, conv uint64) ([]FileRange, error) 
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return slices.Clone(c.convs[conv]), nil
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

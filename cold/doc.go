@@ -39,7 +39,7 @@
 //   - m_<column> for every conv_msg column and c_<column> for every
 //     msg_content column: optional BYTE_ARRAY holding the column's MySQL
 //     text-protocol value, byte for byte as the server sent it (NULL is a
-//     Parquet null, '' an empty value). A message without a body row has
+//     Parquet null, the empty string an empty value). A message without a body row has
 //     every c_ column null (msg_content.msg_id is NOT NULL, so this is
 //     unambiguous; the Writer refuses an all-NULL body).
 //   - key-value metadata: convoy.cold.version ("1"), convoy.cold.columns

@@ -196,13 +196,13 @@ func (r *Reader) fileRows(ctx context.Context, key string, conv, lo, hi uint64, 
 		if a == b {
 			continue
 		}
-		keys, err := r.readColumns(ctx, f, rg, a, b, []int{f.lay.convID, f.lay.seq, f.lay.msgID})
+		keys, err := readColumns(ctx, r, f, rg, a, b, []int{f.lay.convID, f.lay.seq, f.lay.msgID}, parquet.Value.Uint64)
 		if err != nil {
 			return nil, Tables{}, err
 		}
 		var match []int64 // row offsets from a, ascending
 		for j := range keys[0] {
-			c, s, m := keys[0][j].Uint64(), keys[1][j].Uint64(), keys[2][j].Uint64()
+			c, s, m := keys[0][j], keys[1][j], keys[2][j]
 			if c == conv && s >= lo && s <= hi && (msgID == nil || m == *msgID) {
 				match = append(match, int64(j))
 			}
@@ -220,28 +220,18 @@ func (r *Reader) fileRows(ctx context.Context, key string, conv, lo, hi uint64, 
 		}
 		first, last := a+match[0], a+match[len(match)-1]+1
 		cols := append(slices.Clone(f.lay.msg), f.lay.content...)
-		vals, err := r.readColumns(ctx, f, rg, first, last, cols)
+		vals, err := readColumns(ctx, r, f, rg, first, last, cols, textValue)
 		if err != nil {
 			return nil, Tables{}, err
 		}
 		rows := make([]Row, 0, len(match))
 		for _, j := range match {
 			k := j - (first - a)
-			row := Row{ConvID: keys[0][j].Uint64(), Seq: keys[1][j].Uint64(), MsgID: keys[2][j].Uint64(),
-				Msg: make([][]byte, len(f.lay.msg))}
-			for i := range f.lay.msg {
-				row.Msg[i] = textValue(vals[i][k])
+			values := make([][]byte, len(cols))
+			for i := range cols {
+				values[i] = vals[i][k]
 			}
-			content := make([][]byte, len(f.lay.content))
-			present := false
-			for i := range f.lay.content {
-				content[i] = textValue(vals[len(f.lay.msg)+i][k])
-				present = present || content[i] != nil
-			}
-			if present {
-				row.Content = content
-			}
-			rows = append(rows, row)
+			rows = append(rows, f.assemble(keys[0][j], keys[1][j], keys[2][j], values))
 		}
 		if desc {
 			slices.Reverse(rows)
@@ -293,11 +283,12 @@ func convSpan(cc parquet.ColumnChunk, conv uint64, numRows int64) (int64, int64,
 	return a, b, nil
 }
 
-// readColumns reads the values of rows [a, b) of rg for the given leaf
-// columns. It first fetches, in parallel, the byte spans of the pages
-// holding those rows (spans closer than mergeGap are fetched as one), then
-// decodes from memory.
-func (r *Reader) readColumns(ctx context.Context, f *openFile, rg parquet.RowGroup, a, b int64, cols []int) ([][]parquet.Value, error) {
+// readColumns reads rows [a, b) of rg for the given leaf columns,
+// converting each value with conv while its page is in memory. It first
+// fetches, in parallel, the byte spans of the pages holding those rows
+// (spans closer than mergeGap are fetched as one), then decodes from
+// memory.
+func readColumns[T any](ctx context.Context, r *Reader, f *openFile, rg parquet.RowGroup, a, b int64, cols []int, conv func(parquet.Value) T) ([][]T, error) {
 	chunks := rg.ColumnChunks()
 	var spans []span
 	for _, c := range cols {
@@ -311,13 +302,13 @@ func (r *Reader) readColumns(ctx context.Context, f *openFile, rg parquet.RowGro
 	if err != nil {
 		return nil, err
 	}
-	out := make([][]parquet.Value, len(cols))
+	out := make([][]T, len(cols))
 	for i, c := range cols {
 		fcc, ok := chunks[c].(*parquet.FileColumnChunk)
 		if !ok {
 			return nil, fmt.Errorf("[BUG] cold: column chunk %T is not a file chunk", chunks[c])
 		}
-		vals, err := readValues(fcc.PagesFrom(mem), a, b)
+		vals, err := readValues(fcc.PagesFrom(mem), a, b, conv)
 		if err != nil {
 			return nil, fmt.Errorf("cold: %s column %d rows [%d,%d): %w", f.key, c, a, b, err)
 		}
@@ -326,12 +317,12 @@ func (r *Reader) readColumns(ctx context.Context, f *openFile, rg parquet.RowGro
 	return out, nil
 }
 
-func readValues(pages *parquet.FilePages, a, b int64) ([]parquet.Value, error) {
+func readValues[T any](pages *parquet.FilePages, a, b int64, conv func(parquet.Value) T) ([]T, error) {
 	defer pages.Close()
 	if err := pages.SeekToRow(a); err != nil {
 		return nil, err
 	}
-	out := make([]parquet.Value, 0, b-a)
+	out := make([]T, 0, b-a)
 	buf := make([]parquet.Value, 256)
 	for int64(len(out)) < b-a {
 		p, err := pages.ReadPage()
@@ -342,7 +333,7 @@ func readValues(pages *parquet.FilePages, a, b int64) ([]parquet.Value, error) {
 		for int64(len(out)) < b-a {
 			n, err := vr.ReadValues(buf[:min(int64(len(buf)), b-a-int64(len(out)))])
 			for _, v := range buf[:n] {
-				out = append(out, v.Clone())
+				out = append(out, conv(v))
 			}
 			if errors.Is(err, io.EOF) {
 				break

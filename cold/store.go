@@ -1,7 +1,6 @@
 package cold
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -175,12 +174,13 @@ func (s *blobStore) ReadRange(ctx context.Context, key string, off, length int64
 		return nil, fmt.Errorf("cold: read %s@%d+%d: %w", key, off, length, err)
 	}
 	defer r.Close()
-	var buf bytes.Buffer
-	buf.Grow(int(length))
-	if _, err := io.Copy(&buf, r); err != nil {
+	// length can run past the end of the object (a footer guess); the
+	// reader then returns fewer bytes.
+	buf := make([]byte, min(length, max(r.Size()-off, 0)))
+	if _, err := io.ReadFull(r, buf); err != nil {
 		return nil, fmt.Errorf("cold: read %s@%d+%d: %w", key, off, length, err)
 	}
-	return buf.Bytes(), nil
+	return buf, nil
 }
 
 func (s *blobStore) Size(ctx context.Context, key string) (int64, error) {

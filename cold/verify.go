@@ -2,6 +2,8 @@ package cold
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"context"
 	"errors"
 	"fmt"
@@ -16,9 +18,11 @@ import (
 var ErrVerify = errors.New("cold: verify failed")
 
 // Verify reads key back from store (whole, by range reads) and checks it
-// holds exactly the rows want describes: same row count, same Digest
-// recomputed from the decoded values, same conversation ranges, and the
-// same figures in the file's own metadata. The archiver calls it after
+// is the file that was written (same SHA-256, which catches damage
+// anywhere, statistics and indexes included) and holds exactly the rows
+// want describes (same row count and Digest recomputed from the decoded
+// values, which catches an encoder that lost or changed a value; same
+// conversation ranges; same figures in the file's own metadata). The archiver calls it after
 // PutIfAbsent and before cataloguing the file; a mismatch wraps ErrVerify.
 func Verify(ctx context.Context, store Store, key string, want FileInfo) error {
 	size, err := store.Size(ctx, key)
@@ -31,6 +35,9 @@ func Verify(ctx context.Context, store Store, key string, want FileInfo) error {
 	}
 	if int64(len(data)) != size {
 		return fmt.Errorf("%w: %s: read %d bytes of %d", ErrVerify, key, len(data), size)
+	}
+	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != want.SHA256 {
+		return fmt.Errorf("%w: %s: sha256 %x of the stored object, wrote %s", ErrVerify, key, sum, want.SHA256)
 	}
 	f, err := openParquet(key, bytes.NewReader(data), size)
 	if err != nil {
@@ -99,18 +106,19 @@ func (f *openFile) rowOf(pr parquet.Row) Row {
 	for _, v := range pr {
 		byCol[v.Column()] = v
 	}
-	r := Row{ConvID: byCol[f.lay.convID].Uint64(), Seq: byCol[f.lay.seq].Uint64(), MsgID: byCol[f.lay.msgID].Uint64(),
-		Msg: make([][]byte, len(f.lay.msg))}
-	for i, c := range f.lay.msg {
-		r.Msg[i] = textValue(byCol[c])
+	values := make([][]byte, 0, len(f.lay.msg)+len(f.lay.content))
+	for _, c := range append(slices.Clone(f.lay.msg), f.lay.content...) {
+		values = append(values, textValue(byCol[c]))
 	}
-	content := make([][]byte, len(f.lay.content))
-	present := false
-	for i, c := range f.lay.content {
-		content[i] = textValue(byCol[c])
-		present = present || content[i] != nil
-	}
-	if present {
+	return f.assemble(byCol[f.lay.convID].Uint64(), byCol[f.lay.seq].Uint64(), byCol[f.lay.msgID].Uint64(), values)
+}
+
+// assemble builds a Row from its keys and its text values, conv_msg's
+// then msg_content's; all-NULL msg_content values mean no body row.
+func (f *openFile) assemble(conv, seq, msgID uint64, values [][]byte) Row {
+	n := len(f.lay.msg)
+	r := Row{ConvID: conv, Seq: seq, MsgID: msgID, Msg: values[:n:n]}
+	if content := values[n:]; slices.ContainsFunc(content, func(v []byte) bool { return v != nil }) {
 		r.Content = content
 	}
 	return r

@@ -2,6 +2,8 @@ package cold
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
@@ -149,5 +151,7 @@ func (w *Writer) Finish() ([]byte, FileInfo, error) {
 	}
 	w.info.Shard, w.info.Day = w.shard, w.day
 	w.info.Bytes = int64(w.buf.Len())
+	sum := sha256.Sum256(w.buf.Bytes())
+	w.info.SHA256 = hex.EncodeToString(sum[:])
 	return w.buf.Bytes(), w.info, nil
 }
