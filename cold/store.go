@@ -64,14 +64,15 @@ const digestKey = "convoy-sha256"
 func OpenStore(ctx context.Context, rawURL string) (Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("cold: store url: %w", err)
+		// url.Error repeats the URL, secret included.
+		return nil, errors.New("cold: store url does not parse")
 	}
 	var b *blob.Bucket
 	switch u.Scheme {
 	case "file":
 		dir := u.Path
 		if dir == "" {
-			return nil, fmt.Errorf("cold: store url %q: file:// needs an absolute path", rawURL)
+			return nil, fmt.Errorf("cold: store url %s: file:// needs an absolute path", redact(u))
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("cold: store dir: %w", err)
@@ -80,10 +81,10 @@ func OpenStore(ctx context.Context, rawURL string) (Store, error) {
 	case "s3":
 		b, err = openS3(ctx, u)
 	default:
-		return nil, fmt.Errorf("cold: store url %q: scheme must be file or s3", rawURL)
+		return nil, fmt.Errorf("cold: store url %s: scheme must be file or s3", redact(u))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cold: open %s: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("cold: open %s: %w", redact(u), err)
 	}
 	return &blobStore{b: b}, nil
 }
@@ -122,6 +123,17 @@ func openS3(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 		o.EndpointOptions.DisableHTTPS = noHTTPS
 	})
 	return s3blob.OpenBucket(ctx, client, u.Host, &s3blob.Options{RequestChecksumCalculation: cfg.RequestChecksumCalculation})
+}
+
+// redact hides the secret key of a store URL in messages.
+func redact(u *url.URL) string {
+	c := *u
+	q := c.Query()
+	if q.Has("secret_access_key") {
+		q.Set("secret_access_key", "xxxxx")
+		c.RawQuery = q.Encode()
+	}
+	return c.Redacted()
 }
 
 type blobStore struct{ b *blob.Bucket }

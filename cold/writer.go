@@ -41,7 +41,6 @@ type Writer struct {
 	pw     *parquet.Writer
 	info   FileInfo
 	last   *ConvRange
-	row    parquet.Row
 	keyIdx [len(keyColumns)]int
 }
 
@@ -106,8 +105,7 @@ func (w *Writer) Add(r Row) error {
 	if l := w.last; l != nil && (conv < l.ConvID || conv == l.ConvID && seq <= l.MaxSeq) {
 		return fmt.Errorf("cold: row (%d,%d) after (%d,%d): rows must be in (conv_id, seq) order", conv, seq, l.ConvID, l.MaxSeq)
 	}
-	row := w.row[:0]
-	row = append(row, make(parquet.Row, len(w.lay.msg)+len(w.lay.content)+3)...)
+	row := make(parquet.Row, len(w.lay.msg)+len(w.lay.content)+len(keyColumns))
 	row[w.lay.convID] = parquet.Int64Value(int64(conv)).Level(0, 0, w.lay.convID)
 	row[w.lay.seq] = parquet.Int64Value(int64(seq)).Level(0, 0, w.lay.seq)
 	row[w.lay.msgID] = parquet.Int64Value(int64(msgID)).Level(0, 0, w.lay.msgID)
@@ -130,7 +128,6 @@ func (w *Writer) Add(r Row) error {
 	if _, err := w.pw.WriteRows([]parquet.Row{row}); err != nil {
 		return fmt.Errorf("cold: write row (%d,%d): %w", conv, seq, err)
 	}
-	w.row = row
 	w.info.Digest.Add(r)
 	if w.last == nil || w.last.ConvID != conv {
 		w.info.Convs = append(w.info.Convs, ConvRange{ConvID: conv, MinSeq: seq})
