@@ -22,6 +22,8 @@ import (
 //   - size: bytes per archived message in Parquet and in InnoDB
 //     (data_length + index_length of conv_msg and msg_content after
 //     ANALYZE TABLE, over the same rows);
+//   - size also reports the Writer's rate (rows/s, one goroutine) and
+//     verify/<store> the rate of Verify (read back, decode, digest);
 //   - page/<store>/warm: p50/p99 of a 20-message scroll-up page with the
 //     file's footer cached; page/<store>/cold-footer: with a new Reader
 //     each time (footer and page index read first).
@@ -84,7 +86,9 @@ func BenchmarkColdTier(b *testing.B) {
 	}
 	tables := cold.Tables{Msg: msg.cols, Content: content.cols}
 	day := time.Date(2025, 5, 1, 0, 0, 0, 0, time.UTC)
+	start := time.Now()
 	data, info := writeFile(b, tables, day, rows, cold.WriterOptions{})
+	writeTime := time.Since(start)
 	info.Key = cold.ObjectKey("bench", 1, day, 0)
 	n := float64(len(rows))
 	sizes := textQuery(b, conn, "SELECT SUM(data_length), SUM(index_length) FROM information_schema.TABLES WHERE table_schema='coldbench'")
@@ -98,6 +102,7 @@ func BenchmarkColdTier(b *testing.B) {
 		b.ReportMetric(float64(len(data))/n, "parquet-B/msg")
 		b.ReportMetric(innoData/n, "innodb-data-B/msg")
 		b.ReportMetric((innoData+innoIndex)/n, "innodb-total-B/msg")
+		b.ReportMetric(n/writeTime.Seconds(), "write-rows/s")
 	})
 
 	ctx := context.Background()
@@ -110,6 +115,15 @@ func BenchmarkColdTier(b *testing.B) {
 		if err := store.PutIfAbsent(ctx, info.Key, data); err != nil {
 			b.Fatal(err)
 		}
+		b.Run("verify/"+st.name, func(b *testing.B) {
+			start := time.Now()
+			for range b.N {
+				if err := cold.Verify(ctx, store, info.Key, info); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(n*float64(b.N)/time.Since(start).Seconds(), "verify-rows/s")
+		})
 		cat := cold.NewMemCatalog()
 		cat.Add(info)
 		for _, mode := range []string{"warm", "cold-footer"} {
