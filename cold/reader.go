@@ -193,7 +193,13 @@ func (r *Reader) fileRows(ctx context.Context, key string, conv, lo, hi uint64, 
 		if err != nil {
 			return nil, Tables{}, fmt.Errorf("cold: %s row group %d: %w", key, g, err)
 		}
-		if a == b {
+		if msgID == nil {
+			a, b, err = narrow(rg, f.lay, conv, a, b, lo, hi, limit-len(out), desc)
+			if err != nil {
+				return nil, Tables{}, fmt.Errorf("cold: %s row group %d: %w", key, g, err)
+			}
+		}
+		if a >= b {
 			continue
 		}
 		keys, err := readColumns(ctx, r, f, rg, a, b, []int{f.lay.convID, f.lay.seq, f.lay.msgID}, parquet.Value.Uint64)
@@ -279,6 +285,96 @@ func convSpan(cc parquet.ColumnChunk, conv uint64, numRows int64) (int64, int64,
 	}
 	if b < 0 {
 		b = numRows
+	}
+	return a, b, nil
+}
+
+// narrow shrinks a conversation's candidate rows [a, b) with the seq page
+// index, so a page of a conversation holding many rows in one row group
+// does not read all their keys. Where conv_id pages have min = max = conv,
+// every row is conv's and seq ascends, so a seq page lying wholly there
+// can be judged by its min and max: pages below lo (above hi) and all rows
+// before (after) them go; once pages wholly inside [lo, hi] nearest the
+// cursor hold limit rows, everything beyond them goes too.
+func narrow(rg parquet.RowGroup, lay layout, conv uint64, a, b int64, lo, hi uint64, limit int, desc bool) (int64, int64, error) {
+	chunks := rg.ColumnChunks()
+	pages := func(c int) (parquet.ColumnIndex, parquet.OffsetIndex, func(p int) (int64, int64), error) {
+		ci, err := chunks[c].ColumnIndex()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		oi, err := chunks[c].OffsetIndex()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		rows := func(p int) (int64, int64) {
+			end := rg.NumRows()
+			if p+1 < oi.NumPages() {
+				end = oi.FirstRowIndex(p + 1)
+			}
+			return oi.FirstRowIndex(p), end
+		}
+		return ci, oi, rows, nil
+	}
+	ci, _, rows, err := pages(lay.convID)
+	if err != nil {
+		return a, b, err
+	}
+	cs, ce := int64(-1), int64(-1) // rows that are certainly conv's
+	for p := range ci.NumPages() {
+		if !ci.NullPage(p) && ci.MinValue(p).Uint64() == conv && ci.MaxValue(p).Uint64() == conv {
+			s, e := rows(p)
+			if cs < 0 {
+				cs = s
+			}
+			ce = e
+		}
+	}
+	if cs < 0 {
+		return a, b, nil
+	}
+	sci, soi, srows, err := pages(lay.seq)
+	if err != nil {
+		return a, b, err
+	}
+	type page struct {
+		s, e     int64
+		min, max uint64
+	}
+	var in []page // seq pages wholly inside [cs, ce), ascending
+	for p := range soi.NumPages() {
+		if s, e := srows(p); s >= cs && e <= ce {
+			in = append(in, page{s, e, sci.MinValue(p).Uint64(), sci.MaxValue(p).Uint64()})
+		}
+	}
+	for _, p := range in {
+		if p.max < lo {
+			a = max(a, p.e)
+		}
+		if p.min > hi {
+			b = min(b, p.s)
+		}
+	}
+	if limit <= 0 {
+		return a, b, nil
+	}
+	held := int64(0)
+	if desc {
+		for i := len(in) - 1; i >= 0; i-- {
+			if p := in[i]; p.e <= b && p.min >= lo && p.max <= hi {
+				if held += p.e - p.s; held >= int64(limit) {
+					return max(a, p.s), b, nil
+				}
+			}
+		}
+		return a, b, nil
+	}
+	for _, p := range in {
+		if p.s >= a && p.min >= lo && p.max <= hi {
+			if held += p.e - p.s; held >= int64(limit) {
+				return a, min(b, p.e), nil
+			}
+		}
 	}
 	return a, b, nil
 }

@@ -34,51 +34,76 @@ func openStores(t *testing.T) map[string]cold.Store {
 // TestPagesMatchMariaDB archives real MariaDB rows and checks every read
 // shape against the same query on MariaDB: same column definitions, same
 // text-protocol bytes for conv_msg, same msg_content row for each message.
-// Small row groups and pages put conversation A across row groups, pages
-// and two files.
+// Two layouts: small row groups put conversation A across row groups and
+// two files; one row group per file with tiny pages makes the reader prune
+// by the seq page index inside a conversation.
 func TestPagesMatchMariaDB(t *testing.T) {
 	f := startFixture(t)
-	for name, store := range openStores(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			cat, _ := f.archive(t, ctx, store, cold.WriterOptions{RowsPerGroup: 64, PageBytes: 1024})
-			r := cold.NewReader(store, cat, cold.ReaderOptions{})
-			type q struct {
-				conv, cursor uint64
-				limit        int
-			}
-			var befores, afters []q
-			for _, conv := range []uint64{convA, convB, convC, convMax, 424242} {
-				for _, cur := range []uint64{0, 1, 2, 3, 63, 64, 65, 128, 149, 150, 151, 152, 200, 299, 300, 301, 1 << 62} {
-					for _, limit := range []int{1, 20, 50, 400} {
-						befores = append(befores, q{conv, cur, limit})
-						afters = append(afters, q{conv, cur, limit})
+	stores := openStores(t)
+	for _, layout := range []cold.WriterOptions{{RowsPerGroup: 64, PageBytes: 1024}, {RowsPerGroup: 4096, PageBytes: 256}} {
+		for name, store := range stores {
+			t.Run(fmt.Sprintf("%s/%d-%d", name, layout.RowsPerGroup, layout.PageBytes), func(t *testing.T) {
+				ctx := context.Background()
+				prefix := fmt.Sprintf("%d-%d", layout.RowsPerGroup, layout.PageBytes)
+				cat, _ := f.archive(t, ctx, &prefixStore{Store: store, prefix: prefix}, layout)
+				store := &prefixStore{Store: store, prefix: prefix}
+				r := cold.NewReader(store, cat, cold.ReaderOptions{})
+				type q struct {
+					conv, cursor uint64
+					limit        int
+				}
+				var befores, afters []q
+				for _, conv := range []uint64{convA, convB, convC, convMax, 424242} {
+					for _, cur := range []uint64{0, 1, 2, 3, 63, 64, 65, 128, 149, 150, 151, 152, 200, 299, 300, 301, 1 << 62} {
+						for _, limit := range []int{1, 20, 50, 400} {
+							befores = append(befores, q{conv, cur, limit})
+							afters = append(afters, q{conv, cur, limit})
+						}
 					}
 				}
-			}
-			for _, c := range befores {
-				sql := fmt.Sprintf("SELECT * FROM conv_msg WHERE conv_id=%d AND seq < %d ORDER BY seq DESC LIMIT %d", c.conv, c.cursor, c.limit)
-				p, err := r.Before(ctx, c.conv, c.cursor, c.limit)
-				f.check(t, sql, p, err)
-			}
-			for _, c := range afters {
-				sql := fmt.Sprintf("SELECT * FROM conv_msg WHERE conv_id=%d AND seq > %d ORDER BY seq ASC LIMIT %d", c.conv, c.cursor, c.limit)
-				p, err := r.After(ctx, c.conv, c.cursor, c.limit)
-				f.check(t, sql, p, err)
-			}
-			all := textQuery(t, f.conn, "SELECT conv_id, msg_id FROM conv_msg")
-			for _, row := range all.rows {
-				var conv, msgID uint64
-				fmt.Sscan(string(row[0]), &conv)
-				fmt.Sscan(string(row[1]), &msgID)
-				for _, m := range []uint64{msgID, msgID + 1_000_000} { // present, absent
-					sql := fmt.Sprintf("SELECT * FROM conv_msg WHERE conv_id=%d AND msg_id=%d", conv, m)
-					p, err := r.ByMsgID(ctx, conv, m)
+				for _, c := range befores {
+					sql := fmt.Sprintf("SELECT * FROM conv_msg WHERE conv_id=%d AND seq < %d ORDER BY seq DESC LIMIT %d", c.conv, c.cursor, c.limit)
+					p, err := r.Before(ctx, c.conv, c.cursor, c.limit)
 					f.check(t, sql, p, err)
 				}
-			}
-		})
+				for _, c := range afters {
+					sql := fmt.Sprintf("SELECT * FROM conv_msg WHERE conv_id=%d AND seq > %d ORDER BY seq ASC LIMIT %d", c.conv, c.cursor, c.limit)
+					p, err := r.After(ctx, c.conv, c.cursor, c.limit)
+					f.check(t, sql, p, err)
+				}
+				all := textQuery(t, f.conn, "SELECT conv_id, msg_id FROM conv_msg")
+				for _, row := range all.rows {
+					var conv, msgID uint64
+					fmt.Sscan(string(row[0]), &conv)
+					fmt.Sscan(string(row[1]), &msgID)
+					for _, m := range []uint64{msgID, msgID + 1_000_000} { // present, absent
+						sql := fmt.Sprintf("SELECT * FROM conv_msg WHERE conv_id=%d AND msg_id=%d", conv, m)
+						p, err := r.ByMsgID(ctx, conv, m)
+						f.check(t, sql, p, err)
+					}
+				}
+			})
+		}
 	}
+}
+
+// prefixStore puts keys under a prefix, so several layouts of the same
+// rows can share a store.
+type prefixStore struct {
+	cold.Store
+	prefix string
+}
+
+func (s *prefixStore) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	return s.Store.PutIfAbsent(ctx, s.prefix+"/"+key, data)
+}
+
+func (s *prefixStore) ReadRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	return s.Store.ReadRange(ctx, s.prefix+"/"+key, off, n)
+}
+
+func (s *prefixStore) Size(ctx context.Context, key string) (int64, error) {
+	return s.Store.Size(ctx, s.prefix+"/"+key)
 }
 
 // check compares a cold page with MariaDB's answer to sql.
