@@ -87,9 +87,11 @@
 // files: Before (seq < ? DESC LIMIT n), After (seq > ? ASC LIMIT n) and
 // ByMsgID (conv_id = ? AND msg_id = ?). Per file: the footer and page index
 // are read once and cached (files are immutable; LRU of open files); the
-// conv_id page index gives the conversation's row span in each row group;
-// the key columns of that span are fetched, the rows chosen, then the
-// value columns of just those rows. Each fetch is the byte ranges of the
+// conv_id page index gives the conversation's row span in each row group,
+// and the seq page index narrows it where pages hold only that
+// conversation (seq ascends there), down to the pages near the cursor; the
+// key columns of that span are fetched, the rows chosen, then the value
+// columns of just those rows. Each fetch is the byte ranges of the
 // needed pages, merged when closer than 64 KiB and read in parallel: about
 // three range reads per page with a warm cache.
 //
