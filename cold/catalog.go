@@ -1,0 +1,84 @@
+package cold
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// FileInfo is what the catalog records about one cold file.
+type FileInfo struct {
+	Key    string
+	Shard  int
+	Day    time.Time
+	Bytes  int64
+	SHA256 string      // hex, of the object's bytes
+	Digest Digest      // of the rows as the archiver read them from MySQL
+	Convs  []ConvRange // ascending by ConvID
+}
+
+// ConvRange says that a file holds Rows rows of conversation ConvID with
+// seqs in [MinSeq, MaxSeq] (not necessarily contiguous: a conversation's
+// day can be split across parts, and warm rows deleted by users leave gaps).
+type ConvRange struct {
+	ConvID         uint64
+	MinSeq, MaxSeq uint64
+	Rows           int64
+}
+
+// FileRange is one file's part of a conversation, as a lookup returns it.
+type FileRange struct {
+	Key            string
+	MinSeq, MaxSeq uint64
+}
+
+// Catalog answers "which files hold conversation c", the only question a
+// cold read asks before touching storage. The archiver adds a file only
+// after it is written and verified; readers never see a file that is not
+// complete.
+type Catalog interface {
+	// Files returns the files holding rows of conv, ascending by MinSeq.
+	Files(ctx context.Context, conv uint64) ([]FileRange, error)
+}
+
+// MemCatalog is an in-memory Catalog; the archiver's persistent catalog
+// (next step) loads into one.
+type MemCatalog struct {
+	mu    sync.RWMutex
+	convs map[uint64][]FileRange
+}
+
+var _ Catalog = (*MemCatalog)(nil)
+
+// NewMemCatalog returns an empty catalog.
+func NewMemCatalog() *MemCatalog { return &MemCatalog{convs: map[uint64][]FileRange{}} }
+
+// Add records f's conversations. Adding the same key again is a no-op, so
+// replaying a catalog log is safe.
+func (c *MemCatalog) Add(f FileInfo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range f.Convs {
+		list := c.convs[r.ConvID]
+		if slices.ContainsFunc(list, func(x FileRange) bool { return x.Key == f.Key }) {
+			continue
+		}
+		list = append(list, FileRange{Key: f.Key, MinSeq: r.MinSeq, MaxSeq: r.MaxSeq})
+		slices.SortFunc(list, func(a, b FileRange) int {
+			if a.MinSeq != b.MinSeq {
+				return cmp.Compare(a.MinSeq, b.MinSeq)
+			}
+			return cmp.Compare(a.Key, b.Key)
+		})
+		c.convs[r.ConvID] = list
+	}
+}
+
+// Files implements Catalog.
+func (c *MemCatalog) Files(_ context.Context, conv uint64) ([]FileRange, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return slices.Clone(c.convs[conv]), nil
+}

@@ -1,0 +1,105 @@
+package cold
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+)
+
+// Column is one column definition as MySQL sent it in the result set that
+// was archived: enough to produce the same column definition packet again
+// and to encode a text value in the binary protocol (the type decides the
+// binary encoding, flags carry UNSIGNED, decimals the fractional digits).
+type Column struct {
+	Name     string `json:"name"`
+	OrgName  string `json:"org_name,omitempty"`
+	Type     uint8  `json:"type"` // mysql.MYSQL_TYPE_*
+	Flags    uint16 `json:"flags"`
+	Charset  uint16 `json:"charset"`
+	Decimals uint8  `json:"decimals"`
+	Length   uint32 `json:"length"`
+}
+
+// ColumnFromField copies a wire column definition.
+func ColumnFromField(f *mysql.Field) Column {
+	return Column{Name: string(f.Name), OrgName: string(f.OrgName), Type: f.Type, Flags: f.Flag,
+		Charset: f.Charset, Decimals: f.Decimal, Length: f.ColumnLength}
+}
+
+// Field is the inverse of ColumnFromField; schema and table names are the
+// caller's (the physical table a row came from is not the one a client
+// asked for).
+func (c Column) Field() *mysql.Field {
+	return &mysql.Field{Name: []byte(c.Name), OrgName: []byte(c.OrgName), Type: c.Type, Flag: c.Flags,
+		Charset: c.Charset, Decimal: c.Decimals, ColumnLength: c.Length}
+}
+
+// Tables are the column definitions of the two archived tables, stored as
+// JSON in every file's key-value metadata (metaColumns).
+type Tables struct {
+	Msg     []Column `json:"conv_msg"`
+	Content []Column `json:"msg_content"`
+}
+
+// keyColumns are the conv_msg columns also stored typed, for pruning; a
+// file's conv_msg definitions must contain them as BIGINT UNSIGNED.
+var keyColumns = [...]string{"conv_id", "seq", "msg_id"}
+
+func (t Tables) validate() error {
+	if len(t.Msg) == 0 || len(t.Content) == 0 {
+		return fmt.Errorf("cold: column definitions of conv_msg and msg_content are required")
+	}
+	seen := map[string]bool{}
+	for _, c := range t.Msg {
+		if seen[c.Name] {
+			return fmt.Errorf("cold: conv_msg column %q listed twice", c.Name)
+		}
+		seen[c.Name] = true
+	}
+	for _, k := range keyColumns {
+		i := t.msgIndex(k)
+		if i < 0 {
+			return fmt.Errorf("cold: conv_msg has no column %q", k)
+		}
+		if c := t.Msg[i]; c.Type != mysql.MYSQL_TYPE_LONGLONG || c.Flags&mysql.UNSIGNED_FLAG == 0 {
+			return fmt.Errorf("cold: conv_msg.%s must be BIGINT UNSIGNED (type %d flags %#x)", k, c.Type, c.Flags)
+		}
+	}
+	seen = map[string]bool{}
+	for _, c := range t.Content {
+		if seen[c.Name] {
+			return fmt.Errorf("cold: msg_content column %q listed twice", c.Name)
+		}
+		seen[c.Name] = true
+	}
+	if !seen["msg_id"] {
+		return fmt.Errorf("cold: msg_content has no column msg_id")
+	}
+	return nil
+}
+
+func (t Tables) msgIndex(name string) int {
+	for i, c := range t.Msg {
+		if c.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func (t Tables) marshal() string {
+	b, err := json.Marshal(t)
+	if err != nil {
+		panic("[BUG] cold: marshal column definitions: " + err.Error())
+	}
+	return string(b)
+}
+
+func unmarshalTables(s string) (Tables, error) {
+	var t Tables
+	if err := json.Unmarshal([]byte(s), &t); err != nil {
+		return t, fmt.Errorf("cold: column definitions in file metadata: %w", err)
+	}
+	return t, t.validate()
+}

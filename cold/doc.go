@@ -1,0 +1,136 @@
+// Package cold is the cold tier of conversation history (seed 000,
+// 冷热分离; issue 16): conv_msg rows older than the warm window, with their
+// msg_content bodies, in immutable Parquet files in object storage, read
+// back page by page within a time budget. This package is the foundation:
+// storage, file format, verification, catalog types and the reader. The
+// archiver job (moving rows out of MySQL) and the engine's cold read path
+// are built on it and described at the end.
+//
+// # Storage
+//
+// Store is the whole contract with object storage: PutIfAbsent, ReadRange,
+// Size. OpenStore takes a URL: file:///dir (default, zero set-up) or
+// s3://bucket?endpoint=...&use_path_style=true&access_key_id=...&
+// secret_access_key=... for S3, MinIO, Ceph RGW or OSS's S3 API
+// (gocloud.dev/blob, only the fileblob and s3blob drivers are linked).
+// Objects are written create-if-absent (If-None-Match: *): a rerun of the
+// same part finds the object, compares the SHA-256 kept in the object's
+// metadata with its own bytes and succeeds if equal; different bytes under
+// the key are ErrConflict and never overwrite. The Writer is deterministic
+// (same rows and options, same bytes), which is what makes a crashed
+// archive step safe to redo.
+//
+// # Layout
+//
+// One file holds the archived rows of one shard (physical table number)
+// and one UTC day of created_at, split into parts of bounded size:
+//
+//	<prefix>/<shard %04d>/<yyyymmdd>/part-<n %04d>.parquet   (ObjectKey)
+//
+// # Format (version 1)
+//
+// One Parquet row per conv_msg row, sorted by (conv_id, seq), zstd:
+//
+//   - conv_id, seq, msg_id: INT64 with the UINT_64 logical type,
+//     DELTA_BINARY_PACKED, required. They exist for pruning: the page index
+//     (column index min/max + offset index) of conv_id locates a
+//     conversation's rows without reading data pages; msg_id has a bloom
+//     filter for lookups by msg_id alone.
+//   - m_<column> for every conv_msg column and c_<column> for every
+//     msg_content column: optional BYTE_ARRAY holding the column's MySQL
+//     text-protocol value, byte for byte as the server sent it (NULL is a
+//     Parquet null, the empty string an empty value). A message without a body row has
+//     every c_ column null (msg_content.msg_id is NOT NULL, so this is
+//     unambiguous; the Writer refuses an all-NULL body).
+//   - key-value metadata: convoy.cold.version ("1"), convoy.cold.columns
+//     (JSON of Tables: for both tables the column definitions MySQL sent:
+//     name, type, flags, charset, decimals, length), convoy.cold.shard,
+//     convoy.cold.day, convoy.cold.rows and convoy.cold.digest.
+//
+// Why text values and not typed columns: the cold tier must return exactly
+// what MySQL returned (same columns, types, values). The text value plus the
+// column definition determines both protocols: the text protocol sends it
+// as is, the binary protocol's encoding follows from the type (integers
+// from the decimal text and the UNSIGNED flag, DATETIME(3) from its text,
+// strings as is). Typed Parquet columns would need one conversion per MySQL
+// type in each direction and can lose the server's exact formatting; zstd
+// takes most of the cost of the decimal text away (see BENCHMARKS.md).
+// The redundancy of the three key columns (typed and as text) is the price
+// of keeping every m_ column the server's bytes.
+//
+// Row groups default to 4096 rows and data pages to 16 KiB uncompressed:
+// a 20-50 message page of one conversation decodes one or two pages per
+// column.
+//
+// # Verification
+//
+// Digest is COUNT, SUM(CRC32) and the XOR of 64 bits of MD5 over an
+// unambiguous encoding of each row (the same scheme as migrate's segment
+// checksum, computed in Go over the text values). The Writer computes it
+// from the rows the archiver read from MySQL; Verify reads the stored
+// object back, decodes every row and recomputes it, and also compares the
+// per-conversation ranges and the file's own metadata. A file is
+// catalogued only after Verify passed.
+//
+// # Catalog
+//
+// FileInfo is what the archiver records per file: key, shard, day, bytes,
+// Digest and, per conversation, [MinSeq, MaxSeq] and a row count. Catalog
+// is the one question a read asks ("which files hold conversation c", with
+// seq ranges); MemCatalog answers it from memory. Files of one
+// conversation may overlap in seq (a day boundary); the reader does not
+// assume they do not.
+//
+// # Reader
+//
+// Reader serves the three history reads of DESIGN.md section 4 from cold
+// files: Before (seq < ? DESC LIMIT n), After (seq > ? ASC LIMIT n) and
+// ByMsgID (conv_id = ? AND msg_id = ?). Per file: the footer and page index
+// are read once and cached (files are immutable; LRU of open files); the
+// conv_id page index gives the conversation's row span in each row group,
+// and the seq page index narrows it where pages hold only that
+// conversation (seq ascends there), down to the pages near the cursor; the
+// key columns of that span are fetched, the rows chosen, then the value
+// columns of just those rows. Each fetch is the byte ranges of the
+// needed pages, merged when closer than 64 KiB and read in parallel: about
+// three range reads per page with a warm cache.
+//
+// The context's deadline is the cold budget (seed: 800 ms, 取到多少返回多少并
+// 带上 has_more). When it expires, Reader returns what is certain (the rows
+// better than anything an unread file could still contribute, a correct
+// prefix of the answer in query order) with Page.More set, never an error.
+// Any other storage failure is an error; what to do with it is the
+// caller's policy.
+//
+// # Invariants
+//
+//  1. An object, once written under a key, never changes (create-if-absent,
+//     ErrConflict otherwise).
+//  2. A catalogued file was verified from storage against the rows read from
+//     MySQL.
+//  3. A page is a prefix of what MySQL returned for the same query before
+//     the archive ran: all of it, or (More) the part that arrived in time.
+//
+// # Next: the archiver (one job per shard, a lease and a checkpoint in etcd)
+//
+// For each day older than cold.after: read the shard's conv_msg rows of
+// that day in (conv_id, seq) order with their msg_content rows (text
+// protocol, keyset chunks, rate-limited like migrate's copier), feed them
+// to a Writer, cut a part every N rows, PutIfAbsent, Verify, append the
+// FileInfo to the catalog (an object per shard per day, written
+// create-if-absent, so the catalog is itself immutable pieces a reader
+// loads into a MemCatalog), checkpoint, and delete the warm rows in
+// throttled chunks only after cold.delete_after. A crash redoes the
+// current part: same rows, same bytes, PutIfAbsent succeeds. Rows deleted
+// by users after archiving need a tombstone list; not designed yet.
+//
+// # Next: the engine's cold read path
+//
+// A history read that runs below what MySQL holds (warm returns fewer
+// rows than the limit and the conversation has catalogued files) calls the
+// Reader with the remaining limit under a cold.budget context, converts
+// Page.Tables to fields (Column.Field) and values to the client's protocol,
+// appends them to the warm rows, and signals More with a warning naming the
+// seq to continue from. The first screen is always served by the hot tier
+// or MySQL; the cold path counts its calls in a metric to prove it.
+package cold

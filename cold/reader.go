@@ -1,0 +1,531 @@
+package cold
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// Page is the answer to one cold read.
+type Page struct {
+	// Tables are the column definitions the rows were archived with.
+	Tables Tables
+	// Rows in query order (Before: seq descending; After: ascending).
+	Rows []Row
+	// More is set when the context's deadline (the cold budget) cut the
+	// read short: Rows is then a correct prefix of the full answer, and the
+	// caller continues from the last row's seq. It is never set merely
+	// because limit rows were returned.
+	More bool
+}
+
+// Reader serves the three history reads from cold files. It is safe for
+// concurrent use. Files are immutable, so each one's footer and page
+// index are read once and kept (up to cacheFiles files); a page read then
+// costs one or two rounds of parallel range reads: the key columns of the
+// conversation's row span, then the value columns of the rows chosen.
+type Reader struct {
+	store   Store
+	catalog Catalog
+	cache   *fileCache
+}
+
+// ReaderOptions tunes a Reader; zero values take the defaults.
+type ReaderOptions struct {
+	// CacheFiles bounds the open-file cache (default 1024; a footer and
+	// page index of a default-sized part is some tens of KiB).
+	CacheFiles int
+}
+
+// NewReader returns a reader of the files catalog lists in store.
+func NewReader(store Store, catalog Catalog, opt ReaderOptions) *Reader {
+	if opt.CacheFiles <= 0 {
+		opt.CacheFiles = 1024
+	}
+	return &Reader{store: store, catalog: catalog, cache: newFileCache(opt.CacheFiles)}
+}
+
+// Before returns up to limit rows of conv with seq < before, seq descending
+// (the scroll-up read).
+func (r *Reader) Before(ctx context.Context, conv, before uint64, limit int) (Page, error) {
+	if before == 0 || limit <= 0 {
+		return Page{}, nil
+	}
+	files, err := r.catalog.Files(ctx, conv)
+	if err != nil {
+		return Page{}, err
+	}
+	files = slices.DeleteFunc(files, func(f FileRange) bool { return f.MinSeq >= before })
+	// Highest first: once limit rows are held, a file whose MaxSeq is below
+	// all of them cannot contribute, nor can any after it.
+	slices.SortStableFunc(files, func(a, b FileRange) int { return cmp.Compare(b.MaxSeq, a.MaxSeq) })
+	var p Page
+	for i, f := range files {
+		if len(p.Rows) >= limit && f.MaxSeq < p.Rows[limit-1].Seq {
+			break
+		}
+		rows, t, err := r.fileRows(ctx, f.Key, conv, 0, min(before-1, f.MaxSeq), nil, limit, true)
+		if err != nil {
+			if ctx.Err() != nil {
+				// Rows above every unread file's range are final.
+				frontier := min(before-1, files[i].MaxSeq)
+				p.Rows = slices.DeleteFunc(p.Rows, func(r Row) bool { return r.Seq <= frontier })
+				p.More = true
+				return p, nil
+			}
+			return Page{}, err
+		}
+		if err := p.merge(t, rows, limit, true); err != nil {
+			return Page{}, err
+		}
+	}
+	return p, nil
+}
+
+// After returns up to limit rows of conv with seq > after, seq ascending
+// (the catch-up read).
+func (r *Reader) After(ctx context.Context, conv, after uint64, limit int) (Page, error) {
+	if limit <= 0 {
+		return Page{}, nil
+	}
+	files, err := r.catalog.Files(ctx, conv)
+	if err != nil {
+		return Page{}, err
+	}
+	files = slices.DeleteFunc(files, func(f FileRange) bool { return f.MaxSeq <= after })
+	var p Page // files are ascending by MinSeq already
+	for i, f := range files {
+		if len(p.Rows) >= limit && f.MinSeq > p.Rows[limit-1].Seq {
+			break
+		}
+		rows, t, err := r.fileRows(ctx, f.Key, conv, max(after+1, f.MinSeq), f.MaxSeq, nil, limit, false)
+		if err != nil {
+			if ctx.Err() != nil {
+				frontier := max(after+1, files[i].MinSeq)
+				p.Rows = slices.DeleteFunc(p.Rows, func(r Row) bool { return r.Seq >= frontier })
+				p.More = true
+				return p, nil
+			}
+			return Page{}, err
+		}
+		if err := p.merge(t, rows, limit, false); err != nil {
+			return Page{}, err
+		}
+	}
+	return p, nil
+}
+
+// ByMsgID returns conv's row whose msg_id is msgID, if archived (the jump
+// anchor). More means the budget ran out before every file was searched.
+func (r *Reader) ByMsgID(ctx context.Context, conv, msgID uint64) (Page, error) {
+	files, err := r.catalog.Files(ctx, conv)
+	if err != nil {
+		return Page{}, err
+	}
+	for _, f := range files {
+		rows, t, err := r.fileRows(ctx, f.Key, conv, f.MinSeq, f.MaxSeq, &msgID, 1, false)
+		if err != nil {
+			if ctx.Err() != nil {
+				return Page{More: true}, nil
+			}
+			return Page{}, err
+		}
+		if len(rows) > 0 {
+			return Page{Tables: t, Rows: rows}, nil
+		}
+	}
+	return Page{}, nil
+}
+
+// merge folds one file's rows (already in query order) into p, keeping
+// the limit best.
+func (p *Page) merge(t Tables, rows []Row, limit int, desc bool) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	if p.Tables.Msg == nil {
+		p.Tables = t
+	} else if t.marshal() != p.Tables.marshal() {
+		// An ALTER between archive runs; serving it needs per-row
+		// definitions, which nothing produces yet.
+		return errors.New("cold: files of one conversation have different column definitions")
+	}
+	p.Rows = append(p.Rows, rows...)
+	slices.SortStableFunc(p.Rows, func(a, b Row) int {
+		if desc {
+			return cmp.Compare(b.Seq, a.Seq)
+		}
+		return cmp.Compare(a.Seq, b.Seq)
+	})
+	if len(p.Rows) > limit {
+		p.Rows = p.Rows[:limit]
+	}
+	return nil
+}
+
+// fileRows returns up to limit rows of conv in key with seq in [lo, hi]
+// (and msg_id = *msgID when given): the highest seqs, descending, when
+// desc, else the lowest, ascending.
+func (r *Reader) fileRows(ctx context.Context, key string, conv, lo, hi uint64, msgID *uint64, limit int, desc bool) ([]Row, Tables, error) {
+	f, err := r.open(ctx, key)
+	if err != nil {
+		return nil, Tables{}, err
+	}
+	groups := f.pf.RowGroups()
+	order := make([]int, len(groups))
+	for i := range order {
+		order[i] = i
+	}
+	if desc {
+		slices.Reverse(order)
+	}
+	var out []Row
+	for _, g := range order {
+		rg := groups[g]
+		a, b, err := convSpan(rg.ColumnChunks()[f.lay.convID], conv, rg.NumRows())
+		if err != nil {
+			return nil, Tables{}, fmt.Errorf("cold: %s row group %d: %w", key, g, err)
+		}
+		if msgID == nil {
+			a, b, err = narrow(rg, f.lay, conv, a, b, lo, hi, limit-len(out), desc)
+			if err != nil {
+				return nil, Tables{}, fmt.Errorf("cold: %s row group %d: %w", key, g, err)
+			}
+		}
+		if a >= b {
+			continue
+		}
+		keys, err := readColumns(ctx, r, f, rg, a, b, []int{f.lay.convID, f.lay.seq, f.lay.msgID}, parquet.Value.Uint64)
+		if err != nil {
+			return nil, Tables{}, err
+		}
+		var match []int64 // row offsets from a, ascending
+		for j := range keys[0] {
+			c, s, m := keys[0][j], keys[1][j], keys[2][j]
+			if c == conv && s >= lo && s <= hi && (msgID == nil || m == *msgID) {
+				match = append(match, int64(j))
+			}
+		}
+		need := limit - len(out)
+		if len(match) > need {
+			if desc {
+				match = match[len(match)-need:]
+			} else {
+				match = match[:need]
+			}
+		}
+		if len(match) == 0 {
+			continue
+		}
+		first, last := a+match[0], a+match[len(match)-1]+1
+		cols := append(slices.Clone(f.lay.msg), f.lay.content...)
+		vals, err := readColumns(ctx, r, f, rg, first, last, cols, textValue)
+		if err != nil {
+			return nil, Tables{}, err
+		}
+		rows := make([]Row, 0, len(match))
+		for _, j := range match {
+			k := j - (first - a)
+			values := make([][]byte, len(cols))
+			for i := range cols {
+				values[i] = vals[i][k]
+			}
+			rows = append(rows, f.assemble(keys[0][j], keys[1][j], keys[2][j], values))
+		}
+		if desc {
+			slices.Reverse(rows)
+		}
+		out = append(out, rows...)
+		if len(out) >= limit {
+			break
+		}
+	}
+	return out, f.tables, nil
+}
+
+func textValue(v parquet.Value) []byte {
+	if v.IsNull() {
+		return nil
+	}
+	return bytes.Clone(v.ByteArray())
+}
+
+// convSpan returns the row range [a, b) of a row group whose conv_id pages
+// may hold conv (rows are sorted, so those pages are consecutive).
+func convSpan(cc parquet.ColumnChunk, conv uint64, numRows int64) (int64, int64, error) {
+	ci, err := cc.ColumnIndex()
+	if err != nil {
+		return 0, 0, err
+	}
+	oi, err := cc.OffsetIndex()
+	if err != nil {
+		return 0, 0, err
+	}
+	a, b := int64(-1), int64(-1)
+	for p := 0; p < ci.NumPages(); p++ {
+		if ci.NullPage(p) || ci.MinValue(p).Uint64() > conv || ci.MaxValue(p).Uint64() < conv {
+			if a >= 0 && b < 0 {
+				b = oi.FirstRowIndex(p)
+			}
+			continue
+		}
+		if a < 0 {
+			a = oi.FirstRowIndex(p)
+		}
+	}
+	if a < 0 {
+		return 0, 0, nil
+	}
+	if b < 0 {
+		b = numRows
+	}
+	return a, b, nil
+}
+
+// narrow shrinks a conversation's candidate rows [a, b) with the seq page
+// index, so a page of a conversation holding many rows in one row group
+// does not read all their keys. Where conv_id pages have min = max = conv,
+// every row is conv's and seq ascends, so a seq page lying wholly there
+// can be judged by its min and max: pages below lo (above hi) and all rows
+// before (after) them go; once pages wholly inside [lo, hi] nearest the
+// cursor hold limit rows, everything beyond them goes too.
+func narrow(rg parquet.RowGroup, lay layout, conv uint64, a, b int64, lo, hi uint64, limit int, desc bool) (int64, int64, error) {
+	chunks := rg.ColumnChunks()
+	pages := func(c int) (parquet.ColumnIndex, parquet.OffsetIndex, func(p int) (int64, int64), error) {
+		ci, err := chunks[c].ColumnIndex()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		oi, err := chunks[c].OffsetIndex()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		rows := func(p int) (int64, int64) {
+			end := rg.NumRows()
+			if p+1 < oi.NumPages() {
+				end = oi.FirstRowIndex(p + 1)
+			}
+			return oi.FirstRowIndex(p), end
+		}
+		return ci, oi, rows, nil
+	}
+	ci, _, rows, err := pages(lay.convID)
+	if err != nil {
+		return a, b, err
+	}
+	cs, ce := int64(-1), int64(-1) // rows that are certainly conv's
+	for p := range ci.NumPages() {
+		if !ci.NullPage(p) && ci.MinValue(p).Uint64() == conv && ci.MaxValue(p).Uint64() == conv {
+			s, e := rows(p)
+			if cs < 0 {
+				cs = s
+			}
+			ce = e
+		}
+	}
+	if cs < 0 {
+		return a, b, nil
+	}
+	sci, soi, srows, err := pages(lay.seq)
+	if err != nil {
+		return a, b, err
+	}
+	type page struct {
+		s, e     int64
+		min, max uint64
+	}
+	var in []page // seq pages wholly inside [cs, ce), ascending
+	for p := range soi.NumPages() {
+		if s, e := srows(p); s >= cs && e <= ce {
+			in = append(in, page{s, e, sci.MinValue(p).Uint64(), sci.MaxValue(p).Uint64()})
+		}
+	}
+	for _, p := range in {
+		if p.max < lo {
+			a = max(a, p.e)
+		}
+		if p.min > hi {
+			b = min(b, p.s)
+		}
+	}
+	if limit <= 0 {
+		return a, b, nil
+	}
+	held := int64(0)
+	if desc {
+		for i := len(in) - 1; i >= 0; i-- {
+			if p := in[i]; p.e <= b && p.min >= lo && p.max <= hi {
+				if held += p.e - p.s; held >= int64(limit) {
+					return max(a, p.s), b, nil
+				}
+			}
+		}
+		return a, b, nil
+	}
+	for _, p := range in {
+		if p.s >= a && p.min >= lo && p.max <= hi {
+			if held += p.e - p.s; held >= int64(limit) {
+				return a, min(b, p.e), nil
+			}
+		}
+	}
+	return a, b, nil
+}
+
+// readColumns reads rows [a, b) of rg for the given leaf columns,
+// converting each value with conv while its page is in memory. It first
+// fetches, in parallel, the byte spans of the pages holding those rows
+// (spans closer than mergeGap are fetched as one), then decodes from
+// memory.
+func readColumns[T any](ctx context.Context, r *Reader, f *openFile, rg parquet.RowGroup, a, b int64, cols []int, conv func(parquet.Value) T) ([][]T, error) {
+	chunks := rg.ColumnChunks()
+	var spans []span
+	for _, c := range cols {
+		s, err := pageSpan(chunks[c], a, b)
+		if err != nil {
+			return nil, err
+		}
+		spans = append(spans, s...)
+	}
+	mem, err := r.fetch(ctx, f.key, spans)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]T, len(cols))
+	for i, c := range cols {
+		fcc, ok := chunks[c].(*parquet.FileColumnChunk)
+		if !ok {
+			return nil, fmt.Errorf("[BUG] cold: column chunk %T is not a file chunk", chunks[c])
+		}
+		vals, err := readValues(fcc.PagesFrom(mem), a, b, conv)
+		if err != nil {
+			return nil, fmt.Errorf("cold: %s column %d rows [%d,%d): %w", f.key, c, a, b, err)
+		}
+		out[i] = vals
+	}
+	return out, nil
+}
+
+func readValues[T any](pages *parquet.FilePages, a, b int64, conv func(parquet.Value) T) ([]T, error) {
+	defer pages.Close()
+	if err := pages.SeekToRow(a); err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, b-a)
+	buf := make([]parquet.Value, 256)
+	for int64(len(out)) < b-a {
+		p, err := pages.ReadPage()
+		if err != nil {
+			return nil, err
+		}
+		vr := p.Values()
+		for int64(len(out)) < b-a {
+			n, err := vr.ReadValues(buf[:min(int64(len(buf)), b-a-int64(len(out)))])
+			for _, v := range buf[:n] {
+				out = append(out, conv(v))
+			}
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				parquet.Release(p)
+				return nil, err
+			}
+		}
+		parquet.Release(p)
+	}
+	return out, nil
+}
+
+// span is a byte range [off, end) of a file.
+type span struct{ off, end int64 }
+
+// mergeGap: two spans closer than this are fetched as one range read; a
+// GET costs far more than 64 KiB of transfer.
+const mergeGap = 64 << 10
+
+// pageSpan returns the byte ranges of a column chunk's pages holding rows
+// [a, b), plus its dictionary page if it has one.
+func pageSpan(cc parquet.ColumnChunk, a, b int64) ([]span, error) {
+	oi, err := cc.OffsetIndex()
+	if err != nil {
+		return nil, err
+	}
+	// Text columns are PLAIN-encoded (no dictionary page); were one
+	// present, spanReader would fetch it on demand.
+	var out []span
+	first, last := -1, -1
+	for p := 0; p < oi.NumPages(); p++ {
+		start := oi.FirstRowIndex(p)
+		end := int64(-1)
+		if p+1 < oi.NumPages() {
+			end = oi.FirstRowIndex(p + 1)
+		}
+		if start < b && (end < 0 || end > a) {
+			if first < 0 {
+				first = p
+			}
+			last = p
+		}
+	}
+	if first < 0 {
+		return out, nil
+	}
+	return append(out, span{oi.Offset(first), oi.Offset(last) + oi.CompressedPageSize(last)}), nil
+}
+
+// fetch reads spans of key (merged) in parallel and returns a ReaderAt
+// over them. A read outside every span falls through to the store.
+func (r *Reader) fetch(ctx context.Context, key string, spans []span) (*spanReader, error) {
+	slices.SortFunc(spans, func(x, y span) int { return cmp.Compare(x.off, y.off) })
+	var merged []span
+	for _, s := range spans {
+		if n := len(merged); n > 0 && s.off <= merged[n-1].end+mergeGap {
+			merged[n-1].end = max(merged[n-1].end, s.end)
+			continue
+		}
+		merged = append(merged, s)
+	}
+	sr := &spanReader{storeReaderAt: storeReaderAt{ctx: ctx, store: r.store, key: key}, spans: merged, data: make([][]byte, len(merged))}
+	errs := make([]error, len(merged))
+	var wg sync.WaitGroup
+	for i, s := range merged {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sr.data[i], errs[i] = r.store.ReadRange(ctx, key, s.off, s.end-s.off)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return sr, nil
+}
+
+// spanReader serves reads from prefetched spans. A read that starts inside
+// a span but runs past its end returns the span's bytes only (n < len(p),
+// nil error): parquet reads pages through a bufio.Reader that asks for a
+// whole buffer, and must not turn that into a range read of bytes it will
+// not decode. It comes back for more only if it needs them.
+type spanReader struct {
+	storeReaderAt // reads outside every span
+	spans         []span
+	data          [][]byte
+}
+
+func (s *spanReader) ReadAt(p []byte, off int64) (int, error) {
+	for i, sp := range s.spans {
+		if off >= sp.off && off < sp.off+int64(len(s.data[i])) {
+			return copy(p, s.data[i][off-sp.off:]), nil
+		}
+	}
+	return s.storeReaderAt.ReadAt(p, off)
+}
