@@ -37,6 +37,9 @@ const (
 	DualWriteQueued   = "queued"   // the target failed; the queue has the keys
 	DualWriteLost     = "lost"     // neither: only the binlog apply brings the rows
 	DualWriteUnkeyed  = "unkeyed"  // the statement does not name the rows' keys
+	// DualWriteUnopened: this proxy could not open the mirror yet (the
+	// source's table definitions unread): left to the binlog apply.
+	DualWriteUnopened = "unopened"
 )
 
 // Metric names of the dual-write (every proxy's).
@@ -57,13 +60,13 @@ type DualWriteMetrics struct {
 func NewDualWriteMetrics(reg prometheus.Registerer) (*DualWriteMetrics, error) {
 	m := &DualWriteMetrics{
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricDualWrites,
-			Help: "Writes of migrating shards mirrored to the target, by result: mirrored, queued (target failed: alert), lost (target and queue failed: alert), unkeyed (left to the binlog apply)."},
+			Help: "Writes of migrating shards mirrored to the target, by result: mirrored, queued (target failed: alert), lost (target and queue failed: alert), unkeyed and unopened (left to the binlog apply)."},
 			[]string{"result"}),
 		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricDualWriteSeconds,
 			Help:    "Time a mirrored write adds before the client's ACK.",
 			Buckets: []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2}}),
 	}
-	for _, r := range []string{DualWriteMirrored, DualWriteQueued, DualWriteLost, DualWriteUnkeyed} {
+	for _, r := range []string{DualWriteMirrored, DualWriteQueued, DualWriteLost, DualWriteUnkeyed, DualWriteUnopened} {
 		m.writes.WithLabelValues(r) // present at 0, so an alert's rate() sees the first failure
 	}
 	if reg != nil {
@@ -81,7 +84,7 @@ func (m *DualWriteMetrics) count(result string, d time.Duration) {
 		return
 	}
 	m.writes.WithLabelValues(result).Inc()
-	if result != DualWriteUnkeyed {
+	if result != DualWriteUnkeyed && result != DualWriteUnopened {
 		m.seconds.Observe(d.Seconds())
 	}
 }
@@ -121,6 +124,7 @@ type dualState struct {
 	// shard's own tables), jobState.tables.
 	fromTable, toTable *int
 	mirror             atomic.Pointer[Mirror] // nil until opened
+	mirroring          atomic.Bool            // the job's step mirrors writes
 	stop               context.CancelFunc
 	warned             atomic.Int64 // unix seconds of the last "no mirror" warning
 }
@@ -150,33 +154,37 @@ func (d *DualWrites) Close() {
 	d.pools.close()
 }
 
-// mirroredJob reports whether a job's writes are mirrored: from the
-// backfill (prepare made the target tables) until the switch, unless it is
-// rolling back.
-func mirroredJob(job *routecfg.Job) (jobProgress, bool) {
+// jobView says what a proxy does for a job: open its mirror from the
+// first step (so that it is ready when the backfill starts) and mirror
+// writes from the backfill (prepare made the target tables) until the
+// switch; nothing for a job rolling back.
+func jobView(job *routecfg.Job) (p jobProgress, open, mirror bool) {
 	if job == nil {
-		return jobProgress{}, false
+		return p, false, false
 	}
 	switch job.Step {
+	case StepQueued, StepPrepare:
 	case StepBackfill, StepVerify, StepReady:
+		mirror = true
 	default:
-		return jobProgress{}, false
+		return p, false, false
 	}
 	p, err := decodeProgress(*job)
 	if err != nil || p.Commands.Rollback || job.Intent == IntentRollback {
-		return p, false
+		return p, false, false
 	}
-	return p, true
+	return p, true, mirror
 }
 
 // Update takes a job record as the watch saw it (nil: deleted).
 func (d *DualWrites) Update(shard int, job *routecfg.Job) {
 	sh := router.Shard(shard)
-	p, want := mirroredJob(job)
+	p, open, mirror := jobView(job)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	cur := d.shards[sh]
-	if want && cur != nil && cur.job == job.ID {
+	if open && cur != nil && cur.job == job.ID {
+		cur.mirroring.Store(mirror)
 		return
 	}
 	if cur != nil {
@@ -186,10 +194,11 @@ func (d *DualWrites) Update(shard int, job *routecfg.Job) {
 		}
 		delete(d.shards, sh)
 	}
-	if want && d.ctx.Err() == nil {
+	if open && d.ctx.Err() == nil {
 		ctx, stop := context.WithCancel(d.ctx)
 		fromTable, toTable := p.State.tables()
 		st := &dualState{job: job.ID, from: job.From, to: job.To, fromTable: fromTable, toTable: toTable, stop: stop}
+		st.mirroring.Store(mirror)
 		d.shards[sh] = st
 		go d.open(ctx, sh, st)
 	}
@@ -209,7 +218,7 @@ func (d *DualWrites) Shards() []int {
 
 // open builds the shard's mirror, retrying every second until it can
 // (the source's table definitions are needed to read keys; until then
-// writes count as lost, the binlog apply still brings them).
+// writes count as unopened, the binlog apply still brings them).
 func (d *DualWrites) open(ctx context.Context, sh router.Shard, st *dualState) {
 	for {
 		m, err := d.newMirror(ctx, sh, st)
@@ -279,7 +288,7 @@ func (d *DualWrites) state(sh router.Shard) *dualState {
 // side, whatever this proxy's view of the job says.
 func (d *DualWrites) Mirrors(sh router.Shard, at router.Target) bool {
 	st := d.state(sh)
-	return st != nil && st.from.Datasource == at.Datasource && st.from.Database == at.Database
+	return st != nil && st.mirroring.Load() && st.from.Datasource == at.Datasource && st.from.Database == at.Database
 }
 
 // Mirror implements engine.DualWrites: the rows of a logical table that a
@@ -293,7 +302,7 @@ func (d *DualWrites) Mirror(sh router.Shard, table string, cols []string, rows [
 	start := time.Now()
 	m := st.mirror.Load()
 	if m == nil {
-		d.cfg.Metrics.count(DualWriteLost, time.Since(start))
+		d.cfg.Metrics.count(DualWriteUnopened, 0)
 		if now := time.Now().Unix(); st.warned.Swap(now) != now {
 			d.cfg.Log.Warn("dual-write: the mirror is not open; the write is left to the binlog apply", zap.Int("shard", int(sh)), zap.String("job", st.job))
 		}
