@@ -112,7 +112,7 @@ func TestDualWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	var queued string
-	if err := db.QueryRow("SELECT CONCAT(job, ' ', tbl) FROM im_0."+QueueTable).Scan(&queued); err != nil || queued != "j1 conv_msg" {
+	if err := db.QueryRow("SELECT CONCAT(job, ' ', tbl) FROM im_0." + QueueTable).Scan(&queued); err != nil || queued != "j1 conv_msg" {
 		t.Fatalf("compensation queue holds %q (%v)", queued, err)
 	}
 
