@@ -79,12 +79,12 @@ func NewDualWriteMetrics(reg prometheus.Registerer) (*DualWriteMetrics, error) {
 	return m, nil
 }
 
-func (m *DualWriteMetrics) count(result string, d time.Duration) {
+func (m *DualWriteMetrics) count(result string, n int, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.writes.WithLabelValues(result).Inc()
-	if result != DualWriteUnkeyed && result != DualWriteUnopened {
+	m.writes.WithLabelValues(result).Add(float64(n))
+	if d > 0 {
 		m.seconds.Observe(d.Seconds())
 	}
 }
@@ -291,41 +291,58 @@ func (d *DualWrites) Mirrors(sh router.Shard, at router.Target) bool {
 	return st != nil && st.mirroring.Load() && st.from.Datasource == at.Datasource && st.from.Database == at.Database
 }
 
-// Mirror implements engine.DualWrites: the rows of a logical table that a
-// committed write touched, by column values (cols lower-case; rows may
-// hold values of other columns, ignored), are made equal on the target.
-func (d *DualWrites) Mirror(sh router.Shard, table string, cols []string, rows [][]any) {
+// TableRows are a write's rows of one logical table by column values
+// (names lower-case; a row may hold values of other columns, and a nil
+// value is unknown). engine.MirrorRows converts to it.
+type TableRows struct {
+	Table   string
+	Columns []string
+	Rows    [][]any
+}
+
+// Mirror implements engine.DualWrites (through the adapter convoy serve
+// installs): the rows a committed write touched are made equal on the
+// target, every table of it in one target transaction. Each table's rows
+// count once under their result.
+func (d *DualWrites) Mirror(sh router.Shard, writes []TableRows) {
 	st := d.state(sh)
-	if st == nil {
+	if st == nil || len(writes) == 0 {
 		return
 	}
 	start := time.Now()
 	m := st.mirror.Load()
 	if m == nil {
-		d.cfg.Metrics.count(DualWriteUnopened, 0)
+		d.cfg.Metrics.count(DualWriteUnopened, len(writes), 0)
 		if now := time.Now().Unix(); st.warned.Swap(now) != now {
 			d.cfg.Log.Warn("dual-write: the mirror is not open; the write is left to the binlog apply", zap.Int("shard", int(sh)), zap.String("job", st.job))
 		}
 		return
 	}
-	keys, err := m.Keys(table, cols, rows)
-	if err != nil {
-		d.cfg.Metrics.count(DualWriteUnkeyed, 0)
+	keyed := make([]TableKeys, 0, len(writes))
+	for _, w := range writes {
+		keys, err := m.Keys(w.Table, w.Columns, w.Rows)
+		if err != nil {
+			d.cfg.Metrics.count(DualWriteUnkeyed, 1, 0)
+			continue
+		}
+		keyed = append(keyed, TableKeys{Table: w.Table, Keys: keys})
+	}
+	if len(keyed) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.Timeout)
-	queued, err := m.Write(ctx, table, keys)
+	queued, err := m.Write(ctx, keyed...)
 	cancel()
 	switch {
 	case err != nil:
-		d.cfg.Metrics.count(DualWriteLost, time.Since(start))
+		d.cfg.Metrics.count(DualWriteLost, len(keyed), time.Since(start))
 		d.cfg.Log.Error("dual-write failed and could not be queued; the binlog apply still brings the rows", zap.Int("shard", int(sh)), zap.String("job", st.job), zap.Error(err))
 	case queued:
-		d.cfg.Metrics.count(DualWriteQueued, time.Since(start))
+		d.cfg.Metrics.count(DualWriteQueued, len(keyed), time.Since(start))
 		if now := time.Now().Unix(); st.warned.Swap(now) != now {
 			d.cfg.Log.Warn("dual-write to the target failed; queued for replay", zap.Int("shard", int(sh)), zap.String("job", st.job))
 		}
 	default:
-		d.cfg.Metrics.count(DualWriteMirrored, time.Since(start))
+		d.cfg.Metrics.count(DualWriteMirrored, len(keyed), time.Since(start))
 	}
 }

@@ -82,14 +82,17 @@ func TestDualWrites(t *testing.T) {
 		if _, err := db.Exec("INSERT INTO im_0.conv_msg_0007 (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, ?, 1, 1, NOW(3))", conv, seq, 1000+seq); err != nil {
 			t.Fatal(err)
 		}
-		d.Mirror(shard, "conv_msg", []string{"conv_id", "seq", "msg_id"}, [][]any{{conv, uint64(seq), uint64(1000 + seq)}})
+		d.Mirror(shard, []TableRows{
+			{Table: "conv_msg", Columns: []string{"conv_id", "seq", "msg_id"}, Rows: [][]any{{conv, uint64(seq), uint64(1000 + seq)}}},
+			{Table: "im_conv_seq", Columns: []string{"conv_id"}, Rows: [][]any{{conv}}},
+		})
 	}
 	send(1)
-	if onTarget(1) != 1 || count(DualWriteMirrored) != 1 {
+	if onTarget(1) != 1 || count(DualWriteMirrored) != 2 {
 		t.Fatalf("mirrored write: on target %d, mirrored %v", onTarget(1), count(DualWriteMirrored))
 	}
 	// Rows the write does not name by key: counted, left to the binlog.
-	d.Mirror(shard, "conv_msg", []string{"conv_id"}, [][]any{{conv}})
+	d.Mirror(shard, []TableRows{{Table: "conv_msg", Columns: []string{"conv_id"}, Rows: [][]any{{conv}}}})
 	if count(DualWriteUnkeyed) != 1 {
 		t.Fatalf("unkeyed %v, want 1", count(DualWriteUnkeyed))
 	}
@@ -105,14 +108,14 @@ func TestDualWrites(t *testing.T) {
 	}
 	start := time.Now()
 	send(2)
-	if took := time.Since(start); took < DualWriteTimeout || count(DualWriteQueued) != 1 {
+	if took := time.Since(start); took < DualWriteTimeout || count(DualWriteQueued) != 2 {
 		t.Fatalf("blocked mirror took %v, queued %v", took, count(DualWriteQueued))
 	}
 	if _, err := lock.ExecContext(t.Context(), "UNLOCK TABLES"); err != nil {
 		t.Fatal(err)
 	}
 	var queued string
-	if err := db.QueryRow("SELECT CONCAT(job, ' ', tbl) FROM im_0." + QueueTable).Scan(&queued); err != nil || queued != "j1 conv_msg" {
+	if err := db.QueryRow("SELECT GROUP_CONCAT(job, ' ', tbl ORDER BY tbl) FROM im_0." + QueueTable).Scan(&queued); err != nil || queued != "j1 conv_msg,j1 im_conv_seq" {
 		t.Fatalf("compensation queue holds %q (%v)", queued, err)
 	}
 
@@ -127,7 +130,7 @@ func TestDualWrites(t *testing.T) {
 		t.Fatal("a deleted job is still followed")
 	}
 	send(3)
-	if onTarget(3) != 0 || count(DualWriteMirrored) != 1 {
+	if onTarget(3) != 0 || count(DualWriteMirrored) != 2 {
 		t.Fatal("a write after the job was gone was mirrored")
 	}
 	if got := testutil.CollectAndCount(reg, MetricDualWrites); got != 5 || !strings.HasPrefix(MetricDualWriteSeconds, "convoy_") {

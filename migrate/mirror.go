@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"context"
+	"maps"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -123,23 +124,34 @@ func KeyOf(values ...any) (Key, error) {
 	return k, nil
 }
 
-// Write mirrors the rows with these primary keys of a logical table. A
-// failure is queued (queued true); Write returns an error only when the
-// queue could not take it either (the caller counts it and alerts: the
-// binlog apply still brings the rows, the checksum proves it). The queue
-// is written under its own short deadline, so a Sync that ran out of ctx's
+// TableKeys are the primary keys of a logical table's rows a write
+// touched.
+type TableKeys struct {
+	Table string
+	Keys  []Key
+}
+
+// Write mirrors the rows with these primary keys, of one or more logical
+// tables, in one target transaction (a message's conv_msg row and its
+// conversation's im_conv_seq row: one round of locks, not two). A failure
+// is queued (queued true); Write returns an error only when the queue
+// could not take it either (the caller counts it and alerts: the binlog
+// apply still brings the rows, the checksum proves it). The queue is
+// written under its own short deadline, so a sync that ran out of ctx's
 // time is still queued.
-func (m *Mirror) Write(ctx context.Context, logical string, keys []Key) (queued bool, _ error) {
-	err := m.Sync(ctx, logical, keys)
+func (m *Mirror) Write(ctx context.Context, writes ...TableKeys) (queued bool, _ error) {
+	err := m.sync(ctx, writes)
 	if err == nil {
 		return false, nil
 	}
 	m.failures.Add(1)
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), queueTimeout)
 	defer cancel()
-	if qerr := m.push(qctx, logical, keys, err); qerr != nil {
-		m.lost.Add(1)
-		return false, fmt.Errorf("migrate: dual-write of %s failed (%v) and could not be queued: %w", logical, err, qerr)
+	for _, w := range writes {
+		if qerr := m.push(qctx, w.Table, w.Keys, err); qerr != nil {
+			m.lost.Add(1)
+			return false, fmt.Errorf("migrate: dual-write of %s failed (%v) and could not be queued: %w", w.Table, err, qerr)
+		}
 	}
 	return true, nil
 }
@@ -184,20 +196,42 @@ func (m *Mirror) Failures() (failed, lost int64) { return m.failures.Load(), m.l
 // one target transaction that locks them (rows or gaps) before reading the
 // source.
 func (m *Mirror) Sync(ctx context.Context, logical string, keys []Key) error {
-	mt, ok := m.tables[logical]
-	if !ok {
-		return fmt.Errorf("migrate: the mirror has no table %q", logical)
+	return m.sync(ctx, []TableKeys{{Table: logical, Keys: keys}})
+}
+
+// syncItem is one table's keys, sorted and distinct.
+type syncItem struct {
+	mt   *mirrorTable
+	keys []Key
+}
+
+func (m *Mirror) sync(ctx context.Context, writes []TableKeys) error {
+	byTable := map[string][]Key{}
+	for _, w := range writes {
+		if _, ok := m.tables[w.Table]; !ok {
+			return fmt.Errorf("migrate: the mirror has no table %q", w.Table)
+		}
+		byTable[w.Table] = append(byTable[w.Table], w.Keys...)
 	}
-	if len(keys) == 0 {
+	// Table and key order: two syncs of overlapping keys lock in the same
+	// order.
+	var items []syncItem
+	for _, name := range slices.Sorted(maps.Keys(byTable)) {
+		keys := byTable[name]
+		if len(keys) == 0 {
+			continue
+		}
+		keys = slices.Clone(keys)
+		slices.SortFunc(keys, func(a, b Key) int { return strings.Compare(a.String(), b.String()) })
+		keys = slices.CompactFunc(keys, func(a, b Key) bool { return a.String() == b.String() })
+		items = append(items, syncItem{m.tables[name], keys})
+	}
+	if len(items) == 0 {
 		return nil
 	}
-	// Key order: two syncs of overlapping keys lock in the same order.
-	keys = slices.Clone(keys)
-	slices.SortFunc(keys, func(a, b Key) int { return strings.Compare(a.String(), b.String()) })
-	keys = slices.CompactFunc(keys, func(a, b Key) bool { return a.String() == b.String() })
 	var err error
 	for range 3 {
-		if err = m.syncOnce(ctx, mt, keys); err == nil || ctx.Err() != nil {
+		if err = m.syncOnce(ctx, items); err == nil || ctx.Err() != nil {
 			return err
 		}
 		// A deadlock with the binlog apply or another proxy's mirror (both
@@ -210,7 +244,7 @@ func (m *Mirror) Sync(ctx context.Context, logical string, keys []Key) error {
 	return err
 }
 
-func (m *Mirror) syncOnce(ctx context.Context, mt *mirrorTable, keys []Key) (err error) {
+func (m *Mirror) syncOnce(ctx context.Context, items []syncItem) (err error) {
 	sc, err := m.srcConns.get(ctx)
 	if err != nil {
 		return err
@@ -222,43 +256,61 @@ func (m *Mirror) syncOnce(ctx context.Context, mt *mirrorTable, keys []Key) (err
 	}
 	defer func() { m.dstConns.put(dc, err) }()
 	return txn(ctx, dc, func(tx *sql.Tx) error {
-		lock, src := &where{}, &where{}
-		for _, k := range keys {
-			if err := lock.keyEquals(mt.dst, k); err != nil {
+		// Every lock first, then every read of the source: what is read
+		// cannot change on the target before it is written.
+		for _, it := range items {
+			lock := &where{}
+			for _, k := range it.keys {
+				if err := lock.keyEquals(it.mt.dst, k); err != nil {
+					return err
+				}
+			}
+			if _, err := readRows(ctx, tx, "SELECT "+it.mt.dst.pkList()+" FROM "+it.mt.dst.qualified()+" WHERE "+strings.Join(lock.conds, " OR ")+
+				" ORDER BY "+it.mt.dst.pkList()+" FOR UPDATE", lock.args, len(it.mt.dst.PK)); err != nil {
+				return fmt.Errorf("migrate: lock %s: %w", it.mt.dst.qualified(), err)
+			}
+		}
+		for _, it := range items {
+			if err := syncRows(ctx, tx, sc, it); err != nil {
 				return err
 			}
-			if err := src.keyEquals(mt.src, k); err != nil {
-				return err
-			}
 		}
-		if _, err := readRows(ctx, tx, "SELECT "+mt.dst.pkList()+" FROM "+mt.dst.qualified()+" WHERE "+strings.Join(lock.conds, " OR ")+
-			" ORDER BY "+mt.dst.pkList()+" FOR UPDATE", lock.args, len(mt.dst.PK)); err != nil {
-			return fmt.Errorf("migrate: lock %s: %w", mt.dst.qualified(), err)
-		}
-		rows, err := readRows(ctx, sc, "SELECT "+mt.src.columnList()+" FROM "+mt.src.qualified()+" WHERE "+strings.Join(src.conds, " OR "),
-			src.args, len(mt.src.Columns))
-		if err != nil {
-			return fmt.Errorf("migrate: read %s: %w", mt.src.qualified(), err)
-		}
-		have := map[string]bool{}
-		for _, r := range rows {
-			k, err := mt.src.keyOf(r)
-			if err != nil {
-				return err
-			}
-			have[k.String()] = true
-		}
-		var gone []Key
-		for _, k := range keys {
-			if !have[k.String()] {
-				gone = append(gone, k)
-			}
-		}
-		if err := deleteKeys(ctx, tx, mt.dst, gone); err != nil {
+		return nil
+	})
+}
+
+// syncRows reads the item's rows from the source and makes the locked
+// target rows equal: upserted, or deleted where the source has none.
+func syncRows(ctx context.Context, tx *sql.Tx, sc *sql.Conn, it syncItem) error {
+	mt, src := it.mt, &where{}
+	for _, k := range it.keys {
+		if err := src.keyEquals(mt.src, k); err != nil {
 			return err
 		}
-		return upsert(ctx, tx, mt.dst, rows)
-	})
+	}
+	rows, err := readRows(ctx, sc, "SELECT "+mt.src.columnList()+" FROM "+mt.src.qualified()+" WHERE "+strings.Join(src.conds, " OR "),
+		src.args, len(mt.src.Columns))
+	if err != nil {
+		return fmt.Errorf("migrate: read %s: %w", mt.src.qualified(), err)
+	}
+	have := map[string]bool{}
+	for _, r := range rows {
+		k, err := mt.src.keyOf(r)
+		if err != nil {
+			return err
+		}
+		have[k.String()] = true
+	}
+	var gone []Key
+	for _, k := range it.keys {
+		if !have[k.String()] {
+			gone = append(gone, k)
+		}
+	}
+	if err := deleteKeys(ctx, tx, mt.dst, gone); err != nil {
+		return err
+	}
+	return upsert(ctx, tx, mt.dst, rows)
 }
 
 func (m *Mirror) push(ctx context.Context, logical string, keys []Key, cause error) error {

@@ -44,7 +44,7 @@ func TestMirror(t *testing.T) {
 		return n
 	}
 
-	if _, err := m.Write(ctx, "conv_msg", []Key{key(9, 1), key(9, 2), key(9, 1)}); err != nil {
+	if _, err := m.Write(ctx, TableKeys{"conv_msg", []Key{key(9, 1), key(9, 2), key(9, 1)}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := count("SELECT COUNT(*) FROM im_0.conv_msg_0007 WHERE conv_id = 9 AND created_at = '2026-01-02 03:04:05.678'"); n != 2 {
@@ -52,7 +52,7 @@ func TestMirror(t *testing.T) {
 	}
 	// An update and a delete on the source, mirrored.
 	src.Exec(t, "UPDATE im_0.conv_msg_0007 SET msg_type = 7 WHERE conv_id = 9 AND seq = 1", "DELETE FROM im_0.conv_msg_0007 WHERE conv_id = 9 AND seq = 2")
-	if _, err := m.Write(ctx, "conv_msg", []Key{key(9, 1), key(9, 2)}); err != nil {
+	if _, err := m.Write(ctx, TableKeys{"conv_msg", []Key{key(9, 1), key(9, 2)}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := count("SELECT COUNT(*) FROM im_0.conv_msg_0007 WHERE conv_id = 9 AND seq = 1 AND msg_type = 7"); n != 1 {
@@ -66,7 +66,7 @@ func TestMirror(t *testing.T) {
 	// reaches the caller.
 	dst.Kill()
 	for range 2 {
-		if queued, err := m.Write(ctx, "conv_msg", []Key{key(9, 3), key(10, 1)}); err != nil || !queued {
+		if queued, err := m.Write(ctx, TableKeys{"conv_msg", []Key{key(9, 3), key(10, 1)}}); err != nil || !queued {
 			t.Fatalf("a target failure reached the caller (%v) or was not queued (%v)", err, queued)
 		}
 	}
@@ -94,7 +94,7 @@ func TestMirror(t *testing.T) {
 	if err := sdb.QueryRowContext(ctx, "SELECT COUNT(*) FROM im_0."+QueueTable).Scan(&attempts); err != nil || attempts != 0 {
 		t.Fatalf("queue rows left: %d, %v", attempts, err)
 	}
-	if _, err := m.Write(ctx, "conv_msg", nil); err != nil {
+	if _, err := m.Write(ctx, TableKeys{"conv_msg", nil}); err != nil {
 		t.Fatalf("an empty write: %v", err)
 	}
 	if err := m.Sync(ctx, "im_inbox", []Key{key(1, 1)}); err == nil {

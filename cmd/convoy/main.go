@@ -453,7 +453,7 @@ func serve(args []string) error {
 		Timeout: c.Migration.DualWriteTimeout, Metrics: dualMetrics, Log: log.Named("dualwrite")})
 	defer dual.Close()
 	go migrate.WatchJobs(ctx, routecfg.NewJobStore(cli, c.Etcd.Cluster), log.Named("migrate"), ramps, dual)
-	eng.SetDualWrites(dual)
+	eng.SetDualWrites(dualWrites{dual})
 	// Migration jobs run in every proxy (whichever wins a job's runner
 	// election), so a job survives the death of the one running it.
 	if c.Migration.RunJobs == nil || *c.Migration.RunJobs {

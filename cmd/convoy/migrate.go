@@ -244,3 +244,15 @@ func watchMigration(ctx context.Context, admin *migrate.Admin, shard int, w *os.
 		}
 	}
 }
+
+// dualWrites hands the engine's mirrored rows to the migration's
+// dual-write (the engine names its own types; migrate does not import it).
+type dualWrites struct{ *migrate.DualWrites }
+
+func (d dualWrites) Mirror(sh router.Shard, writes []engine.MirrorRows) {
+	rows := make([]migrate.TableRows, len(writes))
+	for i, w := range writes {
+		rows[i] = migrate.TableRows(w)
+	}
+	d.DualWrites.Mirror(sh, rows)
+}

@@ -17,11 +17,19 @@ type DualWrites interface {
 	Any() bool
 	// Mirrors reports whether writes of sh that ran at at are mirrored.
 	Mirrors(sh router.Shard, at router.Target) bool
-	// Mirror makes the target's rows of a logical table equal to the
-	// source's, the rows given by column values (lower-case names; a nil
-	// value is unknown). It never fails the client's write: failures are
-	// the mirror's to queue and count.
-	Mirror(sh router.Shard, table string, cols []string, rows [][]any)
+	// Mirror makes the target's rows equal to the source's, every table
+	// of a committed write at once. It never fails the client's write:
+	// failures are the mirror's to queue and count.
+	Mirror(sh router.Shard, writes []MirrorRows)
+}
+
+// MirrorRows are a write's rows of one logical table by column values
+// (lower-case names; a row may hold values of other columns, and a nil
+// value is unknown).
+type MirrorRows struct {
+	Table   string
+	Columns []string
+	Rows    [][]any
 }
 
 // SetDualWrites installs the dual-write; call before serving.
@@ -68,7 +76,7 @@ func (s *Session) mirrorPlan(pl *plan, args []any) []mirrorWrite {
 		// (the mirror counts it as unkeyed).
 		for _, sh := range s.writeShards(pl, args) {
 			if s.e.dual.Mirrors(sh, snap.Target(sh)) {
-				s.e.dual.Mirror(sh, w.Table, nil, nil)
+				s.e.dual.Mirror(sh, []MirrorRows{{Table: w.Table}})
 			}
 		}
 		return nil
@@ -116,32 +124,45 @@ func resolveValue(v rewrite.Value, args []any) any {
 	return v.Lit
 }
 
-// mirror hands a committed write's rows to the dual-write. seqs are the
-// seqs Convoy allocated to a conv_msg INSERT's rows (by row index), whose
-// im_conv_seq rows changed too.
-func (s *Session) mirror(ws []mirrorWrite, seqs map[int]uint64) {
-	for _, w := range ws {
-		cols, rows := w.cols, w.rows
-		if len(seqs) > 0 && w.table == historyTable {
-			cols = append(cols[:len(cols):len(cols)], "seq")
-			convAt := slices.Index(w.cols, "conv_id") // the shard key: always there
-			seqRows := make([][]any, 0, len(rows))
-			convs := map[any]bool{}
-			var convRows [][]any
-			for _, r := range rows {
-				idx := r[len(r)-1].(int)
-				if seq, ok := seqs[idx]; ok {
-					seqRows = append(seqRows, append(r[:len(w.cols):len(w.cols)], seq))
-				}
-				if !convs[r[convAt]] {
-					convs[r[convAt]] = true
-					convRows = append(convRows, []any{r[convAt]})
-				}
-			}
-			s.e.dual.Mirror(w.shard, "im_conv_seq", []string{"conv_id"}, convRows)
-			rows = seqRows
+// mirror hands committed writes' rows to the dual-write, one call per
+// shard. seqs are the seqs Convoy allocated to a conv_msg INSERT's rows (by
+// row index), whose im_conv_seq rows changed too.
+func (s *Session) mirror(ms []txnMirror) {
+	var order []router.Shard
+	byShard := map[router.Shard][]MirrorRows{}
+	add := func(sh router.Shard, r MirrorRows) {
+		if _, ok := byShard[sh]; !ok {
+			order = append(order, sh)
 		}
-		s.e.dual.Mirror(w.shard, w.table, cols, rows)
+		byShard[sh] = append(byShard[sh], r)
+	}
+	for _, m := range ms {
+		for _, w := range m.ws {
+			cols, rows := w.cols, w.rows
+			if len(m.seqs) > 0 && w.table == historyTable {
+				cols = append(cols[:len(cols):len(cols)], "seq")
+				convAt := slices.Index(w.cols, "conv_id") // the shard key: always there
+				seqRows := make([][]any, 0, len(rows))
+				convs := map[any]bool{}
+				var convRows [][]any
+				for _, r := range rows {
+					idx := r[len(r)-1].(int)
+					if seq, ok := m.seqs[idx]; ok {
+						seqRows = append(seqRows, append(r[:len(w.cols):len(w.cols)], seq))
+					}
+					if !convs[r[convAt]] {
+						convs[r[convAt]] = true
+						convRows = append(convRows, []any{r[convAt]})
+					}
+				}
+				add(w.shard, MirrorRows{Table: "im_conv_seq", Columns: []string{"conv_id"}, Rows: convRows})
+				rows = seqRows
+			}
+			add(w.shard, MirrorRows{Table: w.table, Columns: cols, Rows: rows})
+		}
+	}
+	for _, sh := range order {
+		s.e.dual.Mirror(sh, byShard[sh])
 	}
 }
 

@@ -19,12 +19,14 @@ func (d *recordingDual) Any() bool { return true }
 func (d *recordingDual) Mirrors(sh router.Shard, at router.Target) bool {
 	return sh == d.shard && at.Datasource == d.at.Datasource && at.Database == d.at.Database
 }
-func (d *recordingDual) Mirror(sh router.Shard, table string, cols []string, rows [][]any) {
-	var rs []string
-	for _, r := range rows {
-		rs = append(rs, strings.TrimSpace(fmt.Sprintln(r[:len(cols)]...)))
+func (d *recordingDual) Mirror(sh router.Shard, writes []MirrorRows) {
+	for _, w := range writes {
+		var rs []string
+		for _, r := range w.Rows {
+			rs = append(rs, strings.TrimSpace(fmt.Sprintln(r[:len(w.Columns)]...)))
+		}
+		d.calls = append(d.calls, fmt.Sprintf("%d %s(%s) %s", sh, w.Table, strings.Join(w.Columns, ","), strings.Join(rs, " | ")))
 	}
-	d.calls = append(d.calls, fmt.Sprintf("%d %s(%s) %s", sh, table, strings.Join(cols, ","), strings.Join(rs, " | ")))
 }
 
 func (d *recordingDual) take() string {

@@ -98,7 +98,7 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 				case s.inTxn():
 					s.txn.mirror = append(s.txn.mirror, txnMirror{ws, seqs})
 				default:
-					s.mirror(ws, seqs)
+					s.mirror([]txnMirror{{ws, seqs}})
 				}
 			}()
 		}

@@ -455,10 +455,8 @@ func (s *Session) endTxn(commit bool) (*mysql.Result, error) {
 	if t.pin >= 0 {
 		s.e.observe(router.Shard(t.pin), t.conn.Datasource(), true, start, err)
 	}
-	if commit && err == nil {
-		for _, m := range t.mirror {
-			s.mirror(m.ws, m.seqs)
-		}
+	if commit && err == nil && len(t.mirror) > 0 {
+		s.mirror(t.mirror)
 	}
 	t.conn.Release()
 	if err != nil {
