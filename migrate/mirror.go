@@ -2,11 +2,11 @@ package migrate
 
 import (
 	"context"
-	"maps"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
