@@ -253,8 +253,13 @@ func TestMigrationDrills(t *testing.T) {
 		t.Fatalf("after the target came back: %v", ms)
 	}
 	// The writes of the shard while the target was down could not be
-	// mirrored there: they went to the compensation queue, replayed by now.
-	if n, err := strconv.Atoi(ms["dualwrite_failures"]); err != nil || n == 0 || ms["dualwrite_backlog"] != "0" {
+	// mirrored there: they went to the compensation queue, which the
+	// runner replays (every status refresh, 2 s).
+	waitFor(t, "the compensation queue to drain", 30*time.Second, func() bool {
+		ms = showMigrations(t, admin)[0]
+		return ms["dualwrite_backlog"] == "0"
+	})
+	if n, err := strconv.Atoi(ms["dualwrite_failures"]); err != nil || n == 0 {
 		t.Errorf("after the target's outage: dual-write failures %q, backlog %q; want some, all replayed", ms["dualwrite_failures"], ms["dualwrite_backlog"])
 	}
 	copyOf()

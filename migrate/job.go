@@ -651,18 +651,30 @@ func (j *jobRun) replay(ctx context.Context, step, intent string, s *Status) {
 	if j.mirror == nil || intent != "" || (step != StepBackfill && step != StepVerify && step != StepReady) {
 		return
 	}
-	n, err := j.mirror.Replay(ctx, replayBatch)
-	s.Replayed += int64(n)
-	if err != nil {
-		j.log.Debug("compensation replay: the target still fails", zap.Error(err))
+	// Drain what is queued (bounded: the status must go on), batch by
+	// batch, until a batch comes back short or fails.
+	for deadline := time.Now().Add(replayFor); ; {
+		n, err := j.mirror.Replay(ctx, replayBatch)
+		s.Replayed += int64(n)
+		if err != nil {
+			j.log.Debug("compensation replay: the target still fails", zap.Error(err))
+			break
+		}
+		if n < replayBatch || time.Now().After(deadline) {
+			break
+		}
 	}
 	if b, err := j.mirror.Backlog(ctx); err == nil {
 		s.Backlog = b
 	}
 }
 
-// replayBatch bounds one status refresh's replay.
-const replayBatch = 500
+// replayBatch is one read of the queue; replayFor bounds one status
+// refresh's replay.
+const (
+	replayBatch = 500
+	replayFor   = 5 * time.Second
+)
 
 // dropQueue empties the job's compensation queue (after the switch's fence
 // or a rollback: the binlog decides, the queued keys are moot).

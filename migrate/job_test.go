@@ -702,7 +702,10 @@ func testJobCleanup(t *testing.T, e *jobEnv) {
 	for _, sh := range shards {
 		keys[sh] = e.fill(t, sh, 20, 1)
 	}
-	e.managerWindow(t, cluster, "m1", -1, 4*time.Second)
+	// The window outlasts the time both jobs take to switch on a loaded
+	// machine (AUTO retries a failed switch 5 s later), so both are seen
+	// switched before either ends it by itself.
+	e.managerWindow(t, cluster, "m1", -1, 12*time.Second)
 	admin := NewAdmin(e.cli, cluster)
 	store := routecfg.NewJobStore(e.cli, cluster)
 	for _, sh := range shards {
@@ -717,7 +720,7 @@ func testJobCleanup(t *testing.T, e *jobEnv) {
 		t.Fatal(err)
 	}
 	waitJob(t, store, 15, 3*time.Second, "done on NEXT", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepDone })
-	j := waitJob(t, store, 17, 15*time.Second, "done when the window ends", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepDone })
+	j := waitJob(t, store, 17, 30*time.Second, "done when the window ends", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepDone })
 	if p, _ := decodeProgress(j); j.UpdatedAt.Before(p.State.CleanupAt) {
 		t.Fatalf("shard 17 done at %s, before its window's end %s", j.UpdatedAt, p.State.CleanupAt)
 	}
