@@ -337,10 +337,11 @@ func (d *DualWrites) Mirror(sh router.Shard, writes []TableRows) {
 	case err != nil:
 		d.cfg.Metrics.count(DualWriteLost, len(keyed), time.Since(start))
 		d.cfg.Log.Error("dual-write failed and could not be queued; the binlog apply still brings the rows", zap.Int("shard", int(sh)), zap.String("job", st.job), zap.Error(err))
-	case queued:
+	case queued != nil:
 		d.cfg.Metrics.count(DualWriteQueued, len(keyed), time.Since(start))
 		if now := time.Now().Unix(); st.warned.Swap(now) != now {
-			d.cfg.Log.Warn("dual-write to the target failed; queued for replay", zap.Int("shard", int(sh)), zap.String("job", st.job))
+			d.cfg.Log.Warn("dual-write to the target failed; queued for replay", zap.Int("shard", int(sh)), zap.String("job", st.job),
+				zap.String("error", queued.Error()))
 		}
 	default:
 		d.cfg.Metrics.count(DualWriteMirrored, len(keyed), time.Since(start))

@@ -134,15 +134,15 @@ type TableKeys struct {
 // Write mirrors the rows with these primary keys, of one or more logical
 // tables, in one target transaction (a message's conv_msg row and its
 // conversation's im_conv_seq row: one round of locks, not two). A failure
-// is queued (queued true); Write returns an error only when the queue
-// could not take it either (the caller counts it and alerts: the binlog
-// apply still brings the rows, the checksum proves it). The queue is
-// written under its own short deadline, so a sync that ran out of ctx's
-// time is still queued.
-func (m *Mirror) Write(ctx context.Context, writes ...TableKeys) (queued bool, _ error) {
+// is queued: queued is then why the target failed. Write returns an error
+// only when the queue could not take it either (the caller counts it and
+// alerts: the binlog apply still brings the rows, the checksum proves it).
+// The queue is written under its own short deadline, so a sync that ran
+// out of ctx's time is still queued.
+func (m *Mirror) Write(ctx context.Context, writes ...TableKeys) (queued, _ error) {
 	err := m.sync(ctx, writes)
 	if err == nil {
-		return false, nil
+		return nil, nil
 	}
 	m.failures.Add(1)
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), queueTimeout)
@@ -150,10 +150,10 @@ func (m *Mirror) Write(ctx context.Context, writes ...TableKeys) (queued bool, _
 	for _, w := range writes {
 		if qerr := m.push(qctx, w.Table, w.Keys, err); qerr != nil {
 			m.lost.Add(1)
-			return false, fmt.Errorf("migrate: dual-write of %s failed (%v) and could not be queued: %w", w.Table, err, qerr)
+			return nil, fmt.Errorf("migrate: dual-write of %s failed (%v) and could not be queued: %w", w.Table, err, qerr)
 		}
 	}
-	return true, nil
+	return err, nil
 }
 
 // queueTimeout bounds a compensation queue write.

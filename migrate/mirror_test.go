@@ -66,7 +66,7 @@ func TestMirror(t *testing.T) {
 	// reaches the caller.
 	dst.Kill()
 	for range 2 {
-		if queued, err := m.Write(ctx, TableKeys{"conv_msg", []Key{key(9, 3), key(10, 1)}}); err != nil || !queued {
+		if queued, err := m.Write(ctx, TableKeys{"conv_msg", []Key{key(9, 3), key(10, 1)}}); err != nil || queued == nil {
 			t.Fatalf("a target failure reached the caller (%v) or was not queued (%v)", err, queued)
 		}
 	}
