@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -61,9 +62,25 @@ func TestMigrationLayoutUnderLoad(t *testing.T) {
 	s := newStack(t)
 	r := testsvc.StartRedis(t)
 	cfg := []string{hotTierYAML(r), "migration:\n  rollback_window: 3s"}
-	// newStack's process (no hot tier) stays up, a fourth proxy the
-	// switches wait for, carrying no load.
-	proxies := []*convoyProc{startConvoy(t, s.etcd.Endpoints(), cfg...), startConvoy(t, s.etcd.Endpoints(), cfg...), startConvoy(t, s.etcd.Endpoints(), cfg...)}
+	// newStack's process starts again with the same settings as the
+	// others: a runner with the default rollback window (7 days) would
+	// keep its job switched. SIGTERM, so that it leaves the registry at
+	// once rather than when its lease expires.
+	first := s.convoy
+	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-first.exited
+	f, err := os.OpenFile(first.cfgPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(strings.Join(cfg, "\n") + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	first.start(t)
+	proxies := []*convoyProc{first, startConvoy(t, s.etcd.Endpoints(), cfg...), startConvoy(t, s.etcd.Endpoints(), cfg...)}
 	admin := proxies[0].open(t, "convoy", "convoy", "im")
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -79,9 +96,9 @@ func TestMigrationLayoutUnderLoad(t *testing.T) {
 	t.Cleanup(func() { cli.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	waitFor(t, "four proxies to register", 20*time.Second, func() bool {
+	waitFor(t, "three proxies to register", 20*time.Second, func() bool {
 		ps, err := routecfg.ListProxies(ctx, cli, testCluster)
-		return err == nil && len(ps) == 4
+		return err == nil && len(ps) == 3
 	})
 
 	// The new server, binlog on like the others (testsvc's defaults), with
