@@ -35,6 +35,7 @@ type convModel struct {
 	unsure  map[uint64]bool
 	failed  []string
 	reads   int
+	updates int
 	readBad []string
 }
 
@@ -206,9 +207,9 @@ func TestMigrationLayoutUnderLoad(t *testing.T) {
 	time.Sleep(time.Second) // load on the new layout
 	stopLoad()
 
-	reads := 0
+	reads, updates, deletes, stored := 0, 0, 0, 0
 	for _, m := range models {
-		reads += m.reads
+		reads, updates, deletes, stored = reads+m.reads, updates+m.updates, deletes+len(m.deleted), stored+len(m.live)
 		for _, e := range m.failed {
 			t.Errorf("conversation %d: %s", m.conv, e)
 		}
@@ -217,7 +218,17 @@ func TestMigrationLayoutUnderLoad(t *testing.T) {
 		}
 		checkAuthoritative(t, got, servers, m)
 	}
-	t.Logf(at()+"%d conversations, %d history pages checked", len(models), reads)
+	// The load did what it claims: pages served from the hot tier too,
+	// updates and deletes acknowledged.
+	hot := 0.0
+	for _, p := range proxies {
+		hot += metricValue(t, scrape(t, p.metrics), `convoy_statements_total{class="hot"}`)
+	}
+	if hot == 0 || updates == 0 || deletes == 0 {
+		t.Errorf("the load was not mixed: %v pages from the hot tier, %d updates, %d deletes", hot, updates, deletes)
+	}
+	t.Logf(at()+"%d conversations: %d messages stored, %d updates, %d deletes acknowledged; %d history pages checked, %v served by the hot tier",
+		len(models), stored, updates, deletes, reads, hot)
 }
 
 // runConvLoad runs operations on one conversation through the proxies in
@@ -269,6 +280,7 @@ func runConvLoad(m *convModel, dbs []*sql.DB, idBase uint64, stop chan struct{})
 				continue
 			}
 			m.live[id] = [2]uint64{v[0], typ}
+			m.updates++
 		case op < 8: // delete
 			k := rng.IntN(len(ids))
 			id := ids[k]
