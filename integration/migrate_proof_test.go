@@ -365,7 +365,7 @@ func checkAuthoritative(t *testing.T, snap *router.Snapshot, servers map[string]
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	used := map[uint64]bool{}
+	used := map[uint64]uint64{} // seq -> msg_id stored or deleted with it
 	stored := map[uint64]bool{}
 	for rows.Next() {
 		var seq, id, typ uint64
@@ -375,7 +375,7 @@ func checkAuthoritative(t *testing.T, snap *router.Snapshot, servers map[string]
 		if stored[id] {
 			t.Errorf("conversation %d (%s): message %d stored twice", m.conv, msgT.Datasource, id)
 		}
-		stored[id], used[seq] = true, true
+		stored[id], used[seq] = true, id
 		if m.unsure[id] {
 			continue
 		}
@@ -397,12 +397,12 @@ func checkAuthoritative(t *testing.T, snap *router.Snapshot, servers map[string]
 			t.Errorf("conversation %d (%s): acknowledged message %d (seq %d) missing", m.conv, msgT.Datasource, id, v[0])
 		}
 	}
-	for _, seq := range m.deleted {
+	for id, seq := range m.deleted {
 		last = max(last, seq)
-		if used[seq] {
-			t.Errorf("conversation %d: the seq %d of a deleted message was given again", m.conv, seq)
+		if other, ok := used[seq]; ok && other != id {
+			t.Errorf("conversation %d: the seq %d of deleted message %d was given again, to %d", m.conv, seq, id, other)
 		}
-		used[seq] = true
+		used[seq] = id
 	}
 	var maxSeq uint64
 	if err := db.QueryRow(fmt.Sprintf("SELECT max_seq FROM %s.%s WHERE conv_id = ?", seqT.Database, seqT.Table), m.conv).Scan(&maxSeq); err != nil {
@@ -413,7 +413,7 @@ func checkAuthoritative(t *testing.T, snap *router.Snapshot, servers map[string]
 			t.Errorf("conversation %d: im_conv_seq.max_seq %d, the last seq given %d", m.conv, maxSeq, last)
 		}
 		for seq := uint64(1); seq <= maxSeq; seq++ {
-			if !used[seq] {
+			if _, ok := used[seq]; !ok {
 				t.Errorf("conversation %d: seq %d neither stored nor deleted (max_seq %d)", m.conv, seq, maxSeq)
 				break
 			}
