@@ -98,6 +98,9 @@ func (e *Engine) readColumns(snap *router.Snapshot, table string) ([]string, err
 		found := map[phys][]string{}
 		var order []phys
 		for _, r := range rows {
+			if len(r) < 3 {
+				return nil, errorf(CodeInternal, "datasource %s answered the column query with %d columns, want 3", ds, len(r))
+			}
 			p := phys{string(r[0]), string(r[1])}
 			if !want[ds][p] {
 				continue // another database's table of that name
