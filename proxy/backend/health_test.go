@@ -205,8 +205,14 @@ func TestBreakerHungAndDown(t *testing.T) {
 		c.Release()
 	}
 
+	// Transition lines only: a probe that timed out while the statements
+	// before the pause were still being answered logs a warning of its own
+	// (seen on a loaded CI machine) and rightly changes nothing.
 	var lines []string
 	for _, e := range logs.All() {
+		if e.Message != "datasource back up" && !strings.HasPrefix(e.Message, "datasource unavailable") {
+			continue
+		}
 		lines = append(lines, e.Message+" "+e.ContextMap()["datasource"].(string)+" "+stateField(e.ContextMap()))
 	}
 	want := []string{"datasource unavailable; its statements fail at once until a probe answers ds0 hung",
