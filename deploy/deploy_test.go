@@ -61,8 +61,11 @@ var knownMetrics = map[string][]string{
 	routecfg.MetricReloads:   {"cluster"},
 	routecfg.MetricRejected:  {"cluster"},
 	// routecfg/miglock_metrics.go (LockMetrics, proxy side)
-	routecfg.MetricShardsHeld:     {"cluster"},
-	routecfg.MetricShardHoldFails: {"cluster", "reason"},
+	routecfg.MetricShardsHeld:       {"cluster"},
+	routecfg.MetricShardHoldFails:   {"cluster", "reason"},
+	routecfg.MetricShardHoldSeconds: {"cluster"}, // histogram
+	// routecfg/miglock_metrics.go (LockMetrics, migrator side)
+	routecfg.MetricLockSeconds: {"cluster", "outcome"}, // histogram
 
 	// migrate/metrics.go (NewMetrics: the jobs run in this process)
 	migrate.MetricJobStep:      {"shard", "step"},
@@ -70,6 +73,7 @@ var knownMetrics = map[string][]string{
 	migrate.MetricRowsEstimate: {"shard"},
 	migrate.MetricApplyLag:     {"shard"},
 	migrate.MetricStepFailures: {"step"},
+	migrate.MetricBacklog:      {"shard"},
 	// migrate/dualwrite.go (NewDualWriteMetrics: every proxy's mirror)
 	migrate.MetricDualWrites:       {"result"},
 	migrate.MetricDualWriteSeconds: {}, // histogram
@@ -87,7 +91,7 @@ var knownMetrics = map[string][]string{
 
 // histograms expose <name>_bucket (with le), _sum and _count.
 var histograms = []string{"convoy_datasource_query_duration_seconds", "convoy_scatter_targets", "convoy_migration_hold_wait_seconds",
-	migrate.MetricDualWriteSeconds, migrate.MetricRampLatency}
+	migrate.MetricDualWriteSeconds, migrate.MetricRampLatency, routecfg.MetricLockSeconds, routecfg.MetricShardHoldSeconds}
 
 // resolveMetric maps a series name to its metric and label set.
 func resolveMetric(name string) (string, []string, bool) {

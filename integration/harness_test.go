@@ -137,6 +137,9 @@ func readSchema(t testing.TB) []string {
 }
 
 type convoyProc struct {
+	// worker: the process is `convoy migrate worker` (no MySQL listener),
+	// not `convoy serve`.
+	worker  bool
 	cmd     *exec.Cmd
 	addr    string
 	metrics string
@@ -169,6 +172,26 @@ func startConvoy(t testing.TB, etcd []string, extraYAML ...string) *convoyProc {
 // items, indented two spaces).
 func startConvoyUsers(t testing.TB, etcd []string, users string, extraYAML ...string) *convoyProc {
 	t.Helper()
+	p := newConvoyProc(t, etcd, users, extraYAML...)
+	p.start(t)
+	t.Cleanup(p.kill)
+	return p
+}
+
+// startWorker starts `convoy migrate worker` with startConvoy's config and
+// waits until it runs.
+func startWorker(t testing.TB, etcd []string, extraYAML ...string) *convoyProc {
+	t.Helper()
+	p := newConvoyProc(t, etcd, defaultUsers, extraYAML...)
+	p.worker = true
+	p.start(t)
+	t.Cleanup(p.kill)
+	return p
+}
+
+// newConvoyProc writes a process's config (free ports, its own directory).
+func newConvoyProc(t testing.TB, etcd []string, users string, extraYAML ...string) *convoyProc {
+	t.Helper()
 	dir := t.TempDir()
 	p := &convoyProc{addr: freeAddr(t), metrics: freeAddr(t), logPath: filepath.Join(dir, "convoy.log"), cfgPath: filepath.Join(dir, "convoy.yaml")}
 	cfg := fmt.Sprintf(`listen: %s
@@ -187,8 +210,6 @@ users:
 	if err := os.WriteFile(p.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p.start(t)
-	t.Cleanup(p.kill)
 	return p
 }
 
@@ -198,7 +219,11 @@ func (p *convoyProc) start(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(convoyBin, "serve", "--config", p.cfgPath)
+	args := []string{"serve", "--config", p.cfgPath}
+	if p.worker {
+		args = []string{"migrate", "--config", p.cfgPath, "worker"}
+	}
+	p.cmd = exec.Command(convoyBin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -207,13 +232,22 @@ func (p *convoyProc) start(t testing.TB) {
 	go func() { _ = p.cmd.Wait(); logf.Close(); close(p.exited) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		db, err := sql.Open("mysql", p.dsn("convoy", "convoy", ""))
-		if err == nil {
-			err = db.Ping()
-			db.Close()
-		}
-		if err == nil || errno(err) != 0 { // a MySQL error packet: the server is up
-			return
+		var err error
+		if p.worker {
+			if b, _ := os.ReadFile(p.logPath); strings.Contains(string(b), "migration worker running") {
+				return
+			}
+			err = fmt.Errorf("no \"migration worker running\" in its log")
+		} else {
+			var db *sql.DB
+			db, err = sql.Open("mysql", p.dsn("convoy", "convoy", ""))
+			if err == nil {
+				err = db.Ping()
+				db.Close()
+			}
+			if err == nil || errno(err) != 0 { // a MySQL error packet: the server is up
+				return
+			}
 		}
 		select {
 		case <-p.exited:
@@ -221,10 +255,28 @@ func (p *convoyProc) start(t testing.TB) {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("convoy did not accept logins within 20s: %v\n%s", err, p.logTail())
+			t.Fatalf("convoy did not start within 20s: %v\n%s", err, p.logTail())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// restartWith kills the process and starts it again with extraYAML
+// appended to its config (same ports, same log).
+func (p *convoyProc) restartWith(t testing.TB, extraYAML string) {
+	t.Helper()
+	p.kill()
+	f, err := os.OpenFile(p.cfgPath, os.O_WRONLY|os.O_APPEND, 0)
+	if err == nil {
+		_, err = f.WriteString("\n" + extraYAML + "\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.start(t)
 }
 
 func (p *convoyProc) kill() {

@@ -23,8 +23,12 @@ import (
 // TestMigrationDrills runs issue 14's failure drills against real
 // processes while writers send seq-allocating inserts through three Convoy
 // processes, on the migrating shard and on another shard of the same
-// physical table. One shard's migration meets them in turn:
+// physical table. The jobs run in two `convoy migrate worker` processes
+// (the proxies run none). One shard's migration meets the drills in turn:
 //
+//   - backfill: the worker running the job is SIGKILLed mid-copy. The other
+//     worker takes the job over once the dead one's lease expires and goes
+//     on from the last checkpoint (the copy never goes backwards).
 //   - backfill: the target mysqld is SIGKILLed mid-copy. The job shows the
 //     error and keeps retrying; once the server is back (same datadir and
 //     port) the copy goes on from its checkpoint (never backwards), and the
@@ -42,25 +46,31 @@ import (
 // message exactly once with the seq its client was told, seqs contiguous,
 // each conversation's seq counter at its last seq, the transactions open
 // during the switches committed or not as their clients were told, and the
-// other shard saw no error. The fourth drill, the migrator killed
-// mid-backfill, is migrate's TestJob/TakeoverLeaseExpiry.
+// other shard saw no error.
 func TestMigrationDrills(t *testing.T) {
 	began := time.Now()
 	at := func() string { return "at " + time.Since(began).Round(100*time.Millisecond).String() + ": " }
 	s := newStack(t)
-	// Only the first process runs migration jobs, so the one killed below
-	// is never the migrator (that drill is migrate's TestJob/Takeover*).
+	// The proxies run no jobs: the workers do, so killing a proxy never
+	// kills the migrator and killing the migrator kills no proxy.
 	noJobs := "migration:\n  run_jobs: false"
+	s.convoy.restartWith(t, noJobs)
 	proxies := []*convoyProc{s.convoy, startConvoy(t, s.etcd.Endpoints(), noJobs), startConvoy(t, s.etcd.Endpoints(), noJobs)}
+	// A 3 s runner lease: the surviving worker takes over 3 s after the
+	// kill (10 s by default).
+	workers := []*convoyProc{startWorker(t, s.etcd.Endpoints(), "migration:\n  runner_ttl: 3s"),
+		startWorker(t, s.etcd.Endpoints(), "migration:\n  runner_ttl: 3s")}
 	admin := s.convoy.open(t, "convoy", "convoy", "im")
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("migrator's log:\n%s", s.convoy.logTail())
-			if os.Getenv("CONVOY_KEEP_TESTDIRS") != "" {
-				b, _ := os.ReadFile(s.convoy.logPath)
-				path := filepath.Join(os.TempDir(), "convoy-drills.log")
-				_ = os.WriteFile(path, b, 0o600)
-				t.Logf("the migrator's whole log: %s", path)
+			for i, w := range workers {
+				t.Logf("worker %d's log:\n%s", i+1, w.logTail())
+				if os.Getenv("CONVOY_KEEP_TESTDIRS") != "" {
+					b, _ := os.ReadFile(w.logPath)
+					path := filepath.Join(os.TempDir(), fmt.Sprintf("convoy-drills-worker%d.log", i+1))
+					_ = os.WriteFile(path, b, 0o600)
+					t.Logf("worker %d's whole log: %s", i+1, path)
+				}
 			}
 		}
 	})
@@ -211,7 +221,6 @@ func TestMigrationDrills(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // load before the migration
 	mustExec(t, admin, fmt.Sprintf("/*+ convoy MIGRATE SHARD %d TO ds1 DATABASE im_mig RATE 1000 */", shard))
 
-	// Drill 1: the target mysqld killed mid-copy.
 	var lastCopy copyProgress
 	copyOf := func() copyProgress {
 		t.Helper()
@@ -227,7 +236,45 @@ func TestMigrationDrills(t *testing.T) {
 		lastCopy = cp
 		return cp
 	}
+	// Drill 0: the worker running the job SIGKILLed mid-copy.
+	runnerOf := func() string {
+		t.Helper()
+		ms := showMigrations(t, admin)
+		if len(ms) != 1 {
+			t.Fatalf("SHOW MIGRATIONS: %v", ms)
+		}
+		return ms[0]["runner"]
+	}
 	waitFor(t, "the copy to be under way", time.Minute, func() bool { cp := copyOf(); return cp.rows >= 500 && cp.phase == "copying" })
+	victim, survivor := -1, -1
+	for i, w := range workers {
+		if strings.HasSuffix(runnerOf(), fmt.Sprintf("-%d-worker", w.cmd.Process.Pid)) {
+			victim, survivor = i, 1-i
+		}
+	}
+	if victim < 0 {
+		t.Fatalf("the job's runner %q is neither worker", runnerOf())
+	}
+	atWorkerKill := lastCopy
+	workers[victim].kill()
+	workerKilled := time.Now()
+	survivorID := fmt.Sprintf("-%d-worker", workers[survivor].cmd.Process.Pid)
+	waitFor(t, "the other worker to take the job over and copy on", time.Minute, func() bool {
+		cp := copyOf()
+		return strings.HasSuffix(runnerOf(), survivorID) && cp.rows > atWorkerKill.rows
+	})
+	// The worker exports the job's metrics like a proxy running it would.
+	if v := metricValue(t, scrape(t, workers[survivor].metrics), fmt.Sprintf(`convoy_migration_rows_copied{shard="%s"}`, shard)); v <= 0 {
+		t.Errorf("the worker running the job exports rows copied %v", v)
+	}
+	t.Logf(at()+"drill 0: the runner worker SIGKILLed at %d rows copied; the other took over and copied on from its checkpoint (%d rows %s after the kill)",
+		atWorkerKill.rows, lastCopy.rows, time.Since(workerKilled).Round(100*time.Millisecond))
+
+	// Drill 1: the target mysqld killed mid-copy.
+	waitFor(t, "the copy to go on", time.Minute, func() bool {
+		cp := copyOf()
+		return cp.rows >= atWorkerKill.rows+500 && cp.phase == "copying"
+	})
 	atKill := lastCopy
 	s.ds[1].Kill()
 	var lastErr string

@@ -14,6 +14,7 @@ const (
 	MetricRowsEstimate = "convoy_migration_rows_estimate"
 	MetricApplyLag     = "convoy_migration_apply_lag_seconds"
 	MetricStepFailures = "convoy_migration_step_failures_total"
+	MetricBacklog      = "convoy_migration_dualwrite_backlog"
 )
 
 // Metrics are the migration jobs this process runs, by shard; a job's
@@ -24,6 +25,7 @@ type Metrics struct {
 	rows     *prometheus.GaugeVec
 	estimate *prometheus.GaugeVec
 	lag      *prometheus.GaugeVec
+	backlog  *prometheus.GaugeVec
 	failures *prometheus.CounterVec
 }
 
@@ -39,11 +41,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Rows the backfill's copy will have written when done (its snapshots' counts), by shard."}, []string{"shard"}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricApplyLag,
 			Help: "Binlog apply lag of a migration (the reverse stream's once switched), by shard; absent when unknown."}, []string{"shard"}),
+		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricBacklog,
+			Help: "Keys in a migration's dual-write compensation queue not replayed yet (the target failed them), by shard; absent outside backfill, verify and ready."}, []string{"shard"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricStepFailures,
 			Help: "Migration steps that failed and are retried (the job's last_error says why), by step."}, []string{"step"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.step, m.rows, m.estimate, m.lag, m.failures} {
+		for _, c := range []prometheus.Collector{m.step, m.rows, m.estimate, m.lag, m.backlog, m.failures} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -67,6 +71,11 @@ func (m *Metrics) observe(shard router.Shard, step string, s Status) {
 	} else {
 		m.lag.DeleteLabelValues(sh)
 	}
+	if step == StepBackfill || step == StepVerify || step == StepReady {
+		m.backlog.WithLabelValues(sh).Set(float64(s.Backlog))
+	} else {
+		m.backlog.DeleteLabelValues(sh)
+	}
 }
 
 // forget drops a job's series: its runner stopped here.
@@ -75,7 +84,7 @@ func (m *Metrics) forget(shard router.Shard) {
 		return
 	}
 	sh := shard.String()
-	for _, v := range []*prometheus.GaugeVec{m.step, m.rows, m.estimate, m.lag} {
+	for _, v := range []*prometheus.GaugeVec{m.step, m.rows, m.estimate, m.lag, m.backlog} {
 		v.DeletePartialMatch(prometheus.Labels{"shard": sh})
 	}
 }

@@ -131,6 +131,10 @@ type Config struct {
 		// write migration state (README, "Hardening"); run `convoy migrate
 		// worker` with the migration role instead.
 		RunJobs *bool `yaml:"run_jobs"`
+		// RunnerTTL: the lease of the process running a job (default
+		// 10s): how long a job waits after its runner died before
+		// another process takes it over from its last checkpoint.
+		RunnerTTL time.Duration `yaml:"runner_ttl"`
 		// A write of a shard held for a migration switch waits at most
 		// hold_max_wait (default 2s), behind at most hold_max_queue other
 		// writes of that shard (default 10000); past either it gets MySQL

@@ -229,6 +229,35 @@ func routeLibraryLogs(log *zap.Logger) {
 	clientv3.SetLogger(zapgrpc.NewLogger(log.Named("grpc").WithOptions(zap.IncreaseLevel(zapcore.ErrorLevel))))
 }
 
+// configUsers are the accounts of the config, passwords resolved.
+func configUsers(c Config) ([]proxy.User, error) {
+	users := make([]proxy.User, 0, len(c.Users))
+	for _, u := range c.Users {
+		pw, err := u.password()
+		if err != nil {
+			return nil, err
+		}
+		user := proxy.User{Name: u.Name, Password: pw, Admin: u.Admin}
+		if len(u.Privileges) > 0 || len(u.Databases) > 0 {
+			p, err := engine.ParsePrivileges(u.Privileges, u.Admin, u.Databases)
+			if err != nil {
+				return nil, fmt.Errorf("user %s: %w", u.Name, err)
+			}
+			user.Privileges = &p
+		}
+		users = append(users, user)
+	}
+	return users, nil
+}
+
+// newRegistry is a process's metrics registry with the Go runtime's and
+// the process's own collectors.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
 func serve(args []string) error {
 	f := newFlags("serve")
 	if err := f.fs.Parse(args); err != nil {
@@ -245,24 +274,11 @@ func serve(args []string) error {
 	defer func() { _ = log.Sync() }()
 	routeLibraryLogs(log)
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
 
-	users := make([]proxy.User, 0, len(c.Users))
-	for _, u := range c.Users {
-		pw, err := u.password()
-		if err != nil {
-			return err
-		}
-		user := proxy.User{Name: u.Name, Password: pw, Admin: u.Admin}
-		if len(u.Privileges) > 0 || len(u.Databases) > 0 {
-			p, err := engine.ParsePrivileges(u.Privileges, u.Admin, u.Databases)
-			if err != nil {
-				return fmt.Errorf("user %s: %w", u.Name, err)
-			}
-			user.Privileges = &p
-		}
-		users = append(users, user)
+	users, err := configUsers(c)
+	if err != nil {
+		return err
 	}
 
 	cli, err := etcdClient(c, log)

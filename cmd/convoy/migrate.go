@@ -31,7 +31,7 @@ import (
 var _ engine.MigrationAdmin = (*migrate.Admin)(nil)
 
 const migrateUsage = `usage: convoy migrate [--config FILE] [--etcd HOST:PORT,...] [--cluster NAME] COMMAND
-  start SHARD[-LAST] DATASOURCE [DATABASE d] [RATE r] [PARALLEL p] [AUTO]
+  start SHARD[-LAST] DATASOURCE [DATABASE d] [RATE r] [PARALLEL p] [AUTO] [--watch]
   plan --to FILE [--rate R] [--parallel P] [--each]
                               the shard moves from the live routes to the route
                               document FILE (e.g. convoy plan --out), their rows
@@ -42,9 +42,14 @@ const migrateUsage = `usage: convoy migrate [--config FILE] [--etcd HOST:PORT,..
                               adds FILE's new datasources to the live routes and
                               starts one job per move (as start does); run again,
                               it skips shards already placed or with a job
-  status                      one row per job (the columns of SHOW MIGRATIONS)
-  watch SHARD                 a live progress line until the job is done or gone
-  next|pause|resume|rollback|cancel|purge SHARD
+  status [--watch]            one row per job (the columns of SHOW MIGRATIONS);
+                              --watch: the table again every second
+  watch SHARD                 a live progress line (rows, rows/s, ETA, lag) until
+                              the job is done or gone
+  next|pause|resume|rollback|cancel|purge SHARD [--watch]
+                              --watch (also on start): then the live progress
+                              line until the job rests at its next step (start:
+                              ready; next: switched) or is done or gone
   rate SHARD ROWS_PER_SEC     0: unlimited
   worker                      run migration jobs here (as every convoy serve does)
 `
@@ -58,7 +63,8 @@ func migrationManager(cli *clientv3.Client, c Config, id string, log *zap.Logger
 	}
 	return migrate.NewManager(migrate.ManagerConfig{
 		Client: cli, Cluster: c.Etcd.Cluster, ID: id, Connect: migrationConnector, Log: log,
-		RollbackWindow: c.Migration.RollbackWindow, Rate: c.Migration.Rate, Metrics: metrics, LockMetrics: lockMetrics,
+		RollbackWindow: c.Migration.RollbackWindow, Rate: c.Migration.Rate, RunnerTTL: c.Migration.RunnerTTL,
+		Metrics: metrics, LockMetrics: lockMetrics,
 	})
 }
 
@@ -107,8 +113,13 @@ func migrateCmd(args []string) error {
 	admin := migrate.NewAdmin(cli, c.Etcd.Cluster)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	switch cmd, args := strings.ToLower(rest[0]), rest[1:]; cmd {
+	args, watch := watchFlag(rest[1:])
+	tty := isTerminal(os.Stdout)
+	switch cmd := strings.ToLower(rest[0]); cmd {
 	case "status":
+		if watch {
+			return watchStatus(ctx, admin.Status, os.Stdout, tty, watchEvery)
+		}
 		cols, rows, err := admin.Status(ctx)
 		if err != nil {
 			return err
@@ -123,7 +134,7 @@ func migrateCmd(args []string) error {
 		if err != nil {
 			return fmt.Errorf("shard %q: %w", args[0], err)
 		}
-		return watchMigration(ctx, admin, shard, os.Stdout)
+		return watchMigration(ctx, admin.Status, shard, os.Stdout, tty, watchEvery)
 	case "plan":
 		return layoutPlan(ctx, admin, args, c.Migration.Rate, os.Stdout)
 	case "apply":
@@ -133,16 +144,9 @@ func migrateCmd(args []string) error {
 		if err != nil {
 			return err
 		}
-		hostname, _ := os.Hostname()
-		m, err := migrationManager(cli, c, fmt.Sprintf("%s-%d-worker", hostname, os.Getpid()), log.Named("migrate"), nil, nil)
-		if err != nil {
-			return err
-		}
-		log.Info("migration worker running", zap.String("cluster", c.Etcd.Cluster))
-		<-ctx.Done()
-		return m.Close()
+		return migrationWorker(ctx, cli, c, log)
 	}
-	d, err := cliDirective(strings.ToLower(rest[0]), rest[1:])
+	d, err := cliDirective(strings.ToLower(rest[0]), args)
 	if err != nil {
 		return err
 	}
@@ -151,9 +155,49 @@ func migrateCmd(args []string) error {
 		if len(shards) > 0 {
 			fmt.Printf("created migration jobs for %d shard(s): %d..%d\n", len(shards), shards[0], shards[len(shards)-1])
 		}
+		if err != nil || !watch {
+			return err
+		}
+		if len(shards) == 1 {
+			return watchMigration(ctx, admin.Status, shards[0], os.Stdout, tty, watchEvery)
+		}
+		return watchStatus(ctx, admin.Status, os.Stdout, tty, watchEvery)
+	}
+	if err := admin.Command(ctx, d.Shard, d.Verb, d.MigrationRate()); err != nil || !watch {
 		return err
 	}
-	return admin.Command(ctx, d.Shard, d.Verb, d.MigrationRate())
+	return watchMigration(ctx, admin.Status, d.Shard, os.Stdout, tty, watchEvery)
+}
+
+// migrationWorker runs migration jobs in this process (whichever wins a
+// job's runner election, as in every convoy serve) until ctx ends, with
+// the job and lock metrics on metrics_listen like a proxy's.
+func migrationWorker(ctx context.Context, cli *clientv3.Client, c Config, log *zap.Logger) error {
+	users, err := configUsers(c)
+	if err != nil {
+		return err
+	}
+	reg := newRegistry()
+	lockMetrics, err := routecfg.NewLockMetrics(reg, c.Etcd.Cluster)
+	if err != nil {
+		return err
+	}
+	hostname, _ := os.Hostname()
+	m, err := migrationManager(cli, c, fmt.Sprintf("%s-%d-worker", hostname, os.Getpid()), log.Named("migrate"), reg, lockMetrics)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if c.MetricsListen != "" {
+		hl, err := newHTTPListener(c, reg, users, log)
+		if err != nil {
+			return err
+		}
+		defer hl.Close()
+	}
+	log.Info("migration worker running", zap.String("cluster", c.Etcd.Cluster), zap.String("metrics", c.MetricsListen))
+	<-ctx.Done()
+	return nil
 }
 
 // cliDirective reads `start ...` and the job commands with the directive
@@ -199,19 +243,40 @@ func printTable(w io.Writer, cols []string, rows [][]string) {
 	tw.Flush()
 }
 
-// watchMigration prints the shard's job as one line, rewritten in place on
-// a terminal (appended otherwise), until the job is done or gone.
-func watchMigration(ctx context.Context, admin *migrate.Admin, shard int, w *os.File) error {
-	fi, _ := w.Stat()
-	tty := fi != nil && fi.Mode()&os.ModeCharDevice != 0
+// statusFunc is Admin.Status: StatusColumns and one row per job.
+type statusFunc func(context.Context) ([]string, [][]string, error)
+
+// watchEvery paces the progress line (the runner refreshes its status
+// every 2 s; the rows/s between refreshes are the runner's own).
+const watchEvery = time.Second
+
+// watchMigration prints the progress line of shard's job (rows, rows/s,
+// ETA, apply lag, checksum, last error) every `every`, rewritten in place
+// on a terminal, one line each otherwise. It returns when the job is done
+// or gone, or when it came to rest at a step other than the one it was at
+// first (ready or switched: the step that waits for a command, whose next
+// command the last line names), so `start --watch` follows a job to ready
+// and `next --watch` to switched.
+func watchMigration(ctx context.Context, status statusFunc, shard int, w io.Writer, tty bool, every time.Duration) error {
 	want := router.Shard(shard).String()
 	col := map[string]int{}
 	for i, c := range migrate.StatusColumns {
 		col[c] = i
 	}
+	first := ""
+	end := func(format string, args ...any) error {
+		if tty {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, format+"\n", args...)
+		return nil
+	}
 	for {
-		_, rows, err := admin.Status(ctx)
+		_, rows, err := status(ctx)
 		if err != nil {
+			if tty {
+				fmt.Fprintln(w)
+			}
 			return err
 		}
 		var row []string
@@ -221,28 +286,82 @@ func watchMigration(ctx context.Context, admin *migrate.Admin, shard int, w *os.
 			}
 		}
 		if row == nil {
-			fmt.Fprintf(w, "\nshard %d has no migration job (rolled back, or never started)\n", shard)
-			return nil
+			return end("shard %d has no migration job (rolled back, cancelled, or never started)", shard)
 		}
+		step := row[col["step"]]
 		line := fmt.Sprintf("shard %s %s -> %s  %-22s rows %s  %s rows/s  eta %s  lag %s  %s  %s",
-			row[0], row[col["from"]], row[col["to"]], row[col["step"]], row[col["rows"]], row[col["rows_per_sec"]],
+			row[0], row[col["from"]], row[col["to"]], step, row[col["rows"]], row[col["rows_per_sec"]],
 			row[col["eta"]], row[col["apply_lag"]], row[col["checksum"]], row[col["last_error"]])
 		if tty {
 			fmt.Fprintf(w, "\r\033[K%s", line)
 		} else {
 			fmt.Fprintln(w, line)
 		}
-		if strings.HasPrefix(row[col["step"]], migrate.StepDone) {
-			fmt.Fprintln(w)
+		if first == "" {
+			first = step
+		}
+		switch {
+		case strings.HasPrefix(step, migrate.StepDone):
+			return end("shard %d: migration done", shard)
+		case step != first && step == migrate.StepReady:
+			return end("shard %d is ready: `convoy migrate next %d` switches its writes (the directive MIGRATION %d READ PERCENT p ramps reads first)", shard, shard, shard)
+		case step != first && step == migrate.StepSwitched:
+			return end("shard %d switched: `convoy migrate rollback %d` switches back until the rollback window ends; `convoy migrate next %d` ends it now", shard, shard, shard)
+		}
+		select {
+		case <-ctx.Done():
+			return end("")
+		case <-time.After(every):
+		}
+	}
+}
+
+// watchStatus prints the status table every `every` (redrawn on a
+// terminal) until no job is left or ctx ends.
+func watchStatus(ctx context.Context, status statusFunc, w io.Writer, tty bool, every time.Duration) error {
+	for {
+		cols, rows, err := status(ctx)
+		if err != nil {
+			return err
+		}
+		if tty {
+			fmt.Fprint(w, "\033[H\033[2J")
+		}
+		fmt.Fprintf(w, "%s  %d job(s)\n", time.Now().Format(time.TimeOnly), len(rows))
+		printTable(w, cols, rows)
+		if len(rows) == 0 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			fmt.Fprintln(w)
 			return nil
-		case <-time.After(time.Second):
+		case <-time.After(every):
+		}
+		if !tty {
+			fmt.Fprintln(w)
 		}
 	}
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// watchFlag removes --watch / -w from args and reports whether it was
+// there.
+func watchFlag(args []string) ([]string, bool) {
+	out := args[:0:0]
+	found := false
+	for _, a := range args {
+		if a == "--watch" || a == "-w" {
+			found = true
+			continue
+		}
+		out = append(out, a)
+	}
+	return out, found
 }
 
 // dualWrites hands the engine's mirrored rows to the migration's
