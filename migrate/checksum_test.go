@@ -302,6 +302,34 @@ func testSharedTable(t *testing.T, e *env) {
 			t.Errorf("settled recheck (target really differs: %v): %+v, settle called with %q", real, r, settled)
 		}
 	}
+	// The same for a sampled row: read again with the source's row locked
+	// once the "applier" caught up, it is equal unless the target really
+	// differs.
+	for _, real := range []bool{false, true} {
+		e.src.Exec(t, "UPDATE shared.conv_msg_0000 SET msg_type = 1 WHERE "+row)
+		e.dst.Exec(t, "UPDATE shared.conv_msg_0000 SET msg_type = 0 WHERE "+row)
+		settled := 0
+		cs, err := NewChecksummer(ctx, src, dst, f, WithRecheck(1, 10*time.Millisecond),
+			WithSettledRecheck(func(_ context.Context, pos binlog.Position) error {
+				settled++
+				v := map[bool]int{false: 1, true: 5}[real]
+				e.dst.Exec(t, fmt.Sprintf("UPDATE shared.conv_msg_0000 SET msg_type = %d WHERE %s", v, row))
+				return nil
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sample, err := cs.Sample(ctx, 5000) // every row
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (len(sample.Diffs) == 1) != real || len(sample.Diffs) > 1 || settled != 1 {
+			t.Errorf("settled sample (target really differs: %v): %+v after %d settled reads", real, sample.Diffs, settled)
+		}
+		if real && len(sample.Diffs) == 1 && sample.Diffs[0].String() != fmt.Sprintf("(%d,1) differs in msg_type", keys[2]) {
+			t.Errorf("sampled row diff: %q", sample.Diffs[0])
+		}
+	}
 	e.dst.Exec(t, "UPDATE shared.conv_msg_0000 SET msg_type = 1 WHERE "+row)
 	e.src.Exec(t, "UPDATE shared.conv_msg_0000 SET msg_type = 1 WHERE "+row)
 }
