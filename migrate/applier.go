@@ -92,8 +92,7 @@ type ApplierConfig struct {
 	CheckpointDatabase string
 }
 
-// ApplierStats is an Applier's progress. Replication lag: 0 when CaughtUp,
-// else time.Since(SourceTime) (whole seconds, the binlog's resolution).
+// ApplierStats is an Applier's progress.
 type ApplierStats struct {
 	// Position is after the last source transaction handled (applied, or
 	// delivered with nothing of the shard); Saved is the checkpoint row's
@@ -104,8 +103,12 @@ type ApplierStats struct {
 	Txns, Skipped uint64
 	// Upserts and Deletes count the row operations sent to the target.
 	Upserts, Deletes uint64
-	// SourceTime is the source commit time of the last transaction handled.
+	// SourceTime is the source commit time of the last transaction handled
+	// (whole seconds, the binlog's resolution).
 	SourceTime time.Time
+	// Lag is the replication lag measured by the CaughtUp checks (lagMeter:
+	// exact to their period), -1 before anything is known.
+	Lag time.Duration
 	// Reader is the binlog reader's own state (connection, reconnects).
 	Reader binlog.Stats
 }
@@ -167,6 +170,8 @@ type Applier struct {
 	// pending are the GTIDs of the transactions the reader handed over and
 	// the target has not applied yet, oldest first (Reached).
 	pending []string
+
+	lag lagMeter // fed by CaughtUp
 }
 
 type tableName struct{ schema, table string }
@@ -238,18 +243,28 @@ func (a *Applier) Stats() ApplierStats {
 	s := a.stats
 	a.mu.Unlock()
 	s.Reader = a.reader.Stats()
+	s.Lag = a.lag.lag(time.Now(), s.SourceTime)
 	return s
 }
 
 // CaughtUp reports whether every source transaction committed before the
 // call has been applied (or had nothing of the shard): the applied
-// position has reached the source's current one.
+// position has reached the source's current one. Each call is also a
+// sample of the lag (Stats().Lag).
 func (a *Applier) CaughtUp(ctx context.Context) (bool, error) {
+	// The moment before the position is read: everything the source
+	// committed before it is at or before the position.
+	at := time.Now()
 	cur, err := binlog.CurrentPosition(ctx, a.srcDB)
 	if err != nil {
 		return false, err
 	}
-	return a.Reached(cur)
+	ok, err := a.Reached(cur)
+	if err != nil {
+		return false, err
+	}
+	a.lag.observe(at, cur, ok, a.Reached)
+	return ok, nil
 }
 
 // Reached reports whether every source transaction up to pos (a fence's,

@@ -296,8 +296,22 @@ func (t *task) stop() {
 // that is down is retried, not hammered.
 const restartDelay = 2 * time.Second
 
-// statusEvery paces the status refreshes in the job record.
-const statusEvery = 2 * time.Second
+// statusEvery paces the status refreshes in the job record;
+// rampStatusEvery while reads are ramped, so that the proxies learn of an
+// apply lag over RampMaxLag within about a second (RampFresh bounds how
+// long they trust a status).
+const (
+	statusEvery     = 2 * time.Second
+	rampStatusEvery = 500 * time.Millisecond
+)
+
+// statusPeriod is the status refresh period now.
+func (j *jobRun) statusPeriod(step string) time.Duration {
+	if step == StepReady && j.poll().ReadPercent > 0 {
+		return rampStatusEvery
+	}
+	return statusEvery
+}
 
 func newJobRun(m *Manager, r *routecfg.Runner, job routecfg.Job, notify <-chan routecfg.Job) (*jobRun, error) {
 	p, err := decodeProgress(job)
@@ -557,7 +571,7 @@ func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st j
 		}
 		if job.Intent != IntentSwitch {
 			if !cmds.Auto && cmds.Next <= st.NextUsed {
-				return j.wait(ctx, statusEvery)
+				return j.wait(ctx, j.statusPeriod(job.Step))
 			}
 			if err := j.save(ctx, func(rec *routecfg.Job, s *jobState) { rec.Intent, s.NextUsed = IntentSwitch, cmds.Next }); err != nil {
 				return err
@@ -577,10 +591,15 @@ func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st j
 				return err
 			}
 		}
-		// The source's tables stay in place (read-only by convention:
-		// nothing routes there any more); only the reverse stream stops.
+		// The reverse stream stops; the source's rows of the shard stay
+		// in place, read-only (readonly.go), until PURGE.
 		j.revTask.stop()
-		j.log.Info("migration done: reverse replication stopped")
+		for _, m := range j.moves {
+			if err := markReadOnly(ctx, m.Source, m.Filter, job.ID, job.To.Datasource+":"+m.Target.String()); err != nil {
+				return err
+			}
+		}
+		j.log.Info("migration done: reverse replication stopped, the source's rows of the shard are read-only")
 		return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
 			rec.Step, rec.Intent, rec.LastError = StepDone, "", ""
 			s.Status.Lag = -1
@@ -946,6 +965,9 @@ func (j *jobRun) purge(ctx context.Context) error {
 		if err := deleteShard(ctx, m.Source, m.Filter, lim, st.Table == nil); err != nil {
 			return err
 		}
+		if err := unmarkReadOnly(ctx, m.Source, m.Filter); err != nil {
+			return err
+		}
 	}
 	j.log.Info("the source's rows of the shard are removed")
 	return j.save(ctx, func(rec *routecfg.Job, s *jobState) { rec.LastError, s.Purged = "", true })
@@ -1012,24 +1034,24 @@ func (j *jobRun) deleteCheckpoint(ctx context.Context, db *sql.DB, database, job
 // refreshStatus writes the live progress into the record, at most every
 // statusEvery and only when it changed.
 func (j *jobRun) refreshStatus(ctx context.Context) {
-	if time.Since(j.statusAt) < statusEvery {
-		return
-	}
 	j.mu.Lock()
 	s, step, intent := j.st.Status, j.job.Step, j.job.Intent
 	j.mu.Unlock()
+	if time.Since(j.statusAt) < j.statusPeriod(step) {
+		return
+	}
 	j.replay(ctx, step, intent, &s)
 	s.Lag = -1
 	if j.bf != nil && j.bfTask.done != nil {
 		p := j.bf.Progress()
 		s.Rows, s.Estimate, s.RowsPerSec, s.ETA = p.Rows, p.Estimate, p.RowsPerSec, p.ETA.Seconds()
 		if p.Phase != PhaseCopying {
-			s.Lag = lag(p.CaughtUp, p.Apply.SourceTime)
+			s.Lag = lagSeconds(p.Apply.Lag)
 		}
 	}
 	if j.rev != nil && j.revTask.done != nil {
-		ok, err := j.rev.CaughtUp(ctx)
-		s.Lag = lag(ok && err == nil, j.rev.Stats().SourceTime)
+		_, _ = j.rev.CaughtUp(ctx) // a sample of the reverse stream's lag
+		s.Lag = lagSeconds(j.rev.Stats().Lag)
 	}
 	j.statusAt = time.Now()
 	j.m.cfg.Metrics.observe(j.shard, step, s)
@@ -1044,13 +1066,11 @@ func (j *jobRun) refreshStatus(ctx context.Context) {
 	}
 }
 
-func lag(caughtUp bool, source time.Time) float64 {
-	switch {
-	case caughtUp:
-		return 0
-	case source.IsZero():
+// lagSeconds is an applier's lag for the status: seconds in tenths (the
+// read ramp compares it with a 1 s bound), -1 unknown.
+func lagSeconds(d time.Duration) float64 {
+	if d < 0 {
 		return -1
 	}
-	// Tenths: the read ramp compares it with a 1 s bound.
-	return time.Since(source).Round(100 * time.Millisecond).Seconds()
+	return d.Round(100 * time.Millisecond).Seconds()
 }

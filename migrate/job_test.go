@@ -296,6 +296,7 @@ func TestJob(t *testing.T) {
 		{"Refused", testJobRefused},
 		{"SwitchRetrySpacing", testJobSwitchRetrySpacing},
 		{"PauseRate", testJobPauseRate},
+		{"Lag", testJobLag},
 		{"Cleanup", testJobCleanup},
 		{"Parallel", testJobParallel},
 	} {
@@ -615,6 +616,58 @@ func copied(p jobProgress) (n int64) {
 // PAUSE stops the copy where it is (the persisted checkpoint stops moving
 // although the rate would copy hundreds of rows meanwhile); RATE lifts the
 // limit of the job and RESUME goes on from the checkpoint to the end.
+// The apply lag in the status is measured, not guessed from the binlog's
+// whole-second times: a ready job whose target table is locked while the
+// source takes writes shows a lag that grows past the read ramp's bound,
+// and 0 again soon after the lock is gone.
+func testJobLag(t *testing.T, e *jobEnv) {
+	ctx := testCtx(t)
+	const cluster, shard = "lag", 24
+	e.cluster(t, cluster)
+	keys := e.fill(t, shard, 20, 1)
+	other := e.fill(t, 25, 5, 1)
+	e.manager(t, cluster, "m1", -1)
+	admin := NewAdmin(e.cli, cluster)
+	store := routecfg.NewJobStore(e.cli, cluster)
+	if _, err := admin.Start(ctx, shard, shard, "ds1", "im_11", 0, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	lagOf := func(j routecfg.Job) float64 {
+		p, err := decodeProgress(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.State.Status.Lag
+	}
+	waitJob(t, store, shard, time.Minute, "ready with no lag", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepReady && lagOf(j) == 0 })
+	stop := writer(t, e.sdb, "im_0", keys, other)
+	defer stop()
+	lock, err := e.ddb.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := lock.ExecContext(ctx, "LOCK TABLES im_11.conv_msg_0000 WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	locked := time.Now()
+	j := waitJob(t, store, shard, 20*time.Second, "a lag over 1 s", func(j routecfg.Job, _ jobProgress) bool { return lagOf(j) > RampMaxLag.Seconds() })
+	// Seen at a status refresh (2 s apart) some time after it passed 1 s;
+	// never more than the time the apply has been blocked.
+	if l, since := lagOf(j), time.Since(locked).Seconds(); l > since+0.3 {
+		t.Errorf("lag %.1f s after %.1f s of a blocked apply", l, since)
+	}
+	if _, err := lock.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	waitJob(t, store, shard, 20*time.Second, "the lag back to 0", func(j routecfg.Job, _ jobProgress) bool { return lagOf(j) == 0 })
+	if err := admin.Command(ctx, shard, VerbCancel, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, store, shard, 30*time.Second)
+}
+
 func testJobPauseRate(t *testing.T, e *jobEnv) {
 	ctx := testCtx(t)
 	const cluster, shard = "pause", 13
@@ -755,12 +808,51 @@ func testJobCleanup(t *testing.T, e *jobEnv) {
 		t.Fatalf("ROLLBACK of a done job: %v", err)
 	}
 
+	// The source's rows of a done shard are read-only: a direct write
+	// gets 1036 naming where the shard went; the shared tables' other
+	// shards write as before.
+	for _, stmt := range []string{
+		fmt.Sprintf("UPDATE im_0.im_conv_seq_0000 SET member_cnt = 7 WHERE conv_id = %d", keys[15][0]),
+		fmt.Sprintf("DELETE FROM im_0.conv_msg_0000 WHERE conv_id = %d", keys[17][1]),
+		fmt.Sprintf("INSERT INTO im_0.conv_msg_0000 (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (%d, 99, 1, 7, 1, NOW(3))", keys[15][2]),
+		// A row of another shard moved into a done one.
+		fmt.Sprintf("UPDATE im_0.im_conv_seq_0000 SET conv_id = %d WHERE conv_id = %d", keysOfShard(17, 30, 1)[25], keysOfShard(19, 1, 1)[0]),
+	} {
+		if strings.Contains(stmt, "SET conv_id") {
+			e.src.Exec(t, fmt.Sprintf("INSERT INTO im_0.im_conv_seq_0000 (conv_id, max_seq, member_cnt) VALUES (%d, 0, 2)", keysOfShard(19, 1, 1)[0]))
+		}
+		_, err := e.sdb.ExecContext(ctx, stmt)
+		if mysqlErrno(err) != 1036 || !strings.Contains(err.Error(), "is read only for this shard: Convoy migrated it to ds1:im_5.") {
+			t.Errorf("%s on a done shard's source: %v, want 1036", stmt, err)
+		}
+	}
+	other := keysOfShard(19, 3, 1)
+	e.src.Exec(t, fmt.Sprintf("INSERT INTO im_0.conv_msg_0000 (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (%d, 1, 1, 7, 1, NOW(3))", other[1]),
+		fmt.Sprintf("UPDATE im_0.conv_msg_0000 SET msg_type = 3 WHERE conv_id = %d", other[1]),
+		fmt.Sprintf("DELETE FROM im_0.conv_msg_0000 WHERE conv_id = %d", other[1]))
+
 	// PURGE deletes the shard's rows from the source's (shared) tables,
-	// and only that shard's.
+	// and only that shard's, at the job's rate: 220 rows at 100 rows/s
+	// take at least 2.2 s (the limiter starts empty).
+	if err := admin.Command(ctx, 17, VerbRate, 100); err != nil {
+		t.Fatal(err)
+	}
+	purgeStart := time.Now()
 	if err := admin.Command(ctx, 17, VerbPurge, 0); err != nil {
 		t.Fatal(err)
 	}
 	waitJob(t, store, 17, 30*time.Second, "purged", func(_ routecfg.Job, p jobProgress) bool { return p.State.Purged })
+	if took := time.Since(purgeStart); took < 2200*time.Millisecond {
+		t.Errorf("the purge of 220 rows at 100 rows/s took %v", took)
+	}
+	// Shard 17's marks are gone with its rows; shard 15's stay (and with
+	// them the shared tables' triggers).
+	if n := count(t, e.sdb, "SELECT COUNT(*) FROM im_0."+ReadOnlyTable+" WHERE shard = 17"); n != 0 {
+		t.Errorf("%d read-only marks of the purged shard left", n)
+	}
+	if n := count(t, e.sdb, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'im_0' AND TRIGGER_NAME LIKE '\\_convoy\\_ro\\_%'"); n != int64(3*len(router.ShardedTables())) {
+		t.Errorf("%d read-only triggers on im_0, want 3 per table while shard 15 is marked", n)
+	}
 	for _, logical := range router.ShardedTables() {
 		col, _ := router.ShardKeyColumn(logical)
 		table := "im_0." + router.PhysicalTableName(logical, 0)

@@ -184,20 +184,29 @@ const deleteChunk = 500
 // and no row of any shard is left. A missing table is not an error.
 func deleteShard(ctx context.Context, s Side, f *ShardFilter, lim *Limiter, drop bool) error {
 	name := quoteIdent(s.Database) + "." + quoteIdent(s.Table)
+	// One session, past the read-only triggers of a done job's source.
+	c, err := purgeConn(ctx, s.DB)
+	if err != nil {
+		return fmt.Errorf("migrate: delete shard %d from %s: %w", f.Shard, s, err)
+	}
+	defer c.Close()
 	for {
-		if lim != nil {
-			if err := lim.Wait(ctx, deleteChunk); err != nil {
-				return err
-			}
-		}
-		res, err := s.DB.ExecContext(ctx, "DELETE FROM "+name+" WHERE "+shardPredicate(f)+" LIMIT "+strconv.Itoa(deleteChunk), uint64(f.Shard))
+		res, err := c.ExecContext(ctx, "DELETE FROM "+name+" WHERE "+shardPredicate(f)+" LIMIT "+strconv.Itoa(deleteChunk), uint64(f.Shard))
 		if err != nil && mysqlErrno(err) == 1146 { // ER_NO_SUCH_TABLE
 			return nil // never created, or dropped by an earlier attempt
 		}
 		if err != nil {
 			return fmt.Errorf("migrate: delete shard %d from %s: %w", f.Shard, s, err)
 		}
-		if n, _ := res.RowsAffected(); n < deleteChunk {
+		n, _ := res.RowsAffected()
+		// Paid after the fact, for the rows deleted: a small shard's
+		// tables are not charged a whole chunk each.
+		if lim != nil && n > 0 {
+			if err := lim.Wait(ctx, int(n)); err != nil {
+				return err
+			}
+		}
+		if n < deleteChunk {
 			break
 		}
 	}
@@ -205,13 +214,13 @@ func deleteShard(ctx context.Context, s Side, f *ShardFilter, lim *Limiter, drop
 		return nil
 	}
 	var left int
-	if err := s.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT 1 FROM "+name+" LIMIT 1) x").Scan(&left); err != nil {
+	if err := c.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT 1 FROM "+name+" LIMIT 1) x").Scan(&left); err != nil {
 		return fmt.Errorf("migrate: check %s: %w", s, err)
 	}
 	if left > 0 {
 		return nil // other shards' rows: the table stays
 	}
-	if _, err := s.DB.ExecContext(ctx, "DROP TABLE IF EXISTS "+name); err != nil {
+	if _, err := c.ExecContext(ctx, "DROP TABLE IF EXISTS "+name); err != nil {
 		return fmt.Errorf("migrate: drop %s: %w", s, err)
 	}
 	return nil

@@ -20,8 +20,9 @@ import (
 //
 // A proxy trusts the target only while the runner says its apply lag is
 // under RampMaxLag and keeps saying so: the runner re-publishes its status
-// every 2 s while reads are ramped; a proxy that heard nothing for
-// RampFresh (runner dead, etcd away) sends the reads back to the source.
+// every 500 ms while reads are ramped (the lag measured to a quarter of a
+// second: lagMeter); a proxy that heard nothing for RampFresh (runner
+// dead, etcd away) sends the reads back to the source.
 // Writes never move before the switch, and the hot tier is filled only
 // from the source.
 
@@ -29,7 +30,7 @@ const (
 	// RampMaxLag bounds the apply lag under which reads go to the target.
 	RampMaxLag = time.Second
 	// RampFresh is how long a proxy trusts the last status it saw.
-	RampFresh = 5 * time.Second
+	RampFresh = 2 * time.Second
 )
 
 // Ramps is a proxy's view of the read ramps, fed by a watch of the job

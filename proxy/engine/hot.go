@@ -212,6 +212,11 @@ func (e *Engine) fill(conv uint64) error {
 // historyEntries decodes rows of (seq, msg_id, sender_uid, msg_type,
 // created_at) read with the text protocol.
 func historyEntries(r *mysql.Result) ([]histcache.Entry, error) {
+	if r == nil || r.Resultset == nil || len(r.Fields) != 5 {
+		// A fill runs in the background: a malformed answer is a skipped
+		// fill, never a panic of the process.
+		return nil, errorf(CodeInternal, "[BUG] a history fill read did not return its five columns")
+	}
 	if err := decodeRows(r); err != nil {
 		return nil, err
 	}

@@ -1,12 +1,15 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/router"
 )
@@ -122,5 +125,134 @@ func TestRampedReadsObserved(t *testing.T) {
 	}
 	if got, want := fmt.Sprint(ramps.take()), "[0005 new failed=true 0005 new failed=true 0005 old failed=false]"; got != want {
 		t.Fatalf("observed %s, want %s", got, want)
+	}
+}
+
+// recordingHot is a HotTier that misses every read and records the calls.
+type recordingHot struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (h *recordingHot) note(format string, args ...any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls = append(h.calls, fmt.Sprintf(format, args...))
+}
+
+func (h *recordingHot) seen() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.calls...)
+}
+
+func (h *recordingHot) Before(_ context.Context, conv, _ uint64, _ int) ([]histcache.Entry, bool, error) {
+	h.note("Before %d", conv)
+	return nil, false, nil
+}
+func (h *recordingHot) After(_ context.Context, conv, _ uint64, _ int) ([]histcache.Entry, bool, error) {
+	h.note("After %d", conv)
+	return nil, false, nil
+}
+func (h *recordingHot) ByMsgID(_ context.Context, conv, _ uint64) (histcache.Entry, bool, bool, error) {
+	h.note("ByMsgID %d", conv)
+	return histcache.Entry{}, false, false, nil
+}
+func (h *recordingHot) BeginFill(_ context.Context, conv uint64) (histcache.FillToken, error) {
+	h.note("BeginFill %d", conv)
+	return histcache.FillToken{}, nil
+}
+func (h *recordingHot) Fill(_ context.Context, conv uint64, _ histcache.FillToken, _ []histcache.Entry, _, _ uint64) (bool, error) {
+	h.note("Fill %d", conv)
+	return true, nil
+}
+func (h *recordingHot) BeginWrite(_ context.Context, conv uint64) (histcache.WriteToken, error) {
+	h.note("BeginWrite %d", conv)
+	return histcache.WriteToken{}, nil
+}
+func (h *recordingHot) EndWrite(_ context.Context, conv uint64, _ histcache.WriteToken, _ []histcache.Entry) error {
+	h.note("EndWrite %d", conv)
+	return nil
+}
+func (h *recordingHot) AbortWrite(_ context.Context, conv uint64, _ histcache.WriteToken) error {
+	h.note("AbortWrite %d", conv)
+	return nil
+}
+func (h *recordingHot) Invalidate(_ context.Context, conv uint64) error {
+	h.note("Invalidate %d", conv)
+	return nil
+}
+func (h *recordingHot) InvalidateAll(context.Context) error {
+	h.note("InvalidateAll")
+	return nil
+}
+
+// TestRampedHistoryBypassesHotTier: a history page of a conversation whose
+// reads are ramped to the migration target is read there and neither asks
+// nor fills the hot tier (whose rows must always be the authoritative
+// side's); a conversation of the same shard outside the share asks the
+// tier and is filled from the source.
+func TestRampedHistoryBypassesHotTier(t *testing.T) {
+	snap := defaultSnapshot()
+	var inShard []uint64
+	for k := uint64(1); len(inShard) < 2; k++ {
+		if router.ShardOf(k) == 5 {
+			inShard = append(inShard, k)
+		}
+	}
+	toNew, onOld := inShard[0], inShard[1]
+	from := snap.Target(5)
+	newDS := "ds1"
+	if from.Datasource == "ds1" {
+		newDS = "ds0"
+	}
+	alt, err := router.NewSnapshot(router.MoveShard(snap.Document(), 5, newDS, "im_new", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{cols: 6}
+	e := New(rec, staticRoutes{snap}, nil, nil, Options{})
+	hot := &recordingHot{}
+	e.SetHotTier(hot, 100)
+	e.SetReadRamps(&fakeRamps{shard: 5, target: map[uint64]bool{toNew: true}, alt: alt})
+	s := e.NewSession("im")
+	page := "SELECT seq, msg_id FROM conv_msg WHERE conv_id = %d AND seq < 100 ORDER BY seq DESC LIMIT 20"
+
+	if _, err := s.Query(fmt.Sprintf(page, toNew)); err != nil {
+		t.Fatal(err)
+	}
+	logged := rec.take()
+	if len(logged) != 1 || !strings.HasPrefix(logged[0], newDS+"#") || !strings.Contains(logged[0], "`im_new`.") {
+		t.Fatalf("the ramped page did not read the target: %v", logged)
+	}
+	time.Sleep(50 * time.Millisecond) // a fill would run in the background
+	if calls := hot.seen(); len(calls) != 0 {
+		t.Fatalf("the ramped page used the hot tier: %v", calls)
+	}
+	if logged := rec.take(); len(logged) != 0 {
+		t.Fatalf("statements after the ramped page: %v", logged)
+	}
+
+	if _, err := s.Query(fmt.Sprintf(page, onOld)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Contains(hot.seen(), fmt.Sprintf("BeginFill %d", onOld)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the page outside the share was not filled: %v", hot.seen())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var fills int
+	for _, l := range rec.take() {
+		if !strings.HasPrefix(l, from.Datasource+"#") || strings.Contains(l, "im_new") {
+			t.Errorf("outside the share, a statement on %s: %s", strings.SplitN(l, "#", 2)[0], l)
+		}
+		if strings.Contains(l, "ORDER BY seq DESC LIMIT 100") {
+			fills++
+		}
+	}
+	if fills != 1 {
+		t.Errorf("%d fill reads on the source, want 1", fills)
 	}
 }
