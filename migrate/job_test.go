@@ -293,6 +293,8 @@ func TestJob(t *testing.T) {
 		{"SwitchAndRollback", testJobSwitchAndRollback},
 		{"Takeover", func(t *testing.T, e *jobEnv) { testJobTakeover(t, e, false) }},
 		{"TakeoverLeaseExpiry", func(t *testing.T, e *jobEnv) { testJobTakeover(t, e, true) }},
+		{"TakeoverAfterFlip", testJobTakeoverAfterFlip},
+		{"RollbackMidCopy", testJobRollbackMidCopy},
 		{"Refused", testJobRefused},
 		{"SwitchRetrySpacing", testJobSwitchRetrySpacing},
 		{"PauseRate", testJobPauseRate},
@@ -467,6 +469,109 @@ func testJobTakeover(t *testing.T, e *jobEnv, abrupt bool) {
 		t.Fatalf("runner after the takeover: %q, m2 runs %v", runner, m2.Running())
 	}
 	equalSides(t, ctx, e.sides(t, router.Shard(shard), "im_0", "im_8"+cluster))
+}
+
+// The runner dies between the route flip and recording the switch: its
+// successor finds the routes flipped, records the switch ("switched by an
+// earlier runner") without a second flip, and runs the reverse
+// replication from the position the dead runner saved before flipping.
+func testJobTakeoverAfterFlip(t *testing.T, e *jobEnv) {
+	ctx := testCtx(t)
+	const cluster, shard = "afterflip", 26
+	e.cluster(t, cluster)
+	keys := e.fill(t, shard, 20, 1)
+	cli1, err := clientv3.New(clientv3.Config{Endpoints: e.etcd.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli1.Close()
+	died := make(chan struct{})
+	m1, err := NewManager(ManagerConfig{Client: cli1, Cluster: cluster, ID: "m1", Connect: connect,
+		Log: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), RunnerTTL: time.Second, Rate: -1, ChunkRows: 100, RollbackWindow: time.Hour,
+		afterFlip: func() { cli1.Close(); close(died) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m1.Close()
+	store := routecfg.NewJobStore(e.cli, cluster)
+	routes := routecfg.NewStore(e.cli, cluster)
+	if _, err := NewAdmin(e.cli, cluster).Start(ctx, shard, shard, "ds1", "im_12", 0, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-died:
+	case <-time.After(time.Minute):
+		t.Fatal("the switch never flipped the routes")
+	}
+	before, err := routes.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j, err := store.Get(ctx, shard); err != nil || j.Step != StepReady || j.Intent != IntentSwitch {
+		t.Fatalf("the job as the dead runner left it: %+v, %v", j, err)
+	}
+	e.manager(t, cluster, "m2", -1)
+	j := waitJob(t, store, shard, 30*time.Second, "switched by the successor", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepSwitched })
+	if p, _ := decodeProgress(j); p.State.Status.Switch != "switched by an earlier runner" {
+		t.Errorf("switch %q", p.State.Status.Switch)
+	}
+	if after, err := routes.Get(ctx); err != nil || after.Version != before.Version {
+		t.Fatalf("the successor changed the routes again: version %d -> %d (%v)", before.Version, after.Version, err)
+	}
+	if runner, _, _ := routecfg.RunnerOf(ctx, e.cli, cluster, shard); runner != "m2" {
+		t.Fatalf("runner %q", runner)
+	}
+	// Reverse replication runs: a write on the new side reaches the old.
+	e.dst.Exec(t, fmt.Sprintf("UPDATE im_12.im_conv_seq_0000 SET member_cnt = 42 WHERE conv_id = %d", keys[0]))
+	deadline := time.Now().Add(20 * time.Second)
+	for count(t, e.sdb, "SELECT member_cnt FROM im_0.im_conv_seq_0000 WHERE conv_id = ?", keys[0]) != 42 {
+		if time.Now().After(deadline) {
+			t.Fatal("a write on the new side did not reach the old one")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	equalSides(t, ctx, e.sides(t, shard, "im_0", "im_12"))
+}
+
+// ROLLBACK while the copy runs: the job's target rows and the tables it
+// created are gone, the apply checkpoint too, the routes never changed and
+// the source still holds every row.
+func testJobRollbackMidCopy(t *testing.T, e *jobEnv) {
+	ctx := testCtx(t)
+	const cluster, shard = "rbcopy", 27
+	e.cluster(t, cluster)
+	e.fill(t, shard, 100, 1) // 900 rows at 300 rows/s: 3 s
+	srcRows := dump(t, e.sdb, "im_0.conv_msg_0000", &ShardFilter{Column: "conv_id", Shard: shard})
+	e.manager(t, cluster, "m1", 300)
+	store := routecfg.NewJobStore(e.cli, cluster)
+	routes := routecfg.NewStore(e.cli, cluster)
+	before, err := routes.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := NewAdmin(e.cli, cluster)
+	if _, err := admin.Start(ctx, shard, shard, "ds1", "im_13", 0, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, store, shard, 30*time.Second, "copy under way", func(j routecfg.Job, p jobProgress) bool {
+		return j.Step == StepBackfill && copied(p) >= 100
+	})
+	if err := admin.Command(ctx, shard, VerbRollback, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, store, shard, 30*time.Second)
+	if n := count(t, e.ddb, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'im_13' AND TABLE_NAME NOT LIKE '\\_convoy%'"); n != 0 {
+		t.Errorf("%d tables the job created are left on the target", n)
+	}
+	if n := count(t, e.ddb, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'im_13' AND TABLE_NAME = ?", CheckpointTable); n > 0 {
+		if rows := count(t, e.ddb, "SELECT COUNT(*) FROM im_13."+CheckpointTable+" WHERE shard = ?", shard); rows != 0 {
+			t.Errorf("%d apply checkpoint rows left", rows)
+		}
+	}
+	if after, err := routes.Get(ctx); err != nil || after.Version != before.Version {
+		t.Errorf("the routes changed: %d -> %d (%v)", before.Version, after.Version, err)
+	}
+	sameDump(t, "the source after the rollback", srcRows, dump(t, e.sdb, "im_0.conv_msg_0000", &ShardFilter{Column: "conv_id", Shard: shard}))
 }
 
 // A switch that a registered proxy never acknowledges (a dead one whose

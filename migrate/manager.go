@@ -53,6 +53,11 @@ type ManagerConfig struct {
 	// (routecfg.WithRunnerMetrics). Nil: none.
 	Metrics     *Metrics
 	LockMetrics *routecfg.LockMetrics
+
+	// afterFlip, in tests, runs when a switch has flipped the routes and
+	// before the job records it: where a runner dying leaves the most to
+	// its successor.
+	afterFlip func()
 }
 
 // Manager runs the migration jobs of a cluster in this process: it watches
