@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -37,6 +38,10 @@ type convModel struct {
 	reads   int
 	updates int
 	readBad []string
+	// hold, when set and true, keeps the load idle (parked once its last
+	// operation returned), so a test can compare both sides of a shard.
+	hold   *atomic.Bool
+	parked atomic.Bool
 }
 
 // TestMigrationLayoutUnderLoad proves a layout change through live
@@ -245,6 +250,12 @@ func runConvLoad(m *convModel, dbs []*sql.DB, idBase uint64, stop chan struct{})
 			return
 		default:
 		}
+		if m.hold != nil && m.hold.Load() {
+			m.parked.Store(true)
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		m.parked.Store(false)
 		db := dbs[i%len(dbs)]
 		op := rng.IntN(10)
 		switch {

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"sync"
 	"testing"
+
+	"github.com/convoy-im/convoy/router"
 )
 
 // TestSeqAllocation: an INSERT into conv_msg without seq gets the next seq of
@@ -160,5 +162,54 @@ func TestSeqAllocation(t *testing.T) {
 			t.Errorf("%s: INSERT ... SET seq = %d, want 4", mode, id)
 		}
 		c.Close()
+	}
+}
+
+// TestSeqAllocationWithTrigger: a trigger on the physical im_conv_seq table
+// (a DBA's audit trigger) makes MariaDB report 0 as the insert id of the
+// allocation's ON DUPLICATE KEY UPDATE; Convoy reads LAST_INSERT_ID()
+// back instead, so every send still gets its seq, never an error for a
+// stored message (which its client would send again).
+func TestSeqAllocationWithTrigger(t *testing.T) {
+	s := newStack(t)
+	db := s.convoy.open(t, "app", "app secret", "im")
+	admin := s.convoy.open(t, "convoy", "convoy", "im")
+	const conv, other = 7100, 7101
+	snap := snapshotOf(t, s)
+	for _, c := range []uint64{conv, other} {
+		seqT := snap.Physical("im_conv_seq", router.ShardOf(c))
+		ds := s.ds[0]
+		if seqT.Datasource == "ds1" {
+			ds = s.ds[1]
+		}
+		q := fmt.Sprintf("%s.%s", seqT.Database, seqT.Table)
+		ds.Exec(t, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.seq_audit (id INT AUTO_INCREMENT PRIMARY KEY, conv_id BIGINT UNSIGNED, max_seq BIGINT UNSIGNED)", seqT.Database),
+			fmt.Sprintf("CREATE TRIGGER IF NOT EXISTS %s.seq_audit_au AFTER UPDATE ON %s FOR EACH ROW INSERT INTO %s.seq_audit (conv_id, max_seq) VALUES (NEW.conv_id, NEW.max_seq)", seqT.Database, q, seqT.Database),
+			fmt.Sprintf("CREATE TRIGGER IF NOT EXISTS %s.seq_audit_ai AFTER INSERT ON %s FOR EACH ROW INSERT INTO %s.seq_audit (conv_id, max_seq) VALUES (NEW.conv_id, NEW.max_seq)", seqT.Database, q, seqT.Database))
+	}
+	mustExec(t, admin, "INSERT INTO im_conv_seq (conv_id, max_seq, member_cnt) VALUES (?, 0, 2)", conv)
+	for i := int64(1); i <= 5; i++ {
+		r, err := db.Exec("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 1, 1, NOW(3))", conv, 71000+i)
+		if err != nil {
+			t.Fatalf("send %d with a trigger on im_conv_seq: %v", i, err)
+		}
+		if id, _ := r.LastInsertId(); id != i {
+			t.Fatalf("send %d: LastInsertId %d", i, id)
+		}
+		var seq int64
+		if err := db.QueryRow("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 1, 1, NOW(3)) RETURNING seq", other, 72000+i).Scan(&seq); err != nil || seq != i {
+			t.Fatalf("send %d with RETURNING (a conversation without a counter row yet): seq %d, %v", i, seq, err)
+		}
+	}
+	// Several conversations in one statement: the general path.
+	r, err := db.Exec("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 1, 1, NOW()), (?, ?, 1, 1, NOW())", conv, 71100, other, 72100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := r.LastInsertId(); id != 6 {
+		t.Errorf("multi-conversation insert: LastInsertId %d, want 6", id)
+	}
+	if rows := queryRows(t, db, "SELECT conv_id, seq FROM conv_msg WHERE conv_id IN (?, ?) ORDER BY conv_id, seq", conv, other); len(rows) != 12 || rows[5][1] != "6" || rows[11][1] != "6" {
+		t.Errorf("stored: %v", rows)
 	}
 }

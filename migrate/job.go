@@ -594,12 +594,21 @@ func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st j
 		// The reverse stream stops; the source's rows of the shard stay
 		// in place, read-only (readonly.go), until PURGE.
 		j.revTask.stop()
-		for _, m := range j.moves {
-			if err := markReadOnly(ctx, m.Source, m.Filter, job.ID, job.To.Datasource+":"+m.Target.String()); err != nil {
-				return err
+		if st.Table == nil {
+			for _, m := range j.moves {
+				if err := markReadOnly(ctx, m.Source, m.Filter, job.ID, job.To.Datasource+":"+m.Target.String()); err != nil {
+					return err
+				}
 			}
+			j.log.Info("migration done: reverse replication stopped, the source's tables of the shard are read-only")
+		} else {
+			// Tables shared with live shards get no triggers: every write
+			// of those shards would pay for them (and a trigger on a
+			// table makes MariaDB report 0 as the insert id of an
+			// ON DUPLICATE KEY UPDATE, which the seq allocation then
+			// reads back separately).
+			j.log.Info("migration done: reverse replication stopped; the source's tables are shared with other shards, so the shard's old rows stay writable there until PURGE removes them")
 		}
-		j.log.Info("migration done: reverse replication stopped, the source's rows of the shard are read-only")
 		return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
 			rec.Step, rec.Intent, rec.LastError = StepDone, "", ""
 			s.Status.Lag = -1

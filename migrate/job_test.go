@@ -300,6 +300,7 @@ func TestJob(t *testing.T) {
 		{"PauseRate", testJobPauseRate},
 		{"Lag", testJobLag},
 		{"Cleanup", testJobCleanup},
+		{"ReadOnlyOwnTables", testJobReadOnlyOwnTables},
 		{"Parallel", testJobParallel},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, e) })
@@ -913,28 +914,11 @@ func testJobCleanup(t *testing.T, e *jobEnv) {
 		t.Fatalf("ROLLBACK of a done job: %v", err)
 	}
 
-	// The source's rows of a done shard are read-only: a direct write
-	// gets 1036 naming where the shard went; the shared tables' other
-	// shards write as before.
-	for _, stmt := range []string{
-		fmt.Sprintf("UPDATE im_0.im_conv_seq_0000 SET member_cnt = 7 WHERE conv_id = %d", keys[15][0]),
-		fmt.Sprintf("DELETE FROM im_0.conv_msg_0000 WHERE conv_id = %d", keys[17][1]),
-		fmt.Sprintf("INSERT INTO im_0.conv_msg_0000 (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (%d, 99, 1, 7, 1, NOW(3))", keys[15][2]),
-		// A row of another shard moved into a done one.
-		fmt.Sprintf("UPDATE im_0.im_conv_seq_0000 SET conv_id = %d WHERE conv_id = %d", keysOfShard(17, 30, 1)[25], keysOfShard(19, 1, 1)[0]),
-	} {
-		if strings.Contains(stmt, "SET conv_id") {
-			e.src.Exec(t, fmt.Sprintf("INSERT INTO im_0.im_conv_seq_0000 (conv_id, max_seq, member_cnt) VALUES (%d, 0, 2)", keysOfShard(19, 1, 1)[0]))
-		}
-		_, err := e.sdb.ExecContext(ctx, stmt)
-		if mysqlErrno(err) != 1036 || !strings.Contains(err.Error(), "is read only for this shard: Convoy migrated it to ds1:im_5.") {
-			t.Errorf("%s on a done shard's source: %v, want 1036", stmt, err)
-		}
+	// Tables shared with live shards get no read-only triggers (their
+	// writes would pay for them): see ReadOnlyOwnTables.
+	if n := count(t, e.sdb, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'im_0'"); n != 0 {
+		t.Errorf("%d triggers on the shared source tables", n)
 	}
-	other := keysOfShard(19, 3, 1)
-	e.src.Exec(t, fmt.Sprintf("INSERT INTO im_0.conv_msg_0000 (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (%d, 1, 1, 7, 1, NOW(3))", other[1]),
-		fmt.Sprintf("UPDATE im_0.conv_msg_0000 SET msg_type = 3 WHERE conv_id = %d", other[1]),
-		fmt.Sprintf("DELETE FROM im_0.conv_msg_0000 WHERE conv_id = %d", other[1]))
 
 	// PURGE deletes the shard's rows from the source's (shared) tables,
 	// and only that shard's, at the job's rate: 220 rows at 100 rows/s
@@ -949,14 +933,6 @@ func testJobCleanup(t *testing.T, e *jobEnv) {
 	waitJob(t, store, 17, 30*time.Second, "purged", func(_ routecfg.Job, p jobProgress) bool { return p.State.Purged })
 	if took := time.Since(purgeStart); took < 2200*time.Millisecond {
 		t.Errorf("the purge of 220 rows at 100 rows/s took %v", took)
-	}
-	// Shard 17's marks are gone with its rows; shard 15's stay (and with
-	// them the shared tables' triggers).
-	if n := count(t, e.sdb, "SELECT COUNT(*) FROM im_0."+ReadOnlyTable+" WHERE shard = 17"); n != 0 {
-		t.Errorf("%d read-only marks of the purged shard left", n)
-	}
-	if n := count(t, e.sdb, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'im_0' AND TRIGGER_NAME LIKE '\\_convoy\\_ro\\_%'"); n != int64(3*len(router.ShardedTables())) {
-		t.Errorf("%d read-only triggers on im_0, want 3 per table while shard 15 is marked", n)
 	}
 	for _, logical := range router.ShardedTables() {
 		col, _ := router.ShardKeyColumn(logical)
@@ -985,6 +961,58 @@ func testJobCleanup(t *testing.T, e *jobEnv) {
 		t.Fatal(err)
 	}
 	waitGone(t, store, 15, 30*time.Second)
+}
+
+// A done shard that had tables of its own on the source (a layout of one
+// shard per table): its old tables are read-only, a direct insert, update
+// or delete gets 1036 naming where the shard went; PURGE drops them.
+func testJobReadOnlyOwnTables(t *testing.T, e *jobEnv) {
+	ctx := testCtx(t)
+	const cluster, shard = "readonly", 28
+	doc, err := router.SharedLayout(e.datasources(), 2, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc = router.MoveShard(doc, shard, "ds0", "im_own", nil)
+	if err := routecfg.NewStore(e.cli, cluster).Init(ctx, doc); err != nil {
+		t.Fatal(err)
+	}
+	e.src.Exec(t, "CREATE DATABASE im_own")
+	for _, logical := range router.ShardedTables() {
+		e.src.Exec(t, imTable(t, logical, "im_own", router.PhysicalTableName(logical, shard)))
+	}
+	keys := e.fillAt(t, shard, 10, 1, "im_own", shard)
+	e.managerWindow(t, cluster, "m1", -1, time.Second)
+	admin := NewAdmin(e.cli, cluster)
+	store := routecfg.NewJobStore(e.cli, cluster)
+	if _, err := admin.Start(ctx, shard, shard, "ds1", "im_14", 0, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, store, shard, time.Minute, "done", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepDone })
+	for _, stmt := range []string{
+		fmt.Sprintf("UPDATE im_own.im_conv_seq_0028 SET member_cnt = 7 WHERE conv_id = %d", keys[0]),
+		fmt.Sprintf("DELETE FROM im_own.conv_msg_0028 WHERE conv_id = %d", keys[1]),
+		fmt.Sprintf("INSERT INTO im_own.conv_msg_0028 (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (%d, 99, 1, 7, 1, NOW(3))", keys[2]),
+		fmt.Sprintf("INSERT INTO im_own.im_conv_seq_0028 (conv_id, max_seq, member_cnt) VALUES (%d, 1, 2) ON DUPLICATE KEY UPDATE max_seq = max_seq + 1", keys[3]),
+	} {
+		_, err := e.sdb.ExecContext(ctx, stmt)
+		if mysqlErrno(err) != 1036 || !strings.Contains(err.Error(), "Table 'im_own.") || !strings.Contains(err.Error(), "is read only for this shard: Convoy migrated it to ds1:im_14.") {
+			t.Errorf("%s on a done shard's own source table: %v, want 1036 naming the target", stmt, err)
+		}
+	}
+	if n := count(t, e.sdb, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'im_own'"); n != int64(3*len(router.ShardedTables())) {
+		t.Errorf("%d read-only triggers on im_own, want 3 per table", n)
+	}
+	if err := admin.Command(ctx, shard, VerbPurge, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, store, shard, 30*time.Second, "purged", func(_ routecfg.Job, p jobProgress) bool { return p.State.Purged })
+	if n := count(t, e.sdb, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'im_own' AND TABLE_NAME NOT LIKE '\\_convoy%'"); n != 0 {
+		t.Errorf("%d of the shard's own tables left after the purge", n)
+	}
+	if n := count(t, e.sdb, "SELECT COUNT(*) FROM im_own."+ReadOnlyTable); n != 0 {
+		t.Errorf("%d read-only marks left after the purge", n)
+	}
 }
 
 // MIGRATE SHARDS a-b PARALLEL 2: four jobs into one shared target table,

@@ -149,10 +149,14 @@ func (s *Session) allocateSeqs(c Conn, snap *router.Snapshot, rows []int, conv [
 		if err != nil {
 			return nil, err
 		}
-		if r.InsertId < n {
-			return nil, errorf(CodeInternal, "[BUG] seq allocation for conversation %d returned %d", id, r.InsertId)
+		top, err := allocatedSeq(c, r, n)
+		if err != nil {
+			return nil, err
 		}
-		next[id] = r.InsertId - n + 1
+		if top < n {
+			return nil, errorf(CodeInternal, "[BUG] seq allocation for conversation %d returned %d", id, top)
+		}
+		next[id] = top - n + 1
 	}
 	seqs := make([]uint64, len(rows))
 	for k, i := range rows {
@@ -160,6 +164,30 @@ func (s *Session) allocateSeqs(c Conn, snap *router.Snapshot, rows []int, conv [
 		next[conv[i]]++
 	}
 	return seqs, nil
+}
+
+// allocatedSeq is the new max_seq of a seq allocation that reserved n
+// seqs: the OK packet's insert id, which LAST_INSERT_ID(expr) sets. On a
+// table with a trigger (a DBA's audit trigger, say) MariaDB reports 0
+// there while the session's LAST_INSERT_ID() is right, so a value below n
+// is asked for again on the same connection (still the same session, the
+// value survives the COMMIT): one more round trip, never a wrong seq or a
+// stored message reported as failed.
+func allocatedSeq(c Conn, r *mysql.Result, n uint64) (uint64, error) {
+	if r.InsertId >= n {
+		return r.InsertId, nil
+	}
+	res, err := c.Exec("SELECT LAST_INSERT_ID()")
+	if err != nil {
+		return 0, err
+	}
+	if err := decodeRows(res); err != nil {
+		return 0, err
+	}
+	if res.Resultset == nil || len(res.Values) != 1 || len(res.Values[0]) != 1 {
+		return 0, errorf(CodeInternal, "[BUG] SELECT LAST_INSERT_ID() did not return one value")
+	}
+	return res.GetUint(0, 0)
 }
 
 // seqBatch is insertWithSeq for the common case, every row for one
@@ -263,9 +291,19 @@ func (s *Session) seqBatch(pl *plan, args []any) (_ *mysql.Result, ok bool, _ er
 		}
 		return nil, true, err
 	}
-	if len(rs) != want || rs[first].InsertId < uint64(n) {
+	if len(rs) != want {
 		return nil, true, errorf(CodeInternal, "[BUG] seq batch for conversation %d returned %d results", conv, len(rs))
 	}
+	top, err := allocatedSeq(c, rs[first], uint64(n))
+	if err != nil || top < uint64(n) {
+		if inTxn {
+			return nil, true, errorf(CodeInternal, "the seq allocated for conversation %d could not be read back (%v); roll the transaction back", conv, err)
+		}
+		// Committed, but what seq it got is unknown: the client must not
+		// take it for a failed send and send it again blindly.
+		return nil, true, errorf(CodeInternal, "the message for conversation %d is stored but its seq could not be read back (%v); do not resend it: read the conversation's latest page", conv, err)
+	}
+	rs[first].InsertId = top
 	if readBack {
 		if es, err := historyEntries(rs[first+2]); err == nil {
 			if s.histEntries == nil {
