@@ -230,9 +230,18 @@ func (b *Bleve) Search(ctx context.Context, q Query) ([]Hit, error) {
 		t.SetField(fType)
 		conj = append(conj, t)
 	}
-	if q.HasSince {
-		min, incl := float64(q.SinceMs), true
-		r := bleve.NewNumericRangeInclusiveQuery(&min, nil, &incl, nil)
+	if q.HasSince || q.HasBefore {
+		var lo, hi *float64
+		incl, excl := true, false
+		if q.HasSince {
+			v := float64(q.SinceMs)
+			lo = &v
+		}
+		if q.HasBefore {
+			v := float64(q.BeforeMs)
+			hi = &v
+		}
+		r := bleve.NewNumericRangeInclusiveQuery(lo, hi, &incl, &excl)
 		r.SetField(fTs)
 		conj = append(conj, r)
 	}

@@ -50,9 +50,14 @@ type Query struct {
 	// MsgType, when HasMsgType, keeps messages of that type only.
 	MsgType    uint8
 	HasMsgType bool
-	// SinceMs, when HasSince, keeps messages created at or after it.
-	SinceMs  int64
-	HasSince bool
+	// SinceMs, when HasSince, keeps messages created at or after it;
+	// BeforeMs, when HasBefore, those created before it (the proxy asks
+	// the index for what is older than its fresh window and reads the
+	// window from MySQL).
+	SinceMs   int64
+	HasSince  bool
+	BeforeMs  int64
+	HasBefore bool
 	// Limit is the number of hits wanted, newest first; at most MaxLimit.
 	Limit int
 }

@@ -155,6 +155,9 @@ func checkExactness(t *testing.T, eng Engine, c *corpus, queries int, seed uint6
 		if g.r.IntN(5) == 0 {
 			q.HasSince, q.SinceMs = true, c.docs[g.r.IntN(len(c.docs))].CreatedMs
 		}
+		if g.r.IntN(5) == 0 {
+			q.HasBefore, q.BeforeMs = true, c.docs[g.r.IntN(len(c.docs))].CreatedMs
+		}
 		want := c.oracle(q)
 		got, err := eng.Search(ctx, q)
 		if err != nil {
@@ -164,8 +167,8 @@ func checkExactness(t *testing.T, eng Engine, c *corpus, queries int, seed uint6
 			nonEmpty++
 		}
 		if !slices.Equal(got, want) {
-			t.Fatalf("query %d %q (convs %d, type %v/%d, since %v/%d, limit %d): %s",
-				qi, q.Text, len(q.Convs), q.HasMsgType, q.MsgType, q.HasSince, q.SinceMs, q.Limit, diffHits(got, want))
+			t.Fatalf("query %d %q (convs %d, type %v/%d, since %v/%d, before %v/%d, limit %d): %s",
+				qi, q.Text, len(q.Convs), q.HasMsgType, q.MsgType, q.HasSince, q.SinceMs, q.HasBefore, q.BeforeMs, q.Limit, diffHits(got, want))
 		}
 	}
 	// The comparison proves little if every answer was empty.

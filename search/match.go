@@ -90,6 +90,9 @@ func (q *Query) Keep(d *Doc, convs []uint64) bool {
 	if q.HasSince && d.CreatedMs < q.SinceMs {
 		return false
 	}
+	if q.HasBefore && d.CreatedMs >= q.BeforeMs {
+		return false
+	}
 	return true
 }
 

@@ -327,6 +327,9 @@ func (s *Sphinx) Search(ctx context.Context, q Query) ([]Hit, error) {
 	if q.HasSince {
 		fmt.Fprintf(&b, " AND created_ms >= %d", q.SinceMs)
 	}
+	if q.HasBefore {
+		fmt.Fprintf(&b, " AND created_ms < %d", q.BeforeMs)
+	}
 	// ranker=none: hits are ordered by attributes, relevance is not
 	// computed; max_matches is the top-N every partition keeps.
 	fmt.Fprintf(&b, " ORDER BY created_ms DESC, id DESC LIMIT 0, %d OPTION ranker=none, max_matches=%d", q.Limit, max(q.Limit, 20))
