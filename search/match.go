@@ -108,24 +108,3 @@ func SortHits(hs []Hit) {
 		return 0
 	})
 }
-
-// MergeHits merges hit lists (the index's and the fresh window's) into one
-// in result order, one hit per message (the first list's wins: the index
-// and MySQL agree on a message's anchors), at most limit long.
-func MergeHits(limit int, lists ...[]Hit) []Hit {
-	seen := map[uint64]bool{}
-	var out []Hit
-	for _, l := range lists {
-		for _, h := range l {
-			if !seen[h.MsgID] {
-				seen[h.MsgID] = true
-				out = append(out, h)
-			}
-		}
-	}
-	SortHits(out)
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out
-}

@@ -479,6 +479,13 @@ func serve(args []string) error {
 		}
 		defer migrations.Close()
 	}
+	if c.Search.Enabled {
+		stopSearch, err := startSearch(c, cli, watcher.Current, eng, proxyID, reg, log.Named("search"))
+		if err != nil {
+			return fmt.Errorf("search: %w", err)
+		}
+		defer stopSearch()
+	}
 	log.Info("convoy serving", zap.String("listen", ln.Addr().String()), zap.String("metrics", c.MetricsListen),
 		zap.String("cluster", c.Etcd.Cluster), zap.Int64("route_version", watcher.Current().Version()))
 	errc := make(chan error, 1)
