@@ -164,6 +164,8 @@ func (ix *Indexer) apply(ctx context.Context, txns <-chan binlog.Txn, reader *bi
 			return err
 		}
 		ix.cfg.Metrics.applied(ix.cfg.Source, batch, b.skipped, b.txnTimes)
+		ix.log.Debug("search batch applied", zap.Int("upserts", len(batch.Upserts)), zap.Int("deletes", len(batch.Deletes)),
+			zap.Int("skipped", b.skipped), zap.Int("txns", len(b.txnTimes)), zap.String("position", string(last.Next)))
 		b = newPending()
 		return nil
 	}
