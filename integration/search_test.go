@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -353,6 +354,42 @@ func TestSearchThroughConvoy(t *testing.T) {
 			}
 			sentinels("c")
 			compare(80)
+
+			// libmariadb's server-side prepared statements (Ruby mysql2)
+			// check the PREPARE counts and read binary rows; a Time
+			// parameter travels as a binary DATETIME.
+			rb := `
+require "mysql2"
+host, port, uid, q, since = ARGV
+c = Mysql2::Client.new(host: host, port: port.to_i, username: "convoy", password: "convoy", database: "im", encoding: "utf8mb4")
+st = c.prepare("SELECT msg_id, conv_id, seq, created_at FROM msg_search WHERE uid = ? AND MATCH(text) AGAINST (?) AND created_at >= ? ORDER BY created_at DESC LIMIT ?")
+t = Time.at(since.to_i).utc
+st.execute(uid.to_i, q, t, 50).each { |r| puts [r["msg_id"], r["conv_id"], r["seq"], r["created_at"].strftime("%F %T.%L")].join("/") }
+`
+			h, port := hostPort(t, p.addr)
+			since := old.Add(100 * time.Second).Truncate(time.Second)
+			for _, uid := range m.users[:3] {
+				var q string
+				for _, msg := range m.msgs {
+					if m.members[uid][msg.conv] && !msg.gone {
+						q = string([]rune(msg.text)[:1])
+						break
+					}
+				}
+				if q == "" {
+					continue
+				}
+				got := runClient(t, exec.Command("ruby", "-e", rb, h, port, fmt.Sprint(uid), q, fmt.Sprint(since.Unix())), "ruby-mysql2")
+				var want []string
+				for _, w := range m.oracle(uid, q, 0, 1000) {
+					if at, _ := time.Parse("2006-01-02 15:04:05.000", w[strings.LastIndexByte(w, '/')+1:]); !at.Before(since) {
+						want = append(want, w)
+					}
+				}
+				if got != strings.Join(want[:min(len(want), 50)], "\n") || got == "" {
+					t.Fatalf("ruby mysql2, uid %d %q since %s:\n got %q\nwant %q", uid, q, since, got, want)
+				}
+			}
 
 			// Refusals are MySQL errors, and the connection stays usable.
 			for _, bad := range []struct {

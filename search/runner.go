@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"sync"
 	"time"
@@ -144,7 +145,8 @@ func (r *Runners) run(ctx context.Context, lead *routecfg.Leader, name string) e
 	}
 	defer db.Close()
 	bl.ServerID = readerID(r.cfg.Index + "/" + name)
-	ix, err := NewIndexer(IndexerConfig{Source: name, DB: db, Binlog: bl, Engine: r.cfg.Engine, Routes: r.cfg.Routes,
+	fenced := &fencedEngine{Engine: r.cfg.Engine, cli: r.cfg.Client, lead: lead}
+	ix, err := NewIndexer(IndexerConfig{Source: name, DB: db, Binlog: bl, Engine: fenced, Routes: r.cfg.Routes,
 		Extract: r.cfg.Extract, Metrics: r.cfg.Metrics, Log: r.cfg.Log, Flush: r.cfg.Flush})
 	if err != nil {
 		return err
@@ -161,6 +163,29 @@ func (r *Runners) run(ctx context.Context, lead *routecfg.Leader, name string) e
 		}
 	}()
 	return ix.Run(ictx)
+}
+
+// fencedEngine checks, before each Apply, that the feed's leader still
+// holds its election key: a leader whose lease expired without it noticing
+// yet (a long GC pause, a partition) stops at its next batch instead of
+// writing an older batch after its successor's. It narrows that window to
+// one etcd round trip; it does not close it (the index is no etcd
+// transaction).
+type fencedEngine struct {
+	Engine
+	cli  *clientv3.Client
+	lead *routecfg.Leader
+}
+
+func (f *fencedEngine) Apply(ctx context.Context, source string, b Batch, pos string) error {
+	resp, err := f.cli.Txn(ctx).If(f.lead.Owns()).Commit()
+	if err != nil {
+		return fmt.Errorf("search: check the indexer election of %s: %w", source, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("search: %w: the indexer of %s lost its election", routecfg.ErrNotRunner, source)
+	}
+	return f.Engine.Apply(ctx, source, b, pos)
 }
 
 func sleep(ctx context.Context, d time.Duration) {
