@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"database/sql"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -27,11 +28,13 @@ func BenchmarkSearchIndexLag(b *testing.B) {
 	for _, engine := range []string{"bleve", "sphinx"} {
 		b.Run(engine, func(b *testing.B) {
 			for range b.N {
-				benchIndexLag(b, engine, 300, 20*time.Second)
+				benchIndexLag(b, engine, *lagRate, 20*time.Second)
 			}
 		})
 	}
 }
+
+var lagRate = flag.Int("search.lag.rate", 300, "messages per second the writers of BenchmarkSearchIndexLag aim at")
 
 func benchIndexLag(b *testing.B, engine string, rate int, d time.Duration) {
 	s := newStack(b)
