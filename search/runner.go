@@ -60,6 +60,9 @@ type Runners struct {
 // rescan is how often the routes are read for new datasources.
 const rescan = 5 * time.Second
 
+// maxBackoff bounds the wait between two runs of a failing feed.
+const maxBackoff = 30 * time.Second
+
 // StartRunners starts the campaigns; Close stops them.
 func StartRunners(cfg RunnersConfig) *Runners {
 	if cfg.TTL <= 0 {
@@ -111,6 +114,10 @@ func readerID(name string) uint32 { return 1<<29 + crc32.ChecksumIEEE([]byte(nam
 func (r *Runners) feed(ctx context.Context, ds string) {
 	log := r.cfg.Log.With(zap.String("datasource", ds), zap.String("index", r.cfg.Index))
 	prefix := "/convoy/" + r.cfg.Cluster + "/search/indexers/" + r.cfg.Index + "/" + ds
+	// A feed that keeps failing at once (binlogs purged past the
+	// checkpoint: binlog.ErrPositionUnavailable, until an operator resets
+	// the index) is retried at most every maxBackoff, not in a loop.
+	backoff := time.Second
 	for ctx.Err() == nil {
 		lead, err := routecfg.Elect(ctx, r.cfg.Client, prefix, r.cfg.ID, r.cfg.TTL)
 		if err != nil {
@@ -121,6 +128,7 @@ func (r *Runners) feed(ctx context.Context, ds string) {
 			continue
 		}
 		log.Info("elected search indexer")
+		began := time.Now()
 		err = r.run(ctx, lead, ds)
 		if cerr := lead.Close(); cerr != nil {
 			log.Warn("search indexer resign", zap.Error(cerr))
@@ -128,8 +136,12 @@ func (r *Runners) feed(ctx context.Context, ds string) {
 		if ctx.Err() != nil {
 			return
 		}
-		log.Warn("search indexer stopped; campaigning again", zap.Error(err))
-		sleep(ctx, time.Second)
+		if time.Since(began) > time.Minute {
+			backoff = time.Second
+		}
+		log.Warn("search indexer stopped; campaigning again", zap.Error(err), zap.Duration("backoff", backoff))
+		sleep(ctx, backoff)
+		backoff = min(2*backoff, maxBackoff)
 	}
 }
 
