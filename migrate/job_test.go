@@ -499,10 +499,21 @@ func testJobTakeoverAfterFlip(t *testing.T, e *jobEnv) {
 	if _, err := NewAdmin(e.cli, cluster).Start(ctx, shard, shard, "ds1", "im_12", 0, 0, true); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-died:
-	case <-time.After(time.Minute):
-		t.Fatal("the switch never flipped the routes")
+	// Meanwhile the forward stream is seen registered on the source (so
+	// the check below can see one).
+	seenForward := false
+	for waiting := true; waiting; {
+		select {
+		case <-died:
+			waiting = false
+		case <-time.After(20 * time.Millisecond):
+			if j, err := store.Get(ctx, shard); err == nil && !seenForward {
+				seenForward = replicaRegistered(t, e.sdb, readerID(j.ID+"/forward"))
+			}
+		}
+	}
+	if !seenForward {
+		t.Fatal("the job's forward binlog reader was never seen in SHOW SLAVE HOSTS on the source")
 	}
 	before, err := routes.Get(ctx)
 	if err != nil {
@@ -522,6 +533,18 @@ func testJobTakeoverAfterFlip(t *testing.T, e *jobEnv) {
 	if runner, _, _ := routecfg.RunnerOf(ctx, e.cli, cluster, shard); runner != "m2" {
 		t.Fatalf("runner %q", runner)
 	}
+	// The successor's ready step had started the forward stream again; it
+	// must be gone before reverse replication runs (a loop would bring
+	// older values back): no binlog reader of the job's forward id is
+	// registered on the source any more.
+	// (The server may list a dump thread briefly after its reader went.)
+	forward := readerID(j.ID + "/forward")
+	time.Sleep(500 * time.Millisecond)
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if replicaRegistered(t, e.sdb, forward) {
+			t.Fatal("the forward binlog stream runs on the source after the successor recorded the switch")
+		}
+	}
 	// Reverse replication runs: a write on the new side reaches the old.
 	e.dst.Exec(t, fmt.Sprintf("UPDATE im_12.im_conv_seq_0000 SET member_cnt = 42 WHERE conv_id = %d", keys[0]))
 	deadline := time.Now().Add(20 * time.Second)
@@ -532,6 +555,32 @@ func testJobTakeoverAfterFlip(t *testing.T, e *jobEnv) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	equalSides(t, ctx, e.sides(t, shard, "im_0", "im_12"))
+}
+
+// replicaRegistered reports whether a binlog reader with server id id is
+// registered on db (SHOW SLAVE HOSTS: its dump thread is running).
+func replicaRegistered(t *testing.T, db *sql.DB, id uint32) bool {
+	t.Helper()
+	rows, err := db.Query("SHOW SLAVE HOSTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	for rows.Next() {
+		vals := make([]sql.RawBytes, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		if string(vals[0]) == fmt.Sprint(id) { // Server_id
+			return true
+		}
+	}
+	return false
 }
 
 // ROLLBACK while the copy runs: the job's target rows and the tables it
