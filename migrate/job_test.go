@@ -728,16 +728,27 @@ func testJobRefused(t *testing.T, e *jobEnv) {
 	}
 
 	// The server checks, each refusal saying what to set.
-	if err := checkServers(ctx, e.sdb, e.ddb, "ds0", "ds1"); err != nil {
+	const week = 7 * 24 * time.Hour
+	if err := checkServers(ctx, e.sdb, e.ddb, "ds0", "ds1", week); err != nil {
 		t.Fatalf("two alike servers refused: %v", err)
 	}
-	e.dst.Exec(t, "SET GLOBAL sql_mode = 'STRICT_TRANS_TABLES'", "SET GLOBAL collation_server = 'utf8mb4_unicode_ci'")
-	e.src.Exec(t, "SET GLOBAL binlog_format = 'STATEMENT'", "SET GLOBAL binlog_row_image = 'MINIMAL'")
-	err := checkServers(ctx, e.sdb, e.ddb, "ds0", "ds1")
+	e.dst.Exec(t, "SET GLOBAL sql_mode = 'STRICT_TRANS_TABLES'", "SET GLOBAL collation_server = 'utf8mb4_unicode_ci'",
+		"SET GLOBAL binlog_expire_logs_seconds = 172800")
+	e.src.Exec(t, "SET GLOBAL binlog_format = 'STATEMENT'", "SET GLOBAL binlog_row_image = 'MINIMAL'", "SET GLOBAL binlog_expire_logs_seconds = 3600")
+	err := checkServers(ctx, e.sdb, e.ddb, "ds0", "ds1", week)
+	// Retention as long as asked is fine (a two-day window, ten days on the
+	// source).
 	e.dst.Exec(t, "SET GLOBAL sql_mode = DEFAULT", "SET GLOBAL collation_server = 'utf8mb4_general_ci'")
-	e.src.Exec(t, "SET GLOBAL binlog_format = 'ROW'", "SET GLOBAL binlog_row_image = 'FULL'")
+	e.src.Exec(t, "SET GLOBAL binlog_format = 'ROW'", "SET GLOBAL binlog_row_image = 'FULL'", "SET GLOBAL binlog_expire_logs_seconds = 864000")
+	if err := checkServers(ctx, e.sdb, e.ddb, "ds0", "ds1", 48*time.Hour); err != nil {
+		t.Errorf("retention at the window refused: %v", err)
+	}
+	e.src.Exec(t, "SET GLOBAL binlog_expire_logs_seconds = 0")
+	e.dst.Exec(t, "SET GLOBAL binlog_expire_logs_seconds = 0")
 	for _, want := range []string{"migration refused", `target ds1 has sql_mode="STRICT_TRANS_TABLES"`, "collation_server=utf8mb4_unicode_ci",
-		"source ds0: binlog_format is STATEMENT (SET GLOBAL binlog_format=ROW)", "binlog_row_image is MINIMAL"} {
+		"source ds0: binlog_format is STATEMENT (SET GLOBAL binlog_format=ROW)", "binlog_row_image is MINIMAL",
+		"source ds0 keeps binary logs 1h0m0s (expire_logs_days): the backfill's apply reads them from the copy's start; keep them at least 24h0m0s",
+		"target ds1 keeps binary logs 48h0m0s (expire_logs_days), less than the rollback window 168h0m0s"} {
 		if !errors.Is(err, ErrPrecheck) || !strings.Contains(err.Error(), want) {
 			t.Fatalf("checkServers = %v; want it to say %q", err, want)
 		}
