@@ -130,6 +130,7 @@ func TestArchiver(t *testing.T) {
 	t.Run("ChangedAfterArchive", func(t *testing.T) { testChanged(t, s) })
 	t.Run("StoreUnavailable", func(t *testing.T) { testStoreUnavailable(t, s) })
 	t.Run("MigrationAndPause", func(t *testing.T) { testMigrationAndPause(t, s) })
+	t.Run("Manager", func(t *testing.T) { testManager(t, s) })
 }
 
 // testArchive: every row older than 180 days lands in exactly one
@@ -487,5 +488,39 @@ func testMigrationAndPause(t *testing.T, s *services) {
 		if err := admin.Command(ctx, bad.shard, bad.verb); !errors.As(err, &in) {
 			t.Errorf("Command(%d, %s): %v, want an InputError", bad.shard, bad.verb, err)
 		}
+	}
+}
+
+// testManager: a manager runs a shard that has never run at once, and
+// again within a sweep of ARCHIVE SHARD n NOW (its interval, an hour, has
+// not passed).
+func testManager(t *testing.T, s *services) {
+	f := newFixture(t, s, "file")
+	m := newManager(f.archiver(), time.Hour, time.Minute, []int{f.shard})
+	defer m.Close()
+	admin := NewAdmin(s.cli, f.cluster)
+	lastRun := func() string {
+		_, rows, err := admin.Status(context.Background())
+		if err != nil || len(rows) == 0 {
+			return ""
+		}
+		return rows[0][11]
+	}
+	waitFor(t, "the first run", func() bool { return len(f.archivedKeys()) == len(f.wantArchived()) })
+	first := lastRun()
+	f.advance(time.Minute)
+	if err := admin.Command(context.Background(), f.shard, "NOW"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the run asked for by NOW", func() bool { return lastRun() != first })
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !ok(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within 30s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

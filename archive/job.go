@@ -270,7 +270,12 @@ func (u *run) hook(step string) error {
 // every day older than After, then delete the warm rows of every file
 // catalogued DeleteAfter ago. The outcome (and any error) is in the job
 // record for SHOW ARCHIVE.
-func (a *Archiver) RunShard(ctx context.Context, shard int) error {
+func (a *Archiver) RunShard(ctx context.Context, shard int) error { return a.runShard(ctx, shard, nil) }
+
+// runShard is RunShard; once elected, it runs only if due (nil: always)
+// says so of the record it then reads, which another process may just
+// have updated.
+func (a *Archiver) runShard(ctx context.Context, shard int, due func(routecfg.Job, state) bool) error {
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	r, err := routecfg.CampaignRunner(cctx, a.jobs, shard, a.cfg.ID,
 		routecfg.WithRunnerTTL(a.cfg.RunnerTTL), routecfg.WithRunnerLogger(a.log.Named("runner")))
@@ -291,10 +296,10 @@ func (a *Archiver) RunShard(ctx context.Context, shard int) error {
 		case <-rctx.Done():
 		}
 	}()
-	return a.runElected(rctx, r)
+	return a.runElected(rctx, r, due)
 }
 
-func (a *Archiver) runElected(ctx context.Context, r *routecfg.Runner) error {
+func (a *Archiver) runElected(ctx context.Context, r *routecfg.Runner, due func(routecfg.Job, state) bool) error {
 	shard := r.Shard()
 	job, err := r.Job(ctx)
 	if errors.Is(err, routecfg.ErrJobNotFound) {
@@ -308,6 +313,9 @@ func (a *Archiver) runElected(ctx context.Context, r *routecfg.Runner) error {
 	st, err := decodeState(job)
 	if err != nil {
 		return err
+	}
+	if due != nil && !st.Now && !due(job, st) {
+		return nil
 	}
 	u := &run{a: a, r: r, job: job, st: st, shard: shard, log: a.log.With(zap.Int("shard", shard)), start: a.cfg.Now()}
 	err = u.do(ctx)
