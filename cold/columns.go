@@ -106,7 +106,7 @@ func unmarshalTables(s string) (Tables, error) {
 }
 
 // TextRows returns a text-protocol result set's values byte for byte as
-// the server sent them (nil for NULL, an empty non-nil slice for ''), the
+// the server sent them (nil for NULL, an empty non-nil slice for the empty string), the
 // form Row holds. A binary-protocol result (a prepared statement's) is not
 // text and is refused.
 func TextRows(rs *mysql.Resultset) ([][][]byte, error) {
