@@ -32,7 +32,7 @@ type services struct {
 }
 
 // startServices starts the servers for the subtests of one test.
-func startServices(t *testing.T) *services {
+func startServices(t testing.TB) *services {
 	t.Helper()
 	s := &services{db: testsvc.StartMariaDB(t), etcd: testsvc.StartEtcd(t), s3: testsvc.StartS3(t)}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: s.etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
@@ -48,7 +48,7 @@ func startServices(t *testing.T) *services {
 // table pair (shards 0..511, so the archiver must filter by shard),
 // routes in etcd, a store, a clock.
 type fixture struct {
-	t        *testing.T
+	t        testing.TB
 	svc      *services
 	dbName   string
 	cluster  string
@@ -75,7 +75,15 @@ var (
 	clock0    = time.Date(2026, 6, 30, 12, 0, 0, 0, time.UTC)
 )
 
-func newFixture(t *testing.T, s *services, storeKind string) *fixture {
+func newFixture(t testing.TB, s *services, storeKind string) *fixture {
+	t.Helper()
+	f := newEmptyFixture(t, s, storeKind)
+	f.fill(append(append([]uint64{}, f.convs...), f.others...))
+	return f
+}
+
+// newEmptyFixture is newFixture without the rows.
+func newEmptyFixture(t testing.TB, s *services, storeKind string) *fixture {
 	t.Helper()
 	name := strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "_"))
 	if len(name) > 40 {
@@ -111,7 +119,6 @@ func newFixture(t *testing.T, s *services, storeKind string) *fixture {
 			f.others = append(f.others, k)
 		}
 	}
-	f.fill(append(append([]uint64{}, f.convs...), f.others...))
 	if f.conn, err = client.Connect(s.db.Addr(), "root", "", f.dbName); err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +126,14 @@ func newFixture(t *testing.T, s *services, storeKind string) *fixture {
 	return f
 }
 
-func (f *fixture) fill(convs []uint64) {
+func (f *fixture) fill(convs []uint64) { f.fillN(convs, perConv, 8*time.Hour) }
+
+// fillN gives each conversation n messages, one every step.
+func (f *fixture) fillN(convs []uint64, n uint64, step time.Duration) {
 	var sb strings.Builder
 	for _, c := range convs {
-		for seq := uint64(1); seq <= perConv; seq++ {
-			at := dataStart.Add(time.Duration(seq-1) * 8 * time.Hour).Add(time.Duration(seq%1000) * time.Millisecond).Format("2006-01-02 15:04:05.000")
+		for seq := uint64(1); seq <= n; seq++ {
+			at := dataStart.Add(time.Duration(seq-1) * step).Add(time.Duration(seq%1000) * time.Millisecond).Format("2006-01-02 15:04:05.000")
 			msgID := c*1000 + seq
 			fmt.Fprintf(&sb, "INSERT INTO %s.conv_msg_0000 VALUES (%d,%d,%d,%d,%d,'%s');\n", f.dbName, c, seq, msgID, 7000+seq%5, 1+seq%3, at)
 			body := fmt.Sprintf("X'%x'", fmt.Sprintf("msg %d/%d \x00\xff 你好", c, seq))
