@@ -84,8 +84,10 @@ type Runner struct {
 }
 
 func runnersPrefix(cluster string, shard int) string {
-	return MigrationsPrefix(cluster) + "runners/" + shardPart(shard)
+	return runnersUnder(MigrationsPrefix(cluster), shard)
 }
+
+func runnersUnder(prefix string, shard int) string { return prefix + "runners/" + shardPart(shard) }
 
 // CampaignRunner blocks until the caller (id: e.g. the proxy id, or
 // host:pid of a `convoy migrate` worker) is the elected runner of shard's
@@ -121,7 +123,7 @@ func CampaignRunner(ctx context.Context, store *JobStore, shard int, id string, 
 	}
 	r := &Runner{
 		store: store, shard: shard, id: id, cfg: cfg, session: session,
-		election: concurrency.NewElection(session, runnersPrefix(store.cluster, shard)),
+		election: concurrency.NewElection(session, runnersUnder(store.prefix, shard)),
 		log: cfg.log.With(zap.String("cluster", store.cluster), zap.Int("shard", shard), zap.String("runner", id),
 			zap.String("lease", leaseHex(session.Lease()))),
 	}
@@ -214,11 +216,16 @@ func (r *Runner) Job(ctx context.Context) (Job, error) { return r.store.Get(ctx,
 // SaveJob is JobStore.Update fenced by the election: it fails with
 // ErrNotRunner once the runner's election key is gone, even if the process
 // has not noticed yet.
-func (r *Runner) SaveJob(ctx context.Context, job Job) (Job, error) {
+func (r *Runner) SaveJob(ctx context.Context, job Job) (Job, error) { return r.SaveJobWith(ctx, job) }
+
+// SaveJobWith is SaveJob with more writes in the same transaction (the
+// archiver records a catalogued file and its checkpoint at once, so no
+// crash leaves one without the other).
+func (r *Runner) SaveJobWith(ctx context.Context, job Job, also ...clientv3.Op) (Job, error) {
 	if job.Shard != r.shard {
 		return Job{}, fmt.Errorf("routecfg: runner of shard %d cannot write the job of shard %d", r.shard, job.Shard)
 	}
-	return r.store.update(ctx, job, r.guard())
+	return r.store.update(ctx, job, r.guard(), also...)
 }
 
 // DeleteJob is JobStore.Delete fenced by the election.
