@@ -32,6 +32,17 @@ type ConvRange struct {
 type FileRange struct {
 	Key            string
 	MinSeq, MaxSeq uint64
+	// Skip lists seqs (ascending) whose row in the file must not be
+	// served: the warm row was edited or deleted after the file was
+	// written, which the archiver found when it came to delete it (package
+	// archive). A read treats them as absent from the file.
+	Skip []uint64
+}
+
+// skipped reports whether seq is in the sorted list skip.
+func skipped(skip []uint64, seq uint64) bool {
+	_, found := slices.BinarySearch(skip, seq)
+	return found
 }
 
 // Catalog answers "which files hold conversation c", the only question a

@@ -1,6 +1,7 @@
 package cold
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -102,4 +103,40 @@ func unmarshalTables(s string) (Tables, error) {
 		return t, fmt.Errorf("cold: column definitions in file metadata: %w", err)
 	}
 	return t, t.validate()
+}
+
+// TextRows returns a text-protocol result set's values byte for byte as
+// the server sent them (nil for NULL, an empty non-nil slice for the empty string), the
+// form Row holds. A binary-protocol result (a prepared statement's) is not
+// text and is refused.
+func TextRows(rs *mysql.Resultset) ([][][]byte, error) {
+	if rs.Streaming != mysql.StreamingNone {
+		return nil, fmt.Errorf("[BUG] cold: a streamed result set keeps no row data")
+	}
+	out := make([][][]byte, 0, len(rs.RowDatas))
+	for _, raw := range rs.RowDatas {
+		b := []byte(raw)
+		row := make([][]byte, 0, len(rs.Fields))
+		for range rs.Fields {
+			v, isNull, n, err := mysql.LengthEncodedString(b)
+			if err != nil {
+				return nil, fmt.Errorf("cold: row packet: %w", err)
+			}
+			switch {
+			case isNull:
+				v = nil
+			case v == nil:
+				v = []byte{}
+			default:
+				v = bytes.Clone(v)
+			}
+			row = append(row, v)
+			b = b[n:]
+		}
+		if len(b) != 0 {
+			return nil, fmt.Errorf("cold: row packet has %d bytes after %d values (not the text protocol?)", len(b), len(rs.Fields))
+		}
+		out = append(out, row)
+	}
+	return out, nil
 }

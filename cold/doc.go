@@ -22,10 +22,14 @@
 //
 // # Layout
 //
-// One file holds the archived rows of one shard (physical table number)
-// and one UTC day of created_at, split into parts of bounded size:
+// One file holds the archived rows of one logical shard and one UTC day of
+// created_at, split into parts of bounded size:
 //
 //	<prefix>/<shard %04d>/<yyyymmdd>/part-<n %04d>.parquet   (ObjectKey)
+//
+// (the logical shard, not the physical table: several shards may share a
+// table in small layouts, and a shard's files must stay its own when a
+// migration moves it).
 //
 // # Format (version 1)
 //
@@ -111,18 +115,13 @@
 //  3. A page is a prefix of what MySQL returned for the same query before
 //     the archive ran: all of it, or (More) the part that arrived in time.
 //
-// # Next: the archiver (one job per shard, a lease and a checkpoint in etcd)
+// # The archiver and the persistent catalog
 //
-// For each day older than cold.after: read the shard's conv_msg rows of
-// that day in (conv_id, seq) order with their msg_content rows (text
-// protocol, keyset chunks, rate-limited like migrate's copier), feed them
-// to a Writer, cut a part every N rows, PutIfAbsent, Verify, append the
-// FileInfo to the catalog (an object per shard per day, written
-// create-if-absent, so the catalog is itself immutable pieces a reader
-// loads into a MemCatalog), checkpoint, and delete the warm rows in
-// throttled chunks only after cold.delete_after. A crash redoes the
-// current part: same rows, same bytes, PutIfAbsent succeeds. Rows deleted
-// by users after archiving need a tombstone list; not designed yet.
+// Package archive: one job per shard (a lease and a checkpoint in etcd)
+// writes, verifies and catalogues the files, deletes the warm rows after
+// cold.delete_after, and provides the proxies' Catalog. Its FileRanges
+// carry Skip: rows edited or deleted by users after archiving, which a
+// read treats as absent from the file.
 //
 // # Next: the engine's cold read path
 //

@@ -98,8 +98,8 @@ func newLayout(s *parquet.Schema, t Tables) (layout, error) {
 
 // ObjectKey is where part n of shard's archive of day lives:
 // <prefix>/<shard 4 digits>/<yyyymmdd>/part-<n 4 digits>.parquet. The shard
-// is the physical table number (conv_msg_0441 -> 0441), day the UTC day of
-// the rows' created_at.
+// is the logical shard (the physical table of one-table-per-shard layouts:
+// conv_msg_0441 -> 0441), day the UTC day of the rows' created_at.
 func ObjectKey(prefix string, shard int, day time.Time, part int) string {
 	k := fmt.Sprintf("%04d/%s/part-%04d.parquet", shard, day.UTC().Format("20060102"), part)
 	if prefix != "" {

@@ -1,7 +1,6 @@
 package cold_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/client"
-	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/convoy-im/convoy/cold"
 	"github.com/convoy-im/convoy/internal/testsvc"
@@ -38,26 +36,8 @@ func textQuery(t testing.TB, c *client.Conn, sql string) textResult {
 	for _, f := range r.Fields {
 		out.cols = append(out.cols, cold.ColumnFromField(f))
 	}
-	for _, raw := range r.RowDatas {
-		b := []byte(raw)
-		row := make([][]byte, 0, len(r.Fields))
-		for range r.Fields {
-			v, isNull, n, err := mysql.LengthEncodedString(b)
-			if err != nil {
-				t.Fatalf("%s: row packet: %v", sql, err)
-			}
-			if isNull {
-				v = nil
-			} else {
-				v = bytes.Clone(v)
-				if v == nil {
-					v = []byte{}
-				}
-			}
-			row = append(row, v)
-			b = b[n:]
-		}
-		out.rows = append(out.rows, row)
+	if out.rows, err = cold.TextRows(r.Resultset); err != nil {
+		t.Fatalf("%s: %v", sql, err)
 	}
 	return out
 }

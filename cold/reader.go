@@ -71,7 +71,7 @@ func (r *Reader) Before(ctx context.Context, conv, before uint64, limit int) (Pa
 		if len(p.Rows) >= limit && f.MaxSeq < p.Rows[limit-1].Seq {
 			break
 		}
-		rows, t, err := r.fileRows(ctx, f.Key, conv, 0, min(before-1, f.MaxSeq), nil, limit, true)
+		rows, t, err := r.fileRows(ctx, f, conv, 0, min(before-1, f.MaxSeq), nil, limit, true)
 		if err != nil {
 			if ctx.Err() != nil {
 				// Rows above every unread file's range are final.
@@ -105,7 +105,7 @@ func (r *Reader) After(ctx context.Context, conv, after uint64, limit int) (Page
 		if len(p.Rows) >= limit && f.MinSeq > p.Rows[limit-1].Seq {
 			break
 		}
-		rows, t, err := r.fileRows(ctx, f.Key, conv, max(after+1, f.MinSeq), f.MaxSeq, nil, limit, false)
+		rows, t, err := r.fileRows(ctx, f, conv, max(after+1, f.MinSeq), f.MaxSeq, nil, limit, false)
 		if err != nil {
 			if ctx.Err() != nil {
 				frontier := max(after+1, files[i].MinSeq)
@@ -130,7 +130,7 @@ func (r *Reader) ByMsgID(ctx context.Context, conv, msgID uint64) (Page, error) 
 		return Page{}, err
 	}
 	for _, f := range files {
-		rows, t, err := r.fileRows(ctx, f.Key, conv, f.MinSeq, f.MaxSeq, &msgID, 1, false)
+		rows, t, err := r.fileRows(ctx, f, conv, f.MinSeq, f.MaxSeq, &msgID, 1, false)
 		if err != nil {
 			if ctx.Err() != nil {
 				return Page{More: true}, nil
@@ -170,10 +170,11 @@ func (p *Page) merge(t Tables, rows []Row, limit int, desc bool) error {
 	return nil
 }
 
-// fileRows returns up to limit rows of conv in key with seq in [lo, hi]
-// (and msg_id = *msgID when given): the highest seqs, descending, when
-// desc, else the lowest, ascending.
-func (r *Reader) fileRows(ctx context.Context, key string, conv, lo, hi uint64, msgID *uint64, limit int, desc bool) ([]Row, Tables, error) {
+// fileRows returns up to limit rows of conv in fr's file with seq in
+// [lo, hi] and not in fr.Skip (and msg_id = *msgID when given): the
+// highest seqs, descending, when desc, else the lowest, ascending.
+func (r *Reader) fileRows(ctx context.Context, fr FileRange, conv, lo, hi uint64, msgID *uint64, limit int, desc bool) ([]Row, Tables, error) {
+	key := fr.Key
 	f, err := r.open(ctx, key)
 	if err != nil {
 		return nil, Tables{}, err
@@ -194,7 +195,8 @@ func (r *Reader) fileRows(ctx context.Context, key string, conv, lo, hi uint64, 
 			return nil, Tables{}, fmt.Errorf("cold: %s row group %d: %w", key, g, err)
 		}
 		if msgID == nil {
-			a, b, err = narrow(rg, f.lay, conv, a, b, lo, hi, limit-len(out), desc)
+			// Skipped rows take room in the pages narrow counts.
+			a, b, err = narrow(rg, f.lay, conv, a, b, lo, hi, limit-len(out)+len(fr.Skip), desc)
 			if err != nil {
 				return nil, Tables{}, fmt.Errorf("cold: %s row group %d: %w", key, g, err)
 			}
@@ -209,7 +211,7 @@ func (r *Reader) fileRows(ctx context.Context, key string, conv, lo, hi uint64, 
 		var match []int64 // row offsets from a, ascending
 		for j := range keys[0] {
 			c, s, m := keys[0][j], keys[1][j], keys[2][j]
-			if c == conv && s >= lo && s <= hi && (msgID == nil || m == *msgID) {
+			if c == conv && s >= lo && s <= hi && (msgID == nil || m == *msgID) && !skipped(fr.Skip, s) {
 				match = append(match, int64(j))
 			}
 		}

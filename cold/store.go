@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -148,7 +149,7 @@ func (s *blobStore) PutIfAbsent(ctx context.Context, key string, data []byte) er
 	}
 	err := s.b.WriteAll(ctx, key, data, &blob.WriterOptions{
 		IfNotExist:  true,
-		ContentType: "application/vnd.apache.parquet",
+		ContentType: contentType(key),
 		Metadata:    map[string]string{digestKey: digest},
 	})
 	if gcerrors.Code(err) == gcerrors.FailedPrecondition {
@@ -159,6 +160,15 @@ func (s *blobStore) PutIfAbsent(ctx context.Context, key string, data []byte) er
 		return fmt.Errorf("cold: put %s: %w", key, err)
 	}
 	return nil
+}
+
+// contentType: data files are Parquet; the archiver's catalog objects
+// (package archive) are JSON.
+func contentType(key string) string {
+	if strings.HasSuffix(key, ".json") {
+		return "application/json"
+	}
+	return "application/vnd.apache.parquet"
 }
 
 // sameAs returns nil if key holds an object whose digest is digest,

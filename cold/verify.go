@@ -25,23 +25,9 @@ var ErrVerify = errors.New("cold: verify failed")
 // conversation ranges; same figures in the file's own metadata). The archiver calls it after
 // PutIfAbsent and before cataloguing the file; a mismatch wraps ErrVerify.
 func Verify(ctx context.Context, store Store, key string, want FileInfo) error {
-	size, err := store.Size(ctx, key)
+	f, err := readWhole(ctx, store, key, want.SHA256)
 	if err != nil {
 		return err
-	}
-	data, err := store.ReadRange(ctx, key, 0, size)
-	if err != nil {
-		return err
-	}
-	if int64(len(data)) != size {
-		return fmt.Errorf("%w: %s: read %d bytes of %d", ErrVerify, key, len(data), size)
-	}
-	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != want.SHA256 {
-		return fmt.Errorf("%w: %s: sha256 %x of the stored object, wrote %s", ErrVerify, key, sum, want.SHA256)
-	}
-	f, err := openParquet(key, bytes.NewReader(data), size)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrVerify, err)
 	}
 	var got FileInfo
 	err = scanRows(f, func(r Row) error {
@@ -72,6 +58,47 @@ func Verify(ctx context.Context, store Store, key string, want FileInfo) error {
 	}
 	return nil
 }
+
+// readWhole reads key from store in one range read and opens it,
+// checking its SHA-256 first.
+func readWhole(ctx context.Context, store Store, key, sha string) (*openFile, error) {
+	size, err := store.Size(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	data, err := store.ReadRange(ctx, key, 0, size)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) != size {
+		return nil, fmt.Errorf("%w: %s: read %d bytes of %d", ErrVerify, key, len(data), size)
+	}
+	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != sha {
+		return nil, fmt.Errorf("%w: %s: sha256 %x of the stored object, wrote %s", ErrVerify, key, sum, sha)
+	}
+	f, err := openParquet(key, bytes.NewReader(data), size)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrVerify, err)
+	}
+	return f, nil
+}
+
+// ScanFile reads the file info describes back from store (checking its
+// SHA-256) and calls fn for each row in file order ((conv_id, seq)
+// ascending), with the column definitions it was written with. The
+// archiver uses it to delete exactly the warm rows a file holds.
+func ScanFile(ctx context.Context, store Store, info FileInfo, fn func(Tables, Row) error) error {
+	f, err := readWhole(ctx, store, info.Key, info.SHA256)
+	if err != nil {
+		return err
+	}
+	return scanRows(f, func(r Row) error { return fn(f.tables, r) })
+}
+
+// SameRow reports whether a and b hold the same values (what Digest
+// hashes): the archiver's test that a warm row is unchanged since it was
+// archived.
+func SameRow(a, b Row) bool { return bytes.Equal(rowBytes(a), rowBytes(b)) }
 
 // scanRows calls fn for every row of f in file order.
 func scanRows(f *openFile, fn func(Row) error) error {

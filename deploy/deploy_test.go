@@ -16,6 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/convoy-im/convoy/archive"
 	"github.com/convoy-im/convoy/migrate"
 	"github.com/convoy-im/convoy/routecfg"
 )
@@ -80,6 +81,13 @@ var knownMetrics = map[string][]string{
 	// migrate/rampstats.go (NewRamps: every proxy's read ramps)
 	migrate.MetricRampReads:   {"shard", "side", "result"},
 	migrate.MetricRampLatency: {"shard", "side"}, // histogram
+
+	// archive/metrics.go (NewMetrics: the archive runs of this process)
+	archive.MetricRows:        {"op"},
+	archive.MetricFiles:       {},
+	archive.MetricBytes:       {},
+	archive.MetricErrors:      {},
+	archive.MetricLastSuccess: {},
 
 	// histcache/metrics.go (namespace convoy, subsystem histcache)
 	"convoy_histcache_hits_total":   {"op"},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/convoy-im/convoy/archive"
 	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/migrate"
 	"github.com/convoy-im/convoy/proxy"
@@ -71,6 +72,9 @@ func TestKnownMetricsAreRegistered(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := migrate.NewRamps(reg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := archive.NewMetrics(reg); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := routecfg.NewLockMetrics(reg, "c"); err != nil {

@@ -377,7 +377,7 @@ type switchTimes struct {
 	// The runner's fence inside the lock (migrate's "the stream passed
 	// the fence marker"): the marker's write, the wait for the stream to apply
 	// it, the stream's stop.
-	fenceWrite, fenceWait, streamStop time.Duration
+	fenceWrite, fenceWait time.Duration
 	// seen[p]: proxy p saw the lock (its hold starts queueing the shard's
 	// new writes); acks[p]: its acknowledgement is in etcd (its writes
 	// drained); freed[p]: it released the held writes (routes served).
@@ -399,7 +399,6 @@ type logLine struct {
 	Error      string  `json:"error"`
 	FenceWrite float64 `json:"fence_write"`
 	FenceWait  float64 `json:"fence_wait"`
-	StreamStop float64 `json:"stream_stop"`
 	at         time.Time
 }
 
@@ -501,7 +500,7 @@ func switchTimeline(b *testing.B, proxies []*convoyProc, shard int) ([]switchTim
 		secs := func(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
 		for _, f := range fences {
 			if !f.at.Before(st.acked) && !f.at.After(st.flipped) {
-				st.fenceWrite, st.fenceWait, st.streamStop = secs(f.FenceWrite), secs(f.FenceWait), secs(f.StreamStop)
+				st.fenceWrite, st.fenceWait = secs(f.FenceWrite), secs(f.FenceWait)
 			}
 		}
 		out = append(out, *st)
@@ -576,7 +575,7 @@ func (r *migLoad) report(b *testing.B) {
 	// inside its own proxy's hold).
 	ms := func(d time.Duration) string { return fmt.Sprintf("%7.1f", float64(d.Microseconds())/1000) }
 	var perSwitch []string
-	var pauses, held, holdSpan, proxyHold, toSeen, toAck, ackSeen, ackWait, flip, fenceWrite, fenceWait, streamStop, flipRest, unlock, release []time.Duration
+	var pauses, held, holdSpan, proxyHold, toSeen, toAck, ackSeen, ackWait, flip, fenceWrite, fenceWait, flipRest, unlock, release []time.Duration
 	for _, st := range r.switches {
 		win := st.window()
 		var longest time.Duration
@@ -592,9 +591,9 @@ func (r *migLoad) report(b *testing.B) {
 			}
 		}
 		pauses = append(pauses, longest)
-		perSwitch = append(perSwitch, fmt.Sprintf("%s %s %s %s %s %s %s %s %s", ms(longest), ms(win.to.Sub(win.from)), ms(st.acked.Sub(st.taken)),
+		perSwitch = append(perSwitch, fmt.Sprintf("%s %s %s %s %s %s %s %s", ms(longest), ms(win.to.Sub(win.from)), ms(st.acked.Sub(st.taken)),
 			ms(slices.MaxFunc(st.acks, time.Time.Compare).Sub(slices.MinFunc(st.seen, time.Time.Compare))), ms(st.flipped.Sub(st.acked)),
-			ms(st.fenceWait), ms(st.streamStop), ms(st.released.Sub(st.flipped)), ms(slices.MaxFunc(st.freed, time.Time.Compare).Sub(st.released))))
+			ms(st.fenceWait), ms(st.released.Sub(st.flipped)), ms(slices.MaxFunc(st.freed, time.Time.Compare).Sub(st.released))))
 		holdSpan = append(holdSpan, win.to.Sub(win.from))
 		for p := range st.seen {
 			proxyHold = append(proxyHold, st.freed[p].Sub(st.seen[p]))
@@ -604,13 +603,13 @@ func (r *migLoad) report(b *testing.B) {
 		ackSeen = append(ackSeen, st.acked.Sub(slices.MaxFunc(st.acks, time.Time.Compare)))
 		ackWait = append(ackWait, st.acked.Sub(st.taken))
 		flip = append(flip, st.flipped.Sub(st.acked))
-		fenceWrite, fenceWait, streamStop = append(fenceWrite, st.fenceWrite), append(fenceWait, st.fenceWait), append(streamStop, st.streamStop)
-		flipRest = append(flipRest, st.flipped.Sub(st.acked)-st.fenceWrite-st.fenceWait-st.streamStop)
+		fenceWrite, fenceWait = append(fenceWrite, st.fenceWrite), append(fenceWait, st.fenceWait)
+		flipRest = append(flipRest, st.flipped.Sub(st.acked)-st.fenceWrite-st.fenceWait)
 		unlock = append(unlock, st.released.Sub(st.flipped))
 		release = append(release, slices.MaxFunc(st.freed, time.Time.Compare).Sub(st.released))
 	}
 	pd := distOf(pauses)
-	logf("per switch, ms (odd: to ds1, even: back): pause, hold span, lock to every ack, first seen to last ack, acks to flip, fence wait, stream stop, flip to unlock, unlock to last release")
+	logf("per switch, ms (odd: to ds1, even: back): pause, hold span, lock to every ack, first seen to last ack, acks to flip, fence wait, flip to unlock, unlock to last release")
 	for i, l := range perSwitch {
 		logf("  %2d %s", i+1, l)
 	}
@@ -627,7 +626,6 @@ func (r *migLoad) report(b *testing.B) {
 	logf("  runner: acks to routes flipped: %s", distOf(flip))
 	logf("    fence marker written: %s", distOf(fenceWrite))
 	logf("    the stream applied it: %s", distOf(fenceWait))
-	logf("    the stream stopped: %s", distOf(streamStop))
 	logf("    the rest (forward: target position, state saved; both: route flip): %s", distOf(flipRest))
 	logf("  runner: flipped to lock removed: %s", distOf(unlock))
 	logf("  lock removed to the last proxy's release: %s", distOf(release))

@@ -294,10 +294,11 @@ func TestMigrationDrills(t *testing.T) {
 		cp := copyOf()
 		return strings.HasSuffix(runnerOf(), survivorID) && cp.rows > atWorkerKill.rows
 	})
-	// The worker exports the job's metrics like a proxy running it would.
-	if v := metricValue(t, scrape(t, workers[survivor].metrics), fmt.Sprintf(`convoy_migration_rows_copied{shard="%s"}`, shard)); v <= 0 {
-		t.Errorf("the worker running the job exports rows copied %v", v)
-	}
+	// The worker exports the job's metrics like a proxy running it would
+	// (set at its status refreshes, every 2 s).
+	waitFor(t, "the worker running the job to export its rows copied", 10*time.Second, func() bool {
+		return metricValue(t, scrape(t, workers[survivor].metrics), fmt.Sprintf(`convoy_migration_rows_copied{shard="%s"}`, shard)) > 0
+	})
 	t.Logf(at()+"drill 0: the runner worker SIGKILLed at %d rows copied; the other took over and copied on from its checkpoint (%d rows %s after the kill)",
 		atWorkerKill.rows, lastCopy.rows, time.Since(workerKilled).Round(100*time.Millisecond))
 

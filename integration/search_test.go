@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -368,17 +369,20 @@ st.execute(uid.to_i, q, t, 50).each { |r| puts [r["msg_id"], r["conv_id"], r["se
 `
 			h, port := hostPort(t, p.addr)
 			since := old.Add(100 * time.Second).Truncate(time.Second)
-			for _, uid := range m.users[:3] {
+			checked := 0
+			for _, uid := range m.users {
 				var q string
 				for _, msg := range m.msgs {
-					if m.members[uid][msg.conv] && !msg.gone {
-						q = string([]rune(msg.text)[:1])
+					// A character (a whole word would be needed otherwise).
+					if first := []rune(msg.text)[0]; m.members[uid][msg.conv] && !msg.gone && unicode.Is(unicode.Han, first) {
+						q = string(first)
 						break
 					}
 				}
-				if q == "" {
+				if q == "" || checked == 3 {
 					continue
 				}
+				checked++
 				got := runClient(t, exec.Command("ruby", "-e", rb, h, port, fmt.Sprint(uid), q, fmt.Sprint(since.Unix())), "ruby-mysql2")
 				var want []string
 				for _, w := range m.oracle(uid, q, 0, 1000) {
@@ -389,6 +393,9 @@ st.execute(uid.to_i, q, t, 50).each { |r| puts [r["msg_id"], r["conv_id"], r["se
 				if got != strings.Join(want[:min(len(want), 50)], "\n") || got == "" {
 					t.Fatalf("ruby mysql2, uid %d %q since %s:\n got %q\nwant %q", uid, q, since, got, want)
 				}
+			}
+			if checked == 0 {
+				t.Fatal("no user had a message to search with Ruby mysql2")
 			}
 
 			// Refusals are MySQL errors, and the connection stays usable.

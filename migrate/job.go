@@ -733,7 +733,7 @@ func (j *jobRun) prepare(ctx context.Context) error {
 		return fmt.Errorf("%w: the routes put shard %d on %s.%s, not on %s.%s where the job moves it from; ROLLBACK this job and MIGRATE again",
 			ErrPrecheck, job.Shard, at.Datasource, at.Database, job.From.Datasource, job.From.Database)
 	}
-	if err := checkServers(ctx, j.src.db, j.dst.db, j.src.name, j.dst.name); err != nil {
+	if err := checkServers(ctx, j.src.db, j.dst.db, j.src.name, j.dst.name, j.m.cfg.RollbackWindow); err != nil {
 		return err
 	}
 	for _, m := range j.moves {

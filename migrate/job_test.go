@@ -499,10 +499,21 @@ func testJobTakeoverAfterFlip(t *testing.T, e *jobEnv) {
 	if _, err := NewAdmin(e.cli, cluster).Start(ctx, shard, shard, "ds1", "im_12", 0, 0, true); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-died:
-	case <-time.After(time.Minute):
-		t.Fatal("the switch never flipped the routes")
+	// Meanwhile the forward stream is seen registered on the source (so
+	// the check below can see one).
+	seenForward := false
+	for waiting := true; waiting; {
+		select {
+		case <-died:
+			waiting = false
+		case <-time.After(20 * time.Millisecond):
+			if j, err := store.Get(ctx, shard); err == nil && !seenForward {
+				seenForward = replicaRegistered(t, e.sdb, readerID(j.ID+"/forward"))
+			}
+		}
+	}
+	if !seenForward {
+		t.Fatal("the job's forward binlog reader was never seen in SHOW SLAVE HOSTS on the source")
 	}
 	before, err := routes.Get(ctx)
 	if err != nil {
@@ -522,6 +533,18 @@ func testJobTakeoverAfterFlip(t *testing.T, e *jobEnv) {
 	if runner, _, _ := routecfg.RunnerOf(ctx, e.cli, cluster, shard); runner != "m2" {
 		t.Fatalf("runner %q", runner)
 	}
+	// The successor's ready step had started the forward stream again; it
+	// must be gone before reverse replication runs (a loop would bring
+	// older values back): no binlog reader of the job's forward id is
+	// registered on the source any more.
+	// (The server may list a dump thread briefly after its reader went.)
+	forward := readerID(j.ID + "/forward")
+	time.Sleep(500 * time.Millisecond)
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if replicaRegistered(t, e.sdb, forward) {
+			t.Fatal("the forward binlog stream runs on the source after the successor recorded the switch")
+		}
+	}
 	// Reverse replication runs: a write on the new side reaches the old.
 	e.dst.Exec(t, fmt.Sprintf("UPDATE im_12.im_conv_seq_0000 SET member_cnt = 42 WHERE conv_id = %d", keys[0]))
 	deadline := time.Now().Add(20 * time.Second)
@@ -532,6 +555,32 @@ func testJobTakeoverAfterFlip(t *testing.T, e *jobEnv) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	equalSides(t, ctx, e.sides(t, shard, "im_0", "im_12"))
+}
+
+// replicaRegistered reports whether a binlog reader with server id id is
+// registered on db (SHOW SLAVE HOSTS: its dump thread is running).
+func replicaRegistered(t *testing.T, db *sql.DB, id uint32) bool {
+	t.Helper()
+	rows, err := db.Query("SHOW SLAVE HOSTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	for rows.Next() {
+		vals := make([]sql.RawBytes, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		if string(vals[0]) == fmt.Sprint(id) { // Server_id
+			return true
+		}
+	}
+	return false
 }
 
 // ROLLBACK while the copy runs: the job's target rows and the tables it
@@ -679,16 +728,27 @@ func testJobRefused(t *testing.T, e *jobEnv) {
 	}
 
 	// The server checks, each refusal saying what to set.
-	if err := checkServers(ctx, e.sdb, e.ddb, "ds0", "ds1"); err != nil {
+	const week = 7 * 24 * time.Hour
+	if err := checkServers(ctx, e.sdb, e.ddb, "ds0", "ds1", week); err != nil {
 		t.Fatalf("two alike servers refused: %v", err)
 	}
-	e.dst.Exec(t, "SET GLOBAL sql_mode = 'STRICT_TRANS_TABLES'", "SET GLOBAL collation_server = 'utf8mb4_unicode_ci'")
-	e.src.Exec(t, "SET GLOBAL binlog_format = 'STATEMENT'", "SET GLOBAL binlog_row_image = 'MINIMAL'")
-	err := checkServers(ctx, e.sdb, e.ddb, "ds0", "ds1")
+	e.dst.Exec(t, "SET GLOBAL sql_mode = 'STRICT_TRANS_TABLES'", "SET GLOBAL collation_server = 'utf8mb4_unicode_ci'",
+		"SET GLOBAL binlog_expire_logs_seconds = 172800")
+	e.src.Exec(t, "SET GLOBAL binlog_format = 'STATEMENT'", "SET GLOBAL binlog_row_image = 'MINIMAL'", "SET GLOBAL binlog_expire_logs_seconds = 3600")
+	err := checkServers(ctx, e.sdb, e.ddb, "ds0", "ds1", week)
+	// Retention as long as asked is fine (a two-day window, ten days on the
+	// source).
 	e.dst.Exec(t, "SET GLOBAL sql_mode = DEFAULT", "SET GLOBAL collation_server = 'utf8mb4_general_ci'")
-	e.src.Exec(t, "SET GLOBAL binlog_format = 'ROW'", "SET GLOBAL binlog_row_image = 'FULL'")
+	e.src.Exec(t, "SET GLOBAL binlog_format = 'ROW'", "SET GLOBAL binlog_row_image = 'FULL'", "SET GLOBAL binlog_expire_logs_seconds = 864000")
+	if err := checkServers(ctx, e.sdb, e.ddb, "ds0", "ds1", 48*time.Hour); err != nil {
+		t.Errorf("retention at the window refused: %v", err)
+	}
+	e.src.Exec(t, "SET GLOBAL binlog_expire_logs_seconds = 0")
+	e.dst.Exec(t, "SET GLOBAL binlog_expire_logs_seconds = 0")
 	for _, want := range []string{"migration refused", `target ds1 has sql_mode="STRICT_TRANS_TABLES"`, "collation_server=utf8mb4_unicode_ci",
-		"source ds0: binlog_format is STATEMENT (SET GLOBAL binlog_format=ROW)", "binlog_row_image is MINIMAL"} {
+		"source ds0: binlog_format is STATEMENT (SET GLOBAL binlog_format=ROW)", "binlog_row_image is MINIMAL",
+		"source ds0 keeps binary logs 1h0m0s (expire_logs_days): the backfill's apply reads them from the copy's start; keep them at least 24h0m0s",
+		"target ds1 keeps binary logs 48h0m0s (expire_logs_days), less than the rollback window 168h0m0s"} {
 		if !errors.Is(err, ErrPrecheck) || !strings.Contains(err.Error(), want) {
 			t.Fatalf("checkServers = %v; want it to say %q", err, want)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
 )
@@ -20,17 +21,29 @@ var ErrPrecheck = errors.New("migration refused")
 type serverVars struct {
 	version, charset, collation, sqlMode string
 	logBin, format, image, metadata      string
+	// expire is how long the server keeps binary logs (0: until purged by
+	// hand): expire_logs_days, which MariaDB 10.6+ keeps in step with
+	// binlog_expire_logs_seconds.
+	expire time.Duration
 }
 
 func readServerVars(ctx context.Context, db *sql.DB) (serverVars, error) {
 	var v serverVars
+	var days float64
 	// GLOBAL: what new connections (the proxy's, the applier's) get, not
 	// this pooled session's own values.
 	err := db.QueryRowContext(ctx, `SELECT @@version, @@GLOBAL.character_set_server, @@GLOBAL.collation_server, @@GLOBAL.sql_mode,
-		@@log_bin, @@GLOBAL.binlog_format, @@GLOBAL.binlog_row_image, @@GLOBAL.binlog_row_metadata`).
-		Scan(&v.version, &v.charset, &v.collation, &v.sqlMode, &v.logBin, &v.format, &v.image, &v.metadata)
+		@@log_bin, @@GLOBAL.binlog_format, @@GLOBAL.binlog_row_image, @@GLOBAL.binlog_row_metadata, @@GLOBAL.expire_logs_days`).
+		Scan(&v.version, &v.charset, &v.collation, &v.sqlMode, &v.logBin, &v.format, &v.image, &v.metadata, &days)
+	v.expire = time.Duration(days * float64(24*time.Hour)).Round(time.Second)
 	return v, err
 }
+
+// minSourceRetention is the shortest binary log retention a source may
+// have: the backfill's apply reads the source's binlog from the copy's
+// start, and a shard copy at the seed's scale (5 M rows at 2000 rows/s)
+// takes 42 minutes; a day leaves room for a paused or slow copy.
+const minSourceRetention = 24 * time.Hour
 
 // family is the server flavour and major.minor version ("MariaDB 10.11"):
 // a replica of another family may store or compare values differently.
@@ -70,7 +83,7 @@ func (v serverVars) binlogProblems() []string {
 // can read on the source and, for the reverse replication of the rollback
 // window, on the target. srcName and dstName name the datasources in the
 // message.
-func checkServers(ctx context.Context, src, dst *sql.DB, srcName, dstName string) error {
+func checkServers(ctx context.Context, src, dst *sql.DB, srcName, dstName string, rollbackWindow time.Duration) error {
 	s, err := readServerVars(ctx, src)
 	if err != nil {
 		return fmt.Errorf("migrate: read the settings of source %s: %w", srcName, err)
@@ -97,6 +110,14 @@ func checkServers(ctx context.Context, src, dst *sql.DB, srcName, dstName string
 	}
 	for _, p := range d.binlogProblems() {
 		problems = append(problems, "target "+dstName+" (its binlog carries the rollback window's reverse replication): "+p)
+	}
+	if s.expire > 0 && s.expire < minSourceRetention {
+		problems = append(problems, fmt.Sprintf("source %s keeps binary logs %s (expire_logs_days): the backfill's apply reads them from the copy's start; keep them at least %s (SET GLOBAL binlog_expire_logs_seconds = %d)",
+			srcName, s.expire, minSourceRetention, int(minSourceRetention.Seconds())))
+	}
+	if d.expire > 0 && d.expire < rollbackWindow {
+		problems = append(problems, fmt.Sprintf("target %s keeps binary logs %s (expire_logs_days), less than the rollback window %s: reverse replication resumes from them after an outage; keep them longer (SET GLOBAL binlog_expire_logs_seconds = %d) or shorten migration.rollback_window",
+			dstName, d.expire, rollbackWindow, int(rollbackWindow.Seconds())))
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrPrecheck, strings.Join(problems, "; "))

@@ -57,10 +57,16 @@ func writeFence(ctx context.Context, db *sql.DB, database, job string, shard rou
 }
 
 // fence writes the job's fence marker in database on db (the side whose
-// writes the migration lock holds), waits until the stream replaying that
-// side (reached) has passed it, and stops the stream: every change written
-// before the lock is then applied, and nothing more will be.
-func (j *jobRun) fence(ctx context.Context, db *sql.DB, database string, reached func(binlog.Position) (bool, error), stream *task) error {
+// writes the migration lock holds) and waits until the stream replaying
+// that side (reached) has passed it: every change written before the lock
+// is then applied. The stream is stopped by the caller once the lock is
+// released: nothing of the shard reaches the fenced side after the marker
+// (its writes are held, then routed to the other side), so the stream has
+// nothing left to apply, and its stop (go-mysql kills the dump over a new
+// connection and waits for its reader: up to 130 ms seen under load) is
+// no longer part of the clients' pause. It must stop before the stream the
+// other way starts (a loop would bring back older values).
+func (j *jobRun) fence(ctx context.Context, db *sql.DB, database string, reached func(binlog.Position) (bool, error)) error {
 	job, _, _ := j.snapshot()
 	start := time.Now()
 	pos, err := writeFence(ctx, db, database, job.ID, j.shard)
@@ -71,13 +77,10 @@ func (j *jobRun) fence(ctx context.Context, db *sql.DB, database string, reached
 	if err := waitReached(ctx, pos, reached); err != nil {
 		return err
 	}
-	reachedAt := time.Now()
-	stream.stop()
 	// The proxies hold the shard's writes meanwhile: the switch's share of
 	// their pause, by part (issue 14's pause target).
 	j.log.Info("the stream passed the fence marker", zap.String("database", database), zap.String("gtid", string(pos)),
-		zap.Duration("fence_write", written.Sub(start)), zap.Duration("fence_wait", reachedAt.Sub(written)),
-		zap.Duration("stream_stop", time.Since(reachedAt)))
+		zap.Duration("fence_write", written.Sub(start)), zap.Duration("fence_wait", time.Since(written)))
 	return nil
 }
 
@@ -136,7 +139,7 @@ func (j *jobRun) switchForward(ctx context.Context) error {
 		return j.switchFailed(ctx, cmds, err)
 	}
 	res, err := j.r.Switch(ctx, j.m.cfg.Switch, func(fctx context.Context, tx *routecfg.SwitchTx) error {
-		if err := j.fence(fctx, j.src.db, job.From.Database, j.bf.Reached, &j.bfTask); err != nil {
+		if err := j.fence(fctx, j.src.db, job.From.Database, j.bf.Reached); err != nil {
 			return err
 		}
 		rev, err := binlog.CurrentPosition(fctx, j.dst.db)
@@ -178,6 +181,11 @@ func (j *jobRun) tables(from bool) *int {
 
 // switched records a completed switch and starts the rollback window.
 func (j *jobRun) switched(ctx context.Context, desc string) error {
+	// The forward stream stops before reverse replication can start (a
+	// loop would bring older values back to the target): after the lock
+	// (see fence), and also when a dead runner's switch is found done,
+	// since this runner's StepReady started the stream again.
+	j.bfTask.stop()
 	now := time.Now().UTC()
 	j.log.Info("shard switched to the target; reverse replication starts", zap.String("switch", desc))
 	j.dropQueue(ctx)
@@ -218,7 +226,7 @@ func (j *jobRun) switchBack(ctx context.Context) error {
 		return err
 	}
 	res, err := j.r.Switch(ctx, j.m.cfg.Switch, func(fctx context.Context, tx *routecfg.SwitchTx) error {
-		if err := j.fence(fctx, j.dst.db, job.To.Database, j.rev.Reached, &j.revTask); err != nil {
+		if err := j.fence(fctx, j.dst.db, job.To.Database, j.rev.Reached); err != nil {
 			return err
 		}
 		return tx.FlipRoutes(fctx, router.MoveShard(tx.Routes(), job.Shard, job.From.Datasource, job.From.Database, j.tables(true)))
@@ -226,6 +234,7 @@ func (j *jobRun) switchBack(ctx context.Context) error {
 	if !res.Flipped {
 		return fmt.Errorf("migrate: switch back: %w", err)
 	}
+	j.revTask.stop() // after the lock (fence)
 	j.log.Info("shard switched back to the source", zap.Duration("held", res.Held))
 	return nil
 }

@@ -43,10 +43,16 @@ func JobKey(cluster string, shard int) string { return MigrationsPrefix(cluster)
 // jobsRangeEnd ends the range of job keys: shard keys are all digits and
 // ':' follows '9', while the locks/, acks/ and runners/ subtrees start with
 // letters and fall outside [prefix+"0", prefix+":").
-func jobsRange(cluster string) (string, string) {
-	p := MigrationsPrefix(cluster)
-	return p + "0", p + ":"
-}
+func jobsRange(cluster string) (string, string) { return prefixRange(MigrationsPrefix(cluster)) }
+
+func prefixRange(p string) (string, string) { return p + "0", p + ":" }
+
+// ArchivePrefix is the etcd prefix of a cluster's cold-tier archiver state
+// (package archive): one job record per shard directly under it, laid out
+// and guarded exactly like the migration job records, and the runners/
+// subtree of its runner elections; its other subtrees start with letters
+// and stay out of the job range.
+func ArchivePrefix(cluster string) string { return "/convoy/" + cluster + "/archive/" }
 
 func shardPart(shard int) string { return fmt.Sprintf("%04d", shard) }
 
@@ -116,13 +122,25 @@ type JobEvent struct {
 type JobStore struct {
 	cli     *clientv3.Client
 	cluster string
-	err     error // invalid cluster name, reported by every call
+	prefix  string // MigrationsPrefix or ArchivePrefix
+	err     error  // invalid cluster name, reported by every call
 }
 
-// NewJobStore returns the job store of a cluster.
+// NewJobStore returns the migration job store of a cluster.
 func NewJobStore(cli *clientv3.Client, cluster string) *JobStore {
-	return &JobStore{cli: cli, cluster: cluster, err: validKeyPart("cluster name", cluster)}
+	return &JobStore{cli: cli, cluster: cluster, prefix: MigrationsPrefix(cluster), err: validKeyPart("cluster name", cluster)}
 }
+
+// NewArchiveJobStore returns the store of the archiver's per-shard job
+// records, under ArchivePrefix: the same records, compare-and-swap and
+// runner election as migrations, so the archiver persists its steps the
+// way a migration does without a second implementation.
+func NewArchiveJobStore(cli *clientv3.Client, cluster string) *JobStore {
+	return &JobStore{cli: cli, cluster: cluster, prefix: ArchivePrefix(cluster), err: validKeyPart("cluster name", cluster)}
+}
+
+// Key is the etcd key of the shard's record in this store.
+func (s *JobStore) Key(shard int) string { return s.prefix + shardPart(shard) }
 
 // Cluster is the cluster name the store serves.
 func (s *JobStore) Cluster() string { return s.cluster }
@@ -166,7 +184,7 @@ func (s *JobStore) Create(ctx context.Context, job Job) (Job, error) {
 	if err != nil {
 		return Job{}, err
 	}
-	key := JobKey(s.cluster, job.Shard)
+	key := s.Key(job.Shard)
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, val)).
@@ -189,7 +207,7 @@ func (s *JobStore) Get(ctx context.Context, shard int) (Job, error) {
 	if err := validShard(shard); err != nil {
 		return Job{}, err
 	}
-	key := JobKey(s.cluster, shard)
+	key := s.Key(shard)
 	resp, err := s.cli.Get(ctx, key)
 	if err != nil {
 		return Job{}, fmt.Errorf("routecfg: read %s: %w", key, err)
@@ -210,7 +228,7 @@ func (s *JobStore) Update(ctx context.Context, job Job) (Job, error) {
 
 // update is Update with extra conditions (the runner's ownership); when the
 // record is unchanged but a guard fails, it returns guardErr.
-func (s *JobStore) update(ctx context.Context, job Job, guard *runnerGuard) (Job, error) {
+func (s *JobStore) update(ctx context.Context, job Job, guard *runnerGuard, also ...clientv3.Op) (Job, error) {
 	if s.err != nil {
 		return Job{}, s.err
 	}
@@ -222,10 +240,10 @@ func (s *JobStore) update(ctx context.Context, job Job, guard *runnerGuard) (Job
 	if err != nil {
 		return Job{}, err
 	}
-	key := JobKey(s.cluster, job.Shard)
+	key := s.Key(job.Shard)
 	resp, err := s.cli.Txn(ctx).
 		If(guard.cmps(clientv3.Compare(clientv3.ModRevision(key), "=", job.Revision))...).
-		Then(clientv3.OpPut(key, val)).
+		Then(append([]clientv3.Op{clientv3.OpPut(key, val)}, also...)...).
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
@@ -251,7 +269,7 @@ func (s *JobStore) delete(ctx context.Context, job Job, guard *runnerGuard) erro
 	if err := validShard(job.Shard); err != nil {
 		return err
 	}
-	key := JobKey(s.cluster, job.Shard)
+	key := s.Key(job.Shard)
 	resp, err := s.cli.Txn(ctx).
 		If(guard.cmps(clientv3.Compare(clientv3.ModRevision(key), "=", job.Revision))...).
 		Then(clientv3.OpDelete(key)).
@@ -269,7 +287,7 @@ func (s *JobStore) delete(ctx context.Context, job Job, guard *runnerGuard) erro
 // casFailure names why a guarded write of job did not happen, from the
 // Else branch's read of the record.
 func (s *JobStore) casFailure(resp *clientv3.TxnResponse, job Job, guard *runnerGuard) error {
-	key := JobKey(s.cluster, job.Shard)
+	key := s.Key(job.Shard)
 	kvs := resp.Responses[0].GetResponseRange().GetKvs()
 	switch {
 	case len(kvs) == 0:
@@ -290,7 +308,7 @@ func (s *JobStore) List(ctx context.Context) ([]Job, int64, error) {
 	if s.err != nil {
 		return nil, 0, s.err
 	}
-	from, end := jobsRange(s.cluster)
+	from, end := prefixRange(s.prefix)
 	resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end))
 	if err != nil {
 		return nil, 0, fmt.Errorf("routecfg: list migration jobs: %w", err)
@@ -315,8 +333,8 @@ func (s *JobStore) Watch(ctx context.Context, afterRev int64) <-chan JobEvent {
 		close(out)
 		return out
 	}
-	from, end := jobsRange(s.cluster)
-	prefix := MigrationsPrefix(s.cluster)
+	from, end := prefixRange(s.prefix)
+	prefix := s.prefix
 	go func() {
 		defer close(out)
 		send := func(ev JobEvent) bool {

@@ -74,8 +74,10 @@ type Runner struct {
 }
 
 func runnersPrefix(cluster string, shard int) string {
-	return MigrationsPrefix(cluster) + "runners/" + shardPart(shard)
+	return runnersUnder(MigrationsPrefix(cluster), shard)
 }
+
+func runnersUnder(prefix string, shard int) string { return prefix + "runners/" + shardPart(shard) }
 
 // CampaignRunner blocks until the caller (id: e.g. the proxy id, or
 // host:pid of a `convoy migrate` worker) is the elected runner of shard's
@@ -97,7 +99,7 @@ func CampaignRunner(ctx context.Context, store *JobStore, shard int, id string, 
 		o(&cfg)
 	}
 	t0 := time.Now()
-	lead, err := Elect(ctx, store.cli, runnersPrefix(store.cluster, shard), id, cfg.ttl)
+	lead, err := Elect(ctx, store.cli, runnersUnder(store.prefix, shard), id, cfg.ttl)
 	if err != nil {
 		return nil, fmt.Errorf("routecfg: runner %s of shard %d: %w", id, shard, err)
 	}
@@ -163,11 +165,16 @@ func (r *Runner) Job(ctx context.Context) (Job, error) { return r.store.Get(ctx,
 // SaveJob is JobStore.Update fenced by the election: it fails with
 // ErrNotRunner once the runner's election key is gone, even if the process
 // has not noticed yet.
-func (r *Runner) SaveJob(ctx context.Context, job Job) (Job, error) {
+func (r *Runner) SaveJob(ctx context.Context, job Job) (Job, error) { return r.SaveJobWith(ctx, job) }
+
+// SaveJobWith is SaveJob with more writes in the same transaction (the
+// archiver records a catalogued file and its checkpoint at once, so no
+// crash leaves one without the other).
+func (r *Runner) SaveJobWith(ctx context.Context, job Job, also ...clientv3.Op) (Job, error) {
 	if job.Shard != r.shard {
 		return Job{}, fmt.Errorf("routecfg: runner of shard %d cannot write the job of shard %d", r.shard, job.Shard)
 	}
-	return r.store.update(ctx, job, r.guard())
+	return r.store.update(ctx, job, r.guard(), also...)
 }
 
 // DeleteJob is JobStore.Delete fenced by the election.

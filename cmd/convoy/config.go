@@ -176,6 +176,34 @@ type Config struct {
 		// process takes it over (default 10s).
 		RunnerTTL time.Duration `yaml:"runner_ttl"`
 	} `yaml:"search"`
+	// Cold is the cold tier (issue 16, package archive): the archiver
+	// every convoy serve hosts when enabled, and the read budget of the
+	// cold read path.
+	Cold struct {
+		// Enabled: this process runs archiver jobs and answers SHOW
+		// ARCHIVE (default false).
+		Enabled bool `yaml:"enabled"`
+		// Store is the object store URL: file:///dir or
+		// s3://bucket?endpoint=...&use_path_style=true&... (cold.OpenStore);
+		// default file://<working directory>/.state/cold.
+		Store string `yaml:"store"`
+		// Prefix is put before every object key (default "history").
+		Prefix string `yaml:"prefix"`
+		// After: conv_msg rows older than this go cold (default 4320h,
+		// 180 days); DeleteAfter: their warm rows are deleted this long
+		// after their file is catalogued (default 168h, 7 days).
+		After       time.Duration `yaml:"after"`
+		DeleteAfter time.Duration `yaml:"delete_after"`
+		// Rate: rows per second per shard, read and deleted (default 2000;
+		// negative: unlimited).
+		Rate float64 `yaml:"rate"`
+		// InboxAfter: read im_inbox rows older than this are archived
+		// (default 720h, 30 days; not built yet, see README).
+		InboxAfter time.Duration `yaml:"inbox_after"`
+		// Budget bounds a cold read (default 800ms; used by the cold read
+		// path, not built yet).
+		Budget time.Duration `yaml:"budget"`
+	} `yaml:"cold"`
 
 	// Health holds the expansion triggers of seed 001 (SHOW SHARD HEALTH).
 	Health struct {
@@ -216,6 +244,8 @@ func defaultConfig() Config {
 	// Well under the 30 s read timeout: a hung datasource must not hold a
 	// client for long. A key set to 0 turns it off.
 	c.Backend.StatementTimeout = 10 * time.Second
+	c.Cold.Prefix = "history"
+	c.Cold.Budget = 800 * time.Millisecond
 	return c
 }
 

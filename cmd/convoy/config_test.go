@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zapcore"
 	"gopkg.in/yaml.v3"
@@ -35,6 +36,15 @@ func TestShippedConfigs(t *testing.T) {
 	}
 	if !docker.HotTier.Enabled || docker.LogFormat != "json" {
 		t.Errorf("docker.yaml: hot_tier %+v, log_format %q; want the tier on and json", docker.HotTier, docker.LogFormat)
+	}
+	if !docker.Cold.Enabled || !strings.HasPrefix(docker.Cold.Store, "s3://convoy-cold?endpoint=http://minio:9000") || strings.Contains(docker.Cold.Store, "secret") {
+		t.Errorf("docker.yaml: cold %+v; want the archiver on the compose MinIO, credentials from the environment", docker.Cold)
+	}
+	if dev.Cold.Enabled || dev.Cold.Budget != 800*time.Millisecond || dev.Cold.Prefix != "history" {
+		t.Errorf("dev.yaml: cold %+v; want it off by default, budget 800ms, prefix history", dev.Cold)
+	}
+	if url, err := coldStoreURL(dev); err != nil || !strings.HasPrefix(url, "file:///") || !strings.HasSuffix(url, "/.state/cold") {
+		t.Errorf("default cold store %q, %v; want file://<dir>/.state/cold", url, err)
 	}
 }
 

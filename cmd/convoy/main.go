@@ -372,6 +372,7 @@ func serve(args []string) error {
 			return pools.Probe(ctx, ds, timeout)
 		},
 		Migrations: migrate.NewAdmin(cli, c.Etcd.Cluster),
+		Archive:    archiveAdmin(cli, c),
 		Proxies: func(ctx context.Context) ([]engine.ProxyInfo, error) {
 			ps, err := routecfg.ListProxies(ctx, cli, c.Etcd.Cluster)
 			out := make([]engine.ProxyInfo, len(ps))
@@ -485,6 +486,15 @@ func serve(args []string) error {
 			return fmt.Errorf("search: %w", err)
 		}
 		defer stopSearch()
+	}
+	// The cold tier's archiver runs in every proxy with cold.enabled
+	// (whichever wins a shard's election), like the migration jobs.
+	if c.Cold.Enabled {
+		ct, err := startColdTier(ctx, cli, c, proxyID, log.Named("archive"), reg)
+		if err != nil {
+			return err
+		}
+		defer ct.Close()
 	}
 	log.Info("convoy serving", zap.String("listen", ln.Addr().String()), zap.String("metrics", c.MetricsListen),
 		zap.String("cluster", c.Etcd.Cluster), zap.Int64("route_version", watcher.Current().Version()))

@@ -193,20 +193,8 @@ func (m *MariaDB) Kill() {
 // stopped. Resume continues it (SIGCONT).
 func (m *MariaDB) Pause() {
 	m.t.Helper()
-	pid := m.signal(syscall.SIGSTOP)
-	// The signal is delivered asynchronously: a statement sent right after
-	// kill(2) could still be answered.
-	stat := fmt.Sprintf("/proc/%d/stat", pid)
-	for deadline := time.Now().Add(2 * time.Second); ; {
-		b, err := os.ReadFile(stat)
-		// The state follows the command name, which is in parentheses.
-		if i := bytes.LastIndexByte(b, ')'); err == nil && i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
-			return
-		}
-		if time.Now().After(deadline) {
-			m.t.Fatalf("testsvc: MariaDB %s not stopped 2s after SIGSTOP (%v)", m.Addr(), err)
-		}
-		time.Sleep(time.Millisecond)
+	if err := waitStopped(m.signal(syscall.SIGSTOP)); err != nil {
+		m.t.Fatalf("testsvc: MariaDB %s: %v", m.Addr(), err)
 	}
 }
 

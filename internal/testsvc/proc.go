@@ -1,11 +1,15 @@
 package testsvc
 
 import (
+	"bytes"
+	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // spawn starts a service process that dies with the test binary (a panic or
@@ -55,4 +59,22 @@ func Blackhole(t testing.TB) string {
 		mu.Unlock()
 	})
 	return ln.Addr().String()
+}
+
+// waitStopped returns once process pid is stopped (SIGSTOP is delivered
+// asynchronously: a request sent right after kill(2) could still be
+// answered), or an error after 2 s.
+func waitStopped(pid int) error {
+	stat := fmt.Sprintf("/proc/%d/stat", pid)
+	for deadline := time.Now().Add(2 * time.Second); ; {
+		b, err := os.ReadFile(stat)
+		// The state follows the command name, which is in parentheses.
+		if i := bytes.LastIndexByte(b, ')'); err == nil && i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not stopped 2s after SIGSTOP (%v)", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

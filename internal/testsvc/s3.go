@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -104,6 +105,27 @@ func StartS3(t testing.TB) *S3 {
 // HTTP, static test credentials).
 func (s *S3) URL(bucket string) string {
 	return fmt.Sprintf("s3://%s?endpoint=http://%s&use_path_style=true&disable_https=true&region=us-east-1&access_key_id=test&secret_access_key=test", bucket, s.Addr)
+}
+
+// Pause stops the server process (SIGSTOP): connections are accepted by
+// the kernel and never answered, as a hung object store does. Resume
+// continues it with its objects.
+func (s *S3) Pause(t testing.TB) {
+	t.Helper()
+	if err := s.proc.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("testsvc: s3: %v", err)
+	}
+	if err := waitStopped(s.proc.Process.Pid); err != nil {
+		t.Fatalf("testsvc: s3: %v", err)
+	}
+}
+
+// Resume continues a paused server.
+func (s *S3) Resume(t testing.TB) {
+	t.Helper()
+	if err := s.proc.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("testsvc: s3: %v", err)
+	}
 }
 
 // Kill sends SIGKILL and waits for exit.

@@ -25,6 +25,8 @@ const (
 	MigrationCommand                 // MIGRATION N PAUSE | RESUME | NEXT | ROLLBACK | CANCEL | RATE R
 	ShowShardSizes                   // SHOW SHARD SIZES
 	PlanExpansion                    // PLAN EXPANSION [TO N DATASOURCES]
+	ShowArchive                      // SHOW ARCHIVE
+	ArchiveCommand                   // ARCHIVE SHARD N NOW | ARCHIVE PAUSE | ARCHIVE RESUME
 	Target                           // shard=N | datasource=NAME | all, followed by a statement
 )
 
@@ -41,6 +43,8 @@ var kindNames = [...]string{
 	MigrationCommand: "MIGRATION",
 	ShowShardSizes:   "SHOW SHARD SIZES",
 	PlanExpansion:    "PLAN EXPANSION",
+	ShowArchive:      "SHOW ARCHIVE",
+	ArchiveCommand:   "ARCHIVE",
 	Target:           "TARGET",
 }
 
@@ -78,7 +82,8 @@ type Directive struct {
 	// MinDatasources is PLAN EXPANSION TO N DATASOURCES (0: not given).
 	MinDatasources int
 	// Verb is the command of MIGRATION N: PAUSE, RESUME, NEXT, ROLLBACK,
-	// CANCEL, RATE, READ or PURGE, upper case.
+	// CANCEL, RATE, READ or PURGE, upper case; of ARCHIVE: NOW (with
+	// Shard), PAUSE or RESUME.
 	Verb string
 	// Percent is MIGRATION N READ PERCENT P's share of conversations read
 	// from the new side.
@@ -149,6 +154,8 @@ var (
 	synMigrate      = "MIGRATE SHARD N TO NAME [DATABASE D] [RATE R] [AUTO]"
 	synMigrateRange = "MIGRATE SHARDS A-B TO NAME [DATABASE D] [RATE R] [PARALLEL P] [AUTO]"
 	synMigration    = "MIGRATION N {PAUSE|RESUME|NEXT|ROLLBACK|CANCEL|RATE R|READ PERCENT P|PURGE}"
+	synArchive      = "SHOW ARCHIVE"
+	synArchiveCmd   = "ARCHIVE {SHARD N NOW|PAUSE|RESUME}"
 	synTarget       = "shard=N | datasource=NAME | all, then a statement"
 	maxShard        = strconv.Itoa(router.NumShards - 1)
 )
@@ -157,7 +164,8 @@ var usage = "valid directives /*+ convoy ... */: " + strings.Join([]string{
 	synShowRoutes, synShowShardFor, "SHOW SHARD {STATS [WHERE shard = N]|HEALTH [ALL]|SIZES}", "PLAN EXPANSION [...]",
 	// The MIGRATE forms in short: the list must fit a MySQL error
 	// message (512 bytes); their errors give the full syntax.
-	synDatasources, synProxies, synMigrations, synReload, "MIGRATE SHARD[S] N[-M] TO NAME [...]", "MIGRATION N VERB",
+	// SHOW ARCHIVE in short too; ARCHIVE's own errors give its syntax.
+	synDatasources, synProxies, synMigrations + "|ARCHIVE", synReload, "MIGRATE SHARD[S] N[-M] TO NAME [...]", "MIGRATION N VERB",
 }, ", ") + "; as a statement prefix: " + synTarget +
 	" (N is a shard 0.." + maxShard + ")"
 
@@ -475,6 +483,8 @@ func (p *parser) directive() (*Directive, error) {
 		syntax, err = p.migrate(d)
 	case first.is("MIGRATION"):
 		syntax, err = p.migration(d)
+	case first.is("ARCHIVE"):
+		syntax, err = p.archive(d)
 	case first.is("SHARD"):
 		syntax = synTarget
 		d.Kind = Target
@@ -586,6 +596,9 @@ func (p *parser) show(d *Directive) (string, error) {
 	case t.is("MIGRATIONS"):
 		d.Kind = ShowMigrations
 		return synMigrations, nil
+	case t.is("ARCHIVE"):
+		d.Kind = ShowArchive
+		return synArchive, nil
 	default:
 		return "", unknown("SHOW", t)
 	}
@@ -814,6 +827,28 @@ func (p *parser) migration(d *Directive) (string, error) {
 		d.Percent, err = p.number(synMigration, "PERCENT", 0, 100)
 	}
 	return synMigration, err
+}
+
+// archive parses ARCHIVE SHARD N NOW | PAUSE | RESUME.
+func (p *parser) archive(d *Directive) (string, error) {
+	d.Kind = ArchiveCommand
+	t := p.next()
+	switch {
+	case t.is("PAUSE"), t.is("RESUME"):
+		d.Verb = strings.ToUpper(t.text)
+		return synArchiveCmd, nil
+	case t.is("SHARD"):
+		var err error
+		if d.Shard, err = p.shardNumber(synArchiveCmd); err != nil {
+			return synArchiveCmd, err
+		}
+		if w := p.next(); !w.is("NOW") {
+			return synArchiveCmd, syntaxErr(synArchiveCmd, "ARCHIVE SHARD N takes NOW, got ", w.desc())
+		}
+		d.Verb = "NOW"
+		return synArchiveCmd, nil
+	}
+	return synArchiveCmd, syntaxErr(synArchiveCmd, "expected SHARD N NOW, PAUSE or RESUME, got ", t.desc())
 }
 
 // number reads a decimal integer in [lo, hi] after the option word what.

@@ -358,3 +358,35 @@ func TestParseMigrate(t *testing.T) {
 		}
 	}
 }
+
+func TestParseArchive(t *testing.T) {
+	for sql, want := range map[string]Directive{
+		"/*+ convoy SHOW ARCHIVE */":           {Kind: ShowArchive, Shard: -1},
+		"/*+ convoy show archive */":           {Kind: ShowArchive, Shard: -1},
+		"/*+ convoy ARCHIVE SHARD 441 NOW */":  {Kind: ArchiveCommand, Shard: 441, Verb: "NOW"},
+		"/*+ convoy archive shard 0007 now */": {Kind: ArchiveCommand, Shard: 7, Verb: "NOW"},
+		"/*+ convoy ARCHIVE PAUSE */":          {Kind: ArchiveCommand, Shard: -1, Verb: "PAUSE"},
+		"/*+ convoy archive resume */":         {Kind: ArchiveCommand, Shard: -1, Verb: "RESUME"},
+	} {
+		d, ok, err := Parse(sql)
+		if !ok || err != nil || d.Kind != want.Kind || d.Shard != want.Shard || d.Verb != want.Verb {
+			t.Errorf("Parse(%q) = %+v, %v, %v; want %+v", sql, d, ok, err, want)
+		}
+	}
+	for sql, msg := range map[string]string{
+		"/*+ convoy ARCHIVE */":                "expected SHARD N NOW, PAUSE or RESUME, got end of directive",
+		"/*+ convoy ARCHIVE SHARD 1024 NOW */": "is not a shard number",
+		"/*+ convoy ARCHIVE SHARD 12 */":       "ARCHIVE SHARD N takes NOW",
+		"/*+ convoy ARCHIVE SHARD 12 LATER */": "ARCHIVE SHARD N takes NOW",
+		"/*+ convoy ARCHIVE PAUSE 3 */":        `unexpected "3"`,
+		"/*+ convoy ARCHIVE SHARD -1 NOW */":   "is not a shard number",
+		"/*+ convoy SHOW ARCHIVES */":          "unknown directive SHOW",
+		"/*+ convoy SHOW ARCHIVE WHERE x */":   "unexpected",
+		"/*+ convoy ARCHIVE NOW */":            "expected SHARD N NOW",
+	} {
+		_, ok, err := Parse(sql)
+		if !ok || err == nil || !strings.Contains(err.Error(), msg) || len(err.Error()) > 512 {
+			t.Errorf("Parse(%q) = %v, %v; want an error containing %q", sql, ok, err, msg)
+		}
+	}
+}

@@ -50,6 +50,8 @@ type AdminHooks struct {
 	// Capacity answers SHOW SHARD SIZES and PLAN EXPANSION (the capacity
 	// planner, package planner, which the engine does not import).
 	Capacity CapacityAdmin
+	// Archive answers SHOW ARCHIVE and ARCHIVE ... (archive.go).
+	Archive ArchiveAdmin
 }
 
 // CapacityAdmin is what the capacity directives need: result sets as text.
@@ -166,6 +168,8 @@ func (s *Session) runDirective(d *directive.Directive) (*mysql.Result, error) {
 		return s.showShardHealth(snap, d.All)
 	case directive.ShowMigrations, directive.MigrateShard, directive.MigrationCommand:
 		return s.migration(d)
+	case directive.ShowArchive, directive.ArchiveCommand:
+		return s.archive(d)
 	case directive.Target:
 		return s.targeted(d)
 	}

@@ -59,25 +59,42 @@ func (f *fakeRamps) take() []string {
 // transactions) are observed on the side they ran on, failures included
 // (a server error, and no connection at all); writes, reads in
 // transactions and other shards' reads are not.
-func TestRampedReadsObserved(t *testing.T) {
-	snap := defaultSnapshot()
+// rampFixture is shard 5 ramped to database im_new on the other
+// datasource: toNew's reads go there, onOld's (same shard) stay.
+type rampFixture struct {
+	snap         *router.Snapshot
+	from         router.Target
+	newDS        string
+	toNew, onOld uint64
+	ramps        *fakeRamps
+}
+
+func newRampFixture(t *testing.T) rampFixture {
+	t.Helper()
+	f := rampFixture{snap: defaultSnapshot()}
 	var inShard []uint64
 	for k := uint64(1); len(inShard) < 2; k++ {
 		if router.ShardOf(k) == 5 {
 			inShard = append(inShard, k)
 		}
 	}
-	toNew, onOld := inShard[0], inShard[1]
-	from := snap.Target(5)
-	newDS := "ds1"
-	if from.Datasource == "ds1" {
-		newDS = "ds0"
+	f.toNew, f.onOld = inShard[0], inShard[1]
+	f.from = f.snap.Target(5)
+	f.newDS = "ds1"
+	if f.from.Datasource == "ds1" {
+		f.newDS = "ds0"
 	}
-	alt, err := router.NewSnapshot(router.MoveShard(snap.Document(), 5, newDS, "im_new", nil))
+	alt, err := router.NewSnapshot(router.MoveShard(f.snap.Document(), 5, f.newDS, "im_new", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ramps := &fakeRamps{shard: 5, target: map[uint64]bool{toNew: true}, alt: alt}
+	f.ramps = &fakeRamps{shard: 5, target: map[uint64]bool{f.toNew: true}, alt: alt}
+	return f
+}
+
+func TestRampedReadsObserved(t *testing.T) {
+	f := newRampFixture(t)
+	snap, toNew, onOld, newDS, ramps := f.snap, f.toNew, f.onOld, f.newDS, f.ramps
 	rec := &recorder{cols: 6}
 	e := New(rec, staticRoutes{snap}, nil, nil, Options{})
 	e.SetReadRamps(ramps)
@@ -193,28 +210,13 @@ func (h *recordingHot) InvalidateAll(context.Context) error {
 // side's); a conversation of the same shard outside the share asks the
 // tier and is filled from the source.
 func TestRampedHistoryBypassesHotTier(t *testing.T) {
-	snap := defaultSnapshot()
-	var inShard []uint64
-	for k := uint64(1); len(inShard) < 2; k++ {
-		if router.ShardOf(k) == 5 {
-			inShard = append(inShard, k)
-		}
-	}
-	toNew, onOld := inShard[0], inShard[1]
-	from := snap.Target(5)
-	newDS := "ds1"
-	if from.Datasource == "ds1" {
-		newDS = "ds0"
-	}
-	alt, err := router.NewSnapshot(router.MoveShard(snap.Document(), 5, newDS, "im_new", nil))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newRampFixture(t)
+	toNew, onOld, from, newDS := f.toNew, f.onOld, f.from, f.newDS
 	rec := &recorder{cols: 6}
-	e := New(rec, staticRoutes{snap}, nil, nil, Options{})
+	e := New(rec, staticRoutes{f.snap}, nil, nil, Options{})
 	hot := &recordingHot{}
 	e.SetHotTier(hot, 100)
-	e.SetReadRamps(&fakeRamps{shard: 5, target: map[uint64]bool{toNew: true}, alt: alt})
+	e.SetReadRamps(f.ramps)
 	s := e.NewSession("im")
 	page := "SELECT seq, msg_id FROM conv_msg WHERE conv_id = %d AND seq < 100 ORDER BY seq DESC LIMIT 20"
 

@@ -1,0 +1,526 @@
+package archive
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/convoy-im/convoy/cold"
+	"github.com/convoy-im/convoy/routecfg"
+)
+
+// page is a history query's answer as MySQL gave it before archiving.
+type page struct {
+	sql    string
+	conv   uint64
+	cursor uint64
+	limit  int
+	desc   bool
+	cols   []cold.Column
+	rows   [][][]byte
+	bodies map[string][][]byte // msg_id -> msg_content row
+	bcols  []cold.Column
+}
+
+// capture runs both history shapes over the archived range of every
+// conversation of the shard and keeps the answers that lie wholly in it
+// (the cold tier must answer those alone once the warm rows are gone).
+func (f *fixture) capture() []page {
+	var out []page
+	for _, c := range f.convs {
+		for _, q := range []struct {
+			cursor uint64
+			limit  int
+			desc   bool
+		}{{94, 20, true}, {94, 200, true}, {50, 1, true}, {50, 30, true}, {2, 5, true}, {1, 5, true},
+			{0, 20, false}, {0, 93, false}, {40, 50, false}, {92, 1, false}, {70, 23, false}} {
+			sql := fmt.Sprintf("SELECT * FROM conv_msg_0000 WHERE conv_id=%d AND seq > %d ORDER BY seq ASC LIMIT %d", c, q.cursor, q.limit)
+			if q.desc {
+				sql = fmt.Sprintf("SELECT * FROM conv_msg_0000 WHERE conv_id=%d AND seq < %d ORDER BY seq DESC LIMIT %d", c, q.cursor, q.limit)
+			}
+			p := page{sql: sql, conv: c, cursor: q.cursor, limit: q.limit, desc: q.desc, bodies: map[string][][]byte{}}
+			p.cols, p.rows = f.query(sql)
+			for _, r := range p.rows {
+				var bodies [][][]byte
+				p.bcols, bodies = f.query("SELECT * FROM msg_content_0000 WHERE msg_id=" + string(r[2]))
+				if len(bodies) == 1 {
+					p.bodies[string(r[2])] = bodies[0]
+				}
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// checkPages reads every captured page from the cold tier alone and
+// compares it with MySQL's answer: same column definitions and values,
+// same bodies.
+func (f *fixture) checkPages(pages []page, r *cold.Reader) {
+	f.t.Helper()
+	ctx := context.Background()
+	for _, p := range pages {
+		var got cold.Page
+		var err error
+		if p.desc {
+			got, err = r.Before(ctx, p.conv, p.cursor, p.limit)
+		} else {
+			got, err = r.After(ctx, p.conv, p.cursor, p.limit)
+		}
+		if err != nil {
+			f.t.Fatalf("%s: cold: %v", p.sql, err)
+		}
+		if got.More || len(got.Rows) != len(p.rows) {
+			f.t.Fatalf("%s: cold gave %d rows (more %v), MySQL gave %d", p.sql, len(got.Rows), got.More, len(p.rows))
+		}
+		if len(p.rows) > 0 && fmt.Sprint(got.Tables.Msg) != fmt.Sprint(p.cols) {
+			f.t.Fatalf("%s: column definitions\ncold  %v\nmysql %v", p.sql, got.Tables.Msg, p.cols)
+		}
+		for i, w := range p.rows {
+			g := got.Rows[i]
+			if !sameValues(g.Msg, w) {
+				f.t.Fatalf("%s: row %d\ncold  %q\nmysql %q", p.sql, i, g.Msg, w)
+			}
+			body := p.bodies[string(w[2])]
+			if (g.Content == nil) != (body == nil) || !sameValues(g.Content, body) {
+				f.t.Fatalf("%s: row %d body\ncold  %q\nmysql %q", p.sql, i, g.Content, body)
+			}
+			if body != nil && fmt.Sprint(got.Tables.Content) != fmt.Sprint(p.bcols) {
+				f.t.Fatalf("%s: msg_content definitions\ncold  %v\nmysql %v", p.sql, got.Tables.Content, p.bcols)
+			}
+		}
+	}
+}
+
+func sameValues(a, b [][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if (a[i] == nil) != (b[i] == nil) || !bytes.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *fixture) run(a *Archiver) {
+	f.t.Helper()
+	if err := a.RunShard(context.Background(), f.shard); err != nil {
+		f.t.Fatalf("run: %v", err)
+	}
+}
+
+// TestArchiver runs against one MariaDB, one etcd and one S3-compatible
+// server process, each subtest in a database, cluster and bucket of its
+// own.
+func TestArchiver(t *testing.T) {
+	s := startServices(t)
+	for _, store := range []string{"file", "s3"} {
+		t.Run("Archive/"+store, func(t *testing.T) { testArchive(t, s, store) })
+	}
+	for _, step := range []string{HookWritten, HookVerified, HookCatalogued, HookChunkNoted, HookDeleted} {
+		t.Run("Crash/"+step, func(t *testing.T) { testCrash(t, s, step) })
+	}
+	t.Run("ChangedAfterArchive", func(t *testing.T) { testChanged(t, s) })
+	t.Run("StoreUnavailable", func(t *testing.T) { testStoreUnavailable(t, s) })
+	t.Run("MigrationAndPause", func(t *testing.T) { testMigrationAndPause(t, s) })
+	t.Run("Manager", func(t *testing.T) { testManager(t, s) })
+}
+
+// testArchive: every row older than 180 days lands in exactly one
+// verified, catalogued file; the warm rows stay until delete_after has
+// passed since cataloguing, then exactly those are deleted (other shards'
+// rows in the same table, and newer rows, stay); the catalog answers per
+// conversation and the cold pages equal MySQL's before archiving.
+func testArchive(t *testing.T, s *services, store string) {
+	f := newFixture(t, s, store)
+	pages := f.capture()
+	total := f.count("TRUE")
+	a := f.archiver()
+	f.run(a)
+	if got, want := f.archivedKeys(), f.wantArchived(); !maps.Equal(got, want) {
+		t.Fatalf("archived keys: %d distinct, want %d (each once)", len(got), len(want))
+	}
+	recs := f.records()
+	if len(recs) != 31*2 { // 31 days, 12 rows a day, parts of 7
+		t.Errorf("%d files, want 62", len(recs))
+	}
+	for _, r := range recs {
+		if r.State != StateCatalogued {
+			t.Fatalf("%s: state %s", r.Key, r.State)
+		}
+	}
+	if n := f.count("TRUE"); n != total {
+		t.Fatalf("warm rows deleted before delete_after: %d of %d left", n, total)
+	}
+	// A rerun finds nothing new: no file written twice.
+	f.run(a)
+	if n := len(f.records()); n != len(recs) {
+		t.Fatalf("rerun: %d files, was %d", n, len(recs))
+	}
+	// Six days later: still nothing deleted. Past seven: deleted.
+	f.advance(6 * 24 * time.Hour)
+	f.run(a)
+	if n := f.count("TRUE"); n != total {
+		t.Fatalf("after 6 days: %d of %d warm rows left", n, total)
+	}
+	f.advance(25 * time.Hour)
+	// The clock also moved the cutoff by seven days: 2026-01-01..07 are
+	// archived too (catalogued, not deleted yet).
+	f.run(a)
+	archivedNow := len(f.wantArchived()) + 7*3*len(f.convs)
+	if n := f.count("TRUE"); n != total-len(f.wantArchived()) {
+		t.Fatalf("after 7 days: %d warm rows left, want %d", n, total-len(f.wantArchived()))
+	}
+	for _, c := range f.others {
+		if n := f.count(fmt.Sprintf("conv_id=%d", c)); n != perConv {
+			t.Fatalf("conversation %d of another shard: %d rows left, want %d", c, n, perConv)
+		}
+	}
+	if got := f.archivedKeys(); len(got) != archivedNow {
+		t.Fatalf("%d rows archived, want %d", len(got), archivedNow)
+	}
+	cat := NewCatalog(s.cli, f.cluster, f.store)
+	for _, c := range f.convs {
+		files, err := cat.Files(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 31 deleted days (the newest day is catalogued, not readable).
+		var rows uint64
+		for _, fr := range files {
+			if fr.MinSeq > fr.MaxSeq || fr.MaxSeq > archivedMax {
+				t.Fatalf("conversation %d: range %+v", c, fr)
+			}
+			rows += fr.MaxSeq - fr.MinSeq + 1
+		}
+		if len(files) == 0 || rows != archivedMax {
+			t.Fatalf("conversation %d: %d files covering %d seqs, want %d", c, len(files), rows, archivedMax)
+		}
+	}
+	if files, _ := cat.Files(context.Background(), f.others[0]); len(files) != 0 {
+		t.Fatalf("a conversation of another shard has files %v", files)
+	}
+	f.checkPages(pages, cold.NewReader(f.store, cat, cold.ReaderOptions{}))
+	cols, rows, err := NewAdmin(s.cli, f.cluster).Status(context.Background())
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("status: %v %v", rows, err)
+	}
+	st := map[string]string{}
+	for i, c := range cols {
+		st[c] = rows[0][i]
+	}
+	if st["archived_through"] != "2026-01-07" || st["rows_archived"] != fmt.Sprint(archivedNow) ||
+		st["rows_deleted"] != fmt.Sprint(len(f.wantArchived())) || st["last_error"] != "" || st["oldest_warm"] == "" {
+		t.Fatalf("status %v", st)
+	}
+}
+
+// testCrash stops the run at a step boundary (the third time it is
+// reached: mid-shard), then lets a second archiver take over: in the end
+// every archived row is in exactly one catalogued file and exactly the
+// archived rows are gone from MySQL.
+func testCrash(t *testing.T, s *services, step string) {
+	f := newFixture(t, s, "file")
+	total := f.count("TRUE")
+	seen := 0
+	crashed := errors.New("crash")
+	a := f.archiver(func(c *Config) {
+		c.Hook = func(at string, _ int) error {
+			if at == step {
+				if seen++; seen == 3 {
+					return crashed
+				}
+			}
+			return nil
+		}
+	})
+	b := f.archiver(func(c *Config) { c.ID = "test-2" })
+	// Deletes become due two hours after cataloguing, within the same day
+	// (the cutoff does not move).
+	a.cfg.DeleteAfter, b.cfg.DeleteAfter = time.Hour, time.Hour
+	deleting := step == HookChunkNoted || step == HookDeleted
+	if deleting {
+		a.cfg.DeleteAfter = 7 * 24 * time.Hour
+		f.run(a) // archive only
+		a.cfg.DeleteAfter = time.Hour
+		f.advance(2 * time.Hour)
+	}
+	if err := a.RunShard(context.Background(), f.shard); !errors.Is(err, crashed) {
+		t.Fatalf("run with a crash at %s: %v", step, err)
+	}
+	f.run(b) // takes over: resumes the archive (deleting nothing yet) or the delete
+	if !deleting {
+		f.advance(2 * time.Hour)
+		f.run(b)
+	}
+	if got, want := f.archivedKeys(), f.wantArchived(); !maps.Equal(got, want) {
+		dup := 0
+		for _, n := range got {
+			if n > 1 {
+				dup++
+			}
+		}
+		t.Fatalf("archived keys after a crash at %s: %d distinct (%d more than once), want %d once each", step, len(got), dup, len(want))
+	}
+	for _, r := range f.records() {
+		if r.State != StateDeleted || len(r.Skips) != 0 {
+			t.Fatalf("%s: state %s, skips %v", r.Key, r.State, r.Skips)
+		}
+	}
+	if n := f.count("TRUE"); n != total-len(f.wantArchived()) {
+		t.Fatalf("warm rows left %d, want %d", n, total-len(f.wantArchived()))
+	}
+	if n := f.count(fmt.Sprintf("seq > %d", archivedMax)); n != (perConv-archivedMax)*len(f.convs)+(perConv-archivedMax)*len(f.others) {
+		t.Fatalf("newer rows touched: %d left", n)
+	}
+	_, left := f.query("SELECT COUNT(*) FROM " + progressTable)
+	if string(left[0][0]) != "0" {
+		t.Fatalf("%s progress rows left behind", left[0][0])
+	}
+}
+
+// testChanged: rows edited (msg_type, body) or deleted after archiving but
+// before the warm delete. The edited rows stay in MySQL with their edit,
+// the deleted one stays deleted, and all three are skipped by cold reads:
+// the cold pages plus the rows MySQL still holds are MySQL's state just
+// before the delete.
+func testChanged(t *testing.T, s *services) {
+	f := newFixture(t, s, "file")
+	a := f.archiver()
+	f.run(a)
+	c := f.convs[1]
+	f.svc.db.Exec(t,
+		fmt.Sprintf("UPDATE %s.conv_msg_0000 SET msg_type = 9 WHERE conv_id = %d AND seq = 10", f.dbName, c),
+		fmt.Sprintf("UPDATE %s.msg_content_0000 SET content = 'recalled' WHERE msg_id = %d", f.dbName, c*1000+11),
+		fmt.Sprintf("DELETE FROM %s.conv_msg_0000 WHERE conv_id = %d AND seq = 12", f.dbName, c),
+		fmt.Sprintf("DELETE FROM %s.msg_content_0000 WHERE msg_id = %d", f.dbName, c*1000+12))
+	pages := f.capture() // MySQL's state now, with the changes
+	a.cfg.DeleteAfter = time.Hour
+	f.advance(2 * time.Hour)
+	f.run(a)
+	if n := f.count(fmt.Sprintf("conv_id = %d AND seq <= %d", c, archivedMax)); n != 2 {
+		t.Fatalf("conversation %d: %d archived-range rows left in MySQL, want the 2 edited ones", c, n)
+	}
+	_, row := f.query(fmt.Sprintf("SELECT msg_type FROM conv_msg_0000 WHERE conv_id = %d AND seq = 10", c))
+	if len(row) != 1 || string(row[0][0]) != "9" {
+		t.Fatalf("edited row: %q", row)
+	}
+	kept, gone := 0, 0
+	for _, r := range f.records() {
+		for _, sk := range r.Skips {
+			for _, k := range sk {
+				if k.Conv != c || k.Seq < 10 || k.Seq > 12 {
+					t.Fatalf("%s skips %+v", r.Key, k)
+				}
+				if k.Gone != (k.Seq == 12) {
+					t.Fatalf("%s: skip %+v misclassified", r.Key, k)
+				}
+			}
+		}
+		kept += int(r.Kept)
+		gone += int(r.Gone)
+	}
+	if kept != 2 || gone != 1 {
+		t.Fatalf("kept %d gone %d, want 2 and 1", kept, gone)
+	}
+	// Cold pages skip the three rows; merged with what MySQL still holds
+	// (the edited rows) they are MySQL's pages from before the delete.
+	cat := NewCatalog(s.cli, f.cluster, f.store)
+	r := cold.NewReader(f.store, cat, cold.ReaderOptions{})
+	for _, p := range pages {
+		if p.conv != c {
+			continue
+		}
+		var got cold.Page
+		var err error
+		if p.desc {
+			got, err = r.Before(context.Background(), c, p.cursor, p.limit+2)
+		} else {
+			got, err = r.After(context.Background(), c, p.cursor, p.limit+2)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var merged [][][]byte
+		for _, row := range got.Rows {
+			if row.Seq == 10 || row.Seq == 11 || row.Seq == 12 {
+				t.Fatalf("%s: cold served skipped seq %d", p.sql, row.Seq)
+			}
+			merged = append(merged, row.Msg)
+		}
+		_, warm := f.query(p.sql)
+		merged = append(merged, warm...)
+		sortRows(merged, p.desc)
+		if len(merged) > p.limit {
+			merged = merged[:p.limit]
+		}
+		if len(merged) != len(p.rows) {
+			t.Fatalf("%s: cold+warm %d rows, MySQL had %d", p.sql, len(merged), len(p.rows))
+		}
+		for i := range merged {
+			if !sameValues(merged[i], p.rows[i]) {
+				t.Fatalf("%s: row %d: %q, MySQL had %q", p.sql, i, merged[i], p.rows[i])
+			}
+		}
+	}
+	_, rows, _ := NewAdmin(s.cli, f.cluster).Status(context.Background())
+	if rows[0][8] != "2" || rows[0][9] != "1" {
+		t.Fatalf("SHOW ARCHIVE edited_kept %s deleted_by_users %s", rows[0][8], rows[0][9])
+	}
+}
+
+func sortRows(rows [][][]byte, desc bool) {
+	seq := func(r [][]byte) uint64 {
+		var v uint64
+		fmt.Sscan(string(r[1]), &v)
+		return v
+	}
+	for i := 1; i < len(rows); i++ {
+		for j := i; j > 0 && (seq(rows[j]) < seq(rows[j-1])) != desc; j-- {
+			rows[j], rows[j-1] = rows[j-1], rows[j]
+		}
+	}
+}
+
+// testStoreUnavailable: the S3 server hangs (SIGSTOP) mid-run: the run
+// stops with the store's error in SHOW ARCHIVE; once it answers again the
+// next run completes and nothing is lost or written twice.
+func testStoreUnavailable(t *testing.T, s *services) {
+	f := newFixture(t, s, "s3")
+	stopped := false
+	a := f.archiver(func(c *Config) {
+		c.StoreTimeout = time.Second
+		c.Hook = func(at string, _ int) error {
+			if at == HookCatalogued && !stopped {
+				stopped = true
+				s.s3.Pause(t)
+			}
+			return nil
+		}
+	})
+	err := a.RunShard(context.Background(), f.shard)
+	s.s3.Resume(t)
+	if err == nil {
+		t.Fatal("run succeeded with the store hung")
+	}
+	cols, rows, serr := NewAdmin(s.cli, f.cluster).Status(context.Background())
+	if serr != nil || len(rows) != 1 || !strings.Contains(rows[0][len(cols)-1], "store") {
+		t.Fatalf("SHOW ARCHIVE after the outage: %v %v (run error %v)", rows, serr, err)
+	}
+	f.run(a)
+	if got, want := f.archivedKeys(), f.wantArchived(); !maps.Equal(got, want) {
+		var missing []key
+		for k := range want {
+			if got[k] != 1 {
+				missing = append(missing, k)
+			}
+		}
+		t.Fatalf("after the outage: %d keys archived, want %d once each; wrong: %v; run error was %v", len(got), len(want), missing, err)
+	}
+	_, rows, _ = NewAdmin(s.cli, f.cluster).Status(context.Background())
+	if rows[0][len(cols)-1] != "" {
+		t.Fatalf("last_error after recovery: %q", rows[0][len(cols)-1])
+	}
+}
+
+// testMigrationAndPause: a shard with an unfinished migration job is not
+// touched (and says why); ARCHIVE PAUSE stops every run, RESUME lets it
+// go on; ARCHIVE SHARD n NOW is recorded and cleared by the run.
+func testMigrationAndPause(t *testing.T, s *services) {
+	f := newFixture(t, s, "file")
+	ctx := context.Background()
+	a := f.archiver()
+	mj, err := routecfg.NewJobStore(s.cli, f.cluster).Create(ctx, routecfg.Job{ID: "mig-1", Shard: f.shard, Step: "backfill"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RunShard(ctx, f.shard); !errors.Is(err, ErrMigrating) {
+		t.Fatalf("run during a migration: %v", err)
+	}
+	if len(f.records()) != 0 {
+		t.Fatal("files written during a migration")
+	}
+	admin := NewAdmin(s.cli, f.cluster)
+	_, rows, _ := admin.Status(ctx)
+	if !strings.Contains(rows[0][len(rows[0])-1], "migrating") {
+		t.Fatalf("status during a migration: %v", rows)
+	}
+	if err := routecfg.NewJobStore(s.cli, f.cluster).Delete(ctx, mj); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Command(ctx, -1, "PAUSE"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RunShard(ctx, f.shard); !errors.Is(err, ErrPaused) {
+		t.Fatalf("run while paused: %v", err)
+	}
+	if _, rows, _ = admin.Status(ctx); rows[0][1] != "paused" {
+		t.Fatalf("status while paused: %v", rows)
+	}
+	if err := admin.Command(ctx, f.shard, "NOW"); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Command(ctx, -1, "RESUME"); err != nil {
+		t.Fatal(err)
+	}
+	if _, rows, _ = admin.Status(ctx); rows[0][1] != "idle (now requested)" {
+		t.Fatalf("status after NOW: %v", rows)
+	}
+	f.run(a)
+	if got := f.archivedKeys(); len(got) != len(f.wantArchived()) {
+		t.Fatalf("after RESUME: %d keys archived", len(got))
+	}
+	if _, rows, _ = admin.Status(ctx); rows[0][1] != "idle" || rows[0][len(rows[0])-1] != "" {
+		t.Fatalf("status after the run: %v", rows)
+	}
+	for _, bad := range []struct {
+		shard int
+		verb  string
+	}{{1024, "NOW"}, {-1, "NOW"}, {3, "FASTER"}} {
+		var in *InputError
+		if err := admin.Command(ctx, bad.shard, bad.verb); !errors.As(err, &in) {
+			t.Errorf("Command(%d, %s): %v, want an InputError", bad.shard, bad.verb, err)
+		}
+	}
+}
+
+// testManager: a manager runs a shard that has never run at once, and
+// again within a sweep of ARCHIVE SHARD n NOW (its interval, an hour, has
+// not passed).
+func testManager(t *testing.T, s *services) {
+	f := newFixture(t, s, "file")
+	m := newManager(f.archiver(), time.Hour, time.Minute, []int{f.shard})
+	defer m.Close()
+	admin := NewAdmin(s.cli, f.cluster)
+	lastRun := func() string {
+		_, rows, err := admin.Status(context.Background())
+		if err != nil || len(rows) == 0 {
+			return ""
+		}
+		return rows[0][11]
+	}
+	waitFor(t, "the first run", func() bool { return len(f.archivedKeys()) == len(f.wantArchived()) })
+	first := lastRun()
+	f.advance(time.Minute)
+	if err := admin.Command(context.Background(), f.shard, "NOW"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the run asked for by NOW", func() bool { return lastRun() != first })
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !ok(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within 30s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

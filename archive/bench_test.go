@@ -1,0 +1,81 @@
+package archive
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/convoy-im/convoy/router"
+)
+
+// BenchmarkArchive archives one shard's 40,000 messages (200
+// conversations, bodies of 100-300 random bytes as encrypted payloads
+// are, over 20 days) unthrottled to file://, deletes their warm rows, and
+// reports both rates and the bytes per message in Parquet against
+// InnoDB's (data and indexes of conv_msg and msg_content after ANALYZE
+// TABLE). Run with -benchtime 1x: one iteration is the whole shard.
+func BenchmarkArchive(b *testing.B) {
+	s := startServices(b)
+	for i := 0; i < b.N; i++ {
+		f := newEmptyFixture(b, s, "file")
+		const convs, per = 200, 200
+		rng := rand.New(rand.NewPCG(1, uint64(i)))
+		var vals, bodies []string
+		flush := func() {
+			if len(vals) > 0 {
+				f.svc.db.Exec(b, "INSERT INTO "+f.dbName+".conv_msg_0000 VALUES "+strings.Join(vals, ","),
+					"INSERT INTO "+f.dbName+".msg_content_0000 VALUES "+strings.Join(bodies, ","))
+			}
+			vals, bodies = vals[:0], bodies[:0]
+		}
+		for _, c := range keysOfShard(router.Shard(f.shard), convs, 1000) {
+			for seq := uint64(1); seq <= per; seq++ {
+				at := dataStart.Add(time.Duration(seq) * 2 * time.Hour).Add(time.Duration(rng.IntN(7200000)) * time.Millisecond).Format("2006-01-02 15:04:05.000")
+				body := make([]byte, 100+rng.IntN(200))
+				for j := range body {
+					body[j] = byte(rng.UintN(256))
+				}
+				vals = append(vals, fmt.Sprintf("(%d,%d,%d,%d,%d,'%s')", c, seq, c*1000+seq, 7000+rng.IntN(50), 1+rng.IntN(3), at))
+				bodies = append(bodies, fmt.Sprintf("(%d,%d,%d,%d,X'%x','%s')", c*1000+seq, c, 7000+rng.IntN(50), 1+rng.IntN(3), body, at))
+				if len(vals) == 1000 {
+					flush()
+				}
+			}
+		}
+		flush()
+		rows := convs * per
+		f.svc.db.Exec(b, "ANALYZE TABLE "+f.dbName+".conv_msg_0000, "+f.dbName+".msg_content_0000")
+		_, st := f.query("SELECT SUM(data_length + index_length) FROM information_schema.tables WHERE table_schema = '" + f.dbName + "'")
+		var innodb int64
+		fmt.Sscan(string(st[0][0]), &innodb)
+		a := f.archiver(func(c *Config) { c.PartRows, c.ChunkRows, c.ScanRows = 0, 0, 0 })
+		b.ResetTimer()
+		t0 := time.Now()
+		f.run(a)
+		archiveSecs := time.Since(t0).Seconds()
+		var parquet int64
+		n := 0
+		for _, r := range f.records() {
+			parquet += r.Bytes
+			n += int(r.Rows)
+		}
+		if n != rows {
+			b.Fatalf("%d rows archived, want %d", n, rows)
+		}
+		a.cfg.DeleteAfter = time.Hour
+		f.advance(2 * time.Hour)
+		t0 = time.Now()
+		f.run(a)
+		deleteSecs := time.Since(t0).Seconds()
+		b.StopTimer()
+		if left := f.count("TRUE"); left != 0 {
+			b.Fatalf("%d warm rows left", left)
+		}
+		b.ReportMetric(float64(rows)/archiveSecs, "archived_rows/s")
+		b.ReportMetric(float64(rows)/deleteSecs, "deleted_rows/s")
+		b.ReportMetric(float64(parquet)/float64(rows), "parquet_B/msg")
+		b.ReportMetric(float64(innodb)/float64(rows), "innodb_B/msg")
+	}
+}

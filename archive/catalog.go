@@ -1,0 +1,181 @@
+package archive
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/convoy-im/convoy/cold"
+	"github.com/convoy-im/convoy/routecfg"
+)
+
+// File states (Record.State).
+const (
+	// StateCatalogued: written, verified, recorded; the warm rows are all
+	// still in MySQL, which alone answers reads.
+	StateCatalogued = "catalogued"
+	// StateDeleting: the warm rows are being deleted chunk by chunk; rows
+	// up to Bound may be read from the file (see Catalog).
+	StateDeleting = "deleting"
+	// StateDeleted: every warm row the file holds is deleted, except those
+	// in Skips (edited or deleted by users after archiving).
+	StateDeleted = "deleted"
+)
+
+// Record is what etcd holds about one cold file: everything mutable about
+// it (its delete step) and enough for SHOW ARCHIVE and for a proxy to find
+// its immutable description (Meta) in the store.
+type Record struct {
+	Kind  string `json:"kind"` // "conv_msg" (with msg_content bodies)
+	Key   string `json:"key"`  // the Parquet object
+	Meta  string `json:"meta"` // the catalog object: cold.FileInfo as JSON
+	Shard int    `json:"shard"`
+	Day   string `json:"day"` // yyyymmdd
+	Part  int    `json:"part"`
+	Rows  int64  `json:"rows"`
+	Bytes int64  `json:"bytes"`
+	// SHA256 of the Parquet object: ScanFile checks it before the delete
+	// step trusts the file's rows.
+	SHA256       string    `json:"sha256"`
+	CataloguedAt time.Time `json:"catalogued_at"`
+	State        string    `json:"state"`
+	// Delete step. Chunks is how many chunks the file's rows make; Done a
+	// lower bound of those committed (the shard database's progress row is
+	// exact); Bound the last key of the chunk being deleted, written
+	// before its transaction commits, so every deleted row is at or below
+	// it; Location the datasource/database the delete runs on.
+	Chunks   int    `json:"chunks,omitempty"`
+	Done     int    `json:"done,omitempty"`
+	Bound    *key   `json:"bound,omitempty"`
+	Location string `json:"location,omitempty"`
+	// Skips, per chunk, are the file's rows that must not be read from it:
+	// their warm row was changed (kept in MySQL, which then serves it) or
+	// deleted by a user after archiving. A chunk's list is written before
+	// its delete commits and replaced when the chunk is redone.
+	Skips     map[int][]skipped `json:"skips,omitempty"`
+	Kept      int64             `json:"kept,omitempty"`
+	Gone      int64             `json:"gone,omitempty"`
+	DeletedAt time.Time         `json:"deleted_at,omitzero"`
+
+	revision int64
+}
+
+// kindHistory is the Kind of conv_msg files.
+const kindHistory = "conv_msg"
+
+// FilesPrefix holds the file records: files/<shard>/<day>-<part>.
+func FilesPrefix(cluster string) string { return routecfg.ArchivePrefix(cluster) + "files/" }
+
+func shardFilesPrefix(cluster string, shard int) string {
+	return fmt.Sprintf("%s%04d/", FilesPrefix(cluster), shard)
+}
+
+func recordKey(cluster string, shard int, day string, part int) string {
+	return fmt.Sprintf("%s%s-%04d", shardFilesPrefix(cluster, shard), day, part)
+}
+
+// metaKey names a Parquet object's catalog object.
+func metaKey(parquetKey string) string { return strings.TrimSuffix(parquetKey, ".parquet") + ".json" }
+
+// skipped is a row of a file not to be read from it: Gone when the warm
+// row was deleted by a user, else it was changed and stays in MySQL.
+type skipped struct {
+	key
+	Gone bool `json:"gone,omitempty"`
+}
+
+// skippedKeys is every row of the record's Skips, in key order.
+func (r Record) skippedKeys() []key {
+	var out []key
+	for _, ks := range r.Skips {
+		for _, k := range ks {
+			out = append(out, k.key)
+		}
+	}
+	slices.SortFunc(out, func(a, b key) int {
+		if a.less(b) {
+			return -1
+		}
+		if b.less(a) {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// readable says whether a proxy may serve rows from the file.
+func (r Record) readable() bool { return r.State == StateDeleting || r.State == StateDeleted }
+
+func decodeRecord(b []byte, rev int64) (Record, error) {
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("archive: file record: %w", err)
+	}
+	r.revision = rev
+	return r, nil
+}
+
+func (r Record) put(cluster string) clientv3.Op {
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic("[BUG] archive: marshal file record: " + err.Error())
+	}
+	return clientv3.OpPut(recordKey(cluster, r.Shard, r.Day, r.Part), string(b))
+}
+
+// listRecords returns a shard's file records, by day and part.
+func listRecords(ctx context.Context, cli *clientv3.Client, cluster string, shard int) ([]Record, int64, error) {
+	resp, err := cli.Get(ctx, shardFilesPrefix(cluster, shard), clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, fmt.Errorf("archive: list the files of shard %04d: %w", shard, err)
+	}
+	out := make([]Record, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		r, err := decodeRecord(kv.Value, kv.ModRevision)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%w (%s)", err, kv.Key)
+		}
+		out = append(out, r)
+	}
+	return out, resp.Header.Revision, nil
+}
+
+// meta is the catalog object: the file's cold.FileInfo, immutable, next to
+// the file in the store, so the store alone says what each file holds (a
+// lost etcd can be rebuilt from it) and a proxy reads a file's
+// conversation ranges without opening the Parquet file.
+type meta struct {
+	Kind string        `json:"kind"`
+	Info cold.FileInfo `json:"info"`
+}
+
+func encodeMeta(kind string, info cold.FileInfo) []byte {
+	b, err := json.Marshal(meta{Kind: kind, Info: info})
+	if err != nil {
+		panic("[BUG] archive: marshal catalog object: " + err.Error())
+	}
+	return b
+}
+
+// readMeta reads a catalog object.
+func readMeta(ctx context.Context, store cold.Store, key string) (meta, error) {
+	var m meta
+	size, err := store.Size(ctx, key)
+	if err != nil {
+		return m, err
+	}
+	b, err := store.ReadRange(ctx, key, 0, size)
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("archive: catalog object %s: %w", key, err)
+	}
+	return m, nil
+}

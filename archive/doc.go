@@ -1,0 +1,95 @@
+// Package archive moves conversation history older than the warm window
+// out of MySQL into the cold tier (package cold) and keeps the catalog
+// proxies read it through (seed 000, 冷热分离: 先写冷、再删温，温层删除延迟
+// 7 天; issue 16).
+//
+// # One job per shard
+//
+// Each logical shard has an archive job record in etcd
+// (/convoy/<cluster>/archive/<shard>, routecfg.NewArchiveJobStore: the
+// migration job records' layout and compare-and-swap) and one runner at a
+// time, elected under .../archive/runners/<shard> (routecfg.CampaignRunner);
+// every write the runner makes is fenced by its election key. Manager, in
+// every convoy serve with cold.enabled, sweeps the shards every 10 s and
+// runs those due (never run, ARCHIVE SHARD n NOW, an hour since the last
+// good run, a minute after a failed one); a shard another process runs is
+// passed over. A run reads the routes itself and works on the shard's
+// physical tables; where a table holds several logical shards (small
+// layouts) it keeps only rows with router.ShardOf(conv_id) = shard. A
+// shard with an unfinished migration job is skipped (SHOW ARCHIVE says
+// why), and a run stops when one appears or the routes move the shard:
+// the archiver never works on a shard that is moving. ARCHIVE PAUSE (a
+// key under .../archive/paused) stops every run before its next step.
+//
+// # Archive step
+//
+// Days are UTC days of conv_msg.created_at. Every day wholly older than
+// cold.after is archived in order, from the checkpoint (or the oldest warm
+// row): the day's rows are found by a scan of the table's keys and times
+// in key order (conv_msg has no index on created_at, so each day costs a
+// pass over its keys, 5000 a statement), their full rows fetched by
+// primary key, 500 at a time, with their msg_content rows (two statements
+// in the text protocol, so the values and column definitions are exactly
+// what a client of Convoy gets), at cold.rate rows/s (migrate's Limiter;
+// the key scan may go 50 times faster). Rows go into parts of up to
+// 20000 rows in (conv_id, seq) order. For each part:
+//
+//  1. intent "write <key>" in the job record;
+//  2. the Parquet object, create-if-absent (cold.Store.PutIfAbsent);
+//  3. cold.Verify from storage (SHA-256, every row decoded, digest);
+//  4. the catalog object next to it (<key>.json: cold.FileInfo), also
+//     create-if-absent;
+//  5. in one etcd transaction, the file's record
+//     (.../archive/files/<shard>/<day>-<part>, state catalogued) and the
+//     checkpoint (next part, last key).
+//
+// A crash before 5 redoes the part from the previous checkpoint: the
+// Writer is deterministic, so the same rows give the same bytes and 2 and
+// 4 find their objects already there; if the rows changed in between, 2
+// refuses (ErrConflict), the object is left uncatalogued (listed as an
+// orphan in the job record) and the part takes the next number. After 5
+// there is nothing to redo. Object keys carry the logical shard:
+// <prefix>/<shard>/<yyyymmdd>/part-<n>.parquet, so a shard's files stay its
+// own whichever table or server holds it.
+//
+// # Delete step
+//
+// A file catalogued cold.delete_after ago has its warm rows deleted:
+// exactly the rows it holds, by primary key, read back from the stored
+// file, in chunks of 500, each one transaction on the shard's database:
+// lock the rows (SELECT ... FOR UPDATE, both tables), compare each with
+// the file's copy value by value; write the chunk's skip list and the
+// file's read bound to etcd; delete the equal rows and bump a progress row
+// (_convoy_archive_progress in the shard's database) in the same
+// transaction; commit. A crash rolls the chunk back (redone, its skip
+// list recomputed) or leaves it committed with the progress row saying
+// so; etcd cannot join the MySQL transaction, which is why the progress
+// row exists.
+//
+// A row edited after it was archived (msg_type, the body, a recalled
+// message's content) is not deleted: it stays in MySQL with the edit, and
+// the file's stale copy is skipped by reads. A row deleted by a user after
+// archiving stays deleted and is skipped too, so it never comes back from
+// cold. Both are counted in SHOW ARCHIVE (edited_kept, deleted_by_users)
+// and logged. Rows edited or deleted once their warm row is gone are a
+// cold-tier write, which nothing does yet: the cold tier is read-only.
+//
+// # Catalog
+//
+// The store holds the archive's truth: each Parquet object and its
+// immutable catalog object. etcd holds the mutable part per file (state,
+// read bound, skip lists) and is the index proxies follow. Catalog is the
+// proxies' cold.Catalog: a file is readable once its delete step has
+// begun (deleting or deleted; before that MySQL holds every row and alone
+// answers); while deleting, only rows at or below the read bound (the last
+// key of the chunk being deleted, written before its commit) may be read
+// from it; skipped rows never. So for any row missing from MySQL, the
+// catalog knows whether a file stands in for it. The cold read path
+// (phase 2) merges warm and cold over a conversation's archived range, a
+// warm row superseding its cold copy. Loading is lazy per shard (see
+// Catalog for the cost and the trade-off).
+//
+// Not built: archiving im_inbox (seed 001's TTL cleanup of read inbox
+// rows), retention of cold files, removing orphans, rebuilding etcd's
+// records from the catalog objects.
+package archive

@@ -1,0 +1,76 @@
+package archive
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric names of the archive runs a process makes. No shard label: every
+// process runs some of the 1024 shards in turn, and per-shard figures are
+// in SHOW ARCHIVE.
+const (
+	MetricRows        = "convoy_archive_rows_total"
+	MetricFiles       = "convoy_archive_files_total"
+	MetricBytes       = "convoy_archive_bytes_total"
+	MetricErrors      = "convoy_archive_errors_total"
+	MetricLastSuccess = "convoy_archive_last_success_timestamp_seconds"
+)
+
+// Metrics are what this process archived. A nil *Metrics records nothing.
+type Metrics struct {
+	rows        *prometheus.CounterVec
+	files       prometheus.Counter
+	bytes       prometheus.Counter
+	errors      prometheus.Counter
+	lastSuccess prometheus.Gauge
+}
+
+// NewMetrics creates the archiver metrics and registers them with reg
+// (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRows,
+			Help: "History rows the archiver handled: archived (written to a verified, catalogued cold file) or deleted (their warm row removed after cold.delete_after)."}, []string{"op"}),
+		files: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricFiles, Help: "Cold files written, verified and catalogued."}),
+		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricBytes, Help: "Bytes of the cold files catalogued."}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricErrors,
+			Help: "Archive runs that failed (SHOW ARCHIVE's last_error says why; the shard is retried)."}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricLastSuccess,
+			Help: "Unix time of the last archive run of any shard that completed here."}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.rows, m.files, m.bytes, m.errors, m.lastSuccess} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) archived(rows, bytes int64) {
+	if m != nil {
+		m.rows.WithLabelValues("archived").Add(float64(rows))
+		m.files.Inc()
+		m.bytes.Add(float64(bytes))
+	}
+}
+
+func (m *Metrics) deleted(rows int) {
+	if m != nil {
+		m.rows.WithLabelValues("deleted").Add(float64(rows))
+	}
+}
+
+func (m *Metrics) failed() {
+	if m != nil {
+		m.errors.Inc()
+	}
+}
+
+func (m *Metrics) success(at time.Time) {
+	if m != nil {
+		m.lastSuccess.Set(float64(at.Unix()))
+	}
+}

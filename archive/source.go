@@ -1,0 +1,300 @@
+package archive
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/convoy-im/convoy/cold"
+	"github.com/convoy-im/convoy/rewrite"
+	"github.com/convoy-im/convoy/router"
+)
+
+// Connector opens a connection to a datasource for one archiver run: the
+// datasource's account, password and TLS, utf8mb4 (cmd/convoy builds it
+// from proxy/backend's helpers). The run closes it.
+type Connector func(ctx context.Context, ds router.Datasource) (*client.Conn, error)
+
+// key is a conv_msg primary key.
+type key struct {
+	Conv uint64 `json:"conv"`
+	Seq  uint64 `json:"seq"`
+}
+
+func (k key) less(o key) bool { return k.Conv < o.Conv || k.Conv == o.Conv && k.Seq < o.Seq }
+
+func keyOf(r cold.Row) key { return key{r.ConvID, r.Seq} }
+
+// source reads and deletes one logical shard's history rows on the
+// physical tables the routes put it in. Every statement goes as text
+// (COM_QUERY, values printed as decimal integers): the rows archived must
+// be the text-protocol values a client of Convoy gets, byte for byte.
+type source struct {
+	conn            *client.Conn
+	shard           router.Shard
+	msg, content    string // quoted db.table
+	progress        string // quoted db._convoy_archive_progress
+	shared          bool   // the physical table holds other shards too
+	timeout         time.Duration
+	msgIdx, bodyIdx int // msg_id's position in conv_msg's / msg_content's columns
+}
+
+// progressTable records, in the shard's own database, how many delete
+// chunks of a file have committed: it is written in the transaction that
+// deletes the chunk, so a crash can never leave the rows deleted without
+// the record or the reverse (etcd cannot be part of that transaction).
+const progressTable = "_convoy_archive_progress"
+
+func newSource(conn *client.Conn, snap *router.Snapshot, shard router.Shard, timeout time.Duration) *source {
+	q := func(p router.Physical) string {
+		return rewrite.QuoteIdent(p.Database) + "." + rewrite.QuoteIdent(p.Table)
+	}
+	m, c := snap.Physical("conv_msg", shard), snap.Physical("msg_content", shard)
+	shared := false
+	for _, g := range snap.AllPhysical("conv_msg") {
+		if g.Physical == m {
+			shared = len(g.Shards) > 1
+		}
+	}
+	conn.ReadTimeout, conn.WriteTimeout = timeout, timeout
+	return &source{conn: conn, shard: shard, msg: q(m), content: q(c), shared: shared, timeout: timeout,
+		progress: rewrite.QuoteIdent(m.Database) + "." + rewrite.QuoteIdent(progressTable), msgIdx: -1, bodyIdx: -1}
+}
+
+func (s *source) exec(sql string) (*mysql.Result, error) {
+	r, err := s.conn.Execute(sql)
+	if err != nil {
+		return nil, fmt.Errorf("archive: shard %s: %w", s.shard, err)
+	}
+	return r, nil
+}
+
+// mine: the row belongs to this logical shard (a shared table holds
+// others); router.ShardOf is CRC32(conv_id) % 1024, as MariaDB computes it.
+func (s *source) mine(conv uint64) bool { return !s.shared || router.ShardOf(conv) == s.shard }
+
+// scanned is one conv_msg key and its created_at text.
+type scanned struct {
+	key
+	at string
+}
+
+// scan returns up to n keys after `after` in primary-key order with their
+// created_at. It reads only the key and the time, n rows at a time, so
+// each statement is short whatever the day holds (conv_msg has no index on
+// created_at: finding a day's rows costs a pass over the table's keys).
+func (s *source) scan(after *key, n int) ([]scanned, error) {
+	where := ""
+	if after != nil {
+		where = fmt.Sprintf(" WHERE conv_id > %d OR (conv_id = %d AND seq > %d)", after.Conv, after.Conv, after.Seq)
+	}
+	r, err := s.exec("SELECT conv_id, seq, created_at FROM " + s.msg + where + " ORDER BY conv_id, seq LIMIT " + strconv.Itoa(n))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	rows, err := cold.TextRows(r.Resultset)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]scanned, 0, len(rows))
+	for _, v := range rows {
+		conv, err1 := strconv.ParseUint(string(v[0]), 10, 64)
+		seq, err2 := strconv.ParseUint(string(v[1]), 10, 64)
+		if err1 != nil || err2 != nil || v[2] == nil {
+			return nil, fmt.Errorf("archive: shard %s: unexpected key row %q", s.shard, v)
+		}
+		out = append(out, scanned{key{conv, seq}, string(v[2])})
+	}
+	return out, nil
+}
+
+// oldest is the created_at of the shard's oldest warm row ("" if none):
+// where an archive run starts, and what SHOW ARCHIVE reports.
+func (s *source) oldest() (string, error) {
+	where := ""
+	if s.shared {
+		where = fmt.Sprintf(" WHERE CRC32(conv_id) %% 1024 = %d", s.shard)
+	}
+	r, err := s.exec("SELECT MIN(created_at) FROM " + s.msg + where)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	rows, err := cold.TextRows(r.Resultset)
+	if err != nil || len(rows) != 1 || rows[0][0] == nil {
+		return "", err
+	}
+	return string(rows[0][0]), nil
+}
+
+// fetch reads the conv_msg rows of keys (those still there) with their
+// msg_content rows, in key order, and the two tables' column definitions
+// as the server sent them for SELECT * (two statements rather than a
+// join, whose outer side's definitions would lose NOT NULL). lock takes
+// the rows' locks (FOR UPDATE, inside the caller's transaction).
+func (s *source) fetch(keys []key, lock bool) (cold.Tables, []cold.Row, error) {
+	var t cold.Tables
+	suffix := ""
+	if lock {
+		suffix = " FOR UPDATE"
+	}
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(" OR ")
+		}
+		// An OR of key equalities is a set of ranges on the primary key;
+		// MariaDB does not use an index for a row-constructor IN list.
+		fmt.Fprintf(&b, "(conv_id = %d AND seq = %d)", k.Conv, k.Seq)
+	}
+	if len(keys) == 0 {
+		b.WriteString("FALSE")
+	}
+	msgs, mrows, err := s.query("SELECT * FROM " + s.msg + " WHERE " + b.String() + " ORDER BY conv_id, seq" + suffix)
+	if err != nil {
+		return t, nil, err
+	}
+	t.Msg = msgs
+	if s.msgIdx = columnIndex(msgs, "msg_id"); s.msgIdx < 0 {
+		return t, nil, fmt.Errorf("archive: %s has no msg_id column", s.msg)
+	}
+	ids := make([]string, 0, len(mrows))
+	for _, r := range mrows {
+		ids = append(ids, string(r[s.msgIdx]))
+	}
+	if len(ids) == 0 {
+		ids = append(ids, "NULL")
+	}
+	bodies, brows, err := s.query("SELECT * FROM " + s.content + " WHERE msg_id IN (" + strings.Join(ids, ",") + ")" + suffix)
+	if err != nil {
+		return t, nil, err
+	}
+	t.Content = bodies
+	if s.bodyIdx = columnIndex(bodies, "msg_id"); s.bodyIdx < 0 {
+		return t, nil, fmt.Errorf("archive: %s has no msg_id column", s.content)
+	}
+	byID := make(map[string][][]byte, len(brows))
+	for _, r := range brows {
+		byID[string(r[s.bodyIdx])] = r
+	}
+	rows := make([]cold.Row, 0, len(mrows))
+	for _, r := range mrows {
+		row := cold.Row{Msg: r, Content: byID[string(r[s.msgIdx])]}
+		if row.ConvID, row.Seq, err = parseKey(t, r); err != nil {
+			return t, nil, err
+		}
+		rows = append(rows, row)
+	}
+	return t, rows, nil
+}
+
+func (s *source) query(sql string) ([]cold.Column, [][][]byte, error) {
+	r, err := s.exec(sql)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer r.Close()
+	if r.Resultset == nil {
+		return nil, nil, fmt.Errorf("[BUG] archive: %q returned no result set", sql)
+	}
+	cols := make([]cold.Column, len(r.Fields))
+	for i, f := range r.Fields {
+		cols[i] = cold.ColumnFromField(f)
+	}
+	rows, err := cold.TextRows(r.Resultset)
+	return cols, rows, err
+}
+
+func columnIndex(cols []cold.Column, name string) int {
+	return slices.IndexFunc(cols, func(c cold.Column) bool { return c.Name == name })
+}
+
+// parseKey reads conv_id and seq from a conv_msg row.
+func parseKey(t cold.Tables, r [][]byte) (uint64, uint64, error) {
+	var out [2]uint64
+	for i, name := range []string{"conv_id", "seq"} {
+		j := columnIndex(t.Msg, name)
+		if j < 0 || r[j] == nil {
+			return 0, 0, fmt.Errorf("archive: conv_msg row without %s", name)
+		}
+		v, err := strconv.ParseUint(string(r[j]), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("archive: conv_msg.%s %q: %w", name, r[j], err)
+		}
+		out[i] = v
+	}
+	return out[0], out[1], nil
+}
+
+// ensureProgress creates the progress table if it is missing.
+func (s *source) ensureProgress() error {
+	_, err := s.exec("CREATE TABLE IF NOT EXISTS " + s.progress + ` (
+  file        VARCHAR(512) NOT NULL,
+  chunks_done INT UNSIGNED NOT NULL,
+  updated_at  DATETIME(3)  NOT NULL,
+  PRIMARY KEY (file)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='Convoy archiver: delete chunks committed per cold file'`)
+	return err
+}
+
+// chunksDone is the progress row of file (0 if none).
+func (s *source) chunksDone(file string) (int, error) {
+	r, err := s.exec("SELECT chunks_done FROM " + s.progress + " WHERE file = " + rewrite.QuoteString(file))
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	rows, err := cold.TextRows(r.Resultset)
+	if err != nil || len(rows) == 0 {
+		return 0, err
+	}
+	return strconv.Atoi(string(rows[0][0]))
+}
+
+// deleteChunk deletes rows (whose locks the caller's transaction holds)
+// and records chunk `done` of file as committed, in that transaction.
+func (s *source) deleteChunk(rows []cold.Row, file string, done int) error {
+	if len(rows) > 0 {
+		var b strings.Builder
+		var ids []string
+		for i, r := range rows {
+			if i > 0 {
+				b.WriteString(" OR ")
+			}
+			fmt.Fprintf(&b, "(conv_id = %d AND seq = %d)", r.ConvID, r.Seq)
+			if r.Content != nil {
+				ids = append(ids, string(r.Content[s.bodyIdx]))
+			}
+		}
+		res, err := s.exec("DELETE FROM " + s.msg + " WHERE " + b.String())
+		if err != nil {
+			return err
+		}
+		if int(res.AffectedRows) != len(rows) {
+			// The rows are locked: anything else is a bug, and the caller
+			// rolls back.
+			return fmt.Errorf("[BUG] archive: deleted %d of %d locked conv_msg rows", res.AffectedRows, len(rows))
+		}
+		if len(ids) > 0 {
+			if _, err := s.exec("DELETE FROM " + s.content + " WHERE msg_id IN (" + strings.Join(ids, ",") + ")"); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := s.exec(fmt.Sprintf("INSERT INTO %s (file, chunks_done, updated_at) VALUES (%s, %d, UTC_TIMESTAMP(3)) "+
+		"ON DUPLICATE KEY UPDATE chunks_done = VALUES(chunks_done), updated_at = VALUES(updated_at)", s.progress, rewrite.QuoteString(file), done))
+	return err
+}
+
+// forget drops file's progress row once etcd records the file deleted.
+func (s *source) forget(file string) error {
+	_, err := s.exec("DELETE FROM " + s.progress + " WHERE file = " + rewrite.QuoteString(file))
+	return err
+}

@@ -1,0 +1,79 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// fakeArchive records the calls of the archive directives.
+type fakeArchive struct {
+	calls []string
+	err   error
+}
+
+func (f *fakeArchive) Status(context.Context) ([]string, [][]string, error) {
+	f.calls = append(f.calls, "status")
+	return []string{"shard", "state"}, [][]string{{"0441", "idle"}}, f.err
+}
+
+func (f *fakeArchive) Command(_ context.Context, shard int, verb string) error {
+	f.calls = append(f.calls, fmt.Sprintf("command %d %s", shard, verb))
+	return f.err
+}
+
+func TestArchiveDirectives(t *testing.T) {
+	f := &fakeArchive{}
+	e := New(&recorder{}, staticRoutes{defaultSnapshot()}, nil, nil, Options{})
+	s := e.NewSession("im")
+	defer s.Close()
+	s.SetPrivileges(Privileges{Read: true, Write: true, DDL: true, Admin: true})
+	_, err := s.Query("/*+ convoy SHOW ARCHIVE */")
+	expectCode(t, err, CodeNotSupported)
+
+	e.SetAdmin(AdminHooks{Archive: f})
+	for q, want := range map[string]string{
+		"/*+ convoy SHOW ARCHIVE */":          "0441 idle",
+		"/*+ convoy ARCHIVE SHARD 441 NOW */": "0441 NOW",
+		"/*+ convoy ARCHIVE PAUSE */":         "PAUSE",
+		"/*+ convoy ARCHIVE RESUME */":        "RESUME",
+	} {
+		r, err := s.Query(q)
+		if err != nil || r == nil || r.Resultset == nil || len(r.RowDatas) != 1 {
+			t.Fatalf("%s: %v %v", q, r, err)
+		}
+		if err := decodeRows(r); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for i := range r.Fields {
+			v, _ := r.GetString(0, i)
+			got = append(got, v)
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("%s: row %q, want %q", q, got, want)
+		}
+	}
+	calls := strings.Join(f.calls, ",")
+	for _, c := range []string{"status", "command 441 NOW", "command -1 PAUSE", "command -1 RESUME"} {
+		if !strings.Contains(calls, c) {
+			t.Errorf("calls %q lack %q", calls, c)
+		}
+	}
+
+	// Malformed directives are syntax errors; the admin's refusals are the
+	// client's; anything else the backing store's.
+	_, err = s.Query("/*+ convoy ARCHIVE SHARD 9999 NOW */")
+	expectCode(t, err, CodeSyntax)
+	f.err = badInput{"shard out of range"}
+	_, err = s.Query("/*+ convoy ARCHIVE SHARD 3 NOW */")
+	expectCode(t, err, CodeWrongArguments)
+	f.err = errors.New("etcdserver: request timed out")
+	_, err = s.Query("/*+ convoy SHOW ARCHIVE */")
+	expectCode(t, err, CodeBackendUnavailable)
+	s.SetPrivileges(Privileges{Read: true, Write: true, DDL: true})
+	_, err = s.Query("/*+ convoy ARCHIVE PAUSE */")
+	expectCode(t, err, CodeAccessDenied)
+}
