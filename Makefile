@@ -4,7 +4,7 @@ GO       ?= go
 FUZZTIME ?= 30s
 BENCHPKGS ?= ./router/ ./rewrite/ ./proxy/...
 
-.PHONY: all build test run down bench bench-migrate fuzz lint clean distclean
+.PHONY: all build test run down bench bench-migrate bench-search fuzz lint clean distclean
 
 all: build
 
@@ -33,6 +33,10 @@ bench:
 ## bench-migrate: shard migration figures (BENCHMARKS.md): copy and checksum rates, then the switch pause and write latency during backfill through two Convoys (about 5 minutes on 2 cores)
 bench-migrate:
 	$(GO) test -p 1 -run '^$$' -bench '^BenchmarkMigration' -benchtime 1x -timeout 30m ./migrate/ ./integration/
+
+## bench-search: message search figures (BENCHMARKS.md): index rate and search P50 / P99 at 1M messages per engine, then the index lag under the IM write mix through Convoy (about 10 minutes on 2 cores)
+bench-search:
+	$(GO) test -p 1 -run '^$$' -bench '^BenchmarkSearch' -benchtime 1x -timeout 60m ./search/ ./integration/
 
 ## fuzz: every Fuzz* target (found with go test -list in packages that declare one) for FUZZTIME each
 fuzz:

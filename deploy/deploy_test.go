@@ -93,13 +93,24 @@ var knownMetrics = map[string][]string{
 	"convoy_histcache_hits_total":   {"op"},
 	"convoy_histcache_misses_total": {"op", "reason"},
 
+	// proxy/engine/metrics.go: msg_search queries
+	"convoy_search_query_duration_seconds": {"part"}, // histogram
+	"convoy_search_query_errors_total":     {"part"},
+	// search/metrics.go (NewMetrics: the index feeds run in this process)
+	"convoy_search_docs_indexed_total":  {"datasource"},
+	"convoy_search_docs_deleted_total":  {"datasource"},
+	"convoy_search_docs_skipped_total":  {"datasource"},
+	"convoy_search_index_lag_seconds":   {"datasource"}, // histogram
+	"convoy_search_feed_behind_seconds": {"datasource"},
+
 	// Prometheus itself: one series per scrape target.
 	"up": {},
 }
 
 // histograms expose <name>_bucket (with le), _sum and _count.
 var histograms = []string{"convoy_datasource_query_duration_seconds", "convoy_scatter_targets", "convoy_migration_hold_wait_seconds",
-	migrate.MetricDualWriteSeconds, migrate.MetricRampLatency, routecfg.MetricLockSeconds, routecfg.MetricShardHoldSeconds}
+	migrate.MetricDualWriteSeconds, migrate.MetricRampLatency, routecfg.MetricLockSeconds, routecfg.MetricShardHoldSeconds,
+	"convoy_search_query_duration_seconds", "convoy_search_index_lag_seconds"}
 
 // resolveMetric maps a series name to its metric and label set.
 func resolveMetric(name string) (string, []string, bool) {

@@ -15,6 +15,7 @@ import (
 	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/proxy/engine"
 	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/search"
 )
 
 // descRecorder is a Registerer that keeps the name and label names of every
@@ -77,6 +78,9 @@ func TestKnownMetricsAreRegistered(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := routecfg.NewLockMetrics(reg, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := search.NewMetrics(reg); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := proxy.New(proxy.Config{Users: []proxy.User{{Name: "u"}}}, nil, nil, reg); err != nil {

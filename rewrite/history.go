@@ -120,7 +120,7 @@ func HistoryShape(a *Analysis) (*History, bool) {
 // columnCompare splits `col op value` or `value op col` into its parts, the
 // operator as seen from the column.
 func columnCompare(b *ast.BinaryOperationExpr) (string, ast.ExprNode, opcode.Op, bool) {
-	flip := map[opcode.Op]opcode.Op{opcode.EQ: opcode.EQ, opcode.LT: opcode.GT, opcode.GT: opcode.LT}
+	flip := map[opcode.Op]opcode.Op{opcode.EQ: opcode.EQ, opcode.LT: opcode.GT, opcode.GT: opcode.LT, opcode.GE: opcode.LE, opcode.LE: opcode.GE}
 	if c, ok := unparen(b.L).(*ast.ColumnNameExpr); ok {
 		return c.Name.Name.L, b.R, b.Op, true
 	}

@@ -259,7 +259,7 @@ func TestRunnerElection(t *testing.T) {
 	// etcd); the next candidate takes over once etcd expires it.
 	third := campaignAsync(t, js, 441, "m3", ttl)
 	t0 = time.Now()
-	r2.session.Orphan()
+	r2.lead.session.Orphan()
 	select {
 	case <-r2.Done():
 	default:

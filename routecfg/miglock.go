@@ -330,7 +330,7 @@ func (r *Runner) Switch(ctx context.Context, opts SwitchOptions, flip func(conte
 		log.Info("every live proxy holds the shard's writes; switching",
 			zap.Strings("acked", res.Acked), zap.Strings("vanished", res.Vanished), zap.Duration("ack_wait", res.AckWait))
 		fctx, cancel := context.WithDeadline(ctx, info.Deadline)
-		stop := context.AfterFunc(r.session.Ctx(), cancel) // lease lost: stop now
+		stop := context.AfterFunc(r.lead.session.Ctx(), cancel) // lease lost: stop now
 		flipErr = flip(fctx, tx)
 		stop()
 		cancel()

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 )
 
@@ -67,20 +65,12 @@ func WithRunnerMetrics(m *LockMetrics) RunnerOption { return func(c *runnerConfi
 
 // Runner is the elected runner of one shard's migration job.
 type Runner struct {
-	store    *JobStore
-	shard    int
-	id       string
-	cfg      runnerConfig
-	log      *zap.Logger
-	session  *concurrency.Session
-	election *concurrency.Election
-	// The election key and its CreateRevision, fixed once elected (the
-	// Election clears its own copy on Resign).
-	key string
-	rev int64
-
-	closeOnce sync.Once
-	closeErr  error
+	store *JobStore
+	shard int
+	id    string
+	cfg   runnerConfig
+	log   *zap.Logger
+	lead  *Leader
 }
 
 func runnersPrefix(cluster string, shard int) string {
@@ -108,48 +98,16 @@ func CampaignRunner(ctx context.Context, store *JobStore, shard int, id string, 
 	for _, o := range opts {
 		o(&cfg)
 	}
-	ttl := int((cfg.ttl + time.Second - 1) / time.Second)
-	// Grant the lease here, bounded: a session given a context would tie
-	// its keepalive to it, and one without would grant unboundedly.
-	gctx, cancel := context.WithTimeout(ctx, registerTimeout)
-	grant, err := store.cli.Grant(gctx, int64(ttl))
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("routecfg: runner %s of shard %d: grant lease: %w", id, shard, err)
-	}
-	session, err := concurrency.NewSession(store.cli, concurrency.WithTTL(ttl), concurrency.WithLease(grant.ID))
-	if err != nil {
-		return nil, fmt.Errorf("routecfg: runner %s of shard %d: keep the lease alive: %w", id, shard, err)
-	}
-	r := &Runner{
-		store: store, shard: shard, id: id, cfg: cfg, session: session,
-		election: concurrency.NewElection(session, runnersUnder(store.prefix, shard)),
-		log: cfg.log.With(zap.String("cluster", store.cluster), zap.Int("shard", shard), zap.String("runner", id),
-			zap.String("lease", leaseHex(session.Lease()))),
-	}
 	t0 := time.Now()
-	if err := r.election.Campaign(ctx, id); err != nil {
-		r.abandon()
-		return nil, fmt.Errorf("routecfg: runner %s of shard %d: campaign: %w", id, shard, err)
+	lead, err := Elect(ctx, store.cli, runnersUnder(store.prefix, shard), id, cfg.ttl)
+	if err != nil {
+		return nil, fmt.Errorf("routecfg: runner %s of shard %d: %w", id, shard, err)
 	}
-	select {
-	case <-session.Done():
-		r.abandon()
-		return nil, fmt.Errorf("routecfg: runner %s of shard %d: %w: the lease expired during the campaign", id, shard, ErrNotRunner)
-	default:
-	}
-	r.key, r.rev = r.election.Key(), r.election.Rev()
+	r := &Runner{store: store, shard: shard, id: id, cfg: cfg, lead: lead,
+		log: cfg.log.With(zap.String("cluster", store.cluster), zap.Int("shard", shard), zap.String("runner", id),
+			zap.String("lease", leaseHex(lead.Lease())))}
 	r.log.Info("elected migration runner", zap.Duration("waited", time.Since(t0)))
 	return r, nil
-}
-
-// abandon drops a failed candidate's session and revokes its lease,
-// briefly bounded.
-func (r *Runner) abandon() {
-	r.session.Orphan()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_, _ = r.store.cli.Revoke(ctx, r.session.Lease())
 }
 
 // ID is the runner's id, as given to CampaignRunner.
@@ -160,30 +118,21 @@ func (r *Runner) Shard() int { return r.shard }
 
 // Lease is the runner's session lease, which also carries its migration
 // locks.
-func (r *Runner) Lease() clientv3.LeaseID { return r.session.Lease() }
+func (r *Runner) Lease() clientv3.LeaseID { return r.lead.Lease() }
 
 // Done is closed when the runner's lease is no longer kept alive (expired,
 // etcd unreachable for a TTL, or Close): stop working on the job.
-func (r *Runner) Done() <-chan struct{} { return r.session.Done() }
+func (r *Runner) Done() <-chan struct{} { return r.lead.Done() }
 
 // Close resigns and revokes the lease, which removes the election key (and
 // any lock left under it) at once, so a waiting candidate takes over now
 // rather than after a TTL. Idempotent.
 func (r *Runner) Close() error {
-	r.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = r.election.Resign(ctx)
-		cancel()
-		r.session.Orphan()
-		ctx, cancel = context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		if _, err := r.store.cli.Revoke(ctx, r.session.Lease()); err != nil {
-			r.closeErr = fmt.Errorf("routecfg: runner %s of shard %d: revoke lease (it expires within %s): %w", r.id, r.shard, r.cfg.ttl, err)
-			return
-		}
-		r.log.Info("migration runner resigned")
-	})
-	return r.closeErr
+	if err := r.lead.Close(); err != nil {
+		return fmt.Errorf("routecfg: runner %s of shard %d: %w (it expires within %s)", r.id, r.shard, err, r.cfg.ttl)
+	}
+	r.log.Info("migration runner resigned")
+	return nil
 }
 
 // runnerGuard is the ownership condition added to a runner's writes.
@@ -195,7 +144,7 @@ type runnerGuard struct {
 }
 
 func (r *Runner) guard() *runnerGuard {
-	return &runnerGuard{key: r.key, rev: r.rev, id: r.id, shard: r.shard}
+	return &runnerGuard{key: r.lead.Key(), rev: r.lead.Rev(), id: r.id, shard: r.shard}
 }
 
 // cmps returns base plus the ownership compare; a nil guard adds nothing.

@@ -14,7 +14,7 @@ PKG_LOG=${PKG_LOG:-$ROOT/.state/packages.log}
 profile=${1:-test}
 case "$profile" in
   dev)  pkgs=(mariadb-server mariadb-client redis-server etcd-server etcd-client) ;;
-  test) pkgs=(mariadb-server mariadb-client redis-server etcd-server etcd-client sysbench python3-pymysql python3-mysqldb python3-sqlalchemy ruby-mysql2 default-jdk-headless libmariadb-java nodejs node-mysql make chromium fonts-dejavu-core) ;;
+  test) pkgs=(mariadb-server mariadb-client redis-server etcd-server etcd-client sysbench python3-pymysql python3-mysqldb python3-sqlalchemy ruby-mysql2 default-jdk-headless libmariadb-java nodejs node-mysql make chromium fonts-dejavu-core sphinxsearch) ;;
   *)    echo "usage: $0 dev|test" >&2; exit 2 ;;
 esac
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/convoy-im/convoy/search"
 )
 
 // Config is the YAML configuration of `convoy serve`. Flags and CONVOY_*
@@ -147,6 +149,33 @@ type Config struct {
 		DualWriteTimeout time.Duration `yaml:"dualwrite_timeout"`
 	} `yaml:"migration"`
 
+	// Search is message search (seed 000, "检索"; package search): the
+	// virtual table msg_search and the index feeds.
+	Search struct {
+		Enabled bool `yaml:"enabled"`
+		// Engine is bleve (embedded, the default) or sphinx.
+		Engine string `yaml:"engine"`
+		// Dir is the bleve index directory.
+		Dir    string `yaml:"dir"`
+		Sphinx struct {
+			// Partitions are the searchd SphinxQL addresses, in partition
+			// order (deploy/sphinx/sphinx.conf).
+			Partitions  []string `yaml:"partitions"`
+			Index       string   `yaml:"index"`
+			Distributed string   `yaml:"distributed"`
+			Checkpoints string   `yaml:"checkpoints"`
+		} `yaml:"sphinx"`
+		// FreshWindow: messages this young are also read from MySQL
+		// (default 5m).
+		FreshWindow time.Duration     `yaml:"fresh_window"`
+		Extraction  search.Extraction `yaml:"extraction"`
+		// RunIndexer: this process campaigns for and runs index feeds
+		// (default true).
+		RunIndexer *bool `yaml:"run_indexer"`
+		// RunnerTTL: how long a dead indexer's feed waits before another
+		// process takes it over (default 10s).
+		RunnerTTL time.Duration `yaml:"runner_ttl"`
+	} `yaml:"search"`
 	// Cold is the cold tier (issue 16, package archive): the archiver
 	// every convoy serve hosts when enabled, and the read budget of the
 	// cold read path.

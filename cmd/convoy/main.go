@@ -480,6 +480,13 @@ func serve(args []string) error {
 		}
 		defer migrations.Close()
 	}
+	if c.Search.Enabled {
+		stopSearch, err := startSearch(c, cli, watcher.Current, eng, proxyID, reg, log.Named("search"))
+		if err != nil {
+			return fmt.Errorf("search: %w", err)
+		}
+		defer stopSearch()
+	}
 	// The cold tier's archiver runs in every proxy with cold.enabled
 	// (whichever wins a shard's election), like the migration jobs.
 	if c.Cold.Enabled {

@@ -95,9 +95,10 @@ type Engine struct {
 	metrics  *Metrics
 	window   *stats.Window // sliding-window shard stats for SHOW SHARD STATS / HEALTH
 	admin    AdminHooks
-	hot      *hotState  // nil: no hot tier
-	ramps    ReadRamps  // nil: no read ramps (ramp.go)
-	dual     DualWrites // nil: no dual-write (dualwrite.go)
+	hot      *hotState    // nil: no hot tier
+	ramps    ReadRamps    // nil: no read ramps (ramp.go)
+	dual     DualWrites   // nil: no dual-write (dualwrite.go)
+	search   *searchState // nil: msg_search not enabled (search.go)
 	plans    *planCache
 	intro    introState // introspection caches (introspect.go)
 	log      *zap.Logger

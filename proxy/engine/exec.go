@@ -42,6 +42,9 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 	if pl.routine != nil {
 		return s.runRoutine(pl, args, binary)
 	}
+	if pl.search != nil {
+		return s.runSearch(pl, args, binary)
+	}
 	switch a.Kind {
 	case rewrite.KindEmpty:
 		return okResult(), nil

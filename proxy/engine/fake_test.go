@@ -90,6 +90,27 @@ func fakeResult(sql string, binary bool) *mysql.Result {
 		}
 		return &mysql.Result{Resultset: rs}
 	}
+	if strings.HasPrefix(sql, "SELECT c.msg_id, c.conv_id, m.seq") { // a msg_search's fresh window: empty
+		rs, err := mysql.BuildSimpleResultset([]string{"msg_id", "conv_id", "seq", "sender_uid", "msg_type", "content", "created_at"}, nil, binary)
+		if err != nil {
+			panic(err)
+		}
+		return &mysql.Result{Resultset: rs}
+	}
+	if strings.HasPrefix(sql, "SELECT conv_id FROM") { // a msg_search's members: uid is in 42 and 43
+		var rows [][]any
+		_, one, narrowed := strings.Cut(sql, "AND conv_id = ")
+		for _, c := range []string{"42", "43"} {
+			if !narrowed || one == c {
+				rows = append(rows, []any{c})
+			}
+		}
+		rs, err := mysql.BuildSimpleResultset([]string{"conv_id"}, rows, binary)
+		if err != nil {
+			panic(err)
+		}
+		return &mysql.Result{Resultset: rs}
+	}
 	if strings.Contains(sql, "LAST_INSERT_ID(") {
 		return &mysql.Result{AffectedRows: 1, InsertId: 1000}
 	}

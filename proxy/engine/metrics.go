@@ -47,6 +47,10 @@ type Metrics struct {
 	holdQueued  prometheus.Gauge
 	holdWait    prometheus.Histogram
 	holdRefused fixedCounters
+
+	// Message search (search.go): latency by part, errors.
+	searchLatency *prometheus.HistogramVec
+	searchErrors  fixedCounters
 }
 
 // fixedCounters is a CounterVec over a small label set known up front, its
@@ -107,7 +111,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"datasource", "kind"}),
 		statement: newFixedCounters(prometheus.CounterOpts{
 			Name: "convoy_statements_total", Help: "Client statements by routing class.",
-		}, "class", "admin", "ddl", "hot", "session", "sharded", "transaction", "unsharded"),
+		}, "class", "admin", "ddl", "hot", "search", "session", "sharded", "transaction", "unsharded"),
 		scatters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "convoy_scatter_total", Help: "SELECTs that read more than one shard, by logical table.",
 		}, []string{"table"}),
@@ -135,10 +139,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "convoy_migration_hold_refused_total",
 			Help: "Writes refused because of a migration hold: timeout (waited migration.hold_max_wait), queue_full (migration.hold_max_queue), unavailable (the switch is unresolved).",
 		}, "reason", "timeout", "queue_full", "unavailable"),
+		searchLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "convoy_search_query_duration_seconds",
+			Help:    "msg_search queries by part: total, members (im_conv_member), index, fresh (the window read from MySQL).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5},
+		}, []string{"part"}),
+		searchErrors: newFixedCounters(prometheus.CounterOpts{
+			Name: "convoy_search_query_errors_total", Help: "Failed msg_search queries by part.",
+		}, "part", "total", "members", "index", "fresh"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.queries, m.errors, m.latency, m.dsErrors, m.statement.vec, m.scatters, m.scatterN, m.plans.vec, m.backendPS.vec,
-			m.holdQueued, m.holdWait, m.holdRefused.vec, windowCollector{m})
+			m.holdQueued, m.holdWait, m.holdRefused.vec, windowCollector{m}, m.searchLatency, m.searchErrors.vec)
 	}
 	return m
 }
@@ -326,4 +338,14 @@ func (m *Metrics) refuseHeld(reason string) {
 		return
 	}
 	m.holdRefused.inc(reason)
+}
+
+func (m *Metrics) observeSearch(part string, start time.Time, err error) {
+	if m == nil {
+		return
+	}
+	m.searchLatency.WithLabelValues(part).Observe(time.Since(start).Seconds())
+	if err != nil {
+		m.searchErrors.inc(part)
+	}
 }

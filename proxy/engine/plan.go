@@ -55,6 +55,9 @@ type plan struct {
 	// routine is set for a routine statement (CREATE PROCEDURE, CALL, ...),
 	// which the parser does not read: see routine.go.
 	routine *rewrite.Routine
+	// search is set for a msg_search query (search.go), which no
+	// datasource sees.
+	search *rewrite.Search
 }
 
 // inlinable reports whether this execution may be sent as text.
@@ -221,6 +224,9 @@ func (s *Session) plan(sql string) (*plan, error) {
 			return nil, classify(err)
 		}
 		a.Returning = returning
+	}
+	if pl, ok, err := s.searchPlan(sql, a); ok {
+		return pl, err
 	}
 	pl := &plan{sql: sql, a: a, namedColumns: namedColumns}
 	if len(a.Sharded) > 0 {

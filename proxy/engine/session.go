@@ -218,6 +218,10 @@ func (s *Session) Prepare(sql string) (*Prepared, error) {
 	}
 	p := &Prepared{pl: pl, Params: pl.a.ParamCount}
 	switch {
+	case pl.search != nil:
+		// Answered by Convoy: the columns are its own.
+		p.Fields = searchFields(pl.search.Columns, s.db)
+		p.Columns = len(p.Fields)
 	case pl.local():
 		if p.Params > 0 {
 			return nil, errorf(CodeNotSupported, "placeholders are not supported in a prepared %s statement", pl.a.Kind)

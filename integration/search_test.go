@@ -1,0 +1,423 @@
+package integration
+
+import (
+	"cmp"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/convoy-im/convoy/internal/testsvc"
+	"github.com/convoy-im/convoy/search"
+)
+
+// searchModel is what the test wrote through Convoy: the oracle of every
+// msg_search answer.
+type searchModel struct {
+	members map[uint64]map[uint64]bool // uid -> conversations
+	msgs    map[uint64]*searchMsg
+	convs   []uint64
+	users   []uint64
+	nextID  uint64
+}
+
+type searchMsg struct {
+	id, conv, seq uint64
+	created       time.Time
+	text          string
+	gone          bool // deleted or recalled
+}
+
+const searchHan = "的一是了我不人在他有这个上们来到时大地为子中你说生国年着就那和要她出也得里后自以会家可下而过天去能对小多然于心学么之都好看起发当没成只如事把还用"
+
+var searchWords = strings.Fields("hello world meeting Lunch project deadline review invoice order payment thanks photo urgent weekend coffee deploy release")
+
+func searchText(r *rand.Rand) string {
+	rs := []rune(searchHan)
+	var b strings.Builder
+	for i := range 1 + r.IntN(5) {
+		if i > 0 {
+			b.WriteString([]string{" ", "，", "。", "! "}[r.IntN(4)])
+		}
+		if r.IntN(3) == 0 {
+			b.WriteString(searchWords[r.IntN(len(searchWords))])
+			continue
+		}
+		for range 1 + r.IntN(8) {
+			b.WriteRune(rs[r.IntN(len(rs))])
+		}
+	}
+	return b.String()
+}
+
+// oracle answers a search from the model: the uid's conversations, live
+// messages matching, newest first (then msg_id), limited.
+func (m *searchModel) oracle(uid uint64, q string, conv uint64, limit int) []string {
+	mt, err := search.NewMatcher(q)
+	if err != nil {
+		return nil
+	}
+	var hits []*searchMsg
+	for _, msg := range m.msgs {
+		if msg.gone || !m.members[uid][msg.conv] || conv != 0 && msg.conv != conv || !mt.Match(msg.text) {
+			continue
+		}
+		hits = append(hits, msg)
+	}
+	slices.SortFunc(hits, func(a, b *searchMsg) int {
+		if c := b.created.Compare(a.created); c != 0 {
+			return c
+		}
+		if a.id > b.id {
+			return -1
+		}
+		return 1
+	})
+	var out []string
+	for _, h := range hits[:min(len(hits), limit)] {
+		out = append(out, fmt.Sprintf("%d/%d/%d/%s", h.id, h.conv, h.seq, h.created.Format("2006-01-02 15:04:05.000")))
+	}
+	return out
+}
+
+const searchSQL = "SELECT msg_id, conv_id, seq, created_at FROM msg_search WHERE uid = ? AND MATCH(text) AGAINST (?) ORDER BY created_at DESC LIMIT ?"
+const searchConvSQL = "SELECT msg_id, conv_id, seq, created_at FROM msg_search WHERE uid = ? AND MATCH(text) AGAINST (?) AND conv_id = ? ORDER BY created_at DESC LIMIT ?"
+
+func runSearch(t *testing.T, db *sql.DB, uid uint64, q string, conv uint64, limit int) []string {
+	t.Helper()
+	var rows *sql.Rows
+	var err error
+	if conv != 0 {
+		rows, err = db.Query(searchConvSQL, uid, q, conv, limit)
+	} else {
+		rows, err = db.Query(searchSQL, uid, q, limit)
+	}
+	if err != nil {
+		t.Fatalf("search uid %d %q: %v", uid, q, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id, c, seq uint64
+		var at string
+		if err := rows.Scan(&id, &c, &seq, &at); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("%d/%d/%d/%s", id, c, seq, at))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// send writes one message through Convoy: the conv_msg row (Convoy
+// allocates the seq) and the body, in one transaction or in two statements.
+func (m *searchModel) send(t *testing.T, db *sql.DB, r *rand.Rand, conv uint64, created time.Time, text string) *searchMsg {
+	t.Helper()
+	m.nextID += 1 + uint64(r.IntN(3))
+	msg := &searchMsg{id: m.nextID, conv: conv, created: created.UTC().Truncate(time.Millisecond), text: text}
+	at := msg.created.Format("2006-01-02 15:04:05.000")
+	var ex interface {
+		Exec(string, ...any) (sql.Result, error)
+	} = db
+	var tx *sql.Tx
+	if r.IntN(2) == 0 {
+		var err error
+		if tx, err = db.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		ex = tx
+	}
+	res, err := ex.Exec("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 1, 1, ?)", conv, msg.id, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, _ := res.LastInsertId()
+	msg.seq = uint64(seq)
+	if _, err := ex.Exec("INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (?, ?, 1, 1, ?, ?)",
+		msg.id, conv, []byte(text), at); err != nil {
+		t.Fatal(err)
+	}
+	if tx != nil {
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.msgs[msg.id] = msg
+	return msg
+}
+
+// TestSearchThroughConvoy runs message search through a real Convoy
+// process against the real MariaDB binlog feed, once per engine: results
+// equal the model's brute force for random users with random memberships
+// (text and prepared statements), a user who left a conversation no longer
+// finds it, recalls and deletes disappear, a fresh message is found before
+// any index has it, and a SIGKILLed Convoy resumes its feed from the
+// checkpoint without a gap.
+func TestSearchThroughConvoy(t *testing.T) {
+	s := newStack(t)
+	for round, engine := range []string{"bleve", "sphinx"} {
+		t.Run(engine, func(t *testing.T) {
+			cfg := fmt.Sprintf("search:\n  enabled: true\n  engine: bleve\n  dir: %s\n  runner_ttl: 2s", t.TempDir())
+			if engine == "sphinx" {
+				addrs := testsvc.StartSphinx(t, 2).Addrs()
+				cfg = fmt.Sprintf("search:\n  enabled: true\n  engine: sphinx\n  sphinx:\n    partitions: [%s]\n  runner_ttl: 2s", strings.Join(addrs, ", "))
+			}
+			p := startConvoy(t, s.etcd.Endpoints(), cfg)
+			t.Cleanup(func() {
+				if t.Failed() {
+					b, _ := os.ReadFile(p.logPath)
+					for _, l := range strings.Split(string(b), "\n") {
+						if strings.Contains(l, "search") || strings.Contains(l, "binlog") {
+							t.Log(l)
+						}
+					}
+				}
+			})
+			prepared := p.open(t, "convoy", "convoy", "im")
+			text, err := sql.Open("mysql", p.dsn("convoy", "convoy", "im")+"&interpolateParams=true")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer text.Close()
+
+			r := rand.New(rand.NewPCG(uint64(round), 99))
+			m := &searchModel{members: map[uint64]map[uint64]bool{}, msgs: map[uint64]*searchMsg{}, nextID: uint64(round+1) << 40}
+			for i := range 10 {
+				m.convs = append(m.convs, uint64(round)*1000+100+uint64(i)*37)
+			}
+			for i := range 8 {
+				uid := uint64(round)*1000 + 500 + uint64(i)*11
+				m.users = append(m.users, uid)
+				m.members[uid] = map[uint64]bool{}
+				for _, c := range m.convs {
+					if r.IntN(3) == 0 {
+						m.members[uid][c] = true
+						mustExec(t, prepared, "INSERT INTO im_conv_member (uid, conv_id, updated_at) VALUES (?, ?, NOW(3))", uid, c)
+					}
+				}
+			}
+			old := time.Now().Add(-time.Hour)
+			for i := range 300 {
+				m.send(t, prepared, r, m.convs[r.IntN(len(m.convs))], old.Add(time.Duration(i)*time.Second), searchText(r))
+			}
+			// The index has everything once every conversation's last
+			// message (a word nothing else has) is found by a member.
+			sentinels := func(tag string) {
+				t.Helper()
+				for i, c := range m.convs {
+					// The round in the word: uid 1 is a member of the
+					// conversations of every round.
+					w := fmt.Sprintf("zz%s%dr%d", tag, i, round)
+					msg := m.send(t, prepared, r, c, old.Add(time.Duration(400+i)*time.Second), w)
+					m.members[1][c] = true
+					mustExec(t, prepared, "INSERT IGNORE INTO im_conv_member (uid, conv_id, updated_at) VALUES (1, ?, NOW(3))", c)
+					waitFor(t, "the index to have "+w, 20*time.Second, func() bool {
+						got := runSearch(t, prepared, 1, w, 0, 5)
+						return len(got) == 1 && strings.HasPrefix(got[0], fmt.Sprintf("%d/", msg.id))
+					})
+				}
+			}
+			m.members[1] = map[uint64]bool{}
+			sentinels("a")
+
+			compare := func(n int) {
+				t.Helper()
+				msgs := make([]*searchMsg, 0, len(m.msgs))
+				for _, msg := range m.msgs {
+					msgs = append(msgs, msg)
+				}
+				slices.SortFunc(msgs, func(a, b *searchMsg) int { return cmp.Compare(a.id, b.id) })
+				hits := 0
+				for i := range n {
+					uid := m.users[r.IntN(len(m.users))]
+					// Mostly a piece of a message the user may find.
+					var own []*searchMsg
+					for _, msg := range msgs {
+						if m.members[uid][msg.conv] {
+							own = append(own, msg)
+						}
+					}
+					if len(own) == 0 || r.IntN(4) == 0 {
+						own = msgs
+					}
+					sample := own[r.IntN(len(own))].text
+					rs := []rune(sample)
+					k := r.IntN(len(rs))
+					q := string(rs[k : k+min(1+r.IntN(3), len(rs)-k)])
+					var conv uint64
+					if r.IntN(3) == 0 {
+						conv = m.convs[r.IntN(len(m.convs))]
+					}
+					limit := []int{5, 20, 100}[r.IntN(3)]
+					want := m.oracle(uid, q, conv, limit)
+					db := prepared
+					if i%2 == 1 {
+						db = text
+					}
+					got := runSearch(t, db, uid, q, conv, limit)
+					if !slices.Equal(got, want) {
+						t.Fatalf("uid %d %q conv %d limit %d (prepared %v):\n got %q\nwant %q", uid, q, conv, limit, i%2 == 0, got, want)
+					}
+					for _, g := range got {
+						var id, c uint64
+						fmt.Sscanf(g, "%d/%d/", &id, &c)
+						if !m.members[uid][c] {
+							t.Fatalf("uid %d got message %d of conversation %d, not one of its own", uid, id, c)
+						}
+					}
+					if len(got) > 0 {
+						hits++
+					}
+				}
+				if hits < n/8 {
+					t.Fatalf("only %d of %d searches had hits", hits, n)
+				}
+			}
+			compare(120)
+
+			// Leaving a conversation: the next search no longer sees it.
+			for _, uid := range m.users {
+				for c := range m.members[uid] {
+					mustExec(t, prepared, "DELETE FROM im_conv_member WHERE uid = ? AND conv_id = ?", uid, c)
+					delete(m.members[uid], c)
+					break
+				}
+			}
+			compare(60)
+
+			// Recalls (msg_type changed) and deletes of old messages show
+			// once the index has them; of a fresh message, at once.
+			var gone []*searchMsg
+			for _, msg := range m.msgs {
+				if len(gone) == 6 {
+					break
+				}
+				if !msg.gone && !strings.HasPrefix(msg.text, "zz") {
+					gone = append(gone, msg)
+				}
+			}
+			for i, msg := range gone {
+				if i%2 == 0 {
+					mustExec(t, prepared, "UPDATE msg_content SET msg_type = 99 WHERE conv_id = ? AND msg_id = ?", msg.conv, msg.id)
+				} else {
+					mustExec(t, prepared, "DELETE FROM conv_msg WHERE conv_id = ? AND seq = ?", msg.conv, msg.seq)
+					mustExec(t, prepared, "DELETE FROM msg_content WHERE conv_id = ? AND msg_id = ?", msg.conv, msg.id)
+				}
+				msg.gone = true
+			}
+			sentinels("b")
+			compare(60)
+			uid := m.users[0]
+			conv := m.convs[0]
+			m.members[uid][conv] = true
+			mustExec(t, prepared, "INSERT IGNORE INTO im_conv_member (uid, conv_id, updated_at) VALUES (?, ?, NOW(3))", uid, conv)
+			fresh := m.send(t, prepared, r, conv, time.Now(), "刚发的消息 freshword")
+			if got := runSearch(t, prepared, uid, "freshword", 0, 5); len(got) != 1 || !strings.HasPrefix(got[0], fmt.Sprint(fresh.id)) {
+				t.Fatalf("a message sent a moment ago: %q", got)
+			}
+			mustExec(t, prepared, "UPDATE msg_content SET msg_type = 99 WHERE conv_id = ? AND msg_id = ?", conv, fresh.id)
+			fresh.gone = true
+			if got := runSearch(t, prepared, uid, "freshword", 0, 5); len(got) != 0 {
+				t.Fatalf("a fresh message recalled, the next search still finds it: %q", got)
+			}
+
+			// A proxy whose index nobody feeds finds the fresh window only.
+			q := startConvoy(t, s.etcd.Endpoints(), fmt.Sprintf("search:\n  enabled: true\n  engine: bleve\n  dir: %s\n  run_indexer: false", t.TempDir()))
+			qdb := q.open(t, "convoy", "convoy", "im")
+			young := m.send(t, prepared, r, conv, time.Now(), "indexerpaused 新消息")
+			if got := runSearch(t, qdb, uid, "indexerpaused", 0, 5); len(got) != 1 || !strings.HasPrefix(got[0], fmt.Sprint(young.id)) {
+				t.Fatalf("the fresh window without an index feed: %q", got)
+			}
+			if got := runSearch(t, qdb, 1, fmt.Sprintf("zza0r%d", round), 0, 5); len(got) != 0 {
+				t.Fatalf("an unfed index answered for an old message: %q", got)
+			}
+			q.kill()
+
+			// SIGKILL in the middle of writes; the restarted process
+			// resumes its feed from the checkpoint.
+			for i := range 60 {
+				if i == 20 {
+					p.kill()
+					p.start(t)
+				}
+				m.send(t, prepared, r, m.convs[r.IntN(len(m.convs))], old.Add(time.Duration(500+i)*time.Second), searchText(r))
+			}
+			sentinels("c")
+			compare(80)
+
+			// libmariadb's server-side prepared statements (Ruby mysql2)
+			// check the PREPARE counts and read binary rows; a Time
+			// parameter travels as a binary DATETIME.
+			rb := `
+require "mysql2"
+host, port, uid, q, since = ARGV
+c = Mysql2::Client.new(host: host, port: port.to_i, username: "convoy", password: "convoy", database: "im", encoding: "utf8mb4")
+st = c.prepare("SELECT msg_id, conv_id, seq, created_at FROM msg_search WHERE uid = ? AND MATCH(text) AGAINST (?) AND created_at >= ? ORDER BY created_at DESC LIMIT ?")
+t = Time.at(since.to_i).utc
+st.execute(uid.to_i, q, t, 50).each { |r| puts [r["msg_id"], r["conv_id"], r["seq"], r["created_at"].strftime("%F %T.%L")].join("/") }
+`
+			h, port := hostPort(t, p.addr)
+			since := old.Add(100 * time.Second).Truncate(time.Second)
+			checked := 0
+			for _, uid := range m.users {
+				var q string
+				for _, msg := range m.msgs {
+					// A character (a whole word would be needed otherwise).
+					if first := []rune(msg.text)[0]; m.members[uid][msg.conv] && !msg.gone && unicode.Is(unicode.Han, first) {
+						q = string(first)
+						break
+					}
+				}
+				if q == "" || checked == 3 {
+					continue
+				}
+				checked++
+				got := runClient(t, exec.Command("ruby", "-e", rb, h, port, fmt.Sprint(uid), q, fmt.Sprint(since.Unix())), "ruby-mysql2")
+				var want []string
+				for _, w := range m.oracle(uid, q, 0, 1000) {
+					if at, _ := time.Parse("2006-01-02 15:04:05.000", w[strings.LastIndexByte(w, '/')+1:]); !at.Before(since) {
+						want = append(want, w)
+					}
+				}
+				if got != strings.Join(want[:min(len(want), 50)], "\n") || got == "" {
+					t.Fatalf("ruby mysql2, uid %d %q since %s:\n got %q\nwant %q", uid, q, since, got, want)
+				}
+			}
+			if checked == 0 {
+				t.Fatal("no user had a message to search with Ruby mysql2")
+			}
+
+			// Refusals are MySQL errors, and the connection stays usable.
+			for _, bad := range []struct {
+				sql   string
+				errno uint16
+			}{
+				{"SELECT msg_id FROM msg_search WHERE MATCH(text) AGAINST ('x') LIMIT 5", 1235},
+				{"SELECT msg_id FROM msg_search WHERE uid = 1 AND MATCH(text) AGAINST ('x') LIMIT 5 OFFSET 5", 1235},
+				{"SELECT msg_id FROM msg_search WHERE uid = 1 AND MATCH(text) AGAINST ('x'", 1064},
+			} {
+				for _, db := range []*sql.DB{prepared, text} {
+					_, err := db.Query(bad.sql)
+					var me *mysql.MySQLError
+					if !errors.As(err, &me) || me.Number != bad.errno || string(me.SQLState[:]) != "42000" {
+						t.Fatalf("%s: %v, want errno %d", bad.sql, err, bad.errno)
+					}
+				}
+			}
+			if got := runSearch(t, text, 1, fmt.Sprintf("zzc0r%d", round), 0, 5); len(got) != 1 {
+				t.Fatalf("after the refusals: %q", got)
+			}
+		})
+	}
+}

@@ -1,0 +1,282 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/custom"
+	"github.com/blevesearch/bleve/v2/index/scorch"
+	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/blevesearch/bleve/v2/registry"
+	"github.com/blevesearch/bleve/v2/search/query"
+)
+
+// The embedded engine: a bleve (scorch) index in a local directory, zero
+// set-up for `make run`. Bleve's stock CJK analyzer indexes bigrams only,
+// so a one-character query would miss; the index's text field uses
+// tokenizer imTokenizer instead, which emits exactly the terms and
+// positions of tokens() (analyzer.go).
+
+// imAnalyzer names the tokenizer and the analyzer in the index mapping;
+// an index stores the names, so they must never change.
+const imAnalyzer = "convoy_im"
+
+func init() {
+	if err := registry.RegisterTokenizer(imAnalyzer, func(map[string]interface{}, *registry.Cache) (analysis.Tokenizer, error) {
+		return imTokenizer{}, nil
+	}); err != nil {
+		panic(err)
+	}
+}
+
+// imTokenizer is tokens() as a bleve tokenizer.
+type imTokenizer struct{}
+
+func (imTokenizer) Tokenize(b []byte) analysis.TokenStream {
+	ts := tokens(string(b))
+	out := make(analysis.TokenStream, len(ts))
+	for i, t := range ts {
+		typ := analysis.AlphaNumeric
+		if r, _ := utf8.DecodeRuneInString(t.term); isCJK(r) {
+			typ = analysis.Ideographic
+		}
+		out[i] = &analysis.Token{Term: []byte(t.term), Start: t.start, End: t.end, Position: t.pos, Type: typ}
+	}
+	return out
+}
+
+// Field names of the bleve documents. mid is the msg_id zero-padded to 20
+// digits: bleve sorts keywords as bytes, and msg_id (uint64) does not fit
+// a float64 exactly.
+const (
+	fText    = "text"
+	fConv    = "conv"
+	fType    = "type"
+	fTs      = "ts"
+	fMid     = "mid"
+	fDeleted = "del"
+	// fHit is stored, not indexed: the hit's anchors in one value
+	// ("conv seq sender type created_ms"), the only field a hit loads.
+	fHit    = "hit"
+	docType = "msg"
+)
+
+// checkpointKey is the internal key (stored with the batch it follows)
+// holding a source's position.
+func checkpointKey(source string) []byte { return []byte("convoy/checkpoint/" + source) }
+
+func bleveMapping() (mapping.IndexMapping, error) {
+	im := bleve.NewIndexMapping()
+	if err := im.AddCustomAnalyzer(imAnalyzer, map[string]interface{}{"type": custom.Name, "tokenizer": imAnalyzer}); err != nil {
+		return nil, err
+	}
+	text := bleve.NewTextFieldMapping()
+	text.Analyzer = imAnalyzer
+	text.Store = false
+	text.IncludeTermVectors = true // positions: CJK phrases of bigrams
+	text.IncludeInAll = false
+	text.DocValues = false
+
+	keyword := func(store, docValues bool) *mapping.FieldMapping {
+		f := bleve.NewKeywordFieldMapping()
+		f.Store, f.DocValues, f.IncludeInAll, f.IncludeTermVectors = store, docValues, false, false
+		return f
+	}
+	ts := bleve.NewNumericFieldMapping()
+	ts.Store, ts.DocValues, ts.IncludeInAll = false, true, false
+	hit := keyword(true, false)
+	hit.Index = false
+	del := bleve.NewBooleanFieldMapping()
+	del.Store, del.IncludeInAll = false, false
+
+	dm := bleve.NewDocumentStaticMapping()
+	dm.AddFieldMappingsAt(fText, text)
+	dm.AddFieldMappingsAt(fConv, keyword(false, false))
+	dm.AddFieldMappingsAt(fType, keyword(false, false))
+	dm.AddFieldMappingsAt(fTs, ts)
+	dm.AddFieldMappingsAt(fHit, hit)
+	dm.AddFieldMappingsAt(fMid, keyword(false, true))
+	dm.AddFieldMappingsAt(fDeleted, del)
+	im.AddDocumentMapping(docType, dm)
+	im.DefaultMapping = bleve.NewDocumentDisabledMapping()
+	im.TypeField = "_type"
+	im.DefaultAnalyzer = imAnalyzer
+	return im, nil
+}
+
+// Bleve is the embedded engine.
+type Bleve struct {
+	idx bleve.Index
+}
+
+var _ Engine = (*Bleve)(nil)
+
+// OpenBleve opens the index in dir, creating it if absent.
+func OpenBleve(dir string) (*Bleve, error) {
+	path := filepath.Join(dir, "messages.bleve")
+	// unsafe_batch: a batch returns once it is searchable, not once it is
+	// fsynced. Safe here because the checkpoint rides in the batch it
+	// covers and scorch persists batches in order: a crash loses the last
+	// batches and their checkpoint together, and the feed replays them.
+	cfg := map[string]interface{}{"unsafe_batch": true}
+	idx, err := bleve.OpenUsing(path, cfg)
+	if errors.Is(err, bleve.ErrorIndexPathDoesNotExist) {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("search: %w", err)
+		}
+		var m mapping.IndexMapping
+		if m, err = bleveMapping(); err != nil {
+			return nil, fmt.Errorf("search: index mapping: %w", err)
+		}
+		idx, err = bleve.NewUsing(path, m, scorch.Name, scorch.Name, cfg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("search: open bleve index %s: %w", path, err)
+	}
+	return &Bleve{idx: idx}, nil
+}
+
+func bleveDoc(d Doc) map[string]interface{} {
+	m := map[string]interface{}{
+		"_type":  docType,
+		fConv:    strconv.FormatUint(d.ConvID, 10),
+		fType:    strconv.Itoa(int(d.MsgType)),
+		fHit:     fmt.Sprintf("%d %d %d %d %d", d.ConvID, d.Seq, d.SenderUID, d.MsgType, d.CreatedMs),
+		fTs:      float64(d.CreatedMs),
+		fMid:     fmt.Sprintf("%020d", d.MsgID),
+		fDeleted: d.Deleted,
+	}
+	if !d.Deleted {
+		m[fText] = d.Text
+	}
+	return m
+}
+
+// Apply writes the batch and the checkpoint in one bleve batch: scorch
+// persists batches in order, so a checkpoint that survived a crash covers
+// every document before it.
+func (b *Bleve) Apply(_ context.Context, source string, batch Batch, pos string) error {
+	bb := b.idx.NewBatch()
+	for _, d := range batch.Upserts {
+		if err := bb.Index(strconv.FormatUint(d.MsgID, 10), bleveDoc(d)); err != nil {
+			return fmt.Errorf("search: index message %d: %w", d.MsgID, err)
+		}
+	}
+	for _, r := range batch.Deletes {
+		// A tombstone, not a removal: the flag is what queries filter, and
+		// the text goes (a deleted message must not be found by it).
+		d := Doc{Hit: Hit{MsgID: r.MsgID, ConvID: r.ConvID}, Deleted: true}
+		if err := bb.Index(strconv.FormatUint(r.MsgID, 10), bleveDoc(d)); err != nil {
+			return fmt.Errorf("search: delete message %d: %w", r.MsgID, err)
+		}
+	}
+	if source != "" {
+		bb.SetInternal(checkpointKey(source), []byte(pos))
+	}
+	if err := b.idx.Batch(bb); err != nil {
+		return fmt.Errorf("search: bleve batch: %w", err)
+	}
+	return nil
+}
+
+// Checkpoint reads source's position from the index.
+func (b *Bleve) Checkpoint(_ context.Context, source string) (string, error) {
+	v, err := b.idx.GetInternal(checkpointKey(source))
+	if err != nil {
+		return "", fmt.Errorf("search: read checkpoint of %s: %w", source, err)
+	}
+	return string(v), nil
+}
+
+// Search runs q as a conjunction: every clause of the text, one of the
+// permitted conversations, not deleted, and the optional filters.
+func (b *Bleve) Search(ctx context.Context, q Query) ([]Hit, error) {
+	p, convs, err := checkQuery(&q)
+	if err != nil {
+		return nil, err
+	}
+	if len(convs) == 0 {
+		return nil, nil
+	}
+	var conj []query.Query
+	for _, c := range p.clauses {
+		if len(c.terms) == 1 {
+			t := bleve.NewTermQuery(c.terms[0])
+			t.SetField(fText)
+			conj = append(conj, t)
+			continue
+		}
+		conj = append(conj, bleve.NewPhraseQuery(c.terms, fText))
+	}
+	disj := make([]query.Query, len(convs))
+	for i, c := range convs {
+		t := bleve.NewTermQuery(strconv.FormatUint(c, 10))
+		t.SetField(fConv)
+		disj[i] = t
+	}
+	conj = append(conj, bleve.NewDisjunctionQuery(disj...))
+	live := bleve.NewBoolFieldQuery(false)
+	live.SetField(fDeleted)
+	conj = append(conj, live)
+	if q.HasMsgType {
+		t := bleve.NewTermQuery(strconv.Itoa(int(q.MsgType)))
+		t.SetField(fType)
+		conj = append(conj, t)
+	}
+	if q.HasSince || q.HasBefore {
+		var lo, hi *float64
+		incl, excl := true, false
+		if q.HasSince {
+			v := float64(q.SinceMs)
+			lo = &v
+		}
+		if q.HasBefore {
+			v := float64(q.BeforeMs)
+			hi = &v
+		}
+		r := bleve.NewNumericRangeInclusiveQuery(lo, hi, &incl, &excl)
+		r.SetField(fTs)
+		conj = append(conj, r)
+	}
+	req := bleve.NewSearchRequestOptions(bleve.NewConjunctionQuery(conj...), q.Limit, 0, false)
+	req.SortBy([]string{"-" + fTs, "-" + fMid})
+	req.Fields = []string{fHit}
+	res, err := b.idx.SearchInContext(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("search: bleve: %w", err)
+	}
+	hits := make([]Hit, 0, len(res.Hits))
+	for _, h := range res.Hits {
+		hit, err := bleveHit(h.ID, h.Fields)
+		if err != nil {
+			return nil, err
+		}
+		hits = append(hits, hit)
+	}
+	return hits, nil
+}
+
+func bleveHit(id string, f map[string]interface{}) (Hit, error) {
+	var h Hit
+	v, _ := f[fHit].(string)
+	var mt uint64
+	_, err := fmt.Sscanf(id+" "+v, "%d %d %d %d %d %d", &h.MsgID, &h.ConvID, &h.Seq, &h.SenderUID, &mt, &h.CreatedMs)
+	if err != nil || mt > 255 {
+		return Hit{}, fmt.Errorf("search: [BUG] bleve hit %s has an unreadable %s field %q: %v", id, fHit, v, err)
+	}
+	h.MsgType = uint8(mt)
+	return h, nil
+}
+
+// DocCount is the number of documents, tombstones included.
+func (b *Bleve) DocCount() (uint64, error) { return b.idx.DocCount() }
+
+// Close closes the index.
+func (b *Bleve) Close() error { return b.idx.Close() }
