@@ -100,7 +100,13 @@ func (u *run) archiveDay(ctx context.Context, day string) (string, error) {
 			}
 			switch {
 			case d == day:
-				keys = append(keys, s.key)
+				old, err := u.outsideNewest(s.key)
+				if err != nil {
+					return "", err
+				}
+				if old {
+					keys = append(keys, s.key)
+				}
 			case d > day && (next == "" || d < next):
 				next = d
 			}
@@ -124,6 +130,28 @@ func (u *run) archiveDay(ctx context.Context, day string) (string, error) {
 		return nextDay(day), nil
 	}
 	return next, nil
+}
+
+// outsideNewest reports whether k is not among its conversation's
+// KeepNewest newest rows (always, with KeepNewest < 0). A row the day's
+// scan skips for it stays warm for good: the checkpoint moves past its day.
+func (u *run) outsideNewest(k key) (bool, error) {
+	n := u.a.cfg.KeepNewest
+	if n < 0 {
+		return true, nil
+	}
+	floor, ok := u.floors[k.Conv]
+	if !ok {
+		var err error
+		if floor, err = u.src.floor(k.Conv, n); err != nil {
+			return false, err
+		}
+		if u.floors == nil {
+			u.floors = map[uint64]uint64{}
+		}
+		u.floors[k.Conv] = floor
+	}
+	return floor > 0 && k.Seq < floor, nil
 }
 
 // partBuilder accumulates one day's rows into parts of PartRows.
@@ -240,7 +268,7 @@ func (p *partBuilder) flush(ctx context.Context) error {
 	u.st.Bytes += info.Bytes
 	u.st.Rows += info.Digest.Rows
 	u.job.Intent = ""
-	if err := u.save(ctx, rec.put(u.a.cfg.Cluster)); err != nil {
+	if err := u.save(ctx, rec.put(u.a.cfg.Cluster), markShard(u.a.cfg.Cluster, u.shard)); err != nil {
 		return err
 	}
 	u.rows += info.Digest.Rows

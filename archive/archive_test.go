@@ -12,6 +12,7 @@ import (
 
 	"github.com/convoy-im/convoy/cold"
 	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/router"
 )
 
 // page is a history query's answer as MySQL gave it before archiving.
@@ -131,6 +132,86 @@ func TestArchiver(t *testing.T) {
 	t.Run("StoreUnavailable", func(t *testing.T) { testStoreUnavailable(t, s) })
 	t.Run("MigrationAndPause", func(t *testing.T) { testMigrationAndPause(t, s) })
 	t.Run("Manager", func(t *testing.T) { testManager(t, s) })
+	t.Run("KeepNewest", func(t *testing.T) { testKeepNewest(t, s) })
+	t.Run("CatalogCurrent", func(t *testing.T) { testCatalogCurrent(t, s) })
+}
+
+// testKeepNewest: with keep_newest 100 the newest 100 rows of each
+// conversation stay warm however old their day: of the days older than
+// 180 days (seqs 1..93) only seqs 1..50 are archived and deleted.
+func testKeepNewest(t *testing.T, s *services) {
+	f := newFixture(t, s, "file")
+	a := f.archiver(func(c *Config) { c.KeepNewest = 100; c.DeleteAfter = time.Hour })
+	f.run(a)
+	f.advance(2 * time.Hour)
+	f.run(a)
+	want := map[key]int{}
+	for _, c := range f.convs {
+		for seq := uint64(1); seq <= perConv-100; seq++ {
+			want[key{Conv: c, Seq: seq}] = 1
+		}
+	}
+	if got := f.archivedKeys(); !maps.Equal(got, want) {
+		t.Fatalf("archived %d keys, want %d (seqs 1..%d of each conversation)", len(got), len(want), perConv-100)
+	}
+	for _, c := range f.convs {
+		if n := f.count(fmt.Sprintf("conv_id = %d", c)); n != 100 {
+			t.Fatalf("conversation %d: %d warm rows, want its newest 100", c, n)
+		}
+	}
+}
+
+// testCatalogCurrent: the catalog's shard markers say which shards have
+// archived files (written with the first catalogued file, long before any
+// warm row is deleted); the ranges table in the shard's database grows in
+// the delete's transaction; and Fresh brings a loaded shard up to date
+// with etcd without any watch (the reads' defence against a lagging one).
+func testCatalogCurrent(t *testing.T, s *services) {
+	f := newFixture(t, s, "file")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watched := NewCatalog(s.cli, f.cluster, f.store)
+	if !watched.Archived(f.shard) {
+		t.Fatal("a catalog that has not listed the markers yet must count every shard as archived")
+	}
+	go watched.Watch(ctx)
+	waitFor(t, "the markers listed", func() bool { return !watched.Archived(f.shard) })
+	unwatched := NewCatalog(s.cli, f.cluster, f.store)
+	if files, err := unwatched.Files(ctx, f.convs[0]); err != nil || len(files) != 0 {
+		t.Fatalf("before archiving: %v %v", files, err)
+	}
+	a := f.archiver(func(c *Config) { c.DeleteAfter = time.Hour })
+	f.run(a)
+	waitFor(t, "the shard marked archived", func() bool { return watched.Archived(f.shard) })
+	if other := int(router.ShardOf(f.others[0])); watched.Archived(other) {
+		t.Fatalf("shard %d was never archived but counts as archived", other)
+	}
+	_, rows := f.query("SELECT COUNT(*) FROM " + ConvTable)
+	if string(rows[0][0]) != "0" {
+		t.Fatalf("%s has %s rows before any delete", ConvTable, rows[0][0])
+	}
+	f.advance(2 * time.Hour)
+	f.run(a)
+	for _, c := range f.convs {
+		_, rows := f.query(fmt.Sprintf("SELECT min_seq, max_seq FROM %s WHERE conv_id = %d", ConvTable, c))
+		if len(rows) != 1 || string(rows[0][0]) != "1" || string(rows[0][1]) != fmt.Sprint(archivedMax) {
+			t.Fatalf("conversation %d: archived range %q, want 1..%d", c, rows, archivedMax)
+		}
+	}
+	if _, rows := f.query(fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE conv_id IN (%d, %d)", ConvTable, f.others[0], f.others[1])); string(rows[0][0]) != "0" {
+		t.Fatalf("conversations of other shards have archived ranges")
+	}
+	// The unwatched catalog still answers from what it loaded...
+	if files, _ := unwatched.Files(ctx, f.convs[0]); len(files) != 0 {
+		t.Fatalf("an unwatched catalog reloaded by itself: %v", files)
+	}
+	// ...until Fresh compares it with etcd.
+	if err := unwatched.Fresh(ctx, f.convs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if files, _ := unwatched.Files(ctx, f.convs[0]); len(files) == 0 {
+		t.Fatal("Fresh did not bring the deleted files in")
+	}
 }
 
 // testArchive: every row older than 180 days lands in exactly one

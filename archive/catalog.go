@@ -75,6 +75,19 @@ func shardFilesPrefix(cluster string, shard int) string {
 	return fmt.Sprintf("%s%04d/", FilesPrefix(cluster), shard)
 }
 
+// coldPrefix holds one key per shard that has catalogued history files:
+// cold/<shard>, put with the first file's record (and again with every
+// later one and every delete chunk, which costs nothing and covers shards
+// archived before the key existed). It is there delete_after before any
+// warm row of the shard is deleted, so every proxy watching it knows the
+// shard may have archived rows long before it has any; a proxy treats a
+// shard without the key as having none (Catalog.Archived).
+func coldPrefix(cluster string) string { return routecfg.ArchivePrefix(cluster) + "cold/" }
+
+func markShard(cluster string, shard int) clientv3.Op {
+	return clientv3.OpPut(fmt.Sprintf("%s%04d", coldPrefix(cluster), shard), "1")
+}
+
 func recordKey(cluster string, shard int, day string, part int) string {
 	return fmt.Sprintf("%s%s-%04d", shardFilesPrefix(cluster, shard), day, part)
 }

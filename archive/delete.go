@@ -66,9 +66,6 @@ func (u *run) deleteFile(ctx context.Context, rec Record) error {
 	if int64(len(rows)) != rec.Rows {
 		return fmt.Errorf("archive: %s holds %d rows, its record says %d", rec.Key, len(rows), rec.Rows)
 	}
-	if err := u.src.ensureProgress(); err != nil {
-		return err
-	}
 	done, err := u.src.chunksDone(rec.Key)
 	if err != nil {
 		return err
@@ -174,7 +171,7 @@ func (u *run) deleteChunk(ctx context.Context, rec *Record, i int, rows []cold.R
 	}
 	rec.State, rec.Done, rec.Bound = StateDeleting, i, &keys[len(keys)-1]
 	u.job.Intent = fmt.Sprintf("delete chunk %d/%d of %s", i+1, rec.Chunks, rec.Key)
-	if err := u.save(ctx, rec.put(u.a.cfg.Cluster)); err != nil {
+	if err := u.save(ctx, rec.put(u.a.cfg.Cluster), markShard(u.a.cfg.Cluster, u.shard)); err != nil {
 		return 0, err
 	}
 	if err := u.hook(HookChunkNoted); err != nil {

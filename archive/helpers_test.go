@@ -171,7 +171,8 @@ func (f *fixture) archiver(edit ...func(*Config)) *Archiver {
 				return c.SetCollation("utf8mb4_general_ci")
 			})
 		},
-		Rate: -1, Now: f.clock, Log: zaptest.NewLogger(f.t), PartRows: 7, ChunkRows: 4, ScanRows: 50, RunnerTTL: 10 * time.Second, StoreTimeout: 5 * time.Second}
+		Rate: -1, Now: f.clock, Log: zaptest.NewLogger(f.t), PartRows: 7, ChunkRows: 4, ScanRows: 50, RunnerTTL: 10 * time.Second, StoreTimeout: 5 * time.Second,
+		KeepNewest: -1} // the fixture's conversations are small: archive by age alone unless a test says otherwise
 	for _, e := range edit {
 		e(&cfg)
 	}

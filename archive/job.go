@@ -38,6 +38,14 @@ const (
 	scanFactor = 50
 	// DefaultStoreTimeout bounds one object-store call.
 	DefaultStoreTimeout = time.Minute
+	// DefaultKeepNewest: a conversation's newest 500 messages are never
+	// archived, however old. Seed 000 puts them in the hot tier ("最近 7
+	// 天或每会话最近 500 条", Redis and the MySQL main table) and forbids
+	// the first screen from reaching object storage (首屏绝不允许穿透到对象
+	// 存储): with them warm, the first screen of a conversation idle for a
+	// year is still MySQL's, and a hot-tier fill (the newest 500) still
+	// finds its rows there.
+	DefaultKeepNewest = 500
 )
 
 // Steps of an archive job record (routecfg.Job.Step).
@@ -61,6 +69,10 @@ type Config struct {
 	// (defaults above; Rate < 0 is unlimited).
 	After, DeleteAfter time.Duration
 	Rate               float64
+	// KeepNewest: rows among the newest KeepNewest of their conversation
+	// are never archived (cold.keep_newest; DefaultKeepNewest if 0,
+	// negative: none kept).
+	KeepNewest int
 	// Now is the clock (time.Now if nil): tests move it across days.
 	Now func() time.Time
 	Log *zap.Logger
@@ -145,6 +157,9 @@ func New(cfg Config) (*Archiver, error) {
 	if cfg.Rate == 0 {
 		cfg.Rate = DefaultRate
 	}
+	if cfg.KeepNewest == 0 {
+		cfg.KeepNewest = DefaultKeepNewest
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -228,6 +243,10 @@ type run struct {
 	at    router.Target
 	start time.Time
 	rows  int64 // archived by this run, for RowsPerSec
+	// floors: per conversation, the lowest seq among its KeepNewest newest
+	// rows when the run first looked (0: it has fewer, all are kept). A
+	// floor only rises as messages arrive, so an old one keeps more.
+	floors map[uint64]uint64
 }
 
 // save writes the job record with the run's state (and ops in the same
@@ -372,6 +391,9 @@ func (u *run) do(ctx context.Context) error {
 		return fmt.Errorf("archive: connect to %s: %w", ds.Name, err)
 	}
 	u.src = newSource(conn, snap, router.Shard(u.shard), u.a.cfg.SQLTimeout)
+	if err := u.src.ensureTables(); err != nil {
+		return err
+	}
 	if u.st.Oldest, err = u.src.oldest(); err != nil {
 		return err
 	}

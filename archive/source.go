@@ -40,6 +40,8 @@ type source struct {
 	shard           router.Shard
 	msg, content    string // quoted db.table
 	progress        string // quoted db._convoy_archive_progress
+	convs           string // quoted db._convoy_cold_conv
+	tombstones      string // quoted db._convoy_cold_tombstone
 	shared          bool   // the physical table holds other shards too
 	timeout         time.Duration
 	msgIdx, bodyIdx int // msg_id's position in conv_msg's / msg_content's columns
@@ -50,6 +52,19 @@ type source struct {
 // deletes the chunk, so a crash can never leave the rows deleted without
 // the record or the reverse (etcd cannot be part of that transaction).
 const progressTable = "_convoy_archive_progress"
+
+// ConvTable says, per conversation, which seqs its archived rows whose
+// warm copy is gone span (min_seq..max_seq), in the shard's database next
+// to conv_msg. It is written in the transaction that deletes the rows, so
+// a reader that finds rows missing from MySQL finds them counted here in
+// the same or a later read: the engine's cheap "does this page need the
+// cold tier" check (proxy/engine/cold.go reads it under this name).
+const ConvTable = "_convoy_cold_conv"
+
+// TombstoneTable lists archived rows deleted through Convoy after their
+// warm copy was gone (the engine writes it in the deleting statement's
+// transaction; cold reads skip its rows). The archiver only creates it.
+const TombstoneTable = "_convoy_cold_tombstone"
 
 func newSource(conn *client.Conn, snap *router.Snapshot, shard router.Shard, timeout time.Duration) *source {
 	q := func(p router.Physical) string {
@@ -63,8 +78,9 @@ func newSource(conn *client.Conn, snap *router.Snapshot, shard router.Shard, tim
 		}
 	}
 	conn.ReadTimeout, conn.WriteTimeout = timeout, timeout
+	in := func(table string) string { return rewrite.QuoteIdent(m.Database) + "." + rewrite.QuoteIdent(table) }
 	return &source{conn: conn, shard: shard, msg: q(m), content: q(c), shared: shared, timeout: timeout,
-		progress: rewrite.QuoteIdent(m.Database) + "." + rewrite.QuoteIdent(progressTable), msgIdx: -1, bodyIdx: -1}
+		progress: in(progressTable), convs: in(ConvTable), tombstones: in(TombstoneTable), msgIdx: -1, bodyIdx: -1}
 }
 
 func (s *source) exec(sql string) (*mysql.Result, error) {
@@ -113,6 +129,21 @@ func (s *source) scan(after *key, n int) ([]scanned, error) {
 		out = append(out, scanned{key{conv, seq}, string(v[2])})
 	}
 	return out, nil
+}
+
+// floor is the seq of conv's n-th newest row, 0 if it has fewer (a
+// backward scan of n keys of the primary key).
+func (s *source) floor(conv uint64, n int) (uint64, error) {
+	r, err := s.exec(fmt.Sprintf("SELECT seq FROM %s WHERE conv_id = %d ORDER BY seq DESC LIMIT 1 OFFSET %d", s.msg, conv, n-1))
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	rows, err := cold.TextRows(r.Resultset)
+	if err != nil || len(rows) == 0 {
+		return 0, err
+	}
+	return strconv.ParseUint(string(rows[0][0]), 10, 64)
 }
 
 // oldest is the created_at of the shard's oldest warm row ("" if none):
@@ -233,15 +264,39 @@ func parseKey(t cold.Tables, r [][]byte) (uint64, uint64, error) {
 	return out[0], out[1], nil
 }
 
-// ensureProgress creates the progress table if it is missing.
-func (s *source) ensureProgress() error {
-	_, err := s.exec("CREATE TABLE IF NOT EXISTS " + s.progress + ` (
+// ensureTables creates the archiver's tables in the shard's database if
+// they are missing: the delete step's progress rows, the conversations'
+// archived ranges and the tombstones the engine writes. They exist before
+// the first file of the shard is catalogued, so a proxy that learns the
+// shard has files finds them.
+func (s *source) ensureTables() error {
+	for _, ddl := range []string{"CREATE TABLE IF NOT EXISTS " + s.progress + ` (
   file        VARCHAR(512) NOT NULL,
   chunks_done INT UNSIGNED NOT NULL,
   updated_at  DATETIME(3)  NOT NULL,
   PRIMARY KEY (file)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='Convoy archiver: delete chunks committed per cold file'`)
-	return err
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='Convoy archiver: delete chunks committed per cold file'`,
+		"CREATE TABLE IF NOT EXISTS " + s.convs + ` (
+  conv_id    BIGINT UNSIGNED NOT NULL,
+  min_seq    BIGINT UNSIGNED NOT NULL,
+  max_seq    BIGINT UNSIGNED NOT NULL,
+  updated_at DATETIME(3)     NOT NULL,
+  PRIMARY KEY (conv_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='Convoy cold tier: seqs of each conversation''s archived rows whose warm copy was deleted'`,
+		"CREATE TABLE IF NOT EXISTS " + s.tombstones + ` (
+  conv_id    BIGINT UNSIGNED NOT NULL,
+  tbl        VARCHAR(16)     NOT NULL COMMENT 'conv_msg or msg_content',
+  seq        BIGINT UNSIGNED NOT NULL,
+  msg_id     BIGINT UNSIGNED NOT NULL,
+  deleted_at DATETIME(3)     NOT NULL,
+  PRIMARY KEY (conv_id, tbl, seq),
+  KEY by_msg (conv_id, tbl, msg_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='Convoy cold tier: archived rows deleted through Convoy (skipped by cold reads)'`} {
+		if _, err := s.exec(ddl); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // chunksDone is the progress row of file (0 if none).
@@ -287,10 +342,33 @@ func (s *source) deleteChunk(rows []cold.Row, file string, done int) error {
 				return err
 			}
 		}
+		if _, err := s.exec(s.noteRanges(rows)); err != nil {
+			return err
+		}
 	}
 	_, err := s.exec(fmt.Sprintf("INSERT INTO %s (file, chunks_done, updated_at) VALUES (%s, %d, UTC_TIMESTAMP(3)) "+
 		"ON DUPLICATE KEY UPDATE chunks_done = VALUES(chunks_done), updated_at = VALUES(updated_at)", s.progress, rewrite.QuoteString(file), done))
 	return err
+}
+
+// noteRanges widens each conversation's archived range (ConvTable) to
+// cover rows (in key order), in the delete's transaction.
+func (s *source) noteRanges(rows []cold.Row) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO " + s.convs + " (conv_id, min_seq, max_seq, updated_at) VALUES ")
+	for i := 0; i < len(rows); {
+		j := i
+		for j+1 < len(rows) && rows[j+1].ConvID == rows[i].ConvID {
+			j++
+		}
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, "(%d,%d,%d,UTC_TIMESTAMP(3))", rows[i].ConvID, rows[i].Seq, rows[j].Seq)
+		i = j + 1
+	}
+	b.WriteString(" ON DUPLICATE KEY UPDATE min_seq = LEAST(min_seq, VALUES(min_seq)), max_seq = GREATEST(max_seq, VALUES(max_seq)), updated_at = VALUES(updated_at)")
+	return b.String()
 }
 
 // forget drops file's progress row once etcd records the file deleted.
