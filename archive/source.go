@@ -134,7 +134,13 @@ func (s *source) scan(after *key, n int) ([]scanned, error) {
 // floor is the seq of conv's n-th newest row, 0 if it has fewer (a
 // backward scan of n keys of the primary key).
 func (s *source) floor(conv uint64, n int) (uint64, error) {
-	r, err := s.exec(fmt.Sprintf("SELECT seq FROM %s WHERE conv_id = %d ORDER BY seq DESC LIMIT 1 OFFSET %d", s.msg, conv, n-1))
+	return s.number(fmt.Sprintf("SELECT seq FROM %s WHERE conv_id = %d ORDER BY seq DESC LIMIT 1 OFFSET %d", s.msg, conv, n-1))
+}
+
+// number runs a query of one unsigned integer column: its first row's
+// value, 0 if it returns none.
+func (s *source) number(sql string) (uint64, error) {
+	r, err := s.exec(sql)
 	if err != nil {
 		return 0, err
 	}
@@ -301,16 +307,8 @@ func (s *source) ensureTables() error {
 
 // chunksDone is the progress row of file (0 if none).
 func (s *source) chunksDone(file string) (int, error) {
-	r, err := s.exec("SELECT chunks_done FROM " + s.progress + " WHERE file = " + rewrite.QuoteString(file))
-	if err != nil {
-		return 0, err
-	}
-	defer r.Close()
-	rows, err := cold.TextRows(r.Resultset)
-	if err != nil || len(rows) == 0 {
-		return 0, err
-	}
-	return strconv.Atoi(string(rows[0][0]))
+	n, err := s.number("SELECT chunks_done FROM " + s.progress + " WHERE file = " + rewrite.QuoteString(file))
+	return int(n), err
 }
 
 // deleteChunk deletes rows (whose locks the caller's transaction holds)
