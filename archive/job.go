@@ -73,6 +73,9 @@ type Config struct {
 	// are never archived (cold.keep_newest; DefaultKeepNewest if 0,
 	// negative: none kept).
 	KeepNewest int
+	// InboxAfter: read im_inbox rows older than this are archived
+	// (cold.inbox_after, DefaultInboxAfter if 0).
+	InboxAfter time.Duration
 	// Now is the clock (time.Now if nil): tests move it across days.
 	Now func() time.Time
 	Log *zap.Logger
@@ -143,6 +146,7 @@ func New(cfg Config) (*Archiver, error) {
 	}
 	def(&cfg.After, DefaultAfter)
 	def(&cfg.DeleteAfter, DefaultDeleteAfter)
+	def(&cfg.InboxAfter, DefaultInboxAfter)
 	def(&cfg.StoreTimeout, DefaultStoreTimeout)
 	def(&cfg.SQLTimeout, 30*time.Second)
 	def(&cfg.RunnerTTL, routecfg.DefaultRunnerTTL)
