@@ -132,10 +132,17 @@ func (u *run) archiveDay(ctx context.Context, day string) (string, error) {
 	return next, nil
 }
 
-// outsideNewest reports whether k is not among its conversation's
-// KeepNewest newest rows (always, with KeepNewest < 0). A row the day's
+// outsideNewest reports whether k may be archived: not among its
+// conversation's KeepNewest newest rows (always, with KeepNewest < 0), and
+// not seq 0. A row the day's
 // scan skips for it stays warm for good: the checkpoint moves past its day.
 func (u *run) outsideNewest(k key) (bool, error) {
+	if k.Seq == 0 {
+		// Convoy allocates seqs from 1; a row a client stored with seq 0
+		// stays warm, so the engine may take seq 1 as the lowest an
+		// archived row can have (proxy/engine/cold.go, window).
+		return false, nil
+	}
 	n := u.a.cfg.KeepNewest
 	if n < 0 {
 		return true, nil

@@ -1,0 +1,487 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/go-mysql-org/go-mysql/mysql"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/convoy-im/convoy/archive"
+	"github.com/convoy-im/convoy/cold"
+	"github.com/convoy-im/convoy/internal/testsvc"
+	"github.com/convoy-im/convoy/router"
+)
+
+// coldFixture is a deployment with the cold tier: the stack, an S3 server
+// process, a Convoy with cold.enabled that reads the archive (its own
+// archiver off), and the archiver run from the test with a clock of its
+// own, so days become old on demand.
+type coldFixture struct {
+	t      *testing.T
+	s      *stack
+	s3     *testsvc.S3
+	p      *convoyProc
+	cli    *clientv3.Client
+	store  cold.Store
+	budget time.Duration
+	mu     sync.Mutex
+	now    time.Time
+	arch   *archive.Archiver
+}
+
+// The history: each conversation has oldN messages from 2025-01-01, one
+// every 6 hours, then recentN from 2025-07-01. The archiver's clock starts
+// at 2025-09-30, so with cold.after at 180 days every day before
+// 2025-04-03 is old; keep_newest 60 keeps seqs oldN+recentN-59.. warm.
+const (
+	oldN      = 200
+	recentN   = 30
+	keepWarm  = 60
+	coldBound = oldN + recentN - keepWarm // highest archived seq
+)
+
+var (
+	oldStart    = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	recentStart = time.Date(2025, 7, 1, 0, 0, 0, 0, time.UTC)
+	coldClock   = time.Date(2025, 9, 30, 12, 0, 0, 0, time.UTC)
+)
+
+func newColdFixture(t *testing.T, budget time.Duration, extraYAML ...string) *coldFixture {
+	t.Helper()
+	f := &coldFixture{t: t, s: newStack(t), s3: testsvc.StartS3(t), budget: budget, now: coldClock}
+	url := f.s3.URL("convoy-cold")
+	ctx := context.Background()
+	var err error
+	if f.store, err = cold.OpenStore(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.store.Close() })
+	if f.cli, err = clientv3.New(clientv3.Config{Endpoints: f.s.etcd.Endpoints(), DialTimeout: 3 * time.Second, Logger: zap.NewNop()}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.cli.Close() })
+	yaml := append([]string{fmt.Sprintf("cold: {enabled: true, run_jobs: false, store: '%s', budget: %s}", url, budget)}, extraYAML...)
+	f.p = startConvoy(t, f.s.etcd.Endpoints(), yaml...)
+	f.arch, err = archive.New(archive.Config{Client: f.cli, Cluster: testCluster, ID: "test-archiver", Store: f.store, Prefix: "history",
+		Connect: func(ctx context.Context, ds router.Datasource) (*client.Conn, error) {
+			return client.ConnectWithContext(ctx, ds.Addr, ds.User, "", "", 5*time.Second, func(c *client.Conn) error {
+				return c.SetCollation("utf8mb4_general_ci")
+			})
+		},
+		Now: f.clock, Rate: -1, KeepNewest: keepWarm, DeleteAfter: time.Hour, PartRows: 80, ChunkRows: 50, ScanRows: 500,
+		RunnerTTL: 10 * time.Second, StoreTimeout: 5 * time.Second, Log: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *coldFixture) clock() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *coldFixture) advance(d time.Duration) {
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	f.mu.Unlock()
+}
+
+// load gives each conversation its history through Convoy (seqs allocated
+// by it, from 1), with bodies: binary, empty ('' for every 23rd message),
+// none for every 17th.
+func (f *coldFixture) load(convs []uint64, n func(conv uint64) (old, recent int)) {
+	f.t.Helper()
+	db := f.p.open(f.t, "convoy", "convoy", "im")
+	for _, c := range convs {
+		old, recent := n(c)
+		var msgs, bodies []string
+		for i := 0; i < old+recent; i++ {
+			at := oldStart.Add(time.Duration(i) * 6 * time.Hour)
+			if i >= old {
+				at = recentStart.Add(time.Duration(i-old) * time.Hour)
+			}
+			at = at.Add(time.Duration(i%1000) * time.Millisecond)
+			msgID := c*100_000 + uint64(i) + 1
+			ts := at.Format("2006-01-02 15:04:05.000")
+			msgs = append(msgs, fmt.Sprintf("(%d, %d, %d, %d, '%s')", c, msgID, 7000+i%5, 1+i%3, ts))
+			switch {
+			case (i+1)%17 == 0:
+			case (i+1)%23 == 0:
+				bodies = append(bodies, fmt.Sprintf("(%d, %d, %d, %d, '', '%s')", msgID, c, 7000+i%5, 1+i%3, ts))
+			default:
+				bodies = append(bodies, fmt.Sprintf("(%d, %d, %d, %d, X'%x', '%s')", msgID, c, 7000+i%5, 1+i%3, fmt.Sprintf("msg %d/%d \x00\xff 你好", c, i+1), ts))
+			}
+		}
+		for len(msgs) > 0 {
+			k := min(len(msgs), 100)
+			mustExec(f.t, db, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES "+strings.Join(msgs[:k], ","))
+			msgs = msgs[k:]
+		}
+		mustExec(f.t, db, "INSERT INTO msg_content VALUES "+strings.Join(bodies, ","))
+	}
+}
+
+// archiveAll runs the archiver on the conversations' shards: archive, then
+// (an hour later on its clock) the warm delete.
+func (f *coldFixture) archiveAll(convs []uint64) {
+	f.t.Helper()
+	for _, step := range []time.Duration{0, 2 * time.Hour} {
+		f.advance(step)
+		done := map[router.Shard]bool{}
+		for _, c := range convs {
+			sh := router.ShardOf(c)
+			if done[sh] {
+				continue
+			}
+			done[sh] = true
+			if err := f.arch.RunShard(context.Background(), int(sh)); err != nil {
+				f.t.Fatalf("archive shard %s: %v", sh, err)
+			}
+		}
+	}
+}
+
+// conn is a go-mysql client connection to the cold Convoy: it keeps the
+// column definitions and row packets exactly as they arrive, and the
+// warning count of the final EOF.
+func (f *coldFixture) conn() *client.Conn {
+	f.t.Helper()
+	c, err := client.Connect(f.p.addr, "convoy", "convoy", "im", func(c *client.Conn) error {
+		c.SetTLSConfig(nil)
+		return c.SetCollation("utf8mb4_general_ci")
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// wire is a result as a client received it: each column definition's
+// packet and each row's packet.
+type wire struct {
+	fields   [][]byte
+	rows     [][]byte
+	warnings uint16
+}
+
+func wireOf(r *mysql.Result) wire {
+	var w wire
+	w.warnings = r.Warnings
+	if r.Resultset == nil {
+		return w
+	}
+	for _, fl := range r.Fields {
+		// Every attribute of the column definition packet (go-mysql's Data
+		// aliases a buffer it reuses).
+		w.fields = append(w.fields, fmt.Appendf(nil, "%q %q %q %q %q charset=%d len=%d type=%d flags=%#x decimals=%d",
+			fl.Schema, fl.Table, fl.OrgTable, fl.Name, fl.OrgName, fl.Charset, fl.ColumnLength, fl.Type, fl.Flag, fl.Decimal))
+	}
+	for _, row := range r.RowDatas {
+		w.rows = append(w.rows, bytes.Clone(row))
+	}
+	return w
+}
+
+// coldQuery is one history read in both protocols: sql with literals for
+// COM_QUERY, psql with placeholders and args for a prepared statement.
+type coldQuery struct {
+	name      string
+	sql, psql string
+	args      []any
+	first     bool // a first-screen read
+}
+
+// coldRun executes q as text (prepared=false) or prepared and returns what the
+// client received.
+func coldRun(t *testing.T, c *client.Conn, q coldQuery, prepared bool) (wire, error) {
+	t.Helper()
+	if !prepared {
+		r, err := c.Execute(q.sql)
+		if err != nil {
+			return wire{}, err
+		}
+		defer r.Close()
+		return wireOf(r), nil
+	}
+	st, err := c.Prepare(q.psql)
+	if err != nil {
+		return wire{}, err
+	}
+	defer st.Close()
+	r, err := st.Execute(q.args...)
+	if err != nil {
+		return wire{}, err
+	}
+	defer r.Close()
+	return wireOf(r), nil
+}
+
+// coldQueries are the reads of conv the tests compare: every history shape
+// across the warm/cold boundary and inside each side, with the seed's
+// column list and *, and body fetches by msg_id.
+func coldQueries(conv uint64, maxSeq uint64) []coldQuery {
+	var out []coldQuery
+	// add takes the statement with %d where its values go: printed for the
+	// text protocol, placeholders for the prepared one.
+	add := func(name, tmpl string, args ...uint64) {
+		vals := make([]any, len(args))
+		for i, a := range args {
+			vals[i] = a
+		}
+		out = append(out, coldQuery{name: name, sql: fmt.Sprintf(tmpl, vals...), psql: strings.ReplaceAll(tmpl, "%d", "?"), args: vals})
+	}
+	for _, cols := range []string{"seq, msg_id, sender_uid, msg_type, created_at", "*"} {
+		for _, cur := range []uint64{maxSeq + 1, 1 << 62, coldBound + 15, coldBound + 2, coldBound + 1, coldBound, 150, 101, 100, 99, 2, 1} {
+			for _, n := range []uint64{1, 20, 50} {
+				add(fmt.Sprintf("before(%d,%d)", cur, n), "SELECT "+cols+" FROM conv_msg WHERE conv_id = %d AND seq < %d ORDER BY seq DESC LIMIT %d", conv, cur, n)
+				out[len(out)-1].first = cur > maxSeq && n <= keepWarm
+			}
+		}
+		for _, cur := range []uint64{0, 1, 50, 98, 99, 100, coldBound - 5, coldBound, coldBound + 1, maxSeq} {
+			for _, n := range []uint64{1, 20, 50} {
+				add(fmt.Sprintf("after(%d,%d)", cur, n), "SELECT "+cols+" FROM conv_msg WHERE conv_id = %d AND seq > %d ORDER BY seq ASC LIMIT %d", conv, cur, n)
+			}
+		}
+		for _, seq := range []uint64{1, 17, 100, coldBound, coldBound + 1, maxSeq, 99999} {
+			add(fmt.Sprintf("anchor(%d)", seq), "SELECT "+cols+" FROM conv_msg WHERE conv_id = %d AND msg_id = %d", conv, conv*100_000+seq)
+		}
+	}
+	for _, cols := range []string{"msg_id, content", "*"} {
+		for _, seqs := range [][]uint64{{5}, {17}, {coldBound - 3, coldBound - 2, coldBound - 1, coldBound, coldBound + 1, coldBound + 2}, {1, 2, 3, 46, 99, 100, 101, 99999}, {maxSeq}} {
+			args := []uint64{conv}
+			var marks []string
+			for _, s := range seqs {
+				args = append(args, conv*100_000+s)
+				marks = append(marks, "%d")
+			}
+			in := "msg_id IN (" + strings.Join(marks, ", ") + ")"
+			if len(seqs) == 1 {
+				in = "msg_id = %d"
+			}
+			add(fmt.Sprintf("bodies%v", seqs), "SELECT "+cols+" FROM msg_content WHERE conv_id = %d AND "+in, args...)
+		}
+	}
+	return out
+}
+
+// coldCapture runs every query in both protocols.
+func coldCapture(t *testing.T, c *client.Conn, qs []coldQuery) map[string]wire {
+	t.Helper()
+	out := map[string]wire{}
+	for _, q := range qs {
+		for _, prepared := range []bool{false, true} {
+			w, err := coldRun(t, c, q, prepared)
+			if err != nil {
+				t.Fatalf("%s (prepared %v): %v", q.sql, prepared, err)
+			}
+			out[fmt.Sprintf("%s/%v", q.sql, prepared)] = w
+		}
+	}
+	return out
+}
+
+// diffWire compares what a client received with what it received before.
+func diffWire(got, want wire) string {
+	if len(got.fields) != len(want.fields) {
+		return fmt.Sprintf("%d columns, want %d", len(got.fields), len(want.fields))
+	}
+	for i := range got.fields {
+		if !bytes.Equal(got.fields[i], want.fields[i]) {
+			return fmt.Sprintf("column %d definition\n got %q\nwant %q", i, got.fields[i], want.fields[i])
+		}
+	}
+	if len(got.rows) != len(want.rows) {
+		return fmt.Sprintf("%d rows, want %d", len(got.rows), len(want.rows))
+	}
+	for i := range got.rows {
+		if !bytes.Equal(got.rows[i], want.rows[i]) {
+			return fmt.Sprintf("row %d\n got %q\nwant %q", i, got.rows[i], want.rows[i])
+		}
+	}
+	if got.warnings != 0 {
+		return fmt.Sprintf("%d warnings", got.warnings)
+	}
+	return ""
+}
+
+func (f *coldFixture) metric(series string) float64 {
+	v := metricValue(f.t, scrape(f.t, f.p.metrics), series)
+	return max(v, 0)
+}
+
+// TestColdReads is the cold tier's differential proof through a real
+// Convoy: every history read (scroll up, catch up, jump, body fetch by
+// msg_id, text and prepared, the seed's columns and *) is captured before
+// the archiver runs, then read again once the archived rows are gone from
+// MySQL, with one archived row edited before the warm delete (it stays
+// warm, its archived copy is skipped): the same column definitions and
+// row packets, byte for byte, and no warning. First screens never read
+// the archive (the first_screen series stays 0) while deep pages do.
+// Then the store is stopped and slowed: pages come back within the
+// budget as MySQL's certain part with warning 1931 naming where to
+// continue, never an error.
+func TestColdReads(t *testing.T) {
+	f := newColdFixture(t, 400*time.Millisecond)
+	convs := []uint64{1001, 2002, 424242}
+	f.load(convs, func(uint64) (int, int) { return oldN, recentN })
+	small := uint64(777) // only old messages, fewer than keep_newest: nothing archived
+	f.load([]uint64{small}, func(uint64) (int, int) { return 15, 0 })
+	c := f.conn()
+	maxSeq := uint64(oldN + recentN)
+	var qs []coldQuery
+	for _, conv := range convs {
+		qs = append(qs, coldQueries(conv, maxSeq)...)
+	}
+	qs = append(qs, coldQueries(small, 15)...)
+
+	// Archive (files written, verified, catalogued), then edit an archived
+	// message while its warm row is still there, then capture: that is
+	// MySQL's answer just before the warm delete.
+	f.advance(0)
+	for _, conv := range append(convs, small) {
+		if err := f.arch.RunShard(context.Background(), int(router.ShardOf(conv))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Execute(fmt.Sprintf("UPDATE conv_msg SET msg_type = 9 WHERE conv_id = %d AND seq = 100", convs[0])); err != nil {
+		t.Fatal(err)
+	}
+	before := coldCapture(t, c, qs)
+	checksBefore := f.metric(`convoy_cold_checks_total{decision="cold"}`)
+	if checksBefore != 0 {
+		t.Fatalf("the archive was read before any warm row was deleted")
+	}
+	f.advance(2 * time.Hour)
+	f.archiveAll(append(convs, small))
+	for _, conv := range convs {
+		r, err := c.Execute(fmt.Sprintf("SELECT COUNT(*) FROM conv_msg WHERE conv_id = %d", conv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := r.GetUint(0, 0)
+		want := uint64(keepWarm)
+		if conv == convs[0] {
+			want++ // the edited row
+		}
+		if n != want {
+			t.Fatalf("conversation %d: %d warm rows, want %d (the archived ones deleted)", conv, n, want)
+		}
+	}
+
+	after := coldCapture(t, c, qs)
+	bad := 0
+	for _, q := range qs {
+		for _, prepared := range []bool{false, true} {
+			k := fmt.Sprintf("%s/%v", q.sql, prepared)
+			if d := diffWire(after[k], before[k]); d != "" {
+				if bad++; bad <= 10 {
+					t.Errorf("%s (prepared %v): %s", q.sql, prepared, d)
+				}
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d reads differ from MySQL's answers before archiving", bad, 2*len(qs))
+	}
+	body := scrape(t, f.p.metrics)
+	if v := metricValue(t, body, `convoy_cold_reads_total{first_screen="false",result="complete",shape="before"}`); v <= 0 {
+		t.Fatalf("deep scroll-up pages did not read the archive (%v)", v)
+	}
+	for _, shape := range []string{"before", "after", "anchor", "bodies"} {
+		for _, result := range []string{"complete", "partial", "unavailable"} {
+			if v := metricValue(t, body, fmt.Sprintf(`convoy_cold_reads_total{first_screen="true",result="%s",shape="%s"}`, result, shape)); v > 0 {
+				t.Fatalf("a first screen read the archive: %s %s %v", shape, result, v)
+			}
+		}
+	}
+	// The first screens themselves (cursor max_seq+1 and a sentinel) leave
+	// the archive alone: the reads counter does not move.
+	coldBefore := f.metric(`convoy_cold_checks_total{decision="cold"}`)
+	for _, q := range qs {
+		if q.first {
+			if _, err := coldRun(t, c, q, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if v := f.metric(`convoy_cold_checks_total{decision="cold"}`); v != coldBefore {
+		t.Fatalf("first screens read the archive: %v -> %v", coldBefore, v)
+	}
+	t.Logf("checks: page %v, ranges %v, cold %v", f.metric(`convoy_cold_checks_total{decision="page"}`),
+		f.metric(`convoy_cold_checks_total{decision="ranges"}`), coldBefore)
+
+	conv := convs[1]
+	deep := coldQuery{sql: fmt.Sprintf("SELECT * FROM conv_msg WHERE conv_id = %d AND seq < %d ORDER BY seq DESC LIMIT 50", conv, coldBound+15),
+		psql: "SELECT * FROM conv_msg WHERE conv_id = ? AND seq < ? ORDER BY seq DESC LIMIT 50", args: []any{conv, coldBound + 15}}
+	full, ok := before[deep.sql+"/false"]
+	if !ok || len(full.rows) != 50 {
+		t.Fatalf("the boundary page was not captured (%d rows)", len(full.rows))
+	}
+	// The store hangs (SIGSTOP): the warm part (seqs above every archived
+	// one) and the warning, within the budget.
+	f.s3.Pause(t)
+	partial := func(what string) {
+		t.Helper()
+		start := time.Now()
+		w, err := coldRun(t, c, deep, false)
+		el := time.Since(start)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if el > f.budget+500*time.Millisecond {
+			t.Fatalf("%s: the page took %s with a %s budget", what, el, f.budget)
+		}
+		if w.warnings != 1 || len(w.rows) >= len(full.rows) {
+			t.Fatalf("%s: %d rows, %d warnings; want fewer than %d rows and one warning", what, len(w.rows), w.warnings, len(full.rows))
+		}
+		for i := range w.rows {
+			if !bytes.Equal(w.rows[i], full.rows[i]) {
+				t.Fatalf("%s: row %d is not the page's row %d", what, i, i)
+			}
+		}
+		r, err := c.Execute("SHOW WARNINGS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		level, _ := r.GetString(0, 0)
+		code, _ := r.GetUint(0, 1)
+		msg, _ := r.GetString(0, 2)
+		wantNext := fmt.Sprintf("continue with seq < %d", coldBound+1)
+		if len(w.rows) == 0 {
+			wantNext = fmt.Sprintf("continue with seq < %d", coldBound+15)
+		}
+		if level != "Warning" || code != 1931 || !strings.Contains(msg, wantNext) {
+			t.Fatalf("%s: SHOW WARNINGS %q %d %q, want 1931 and %q", what, level, code, msg, wantNext)
+		}
+		t.Logf("%s: %d of %d rows in %s: %s", what, len(w.rows), len(full.rows), el.Round(time.Millisecond), msg)
+		if r, err := c.Execute("SELECT 1"); err != nil || r.Warnings != 0 {
+			t.Fatalf("the next statement still carries the warning: %v %v", err, r.Warnings)
+		}
+	}
+	partial("store stopped")
+	f.s3.Resume(t)
+	// Slow store: every read answered after twice the budget.
+	f.s3.SetLatency(t, 2*f.budget)
+	partial("store slow")
+	f.s3.SetLatency(t, 0)
+	if w, err := coldRun(t, c, deep, true); err != nil || diffWire(w, before[deep.sql+"/true"]) != "" {
+		t.Fatalf("after the store recovered: %v %s", err, diffWire(w, before[deep.sql+"/true"]))
+	}
+	if v := f.metric(`convoy_cold_reads_total{first_screen="false",result="partial",shape="before"}`) + f.metric(`convoy_cold_reads_total{first_screen="false",result="unavailable",shape="before"}`); v < 2 {
+		t.Fatalf("partial reads counted %v, want 2", v)
+	}
+	if !strings.Contains(f.p.logTail(), "cold tier: the archive did not answer") && f.metric(`convoy_cold_reads_total{first_screen="false",result="unavailable",shape="before"}`) > 0 {
+		t.Fatalf("an unavailable archive left no log line")
+	}
+}
