@@ -97,7 +97,7 @@ func (f *coldFixture) advance(d time.Duration) {
 }
 
 // load gives each conversation its history through Convoy (seqs allocated
-// by it, from 1), with bodies: binary, empty ('' for every 23rd message),
+// by it, from 1), with bodies: binary, empty (” for every 23rd message),
 // none for every 17th.
 func (f *coldFixture) load(convs []uint64, n func(conv uint64) (old, recent int)) {
 	f.t.Helper()
