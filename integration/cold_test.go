@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
+	sqldriver "github.com/go-sql-driver/mysql"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -483,5 +485,176 @@ func TestColdReads(t *testing.T) {
 	}
 	if !strings.Contains(f.p.logTail(), "cold tier: the archive did not answer") && f.metric(`convoy_cold_reads_total{first_screen="false",result="unavailable",shape="before"}`) > 0 {
 		t.Fatalf("an unavailable archive left no log line")
+	}
+}
+
+// TestColdWrites: writes that name archived messages. A DELETE by key
+// hides them for good (tombstones, committed with the statement: a
+// rolled-back one hides nothing, a Convoy restart changes nothing); an
+// UPDATE of an archived message is refused with 1036 and changes nothing;
+// a DELETE that is not by key of a conversation with archived rows is
+// refused with 1235; a recall of a young message never reads the archive.
+func TestColdWrites(t *testing.T) {
+	f := newColdFixture(t, 800*time.Millisecond)
+	a, b := uint64(1001), uint64(2002)
+	f.load([]uint64{a, b}, func(uint64) (int, int) { return oldN, recentN })
+	f.archiveAll([]uint64{a, b})
+	db := f.p.open(t, "convoy", "convoy", "im")
+	seqs := func(conv, before uint64, n int) []uint64 {
+		t.Helper()
+		rows, err := db.Query("SELECT seq FROM conv_msg WHERE conv_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?", conv, before, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []uint64
+		for rows.Next() {
+			var s uint64
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	jump := func(conv, seq uint64) int {
+		t.Helper()
+		rows, err := db.Query("SELECT seq, msg_id, created_at FROM conv_msg WHERE conv_id = ? AND msg_id = ?", conv, conv*100_000+seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		return n
+	}
+	bodies := func(conv uint64, seqList ...uint64) int {
+		t.Helper()
+		var ids []string
+		for _, s := range seqList {
+			ids = append(ids, fmt.Sprint(conv*100_000+s))
+		}
+		rows, err := db.Query(fmt.Sprintf("SELECT msg_id, content FROM msg_content WHERE conv_id = %d AND msg_id IN (%s)", conv, strings.Join(ids, ",")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		return n
+	}
+	affected := func(q string, args ...any) int64 {
+		t.Helper()
+		r := mustExec(t, db, q, args...)
+		n, _ := r.RowsAffected()
+		return n
+	}
+	eq := func(what string, got, want []uint64) {
+		t.Helper()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: seqs %v, want %v", what, got, want)
+		}
+	}
+	if jump(a, 50) != 1 || bodies(a, 70) != 1 {
+		t.Fatal("the archived messages are not there to begin with")
+	}
+	// By seq (text), by msg_id mixing archived, warm and absent (prepared).
+	if n := affected(fmt.Sprintf("DELETE FROM conv_msg WHERE conv_id = %d AND seq = 50", a)); n != 1 {
+		t.Fatalf("delete of an archived message affected %d rows", n)
+	}
+	if n := affected("DELETE FROM conv_msg WHERE conv_id = ? AND msg_id IN (?, ?, ?)", a, a*100_000+60, a*100_000+220, a*100_000+99999); n != 2 {
+		t.Fatalf("delete of an archived, a warm and an absent message affected %d rows, want 2", n)
+	}
+	if n := affected("DELETE FROM msg_content WHERE conv_id = ? AND msg_id = ?", a, a*100_000+70); n != 1 {
+		t.Fatalf("delete of an archived body affected %d rows", n)
+	}
+	if n := affected(fmt.Sprintf("DELETE FROM conv_msg WHERE conv_id = %d AND seq = 50", a)); n != 0 {
+		t.Fatalf("deleting a deleted archived message again affected %d rows", n)
+	}
+	check := func(when string) {
+		t.Helper()
+		eq(when+": around 50", seqs(a, 53, 5), []uint64{52, 51, 49, 48, 47})
+		eq(when+": around 60", seqs(a, 62, 3), []uint64{61, 59, 58})
+		eq(when+": around 220", seqs(a, 222, 3), []uint64{221, 219, 218})
+		if jump(a, 50) != 0 || jump(a, 60) != 0 || jump(a, 51) != 1 {
+			t.Fatalf("%s: a deleted archived message is still found by msg_id", when)
+		}
+		if bodies(a, 70, 71, 72) != 2 || len(seqs(a, 71, 1)) != 1 || seqs(a, 71, 1)[0] != 70 {
+			t.Fatalf("%s: the deleted body shows, or its message does not", when)
+		}
+		eq(when+": the other conversation", seqs(b, 53, 3), []uint64{52, 51, 50})
+	}
+	check("after the deletes")
+	f.p.kill()
+	f.p.start(t)
+	check("after a Convoy restart")
+
+	// A rolled-back delete hides nothing; a committed one in a transaction does.
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("DELETE FROM conv_msg WHERE conv_id = ? AND seq = ?", a, 90); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	eq("rolled back", seqs(a, 91, 2), []uint64{90, 89})
+	tx, _ = db.Begin()
+	if _, err := tx.Exec("DELETE FROM conv_msg WHERE conv_id = ? AND seq = ?", a, 91); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	eq("committed in a transaction", seqs(a, 93, 2), []uint64{92, 90})
+
+	// UPDATE of archived rows: refused, nothing changed.
+	for _, q := range []string{
+		fmt.Sprintf("UPDATE conv_msg SET msg_type = 7 WHERE conv_id = %d AND seq = 80", a),
+		fmt.Sprintf("UPDATE conv_msg SET msg_type = 7 WHERE conv_id = %d AND seq IN (80, 225)", a),
+		fmt.Sprintf("UPDATE msg_content SET content = 'recalled' WHERE conv_id = %d AND msg_id = %d", a, a*100_000+80),
+	} {
+		_, err := db.Exec(q)
+		var me *sqldriver.MySQLError
+		if !errors.As(err, &me) || me.Number != 1036 || string(me.SQLState[:]) != "HY000" || !strings.Contains(me.Message, "seq 80") {
+			t.Fatalf("%s: %v, want 1036 (HY000) naming seq 80", q, err)
+		}
+	}
+	var mt, mt225 int
+	if err := db.QueryRow("SELECT msg_type FROM conv_msg WHERE conv_id = ? AND msg_id = ?", a, a*100_000+80).Scan(&mt); err != nil || mt != 1+79%3 {
+		t.Fatalf("the refused update changed the archived message: msg_type %d (%v)", mt, err)
+	}
+	if err := db.QueryRow("SELECT msg_type FROM conv_msg WHERE conv_id = ? AND msg_id = ?", a, a*100_000+225).Scan(&mt225); err != nil || mt225 != 1+224%3 {
+		t.Fatalf("a refused update changed its warm row: msg_type %d (%v)", mt225, err)
+	}
+	// A recall of a young message: warm, and the archive is not read.
+	coldReads := f.metric(`convoy_cold_checks_total{decision="cold"}`)
+	warm := f.metric(`convoy_cold_writes_total{result="warm"}`)
+	if n := affected("UPDATE msg_content SET content = 'recalled' WHERE conv_id = ? AND msg_id = ?", a, a*100_000+225); n != 1 {
+		t.Fatalf("recall of a young message affected %d rows", n)
+	}
+	if n := affected("DELETE FROM conv_msg WHERE conv_id = ? AND seq = ?", a, 226); n != 1 {
+		t.Fatalf("delete of a young message affected %d rows", n)
+	}
+	if f.metric(`convoy_cold_checks_total{decision="cold"}`) != coldReads || f.metric(`convoy_cold_writes_total{result="warm"}`) != warm+2 {
+		t.Fatal("a young message's recall or delete read the archive")
+	}
+	// Not by key: refused where archived rows could match, allowed where none can.
+	_, err = db.Exec("DELETE FROM conv_msg WHERE conv_id = ? AND seq < 10", a)
+	var me *sqldriver.MySQLError
+	if !errors.As(err, &me) || me.Number != 1235 || !strings.Contains(me.Message, "archived") {
+		t.Fatalf("a range delete over archived rows: %v, want 1235", err)
+	}
+	eq("after the refused range delete", seqs(a, 10, 20), []uint64{9, 8, 7, 6, 5, 4, 3, 2, 1})
+	small := uint64(5005)
+	f.load([]uint64{small}, func(uint64) (int, int) { return 0, 5 })
+	if n := affected("DELETE FROM conv_msg WHERE conv_id = ? AND seq < 3", small); n != 2 {
+		t.Fatalf("a range delete of a conversation without archived rows affected %d", n)
 	}
 }

@@ -252,10 +252,18 @@ func newColdQuery(c *rewrite.ArchiveRead, args []any, r *mysql.Result, binary bo
 		q.ids = slices.Compact(q.ids)
 	}
 	q.key = slices.IndexFunc(r.Fields, func(f *mysql.Field) bool { return string(f.OrgName) == keyName })
-	if q.key < 0 {
-		return nil, false
-	}
 	q.warm = make([]uint64, 0, len(r.RowDatas))
+	if q.key < 0 {
+		// An anchor needs no key: MySQL has the row or not. A page or a
+		// body fetch without its key column cannot be merged.
+		if q.shape != shapeAnchor {
+			return nil, false
+		}
+		for range r.RowDatas {
+			q.warm = append(q.warm, 0)
+		}
+		return q, true
+	}
 	for _, row := range r.RowDatas {
 		k, ok := rowKey(row, r.Fields, q.key, binary)
 		if !ok {
