@@ -517,9 +517,9 @@ func TestColdWrites(t *testing.T) {
 		}
 		return out
 	}
-	jump := func(conv, seq uint64) int {
+	count := func(q string, args ...any) int {
 		t.Helper()
-		rows, err := db.Query("SELECT seq, msg_id, created_at FROM conv_msg WHERE conv_id = ? AND msg_id = ?", conv, conv*100_000+seq)
+		rows, err := db.Query(q, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -530,22 +530,15 @@ func TestColdWrites(t *testing.T) {
 		}
 		return n
 	}
+	jump := func(conv, seq uint64) int {
+		return count("SELECT seq, msg_id, created_at FROM conv_msg WHERE conv_id = ? AND msg_id = ?", conv, conv*100_000+seq)
+	}
 	bodies := func(conv uint64, seqList ...uint64) int {
-		t.Helper()
 		var ids []string
 		for _, s := range seqList {
 			ids = append(ids, fmt.Sprint(conv*100_000+s))
 		}
-		rows, err := db.Query(fmt.Sprintf("SELECT msg_id, content FROM msg_content WHERE conv_id = %d AND msg_id IN (%s)", conv, strings.Join(ids, ",")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		n := 0
-		for rows.Next() {
-			n++
-		}
-		return n
+		return count(fmt.Sprintf("SELECT msg_id, content FROM msg_content WHERE conv_id = %d AND msg_id IN (%s)", conv, strings.Join(ids, ",")))
 	}
 	affected := func(q string, args ...any) int64 {
 		t.Helper()
