@@ -3,10 +3,14 @@ package integration
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,11 +106,17 @@ func (f *coldFixture) advance(d time.Duration) {
 // by it, from 1), with bodies: binary, empty (” for every 23rd message),
 // none for every 17th.
 func (f *coldFixture) load(convs []uint64, n func(conv uint64) (old, recent int)) {
+	f.loadRef(convs, n, nil)
+}
+
+// loadRef is load, also writing the rows into ref (plain tables, the
+// seqs Convoy allocates: 1, 2, ... in order for a new conversation).
+func (f *coldFixture) loadRef(convs []uint64, n func(conv uint64) (old, recent int), ref *sql.DB) {
 	f.t.Helper()
 	db := f.p.open(f.t, "convoy", "convoy", "im")
 	for _, c := range convs {
 		old, recent := n(c)
-		var msgs, bodies []string
+		var msgs, refMsgs, bodies []string
 		for i := 0; i < old+recent; i++ {
 			at := oldStart.Add(time.Duration(i) * 6 * time.Hour)
 			if i >= old {
@@ -116,6 +126,7 @@ func (f *coldFixture) load(convs []uint64, n func(conv uint64) (old, recent int)
 			msgID := c*100_000 + uint64(i) + 1
 			ts := at.Format("2006-01-02 15:04:05.000")
 			msgs = append(msgs, fmt.Sprintf("(%d, %d, %d, %d, '%s')", c, msgID, 7000+i%5, 1+i%3, ts))
+			refMsgs = append(refMsgs, fmt.Sprintf("(%d, %d, %d, %d, %d, '%s')", c, i+1, msgID, 7000+i%5, 1+i%3, ts))
 			switch {
 			case (i+1)%17 == 0:
 			case (i+1)%23 == 0:
@@ -130,6 +141,9 @@ func (f *coldFixture) load(convs []uint64, n func(conv uint64) (old, recent int)
 			msgs = msgs[k:]
 		}
 		mustExec(f.t, db, "INSERT INTO msg_content VALUES "+strings.Join(bodies, ","))
+		if ref != nil {
+			mustExec(f.t, ref, "INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES "+strings.Join(refMsgs, ","))
+		}
 	}
 }
 
@@ -649,5 +663,157 @@ func TestColdWrites(t *testing.T) {
 	f.load([]uint64{small}, func(uint64) (int, int) { return 0, 5 })
 	if n := affected("DELETE FROM conv_msg WHERE conv_id = ? AND seq < 3", small); n != 2 {
 		t.Fatalf("a range delete of a conversation without archived rows affected %d", n)
+	}
+}
+
+// TestColdHotSoak is the hot tier's exactness with the archiver running on
+// the same conversations: writers append and edit recent messages through
+// Convoy (hot tier on, write-through and fills racing), the archiver moves
+// their old days out day by day and deletes the warm rows behind them,
+// readers compare every page Convoy returns (text and prepared, first
+// screens, scrolling across the moving warm/cold boundary, deep history,
+// catch-up, jumps) with a reference MariaDB that holds every row; Redis is
+// restarted once. 0 mismatches.
+func TestColdHotSoak(t *testing.T) {
+	r := testsvc.StartRedis(t)
+	f := newColdFixture(t, 2*time.Second, hotTierYAML(r))
+	ref := f.s.ref.Open(t, "im")
+	convs := []uint64{1001, 2002, 3003, 4004, 5005, 42}
+	f.loadRef(convs, func(uint64) (int, int) { return oldN, recentN }, ref)
+	// The archiver starts with nothing old and makes about two days old
+	// per round: the boundary moves through every conversation during the
+	// soak.
+	f.now = oldStart.Add(180*24*time.Hour + 24*time.Hour)
+	pools := [2]*sql.DB{openDSN(t, f.p.dsn("app", "app secret", "im")+"&interpolateParams=true"), openDSN(t, f.p.dsn("app", "app secret", "im"))}
+	locks := make([]sync.RWMutex, len(convs))
+	maxSeq := make([]atomic.Uint64, len(convs))
+	for i := range convs {
+		maxSeq[i].Store(oldN + recentN)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	deadline := time.Now().Add(15 * time.Second)
+	var wg sync.WaitGroup
+	var compared, mismatches, writes, readErrs, rounds atomic.Int64
+	var msgID atomic.Uint64
+	msgID.Store(1 << 40)
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 3))
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				i := rng.IntN(len(convs))
+				c := convs[i]
+				locks[i].Lock()
+				if rng.IntN(4) == 0 { // edit a recent (warm) message
+					seq := oldN + 1 + rng.Uint64N(recentN)
+					mt := 10 + rng.IntN(100)
+					if _, err := pools[1].ExecContext(ctx, "UPDATE conv_msg SET msg_type = ? WHERE conv_id = ? AND seq = ?", mt, c, seq); err == nil {
+						mustExec(t, ref, "UPDATE conv_msg SET msg_type = ? WHERE conv_id = ? AND seq = ?", mt, c, seq)
+						writes.Add(1)
+					}
+				} else {
+					id := msgID.Add(1)
+					at := time.Now().UTC().Format("2006-01-02 15:04:05.000")
+					res, err := pools[rng.IntN(2)].ExecContext(ctx, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, ?, 1, ?)", c, id, w, at)
+					if err == nil {
+						seq, _ := res.LastInsertId()
+						mustExec(t, ref, "INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, ?, ?, 1, ?)", c, seq, id, w, at)
+						maxSeq[i].Store(uint64(seq))
+						writes.Add(1)
+					}
+				}
+				locks[i].Unlock()
+				time.Sleep(time.Duration(rng.IntN(5)) * time.Millisecond)
+			}
+		}(w)
+	}
+	wg.Add(1)
+	go func() { // the archiver, on the same conversations
+		defer wg.Done()
+		for ctx.Err() == nil && time.Now().Before(deadline) {
+			f.advance(2 * 24 * time.Hour)
+			for _, c := range convs {
+				if err := f.arch.RunShard(ctx, int(router.ShardOf(c))); err != nil && ctx.Err() == nil {
+					t.Errorf("archiver: %v", err)
+					return
+				}
+			}
+			rounds.Add(1)
+		}
+	}()
+	for rd := 0; rd < 4; rd++ {
+		wg.Add(1)
+		go func(rd int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(rd), 17))
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				i := rng.IntN(len(convs))
+				c := convs[i]
+				top := maxSeq[i].Load()
+				q := "SELECT seq, msg_id, sender_uid, msg_type, created_at FROM conv_msg WHERE conv_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?"
+				var args []any
+				switch k := rng.IntN(10); {
+				case k < 4: // first screen
+					args = []any{c, top + 1, 20}
+				case k < 6: // scroll up near the top
+					args = []any{c, top - rng.Uint64N(80), 1 + rng.IntN(40)}
+				case k < 8: // anywhere, across the boundary too
+					args = []any{c, 1 + rng.Uint64N(top+1), 1 + rng.IntN(50)}
+				case k < 9: // catch up
+					q = "SELECT seq, msg_id, sender_uid, msg_type, created_at FROM conv_msg WHERE conv_id = ? AND seq > ? ORDER BY seq ASC LIMIT ?"
+					args = []any{c, rng.Uint64N(top + 1), 1 + rng.IntN(50)}
+				default: // jump
+					q = "SELECT seq, msg_id, sender_uid, msg_type, created_at FROM conv_msg WHERE conv_id = ? AND msg_id = ?"
+					args = []any{c, c*100_000 + 1 + rng.Uint64N(oldN+recentN)}
+				}
+				locks[i].RLock()
+				want, err1 := readPage(ctx, ref, q, args...)
+				got, err2 := readPage(ctx, pools[rng.IntN(2)], q, args...)
+				locks[i].RUnlock()
+				if err1 != nil || err2 != nil {
+					readErrs.Add(1)
+					if ctx.Err() == nil && readErrs.Load() < 3 {
+						t.Logf("read error: %v / %v", err1, err2)
+					}
+					continue
+				}
+				compared.Add(1)
+				if !reflect.DeepEqual(got, want) {
+					if mismatches.Add(1) <= 5 {
+						t.Errorf("conv %d %s %v:\nconvoy %v\nref    %v", c, q[len(q)-40:], args, got, want)
+					}
+				}
+			}
+		}(rd)
+	}
+	time.Sleep(7 * time.Second)
+	r.Kill()
+	time.Sleep(300 * time.Millisecond)
+	r.Start()
+	wg.Wait()
+	body := scrape(t, f.p.metrics)
+	hot := metricValue(t, body, `convoy_statements_total{class="hot"}`)
+	coldReads := metricValue(t, body, `convoy_cold_checks_total{decision="cold"}`)
+	var warm int
+	for _, c := range convs {
+		var n int
+		if err := pools[1].QueryRow("SELECT COUNT(*) FROM conv_msg WHERE conv_id = ?", c).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		warm += n
+	}
+	var total int
+	if err := ref.QueryRow("SELECT COUNT(*) FROM conv_msg").Scan(&total); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("compared %d pages, %d mismatches, %d writes, %d archiver rounds, %d read errors; %.0f hot-served, %.0f read the archive; %d of %d rows still warm",
+		compared.Load(), mismatches.Load(), writes.Load(), rounds.Load(), readErrs.Load(), hot, coldReads, warm, total)
+	if mismatches.Load() != 0 {
+		t.Fatalf("%d pages differed from the reference", mismatches.Load())
+	}
+	if compared.Load() < 1000 || hot < 100 || coldReads < 50 || warm >= total-oldN {
+		t.Fatalf("the soak did not exercise both tiers: %d pages, %.0f hot, %.0f cold, %d of %d warm", compared.Load(), hot, coldReads, warm, total)
 	}
 }
