@@ -248,7 +248,7 @@ func (f *fixture) wantArchived() map[key]int {
 	out := map[key]int{}
 	for _, c := range f.convs {
 		for seq := uint64(1); seq <= archivedMax; seq++ {
-			out[key{c, seq}] = 1
+			out[key{Conv: c, Seq: seq}] = 1
 		}
 	}
 	return out

@@ -181,16 +181,31 @@ func New(cfg Config) (*Archiver, error) {
 	}, nil
 }
 
-// state is an archive job's Progress: the checkpoint and SHOW ARCHIVE's
-// figures.
+// state is an archive job's Progress: per kind of rows the checkpoint and
+// SHOW ARCHIVE's figures (history's inline, for the records phase 1
+// wrote), and the run's.
 type state struct {
+	progress
+	Inbox      progress `json:"inbox,omitzero"`
+	RowsPerSec float64  `json:"rows_per_sec,omitempty"`
+	// Orphans are objects a crashed attempt stored and a rerun could not
+	// reuse (the rows changed in between): never catalogued, never read.
+	Orphans     []string  `json:"orphans,omitempty"`
+	LastRun     time.Time `json:"last_run,omitzero"`
+	LastSuccess time.Time `json:"last_success,omitzero"`
+	// Now is set by ARCHIVE SHARD n NOW and cleared by the run it starts.
+	Now bool `json:"now,omitempty"`
+}
+
+// progress is one kind's checkpoint and figures.
+type progress struct {
 	// Day is being archived: parts before Part are catalogued, the last
 	// ending at After. Through is the last day wholly archived.
 	Day     string `json:"day,omitempty"`
 	Part    int    `json:"part,omitempty"`
 	After   *key   `json:"after,omitempty"`
 	Through string `json:"through,omitempty"`
-	// Oldest is the created_at of the oldest warm row at the last run's
+	// Oldest is the day column of the oldest warm row at the last run's
 	// start.
 	Oldest string `json:"oldest,omitempty"`
 	Files  int64  `json:"files,omitempty"`
@@ -201,16 +216,8 @@ type state struct {
 	Deleted int64 `json:"deleted,omitempty"`
 	// Kept and Gone count rows changed or deleted by users after
 	// archiving, found by finished delete steps (Record.Skips).
-	Kept       int64   `json:"kept,omitempty"`
-	Gone       int64   `json:"gone,omitempty"`
-	RowsPerSec float64 `json:"rows_per_sec,omitempty"`
-	// Orphans are objects a crashed attempt stored and a rerun could not
-	// reuse (the rows changed in between): never catalogued, never read.
-	Orphans     []string  `json:"orphans,omitempty"`
-	LastRun     time.Time `json:"last_run,omitzero"`
-	LastSuccess time.Time `json:"last_success,omitzero"`
-	// Now is set by ARCHIVE SHARD n NOW and cleared by the run it starts.
-	Now bool `json:"now,omitempty"`
+	Kept int64 `json:"kept,omitempty"`
+	Gone int64 `json:"gone,omitempty"`
 }
 
 func decodeState(j routecfg.Job) (state, error) {
@@ -398,15 +405,19 @@ func (u *run) do(ctx context.Context) error {
 	if err := u.src.ensureTables(); err != nil {
 		return err
 	}
-	if u.st.Oldest, err = u.src.oldest(); err != nil {
-		return err
+	for _, k := range kinds {
+		if u.progress(k).Oldest, err = u.src.oldest(k); err != nil {
+			return err
+		}
 	}
 	u.st.LastRun = u.start
 	if err := u.save(ctx); err != nil {
 		return err
 	}
-	if err := u.archiveDays(ctx); err != nil {
-		return err
+	for _, k := range kinds {
+		if err := u.archiveDays(ctx, k); err != nil {
+			return err
+		}
 	}
 	return u.deleteDue(ctx)
 }
