@@ -64,14 +64,14 @@ type ColdRow struct {
 }
 
 // The cold tier's tables in each shard's database, created by the archiver
-// (archive.ConvTable, archive.TombstoneTable; cmd/convoy's tests check the
+// (archive.ConvTable, archive.TombstoneTable: cmd/convoy's tests check the
 // names agree): per conversation the seq range of its archived rows whose
 // warm copy is gone, written in the transaction that deleted them; and the
 // archived rows deleted through Convoy, written in the deleting statement's
-// transaction.
+// transaction (coldwrite.go).
 const (
-	coldConvTable  = "_convoy_cold_conv"
-	tombstoneTable = "_convoy_cold_tombstone"
+	ColdRangesTable  = "_convoy_cold_conv"
+	ColdTombstoneTable = "_convoy_cold_tombstone"
 )
 
 // coldState is the engine side of the cold tier.
@@ -380,7 +380,7 @@ func (e *Engine) coldRanges(sh router.Shard, conv uint64) (coldRange, error) {
 	}
 	defer c.Release()
 	db := quoteIdent(p.Database)
-	ranges := db + "." + quoteIdent(coldConvTable)
+	ranges := db + "." + quoteIdent(ColdRangesTable)
 	r, err := c.Exec(fmt.Sprintf("SELECT (SELECT MAX(seq) FROM %s.%s WHERE conv_id = %d), (SELECT min_seq FROM %s WHERE conv_id = %d), (SELECT max_seq FROM %s WHERE conv_id = %d)",
 		db, quoteIdent(p.Table), conv, ranges, conv, ranges, conv))
 	var me *mysql.MyError
@@ -436,7 +436,7 @@ func (e *Engine) tombstones(sh router.Shard, conv uint64, tbl string, lo, hi uin
 		where = "msg_id IN (" + joinUints(ids) + ")"
 	}
 	r, err := c.Exec(fmt.Sprintf("SELECT seq, msg_id FROM %s.%s WHERE conv_id = %d AND tbl = '%s' AND %s ORDER BY seq",
-		quoteIdent(p.Database), quoteIdent(tombstoneTable), conv, tbl, where))
+		quoteIdent(p.Database), quoteIdent(ColdTombstoneTable), conv, tbl, where))
 	if err != nil {
 		return nil, err
 	}

@@ -120,7 +120,7 @@ func (s *Session) coldWrite(pl *plan, p part, args []any, binary bool) (*mysql.R
 	s.e.observe(p.shard, c.Datasource(), true, start, err)
 	if err == nil && len(archived) > 0 {
 		var b strings.Builder
-		fmt.Fprintf(&b, "INSERT IGNORE INTO %s.%s (conv_id, tbl, seq, msg_id, deleted_at) VALUES ", db, quoteIdent(tombstoneTable))
+		fmt.Fprintf(&b, "INSERT IGNORE INTO %s.%s (conv_id, tbl, seq, msg_id, deleted_at) VALUES ", db, quoteIdent(ColdTombstoneTable))
 		for i, k := range archived {
 			if i > 0 {
 				b.WriteByte(',')
@@ -188,7 +188,7 @@ func (s *Session) archivedKeys(c Conn, db, table, logical string, conv uint64, s
 	// do for them (a conv_msg tombstone leaves the body row, which a
 	// msg_content delete tombstones in turn).
 	r, err = c.Exec(fmt.Sprintf("SELECT %s FROM %s.%s WHERE conv_id = %d AND tbl = '%s' AND %s IN (%s)",
-		keyCol, db, quoteIdent(tombstoneTable), conv, logical, keyCol, joinUints(missing)))
+		keyCol, db, quoteIdent(ColdTombstoneTable), conv, logical, keyCol, joinUints(missing)))
 	if err != nil {
 		return nil, err
 	}
