@@ -70,7 +70,7 @@ type ColdRow struct {
 // archived rows deleted through Convoy, written in the deleting statement's
 // transaction (coldwrite.go).
 const (
-	ColdRangesTable  = "_convoy_cold_conv"
+	ColdRangesTable    = "_convoy_cold_conv"
 	ColdTombstoneTable = "_convoy_cold_tombstone"
 )
 
