@@ -231,7 +231,8 @@ func (c *Catalog) load(ctx context.Context, shard int) (*shardCatalog, error) {
 			skip[k.Conv] = append(skip[k.Conv], k.Seq)
 		}
 		for _, cr := range infos[i].Convs {
-			fr := cold.FileRange{Key: r.Key, MinSeq: cr.MinSeq, MaxSeq: cr.MaxSeq, Skip: skip[cr.ConvID]}
+			fr := cr.Range(r.Key)
+			fr.Skip = skip[cr.ConvID]
 			if b := r.Bound; r.State == StateDeleting && b != nil {
 				// Rows after the bound are still in MySQL, which alone
 				// answers for them.

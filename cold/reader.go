@@ -162,11 +162,14 @@ func (r *Reader) ByKeys(ctx context.Context, conv uint64, seqs, msgIDs []uint64,
 	for _, m := range msgIDs {
 		idSet[m] = true
 	}
-	if len(msgIDs) == 0 {
-		// Only seqs: files outside their range cannot hold them.
-		lo, hi := slices.Min(seqs), slices.Max(seqs)
-		files = slices.DeleteFunc(files, func(f FileRange) bool { return f.MaxSeq < lo || f.MinSeq > hi })
-	}
+	// A file can hold a key only within its ranges (msg_id ranges of
+	// files catalogued before they were recorded are unknown: searched).
+	files = slices.DeleteFunc(files, func(f FileRange) bool {
+		inSeqs := slices.ContainsFunc(seqs, func(s uint64) bool { return s >= f.MinSeq && s <= f.MaxSeq })
+		known := f.MinMsgID != 0 || f.MaxMsgID != 0
+		inIDs := slices.ContainsFunc(msgIDs, func(m uint64) bool { return !known || m >= f.MinMsgID && m <= f.MaxMsgID })
+		return !inSeqs && !inIDs
+	})
 	match := func(seq, msgID uint64) bool { return seqSet[seq] || idSet[msgID] }
 	limit := len(seqs) + len(msgIDs)
 	found := make([][]Row, len(files))

@@ -35,13 +35,7 @@ func Verify(ctx context.Context, store Store, key string, want FileInfo) error {
 		if f.lay.uid >= 0 {
 			return nil // inbox files have no conversation ranges
 		}
-		n := len(got.Convs)
-		if n == 0 || got.Convs[n-1].ConvID != r.ConvID {
-			got.Convs = append(got.Convs, ConvRange{ConvID: r.ConvID, MinSeq: r.Seq})
-			n++
-		}
-		got.Convs[n-1].MaxSeq = r.Seq
-		got.Convs[n-1].Rows++
+		extend(&got, r.ConvID, r.Seq, r.MsgID)
 		return nil
 	})
 	if err != nil {
@@ -50,7 +44,7 @@ func Verify(ctx context.Context, store Store, key string, want FileInfo) error {
 	if got.Digest != want.Digest {
 		return fmt.Errorf("%w: %s: read back %s, wrote %s", ErrVerify, key, got.Digest, want.Digest)
 	}
-	if !slices.Equal(got.Convs, want.Convs) {
+	if !sameRanges(got.Convs, want.Convs) {
 		return fmt.Errorf("%w: %s: conversation ranges differ from what was written", ErrVerify, key)
 	}
 	if n, _ := f.pf.Lookup(metaRows); n != strconv.FormatInt(want.Digest.Rows, 10) {
@@ -60,6 +54,17 @@ func Verify(ctx context.Context, store Store, key string, want FileInfo) error {
 		return fmt.Errorf("%w: %s: metadata digest %q, wrote %s", ErrVerify, key, d, want.Digest)
 	}
 	return nil
+}
+
+// sameRanges compares the ranges read back with those written; ranges
+// written without msg_ids (older archivers) compare by seqs and rows.
+func sameRanges(got, want []ConvRange) bool {
+	return slices.EqualFunc(got, want, func(g, w ConvRange) bool {
+		if w.MinMsgID == 0 && w.MaxMsgID == 0 {
+			g.MinMsgID, g.MaxMsgID = 0, 0
+		}
+		return g == w
+	})
 }
 
 // readWhole reads key from store in one range read and opens it,

@@ -145,12 +145,8 @@ func (w *Writer) Add(r Row) error {
 		return fmt.Errorf("cold: write row (%d,%d): %w", conv, seq, err)
 	}
 	w.info.Digest.Add(r)
-	if w.last == nil || w.last.ConvID != conv {
-		w.info.Convs = append(w.info.Convs, ConvRange{ConvID: conv, MinSeq: seq})
-		w.last = &w.info.Convs[len(w.info.Convs)-1]
-	}
-	w.last.MaxSeq = seq
-	w.last.Rows++
+	extend(&w.info, conv, seq, msgID)
+	w.last = &w.info.Convs[len(w.info.Convs)-1]
 	return nil
 }
 

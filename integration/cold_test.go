@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,7 +32,7 @@ import (
 // archiver off), and the archiver run from the test with a clock of its
 // own, so days become old on demand.
 type coldFixture struct {
-	t      *testing.T
+	t      testing.TB
 	s      *stack
 	s3     *testsvc.S3
 	p      *convoyProc
@@ -41,6 +42,9 @@ type coldFixture struct {
 	mu     sync.Mutex
 	now    time.Time
 	arch   *archive.Archiver
+	// oldStep is the time between two old messages of a conversation
+	// (default 6 h: 200 of them span 50 days).
+	oldStep time.Duration
 }
 
 // The history: each conversation has oldN messages from 2025-01-01, one
@@ -60,10 +64,20 @@ var (
 	coldClock   = time.Date(2025, 9, 30, 12, 0, 0, 0, time.UTC)
 )
 
-func newColdFixture(t *testing.T, budget time.Duration, extraYAML ...string) *coldFixture {
+func newColdFixture(t testing.TB, budget time.Duration, extraYAML ...string) *coldFixture {
+	t.Helper()
+	return newColdFixtureStore(t, "s3", budget, extraYAML...)
+}
+
+// newColdFixtureStore is newColdFixture with the archive in store: "s3"
+// (the S3 server process) or "file" (a directory both processes share).
+func newColdFixtureStore(t testing.TB, store string, budget time.Duration, extraYAML ...string) *coldFixture {
 	t.Helper()
 	f := &coldFixture{t: t, s: newStack(t), s3: testsvc.StartS3(t), budget: budget, now: coldClock}
 	url := f.s3.URL("convoy-cold")
+	if store == "file" {
+		url = "file://" + t.TempDir()
+	}
 	ctx := context.Background()
 	var err error
 	if f.store, err = cold.OpenStore(ctx, url); err != nil {
@@ -118,7 +132,11 @@ func (f *coldFixture) loadRef(convs []uint64, n func(conv uint64) (old, recent i
 		old, recent := n(c)
 		var msgs, refMsgs, bodies []string
 		for i := 0; i < old+recent; i++ {
-			at := oldStart.Add(time.Duration(i) * 6 * time.Hour)
+			step := f.oldStep
+			if step == 0 {
+				step = 6 * time.Hour
+			}
+			at := oldStart.Add(time.Duration(i) * step)
 			if i >= old {
 				at = recentStart.Add(time.Duration(i-old) * time.Hour)
 			}
@@ -816,4 +834,165 @@ func TestColdHotSoak(t *testing.T) {
 	if compared.Load() < 1000 || hot < 100 || coldReads < 50 || warm >= total-oldN {
 		t.Fatalf("the soak did not exercise both tiers: %d pages, %.0f hot, %.0f cold, %d of %d warm", compared.Load(), hot, coldReads, warm, total)
 	}
+}
+
+// BenchmarkColdPages measures history reads through Convoy (prepared, one
+// client) whose pages the archive answers, with the archive in file:// and
+// in the S3 server process: p50 / p99 per shape, beside a warm first
+// screen. 20 conversations of 1000 old and 60 recent messages; every
+// catalog and file footer is warm after the first pass, as in a proxy
+// that has served the conversations before.
+//
+// go test ./integration -run '^$' -bench ColdPages -benchtime 300x
+func BenchmarkColdPages(b *testing.B) {
+	for _, store := range []string{"file", "s3"} {
+		b.Run(store, func(b *testing.B) {
+			f := newColdFixtureStore(b, store, 800*time.Millisecond)
+			var convs []uint64
+			for c := uint64(1); len(convs) < 20; c++ {
+				convs = append(convs, 10_000+c*7919)
+			}
+			const old, recent = 1000, keepWarm
+			f.load(convs, func(uint64) (int, int) { return old, recent })
+			f.archiveAll(convs)
+			db := f.p.open(b, "convoy", "convoy", "im")
+			rng := rand.New(rand.NewPCG(1, 2))
+			shapes := []struct {
+				name string
+				q    string
+				args func(c uint64) []any
+			}{
+				{"warm first screen", "SELECT seq, msg_id, sender_uid, msg_type, created_at FROM conv_msg WHERE conv_id = ? AND seq < ? ORDER BY seq DESC LIMIT 20",
+					func(c uint64) []any { return []any{c, old + recent + 1} }},
+				{"boundary page (10 warm, 10 archived)", "SELECT seq, msg_id, sender_uid, msg_type, created_at FROM conv_msg WHERE conv_id = ? AND seq < ? ORDER BY seq DESC LIMIT 20",
+					func(c uint64) []any { return []any{c, old + 11} }},
+				{"archived page", "SELECT seq, msg_id, sender_uid, msg_type, created_at FROM conv_msg WHERE conv_id = ? AND seq < ? ORDER BY seq DESC LIMIT 20",
+					func(c uint64) []any { return []any{c, 21 + rng.Uint64N(old-20)} }},
+				{"catch-up from the archive", "SELECT seq, msg_id, sender_uid, msg_type, created_at FROM conv_msg WHERE conv_id = ? AND seq > ? ORDER BY seq LIMIT 50",
+					func(c uint64) []any { return []any{c, rng.Uint64N(old - 50)} }},
+				{"jump to an archived message", "SELECT seq, msg_id, created_at FROM conv_msg WHERE conv_id = ? AND msg_id = ?",
+					func(c uint64) []any { return []any{c, c*100_000 + 1 + rng.Uint64N(old)} }},
+				{"20 archived bodies by msg_id", "SELECT msg_id, content FROM msg_content WHERE conv_id = ? AND msg_id IN (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+					func(c uint64) []any {
+						from := 1 + rng.Uint64N(old-20)
+						args := []any{c}
+						for i := range uint64(20) {
+							args = append(args, c*100_000+from+i)
+						}
+						return args
+					}},
+			}
+			for _, sh := range shapes {
+				for _, c := range convs { // a first pass loads catalogs and footers
+					if _, err := readRows(db, sh.q, sh.args(c)...); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.Run(sh.name, func(b *testing.B) {
+					lat := make([]time.Duration, 0, b.N)
+					rows := 0
+					for i := 0; i < b.N; i++ {
+						c := convs[rng.IntN(len(convs))]
+						t0 := time.Now()
+						n, err := readRows(db, sh.q, sh.args(c)...)
+						if err != nil {
+							b.Fatal(err)
+						}
+						lat = append(lat, time.Since(t0))
+						rows += n
+					}
+					slices.Sort(lat)
+					b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+					b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+					b.ReportMetric(float64(rows)/float64(b.N), "rows/read")
+				})
+			}
+			if v := f.metric(`convoy_cold_reads_total{first_screen="false",result="partial",shape="before"}`); v > 0 {
+				b.Fatalf("%v pages were cut by the budget", v)
+			}
+		})
+	}
+}
+
+// readRows runs a query and counts its rows.
+func readRows(db *sql.DB, q string, args ...any) (int, error) {
+	rows, err := db.Query(q, args...)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	return n, rows.Err()
+}
+
+// BenchmarkColdArchiveWriteP99 measures what an archive run costs the live
+// writes of its shard: 8 clients insert messages through Convoy into
+// conversations of one shard for 10 s alone, then for 10 s while the
+// archiver (at the default cold.rate, 2000 rows/s) archives and deletes
+// that shard's 10,000 old rows; QPS, p50 and p99 of the inserts in each
+// phase.
+//
+// go test ./integration -run '^$' -bench ColdArchiveWriteP99 -benchtime 1x
+func BenchmarkColdArchiveWriteP99(b *testing.B) {
+	f := newColdFixtureStore(b, "file", 800*time.Millisecond)
+	target := router.ShardOf(1001)
+	var old, live []uint64
+	for c := uint64(1001); len(old)+len(live) < 28; c++ {
+		if router.ShardOf(c) != target {
+			continue
+		}
+		if len(old) < 20 {
+			old = append(old, c)
+		} else {
+			live = append(live, c)
+		}
+	}
+	f.oldStep = 30 * time.Minute // ten days: the archiver's pass per day stays short
+	f.load(old, func(uint64) (int, int) { return 500, 0 })
+	arch, err := archive.New(archive.Config{Client: f.cli, Cluster: testCluster, ID: "bench-archiver", Store: f.store, Prefix: "history",
+		Connect: func(ctx context.Context, ds router.Datasource) (*client.Conn, error) {
+			return client.ConnectWithContext(ctx, ds.Addr, ds.User, "", "", 5*time.Second, func(c *client.Conn) error {
+				return c.SetCollation("utf8mb4_general_ci")
+			})
+		},
+		Rate: archive.DefaultRate, KeepNewest: -1, DeleteAfter: time.Nanosecond, Log: zap.NewNop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	db := openDSN(b, f.p.dsn("convoy", "convoy", "im"))
+	db.SetMaxOpenConns(8)
+	var msgID atomic.Uint64
+	msgID.Store(1 << 41)
+	phase := func(name string, d time.Duration) {
+		reportLatencies(b, name+"-", d, parallelLatencies(b, 8, d, func(i int) error {
+			_, err := db.Exec("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, ?, 1, NOW(3))",
+				live[i%len(live)], msgID.Add(1), i/1_000_000)
+			return err
+		}))
+	}
+	phase("alone", 10*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- arch.RunShard(ctx, int(target)) }()
+	phase("archiving", 10*time.Second)
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		b.Fatalf("archiver: %v", err)
+	}
+	var warm int
+	if err := db.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM conv_msg WHERE conv_id IN (%s)", joinSeqs(old))).Scan(&warm); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(10_000-warm), "old-rows-deleted")
+}
+
+func joinSeqs(xs []uint64) string {
+	var s []string
+	for _, x := range xs {
+		s = append(s, fmt.Sprint(x))
+	}
+	return strings.Join(s, ",")
 }
