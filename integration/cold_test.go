@@ -428,6 +428,36 @@ func TestColdReads(t *testing.T) {
 	if bad > 0 {
 		t.Fatalf("%d of %d reads differ from MySQL's answers before archiving", bad, 2*len(qs))
 	}
+	// The same inside a transaction (an ORM's, or a client with
+	// autocommit off such as PyMySQL's default): the lookups then run on
+	// the transaction's connection.
+	for n, begin := range []string{"BEGIN", "SET autocommit = 0"} {
+		conv := convs[n] // a transaction stays on one shard
+		if _, err := c.Execute(begin); err != nil {
+			t.Fatal(err)
+		}
+		for i, q := range qs {
+			if i%5 != 0 || q.args[0] != any(conv) {
+				continue
+			}
+			for _, prepared := range []bool{false, true} {
+				k := fmt.Sprintf("%s/%v", q.sql, prepared)
+				w, err := coldRun(t, c, q, prepared)
+				if err != nil {
+					t.Fatalf("%s in a transaction: %v", q.sql, err)
+				}
+				if d := diffWire(w, before[k]); d != "" {
+					t.Fatalf("%s (prepared %v) after %s: %s", q.sql, prepared, begin, d)
+				}
+			}
+		}
+		if _, err := c.Execute("COMMIT"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Execute("SET autocommit = 1"); err != nil {
+		t.Fatal(err)
+	}
 	body := scrape(t, f.p.metrics)
 	if v := metricValue(t, body, `convoy_cold_reads_total{first_screen="false",result="complete",shape="before"}`); v <= 0 {
 		t.Fatalf("deep scroll-up pages did not read the archive (%v)", v)

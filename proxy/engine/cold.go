@@ -158,9 +158,7 @@ type coldQuery struct {
 // archive when it is a history read whose page MySQL alone cannot answer.
 func (s *Session) readSharded(pl *plan, args []any, binary bool) (*mysql.Result, error) {
 	r, err := s.runSharded(pl, args, binary)
-	if err != nil || s.e.cold == nil || pl.cold == nil || pl.cold.read == nil || s.inTxn() {
-		// (In a transaction a read is the transaction's snapshot of MySQL:
-		// the cold tier is not consulted, see README.)
+	if err != nil || s.e.cold == nil || pl.cold == nil || pl.cold.read == nil {
 		return r, err
 	}
 	return s.coldRead(pl.cold.read, args, binary, r), nil
@@ -185,7 +183,14 @@ func (s *Session) coldRead(c *rewrite.ArchiveRead, args []any, binary bool, r *m
 		m.coldDecision("page")
 		return r
 	}
-	rg, err := s.e.coldRanges(sh, q.conv)
+	lk, err := s.coldLookup(sh)
+	var rg coldRange
+	if err == nil {
+		defer lk.release()
+		if rg, err = lk.ranges(q.conv); err != nil {
+			s.afterError(lk.c, err)
+		}
+	}
 	if err != nil {
 		s.e.log.Warn("cold tier: the archived ranges could not be read; the page is MySQL's alone", zap.Error(err))
 		m.coldRead(q.shape, false, "unavailable", 0)
@@ -202,7 +207,7 @@ func (s *Session) coldRead(c *rewrite.ArchiveRead, args []any, binary bool, r *m
 	m.coldDecision("cold")
 	first := q.shape == shapeBefore && q.cursor > max(rg.warmMax, rg.hi)
 	start := time.Now()
-	out, result := s.coldMerge(q, r, binary, rg, lo, hi)
+	out, result := s.coldMerge(q, r, binary, lk, rg, lo, hi)
 	m.coldRead(q.shape, first, result, time.Since(start))
 	return out
 }
@@ -370,19 +375,42 @@ type coldRange struct {
 	warmMax uint64
 }
 
-// coldRanges reads conv's coldRange on its shard's authoritative side: one
-// statement of three primary-key lookups.
-func (e *Engine) coldRanges(sh router.Shard, conv uint64) (coldRange, error) {
+// coldLookup reads a shard's cold-tier tables in MySQL on one connection.
+type coldLookup struct {
+	c       Conn
+	db      string // quoted database of the shard
+	table   string // quoted physical conv_msg table
+	release func()
+}
+
+// coldLookup is a lookup on a pooled connection to sh's authoritative side.
+func (e *Engine) coldLookup(sh router.Shard) (*coldLookup, error) {
 	p := e.routes.Current().Physical(historyTable, sh)
 	c, err := e.acquire(p.Datasource)
 	if err != nil {
-		return coldRange{}, err
+		return nil, err
 	}
-	defer c.Release()
-	db := quoteIdent(p.Database)
-	ranges := db + "." + quoteIdent(ColdRangesTable)
-	r, err := c.Exec(fmt.Sprintf("SELECT (SELECT MAX(seq) FROM %s.%s WHERE conv_id = %d), (SELECT min_seq FROM %s WHERE conv_id = %d), (SELECT max_seq FROM %s WHERE conv_id = %d)",
-		db, quoteIdent(p.Table), conv, ranges, conv, ranges, conv))
+	return &coldLookup{c: c, db: quoteIdent(p.Database), table: quoteIdent(p.Table), release: c.Release}, nil
+}
+
+// coldLookup is the session's lookup for sh: on its transaction's
+// connection when the transaction is pinned to sh (the lookups then see the
+// transaction's snapshot, as its reads do, and its own tombstones), else
+// pooled.
+func (s *Session) coldLookup(sh router.Shard) (*coldLookup, error) {
+	if c := s.txn.conn; c != nil && s.txn.pin == int(sh) {
+		p := s.e.routes.Current().Physical(historyTable, sh)
+		return &coldLookup{c: c, db: quoteIdent(p.Database), table: quoteIdent(p.Table), release: func() {}}, nil
+	}
+	return s.e.coldLookup(sh)
+}
+
+// ranges reads conv's coldRange: one statement of three primary-key
+// lookups.
+func (lk *coldLookup) ranges(conv uint64) (coldRange, error) {
+	ranges := lk.db + "." + quoteIdent(ColdRangesTable)
+	r, err := lk.c.Exec(fmt.Sprintf("SELECT (SELECT MAX(seq) FROM %s.%s WHERE conv_id = %d), (SELECT min_seq FROM %s WHERE conv_id = %d), (SELECT max_seq FROM %s WHERE conv_id = %d)",
+		lk.db, lk.table, conv, ranges, conv, ranges, conv))
 	var me *mysql.MyError
 	if errors.As(err, &me) && me.Code == mysql.ER_NO_SUCH_TABLE {
 		// The archiver creates the table before it catalogues the shard's
@@ -424,19 +452,13 @@ func fieldUint(v mysql.FieldValue) (uint64, bool) {
 // tombstones returns the archived rows of conv deleted through Convoy, in
 // table tbl: the seqs in [lo, hi] (conv_msg pages), or of the given msg_ids
 // (anchors, bodies), as (seq, msg_id) pairs ascending by seq.
-func (e *Engine) tombstones(sh router.Shard, conv uint64, tbl string, lo, hi uint64, ids []uint64) ([][2]uint64, error) {
-	p := e.routes.Current().Physical(historyTable, sh)
-	c, err := e.acquire(p.Datasource)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Release()
+func (lk *coldLookup) tombstones(conv uint64, tbl string, lo, hi uint64, ids []uint64) ([][2]uint64, error) {
 	where := fmt.Sprintf("seq BETWEEN %d AND %d", lo, hi)
 	if ids != nil {
 		where = "msg_id IN (" + joinUints(ids) + ")"
 	}
-	r, err := c.Exec(fmt.Sprintf("SELECT seq, msg_id FROM %s.%s WHERE conv_id = %d AND tbl = '%s' AND %s ORDER BY seq",
-		quoteIdent(p.Database), quoteIdent(ColdTombstoneTable), conv, tbl, where))
+	r, err := lk.c.Exec(fmt.Sprintf("SELECT seq, msg_id FROM %s.%s WHERE conv_id = %d AND tbl = '%s' AND %s ORDER BY seq",
+		lk.db, quoteIdent(ColdTombstoneTable), conv, tbl, where))
 	if err != nil {
 		return nil, err
 	}
@@ -469,22 +491,22 @@ func joinUints(xs []uint64) string {
 // coldMerge reads the archive for q within the budget and merges its rows
 // into MySQL's answer r; result is complete, partial (the budget ran out)
 // or unavailable (the archive did not answer).
-func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, rg coldRange, lo, hi uint64) (*mysql.Result, string) {
-	sh := router.ShardOf(q.conv)
+func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *coldLookup, rg coldRange, lo, hi uint64) (*mysql.Result, string) {
 	tier := s.e.cold.tier
 	tbl := historyTable
 	var tomb [][2]uint64
 	var err error
 	switch q.shape {
 	case shapeBefore, shapeAfter:
-		tomb, err = s.e.tombstones(sh, q.conv, tbl, lo, hi, nil)
+		tomb, err = lk.tombstones(q.conv, tbl, lo, hi, nil)
 	case shapeAnchor:
-		tomb, err = s.e.tombstones(sh, q.conv, tbl, 0, 0, []uint64{q.cursor})
+		tomb, err = lk.tombstones(q.conv, tbl, 0, 0, []uint64{q.cursor})
 	case shapeBodies:
 		tbl = "msg_content"
-		tomb, err = s.e.tombstones(sh, q.conv, tbl, 0, 0, q.missingIDs())
+		tomb, err = lk.tombstones(q.conv, tbl, 0, 0, q.missingIDs())
 	}
 	if err != nil {
+		s.afterError(lk.c, err)
 		s.e.log.Warn("cold tier: the tombstones could not be read; the page is MySQL's alone", zap.Error(err))
 		s.warn(q.incomplete("its deleted-row list could not be read", q.cursor))
 		return r, "unavailable"

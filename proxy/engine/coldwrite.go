@@ -53,7 +53,12 @@ func (s *Session) coldWriteCheck(pl *plan, args []any) (keyed bool, err error) {
 		if !s.e.cold.tier.Archived(sh) {
 			continue
 		}
-		rg, err := s.e.coldRanges(sh, conv)
+		lk, err := s.coldLookup(sh)
+		var rg coldRange
+		if err == nil {
+			rg, err = lk.ranges(conv)
+			lk.release()
+		}
 		if err != nil {
 			s.e.metrics.coldWrite("unavailable")
 			return false, errorf(CodeBackendUnavailable, "the archived range of conversation %d could not be read to check this %s (%v); nothing was changed, retry", conv, pl.a.Kind, classify(err))
@@ -174,7 +179,11 @@ func (s *Session) archivedKeys(c Conn, db, table, logical string, conv uint64, s
 	if len(missing) == 0 {
 		return nil, nil
 	}
-	rg, err := s.e.coldRanges(router.ShardOf(conv), conv)
+	// The range read on this transaction's connection: after the locking
+	// read, so it counts every warm row that read found gone.
+	hist := s.e.routes.Current().Physical(historyTable, router.ShardOf(conv))
+	lk := &coldLookup{c: c, db: db, table: quoteIdent(hist.Table), release: func() {}}
+	rg, err := lk.ranges(conv)
 	if err != nil {
 		return nil, err
 	}

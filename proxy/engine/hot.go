@@ -210,11 +210,19 @@ func (e *Engine) fill(conv uint64) error {
 		// every one of them, or a page below would be served without
 		// them. The range is read after the rows, so it counts every row
 		// the read missed (histcache/doc.go, "The cold tier").
-		rg, err := e.coldRanges(sh, conv)
+		lk, err := e.coldLookup(sh)
+		if err != nil {
+			return err
+		}
+		rg, err := lk.ranges(conv)
+		lk.release()
 		if err != nil {
 			return err
 		}
 		if rg.has && lo <= rg.hi {
+			if rg.hi == ^uint64(0) {
+				return nil // nothing can be covered above it
+			}
 			lo = rg.hi + 1
 			for len(entries) > 0 && entries[len(entries)-1].Seq < lo {
 				entries = entries[:len(entries)-1]
