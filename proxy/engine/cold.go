@@ -518,15 +518,17 @@ func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *cold
 	ctx, cancel := context.WithTimeout(context.Background(), s.e.cold.budget)
 	defer cancel()
 	var page ColdPage
+	var ids []uint64 // the msg_ids looked up
 	switch q.shape {
 	case shapeBefore:
 		page, err = tier.Before(ctx, q.conv, q.cursor, q.limit, skip)
 	case shapeAfter:
 		page, err = tier.After(ctx, q.conv, q.cursor, q.limit, skip)
 	case shapeAnchor:
-		page, err = tier.ByKeys(ctx, q.conv, nil, []uint64{q.cursor}, skip)
+		ids = []uint64{q.cursor}
+		page, err = tier.ByKeys(ctx, q.conv, nil, ids, skip)
 	case shapeBodies:
-		ids := slices.DeleteFunc(q.missingIDs(), func(id uint64) bool {
+		ids = slices.DeleteFunc(q.missingIDs(), func(id uint64) bool {
 			return slices.ContainsFunc(tomb, func(t [2]uint64) bool { return t[1] == id })
 		})
 		if len(ids) > 0 {
@@ -542,7 +544,7 @@ func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *cold
 		// error to the client.
 		s.e.log.Warn("cold tier: the archive did not answer; the page is MySQL's part", zap.Error(err))
 		page, result, reason = ColdPage{}, "unavailable", "the archive did not answer"
-	case page.More:
+	case page.More && !q.allFound(ids, page):
 		result, reason = "partial", fmt.Sprintf("the archive did not answer within cold.budget (%s)", s.e.cold.budget)
 	}
 	rows, ok := coldRows(q, page, r.Fields, binary)
@@ -559,11 +561,24 @@ func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *cold
 	return out, result
 }
 
+// allFound: a lookup by msg_id cut short still found every row it was
+// for (msg_ids are unique: the files not searched hold none of them).
+func (q *coldQuery) allFound(ids []uint64, page ColdPage) bool {
+	if len(ids) == 0 {
+		return false // a page read: what was not read is not known
+	}
+	for _, id := range ids {
+		if !slices.ContainsFunc(page.Rows, func(r ColdRow) bool { return r.MsgID == id && (q.shape == shapeAnchor || r.Content != nil) }) {
+			return false
+		}
+	}
+	return true
+}
+
 // keyedRow is one result row with its key (seq or msg_id).
 type keyedRow struct {
 	key  uint64
 	data mysql.RowData
-	warm bool
 }
 
 // coldRows encodes the archived rows of page for the result's columns, in
@@ -629,7 +644,7 @@ func coldRows(q *coldQuery, page ColdPage, fields []*mysql.Field, binary bool) (
 func (q *coldQuery) merge(r *mysql.Result, cold []keyedRow, page ColdPage, rg coldRange, partial bool) (*mysql.Result, uint64) {
 	rows := make([]keyedRow, 0, len(r.RowDatas)+len(cold))
 	for i, d := range r.RowDatas {
-		rows = append(rows, keyedRow{key: q.warm[i], data: d, warm: true})
+		rows = append(rows, keyedRow{key: q.warm[i], data: d})
 	}
 	for _, c := range cold {
 		if !slices.Contains(q.warm, c.key) {
