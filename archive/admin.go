@@ -101,7 +101,8 @@ func (a *Admin) requestNow(ctx context.Context, shard int) error {
 
 // StatusColumns are SHOW ARCHIVE's columns.
 var StatusColumns = []string{"shard", "state", "oldest_warm", "archived_through", "files", "bytes", "rows_archived",
-	"rows_deleted", "edited_kept", "deleted_by_users", "rows_per_sec", "last_run", "last_success", "last_error"}
+	"rows_deleted", "edited_kept", "deleted_by_users", "inbox_oldest", "inbox_archived_through", "inbox_rows_archived",
+	"inbox_rows_deleted", "rows_per_sec", "last_run", "last_success", "last_error"}
 
 // Status is SHOW ARCHIVE: one row per shard the archiver has a record of.
 func (a *Admin) Status(ctx context.Context) ([]string, [][]string, error) {
@@ -129,7 +130,9 @@ func (a *Admin) Status(ctx context.Context) ([]string, [][]string, error) {
 	for _, j := range jobs {
 		st, err := decodeState(j)
 		if err != nil {
-			rows = append(rows, []string{router.Shard(j.Shard).String(), "unreadable", "", "", "", "", "", "", "", "", "", "", "", err.Error()})
+			row := make([]string, len(StatusColumns))
+			row[0], row[1], row[len(row)-1] = router.Shard(j.Shard).String(), "unreadable", err.Error()
+			rows = append(rows, row)
 			continue
 		}
 		state := j.Step
@@ -139,9 +142,10 @@ func (a *Admin) Status(ctx context.Context) ([]string, [][]string, error) {
 		case st.Now:
 			state += " (now requested)"
 		}
+		n := func(v int64) string { return strconv.FormatInt(v, 10) }
 		rows = append(rows, []string{router.Shard(j.Shard).String(), state, st.Oldest, day(st.Through),
-			strconv.FormatInt(st.Files, 10), strconv.FormatInt(st.Bytes, 10), strconv.FormatInt(st.Rows, 10),
-			strconv.FormatInt(st.Deleted, 10), strconv.FormatInt(st.Kept, 10), strconv.FormatInt(st.Gone, 10),
+			n(st.Files), n(st.Bytes), n(st.Rows), n(st.Deleted), n(st.Kept), n(st.Gone),
+			st.Inbox.Oldest, day(st.Inbox.Through), n(st.Inbox.Rows), n(st.Inbox.Deleted),
 			strconv.FormatFloat(st.RowsPerSec, 'f', 0, 64), ts(st.LastRun), ts(st.LastSuccess), j.LastError})
 	}
 	return StatusColumns, rows, nil

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/convoy-im/convoy/cold"
 )
 
@@ -29,34 +31,35 @@ func nextDay(day string) string {
 	return t.AddDate(0, 0, 1).Format(dayLayout)
 }
 
-// cutoff is the first day not wholly older than After: days before it are
-// archived.
-func (u *run) cutoff() string {
-	return u.a.cfg.Now().UTC().Add(-u.a.cfg.After).Truncate(24 * time.Hour).Format(dayLayout)
+// cutoff is the first day not wholly older than k's age (cold.after,
+// cold.inbox_after): days before it are archived.
+func (u *run) cutoff(k *kind) string {
+	return u.a.cfg.Now().UTC().Add(-k.after(u.a.cfg)).Truncate(24 * time.Hour).Format(dayLayout)
 }
 
-// archiveDays archives every day before the cutoff, from where the
-// checkpoint stands (or the oldest warm row), skipping days a whole scan
-// found empty.
-func (u *run) archiveDays(ctx context.Context) error {
-	day := u.st.Day
+// archiveDays archives k's rows of every day before the cutoff, from where
+// its checkpoint stands (or the oldest warm row), skipping days a whole
+// scan found empty.
+func (u *run) archiveDays(ctx context.Context, k *kind) error {
+	pr := u.progress(k)
+	day := pr.Day
 	if day == "" {
-		oldest, ok := dayOf(u.st.Oldest)
+		oldest, ok := dayOf(pr.Oldest)
 		if !ok {
 			return nil // no warm rows
 		}
 		day = oldest
-		if u.st.Through != "" && nextDay(u.st.Through) > day {
-			day = nextDay(u.st.Through)
+		if pr.Through != "" && nextDay(pr.Through) > day {
+			day = nextDay(pr.Through)
 		}
 	}
-	cut := u.cutoff()
+	cut := u.cutoff(k)
 	for day < cut {
-		next, err := u.archiveDay(ctx, day)
+		next, err := u.archiveDay(ctx, k, day)
 		if err != nil {
 			return err
 		}
-		u.st.Through, u.st.Day, u.st.Part, u.st.After = day, "", 0, nil
+		pr.Through, pr.Day, pr.Part, pr.After = day, "", 0, nil
 		u.job.Step, u.job.Intent = StepIdle, ""
 		if err := u.save(ctx); err != nil {
 			return err
@@ -69,18 +72,19 @@ func (u *run) archiveDays(ctx context.Context) error {
 	return nil
 }
 
-// archiveDay writes the shard's rows of day into parts, from the
+// archiveDay writes the shard's k rows of day into parts, from the
 // checkpoint on. It returns the next day holding rows of the shard as the
 // scan saw them ("" none), or nextDay(day) when the scan did not cover the
 // whole table (a resumed day), so no day is skipped on a partial view.
-func (u *run) archiveDay(ctx context.Context, day string) (string, error) {
-	if u.st.Day != day {
-		u.st.Day, u.st.Part, u.st.After = day, 0, nil
+func (u *run) archiveDay(ctx context.Context, k *kind, day string) (string, error) {
+	pr := u.progress(k)
+	if pr.Day != day {
+		pr.Day, pr.Part, pr.After = day, 0, nil
 	}
-	whole := u.st.After == nil
+	whole := pr.After == nil
 	next := ""
-	p := &partBuilder{u: u, day: day}
-	after := u.st.After
+	p := &partBuilder{u: u, k: k, day: day}
+	after := pr.After
 	for {
 		if err := u.check(ctx); err != nil {
 			return "", err
@@ -88,19 +92,25 @@ func (u *run) archiveDay(ctx context.Context, day string) (string, error) {
 		if err := u.a.scan.Wait(ctx, u.a.cfg.ScanRows); err != nil {
 			return "", err
 		}
-		batch, err := u.src.scan(after, u.a.cfg.ScanRows)
+		batch, err := u.src.scan(k, after, u.a.cfg.ScanRows)
 		if err != nil {
 			return "", err
 		}
 		var keys []key
 		for _, s := range batch {
 			d, ok := dayOf(s.at)
-			if !ok || !u.src.mine(s.Conv) {
+			if !ok || !u.src.mine(k, s.key) {
 				continue
 			}
 			switch {
 			case d == day:
-				keys = append(keys, s.key)
+				ok, err := u.eligible(k, s)
+				if err != nil {
+					return "", err
+				}
+				if ok {
+					keys = append(keys, s.key)
+				}
 			case d > day && (next == "" || d < next):
 				next = d
 			}
@@ -126,9 +136,49 @@ func (u *run) archiveDay(ctx context.Context, day string) (string, error) {
 	return next, nil
 }
 
-// partBuilder accumulates one day's rows into parts of PartRows.
+// eligible reports whether a row of the day may be archived: a history
+// row outside its conversation's newest (outsideNewest), an inbox row that
+// its member has read (seq <= last_read_seq: unread ones stay).
+func (u *run) eligible(k *kind, s scanned) (bool, error) {
+	if k == inbox {
+		return s.read, nil
+	}
+	return u.outsideNewest(s.key)
+}
+
+// outsideNewest reports whether k may be archived: not among its
+// conversation's KeepNewest newest rows (always, with KeepNewest < 0), and
+// not seq 0. A row the day's
+// scan skips for it stays warm for good: the checkpoint moves past its day.
+func (u *run) outsideNewest(k key) (bool, error) {
+	if k.Seq == 0 {
+		// Convoy allocates seqs from 1; a row a client stored with seq 0
+		// stays warm, so the engine may take seq 1 as the lowest an
+		// archived row can have (proxy/engine/cold.go, window).
+		return false, nil
+	}
+	n := u.a.cfg.KeepNewest
+	if n < 0 {
+		return true, nil
+	}
+	floor, ok := u.floors[k.Conv]
+	if !ok {
+		var err error
+		if floor, err = u.src.floor(k.Conv, n); err != nil {
+			return false, err
+		}
+		if u.floors == nil {
+			u.floors = map[uint64]uint64{}
+		}
+		u.floors[k.Conv] = floor
+	}
+	return floor > 0 && k.Seq < floor, nil
+}
+
+// partBuilder accumulates one day's rows of a kind into parts of PartRows.
 type partBuilder struct {
 	u      *run
+	k      *kind
 	day    string
 	w      *cold.Writer
 	tables cold.Tables
@@ -143,13 +193,17 @@ func (p *partBuilder) add(ctx context.Context, keys []key) error {
 	if err := u.a.rows.Wait(ctx, len(keys)); err != nil {
 		return err
 	}
-	t, rows, err := u.src.fetch(keys, false)
+	t, rows, err := u.src.fetch(p.k, keys, false)
 	if err != nil {
 		return err
 	}
+	cols := t.Msg
+	if p.k == inbox {
+		cols = t.Inbox
+	}
 	for _, r := range rows {
-		at := r.Msg[columnIndex(t.Msg, "created_at")]
-		if d, ok := dayOf(string(at)); !ok || d != p.day || !u.src.mine(r.ConvID) {
+		at := r.Msg[columnIndex(cols, p.k.dayColumn)]
+		if d, ok := dayOf(string(at)); !ok || d != p.day || !u.src.mine(p.k, keyOf(r)) {
 			continue // changed since the scan
 		}
 		if p.w != nil && !reflect.DeepEqual(t, p.tables) {
@@ -189,13 +243,14 @@ func (p *partBuilder) flush(ctx context.Context) error {
 		return nil
 	}
 	u := p.u
+	pr := u.progress(p.k)
 	data, info, err := p.w.Finish()
 	p.w = nil
 	if err != nil {
 		return err
 	}
 	for {
-		info.Key = cold.ObjectKey(u.a.cfg.Prefix, u.shard, info.Day, u.st.Part)
+		info.Key = p.k.objectKey(u.a.cfg.Prefix, u.shard, info.Day, pr.Part)
 		u.job.Step, u.job.Intent = StepArchiving, "write "+info.Key
 		if err := u.save(ctx); err != nil {
 			return err
@@ -213,7 +268,7 @@ func (p *partBuilder) flush(ctx context.Context) error {
 		// changed since): leave that object, never catalogued, and take
 		// the next part number.
 		u.st.Orphans = append(u.st.Orphans, info.Key)
-		u.st.Part++
+		pr.Part++
 		u.log.Warn("archive part taken by an uncatalogued earlier attempt; writing the next part number")
 	}
 	if err := u.hook(HookWritten); err != nil {
@@ -228,23 +283,29 @@ func (p *partBuilder) flush(ctx context.Context) error {
 		return err
 	}
 	mk := metaKey(info.Key)
-	if err := u.a.cfg.Store.PutIfAbsent(sctx, mk, encodeMeta(kindHistory, info)); err != nil {
+	if err := u.a.cfg.Store.PutIfAbsent(sctx, mk, encodeMeta(p.k.name, info)); err != nil {
 		return fmt.Errorf("archive: store %s: %w", mk, err)
 	}
-	rec := Record{Kind: kindHistory, Key: info.Key, Meta: mk, Shard: u.shard, Day: p.day, Part: u.st.Part,
+	rec := Record{Kind: p.k.name, Key: info.Key, Meta: mk, Shard: u.shard, Day: p.day, Part: pr.Part,
 		Rows: info.Digest.Rows, Bytes: info.Bytes, SHA256: info.SHA256, CataloguedAt: u.a.cfg.Now().UTC(), State: StateCatalogued}
-	u.st.Part++
+	pr.Part++
 	last := p.last // p.last moves on with the next part's rows
-	u.st.After = &last
-	u.st.Files++
-	u.st.Bytes += info.Bytes
-	u.st.Rows += info.Digest.Rows
+	pr.After = &last
+	pr.Files++
+	pr.Bytes += info.Bytes
+	pr.Rows += info.Digest.Rows
 	u.job.Intent = ""
-	if err := u.save(ctx, rec.put(u.a.cfg.Cluster)); err != nil {
+	ops := []clientv3.Op{rec.put(u.a.cfg.Cluster)}
+	if p.k == history {
+		// (Inbox rows are not read back: a shard with inbox files alone
+		// has nothing for a history read to check.)
+		ops = append(ops, markShard(u.a.cfg.Cluster, u.shard))
+	}
+	if err := u.save(ctx, ops...); err != nil {
 		return err
 	}
 	u.rows += info.Digest.Rows
-	u.a.cfg.Metrics.archived(info.Digest.Rows, info.Bytes)
+	u.a.cfg.Metrics.archived(p.k, info.Digest.Rows, info.Bytes)
 	p.n = 0
 	return u.hook(HookCatalogued)
 }

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/convoy-im/convoy/cold"
 	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/router"
 )
 
 // page is a history query's answer as MySQL gave it before archiving.
@@ -131,6 +133,176 @@ func TestArchiver(t *testing.T) {
 	t.Run("StoreUnavailable", func(t *testing.T) { testStoreUnavailable(t, s) })
 	t.Run("MigrationAndPause", func(t *testing.T) { testMigrationAndPause(t, s) })
 	t.Run("Manager", func(t *testing.T) { testManager(t, s) })
+	t.Run("KeepNewest", func(t *testing.T) { testKeepNewest(t, s) })
+	t.Run("CatalogCurrent", func(t *testing.T) { testCatalogCurrent(t, s) })
+	t.Run("InboxTTL", func(t *testing.T) { testInboxTTL(t, s) })
+}
+
+// testInboxTTL is seed 001's inbox cleanup: exactly the im_inbox rows that
+// are read (seq <= the member's last_read_seq) and older than inbox_after
+// (30 days) go into verified inbox files and are deleted delete_after
+// later; unread rows, rows of members with no member row, young rows and
+// other shards' rows stay, and so does a row changed after it was
+// archived. Inbox files are not history: no cold read sees them.
+func testInboxTTL(t *testing.T, s *services) {
+	f := newEmptyFixture(t, s, "s3")
+	f.svc.db.Exec(t, imTable(t, "im_inbox", f.dbName, "im_inbox_0000"), imTable(t, "im_conv_member", f.dbName, "im_conv_member_0000"))
+	uids := keysOfShard(router.Shard(f.shard), 3, 5000)
+	var others []uint64
+	for k := uint64(5000); len(others) < 2; k++ {
+		if sh := router.ShardOf(k); sh < 512 && int(sh) != f.shard {
+			others = append(others, k)
+		}
+	}
+	var sb strings.Builder
+	want := map[key]int{}
+	for _, u := range append(append([]uint64{}, uids...), others...) {
+		mine := router.ShardOf(u) == router.Shard(f.shard)
+		// conv 900 read up to 40, conv 901 not read, conv 902 without a member row.
+		fmt.Fprintf(&sb, "INSERT INTO %s.im_conv_member_0000 VALUES (%d, 900, 40, 0, '2026-06-01 00:00:00.000'), (%d, 901, 0, 0, '2026-06-01 00:00:00.000');\n", f.dbName, u, u)
+		for _, conv := range []uint64{900, 901, 902} {
+			for seq := uint64(1); seq <= 50; seq++ {
+				at := dataStart.Add(time.Duration(seq) * 12 * time.Hour) // December 2025: older than 30 days
+				if seq > 45 {
+					at = clock0.Add(-10 * 24 * time.Hour) // young, and read for conv 900 only up to 40 anyway
+				}
+				if conv == 900 && seq == 40 {
+					at = clock0.Add(-24 * time.Hour) // read but young
+				}
+				fmt.Fprintf(&sb, "INSERT INTO %s.im_inbox_0000 VALUES (%d, %d, %d, %d, '%s');\n", f.dbName, u, conv, seq, u*1000+seq, at.Format("2006-01-02 15:04:05.000"))
+				if mine && conv == 900 && seq < 40 {
+					want[key{UID: u, Conv: conv, Seq: seq}] = 1
+				}
+			}
+		}
+	}
+	f.svc.db.Exec(t, sb.String())
+	inboxCount := func(where string) int {
+		_, rows := f.query("SELECT COUNT(*) FROM im_inbox_0000 WHERE " + where)
+		var n int
+		fmt.Sscan(string(rows[0][0]), &n)
+		return n
+	}
+	total := inboxCount("TRUE")
+	a := f.archiver(func(c *Config) { c.DeleteAfter = time.Hour })
+	f.run(a)
+	if got := f.archivedKeys(); !maps.Equal(got, want) {
+		t.Fatalf("archived %d inbox rows, want %d (each once): exactly the read, old rows of the shard", len(got), len(want))
+	}
+	for _, r := range f.records() {
+		if r.Kind != kindInbox || !strings.Contains(r.Key, "/inbox-") {
+			t.Fatalf("record %s of kind %s", r.Key, r.Kind)
+		}
+	}
+	if n := inboxCount("TRUE"); n != total {
+		t.Fatalf("inbox rows deleted before delete_after: %d of %d left", n, total)
+	}
+	// An archived row changed before the delete stays, with its change.
+	f.svc.db.Exec(t, fmt.Sprintf("UPDATE %s.im_inbox_0000 SET msg_id = 1 WHERE uid = %d AND conv_id = 900 AND seq = 5", f.dbName, uids[0]))
+	f.advance(2 * time.Hour)
+	f.run(a)
+	if n := inboxCount("TRUE"); n != total-len(want)+1 {
+		t.Fatalf("after delete_after: %d inbox rows left, want %d", n, total-len(want)+1)
+	}
+	for _, u := range uids {
+		if n := inboxCount(fmt.Sprintf("uid = %d AND conv_id = 900 AND seq < 40", u)); n != map[bool]int{true: 1, false: 0}[u == uids[0]] {
+			t.Fatalf("uid %d: %d read old rows left", u, n)
+		}
+		if n := inboxCount(fmt.Sprintf("uid = %d AND (conv_id <> 900 OR seq >= 40)", u)); n != 150-39 {
+			t.Fatalf("uid %d: %d unread or young rows left, want %d", u, n, 150-39)
+		}
+	}
+	for _, u := range others {
+		if n := inboxCount(fmt.Sprintf("uid = %d", u)); n != 150 {
+			t.Fatalf("uid %d of another shard: %d rows left", u, n)
+		}
+	}
+	st := f.status()
+	if st["inbox_rows_archived"] != fmt.Sprint(len(want)) || st["inbox_rows_deleted"] != fmt.Sprint(len(want)-1) || st["rows_archived"] != "0" || st["inbox_archived_through"] == "" {
+		t.Fatalf("status %v", st)
+	}
+	cat := NewCatalog(s.cli, f.cluster, f.store)
+	if files, err := cat.Files(context.Background(), 900); err != nil || len(files) != 0 {
+		t.Fatalf("history reads see inbox files: %v %v", files, err)
+	}
+}
+
+// testKeepNewest: with keep_newest 100 the newest 100 rows of each
+// conversation stay warm however old their day: of the days older than
+// 180 days (seqs 1..93) only seqs 1..50 are archived and deleted.
+func testKeepNewest(t *testing.T, s *services) {
+	f := newFixture(t, s, "file")
+	a := f.archiver(func(c *Config) { c.KeepNewest = 100; c.DeleteAfter = time.Hour })
+	f.run(a)
+	f.advance(2 * time.Hour)
+	f.run(a)
+	want := map[key]int{}
+	for _, c := range f.convs {
+		for seq := uint64(1); seq <= perConv-100; seq++ {
+			want[key{Conv: c, Seq: seq}] = 1
+		}
+	}
+	if got := f.archivedKeys(); !maps.Equal(got, want) {
+		t.Fatalf("archived %d keys, want %d (seqs 1..%d of each conversation)", len(got), len(want), perConv-100)
+	}
+	for _, c := range f.convs {
+		if n := f.count(fmt.Sprintf("conv_id = %d", c)); n != 100 {
+			t.Fatalf("conversation %d: %d warm rows, want its newest 100", c, n)
+		}
+	}
+}
+
+// testCatalogCurrent: the catalog's shard markers say which shards have
+// archived files (written with the first catalogued file, long before any
+// warm row is deleted); the ranges table in the shard's database grows in
+// the delete's transaction; and Fresh brings a loaded shard up to date
+// with etcd without any watch (the reads' defence against a lagging one).
+func testCatalogCurrent(t *testing.T, s *services) {
+	f := newFixture(t, s, "file")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watched := NewCatalog(s.cli, f.cluster, f.store)
+	if !watched.Archived(f.shard) {
+		t.Fatal("a catalog that has not listed the markers yet must count every shard as archived")
+	}
+	go watched.Watch(ctx)
+	waitFor(t, "the markers listed", func() bool { return !watched.Archived(f.shard) })
+	unwatched := NewCatalog(s.cli, f.cluster, f.store)
+	if files, err := unwatched.Files(ctx, f.convs[0]); err != nil || len(files) != 0 {
+		t.Fatalf("before archiving: %v %v", files, err)
+	}
+	a := f.archiver(func(c *Config) { c.DeleteAfter = time.Hour })
+	f.run(a)
+	waitFor(t, "the shard marked archived", func() bool { return watched.Archived(f.shard) })
+	if other := int(router.ShardOf(f.others[0])); watched.Archived(other) {
+		t.Fatalf("shard %d was never archived but counts as archived", other)
+	}
+	_, rows := f.query("SELECT COUNT(*) FROM " + ConvTable)
+	if string(rows[0][0]) != "0" {
+		t.Fatalf("%s has %s rows before any delete", ConvTable, rows[0][0])
+	}
+	f.advance(2 * time.Hour)
+	f.run(a)
+	for _, c := range f.convs {
+		_, rows := f.query(fmt.Sprintf("SELECT min_seq, max_seq FROM %s WHERE conv_id = %d", ConvTable, c))
+		if len(rows) != 1 || string(rows[0][0]) != "1" || string(rows[0][1]) != fmt.Sprint(archivedMax) {
+			t.Fatalf("conversation %d: archived range %q, want 1..%d", c, rows, archivedMax)
+		}
+	}
+	if _, rows := f.query(fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE conv_id IN (%d, %d)", ConvTable, f.others[0], f.others[1])); string(rows[0][0]) != "0" {
+		t.Fatalf("conversations of other shards have archived ranges")
+	}
+	// The unwatched catalog still answers from what it loaded...
+	if files, _ := unwatched.Files(ctx, f.convs[0]); len(files) != 0 {
+		t.Fatalf("an unwatched catalog reloaded by itself: %v", files)
+	}
+	// ...until Fresh compares it with etcd.
+	if err := unwatched.Fresh(ctx, f.convs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if files, _ := unwatched.Files(ctx, f.convs[0]); len(files) == 0 {
+		t.Fatal("Fresh did not bring the deleted files in")
+	}
 }
 
 // testArchive: every row older than 180 days lands in exactly one
@@ -208,14 +380,7 @@ func testArchive(t *testing.T, s *services, store string) {
 		t.Fatalf("a conversation of another shard has files %v", files)
 	}
 	f.checkPages(pages, cold.NewReader(f.store, cat, cold.ReaderOptions{}))
-	cols, rows, err := NewAdmin(s.cli, f.cluster).Status(context.Background())
-	if err != nil || len(rows) != 1 {
-		t.Fatalf("status: %v %v", rows, err)
-	}
-	st := map[string]string{}
-	for i, c := range cols {
-		st[c] = rows[0][i]
-	}
+	st := f.status()
 	if st["archived_through"] != "2026-01-07" || st["rows_archived"] != fmt.Sprint(archivedNow) ||
 		st["rows_deleted"] != fmt.Sprint(len(f.wantArchived())) || st["last_error"] != "" || st["oldest_warm"] == "" {
 		t.Fatalf("status %v", st)
@@ -376,6 +541,20 @@ func testChanged(t *testing.T, s *services) {
 	}
 }
 
+// status is the shard's SHOW ARCHIVE row by column name.
+func (f *fixture) status() map[string]string {
+	f.t.Helper()
+	cols, rows, err := NewAdmin(f.svc.cli, f.cluster).Status(context.Background())
+	if err != nil || len(rows) != 1 {
+		f.t.Fatalf("status: %v %v", rows, err)
+	}
+	st := map[string]string{}
+	for i, c := range cols {
+		st[c] = rows[0][i]
+	}
+	return st
+}
+
 func sortRows(rows [][][]byte, desc bool) {
 	seq := func(r [][]byte) uint64 {
 		var v uint64
@@ -504,7 +683,7 @@ func testManager(t *testing.T, s *services) {
 		if err != nil || len(rows) == 0 {
 			return ""
 		}
-		return rows[0][11]
+		return rows[0][slices.Index(StatusColumns, "last_run")]
 	}
 	waitFor(t, "the first run", func() bool { return len(f.archivedKeys()) == len(f.wantArchived()) })
 	first := lastRun()

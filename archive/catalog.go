@@ -31,7 +31,7 @@ const (
 // it (its delete step) and enough for SHOW ARCHIVE and for a proxy to find
 // its immutable description (Meta) in the store.
 type Record struct {
-	Kind  string `json:"kind"` // "conv_msg" (with msg_content bodies)
+	Kind  string `json:"kind"` // "conv_msg" (with msg_content bodies) or "im_inbox"
 	Key   string `json:"key"`  // the Parquet object
 	Meta  string `json:"meta"` // the catalog object: cold.FileInfo as JSON
 	Shard int    `json:"shard"`
@@ -65,8 +65,12 @@ type Record struct {
 	revision int64
 }
 
-// kindHistory is the Kind of conv_msg files.
-const kindHistory = "conv_msg"
+// Record kinds: conv_msg files (with msg_content bodies) and im_inbox
+// files.
+const (
+	kindHistory = "conv_msg"
+	kindInbox   = "im_inbox"
+)
 
 // FilesPrefix holds the file records: files/<shard>/<day>-<part>.
 func FilesPrefix(cluster string) string { return routecfg.ArchivePrefix(cluster) + "files/" }
@@ -75,7 +79,25 @@ func shardFilesPrefix(cluster string, shard int) string {
 	return fmt.Sprintf("%s%04d/", FilesPrefix(cluster), shard)
 }
 
-func recordKey(cluster string, shard int, day string, part int) string {
+// coldPrefix holds one key per shard that has catalogued history files:
+// cold/<shard>, put with the first file's record (and again with every
+// later one and every delete chunk, which costs nothing and covers shards
+// archived before the key existed). It is there delete_after before any
+// warm row of the shard is deleted, so every proxy watching it knows the
+// shard may have archived rows long before it has any; a proxy treats a
+// shard without the key as having none (Catalog.Archived).
+func coldPrefix(cluster string) string { return routecfg.ArchivePrefix(cluster) + "cold/" }
+
+func markShard(cluster string, shard int) clientv3.Op {
+	return clientv3.OpPut(fmt.Sprintf("%s%04d", coldPrefix(cluster), shard), "1")
+}
+
+// recordKey names a file's record: files/<shard>/<day>-<part> for
+// history, files/<shard>/inbox-<day>-<part> for inbox files.
+func recordKey(cluster string, kind string, shard int, day string, part int) string {
+	if kind == kindInbox {
+		day = "inbox-" + day
+	}
 	return fmt.Sprintf("%s%s-%04d", shardFilesPrefix(cluster, shard), day, part)
 }
 
@@ -126,7 +148,7 @@ func (r Record) put(cluster string) clientv3.Op {
 	if err != nil {
 		panic("[BUG] archive: marshal file record: " + err.Error())
 	}
-	return clientv3.OpPut(recordKey(cluster, r.Shard, r.Day, r.Part), string(b))
+	return clientv3.OpPut(recordKey(cluster, r.Kind, r.Shard, r.Day, r.Part), string(b))
 }
 
 // listRecords returns a shard's file records, by day and part.

@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/cold"
 )
 
-// deleteDue deletes the warm rows of every file of the shard catalogued at
-// least DeleteAfter ago (and finishes any delete a crash interrupted).
+// deleteDue deletes the warm rows of every file of the shard (history and
+// inbox) catalogued at least DeleteAfter ago (and finishes any delete a
+// crash interrupted).
 func (u *run) deleteDue(ctx context.Context) error {
 	recs, _, err := listRecords(ctx, u.a.cfg.Client, u.a.cfg.Cluster, u.shard)
 	if err != nil {
@@ -66,9 +69,6 @@ func (u *run) deleteFile(ctx context.Context, rec Record) error {
 	if int64(len(rows)) != rec.Rows {
 		return fmt.Errorf("archive: %s holds %d rows, its record says %d", rec.Key, len(rows), rec.Rows)
 	}
-	if err := u.src.ensureProgress(); err != nil {
-		return err
-	}
 	done, err := u.src.chunksDone(rec.Key)
 	if err != nil {
 		return err
@@ -101,8 +101,8 @@ func (u *run) deleteFile(ctx context.Context, rec Record) error {
 		if err != nil {
 			return err
 		}
-		u.st.Deleted += int64(n)
-		u.a.cfg.Metrics.deleted(n)
+		u.progress(kindNamed(rec.Kind)).Deleted += int64(n)
+		u.a.cfg.Metrics.deleted(kindNamed(rec.Kind), n)
 		if err := u.hook(HookDeleted); err != nil {
 			return err
 		}
@@ -118,8 +118,9 @@ func (u *run) deleteFile(ctx context.Context, rec Record) error {
 			}
 		}
 	}
-	u.st.Kept += rec.Kept
-	u.st.Gone += rec.Gone
+	pr := u.progress(kindNamed(rec.Kind))
+	pr.Kept += rec.Kept
+	pr.Gone += rec.Gone
 	u.job.Intent = ""
 	if err := u.save(ctx, rec.put(u.a.cfg.Cluster)); err != nil {
 		return err
@@ -145,7 +146,8 @@ func (u *run) deleteChunk(ctx context.Context, rec *Record, i int, rows []cold.R
 			_, _ = u.src.conn.Execute("ROLLBACK")
 		}
 	}()
-	_, cur, err := u.src.fetch(keys, true)
+	k := kindNamed(rec.Kind)
+	_, cur, err := u.src.fetch(k, keys, true)
 	if err != nil {
 		return 0, err
 	}
@@ -174,13 +176,17 @@ func (u *run) deleteChunk(ctx context.Context, rec *Record, i int, rows []cold.R
 	}
 	rec.State, rec.Done, rec.Bound = StateDeleting, i, &keys[len(keys)-1]
 	u.job.Intent = fmt.Sprintf("delete chunk %d/%d of %s", i+1, rec.Chunks, rec.Key)
-	if err := u.save(ctx, rec.put(u.a.cfg.Cluster)); err != nil {
+	ops := []clientv3.Op{rec.put(u.a.cfg.Cluster)}
+	if k == history {
+		ops = append(ops, markShard(u.a.cfg.Cluster, u.shard))
+	}
+	if err := u.save(ctx, ops...); err != nil {
 		return 0, err
 	}
 	if err := u.hook(HookChunkNoted); err != nil {
 		return 0, err
 	}
-	if err := u.src.deleteChunk(del, rec.Key, i+1); err != nil {
+	if err := u.src.deleteChunk(k, del, rec.Key, i+1); err != nil {
 		return 0, err
 	}
 	if _, err := u.src.exec("COMMIT"); err != nil {

@@ -21,6 +21,19 @@
 // the archiver never works on a shard that is moving. ARCHIVE PAUSE (a
 // key under .../archive/paused) stops every run before its next step.
 //
+// A run moves two kinds of rows (kinds.go), each with its own checkpoint,
+// files and records, through the same steps below: history (conv_msg rows
+// with their msg_content bodies, by day of created_at, older than
+// cold.after) and inbox (seed 001's TTL cleanup: im_inbox rows whose
+// member has read them, seq <= im_conv_member.last_read_seq, by day of
+// send_time, older than cold.inbox_after; <prefix>/<shard>/<day>/inbox-<n>
+// .parquet, records of kind im_inbox). A history row among its
+// conversation's newest cold.keep_newest (500) is never archived: seed 000
+// keeps the newest 500 in the hot tier's MySQL table, so first screens and
+// hot-tier fills never need the archive. Nothing reads inbox files back
+// (read inbox rows are kept for audit); an inbox row read after its day
+// was archived stays warm.
+//
 // # Archive step
 //
 // Days are UTC days of conv_msg.created_at. Every day wholly older than
@@ -59,9 +72,10 @@
 // file, in chunks of 500, each one transaction on the shard's database:
 // lock the rows (SELECT ... FOR UPDATE, both tables), compare each with
 // the file's copy value by value; write the chunk's skip list and the
-// file's read bound to etcd; delete the equal rows and bump a progress row
-// (_convoy_archive_progress in the shard's database) in the same
-// transaction; commit. A crash rolls the chunk back (redone, its skip
+// file's read bound to etcd; delete the equal rows, widen their
+// conversations' archived ranges (ConvTable, history only) and bump a
+// progress row (_convoy_archive_progress in the shard's database) in the
+// same transaction; commit. A crash rolls the chunk back (redone, its skip
 // list recomputed) or leaves it committed with the progress row saying
 // so; etcd cannot join the MySQL transaction, which is why the progress
 // row exists.
@@ -71,8 +85,10 @@
 // the file's stale copy is skipped by reads. A row deleted by a user after
 // archiving stays deleted and is skipped too, so it never comes back from
 // cold. Both are counted in SHOW ARCHIVE (edited_kept, deleted_by_users)
-// and logged. Rows edited or deleted once their warm row is gone are a
-// cold-tier write, which nothing does yet: the cold tier is read-only.
+// and logged. Rows deleted through Convoy once their warm row is gone get
+// a tombstone (TombstoneTable, written by the engine in the deleting
+// statement's transaction); updating them is refused: archived files are
+// immutable.
 //
 // # Catalog
 //

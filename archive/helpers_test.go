@@ -171,7 +171,8 @@ func (f *fixture) archiver(edit ...func(*Config)) *Archiver {
 				return c.SetCollation("utf8mb4_general_ci")
 			})
 		},
-		Rate: -1, Now: f.clock, Log: zaptest.NewLogger(f.t), PartRows: 7, ChunkRows: 4, ScanRows: 50, RunnerTTL: 10 * time.Second, StoreTimeout: 5 * time.Second}
+		Rate: -1, Now: f.clock, Log: zaptest.NewLogger(f.t), PartRows: 7, ChunkRows: 4, ScanRows: 50, RunnerTTL: 10 * time.Second, StoreTimeout: 5 * time.Second,
+		KeepNewest: -1} // the fixture's conversations are small: archive by age alone unless a test says otherwise
 	for _, e := range edit {
 		e(&cfg)
 	}
@@ -247,7 +248,7 @@ func (f *fixture) wantArchived() map[key]int {
 	out := map[key]int{}
 	for _, c := range f.convs {
 		for seq := uint64(1); seq <= archivedMax; seq++ {
-			out[key{c, seq}] = 1
+			out[key{Conv: c, Seq: seq}] = 1
 		}
 	}
 	return out

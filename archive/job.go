@@ -38,6 +38,14 @@ const (
 	scanFactor = 50
 	// DefaultStoreTimeout bounds one object-store call.
 	DefaultStoreTimeout = time.Minute
+	// DefaultKeepNewest: a conversation's newest 500 messages are never
+	// archived, however old. Seed 000 puts them in the hot tier ("最近 7
+	// 天或每会话最近 500 条", Redis and the MySQL main table) and forbids
+	// the first screen from reaching object storage (首屏绝不允许穿透到对象
+	// 存储): with them warm, the first screen of a conversation idle for a
+	// year is still MySQL's, and a hot-tier fill (the newest 500) still
+	// finds its rows there.
+	DefaultKeepNewest = 500
 )
 
 // Steps of an archive job record (routecfg.Job.Step).
@@ -61,6 +69,13 @@ type Config struct {
 	// (defaults above; Rate < 0 is unlimited).
 	After, DeleteAfter time.Duration
 	Rate               float64
+	// KeepNewest: rows among the newest KeepNewest of their conversation
+	// are never archived (cold.keep_newest; DefaultKeepNewest if 0,
+	// negative: none kept).
+	KeepNewest int
+	// InboxAfter: read im_inbox rows older than this are archived
+	// (cold.inbox_after, DefaultInboxAfter if 0).
+	InboxAfter time.Duration
 	// Now is the clock (time.Now if nil): tests move it across days.
 	Now func() time.Time
 	Log *zap.Logger
@@ -131,6 +146,7 @@ func New(cfg Config) (*Archiver, error) {
 	}
 	def(&cfg.After, DefaultAfter)
 	def(&cfg.DeleteAfter, DefaultDeleteAfter)
+	def(&cfg.InboxAfter, DefaultInboxAfter)
 	def(&cfg.StoreTimeout, DefaultStoreTimeout)
 	def(&cfg.SQLTimeout, 30*time.Second)
 	def(&cfg.RunnerTTL, routecfg.DefaultRunnerTTL)
@@ -144,6 +160,9 @@ func New(cfg Config) (*Archiver, error) {
 	defInt(&cfg.ScanRows, DefaultScanRows)
 	if cfg.Rate == 0 {
 		cfg.Rate = DefaultRate
+	}
+	if cfg.KeepNewest == 0 {
+		cfg.KeepNewest = DefaultKeepNewest
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -162,16 +181,31 @@ func New(cfg Config) (*Archiver, error) {
 	}, nil
 }
 
-// state is an archive job's Progress: the checkpoint and SHOW ARCHIVE's
-// figures.
+// state is an archive job's Progress: per kind of rows the checkpoint and
+// SHOW ARCHIVE's figures (history's inline, for the records phase 1
+// wrote), and the run's.
 type state struct {
+	progress
+	Inbox      progress `json:"inbox,omitzero"`
+	RowsPerSec float64  `json:"rows_per_sec,omitempty"`
+	// Orphans are objects a crashed attempt stored and a rerun could not
+	// reuse (the rows changed in between): never catalogued, never read.
+	Orphans     []string  `json:"orphans,omitempty"`
+	LastRun     time.Time `json:"last_run,omitzero"`
+	LastSuccess time.Time `json:"last_success,omitzero"`
+	// Now is set by ARCHIVE SHARD n NOW and cleared by the run it starts.
+	Now bool `json:"now,omitempty"`
+}
+
+// progress is one kind's checkpoint and figures.
+type progress struct {
 	// Day is being archived: parts before Part are catalogued, the last
 	// ending at After. Through is the last day wholly archived.
 	Day     string `json:"day,omitempty"`
 	Part    int    `json:"part,omitempty"`
 	After   *key   `json:"after,omitempty"`
 	Through string `json:"through,omitempty"`
-	// Oldest is the created_at of the oldest warm row at the last run's
+	// Oldest is the day column of the oldest warm row at the last run's
 	// start.
 	Oldest string `json:"oldest,omitempty"`
 	Files  int64  `json:"files,omitempty"`
@@ -182,16 +216,8 @@ type state struct {
 	Deleted int64 `json:"deleted,omitempty"`
 	// Kept and Gone count rows changed or deleted by users after
 	// archiving, found by finished delete steps (Record.Skips).
-	Kept       int64   `json:"kept,omitempty"`
-	Gone       int64   `json:"gone,omitempty"`
-	RowsPerSec float64 `json:"rows_per_sec,omitempty"`
-	// Orphans are objects a crashed attempt stored and a rerun could not
-	// reuse (the rows changed in between): never catalogued, never read.
-	Orphans     []string  `json:"orphans,omitempty"`
-	LastRun     time.Time `json:"last_run,omitzero"`
-	LastSuccess time.Time `json:"last_success,omitzero"`
-	// Now is set by ARCHIVE SHARD n NOW and cleared by the run it starts.
-	Now bool `json:"now,omitempty"`
+	Kept int64 `json:"kept,omitempty"`
+	Gone int64 `json:"gone,omitempty"`
 }
 
 func decodeState(j routecfg.Job) (state, error) {
@@ -228,6 +254,10 @@ type run struct {
 	at    router.Target
 	start time.Time
 	rows  int64 // archived by this run, for RowsPerSec
+	// floors: per conversation, the lowest seq among its KeepNewest newest
+	// rows when the run first looked (0: it has fewer, all are kept). A
+	// floor only rises as messages arrive, so an old one keeps more.
+	floors map[uint64]uint64
 }
 
 // save writes the job record with the run's state (and ops in the same
@@ -372,15 +402,22 @@ func (u *run) do(ctx context.Context) error {
 		return fmt.Errorf("archive: connect to %s: %w", ds.Name, err)
 	}
 	u.src = newSource(conn, snap, router.Shard(u.shard), u.a.cfg.SQLTimeout)
-	if u.st.Oldest, err = u.src.oldest(); err != nil {
+	if err := u.src.ensureTables(); err != nil {
 		return err
+	}
+	for _, k := range kinds {
+		if u.progress(k).Oldest, err = u.src.oldest(k); err != nil {
+			return err
+		}
 	}
 	u.st.LastRun = u.start
 	if err := u.save(ctx); err != nil {
 		return err
 	}
-	if err := u.archiveDays(ctx); err != nil {
-		return err
+	for _, k := range kinds {
+		if err := u.archiveDays(ctx, k); err != nil {
+			return err
+		}
 	}
 	return u.deleteDue(ctx)
 }

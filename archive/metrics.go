@@ -31,7 +31,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRows,
-			Help: "History rows the archiver handled: archived (written to a verified, catalogued cold file) or deleted (their warm row removed after cold.delete_after)."}, []string{"op"}),
+			Help: "Rows the archiver handled, by op: archived / deleted (history rows written to a verified, catalogued cold file / their warm row removed after cold.delete_after), inbox_archived / inbox_deleted (the same for read im_inbox rows)."}, []string{"op"}),
 		files: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricFiles, Help: "Cold files written, verified and catalogued."}),
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricBytes, Help: "Bytes of the cold files catalogued."}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricErrors,
@@ -49,17 +49,25 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) archived(rows, bytes int64) {
+// op names a row operation of kind k ("archived" / "deleted", "inbox_" before an inbox one).
+func op(k *kind, what string) string {
+	if k == inbox {
+		return "inbox_" + what
+	}
+	return what
+}
+
+func (m *Metrics) archived(k *kind, rows, bytes int64) {
 	if m != nil {
-		m.rows.WithLabelValues("archived").Add(float64(rows))
+		m.rows.WithLabelValues(op(k, "archived")).Add(float64(rows))
 		m.files.Inc()
 		m.bytes.Add(float64(bytes))
 	}
 }
 
-func (m *Metrics) deleted(rows int) {
+func (m *Metrics) deleted(k *kind, rows int) {
 	if m != nil {
-		m.rows.WithLabelValues("deleted").Add(float64(rows))
+		m.rows.WithLabelValues(op(k, "deleted")).Add(float64(rows))
 	}
 }
 

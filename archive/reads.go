@@ -6,11 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/convoy-im/convoy/cold"
+	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -33,6 +38,12 @@ import (
 // the shards read. A per-shard directory (one object mapping conversation
 // to files, merged as days are added) would bound that first read; it is
 // not built.
+//
+// Archived answers "may shard s have archived rows" from memory (one
+// atomic load): the engine asks it before anything else, so shards never
+// archived cost nothing. Fresh makes a shard's loaded records current
+// with etcd (one linearizable read) before a cold read: the watch may lag
+// a delete that the read just saw in MySQL.
 type Catalog struct {
 	cli     *clientv3.Client
 	cluster string
@@ -42,10 +53,17 @@ type Catalog struct {
 	shards  map[int]*shardCatalog
 	objects map[string]*cold.FileInfo // catalog objects read, by key
 	stale   map[int]bool
+
+	// marked: the shard's cold/ key exists; markersOK: marked is current
+	// (listed, and the watch since then unbroken). Until then every shard
+	// counts as archived.
+	marked    [router.NumShards]atomic.Bool
+	markersOK atomic.Bool
 }
 
 type shardCatalog struct {
 	convs map[uint64][]cold.FileRange
+	rev   int64 // the newest ModRevision among the records loaded
 }
 
 var _ cold.Catalog = (*Catalog)(nil)
@@ -57,29 +75,88 @@ func NewCatalog(cli *clientv3.Client, cluster string, store cold.Store) *Catalog
 		objects: map[string]*cold.FileInfo{}, stale: map[int]bool{}}
 }
 
-// Watch follows the file records until ctx ends, marking loaded shards
-// stale on every change; after a broken watch every loaded shard is
-// dropped (reloaded on its next lookup) and the watch starts again.
+// Watch lists the shards with archived files, then follows them and the
+// file records until ctx ends, marking loaded shards stale on every change
+// of their records; after a broken watch every shard counts as archived
+// and every loaded shard is dropped (reloaded on its next lookup) until
+// the list and the watch are made again.
 func (c *Catalog) Watch(ctx context.Context) {
+	files, marks := FilesPrefix(c.cluster), coldPrefix(c.cluster)
 	for ctx.Err() == nil {
-		wch := c.cli.Watch(clientv3.WithRequireLeader(ctx), FilesPrefix(c.cluster), clientv3.WithPrefix())
+		resp, err := c.cli.Get(ctx, marks, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for _, kv := range resp.Kvs {
+			c.mark(string(kv.Key[len(marks):]))
+		}
+		c.markersOK.Store(true)
+		wch := c.cli.Watch(clientv3.WithRequireLeader(ctx), routecfg.ArchivePrefix(c.cluster), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
 		for resp := range wch {
 			if resp.Err() != nil {
 				break
 			}
 			c.mu.Lock()
 			for _, ev := range resp.Events {
+				k := string(ev.Kv.Key)
 				var sh int
-				if _, err := fmt.Sscanf(string(ev.Kv.Key[len(FilesPrefix(c.cluster)):]), "%04d/", &sh); err == nil {
-					c.stale[sh] = true
+				switch {
+				case strings.HasPrefix(k, marks):
+					c.mark(k[len(marks):])
+				case strings.HasPrefix(k, files):
+					if _, err := fmt.Sscanf(k[len(files):], "%04d/", &sh); err == nil {
+						c.stale[sh] = true
+					}
 				}
 			}
 			c.mu.Unlock()
 		}
+		c.markersOK.Store(false)
 		c.mu.Lock()
 		c.shards = map[int]*shardCatalog{}
 		c.mu.Unlock()
 	}
+}
+
+func (c *Catalog) mark(shard string) {
+	if sh, err := strconv.Atoi(shard); err == nil && sh >= 0 && sh < router.NumShards {
+		c.marked[sh].Store(true)
+	}
+}
+
+// Archived reports whether shard may have archived history rows: false
+// only when the shard has never had a catalogued file and this catalog is
+// sure of it (see coldPrefix).
+func (c *Catalog) Archived(shard int) bool {
+	return !c.markersOK.Load() || shard < 0 || shard >= router.NumShards || c.marked[shard].Load()
+}
+
+// Fresh makes the records of conv's shard as current as a linearizable
+// etcd read: a reader that has just seen warm rows gone from MySQL then
+// finds the read bound written before their delete committed, whatever the
+// watch has delivered so far. One etcd read (the newest record's revision)
+// when nothing changed.
+func (c *Catalog) Fresh(ctx context.Context, conv uint64) error {
+	sh := int(router.ShardOf(conv))
+	resp, err := c.cli.Get(ctx, shardFilesPrefix(c.cluster, sh), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+	if err != nil {
+		return fmt.Errorf("archive: the file records of shard %04d: %w", sh, err)
+	}
+	var newest int64
+	if len(resp.Kvs) > 0 {
+		newest = resp.Kvs[0].ModRevision
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.shards[sh]; ok && s.rev < newest {
+		c.stale[sh] = true
+	}
+	return nil
 }
 
 // Files implements cold.Catalog.
@@ -106,11 +183,11 @@ func (c *Catalog) Files(ctx context.Context, conv uint64) ([]cold.FileRange, err
 
 // load builds a shard's lookup table from its readable files.
 func (c *Catalog) load(ctx context.Context, shard int) (*shardCatalog, error) {
-	recs, _, err := listRecords(ctx, c.cli, c.cluster, shard)
+	all, _, err := listRecords(ctx, c.cli, c.cluster, shard)
 	if err != nil {
 		return nil, err
 	}
-	recs = slices.DeleteFunc(recs, func(r Record) bool { return !r.readable() || r.Kind != kindHistory })
+	recs := slices.DeleteFunc(slices.Clone(all), func(r Record) bool { return !r.readable() || r.Kind != kindHistory })
 	infos := make([]*cold.FileInfo, len(recs))
 	errs := make([]error, len(recs))
 	sem := make(chan struct{}, 16) // object reads in flight
@@ -145,13 +222,17 @@ func (c *Catalog) load(ctx context.Context, shard int) (*shardCatalog, error) {
 		return nil, err
 	}
 	s := &shardCatalog{convs: map[uint64][]cold.FileRange{}}
+	for _, r := range all {
+		s.rev = max(s.rev, r.revision)
+	}
 	for i, r := range recs {
 		skip := map[uint64][]uint64{}
 		for _, k := range r.skippedKeys() {
 			skip[k.Conv] = append(skip[k.Conv], k.Seq)
 		}
 		for _, cr := range infos[i].Convs {
-			fr := cold.FileRange{Key: r.Key, MinSeq: cr.MinSeq, MaxSeq: cr.MaxSeq, Skip: skip[cr.ConvID]}
+			fr := cr.Range(r.Key)
+			fr.Skip = skip[cr.ConvID]
 			if b := r.Bound; r.State == StateDeleting && b != nil {
 				// Rows after the bound are still in MySQL, which alone
 				// answers for them.

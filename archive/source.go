@@ -2,6 +2,7 @@ package archive
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -21,17 +22,28 @@ import (
 // from proxy/backend's helpers). The run closes it.
 type Connector func(ctx context.Context, ds router.Datasource) (*client.Conn, error)
 
-// key is a conv_msg primary key.
+// key is a conv_msg primary key, or with UID an im_inbox one.
 type key struct {
+	UID  uint64 `json:"uid,omitempty"`
 	Conv uint64 `json:"conv"`
 	Seq  uint64 `json:"seq"`
 }
 
-func (k key) less(o key) bool { return k.Conv < o.Conv || k.Conv == o.Conv && k.Seq < o.Seq }
+func (k key) less(o key) bool {
+	return k.UID < o.UID || k.UID == o.UID && (k.Conv < o.Conv || k.Conv == o.Conv && k.Seq < o.Seq)
+}
 
-func keyOf(r cold.Row) key { return key{r.ConvID, r.Seq} }
+func keyOf(r cold.Row) key { return key{r.UID, r.ConvID, r.Seq} }
 
-// source reads and deletes one logical shard's history rows on the
+// where is the key's primary-key condition in k's table.
+func (k key) where(kd *kind) string {
+	if kd == inbox {
+		return fmt.Sprintf("(uid = %d AND conv_id = %d AND seq = %d)", k.UID, k.Conv, k.Seq)
+	}
+	return fmt.Sprintf("(conv_id = %d AND seq = %d)", k.Conv, k.Seq)
+}
+
+// source reads and deletes one logical shard's archived rows on the
 // physical tables the routes put it in. Every statement goes as text
 // (COM_QUERY, values printed as decimal integers): the rows archived must
 // be the text-protocol values a client of Convoy gets, byte for byte.
@@ -39,7 +51,10 @@ type source struct {
 	conn            *client.Conn
 	shard           router.Shard
 	msg, content    string // quoted db.table
+	inbox, member   string // quoted db.table of im_inbox and im_conv_member
 	progress        string // quoted db._convoy_archive_progress
+	convs           string // quoted db._convoy_cold_conv
+	tombstones      string // quoted db._convoy_cold_tombstone
 	shared          bool   // the physical table holds other shards too
 	timeout         time.Duration
 	msgIdx, bodyIdx int // msg_id's position in conv_msg's / msg_content's columns
@@ -51,11 +66,25 @@ type source struct {
 // the record or the reverse (etcd cannot be part of that transaction).
 const progressTable = "_convoy_archive_progress"
 
+// ConvTable says, per conversation, which seqs its archived rows whose
+// warm copy is gone span (min_seq..max_seq), in the shard's database next
+// to conv_msg. It is written in the transaction that deletes the rows, so
+// a reader that finds rows missing from MySQL finds them counted here in
+// the same or a later read: the engine's cheap "does this page need the
+// cold tier" check (proxy/engine/cold.go reads it under this name).
+const ConvTable = "_convoy_cold_conv"
+
+// TombstoneTable lists archived rows deleted through Convoy after their
+// warm copy was gone (the engine writes it in the deleting statement's
+// transaction; cold reads skip its rows). The archiver only creates it.
+const TombstoneTable = "_convoy_cold_tombstone"
+
 func newSource(conn *client.Conn, snap *router.Snapshot, shard router.Shard, timeout time.Duration) *source {
 	q := func(p router.Physical) string {
 		return rewrite.QuoteIdent(p.Database) + "." + rewrite.QuoteIdent(p.Table)
 	}
 	m, c := snap.Physical("conv_msg", shard), snap.Physical("msg_content", shard)
+	ib, mb := snap.Physical("im_inbox", shard), snap.Physical("im_conv_member", shard)
 	shared := false
 	for _, g := range snap.AllPhysical("conv_msg") {
 		if g.Physical == m {
@@ -63,8 +92,9 @@ func newSource(conn *client.Conn, snap *router.Snapshot, shard router.Shard, tim
 		}
 	}
 	conn.ReadTimeout, conn.WriteTimeout = timeout, timeout
-	return &source{conn: conn, shard: shard, msg: q(m), content: q(c), shared: shared, timeout: timeout,
-		progress: rewrite.QuoteIdent(m.Database) + "." + rewrite.QuoteIdent(progressTable), msgIdx: -1, bodyIdx: -1}
+	in := func(table string) string { return rewrite.QuoteIdent(m.Database) + "." + rewrite.QuoteIdent(table) }
+	return &source{conn: conn, shard: shard, msg: q(m), content: q(c), inbox: q(ib), member: q(mb), shared: shared, timeout: timeout,
+		progress: in(progressTable), convs: in(ConvTable), tombstones: in(TombstoneTable), msgIdx: -1, bodyIdx: -1}
 }
 
 func (s *source) exec(sql string) (*mysql.Result, error) {
@@ -76,25 +106,49 @@ func (s *source) exec(sql string) (*mysql.Result, error) {
 }
 
 // mine: the row belongs to this logical shard (a shared table holds
-// others); router.ShardOf is CRC32(conv_id) % 1024, as MariaDB computes it.
-func (s *source) mine(conv uint64) bool { return !s.shared || router.ShardOf(conv) == s.shard }
-
-// scanned is one conv_msg key and its created_at text.
-type scanned struct {
-	key
-	at string
+// others); router.ShardOf is CRC32(key) % 1024, as MariaDB computes it.
+// (Every physical table of a layout holds the same shards, so conv_msg's
+// sharing stands for im_inbox's too.)
+func (s *source) mine(k *kind, r key) bool {
+	v := r.Conv
+	if k == inbox {
+		v = r.UID
+	}
+	return !s.shared || router.ShardOf(v) == s.shard
 }
 
-// scan returns up to n keys after `after` in primary-key order with their
-// created_at. It reads only the key and the time, n rows at a time, so
-// each statement is short whatever the day holds (conv_msg has no index on
-// created_at: finding a day's rows costs a pass over the table's keys).
-func (s *source) scan(after *key, n int) ([]scanned, error) {
-	where := ""
-	if after != nil {
-		where = fmt.Sprintf(" WHERE conv_id > %d OR (conv_id = %d AND seq > %d)", after.Conv, after.Conv, after.Seq)
+// scanned is one key, its day column's text and, for an inbox row,
+// whether its member has read it.
+type scanned struct {
+	key
+	at   string
+	read bool
+}
+
+// scan returns up to n of k's keys after `after` in primary-key order
+// with their day column (and an inbox row's read flag, from its member's
+// last_read_seq: im_conv_member is uid-keyed like im_inbox, so on the same
+// shard). It reads only those columns, n rows at a time, so each statement
+// is short whatever the day holds (neither table's key starts with the
+// day: finding a day's rows costs a pass over the table's keys).
+func (s *source) scan(k *kind, after *key, n int) ([]scanned, error) {
+	var sql string
+	if k == inbox {
+		where := ""
+		if after != nil {
+			where = fmt.Sprintf(" WHERE i.uid > %d OR (i.uid = %d AND (i.conv_id > %d OR (i.conv_id = %d AND i.seq > %d)))",
+				after.UID, after.UID, after.Conv, after.Conv, after.Seq)
+		}
+		sql = "SELECT i.uid, i.conv_id, i.seq, i.send_time, i.seq <= IFNULL(m.last_read_seq, 0) FROM " + s.inbox +
+			" i LEFT JOIN " + s.member + " m ON m.uid = i.uid AND m.conv_id = i.conv_id" + where + " ORDER BY i.uid, i.conv_id, i.seq LIMIT " + strconv.Itoa(n)
+	} else {
+		where := ""
+		if after != nil {
+			where = fmt.Sprintf(" WHERE conv_id > %d OR (conv_id = %d AND seq > %d)", after.Conv, after.Conv, after.Seq)
+		}
+		sql = "SELECT 0, conv_id, seq, created_at, 1 FROM " + s.msg + where + " ORDER BY conv_id, seq LIMIT " + strconv.Itoa(n)
 	}
-	r, err := s.exec("SELECT conv_id, seq, created_at FROM " + s.msg + where + " ORDER BY conv_id, seq LIMIT " + strconv.Itoa(n))
+	r, err := s.exec(sql)
 	if err != nil {
 		return nil, err
 	}
@@ -105,24 +159,57 @@ func (s *source) scan(after *key, n int) ([]scanned, error) {
 	}
 	out := make([]scanned, 0, len(rows))
 	for _, v := range rows {
-		conv, err1 := strconv.ParseUint(string(v[0]), 10, 64)
-		seq, err2 := strconv.ParseUint(string(v[1]), 10, 64)
-		if err1 != nil || err2 != nil || v[2] == nil {
+		var nums [3]uint64
+		for i := range nums {
+			if nums[i], err = strconv.ParseUint(string(v[i]), 10, 64); err != nil {
+				return nil, fmt.Errorf("archive: shard %s: unexpected key row %q", s.shard, v)
+			}
+		}
+		if v[3] == nil {
 			return nil, fmt.Errorf("archive: shard %s: unexpected key row %q", s.shard, v)
 		}
-		out = append(out, scanned{key{conv, seq}, string(v[2])})
+		out = append(out, scanned{key{nums[0], nums[1], nums[2]}, string(v[3]), string(v[4]) == "1"})
 	}
 	return out, nil
 }
 
-// oldest is the created_at of the shard's oldest warm row ("" if none):
-// where an archive run starts, and what SHOW ARCHIVE reports.
-func (s *source) oldest() (string, error) {
+// floor is the seq of conv's n-th newest row, 0 if it has fewer (a
+// backward scan of n keys of the primary key).
+func (s *source) floor(conv uint64, n int) (uint64, error) {
+	return s.number(fmt.Sprintf("SELECT seq FROM %s WHERE conv_id = %d ORDER BY seq DESC LIMIT 1 OFFSET %d", s.msg, conv, n-1))
+}
+
+// number runs a query of one unsigned integer column: its first row's
+// value, 0 if it returns none.
+func (s *source) number(sql string) (uint64, error) {
+	r, err := s.exec(sql)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	rows, err := cold.TextRows(r.Resultset)
+	if err != nil || len(rows) == 0 {
+		return 0, err
+	}
+	return strconv.ParseUint(string(rows[0][0]), 10, 64)
+}
+
+// oldest is the day column of the shard's oldest warm k row ("" if
+// none): where an archive run starts, and what SHOW ARCHIVE reports.
+func (s *source) oldest(k *kind) (string, error) {
+	table := s.msg
+	if k == inbox {
+		table = s.inbox
+	}
 	where := ""
 	if s.shared {
-		where = fmt.Sprintf(" WHERE CRC32(conv_id) %% 1024 = %d", s.shard)
+		where = fmt.Sprintf(" WHERE CRC32(%s) %% 1024 = %d", k.shardKey, s.shard)
 	}
-	r, err := s.exec("SELECT MIN(created_at) FROM " + s.msg + where)
+	r, err := s.exec("SELECT MIN(" + k.dayColumn + ") FROM " + table + where)
+	var me *mysql.MyError
+	if k == inbox && errors.As(err, &me) && me.Code == mysql.ER_NO_SUCH_TABLE {
+		return "", nil // a deployment without the inbox tables: nothing to clean up
+	}
 	if err != nil {
 		return "", err
 	}
@@ -134,30 +221,37 @@ func (s *source) oldest() (string, error) {
 	return string(rows[0][0]), nil
 }
 
-// fetch reads the conv_msg rows of keys (those still there) with their
-// msg_content rows, in key order, and the two tables' column definitions
-// as the server sent them for SELECT * (two statements rather than a
-// join, whose outer side's definitions would lose NOT NULL). lock takes
-// the rows' locks (FOR UPDATE, inside the caller's transaction).
-func (s *source) fetch(keys []key, lock bool) (cold.Tables, []cold.Row, error) {
+// fetch reads k's rows of keys (those still there) in key order with the
+// column definitions as the server sent them for SELECT *: conv_msg rows
+// with their msg_content rows (two statements rather than a join, whose
+// outer side's definitions would lose NOT NULL), or im_inbox rows. lock
+// takes the rows' locks (FOR UPDATE, inside the caller's transaction).
+func (s *source) fetch(k *kind, keys []key, lock bool) (cold.Tables, []cold.Row, error) {
 	var t cold.Tables
 	suffix := ""
 	if lock {
 		suffix = " FOR UPDATE"
 	}
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteString(" OR ")
+	cond := keysWhere(k, keys)
+	if k == inbox {
+		cols, rows, err := s.query("SELECT * FROM " + s.inbox + " WHERE " + cond + " ORDER BY uid, conv_id, seq" + suffix)
+		if err != nil {
+			return t, nil, err
 		}
-		// An OR of key equalities is a set of ranges on the primary key;
-		// MariaDB does not use an index for a row-constructor IN list.
-		fmt.Fprintf(&b, "(conv_id = %d AND seq = %d)", k.Conv, k.Seq)
+		t.Inbox = cols
+		out := make([]cold.Row, 0, len(rows))
+		for _, r := range rows {
+			row := cold.Row{Msg: r}
+			for name, v := range map[string]*uint64{"uid": &row.UID, "conv_id": &row.ConvID, "seq": &row.Seq} {
+				if *v, err = uintColumn(cols, r, "im_inbox", name); err != nil {
+					return t, nil, err
+				}
+			}
+			out = append(out, row)
+		}
+		return t, out, nil
 	}
-	if len(keys) == 0 {
-		b.WriteString("FALSE")
-	}
-	msgs, mrows, err := s.query("SELECT * FROM " + s.msg + " WHERE " + b.String() + " ORDER BY conv_id, seq" + suffix)
+	msgs, mrows, err := s.query("SELECT * FROM " + s.msg + " WHERE " + cond + " ORDER BY conv_id, seq" + suffix)
 	if err != nil {
 		return t, nil, err
 	}
@@ -216,74 +310,121 @@ func columnIndex(cols []cold.Column, name string) int {
 	return slices.IndexFunc(cols, func(c cold.Column) bool { return c.Name == name })
 }
 
-// parseKey reads conv_id and seq from a conv_msg row.
-func parseKey(t cold.Tables, r [][]byte) (uint64, uint64, error) {
-	var out [2]uint64
-	for i, name := range []string{"conv_id", "seq"} {
-		j := columnIndex(t.Msg, name)
-		if j < 0 || r[j] == nil {
-			return 0, 0, fmt.Errorf("archive: conv_msg row without %s", name)
-		}
-		v, err := strconv.ParseUint(string(r[j]), 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("archive: conv_msg.%s %q: %w", name, r[j], err)
-		}
-		out[i] = v
+// keysWhere is the condition selecting keys of k's table: an OR of key
+// equalities, a set of ranges on the primary key (MariaDB does not use an
+// index for a row-constructor IN list).
+func keysWhere(k *kind, keys []key) string {
+	if len(keys) == 0 {
+		return "FALSE"
 	}
-	return out[0], out[1], nil
+	var b strings.Builder
+	for i, key := range keys {
+		if i > 0 {
+			b.WriteString(" OR ")
+		}
+		b.WriteString(key.where(k))
+	}
+	return b.String()
 }
 
-// ensureProgress creates the progress table if it is missing.
-func (s *source) ensureProgress() error {
-	_, err := s.exec("CREATE TABLE IF NOT EXISTS " + s.progress + ` (
+// parseKey reads conv_id and seq from a conv_msg row.
+func parseKey(t cold.Tables, r [][]byte) (uint64, uint64, error) {
+	conv, err := uintColumn(t.Msg, r, "conv_msg", "conv_id")
+	if err != nil {
+		return 0, 0, err
+	}
+	seq, err := uintColumn(t.Msg, r, "conv_msg", "seq")
+	return conv, seq, err
+}
+
+// uintColumn reads the unsigned integer column name of row r.
+func uintColumn(cols []cold.Column, r [][]byte, table, name string) (uint64, error) {
+	j := columnIndex(cols, name)
+	if j < 0 || r[j] == nil {
+		return 0, fmt.Errorf("archive: %s row without %s", table, name)
+	}
+	v, err := strconv.ParseUint(string(r[j]), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("archive: %s.%s %q: %w", table, name, r[j], err)
+	}
+	return v, nil
+}
+
+// ensureTables creates the archiver's tables in the shard's database if
+// they are missing: the delete step's progress rows, the conversations'
+// archived ranges and the tombstones the engine writes. They exist before
+// the first file of the shard is catalogued, so a proxy that learns the
+// shard has files finds them.
+func (s *source) ensureTables() error {
+	for _, ddl := range []string{"CREATE TABLE IF NOT EXISTS " + s.progress + ` (
   file        VARCHAR(512) NOT NULL,
   chunks_done INT UNSIGNED NOT NULL,
   updated_at  DATETIME(3)  NOT NULL,
   PRIMARY KEY (file)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='Convoy archiver: delete chunks committed per cold file'`)
-	return err
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='Convoy archiver: delete chunks committed per cold file'`,
+		"CREATE TABLE IF NOT EXISTS " + s.convs + ` (
+  conv_id    BIGINT UNSIGNED NOT NULL,
+  min_seq    BIGINT UNSIGNED NOT NULL,
+  max_seq    BIGINT UNSIGNED NOT NULL,
+  updated_at DATETIME(3)     NOT NULL,
+  PRIMARY KEY (conv_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='Convoy cold tier: seqs of each conversation''s archived rows whose warm copy was deleted'`,
+		"CREATE TABLE IF NOT EXISTS " + s.tombstones + ` (
+  conv_id    BIGINT UNSIGNED NOT NULL,
+  tbl        VARCHAR(16)     NOT NULL COMMENT 'conv_msg or msg_content',
+  seq        BIGINT UNSIGNED NOT NULL,
+  msg_id     BIGINT UNSIGNED NOT NULL,
+  deleted_at DATETIME(3)     NOT NULL,
+  PRIMARY KEY (conv_id, tbl, seq),
+  KEY by_msg (conv_id, tbl, msg_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='Convoy cold tier: archived rows deleted through Convoy (skipped by cold reads)'`} {
+		if _, err := s.exec(ddl); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // chunksDone is the progress row of file (0 if none).
 func (s *source) chunksDone(file string) (int, error) {
-	r, err := s.exec("SELECT chunks_done FROM " + s.progress + " WHERE file = " + rewrite.QuoteString(file))
-	if err != nil {
-		return 0, err
-	}
-	defer r.Close()
-	rows, err := cold.TextRows(r.Resultset)
-	if err != nil || len(rows) == 0 {
-		return 0, err
-	}
-	return strconv.Atoi(string(rows[0][0]))
+	n, err := s.number("SELECT chunks_done FROM " + s.progress + " WHERE file = " + rewrite.QuoteString(file))
+	return int(n), err
 }
 
-// deleteChunk deletes rows (whose locks the caller's transaction holds)
-// and records chunk `done` of file as committed, in that transaction.
-func (s *source) deleteChunk(rows []cold.Row, file string, done int) error {
+// deleteChunk deletes k's rows (whose locks the caller's transaction
+// holds) and records chunk `done` of file as committed, in that
+// transaction; deleting history rows also widens their conversations'
+// archived ranges (ConvTable).
+func (s *source) deleteChunk(k *kind, rows []cold.Row, file string, done int) error {
 	if len(rows) > 0 {
-		var b strings.Builder
+		keys := make([]key, len(rows))
 		var ids []string
 		for i, r := range rows {
-			if i > 0 {
-				b.WriteString(" OR ")
-			}
-			fmt.Fprintf(&b, "(conv_id = %d AND seq = %d)", r.ConvID, r.Seq)
+			keys[i] = keyOf(r)
 			if r.Content != nil {
 				ids = append(ids, string(r.Content[s.bodyIdx]))
 			}
 		}
-		res, err := s.exec("DELETE FROM " + s.msg + " WHERE " + b.String())
+		table := s.msg
+		if k == inbox {
+			table = s.inbox
+		}
+		res, err := s.exec("DELETE FROM " + table + " WHERE " + keysWhere(k, keys))
 		if err != nil {
 			return err
 		}
 		if int(res.AffectedRows) != len(rows) {
 			// The rows are locked: anything else is a bug, and the caller
 			// rolls back.
-			return fmt.Errorf("[BUG] archive: deleted %d of %d locked conv_msg rows", res.AffectedRows, len(rows))
+			return fmt.Errorf("[BUG] archive: deleted %d of %d locked %s rows", res.AffectedRows, len(rows), k.table)
 		}
 		if len(ids) > 0 {
 			if _, err := s.exec("DELETE FROM " + s.content + " WHERE msg_id IN (" + strings.Join(ids, ",") + ")"); err != nil {
+				return err
+			}
+		}
+		if k == history {
+			if _, err := s.exec(s.noteRanges(rows)); err != nil {
 				return err
 			}
 		}
@@ -291,6 +432,26 @@ func (s *source) deleteChunk(rows []cold.Row, file string, done int) error {
 	_, err := s.exec(fmt.Sprintf("INSERT INTO %s (file, chunks_done, updated_at) VALUES (%s, %d, UTC_TIMESTAMP(3)) "+
 		"ON DUPLICATE KEY UPDATE chunks_done = VALUES(chunks_done), updated_at = VALUES(updated_at)", s.progress, rewrite.QuoteString(file), done))
 	return err
+}
+
+// noteRanges widens each conversation's archived range (ConvTable) to
+// cover rows (in key order), in the delete's transaction.
+func (s *source) noteRanges(rows []cold.Row) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO " + s.convs + " (conv_id, min_seq, max_seq, updated_at) VALUES ")
+	for i := 0; i < len(rows); {
+		j := i
+		for j+1 < len(rows) && rows[j+1].ConvID == rows[i].ConvID {
+			j++
+		}
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, "(%d,%d,%d,UTC_TIMESTAMP(3))", rows[i].ConvID, rows[i].Seq, rows[j].Seq)
+		i = j + 1
+	}
+	b.WriteString(" ON DUPLICATE KEY UPDATE min_seq = LEAST(min_seq, VALUES(min_seq)), max_seq = GREATEST(max_seq, VALUES(max_seq)), updated_at = VALUES(updated_at)")
+	return b.String()
 }
 
 // forget drops file's progress row once etcd records the file deleted.

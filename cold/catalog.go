@@ -21,17 +21,42 @@ type FileInfo struct {
 
 // ConvRange says that a file holds Rows rows of conversation ConvID with
 // seqs in [MinSeq, MaxSeq] (not necessarily contiguous: a conversation's
-// day can be split across parts, and warm rows deleted by users leave gaps).
+// day can be split across parts, and warm rows deleted by users leave gaps)
+// and msg_ids in [MinMsgID, MaxMsgID] (both 0 in files catalogued before
+// they were recorded: unknown).
 type ConvRange struct {
-	ConvID         uint64
-	MinSeq, MaxSeq uint64
-	Rows           int64
+	ConvID             uint64
+	MinSeq, MaxSeq     uint64
+	MinMsgID, MaxMsgID uint64 `json:",omitempty"`
+	Rows               int64
+}
+
+// extend adds a row (in file order) to the conversation's range of f.
+func extend(f *FileInfo, conv, seq, msgID uint64) {
+	n := len(f.Convs)
+	if n == 0 || f.Convs[n-1].ConvID != conv {
+		f.Convs = append(f.Convs, ConvRange{ConvID: conv, MinSeq: seq, MinMsgID: msgID, MaxMsgID: msgID})
+		n++
+	}
+	c := &f.Convs[n-1]
+	c.MaxSeq = seq
+	c.MinMsgID, c.MaxMsgID = min(c.MinMsgID, msgID), max(c.MaxMsgID, msgID)
+	c.Rows++
+}
+
+// Range is the FileRange of key that c describes.
+func (c ConvRange) Range(key string) FileRange {
+	return FileRange{Key: key, MinSeq: c.MinSeq, MaxSeq: c.MaxSeq, MinMsgID: c.MinMsgID, MaxMsgID: c.MaxMsgID}
 }
 
 // FileRange is one file's part of a conversation, as a lookup returns it.
 type FileRange struct {
 	Key            string
 	MinSeq, MaxSeq uint64
+	// MinMsgID, MaxMsgID bound the msg_ids (both 0: unknown): a lookup
+	// by msg_id skips files outside them, which with time-ordered ids is
+	// all but one or two of a conversation's files.
+	MinMsgID, MaxMsgID uint64
 	// Skip lists seqs (ascending) whose row in the file must not be
 	// served: the warm row was edited or deleted after the file was
 	// written, which the archiver found when it came to delete it (package
@@ -76,7 +101,7 @@ func (c *MemCatalog) Add(f FileInfo) {
 		if slices.ContainsFunc(list, func(x FileRange) bool { return x.Key == f.Key }) {
 			continue
 		}
-		list = append(list, FileRange{Key: f.Key, MinSeq: r.MinSeq, MaxSeq: r.MaxSeq})
+		list = append(list, r.Range(f.Key))
 		slices.SortFunc(list, func(a, b FileRange) int {
 			if a.MinSeq != b.MinSeq {
 				return cmp.Compare(a.MinSeq, b.MinSeq)

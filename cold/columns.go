@@ -36,52 +36,74 @@ func (c Column) Field() *mysql.Field {
 		Charset: c.Charset, Decimal: c.Decimals, ColumnLength: c.Length}
 }
 
-// Tables are the column definitions of the two archived tables, stored as
-// JSON in every file's key-value metadata (metaColumns).
+// Tables are the column definitions of the archived tables, stored as JSON
+// in every file's key-value metadata (metaColumns): conv_msg and
+// msg_content in a history file, im_inbox alone in an inbox file.
 type Tables struct {
-	Msg     []Column `json:"conv_msg"`
-	Content []Column `json:"msg_content"`
+	Msg     []Column `json:"conv_msg,omitempty"`
+	Content []Column `json:"msg_content,omitempty"`
+	Inbox   []Column `json:"im_inbox,omitempty"`
 }
 
 // keyColumns are the conv_msg columns also stored typed, for pruning; a
 // file's conv_msg definitions must contain them as BIGINT UNSIGNED.
 var keyColumns = [...]string{"conv_id", "seq", "msg_id"}
 
+// inboxKeyColumns are im_inbox's primary key, stored typed too (the order
+// of the rows); nothing reads inbox files by them yet, but a file's rows
+// stay identifiable without decoding the text columns.
+var inboxKeyColumns = [...]string{"uid", "conv_id", "seq"}
+
+func (t Tables) inbox() bool { return len(t.Inbox) > 0 }
+
 func (t Tables) validate() error {
+	if t.inbox() {
+		if len(t.Msg) != 0 || len(t.Content) != 0 {
+			return fmt.Errorf("cold: a file holds history or inbox rows, not both")
+		}
+		return checkColumns("im_inbox", t.Inbox, inboxKeyColumns[:])
+	}
 	if len(t.Msg) == 0 || len(t.Content) == 0 {
 		return fmt.Errorf("cold: column definitions of conv_msg and msg_content are required")
 	}
-	seen := map[string]bool{}
-	for _, c := range t.Msg {
-		if seen[c.Name] {
-			return fmt.Errorf("cold: conv_msg column %q listed twice", c.Name)
-		}
-		seen[c.Name] = true
+	if err := checkColumns("conv_msg", t.Msg, keyColumns[:]); err != nil {
+		return err
 	}
-	for _, k := range keyColumns {
-		i := t.msgIndex(k)
-		if i < 0 {
-			return fmt.Errorf("cold: conv_msg has no column %q", k)
-		}
-		if c := t.Msg[i]; c.Type != mysql.MYSQL_TYPE_LONGLONG || c.Flags&mysql.UNSIGNED_FLAG == 0 {
-			return fmt.Errorf("cold: conv_msg.%s must be BIGINT UNSIGNED (type %d flags %#x)", k, c.Type, c.Flags)
-		}
+	if err := checkColumns("msg_content", t.Content, nil); err != nil {
+		return err
 	}
-	seen = map[string]bool{}
-	for _, c := range t.Content {
-		if seen[c.Name] {
-			return fmt.Errorf("cold: msg_content column %q listed twice", c.Name)
-		}
-		seen[c.Name] = true
-	}
-	if !seen["msg_id"] {
+	if columnAt(t.Content, "msg_id") < 0 {
 		return fmt.Errorf("cold: msg_content has no column msg_id")
 	}
 	return nil
 }
 
-func (t Tables) msgIndex(name string) int {
-	for i, c := range t.Msg {
+// checkColumns: distinct names, and keys present as BIGINT UNSIGNED (the
+// typed key columns hold them).
+func checkColumns(table string, cols []Column, keys []string) error {
+	seen := map[string]bool{}
+	for _, c := range cols {
+		if seen[c.Name] {
+			return fmt.Errorf("cold: %s column %q listed twice", table, c.Name)
+		}
+		seen[c.Name] = true
+	}
+	for _, k := range keys {
+		i := columnAt(cols, k)
+		if i < 0 {
+			return fmt.Errorf("cold: %s has no column %q", table, k)
+		}
+		if c := cols[i]; c.Type != mysql.MYSQL_TYPE_LONGLONG || c.Flags&mysql.UNSIGNED_FLAG == 0 {
+			return fmt.Errorf("cold: %s.%s must be BIGINT UNSIGNED (type %d flags %#x)", table, k, c.Type, c.Flags)
+		}
+	}
+	return nil
+}
+
+func (t Tables) msgIndex(name string) int { return columnAt(t.Msg, name) }
+
+func columnAt(cols []Column, name string) int {
+	for i, c := range cols {
 		if c.Name == name {
 			return i
 		}

@@ -51,6 +51,12 @@
 //     name, type, flags, charset, decimals, length), convoy.cold.shard,
 //     convoy.cold.day, convoy.cold.rows and convoy.cold.digest.
 //
+// An inbox file (Tables.Inbox: seed 001's read im_inbox rows) has the same
+// layout for one table: uid, conv_id, seq typed (the row order) and
+// i_<column> text values for every im_inbox column; nothing reads it by
+// key, ScanFile reads it back (InboxObjectKey: inbox-<n> next to the
+// day's history parts).
+//
 // Why text values and not typed columns: the cold tier must return exactly
 // what MySQL returned (same columns, types, values). The text value plus the
 // column definition determines both protocols: the text protocol sends it
@@ -79,7 +85,8 @@
 // # Catalog
 //
 // FileInfo is what the archiver records per file: key, shard, day, bytes,
-// Digest and, per conversation, [MinSeq, MaxSeq] and a row count. Catalog
+// Digest and, per conversation, [MinSeq, MaxSeq], [MinMsgID, MaxMsgID] and
+// a row count. Catalog
 // is the one question a read asks ("which files hold conversation c", with
 // seq ranges); MemCatalog answers it from memory. Files of one
 // conversation may overlap in seq (a day boundary); the reader does not
@@ -89,7 +96,9 @@
 //
 // Reader serves the three history reads of DESIGN.md section 4 from cold
 // files: Before (seq < ? DESC LIMIT n), After (seq > ? ASC LIMIT n) and
-// ByMsgID (conv_id = ? AND msg_id = ?). Per file: the footer and page index
+// ByMsgID (conv_id = ? AND msg_id = ?), and ByKeys (rows by msg_id or seq
+// in batches: message bodies, writes checking what is archived; only the
+// files whose ranges hold a key are opened, a few at a time). Per file: the footer and page index
 // are read once and cached (files are immutable; LRU of open files); the
 // conv_id page index gives the conversation's row span in each row group,
 // and the seq page index narrows it where pages hold only that
@@ -102,7 +111,8 @@
 // The context's deadline is the cold budget (seed: 800 ms, 取到多少返回多少并
 // 带上 has_more). When it expires, Reader returns what is certain (the rows
 // better than anything an unread file could still contribute, a correct
-// prefix of the answer in query order) with Page.More set, never an error.
+// prefix of the answer in query order) with Page.More set and
+// Page.Frontier saying where certainty ends, never an error.
 // Any other storage failure is an error; what to do with it is the
 // caller's policy.
 //
@@ -123,13 +133,14 @@
 // carry Skip: rows edited or deleted by users after archiving, which a
 // read treats as absent from the file.
 //
-// # Next: the engine's cold read path
+// # The engine's cold read path
 //
-// A history read that runs below what MySQL holds (warm returns fewer
-// rows than the limit and the conversation has catalogued files) calls the
-// Reader with the remaining limit under a cold.budget context, converts
-// Page.Tables to fields (Column.Field) and values to the client's protocol,
-// appends them to the warm rows, and signals More with a warning naming the
-// seq to continue from. The first screen is always served by the hot tier
-// or MySQL; the cold path counts its calls in a metric to prove it.
+// proxy/engine/cold.go (behind its ColdTier interface; cmd/convoy adapts
+// archive.Catalog and this Reader): a history read whose page MySQL alone
+// cannot answer (it runs below the warm rows, or a seq is missing inside
+// the conversation's archived range) calls the Reader with the page's
+// limit and the tombstones as extra skips under a cold.budget context,
+// merges the rows warm-first in the client's protocol with MySQL's column
+// definitions, and signals More with warning 1931 naming the seq to
+// continue from. First screens never get here (see the README).
 package cold

@@ -14,7 +14,12 @@ import (
 // slice the empty string. Content is nil when conv_msg had no body row.
 // ConvID, Seq and MsgID are filled by the reader; the writer derives them
 // from Msg.
+//
+// In an inbox file (Tables.Inbox) a Row is one im_inbox row: its values in
+// Msg (in Tables.Inbox order), UID, ConvID and Seq its primary key, MsgID
+// and Content unused.
 type Row struct {
+	UID                uint64
 	ConvID, Seq, MsgID uint64
 	Msg                [][]byte
 	Content            [][]byte
@@ -34,6 +39,7 @@ const (
 
 	msgPrefix     = "m_"
 	contentPrefix = "c_"
+	inboxPrefix   = "i_"
 )
 
 // schema builds the Parquet schema of a file holding t's columns.
@@ -41,6 +47,15 @@ func schema(t Tables) *parquet.Schema {
 	key := parquet.Compressed(parquet.Encoded(parquet.Uint(64), &parquet.DeltaBinaryPacked), &parquet.Zstd)
 	text := parquet.Compressed(parquet.Optional(parquet.Leaf(parquet.ByteArrayType)), &parquet.Zstd)
 	g := parquet.Group{}
+	if t.inbox() {
+		for _, k := range inboxKeyColumns {
+			g[k] = key
+		}
+		for _, c := range t.Inbox {
+			g[inboxPrefix+c.Name] = text
+		}
+		return parquet.NewSchema("convoy_cold_inbox", g)
+	}
 	for _, k := range keyColumns {
 		g[k] = key
 	}
@@ -54,46 +69,37 @@ func schema(t Tables) *parquet.Schema {
 }
 
 // layout maps each logical value to its Parquet leaf column index (the
-// schema orders leaves by name, not by MySQL column order).
+// schema orders leaves by name, not by MySQL column order). An inbox
+// file's values are in msg; uid is -1 in a history file, msgID -1 in an
+// inbox file.
 type layout struct {
-	convID, seq, msgID int
-	msg, content       []int
+	uid, convID, seq, msgID int
+	msg, content            []int
 }
 
 func newLayout(s *parquet.Schema, t Tables) (layout, error) {
-	idx := func(name string) (int, error) {
-		leaf, ok := s.Lookup(name)
-		if !ok {
-			return 0, fmt.Errorf("cold: file has no column %q", name)
-		}
-		return leaf.ColumnIndex, nil
-	}
-	var l layout
 	var err error
-	if l.convID, err = idx("conv_id"); err != nil {
-		return l, err
-	}
-	if l.seq, err = idx("seq"); err != nil {
-		return l, err
-	}
-	if l.msgID, err = idx("msg_id"); err != nil {
-		return l, err
-	}
-	for _, c := range t.Msg {
-		i, err := idx(msgPrefix + c.Name)
-		if err != nil {
-			return l, err
+	idx := func(name string) int {
+		leaf, ok := s.Lookup(name)
+		if !ok && err == nil {
+			err = fmt.Errorf("cold: file has no column %q", name)
 		}
-		l.msg = append(l.msg, i)
+		return leaf.ColumnIndex
 	}
-	for _, c := range t.Content {
-		i, err := idx(contentPrefix + c.Name)
-		if err != nil {
-			return l, err
+	texts := func(prefix string, cols []Column) []int {
+		out := make([]int, len(cols))
+		for i, c := range cols {
+			out[i] = idx(prefix + c.Name)
 		}
-		l.content = append(l.content, i)
+		return out
 	}
-	return l, nil
+	l := layout{uid: -1, msgID: -1, convID: idx("conv_id"), seq: idx("seq")}
+	if t.inbox() {
+		l.uid, l.msg = idx("uid"), texts(inboxPrefix, t.Inbox)
+	} else {
+		l.msgID, l.msg, l.content = idx("msg_id"), texts(msgPrefix, t.Msg), texts(contentPrefix, t.Content)
+	}
+	return l, err
 }
 
 // ObjectKey is where part n of shard's archive of day lives:
@@ -102,6 +108,18 @@ func newLayout(s *parquet.Schema, t Tables) (layout, error) {
 // conv_msg_0441 -> 0441), day the UTC day of the rows' created_at.
 func ObjectKey(prefix string, shard int, day time.Time, part int) string {
 	k := fmt.Sprintf("%04d/%s/part-%04d.parquet", shard, day.UTC().Format("20060102"), part)
+	if prefix != "" {
+		k = prefix + "/" + k
+	}
+	return k
+}
+
+// InboxObjectKey is where part n of shard's archive of the im_inbox rows
+// of day lives: next to the history parts of the same shard and day,
+// <prefix>/<shard>/<yyyymmdd>/inbox-<n 4 digits>.parquet (day: the UTC day
+// of send_time).
+func InboxObjectKey(prefix string, shard int, day time.Time, part int) string {
+	k := fmt.Sprintf("%04d/%s/inbox-%04d.parquet", shard, day.UTC().Format("20060102"), part)
 	if prefix != "" {
 		k = prefix + "/" + k
 	}

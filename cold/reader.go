@@ -24,6 +24,12 @@ type Page struct {
 	// caller continues from the last row's seq. It is never set merely
 	// because limit rows were returned.
 	More bool
+	// Frontier, with More, bounds what is final: Before returned every
+	// answer row with seq > Frontier, After every one with seq < Frontier
+	// (rows of other tiers beyond it may still be preceded by cold rows
+	// not read). ByKeys leaves it 0: its rows are right, the set may lack
+	// rows of files not searched.
+	Frontier uint64
 }
 
 // Reader serves the three history reads from cold files. It is safe for
@@ -53,12 +59,14 @@ func NewReader(store Store, catalog Catalog, opt ReaderOptions) *Reader {
 }
 
 // Before returns up to limit rows of conv with seq < before, seq descending
-// (the scroll-up read).
-func (r *Reader) Before(ctx context.Context, conv, before uint64, limit int) (Page, error) {
+// (the scroll-up read). skip (ascending) are seqs to treat as absent on
+// top of the catalog's own Skip lists: the engine's tombstones of archived
+// rows users deleted.
+func (r *Reader) Before(ctx context.Context, conv, before uint64, limit int, skip ...uint64) (Page, error) {
 	if before == 0 || limit <= 0 {
 		return Page{}, nil
 	}
-	files, err := r.catalog.Files(ctx, conv)
+	files, err := r.files(ctx, conv, skip)
 	if err != nil {
 		return Page{}, err
 	}
@@ -77,7 +85,7 @@ func (r *Reader) Before(ctx context.Context, conv, before uint64, limit int) (Pa
 				// Rows above every unread file's range are final.
 				frontier := min(before-1, files[i].MaxSeq)
 				p.Rows = slices.DeleteFunc(p.Rows, func(r Row) bool { return r.Seq <= frontier })
-				p.More = true
+				p.More, p.Frontier = true, frontier
 				return p, nil
 			}
 			return Page{}, err
@@ -90,12 +98,12 @@ func (r *Reader) Before(ctx context.Context, conv, before uint64, limit int) (Pa
 }
 
 // After returns up to limit rows of conv with seq > after, seq ascending
-// (the catch-up read).
-func (r *Reader) After(ctx context.Context, conv, after uint64, limit int) (Page, error) {
+// (the catch-up read); skip as for Before.
+func (r *Reader) After(ctx context.Context, conv, after uint64, limit int, skip ...uint64) (Page, error) {
 	if limit <= 0 {
 		return Page{}, nil
 	}
-	files, err := r.catalog.Files(ctx, conv)
+	files, err := r.files(ctx, conv, skip)
 	if err != nil {
 		return Page{}, err
 	}
@@ -110,7 +118,7 @@ func (r *Reader) After(ctx context.Context, conv, after uint64, limit int) (Page
 			if ctx.Err() != nil {
 				frontier := max(after+1, files[i].MinSeq)
 				p.Rows = slices.DeleteFunc(p.Rows, func(r Row) bool { return r.Seq >= frontier })
-				p.More = true
+				p.More, p.Frontier = true, frontier
 				return p, nil
 			}
 			return Page{}, err
@@ -124,24 +132,97 @@ func (r *Reader) After(ctx context.Context, conv, after uint64, limit int) (Page
 
 // ByMsgID returns conv's row whose msg_id is msgID, if archived (the jump
 // anchor). More means the budget ran out before every file was searched.
-func (r *Reader) ByMsgID(ctx context.Context, conv, msgID uint64) (Page, error) {
-	files, err := r.catalog.Files(ctx, conv)
+func (r *Reader) ByMsgID(ctx context.Context, conv, msgID uint64, skip ...uint64) (Page, error) {
+	return r.ByKeys(ctx, conv, nil, []uint64{msgID}, skip...)
+}
+
+// keyFiles is how many files ByKeys searches at once: a lookup by msg_id
+// cannot prune by seq and may have to look into every file of the
+// conversation, each one or two range reads.
+const keyFiles = 8
+
+// ByKeys returns conv's archived rows whose seq is in seqs or whose msg_id
+// is in msgIDs (message bodies fetched by msg_id, writes checking whether
+// the rows they name are archived), ascending by seq; skip as for Before.
+// Files are searched a few at a time; More means the budget ran out first:
+// the rows returned are right, rows of files not searched are missing.
+func (r *Reader) ByKeys(ctx context.Context, conv uint64, seqs, msgIDs []uint64, skip ...uint64) (Page, error) {
+	if len(seqs)+len(msgIDs) == 0 {
+		return Page{}, nil
+	}
+	files, err := r.files(ctx, conv, skip)
 	if err != nil {
 		return Page{}, err
 	}
-	for _, f := range files {
-		rows, t, err := r.fileRows(ctx, f, conv, f.MinSeq, f.MaxSeq, &msgID, 1, false)
-		if err != nil {
+	seqSet := make(map[uint64]bool, len(seqs))
+	for _, s := range seqs {
+		seqSet[s] = true
+	}
+	idSet := make(map[uint64]bool, len(msgIDs))
+	for _, m := range msgIDs {
+		idSet[m] = true
+	}
+	// A file can hold a key only within its ranges (msg_id ranges of
+	// files catalogued before they were recorded are unknown: searched).
+	files = slices.DeleteFunc(files, func(f FileRange) bool {
+		inSeqs := slices.ContainsFunc(seqs, func(s uint64) bool { return s >= f.MinSeq && s <= f.MaxSeq })
+		known := f.MinMsgID != 0 || f.MaxMsgID != 0
+		inIDs := slices.ContainsFunc(msgIDs, func(m uint64) bool { return !known || m >= f.MinMsgID && m <= f.MaxMsgID })
+		return !inSeqs && !inIDs
+	})
+	match := func(seq, msgID uint64) bool { return seqSet[seq] || idSet[msgID] }
+	limit := len(seqs) + len(msgIDs)
+	found := make([][]Row, len(files))
+	tables := make([]Tables, len(files))
+	errs := make([]error, len(files))
+	sem := make(chan struct{}, keyFiles)
+	var wg sync.WaitGroup
+	for i, f := range files {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			found[i], tables[i], errs[i] = r.fileRows(ctx, f, conv, f.MinSeq, f.MaxSeq, match, limit, false)
+		}()
+	}
+	wg.Wait()
+	var p Page
+	for i := range files {
+		if errs[i] != nil {
 			if ctx.Err() != nil {
-				return Page{More: true}, nil
+				p.More = true
+				continue
 			}
+			return Page{}, errs[i]
+		}
+		if err := p.merge(tables[i], found[i], limit, false); err != nil {
 			return Page{}, err
 		}
-		if len(rows) > 0 {
-			return Page{Tables: t, Rows: rows}, nil
-		}
 	}
-	return Page{}, nil
+	return p, nil
+}
+
+// files are the catalog's files of conv with the caller's extra skips
+// merged into each one's Skip (those within its range).
+func (r *Reader) files(ctx context.Context, conv uint64, skip []uint64) ([]FileRange, error) {
+	files, err := r.catalog.Files(ctx, conv)
+	if err != nil || len(skip) == 0 {
+		return files, err
+	}
+	for i, f := range files {
+		a, _ := slices.BinarySearch(skip, f.MinSeq)
+		b, _ := slices.BinarySearch(skip, f.MaxSeq+1)
+		if f.MaxSeq == ^uint64(0) {
+			b = len(skip)
+		}
+		if a >= b {
+			continue
+		}
+		merged := append(slices.Clone(f.Skip), skip[a:b]...)
+		slices.Sort(merged)
+		files[i].Skip = slices.Compact(merged)
+	}
+	return files, nil
 }
 
 // merge folds one file's rows (already in query order) into p, keeping
@@ -171,13 +252,16 @@ func (p *Page) merge(t Tables, rows []Row, limit int, desc bool) error {
 }
 
 // fileRows returns up to limit rows of conv in fr's file with seq in
-// [lo, hi] and not in fr.Skip (and msg_id = *msgID when given): the
+// [lo, hi] and not in fr.Skip (and for which match holds, when given): the
 // highest seqs, descending, when desc, else the lowest, ascending.
-func (r *Reader) fileRows(ctx context.Context, fr FileRange, conv, lo, hi uint64, msgID *uint64, limit int, desc bool) ([]Row, Tables, error) {
+func (r *Reader) fileRows(ctx context.Context, fr FileRange, conv, lo, hi uint64, match func(seq, msgID uint64) bool, limit int, desc bool) ([]Row, Tables, error) {
 	key := fr.Key
 	f, err := r.open(ctx, key)
 	if err != nil {
 		return nil, Tables{}, err
+	}
+	if f.lay.uid >= 0 {
+		return nil, Tables{}, fmt.Errorf("[BUG] cold: %s is an inbox file, not history", key)
 	}
 	groups := f.pf.RowGroups()
 	order := make([]int, len(groups))
@@ -194,7 +278,7 @@ func (r *Reader) fileRows(ctx context.Context, fr FileRange, conv, lo, hi uint64
 		if err != nil {
 			return nil, Tables{}, fmt.Errorf("cold: %s row group %d: %w", key, g, err)
 		}
-		if msgID == nil {
+		if match == nil {
 			// Skipped rows take room in the pages narrow counts.
 			a, b, err = narrow(rg, f.lay, conv, a, b, lo, hi, limit-len(out)+len(fr.Skip), desc)
 			if err != nil {
@@ -208,32 +292,32 @@ func (r *Reader) fileRows(ctx context.Context, fr FileRange, conv, lo, hi uint64
 		if err != nil {
 			return nil, Tables{}, err
 		}
-		var match []int64 // row offsets from a, ascending
+		var hits []int64 // row offsets from a, ascending
 		for j := range keys[0] {
 			c, s, m := keys[0][j], keys[1][j], keys[2][j]
-			if c == conv && s >= lo && s <= hi && (msgID == nil || m == *msgID) && !skipped(fr.Skip, s) {
-				match = append(match, int64(j))
+			if c == conv && s >= lo && s <= hi && (match == nil || match(s, m)) && !skipped(fr.Skip, s) {
+				hits = append(hits, int64(j))
 			}
 		}
 		need := limit - len(out)
-		if len(match) > need {
+		if len(hits) > need {
 			if desc {
-				match = match[len(match)-need:]
+				hits = hits[len(hits)-need:]
 			} else {
-				match = match[:need]
+				hits = hits[:need]
 			}
 		}
-		if len(match) == 0 {
+		if len(hits) == 0 {
 			continue
 		}
-		first, last := a+match[0], a+match[len(match)-1]+1
+		first, last := a+hits[0], a+hits[len(hits)-1]+1
 		cols := append(slices.Clone(f.lay.msg), f.lay.content...)
 		vals, err := readColumns(ctx, r, f, rg, first, last, cols, textValue)
 		if err != nil {
 			return nil, Tables{}, err
 		}
-		rows := make([]Row, 0, len(match))
-		for _, j := range match {
+		rows := make([]Row, 0, len(hits))
+		for _, j := range hits {
 			k := j - (first - a)
 			values := make([][]byte, len(cols))
 			for i := range cols {

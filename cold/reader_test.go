@@ -82,6 +82,23 @@ func TestPagesMatchMariaDB(t *testing.T) {
 						f.check(t, sql, p, err)
 					}
 				}
+				// Batches by msg_id (bodies) and by seq (writes checking what
+				// is archived), present and absent keys mixed, across files.
+				for _, keys := range [][]uint64{{1, 2, 3}, {150, 151}, {1, 77, 149, 150, 151, 299, 300, 301, 5000}, {300}} {
+					var ids, seqs []string
+					var idKeys []uint64
+					for _, k := range keys {
+						seqs = append(seqs, fmt.Sprint(k))
+						ids = append(ids, fmt.Sprint(5_000_000+k))
+						idKeys = append(idKeys, 5_000_000+k)
+					}
+					p, err := r.ByKeys(ctx, convA, nil, idKeys)
+					f.check(t, fmt.Sprintf("SELECT * FROM conv_msg WHERE conv_id=%d AND msg_id IN (%s) ORDER BY seq", convA, strings.Join(ids, ",")), p, err)
+					p, err = r.ByKeys(ctx, convA, keys, nil)
+					f.check(t, fmt.Sprintf("SELECT * FROM conv_msg WHERE conv_id=%d AND seq IN (%s) ORDER BY seq", convA, strings.Join(seqs, ",")), p, err)
+					p, err = r.ByKeys(ctx, convA, keys[:1], idKeys[1:])
+					f.check(t, fmt.Sprintf("SELECT * FROM conv_msg WHERE conv_id=%d AND (seq = %d OR msg_id IN (%s)) ORDER BY seq", convA, keys[0], strings.Join(append([]string{"0"}, ids[1:]...), ",")), p, err)
+				}
 			})
 		}
 	}
@@ -270,8 +287,8 @@ func TestDeadlinePartial(t *testing.T) {
 	if el := time.Since(start); el > 2*time.Second {
 		t.Fatalf("Before took %s with a 300ms budget", el)
 	}
-	if !p.More || len(p.Rows) != nA/2 {
-		t.Fatalf("Before: More=%v rows=%d, want More and the %d rows of the fast file", p.More, len(p.Rows), nA/2)
+	if !p.More || len(p.Rows) != nA/2 || p.Frontier != nA/2 {
+		t.Fatalf("Before: More=%v rows=%d frontier=%d, want More and the %d rows of the fast file, final above %d", p.More, len(p.Rows), p.Frontier, nA/2, nA/2)
 	}
 	want := textQuery(t, f.conn, fmt.Sprintf("SELECT * FROM conv_msg WHERE conv_id=%d AND seq < %d ORDER BY seq DESC LIMIT %d", convA, nA+1, nA/2))
 	for i := range want.rows {
@@ -283,8 +300,8 @@ func TestDeadlinePartial(t *testing.T) {
 	c, cancel = budget()
 	p, err = r.After(c, convA, 0, 20)
 	cancel()
-	if err != nil || !p.More || len(p.Rows) != 0 {
-		t.Fatalf("After from the slow file: err=%v More=%v rows=%d, want More and no rows", err, p.More, len(p.Rows))
+	if err != nil || !p.More || len(p.Rows) != 0 || p.Frontier != 1 {
+		t.Fatalf("After from the slow file: err=%v More=%v rows=%d frontier=%d, want More, no rows, nothing final from seq 1", err, p.More, len(p.Rows), p.Frontier)
 	}
 
 	c, cancel = budget()
@@ -387,14 +404,26 @@ func TestSkip(t *testing.T) {
 	}
 	f.db.Exec(t, fmt.Sprintf("DELETE FROM coldtest.conv_msg WHERE conv_id=%d AND seq IN (%s)", convA, strings.Join(list, ",")))
 	r := cold.NewReader(store, skipCatalog{MemCatalog: cat, conv: convA, skip: skip}, cold.ReaderOptions{})
+	// The same skips given by the caller (the engine's tombstones), half in
+	// the catalog and half passed, or all passed: the same pages.
+	half := cold.NewReader(store, skipCatalog{MemCatalog: cat, conv: convA, skip: skip[:len(skip)/2]}, cold.ReaderOptions{})
+	plain := cold.NewReader(store, cat, cold.ReaderOptions{})
 	for _, cur := range []uint64{0, 1, 3, 100, 102, 150, 161, 200, 301} {
 		for _, limit := range []int{1, 5, 20, 400} {
+			before := fmt.Sprintf("SELECT * FROM conv_msg WHERE conv_id=%d AND seq < %d ORDER BY seq DESC LIMIT %d", convA, cur, limit)
+			after := fmt.Sprintf("SELECT * FROM conv_msg WHERE conv_id=%d AND seq > %d ORDER BY seq ASC LIMIT %d", convA, cur, limit)
 			p, err := r.Before(ctx, convA, cur, limit)
-			f.check(t, fmt.Sprintf("SELECT * FROM conv_msg WHERE conv_id=%d AND seq < %d ORDER BY seq DESC LIMIT %d", convA, cur, limit), p, err)
+			f.check(t, before, p, err)
 			p, err = r.After(ctx, convA, cur, limit)
-			f.check(t, fmt.Sprintf("SELECT * FROM conv_msg WHERE conv_id=%d AND seq > %d ORDER BY seq ASC LIMIT %d", convA, cur, limit), p, err)
+			f.check(t, after, p, err)
+			p, err = half.Before(ctx, convA, cur, limit, skip[len(skip)/2:]...)
+			f.check(t, before, p, err)
+			p, err = plain.After(ctx, convA, cur, limit, skip...)
+			f.check(t, after, p, err)
 		}
 	}
+	p, err := plain.ByKeys(ctx, convA, []uint64{1, 2, 3, 99, 102}, []uint64{5_000_150, 5_000_151}, skip...)
+	f.check(t, fmt.Sprintf("SELECT * FROM conv_msg WHERE conv_id=%d AND seq IN (1,2,3,99,102,150,151) ORDER BY seq", convA), p, err)
 	all := textQuery(t, f.conn, fmt.Sprintf("SELECT conv_id, msg_id FROM conv_msg WHERE conv_id=%d", convA))
 	if len(all.rows) != nA-len(skip) {
 		t.Fatalf("%d rows left, want %d", len(all.rows), nA-len(skip))

@@ -28,7 +28,8 @@ type WriterOptions struct {
 }
 
 // Writer builds one cold file in memory: rows of one shard and one day,
-// added in (conv_id, seq) order. The archiver bounds a part's rows so the
+// added in (conv_id, seq) order (an inbox file's in (uid, conv_id, seq)
+// order). The archiver bounds a part's rows so the
 // buffer stays small; Finish returns the file's bytes and what the catalog
 // records about it. The same rows and options always give the same bytes,
 // which is what makes a rerun's PutIfAbsent idempotent.
@@ -42,6 +43,8 @@ type Writer struct {
 	info   FileInfo
 	last   *ConvRange
 	keyIdx [len(keyColumns)]int
+	// lastInbox is the key of an inbox file's last row.
+	lastInbox *[3]uint64
 }
 
 // NewWriter starts a file for shard's rows of day (UTC).
@@ -61,17 +64,27 @@ func NewWriter(t Tables, shard int, day time.Time, opt WriterOptions) (*Writer, 
 		return nil, err
 	}
 	w := &Writer{tables: t, shard: shard, day: day.UTC().Truncate(24 * time.Hour), lay: lay}
-	for i, k := range keyColumns {
-		w.keyIdx[i] = t.msgIndex(k)
+	sorting := parquet.SortingWriterConfig(parquet.SortingColumns(parquet.Ascending("conv_id"), parquet.Ascending("seq")))
+	// msg_id lookups without a conversation (msg_content by msg_id) can
+	// skip a file by its bloom filter.
+	bloom := parquet.BloomFilters(parquet.SplitBlockFilter(10, "msg_id"))
+	if t.inbox() {
+		for i, k := range inboxKeyColumns {
+			w.keyIdx[i] = columnAt(t.Inbox, k)
+		}
+		sorting = parquet.SortingWriterConfig(parquet.SortingColumns(parquet.Ascending("uid"), parquet.Ascending("conv_id"), parquet.Ascending("seq")))
+		bloom = parquet.BloomFilters()
+	} else {
+		for i, k := range keyColumns {
+			w.keyIdx[i] = t.msgIndex(k)
+		}
 	}
 	w.pw = parquet.NewWriter(&w.buf, s,
 		parquet.MaxRowsPerRowGroup(opt.RowsPerGroup),
 		parquet.PageBufferSize(opt.PageBytes),
 		parquet.CreatedBy("convoy", formatVersion, ""),
-		parquet.SortingWriterConfig(parquet.SortingColumns(parquet.Ascending("conv_id"), parquet.Ascending("seq"))),
-		// msg_id lookups without a conversation (msg_content by msg_id)
-		// can skip a file by its bloom filter.
-		parquet.BloomFilters(parquet.SplitBlockFilter(10, "msg_id")),
+		sorting,
+		bloom,
 		parquet.KeyValueMetadata(metaVersion, formatVersion),
 		parquet.KeyValueMetadata(metaColumns, t.marshal()),
 		parquet.KeyValueMetadata(metaShard, strconv.Itoa(shard)),
@@ -83,6 +96,9 @@ func NewWriter(t Tables, shard int, day time.Time, opt WriterOptions) (*Writer, 
 // Add appends one row. Rows must come in strictly increasing (conv_id, seq)
 // order with len(Msg) and len(Content) (when not nil) matching the tables.
 func (w *Writer) Add(r Row) error {
+	if w.tables.inbox() {
+		return w.addInbox(r)
+	}
 	if len(r.Msg) != len(w.tables.Msg) {
 		return fmt.Errorf("cold: row has %d conv_msg values, want %d", len(r.Msg), len(w.tables.Msg))
 	}
@@ -129,12 +145,45 @@ func (w *Writer) Add(r Row) error {
 		return fmt.Errorf("cold: write row (%d,%d): %w", conv, seq, err)
 	}
 	w.info.Digest.Add(r)
-	if w.last == nil || w.last.ConvID != conv {
-		w.info.Convs = append(w.info.Convs, ConvRange{ConvID: conv, MinSeq: seq})
-		w.last = &w.info.Convs[len(w.info.Convs)-1]
+	extend(&w.info, conv, seq, msgID)
+	w.last = &w.info.Convs[len(w.info.Convs)-1]
+	return nil
+}
+
+// addInbox appends one im_inbox row (values in r.Msg), in strictly
+// increasing (uid, conv_id, seq) order. An inbox file's FileInfo has no
+// conversation ranges: nothing reads inbox rows back by conversation.
+func (w *Writer) addInbox(r Row) error {
+	if len(r.Msg) != len(w.tables.Inbox) || r.Content != nil {
+		return fmt.Errorf("cold: inbox row has %d values (and a body %v), want %d", len(r.Msg), r.Content != nil, len(w.tables.Inbox))
 	}
-	w.last.MaxSeq = seq
-	w.last.Rows++
+	var k [3]uint64
+	for i, name := range inboxKeyColumns {
+		v, err := parseUint(r.Msg[w.keyIdx[i]], "im_inbox."+name)
+		if err != nil {
+			return err
+		}
+		k[i] = v
+	}
+	if l := w.lastInbox; l != nil && slices.Compare(k[:], l[:]) <= 0 {
+		return fmt.Errorf("cold: inbox row %v after %v: rows must be in (uid, conv_id, seq) order", k, *l)
+	}
+	row := make(parquet.Row, len(w.lay.msg)+len(inboxKeyColumns))
+	for i, col := range []int{w.lay.uid, w.lay.convID, w.lay.seq} {
+		row[col] = parquet.Int64Value(int64(k[i])).Level(0, 0, col)
+	}
+	for i, col := range w.lay.msg {
+		if v := r.Msg[i]; v == nil {
+			row[col] = parquet.NullValue().Level(0, 0, col)
+		} else {
+			row[col] = parquet.ByteArrayValue(v).Level(0, 1, col)
+		}
+	}
+	if _, err := w.pw.WriteRows([]parquet.Row{row}); err != nil {
+		return fmt.Errorf("cold: write inbox row %v: %w", k, err)
+	}
+	w.info.Digest.Add(r)
+	w.lastInbox = &k
 	return nil
 }
 

@@ -2,6 +2,7 @@ package cold_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +98,91 @@ func TestMemCatalog(t *testing.T) {
 	}
 	if got, _ := c.Files(context.Background(), 3); len(got) != 0 {
 		t.Fatalf("conv 3: %+v", got)
+	}
+}
+
+// TestInboxFile: im_inbox rows read from MariaDB go into an inbox file
+// that Verify accepts and ScanFile reads back value for value, in primary
+// key order; rows out of order and history-shaped rows are refused, and a
+// history Reader handed an inbox file errs instead of reading it as
+// history.
+func TestInboxFile(t *testing.T) {
+	f := startFixture(t)
+	var sb strings.Builder
+	for uid := 1; uid <= 3; uid++ {
+		for seq := 1; seq <= 40; seq++ {
+			fmt.Fprintf(&sb, "INSERT INTO coldtest.im_inbox VALUES (%d, %d, %d, %d, '2026-01-01 08:%02d:%02d.%03d');\n", uid, 900+seq%2, seq, 10_000*uid+seq, seq/60, seq%60, seq)
+		}
+	}
+	fmt.Fprintf(&sb, "INSERT INTO coldtest.im_inbox VALUES (18446744073709551615, 1, 1, 1, '2026-01-01 23:59:59.999');\n")
+	f.db.Exec(t, sb.String())
+	all := textQuery(t, f.conn, "SELECT * FROM im_inbox ORDER BY uid, conv_id, seq")
+	day := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w, err := cold.NewWriter(cold.Tables{Inbox: all.cols}, 441, day, cold.WriterOptions{RowsPerGroup: 16, PageBytes: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range all.rows {
+		if err := w.Add(cold.Row{Msg: r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, info, err := w.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	store, err := cold.OpenStore(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info.Key = cold.InboxObjectKey("h", 441, day, 0)
+	if info.Key != "h/0441/20260101/inbox-0000.parquet" {
+		t.Fatalf("key %s", info.Key)
+	}
+	if err := store.PutIfAbsent(ctx, info.Key, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := cold.Verify(ctx, store, info.Key, info); err != nil {
+		t.Fatal(err)
+	}
+	var got [][][]byte
+	var uids []uint64
+	err = cold.ScanFile(ctx, store, info, func(tb cold.Tables, r cold.Row) error {
+		if fmt.Sprint(tb.Inbox) != fmt.Sprint(all.cols) {
+			return fmt.Errorf("definitions %v, want %v", tb.Inbox, all.cols)
+		}
+		got = append(got, r.Msg)
+		uids = append(uids, r.UID)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(all.rows) || uids[len(uids)-1] != 18446744073709551615 {
+		t.Fatalf("read back %d rows (last uid %d), wrote %d", len(got), uids[len(uids)-1], len(all.rows))
+	}
+	for i := range got {
+		if !equalValues(got[i], all.rows[i]) {
+			t.Fatalf("row %d: %q, want %q", i, got[i], all.rows[i])
+		}
+	}
+	w, _ = cold.NewWriter(cold.Tables{Inbox: all.cols}, 441, day, cold.WriterOptions{})
+	if err := w.Add(cold.Row{Msg: all.rows[1]}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add(cold.Row{Msg: all.rows[0]}); err == nil {
+		t.Error("an inbox row out of order was accepted")
+	}
+	if err := w.Add(cold.Row{Msg: all.rows[5], Content: all.rows[5]}); err == nil {
+		t.Error("an inbox row with a body was accepted")
+	}
+	if _, err := cold.NewWriter(cold.Tables{Inbox: all.cols, Msg: f.tables.Msg}, 441, day, cold.WriterOptions{}); err == nil {
+		t.Error("a file of both kinds was accepted")
+	}
+	cat := cold.NewMemCatalog()
+	cat.Add(cold.FileInfo{Key: info.Key, Convs: []cold.ConvRange{{ConvID: 900, MinSeq: 1, MaxSeq: 40}}})
+	if _, err := cold.NewReader(store, cat, cold.ReaderOptions{}).Before(ctx, 900, 41, 5); err == nil {
+		t.Error("a history read of an inbox file did not fail")
 	}
 }

@@ -41,6 +41,11 @@ var knownMetrics = map[string][]string{
 	"convoy_migration_hold_queued_writes":      {},
 	"convoy_migration_hold_wait_seconds":       {}, // histogram
 	"convoy_migration_hold_refused_total":      {"reason"},
+	"convoy_cold_reads_total":                  {"shape", "first_screen", "result"},
+	"convoy_cold_read_duration_seconds":        {"shape"}, // histogram
+	"convoy_cold_rows_total":                   {},
+	"convoy_cold_checks_total":                 {"decision"},
+	"convoy_cold_writes_total":                 {"result"},
 
 	// proxy/server.go (client side)
 	"convoy_client_connections":                {},
@@ -108,7 +113,7 @@ var knownMetrics = map[string][]string{
 }
 
 // histograms expose <name>_bucket (with le), _sum and _count.
-var histograms = []string{"convoy_datasource_query_duration_seconds", "convoy_scatter_targets", "convoy_migration_hold_wait_seconds",
+var histograms = []string{"convoy_datasource_query_duration_seconds", "convoy_scatter_targets", "convoy_migration_hold_wait_seconds", "convoy_cold_read_duration_seconds",
 	migrate.MetricDualWriteSeconds, migrate.MetricRampLatency, routecfg.MetricLockSeconds, routecfg.MetricShardHoldSeconds,
 	"convoy_search_query_duration_seconds", "convoy_search_index_lag_seconds"}
 
@@ -238,6 +243,7 @@ func TestDashboard(t *testing.T) {
 		routecfg.MetricShardsHeld, routecfg.MetricShardHoldFails,
 		migrate.MetricRowsCopied, migrate.MetricApplyLag, migrate.MetricJobStep, migrate.MetricStepFailures,
 		migrate.MetricRampReads, migrate.MetricRampLatency,
+		archive.MetricRows, "convoy_cold_reads_total", "convoy_cold_read_duration_seconds", "convoy_cold_checks_total", "convoy_cold_writes_total",
 	} {
 		if !used[m] {
 			t.Errorf("no panel uses %s", m)

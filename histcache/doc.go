@@ -154,6 +154,36 @@
 //     it at a latency cost and is not done.
 //   - seq above MaxSeq (2^53-1, float64 scores) is never cached.
 //
+// # The cold tier
+//
+// Rows older than the warm window move to the archive (packages cold and
+// archive) and are deleted from MySQL; "the page MySQL would return" is
+// then the page MySQL and the archive return together (proxy/engine's
+// cold read path). The invariant still holds, for three reasons:
+//
+//   - The cache is never filled with archived rows: a fill reads MySQL
+//     only. Its coverage must then not reach below a row that only the
+//     archive holds, so the engine reads the conversation's archived range
+//     (maintained in the shard's database, in the transaction that deletes
+//     the warm rows) after the fill's MySQL read and starts the coverage
+//     above it (lo = archived max + 1, entries below dropped). Read after
+//     the rows, the range counts every row the read missed; a row deleted
+//     after the read is in the fill and in the archive alike.
+//   - The archiver deletes a warm row only while it equals its archived
+//     copy (rows locked, compared value by value), and a read serves the
+//     archived copy from then on: a cached entry of a row archived after
+//     the fill is still exactly that row. The archiver writes no markers:
+//     its deletes change no answer.
+//   - Writes of archived rows through Convoy (a DELETE recording a
+//     tombstone) are conv_msg writes like any other: markers, then
+//     invalidation.
+//
+// A hot-tier hit is therefore served without asking the archive; a miss
+// goes to MySQL and, when the page runs below what MySQL holds, to the
+// archive. The archiver also keeps each conversation's newest 500 rows
+// (cold.keep_newest, the MaxEntries a fill reads) in MySQL, so a fill of
+// a conversation with archived rows finds a full range there.
+//
 // Timeouts: every call is bounded by Options.Timeout through its context;
 // the go-redis client must be built with ContextTimeoutEnabled, or a hung
 // (not dead) Redis is only bounded by the client's ReadTimeout. With

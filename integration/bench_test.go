@@ -32,6 +32,13 @@ func questions(b *testing.B, ds ...*testsvc.MariaDB) int64 {
 
 // runParallel runs op from conns goroutines for d and reports QPS and p99.
 func runParallel(b *testing.B, conns int, d time.Duration, op func(i int) error) {
+	reportLatencies(b, "", d, parallelLatencies(b, conns, d, op))
+}
+
+// parallelLatencies runs op from conns goroutines for d (i numbers the
+// calls, distinct across goroutines) and returns their latencies, sorted;
+// any error fails the benchmark.
+func parallelLatencies(b *testing.B, conns int, d time.Duration, op func(i int) error) []time.Duration {
 	var mu sync.Mutex
 	var lat []time.Duration
 	var wg sync.WaitGroup
@@ -62,9 +69,15 @@ func runParallel(b *testing.B, conns int, d time.Duration, op func(i int) error)
 		b.Fatalf("%d errors", errs)
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	b.ReportMetric(float64(len(lat))/d.Seconds(), "qps")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-us")
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-us")
+	return lat
+}
+
+// reportLatencies reports QPS, p99 and p50 of lat (sorted, taken over d),
+// their names after prefix.
+func reportLatencies(b *testing.B, prefix string, d time.Duration, lat []time.Duration) {
+	b.ReportMetric(float64(len(lat))/d.Seconds(), prefix+"qps")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), prefix+"p99-us")
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), prefix+"p50-us")
 }
 
 // BenchmarkFirstScreen compares the first-screen history page served from

@@ -18,7 +18,7 @@ func errno(err error) uint16 {
 	return 0
 }
 
-func mustExec(t *testing.T, c interface {
+func mustExec(t testing.TB, c interface {
 	ExecContext(context.Context, string, ...any) (sql.Result, error)
 }, q string, args ...any) sql.Result {
 	t.Helper()

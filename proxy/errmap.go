@@ -45,6 +45,10 @@ var codes = map[engine.Code]mysqlCode{
 	// message says so and names the shard. Transient, like a datasource
 	// that is down.
 	engine.CodeShardUnavailable: {mysql.ER_UNKNOWN_ERROR, "HY000"},
+	// An UPDATE of messages only the cold tier holds: MariaDB's "Table is
+	// read only" (what a read-only table answers a write with), the
+	// message naming the conversation and seqs; nothing was changed.
+	engine.CodeArchivedReadOnly: {mysql.ER_OPEN_AS_READONLY, "HY000"},
 }
 
 // toMySQL maps any error to the packet the client receives. Backend error

@@ -11,7 +11,9 @@ import (
 // status) but encodes straight into the send buffer: go-mysql allocates a
 // buffer per result, copies every row into it, and re-encodes every renamed
 // column definition through a chain of small allocations. Rows, text or
-// binary, are forwarded as the backend sent them.
+// binary, are forwarded as the backend sent them. The closing EOF carries
+// the count of the engine's own warnings for the statement (the cold
+// tier's "result may be incomplete"), which SHOW WARNINGS then lists.
 func (h *handler) writeResultset(rs *mysql.Resultset) error {
 	cc, seq := h.cc, h.conn.Sequence
 	start := cc.startPacket()
@@ -27,7 +29,7 @@ func (h *handler) writeResultset(rs *mysql.Resultset) error {
 		}
 	}
 	status := h.status()
-	if err := cc.eof(&seq, status); err != nil {
+	if err := cc.eof(&seq, status, 0); err != nil {
 		return err
 	}
 	for _, row := range rs.RowDatas {
@@ -37,7 +39,7 @@ func (h *handler) writeResultset(rs *mysql.Resultset) error {
 			return err
 		}
 	}
-	err := cc.eof(&seq, status)
+	err := cc.eof(&seq, status, h.sess.WarningCount())
 	h.conn.Sequence = seq
 	return err
 }
@@ -103,9 +105,9 @@ func (l *clientConn) endPacket(start int, seq *uint8) error {
 	return nil
 }
 
-// eof appends an EOF packet: no warnings (as go-mysql's writer), status.
-func (l *clientConn) eof(seq *uint8, status uint16) error {
+// eof appends an EOF packet: a warning count and the status.
+func (l *clientConn) eof(seq *uint8, status, warnings uint16) error {
 	start := l.startPacket()
-	l.wbuf = append(l.wbuf, mysql.EOF_HEADER, 0, 0, byte(status), byte(status>>8))
+	l.wbuf = append(l.wbuf, mysql.EOF_HEADER, byte(warnings), byte(warnings>>8), byte(status), byte(status>>8))
 	return l.endPacket(start, seq)
 }

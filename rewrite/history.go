@@ -26,14 +26,61 @@ type History struct {
 	Limit   Value // Before/After: the page size (literal or ?)
 }
 
-// HistoryShape recognises the seed 000 history reads: a SELECT of plain
-// HistoryColumns from conv_msg (no join, alias allowed) whose WHERE is
-// exactly `conv_id = v AND seq < v` (or >) with ORDER BY seq DESC (ASC) and
-// LIMIT n, or exactly `conv_id = v AND msg_id = v`. Anything else is not a
-// history read and goes to MySQL.
+// HistoryShape recognises the seed 000 history reads the hot tier serves:
+// an ArchiveShape read of conv_msg whose select list is plain
+// HistoryColumns (no wildcard, no alias). Anything else is not a history
+// read for the hot tier and goes to MySQL.
 func HistoryShape(a *Analysis) (*History, bool) {
+	r, ok := ArchiveShape(a)
+	if !ok || r.Table != "conv_msg" {
+		return nil, false
+	}
+	h := &History{Dir: r.Dir, ConvID: r.ConvID, Cursor: r.Cursor, Limit: r.Limit}
+	for _, f := range r.fields {
+		if f.wildcard || f.alias || !HistoryColumns[f.name] {
+			return nil, false
+		}
+		h.Columns = append(h.Columns, f.name)
+	}
+	return h, true
+}
+
+// ArchiveRead is a read the cold tier can continue (seed 000's three
+// history reads, and the body fetch by msg_id that follows them), with any
+// select list of the table's plain columns or *:
+//
+//	conv_msg    WHERE conv_id = v AND seq < v ORDER BY seq DESC LIMIT n   (Before)
+//	conv_msg    WHERE conv_id = v AND seq > v ORDER BY seq [ASC] LIMIT n  (After)
+//	conv_msg    WHERE conv_id = v AND msg_id = v                          (Anchor)
+//	msg_content WHERE conv_id = v AND msg_id = v | msg_id IN (v, ...)     (Dir 0)
+//
+// (operands in either order, an alias allowed, nothing else in WHERE).
+type ArchiveRead struct {
+	Table  string // "conv_msg" or "msg_content"
+	Dir    HistoryDir
+	ConvID Value
+	Cursor Value   // Before/After: the seq bound; Anchor: the msg_id
+	Limit  Value   // Before/After: the page size
+	MsgIDs []Value // msg_content: the msg_ids asked for
+	fields []selectField
+}
+
+// selectField is one item of a select list: a column (its name, whether
+// it is renamed) or a wildcard.
+type selectField struct {
+	name     string
+	alias    bool
+	wildcard bool
+}
+
+// ArchiveShape recognises an ArchiveRead.
+func ArchiveShape(a *Analysis) (*ArchiveRead, bool) {
 	sel, ok := a.Stmt.(*ast.SelectStmt)
-	if !ok || len(a.Sharded) != 1 || a.Sharded[0] != "conv_msg" || !a.HasKey || len(a.Keys) != 1 {
+	if !ok || len(a.Sharded) != 1 || !a.HasKey || len(a.Keys) != 1 {
+		return nil, false
+	}
+	table := a.Sharded[0]
+	if table != "conv_msg" && table != "msg_content" {
 		return nil, false
 	}
 	if sel.Distinct || sel.GroupBy != nil || sel.Having != nil || sel.LockInfo != nil || sel.With != nil ||
@@ -51,13 +98,17 @@ func HistoryShape(a *Analysis) (*History, bool) {
 	if _, ok := src.Source.(*ast.TableName); !ok {
 		return nil, false
 	}
-	h := &History{ConvID: a.Keys[0]}
+	r := &ArchiveRead{Table: table, ConvID: a.Keys[0]}
 	for _, f := range sel.Fields.Fields {
+		if f.WildCard != nil {
+			r.fields = append(r.fields, selectField{wildcard: true})
+			continue
+		}
 		c, ok := f.Expr.(*ast.ColumnNameExpr)
-		if f.WildCard != nil || !ok || f.AsName.O != "" || !HistoryColumns[c.Name.Name.L] {
+		if !ok {
 			return nil, false
 		}
-		h.Columns = append(h.Columns, c.Name.Name.L)
+		r.fields = append(r.fields, selectField{name: c.Name.Name.L, alias: f.AsName.O != ""})
 	}
 	conds := conjuncts(sel.Where, nil)
 	if len(conds) != 2 {
@@ -66,6 +117,20 @@ func HistoryShape(a *Analysis) (*History, bool) {
 	var seqOp opcode.Op
 	var haveConv bool
 	for _, c := range conds {
+		if in, ok := unparen(c).(*ast.PatternInExpr); ok {
+			col, isCol := unparen(in.Expr).(*ast.ColumnNameExpr)
+			if table != "msg_content" || r.MsgIDs != nil || !isCol || col.Name.Name.L != "msg_id" || in.Not || in.Sel != nil || len(in.List) == 0 {
+				return nil, false
+			}
+			for _, item := range in.List {
+				v, ok := a.value(item)
+				if !ok {
+					return nil, false
+				}
+				r.MsgIDs = append(r.MsgIDs, v)
+			}
+			continue
+		}
 		b, ok := unparen(c).(*ast.BinaryOperationExpr)
 		if !ok {
 			return nil, false
@@ -81,26 +146,28 @@ func HistoryShape(a *Analysis) (*History, bool) {
 		switch {
 		case col == "conv_id" && op == opcode.EQ:
 			haveConv = true
-		case col == "seq" && (op == opcode.LT || op == opcode.GT) && h.Dir == 0:
-			h.Cursor, seqOp = v, op
-			h.Dir = HistoryBefore
+		case table == "msg_content" && col == "msg_id" && op == opcode.EQ && r.MsgIDs == nil:
+			r.MsgIDs = []Value{v}
+		case table == "conv_msg" && col == "seq" && (op == opcode.LT || op == opcode.GT) && r.Dir == 0:
+			r.Cursor, seqOp = v, op
+			r.Dir = HistoryBefore
 			if op == opcode.GT {
-				h.Dir = HistoryAfter
+				r.Dir = HistoryAfter
 			}
-		case col == "msg_id" && op == opcode.EQ && h.Dir == 0:
-			h.Cursor, h.Dir = v, HistoryAnchor
+		case table == "conv_msg" && col == "msg_id" && op == opcode.EQ && r.Dir == 0:
+			r.Cursor, r.Dir = v, HistoryAnchor
 		default:
 			return nil, false
 		}
 	}
-	if !haveConv || h.Dir == 0 {
+	if !haveConv || r.Dir == 0 && r.MsgIDs == nil {
 		return nil, false
 	}
-	if h.Dir == HistoryAnchor {
+	if r.Dir == 0 || r.Dir == HistoryAnchor {
 		if sel.OrderBy != nil || sel.Limit != nil {
 			return nil, false
 		}
-		return h, true
+		return r, true
 	}
 	if sel.OrderBy == nil || len(sel.OrderBy.Items) != 1 || sel.Limit == nil || sel.Limit.Offset != nil {
 		return nil, false
@@ -113,8 +180,106 @@ func HistoryShape(a *Analysis) (*History, bool) {
 	if !ok {
 		return nil, false
 	}
-	h.Limit = lim
-	return h, true
+	r.Limit = lim
+	return r, true
+}
+
+// ArchiveWrite is an UPDATE or DELETE of conv_msg or msg_content, as the
+// cold tier needs to know it: which conversations, and, when Keyed, the
+// rows it names (WHERE exactly conv_id = v AND seq = v | seq IN (...) |
+// msg_id = v | msg_id IN (...), no ORDER BY / LIMIT). An unkeyed write may
+// reach any row of its conversations.
+type ArchiveWrite struct {
+	Table  string
+	Delete bool
+	ConvID []Value // the shard key values (empty: none, a keyless write)
+	Keyed  bool
+	Seqs   []Value // conv_msg by seq
+	MsgIDs []Value // by msg_id
+}
+
+// ArchiveWriteShape returns the ArchiveWrite of an UPDATE or DELETE that
+// names conv_msg or msg_content (ok false for any other statement).
+func ArchiveWriteShape(a *Analysis) (*ArchiveWrite, bool) {
+	var where ast.ExprNode
+	w := &ArchiveWrite{}
+	switch st := a.Stmt.(type) {
+	case *ast.UpdateStmt:
+		where = st.Where
+		w.Keyed = st.Order == nil && st.Limit == nil && !st.MultipleTable
+	case *ast.DeleteStmt:
+		where, w.Delete = st.Where, true
+		w.Keyed = st.Order == nil && st.Limit == nil && !st.IsMultiTable
+	default:
+		return nil, false
+	}
+	for _, t := range a.Sharded {
+		if t == "conv_msg" || t == "msg_content" {
+			w.Table = t
+		}
+	}
+	if w.Table == "" {
+		return nil, false
+	}
+	if a.HasKey {
+		w.ConvID = a.Keys
+	}
+	w.Keyed = w.Keyed && len(a.Sharded) == 1 && len(a.Keys) == 1 && w.keys(a, where)
+	if !w.Keyed {
+		w.Seqs, w.MsgIDs = nil, nil
+	}
+	return w, true
+}
+
+// keys reads the key condition of a keyed write's WHERE.
+func (w *ArchiveWrite) keys(a *Analysis, where ast.ExprNode) bool {
+	conds := conjuncts(where, nil)
+	if len(conds) != 2 {
+		return false
+	}
+	haveConv := false
+	for _, c := range conds {
+		var col string
+		var vals []Value
+		switch x := unparen(c).(type) {
+		case *ast.PatternInExpr:
+			cn, ok := unparen(x.Expr).(*ast.ColumnNameExpr)
+			if !ok || x.Not || x.Sel != nil || len(x.List) == 0 {
+				return false
+			}
+			col = cn.Name.Name.L
+			for _, item := range x.List {
+				v, ok := a.value(item)
+				if !ok {
+					return false
+				}
+				vals = append(vals, v)
+			}
+		case *ast.BinaryOperationExpr:
+			name, val, op, ok := columnCompare(x)
+			if !ok || op != opcode.EQ {
+				return false
+			}
+			v, ok := a.value(val)
+			if !ok {
+				return false
+			}
+			col, vals = name, []Value{v}
+		default:
+			return false
+		}
+		switch {
+		case col == "conv_id" && len(vals) == 1:
+			haveConv = true
+		case col == "seq" && w.Table == "conv_msg" && w.Seqs == nil && w.MsgIDs == nil:
+			w.Seqs = vals
+		case col == "msg_id" && w.Seqs == nil && w.MsgIDs == nil:
+			w.MsgIDs = vals
+		default:
+			return false
+		}
+	}
+	return haveConv && (w.Seqs != nil || w.MsgIDs != nil)
 }
 
 // columnCompare splits `col op value` or `value op col` into its parts, the

@@ -48,6 +48,80 @@ func TestHistoryShape(t *testing.T) {
 	}
 }
 
+// TestArchiveShape: the reads the cold tier continues, any plain columns
+// or * of the table; the hot tier's shape is the strict subset of plain
+// history columns.
+func TestArchiveShape(t *testing.T) {
+	cases := []shapeCase{ // want "": not a cold-tier read
+		{"SELECT * FROM conv_msg WHERE conv_id = ? AND seq < ? ORDER BY seq DESC LIMIT 20", "conv_msg dir=1 conv={0 <nil>} cursor={1 <nil>} limit={-1 20} ids=[]"},
+		{"SELECT m.*, seq AS s FROM conv_msg m WHERE 7 = m.conv_id AND m.seq > 5 ORDER BY m.seq LIMIT ?", "conv_msg dir=2 conv={-1 7} cursor={-1 5} limit={0 <nil>} ids=[]"},
+		{"SELECT seq, msg_id, created_at FROM conv_msg WHERE msg_id = 9 AND conv_id = 8", "conv_msg dir=3 conv={-1 8} cursor={-1 9} limit={0 <nil>} ids=[]"},
+		{"SELECT msg_id, content FROM msg_content WHERE conv_id = ? AND msg_id IN (?, ?, 3)", "msg_content dir=0 conv={0 <nil>} cursor={0 <nil>} limit={0 <nil>} ids=[{1 <nil>} {2 <nil>} {-1 3}]"},
+		{"SELECT * FROM msg_content WHERE msg_id = 4 AND conv_id = 1", "msg_content dir=0 conv={-1 1} cursor={0 <nil>} limit={0 <nil>} ids=[{-1 4}]"},
+		{"SELECT * FROM msg_content WHERE conv_id = 1 AND msg_id IN (1, 2) ORDER BY msg_id", ""},
+		{"SELECT * FROM msg_content WHERE conv_id = 1 AND msg_id NOT IN (1, 2)", ""},
+		{"SELECT * FROM msg_content WHERE conv_id = 1 AND seq < 5 ORDER BY seq DESC LIMIT 3", ""},
+		{"SELECT * FROM msg_content WHERE conv_id = 1", ""},
+		{"SELECT * FROM conv_msg WHERE conv_id = 1 AND msg_id IN (1, 2)", ""},
+		{"SELECT seq + 1 FROM conv_msg WHERE conv_id = 1 AND seq < 5 ORDER BY seq DESC LIMIT 3", ""},
+		{"SELECT * FROM conv_msg WHERE conv_id = 1 AND seq < 5 ORDER BY seq ASC LIMIT 3", ""},
+		{"SELECT * FROM conv_msg c JOIN msg_content m ON m.msg_id = c.msg_id WHERE c.conv_id = 1 AND c.seq < 5 ORDER BY c.seq DESC LIMIT 3", ""},
+	}
+	checkShapes(t, cases, func(a *Analysis) string {
+		r, ok := ArchiveShape(a)
+		if !ok {
+			return ""
+		}
+		return fmt.Sprintf("%s dir=%d conv=%v cursor=%v limit=%v ids=%v", r.Table, r.Dir, r.ConvID, r.Cursor, r.Limit, r.MsgIDs)
+	})
+}
+
+type shapeCase struct {
+	q    string
+	want string
+}
+
+// checkShapes parses each case and compares what show prints of it.
+func checkShapes(t *testing.T, cases []shapeCase, show func(*Analysis) string) {
+	t.Helper()
+	p := NewParser()
+	for _, c := range cases {
+		a, err := parseOne(t, p, c.q)
+		if err != nil {
+			t.Fatalf("%s: %v", c.q, err)
+		}
+		if got := show(a); got != c.want {
+			t.Errorf("%s\n got: %s\nwant: %s", c.q, got, c.want)
+		}
+	}
+}
+
+// TestArchiveWriteShape: UPDATE / DELETE of the two archived tables, keyed
+// when the WHERE names rows by seq or msg_id and nothing else.
+func TestArchiveWriteShape(t *testing.T) {
+	cases := []shapeCase{ // want "": not a write of an archived table
+		{"DELETE FROM conv_msg WHERE conv_id = ? AND seq = ?", "conv_msg delete=true convs=[{0 <nil>}] keyed=true seqs=[{1 <nil>}] ids=[]"},
+		{"DELETE FROM conv_msg WHERE msg_id IN (1, ?) AND conv_id = 5", "conv_msg delete=true convs=[{-1 5}] keyed=true seqs=[] ids=[{-1 1} {0 <nil>}]"},
+		{"UPDATE msg_content SET content = '' WHERE conv_id = 3 AND msg_id = 4", "msg_content delete=false convs=[{-1 3}] keyed=true seqs=[] ids=[{-1 4}]"},
+		{"UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 3 AND seq IN (4, 5)", "conv_msg delete=false convs=[{-1 3}] keyed=true seqs=[{-1 4} {-1 5}] ids=[]"},
+		{"DELETE FROM conv_msg WHERE conv_id = 3", "conv_msg delete=true convs=[{-1 3}] keyed=false seqs=[] ids=[]"},
+		{"DELETE FROM conv_msg WHERE conv_id = 3 AND seq < 100", "conv_msg delete=true convs=[{-1 3}] keyed=false seqs=[] ids=[]"},
+		{"DELETE FROM conv_msg WHERE conv_id IN (3, 4) AND seq = 1", "conv_msg delete=true convs=[{-1 3} {-1 4}] keyed=false seqs=[] ids=[]"},
+		{"DELETE FROM msg_content WHERE conv_id = 3 AND seq = 1", "msg_content delete=true convs=[{-1 3}] keyed=false seqs=[] ids=[]"},
+		{"UPDATE conv_msg SET msg_type = 1 WHERE conv_id = 3 AND seq = 1 LIMIT 1", "conv_msg delete=false convs=[{-1 3}] keyed=false seqs=[] ids=[]"},
+		{"UPDATE conv_msg SET msg_type = 1 WHERE conv_id = 3 AND seq = 1 AND msg_type = 2", "conv_msg delete=false convs=[{-1 3}] keyed=false seqs=[] ids=[]"},
+		{"DELETE FROM im_inbox WHERE uid = 1", ""},
+		{"SELECT * FROM conv_msg WHERE conv_id = 1", ""},
+	}
+	checkShapes(t, cases, func(a *Analysis) string {
+		w, ok := ArchiveWriteShape(a)
+		if !ok {
+			return ""
+		}
+		return fmt.Sprintf("%s delete=%v convs=%v keyed=%v seqs=%v ids=%v", w.Table, w.Delete, w.ConvID, w.Keyed, w.Seqs, w.MsgIDs)
+	})
+}
+
 func TestSeqInsert(t *testing.T) {
 	p := NewParser()
 	a, err := parseOne(t, p, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 1, 1, NOW()), (7, 8, ?, 1, NOW()), (9, 9, 9, 9, NOW())")

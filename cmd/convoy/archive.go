@@ -55,15 +55,20 @@ func archiveConnector(ctx context.Context, ds router.Datasource) (*client.Conn, 
 	})
 }
 
-// coldTier is what convoy serve runs of the cold tier.
+// coldTier is what convoy serve runs of the cold tier: the store, the
+// catalog the engine's cold reads use (watched), and this process's
+// archiver manager (nil with cold.run_jobs false).
 type coldTier struct {
 	store   cold.Store
+	stop    context.CancelFunc
 	manager *archive.Manager
 }
 
-// startColdTier opens the store and starts this process's archiver
-// manager (c.Cold.Enabled is set).
-func startColdTier(ctx context.Context, cli *clientv3.Client, c Config, id string, log *zap.Logger, reg prometheus.Registerer) (*coldTier, error) {
+// startColdTier opens the store, hands the engine its cold read path and
+// starts this process's archiver manager (c.Cold.Enabled is set). The
+// engine must get it before serving: plans record whether a statement is
+// one the cold tier continues.
+func startColdTier(ctx context.Context, cli *clientv3.Client, c Config, id string, log *zap.Logger, reg prometheus.Registerer, eng *engine.Engine) (*coldTier, error) {
 	url, err := coldStoreURL(c)
 	if err != nil {
 		return nil, err
@@ -77,18 +82,92 @@ func startColdTier(ctx context.Context, cli *clientv3.Client, c Config, id strin
 		store.Close()
 		return nil, err
 	}
+	cat := archive.NewCatalog(cli, c.Etcd.Cluster, store)
+	wctx, stop := context.WithCancel(context.Background())
+	go cat.Watch(wctx)
+	eng.SetColdTier(coldReads{cat: cat, r: cold.NewReader(store, cat, cold.ReaderOptions{})}, c.Cold.Budget)
+	t := &coldTier{store: store, stop: stop}
+	if c.Cold.RunJobs != nil && !*c.Cold.RunJobs {
+		return t, nil
+	}
 	a, err := archive.New(archive.Config{Client: cli, Cluster: c.Etcd.Cluster, ID: id, Store: store, Connect: archiveConnector,
-		Prefix: c.Cold.Prefix, After: c.Cold.After, DeleteAfter: c.Cold.DeleteAfter, Rate: c.Cold.Rate, Log: log, Metrics: metrics})
+		Prefix: c.Cold.Prefix, After: c.Cold.After, DeleteAfter: c.Cold.DeleteAfter, Rate: c.Cold.Rate, KeepNewest: c.Cold.KeepNewest,
+		InboxAfter: c.Cold.InboxAfter, Log: log, Metrics: metrics})
 	if err != nil {
-		store.Close()
+		t.Close()
 		return nil, err
 	}
-	return &coldTier{store: store, manager: archive.NewManager(a, 0, 0)}, nil
+	t.manager = archive.NewManager(a, 0, 0)
+	return t, nil
 }
 
 func (t *coldTier) Close() {
-	t.manager.Close()
+	if t.manager != nil {
+		t.manager.Close()
+	}
+	t.stop()
 	t.store.Close()
+}
+
+// coldReads is the engine's ColdTier: the catalog made current with etcd
+// before each read (Catalog.Fresh), then the reader.
+type coldReads struct {
+	cat *archive.Catalog
+	r   *cold.Reader
+}
+
+var _ engine.ColdTier = coldReads{}
+
+func (c coldReads) Archived(sh router.Shard) bool { return c.cat.Archived(int(sh)) }
+
+func (c coldReads) Before(ctx context.Context, conv, before uint64, limit int, skip []uint64) (engine.ColdPage, error) {
+	if err := c.cat.Fresh(ctx, conv); err != nil {
+		// Nothing read: with the budget spent that is a partial page with
+		// nothing final, else the archive's failure.
+		return engine.ColdPage{More: true, Frontier: before - 1}, budgetOr(ctx, err)
+	}
+	return pageOf(c.r.Before(ctx, conv, before, limit, skip...))
+}
+
+func (c coldReads) After(ctx context.Context, conv, after uint64, limit int, skip []uint64) (engine.ColdPage, error) {
+	if err := c.cat.Fresh(ctx, conv); err != nil {
+		return engine.ColdPage{More: true, Frontier: after + 1}, budgetOr(ctx, err)
+	}
+	return pageOf(c.r.After(ctx, conv, after, limit, skip...))
+}
+
+func (c coldReads) ByKeys(ctx context.Context, conv uint64, seqs, msgIDs, skip []uint64) (engine.ColdPage, error) {
+	if err := c.cat.Fresh(ctx, conv); err != nil {
+		return engine.ColdPage{More: true}, budgetOr(ctx, err)
+	}
+	return pageOf(c.r.ByKeys(ctx, conv, seqs, msgIDs, skip...))
+}
+
+// budgetOr is nil when ctx's deadline (the budget) is what failed.
+func budgetOr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func pageOf(p cold.Page, err error) (engine.ColdPage, error) {
+	if err != nil {
+		return engine.ColdPage{}, err
+	}
+	cols := func(cs []cold.Column) []engine.ColdColumn {
+		out := make([]engine.ColdColumn, len(cs))
+		for i, c := range cs {
+			out[i] = engine.ColdColumn{Name: c.Name, Type: c.Type, Flags: c.Flags, Decimals: c.Decimals}
+		}
+		return out
+	}
+	out := engine.ColdPage{Msg: cols(p.Tables.Msg), Content: cols(p.Tables.Content), More: p.More, Frontier: p.Frontier,
+		Rows: make([]engine.ColdRow, len(p.Rows))}
+	for i, r := range p.Rows {
+		out.Rows[i] = engine.ColdRow{Seq: r.Seq, MsgID: r.MsgID, Msg: r.Msg, Content: r.Content}
+	}
+	return out, nil
 }
 
 // archiveAdmin answers the archive directives when the cold tier is on

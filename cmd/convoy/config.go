@@ -177,12 +177,17 @@ type Config struct {
 		RunnerTTL time.Duration `yaml:"runner_ttl"`
 	} `yaml:"search"`
 	// Cold is the cold tier (issue 16, package archive): the archiver
-	// every convoy serve hosts when enabled, and the read budget of the
-	// cold read path.
+	// every convoy serve hosts when enabled, and the cold read path.
 	Cold struct {
-		// Enabled: this process runs archiver jobs and answers SHOW
-		// ARCHIVE (default false).
+		// Enabled: history reads continue into the archive, writes naming
+		// archived rows are checked against it, this process runs archiver
+		// jobs (unless run_jobs is false) and answers SHOW ARCHIVE
+		// (default false).
 		Enabled bool `yaml:"enabled"`
+		// RunJobs: this process campaigns for and runs the shards'
+		// archiver jobs (default true); the cold read path works either
+		// way.
+		RunJobs *bool `yaml:"run_jobs"`
 		// Store is the object store URL: file:///dir or
 		// s3://bucket?endpoint=...&use_path_style=true&... (cold.OpenStore);
 		// default file://<working directory>/.state/cold.
@@ -197,11 +202,17 @@ type Config struct {
 		// Rate: rows per second per shard, read and deleted (default 2000;
 		// negative: unlimited).
 		Rate float64 `yaml:"rate"`
-		// InboxAfter: read im_inbox rows older than this are archived
-		// (default 720h, 30 days; not built yet, see README).
+		// KeepNewest: a conversation's newest rows that are never
+		// archived however old (default 500, the hot tier's share: the
+		// first screen stays in MySQL; negative: none).
+		KeepNewest int `yaml:"keep_newest"`
+		// InboxAfter: im_inbox rows already read (seq <= the member's
+		// last_read_seq) and older than this are archived (default 720h,
+		// 30 days), and deleted delete_after later.
 		InboxAfter time.Duration `yaml:"inbox_after"`
-		// Budget bounds a cold read (default 800ms; used by the cold read
-		// path, not built yet).
+		// Budget bounds the cold part of one history read (default
+		// 800ms): what arrived in time is returned, with a warning naming
+		// where to continue.
 		Budget time.Duration `yaml:"budget"`
 	} `yaml:"cold"`
 

@@ -13,6 +13,9 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	"gopkg.in/yaml.v3"
+
+	"github.com/convoy-im/convoy/archive"
+	"github.com/convoy-im/convoy/proxy/engine"
 )
 
 // TestShippedConfigs: the configs of make run and docker compose load with
@@ -171,5 +174,13 @@ func TestLoggerFormats(t *testing.T) {
 
 	if _, err := newLogger("info", "text", zapcore.AddSync(&buf)); err == nil {
 		t.Error(`log_format "text" accepted`)
+	}
+}
+
+// TestColdTableNames: the engine reads and writes the tables the archiver
+// creates in each shard's database, under the same names.
+func TestColdTableNames(t *testing.T) {
+	if engine.ColdRangesTable != archive.ConvTable || engine.ColdTombstoneTable != archive.TombstoneTable {
+		t.Fatalf("engine %s / %s, archiver %s / %s", engine.ColdRangesTable, engine.ColdTombstoneTable, archive.ConvTable, archive.TombstoneTable)
 	}
 }

@@ -487,10 +487,11 @@ func serve(args []string) error {
 		}
 		defer stopSearch()
 	}
-	// The cold tier's archiver runs in every proxy with cold.enabled
-	// (whichever wins a shard's election), like the migration jobs.
+	// The cold tier: every proxy with cold.enabled reads it, and runs the
+	// archiver (whichever wins a shard's election), like the migration
+	// jobs.
 	if c.Cold.Enabled {
-		ct, err := startColdTier(ctx, cli, c, proxyID, log.Named("archive"), reg)
+		ct, err := startColdTier(ctx, cli, c, proxyID, log.Named("archive"), reg, eng)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package testsvc
 import (
 	"bufio"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,6 +118,20 @@ func (s *S3) Pause(t testing.TB) {
 	}
 	if err := waitStopped(s.proc.Process.Pid); err != nil {
 		t.Fatalf("testsvc: s3: %v", err)
+	}
+}
+
+// SetLatency makes every later read of the server wait d before it is
+// answered (0: none), a slow store that keeps its objects.
+func (s *S3) SetLatency(t testing.TB, d time.Duration) {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://%s/_fault/latency?d=%s", s.Addr, d))
+	if err != nil {
+		t.Fatalf("testsvc: s3: set latency: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("testsvc: s3: set latency: %s", resp.Status)
 	}
 }
 

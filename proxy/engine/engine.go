@@ -96,6 +96,7 @@ type Engine struct {
 	window   *stats.Window // sliding-window shard stats for SHOW SHARD STATS / HEALTH
 	admin    AdminHooks
 	hot      *hotState    // nil: no hot tier
+	cold     *coldState   // nil: no cold tier (cold.go)
 	ramps    ReadRamps    // nil: no read ramps (ramp.go)
 	dual     DualWrites   // nil: no dual-write (dualwrite.go)
 	search   *searchState // nil: msg_search not enabled (search.go)

@@ -36,6 +36,7 @@ const (
 	CodeShardUnavailable               // a migration switch of the shard is unresolved: its writes cannot be routed safely
 	CodeTableAccessDenied              // the account lacks the privilege for a statement on a table (1142)
 	CodeDBAccessDenied                 // the account may not use a database (1044)
+	CodeArchivedReadOnly               // an UPDATE names archived messages (cold tier), which are read-only
 	codeCount                          // keep last: the mapping test iterates to it
 )
 
@@ -70,6 +71,7 @@ var codeNames = [codeCount]string{
 	CodeStatementTimeout:   "statement_timeout",
 	CodeShardHeld:          "shard_held",
 	CodeShardUnavailable:   "shard_unavailable",
+	CodeArchivedReadOnly:   "archived_read_only",
 }
 
 func (c Code) String() string {

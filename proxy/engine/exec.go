@@ -68,6 +68,10 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 		return okResult(), nil
 	}
 	if pl.tmpl == nil {
+		if r, ok := s.showWarnings(pl, binary); ok {
+			s.e.metrics.countStatement("session")
+			return r, nil
+		}
 		if r, ok, err := s.introspect(pl, args, binary); ok {
 			return r, err
 		}
@@ -111,23 +115,24 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 		return s.ddl(pl)
 	}
 	if s.e.hot == nil {
-		return s.runSharded(pl, args, binary)
+		return s.readSharded(pl, args, binary)
 	}
 	// The hot tier: history reads may be served from it; conv_msg writes
 	// keep it exact (markers before the commit, write-through or
-	// invalidation after).
+	// invalidation after). Its pages are exact with archived rows too
+	// (package histcache, "The cold tier"): a hit needs no cold check.
 	switch {
 	case pl.hist != nil && !s.inTxn() && s.readsTarget(pl, args):
 		// Read from the migration target: the hot tier is filled only
 		// from the authoritative side, so this read neither uses nor
 		// fills it.
-		return s.runSharded(pl, args, binary)
+		return s.readSharded(pl, args, binary)
 	case pl.hist != nil && !s.inTxn():
 		if r, ok := s.hotRead(pl, args, binary); ok {
 			s.e.metrics.countStatement("hot")
 			return r, nil
 		}
-		r, err := s.runSharded(pl, args, binary)
+		r, err := s.readSharded(pl, args, binary)
 		if err == nil {
 			s.afterHistoryMiss(pl, args, binary, r)
 		}
@@ -147,7 +152,7 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 		}
 		return r, err
 	}
-	return s.runSharded(pl, args, binary)
+	return s.readSharded(pl, args, binary)
 }
 
 // runSharded executes a statement on sharded tables.
@@ -168,9 +173,17 @@ func (s *Session) runSharded(pl *plan, args []any, binary bool) (*mysql.Result, 
 		return nil, errorf(CodeNotSupported, "%s on %s needs a %s = ... or %s IN (...) condition; refusing to touch every shard",
 			a.Kind, a.Sharded[0], a.KeyColumn, a.KeyColumn)
 	}
+	keyed, err := s.coldWriteCheck(pl, args)
+	if err != nil {
+		return nil, err
+	}
 	shards, err := s.shardsOf(a.Keys, args)
 	if err != nil {
 		return nil, err
+	}
+	if keyed && len(shards) == 1 {
+		snap := s.e.routes.Current()
+		return s.coldWrite(pl, s.partFor(pl, snap, shards[0], snap.Target(shards[0]).Datasource, args, binary), args, binary)
 	}
 	return s.onShards(pl, shards, args, binary)
 }

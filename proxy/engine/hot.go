@@ -205,6 +205,30 @@ func (e *Engine) fill(conv uint64) error {
 	if len(entries) == e.hot.fillRows {
 		lo = entries[len(entries)-1].Seq
 	}
+	if sh := router.ShardOf(conv); e.cold != nil && e.cold.tier.Archived(sh) {
+		// Archived rows are not in MySQL: the coverage must start above
+		// every one of them, or a page below would be served without
+		// them. The range is read after the rows, so it counts every row
+		// the read missed (histcache/doc.go, "The cold tier").
+		lk, err := e.coldLookup(sh)
+		if err != nil {
+			return err
+		}
+		rg, err := lk.ranges(conv)
+		lk.release()
+		if err != nil {
+			return err
+		}
+		if rg.has && lo <= rg.hi {
+			if rg.hi == ^uint64(0) {
+				return nil // nothing can be covered above it
+			}
+			lo = rg.hi + 1
+			for len(entries) > 0 && entries[len(entries)-1].Seq < lo {
+				entries = entries[:len(entries)-1]
+			}
+		}
+	}
 	_, err = e.hot.tier.Fill(ctx, conv, tok, entries, lo, histcache.NoUpperBound)
 	return err
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,12 @@ type Metrics struct {
 	// Message search (search.go): latency by part, errors.
 	searchLatency *prometheus.HistogramVec
 	searchErrors  fixedCounters
+	// The cold tier (cold.go).
+	coldReads     *prometheus.CounterVec   // shape, first_screen, result
+	coldSeconds   *prometheus.HistogramVec // shape
+	coldRowsTotal prometheus.Counter
+	coldChecks    fixedCounters // decision
+	coldWrites    fixedCounters // result
 }
 
 // fixedCounters is a CounterVec over a small label set known up front, its
@@ -147,10 +154,31 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		searchErrors: newFixedCounters(prometheus.CounterOpts{
 			Name: "convoy_search_query_errors_total", Help: "Failed msg_search queries by part.",
 		}, "part", "total", "members", "index", "fresh"),
+		coldReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "convoy_cold_reads_total",
+			Help: "History reads whose page needed the archive (cold tier), by shape (before|after|anchor|bodies), first_screen (a scroll-up page above every seq of its conversation: seed 000 says it never reaches object storage) and result (complete|partial: the budget ran out|unavailable: the archive did not answer).",
+		}, []string{"shape", "first_screen", "result"}),
+		coldSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "convoy_cold_read_duration_seconds",
+			Help:    "Time of a history read's cold part (tombstones, catalog, object store), by shape; bounded by cold.budget.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, .8, 1, 2},
+		}, []string{"shape"}),
+		coldRowsTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "convoy_cold_rows_total", Help: "Archived rows served to clients from the cold tier.",
+		}),
+		coldChecks: newFixedCounters(prometheus.CounterOpts{
+			Name: "convoy_cold_checks_total",
+			Help: "History reads of archived shards by how the engine knew whether the archive had rows for them: page (the page itself proved it, free), ranges (one primary-key lookup of the conversation's archived range in MySQL), cold (the archive was read).",
+		}, "decision", "page", "ranges", "cold"),
+		coldWrites: newFixedCounters(prometheus.CounterOpts{
+			Name: "convoy_cold_writes_total",
+			Help: "UPDATE / DELETE of conv_msg or msg_content on archived shards by outcome: warm (named no archived row), tombstoned (a DELETE hid archived rows), refused (an UPDATE of archived rows, or a DELETE not by key that could reach them), unavailable (the archive could not be checked; nothing changed).",
+		}, "result", "warm", "tombstoned", "refused", "unavailable"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.queries, m.errors, m.latency, m.dsErrors, m.statement.vec, m.scatters, m.scatterN, m.plans.vec, m.backendPS.vec,
-			m.holdQueued, m.holdWait, m.holdRefused.vec, windowCollector{m}, m.searchLatency, m.searchErrors.vec)
+			m.holdQueued, m.holdWait, m.holdRefused.vec, m.coldReads, m.coldSeconds, m.coldRowsTotal, m.coldChecks.vec, m.coldWrites.vec,
+			windowCollector{m}, m.searchLatency, m.searchErrors.vec)
 	}
 	return m
 }
@@ -347,5 +375,34 @@ func (m *Metrics) observeSearch(part string, start time.Time, err error) {
 	m.searchLatency.WithLabelValues(part).Observe(time.Since(start).Seconds())
 	if err != nil {
 		m.searchErrors.inc(part)
+	}
+}
+
+func (m *Metrics) coldDecision(d string) {
+	if m != nil {
+		m.coldChecks.inc(d)
+	}
+}
+
+// coldRead records a read whose page needed the archive.
+func (m *Metrics) coldRead(shape string, firstScreen bool, result string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.coldReads.WithLabelValues(shape, strconv.FormatBool(firstScreen), result).Inc()
+	if d > 0 {
+		m.coldSeconds.WithLabelValues(shape).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) coldRows(n int) {
+	if m != nil && n > 0 {
+		m.coldRowsTotal.Add(float64(n))
+	}
+}
+
+func (m *Metrics) coldWrite(result string) {
+	if m != nil {
+		m.coldWrites.inc(result)
 	}
 }

@@ -30,6 +30,9 @@ type plan struct {
 	hist *rewrite.History
 	// histCols prints hist's columns, the fixed part of its metadata key.
 	histCols string
+	// cold is set for the reads the cold tier may continue and the writes
+	// that may name archived rows, when the cold tier is on.
+	cold *coldPlan
 	// inline: a prepared statement on one shard goes to the backend as text
 	// with its values printed (rewrite.InlineShape); a backend statement per
 	// physical table would thrash the backend's prepared-statement cache.
@@ -243,6 +246,7 @@ func (s *Session) plan(sql string) (*plan, error) {
 				pl.histCols = fmt.Sprint(pl.hist.Columns)
 			}
 		}
+		s.e.planCold(pl)
 		if a.ParamCount > 0 && a.Returning == "" {
 			// (A write returning rows runs prepared on the backend: its rows
 			// are then binary as the client expects, and a write is never

@@ -62,6 +62,10 @@ type Session struct {
 	// oneShard backs the shard list admitWrite hands endWrite for a
 	// single-key write (hold.go), so the common write allocates nothing.
 	oneShard [1]router.Shard
+	// warnings are the engine's own warnings of the current statement
+	// (cold.go); lastWarnings the previous statement's, which SHOW
+	// WARNINGS lists.
+	warnings, lastWarnings []Warning
 }
 
 // txnState is a transaction pinned to one backend connection of one shard.
@@ -161,6 +165,7 @@ func (s *Session) withDefaultConn(fn func(Conn) error) error {
 // Query runs one COM_QUERY.
 func (s *Session) Query(sql string) (*mysql.Result, error) {
 	s.shard = -1
+	s.lastWarnings, s.warnings = s.warnings, nil
 	if r, ok, err := s.directive(sql); ok {
 		return r, classify(err)
 	}
@@ -272,6 +277,7 @@ func (s *Session) describe(ds, db, sql string, p *Prepared) error {
 // Execute runs a prepared statement with its bound arguments.
 func (s *Session) Execute(p *Prepared, args []any) (*mysql.Result, error) {
 	s.shard = -1
+	s.lastWarnings, s.warnings = s.warnings, nil
 	if len(args) != p.Params {
 		return nil, errorf(CodeWrongArguments, "Incorrect arguments to mysqld_stmt_execute: %d given, %d expected", len(args), p.Params)
 	}
