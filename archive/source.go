@@ -72,12 +72,12 @@ const progressTable = "_convoy_archive_progress"
 // a reader that finds rows missing from MySQL finds them counted here in
 // the same or a later read: the engine's cheap "does this page need the
 // cold tier" check (proxy/engine/cold.go reads it under this name).
-const ConvTable = "_convoy_cold_conv"
+const ConvTable = router.ColdRangesTable
 
 // TombstoneTable lists archived rows deleted through Convoy after their
 // warm copy was gone (the engine writes it in the deleting statement's
 // transaction; cold reads skip its rows). The archiver only creates it.
-const TombstoneTable = "_convoy_cold_tombstone"
+const TombstoneTable = router.ColdTombstoneTable
 
 func newSource(conn *client.Conn, snap *router.Snapshot, shard router.Shard, timeout time.Duration) *source {
 	q := func(p router.Physical) string {

@@ -152,11 +152,16 @@ type jobState struct {
 	// Prepared: the target tables were checked empty of the shard, so a
 	// rollback may delete the shard's rows there. Created lists the target
 	// tables prepare created ("db.table"), which a rollback drops if empty.
-	Prepared bool                     `json:"prepared,omitempty"`
-	Created  []string                 `json:"created,omitempty"`
-	Refused  bool                     `json:"refused,omitempty"`
-	Backfill BackfillState            `json:"backfill"`
-	Checksum map[string]ChecksumState `json:"checksum,omitempty"`
+	// Companions are the companion tables (router.CompanionTables) the
+	// source database held at prepare, moved with the shard;
+	// CompanionsChecked says prepare looked.
+	Companions        []string                 `json:"companions,omitempty"`
+	CompanionsChecked bool                     `json:"companions_checked,omitempty"`
+	Prepared          bool                     `json:"prepared,omitempty"`
+	Created           []string                 `json:"created,omitempty"`
+	Refused           bool                     `json:"refused,omitempty"`
+	Backfill          BackfillState            `json:"backfill"`
+	Checksum          map[string]ChecksumState `json:"checksum,omitempty"`
 	// ReverseFrom is the target's binlog position when the forward apply
 	// stopped under the lock, saved before the flip: reverse replication
 	// starts there.
@@ -596,6 +601,9 @@ func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st j
 		j.revTask.stop()
 		if st.Table == nil {
 			for _, m := range j.moves {
+				if isCompanion(m) {
+					continue // shared by the database's shards
+				}
 				if err := markReadOnly(ctx, m.Source, m.Filter, job.ID, job.To.Datasource+":"+m.Target.String()); err != nil {
 					return err
 				}
@@ -664,12 +672,50 @@ func (j *jobRun) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tables := make([]MirrorTable, len(j.moves))
+	tables := make([]MirrorTable, 0, len(j.moves))
 	for i, logical := range router.ShardedTables() { // ShardMoves' order
-		tables[i] = MirrorTable{Logical: logical, Source: j.moves[i].Source, Target: j.moves[i].Target}
+		tables = append(tables, MirrorTable{Logical: logical, Source: j.moves[i].Source, Target: j.moves[i].Target})
 	}
+	j.addCompanions(st.Companions)
 	j.mirror, err = NewMirror(ctx, job.ID, tables)
 	return err
+}
+
+// addCompanions adds the moves of the companion tables (router's: the
+// cold tier's per-database tables) the job carries: copied, replayed,
+// checksummed and rolled back like the logical tables, never mirrored
+// (the binlog apply brings them) and never made read-only or dropped (one
+// table serves every shard of its database).
+func (j *jobRun) addCompanions(names []string) {
+	job, _, _ := j.snapshot()
+	for _, name := range names {
+		f := &ShardFilter{Column: router.CompanionKey, Shard: j.shard}
+		j.moves = append(j.moves, TableMove{
+			Source: Side{DB: j.src.db, Database: job.From.Database, Table: name},
+			Target: Side{DB: j.dst.db, Database: job.To.Database, Table: name}, Filter: f})
+	}
+}
+
+// isCompanion: m moves a companion table (shared by every shard of its
+// database whatever the layout).
+func isCompanion(m TableMove) bool { return slices.Contains(router.CompanionTables(), m.Source.Table) }
+
+// companionsOn lists the companion tables the source database holds: the
+// ones the archiver created there. A table created after prepare holds no
+// row of this shard (the archiver skips a migrating shard, and the engine
+// writes tombstones only for archived rows), so prepare decides once.
+func companionsOn(ctx context.Context, db *sql.DB, database string) ([]string, error) {
+	var out []string
+	for _, name := range router.CompanionTables() {
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", database, name).Scan(&n); err != nil {
+			return nil, fmt.Errorf("migrate: look for %s.%s: %w", database, name, err)
+		}
+		if n > 0 {
+			out = append(out, name)
+		}
+	}
+	return out, nil
 }
 
 // replay syncs the dual-write failures the proxies queued (until the
@@ -735,6 +781,16 @@ func (j *jobRun) prepare(ctx context.Context) error {
 	}
 	if err := checkServers(ctx, j.src.db, j.dst.db, j.src.name, j.dst.name, j.m.cfg.RollbackWindow); err != nil {
 		return err
+	}
+	if _, _, st := j.snapshot(); !st.CompanionsChecked {
+		names, err := companionsOn(ctx, j.src.db, job.From.Database)
+		if err != nil {
+			return err
+		}
+		if err := j.save(ctx, func(_ *routecfg.Job, s *jobState) { s.Companions, s.CompanionsChecked = names, true }); err != nil {
+			return err
+		}
+		j.addCompanions(names)
 	}
 	for _, m := range j.moves {
 		name := m.Target.String()
@@ -971,7 +1027,7 @@ func (j *jobRun) purge(ctx context.Context) error {
 	}
 	lim := NewLimiter(j.m.rate(cmds.Rate))
 	for _, m := range j.moves {
-		if err := deleteShard(ctx, m.Source, m.Filter, lim, st.Table == nil); err != nil {
+		if err := deleteShard(ctx, m.Source, m.Filter, lim, st.Table == nil && !isCompanion(m)); err != nil {
 			return err
 		}
 		if err := unmarkReadOnly(ctx, m.Source, m.Filter); err != nil {

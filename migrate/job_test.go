@@ -301,6 +301,7 @@ func TestJob(t *testing.T) {
 		{"Lag", testJobLag},
 		{"Cleanup", testJobCleanup},
 		{"ReadOnlyOwnTables", testJobReadOnlyOwnTables},
+		{"Companions", testJobCompanions},
 		{"Parallel", testJobParallel},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, e) })
@@ -1072,6 +1073,76 @@ func testJobReadOnlyOwnTables(t *testing.T, e *jobEnv) {
 	}
 	if n := count(t, e.sdb, "SELECT COUNT(*) FROM im_own."+ReadOnlyTable); n != 0 {
 		t.Errorf("%d read-only marks left after the purge", n)
+	}
+}
+
+// The cold tier's companion tables (one per database, rows keyed by
+// conv_id) move with the shard: the rows of the shard the source's tables
+// held at prepare, and those written there during the job (a tombstone of
+// an archived message deleted meanwhile), are on the target at the switch
+// and only those; other shards' rows stay; a rollback removes the job's.
+func testJobCompanions(t *testing.T, e *jobEnv) {
+	ctx := testCtx(t)
+	const cluster, shard, other = "companions", 29, 30
+	e.cluster(t, cluster)
+	keys := e.fill(t, shard, 10, 1)
+	otherKeys := e.fill(t, other, 3, 1)
+	// The archiver's definitions (archive/source.go), by hand: migrate
+	// cannot import archive.
+	e.src.Exec(t, "CREATE TABLE IF NOT EXISTS im_0."+router.ColdRangesTable+` (
+  conv_id BIGINT UNSIGNED NOT NULL, min_seq BIGINT UNSIGNED NOT NULL, max_seq BIGINT UNSIGNED NOT NULL,
+  updated_at DATETIME(3) NOT NULL, PRIMARY KEY (conv_id)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+		"CREATE TABLE IF NOT EXISTS im_0."+router.ColdTombstoneTable+` (
+  conv_id BIGINT UNSIGNED NOT NULL, tbl VARCHAR(16) NOT NULL, seq BIGINT UNSIGNED NOT NULL, msg_id BIGINT UNSIGNED NOT NULL,
+  deleted_at DATETIME(3) NOT NULL, PRIMARY KEY (conv_id, tbl, seq), KEY by_msg (conv_id, tbl, msg_id)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`)
+	for _, k := range append(append([]uint64{}, keys...), otherKeys...) {
+		e.src.Exec(t, fmt.Sprintf("INSERT INTO im_0.%s VALUES (%d, 1, 2, NOW(3))", router.ColdRangesTable, k),
+			fmt.Sprintf("INSERT INTO im_0.%s VALUES (%d, 'conv_msg', 1, %d, NOW(3))", router.ColdTombstoneTable, k, k*10+1))
+	}
+	e.manager(t, cluster, "m1", -1)
+	admin := NewAdmin(e.cli, cluster)
+	store := routecfg.NewJobStore(e.cli, cluster)
+	if _, err := admin.Start(ctx, shard, shard, "ds1", "im_15", 0, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, store, shard, time.Minute, "ready", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepReady })
+	if p, _ := decodeProgress(j); fmt.Sprint(p.State.Companions) != fmt.Sprint(router.CompanionTables()) {
+		t.Fatalf("companions recorded %v", p.State.Companions)
+	}
+	// Written during the job: the binlog apply carries it.
+	e.src.Exec(t, fmt.Sprintf("INSERT INTO im_0.%s VALUES (%d, 'conv_msg', 2, %d, NOW(3))", router.ColdTombstoneTable, keys[0], keys[0]*10+2))
+	if err := admin.Command(ctx, shard, VerbNext, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, store, shard, 30*time.Second, "switched", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepSwitched })
+	for _, table := range router.CompanionTables() {
+		f := &ShardFilter{Column: router.CompanionKey, Shard: shard}
+		src, dst := dump(t, e.sdb, "im_0."+table, f), dump(t, e.ddb, "im_15."+table, f)
+		want := len(keys)
+		if table == router.ColdTombstoneTable {
+			want++
+		}
+		if len(src) != want {
+			t.Fatalf("%s: %d rows of the shard on the source, want %d", table, len(src), want)
+		}
+		sameDump(t, table, src, dst)
+		if n := count(t, e.ddb, "SELECT COUNT(*) FROM im_15."+table+" WHERE CRC32(conv_id) % 1024 <> ?", shard); n != 0 {
+			t.Errorf("%s: %d rows of other shards on the target", table, n)
+		}
+	}
+	if err := admin.Command(ctx, shard, VerbRollback, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, store, shard, 30*time.Second)
+	for _, table := range router.CompanionTables() {
+		if n := count(t, e.ddb, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'im_15' AND TABLE_NAME = ?", table); n != 0 {
+			if rows := count(t, e.ddb, "SELECT COUNT(*) FROM im_15."+table); rows != 0 {
+				t.Errorf("%s: %d rows left on the target after the rollback", table, rows)
+			}
+		}
+		if n := count(t, e.sdb, "SELECT COUNT(*) FROM im_0."+table+" WHERE CRC32(conv_id) % 1024 = ?", other); n != int64(len(otherKeys)) {
+			t.Errorf("%s: the other shard's rows on the source: %d", table, n)
+		}
 	}
 }
 

@@ -52,6 +52,26 @@ func ShardedTables() []string {
 	return []string{"conv_msg", "msg_content", "im_conv_seq", "im_conv_member", "im_inbox"}
 }
 
+// Companion tables: Convoy's own tables in a shard database beside the
+// logical tables' physical ones, one per database whatever the layout, with
+// rows keyed (and sharded) by conv_id like conv_msg's. They belong to the
+// shards whose conversations they name, so a shard migration moves their
+// rows with the logical tables'. The cold tier's: per conversation, the seq
+// range of its archived rows whose warm copy is gone (written by the
+// archiver in the transaction that deletes them), and the archived rows
+// deleted through Convoy (written by the engine in the deleting
+// statement's transaction); cold reads need both.
+const (
+	ColdRangesTable    = "_convoy_cold_conv"
+	ColdTombstoneTable = "_convoy_cold_tombstone"
+)
+
+// CompanionTables lists the companion tables, all keyed by CompanionKey.
+func CompanionTables() []string { return []string{ColdRangesTable, ColdTombstoneTable} }
+
+// CompanionKey is the companion tables' shard key column.
+const CompanionKey = "conv_id"
+
 // PhysicalTableName is the physical name of a logical table at a table index:
 // conv_msg + 441 -> conv_msg_0441, so a name tells where its rows came from.
 func PhysicalTableName(logical string, index int) string {

@@ -14,8 +14,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	"gopkg.in/yaml.v3"
 
-	"github.com/convoy-im/convoy/archive"
-	"github.com/convoy-im/convoy/proxy/engine"
 )
 
 // TestShippedConfigs: the configs of make run and docker compose load with
@@ -177,10 +175,3 @@ func TestLoggerFormats(t *testing.T) {
 	}
 }
 
-// TestColdTableNames: the engine reads and writes the tables the archiver
-// creates in each shard's database, under the same names.
-func TestColdTableNames(t *testing.T) {
-	if engine.ColdRangesTable != archive.ConvTable || engine.ColdTombstoneTable != archive.TombstoneTable {
-		t.Fatalf("engine %s / %s, archiver %s / %s", engine.ColdRangesTable, engine.ColdTombstoneTable, archive.ConvTable, archive.TombstoneTable)
-	}
-}

@@ -63,15 +63,14 @@ type ColdRow struct {
 	Msg, Content [][]byte
 }
 
-// The cold tier's tables in each shard's database, created by the archiver
-// (archive.ConvTable, archive.TombstoneTable: cmd/convoy's tests check the
-// names agree): per conversation the seq range of its archived rows whose
-// warm copy is gone, written in the transaction that deleted them; and the
-// archived rows deleted through Convoy, written in the deleting statement's
-// transaction (coldwrite.go).
+// The cold tier's tables in each shard's database (router's companion
+// tables, created by the archiver): per conversation the seq range of its
+// archived rows whose warm copy is gone, written in the transaction that
+// deleted them; and the archived rows deleted through Convoy, written in
+// the deleting statement's transaction (coldwrite.go).
 const (
-	ColdRangesTable    = "_convoy_cold_conv"
-	ColdTombstoneTable = "_convoy_cold_tombstone"
+	ColdRangesTable    = router.ColdRangesTable
+	ColdTombstoneTable = router.ColdTombstoneTable
 )
 
 // coldState is the engine side of the cold tier.
