@@ -13,7 +13,6 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	"gopkg.in/yaml.v3"
-
 )
 
 // TestShippedConfigs: the configs of make run and docker compose load with
@@ -174,4 +173,3 @@ func TestLoggerFormats(t *testing.T) {
 		t.Error(`log_format "text" accepted`)
 	}
 }
-
