@@ -11,6 +11,7 @@ cd "$ROOT"
 PKGS=${PKGS:-./...}
 
 "$ROOT/scripts/ensure-packages.sh" test || exit 1
+"$ROOT/scripts/ensure-tools.sh" || exit 1
 
 start=$(date +%s)
 out=$(mktemp -t convoy-test.XXXXXX)

@@ -1,116 +1,147 @@
 package testsvc
 
 import (
-	"bufio"
 	"fmt"
+	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// S3 is an S3-compatible server (internal/cmd/s3fake, objects in memory) in
-// its own process on a loopback port, the way MinIO or Ceph RGW would run
-// beside Convoy.
+// S3 is versitygw, a real S3 gateway (every request's SigV4 signature
+// checked, objects as files of a posix directory), in its own process on a
+// loopback port, the way MinIO or Ceph RGW would run beside Convoy. Clients
+// reach it through a small proxy in the test process that can delay reads
+// (SetLatency): a slow store that keeps its objects. The proxy forwards
+// requests unchanged, Host header included, so signatures still verify.
 type S3 struct {
-	// Addr is host:port of the HTTP listener.
+	// Addr is host:port of the endpoint clients use (the proxy).
 	Addr string
-	proc *exec.Cmd
-	done chan struct{}
+
+	dir     string // the posix backend: a directory per bucket
+	proc    *exec.Cmd
+	done    chan struct{}
+	srv     *http.Server
+	latency atomic.Int64
 }
 
-const s3Ready = 10 * time.Second
+const (
+	s3Ready = 20 * time.Second
+	// The test credentials (root account of the gateway).
+	s3Access = "convoy-test"
+	s3Secret = "convoy-test-secret"
+)
 
-var s3Build struct {
-	once sync.Once
-	bin  string
-	err  error
+// versitygwBinary finds versitygw on PATH or in $(go env GOPATH)/bin, where
+// scripts/ensure-tools.sh installs it.
+func versitygwBinary() (string, error) {
+	if p, err := exec.LookPath("versitygw"); err == nil {
+		return p, nil
+	}
+	gopath := os.Getenv("GOPATH")
+	if gopath == "" {
+		if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
+			gopath = strings.TrimSpace(string(out))
+		}
+	}
+	for _, dir := range filepath.SplitList(gopath) {
+		p := filepath.Join(dir, "bin", "versitygw")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("versitygw is not installed (run scripts/ensure-tools.sh: go install github.com/versity/versitygw/cmd/versitygw@v1.8.0)")
 }
 
-// s3fakeBinary builds internal/cmd/s3fake once per test process with the go
-// command that runs the tests (the build cache makes reruns cheap), so a
-// clean machine needs nothing installed beyond Go.
-func s3fakeBinary() (string, error) {
-	s3Build.once.Do(func() {
-		dir, err := os.MkdirTemp("", "convoy-s3fake-")
-		if err != nil {
-			s3Build.err = err
-			return
-		}
-		bin := filepath.Join(dir, "s3fake")
-		gobin, err := exec.LookPath("go")
-		if err != nil {
-			// go test runs without go on PATH in some CI images.
-			gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
-		out, err := exec.Command(gobin, "build", "-o", bin, "github.com/convoy-im/convoy/internal/cmd/s3fake").CombinedOutput()
-		if err != nil {
-			s3Build.err = fmt.Errorf("go build s3fake: %v\n%s", err, out)
-			return
-		}
-		s3Build.bin = bin
-	})
-	return s3Build.bin, s3Build.err
-}
-
-// StartS3 starts s3fake and waits until it listens. It is killed when the
-// test ends; its objects go with it.
+// StartS3 starts versitygw on a free loopback port with an empty posix
+// directory and the proxy in front of it, and waits until it answers. Both
+// stop when the test ends; the objects go with the directory.
 func StartS3(t testing.TB) *S3 {
 	t.Helper()
-	bin, err := s3fakeBinary()
+	bin, err := versitygwBinary()
 	if err != nil {
 		t.Fatalf("testsvc: %v", err)
 	}
-	cmd := exec.Command(bin)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatalf("testsvc: %v", err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	done, err := spawn(cmd)
+	s := &S3{dir: t.TempDir()}
+	// versitygw takes no port 0: a port free a moment ago.
+	backend := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cmd := exec.Command(bin, "--access", s3Access, "--secret", s3Secret, "--port", backend, "--quiet", "posix", s.dir)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	s.done, err = spawn(cmd)
 	if err != nil {
 		t.Fatalf("testsvc: exec %s: %v", bin, err)
 	}
-	s := &S3{proc: cmd, done: done}
+	s.proc = cmd
 	t.Cleanup(s.Kill)
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			line <- sc.Text()
+	deadline := time.Now().Add(s3Ready)
+	for {
+		c, err := net.DialTimeout("tcp", backend, time.Second)
+		if err == nil {
+			c.Close()
+			break
 		}
-		close(line)
-	}()
-	select {
-	case l, ok := <-line:
-		addr, found := strings.CutPrefix(l, "listening ")
-		if !ok || !found {
-			<-done
-			t.Fatalf("testsvc: s3fake did not start (first line %q): %s", l, stderr.String())
+		select {
+		case <-s.done:
+			t.Fatalf("testsvc: versitygw exited during start-up: %s", out.String())
+		default:
 		}
-		s.Addr = addr
-	case <-time.After(s3Ready):
-		t.Fatalf("testsvc: s3fake not listening after %s: %s", s3Ready, stderr.String())
+		if time.Now().After(deadline) {
+			t.Fatalf("testsvc: versitygw not listening on %s after %s: %s", backend, s3Ready, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
+	target := &url.URL{Scheme: "http", Host: backend}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Addr = ln.Addr().String()
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d := time.Duration(s.latency.Load()); d > 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.srv.Serve(ln) }()
 	return s
 }
 
+
 // URL is a cold.OpenStore URL for bucket on this server (path-style, plain
-// HTTP, static test credentials).
+// HTTP, the test credentials); the bucket is created if it is missing.
 func (s *S3) URL(bucket string) string {
-	return fmt.Sprintf("s3://%s?endpoint=http://%s&use_path_style=true&disable_https=true&region=us-east-1&access_key_id=test&secret_access_key=test", bucket, s.Addr)
+	// The posix backend's buckets are the directories of its root.
+	if err := os.MkdirAll(filepath.Join(s.dir, bucket), 0o755); err != nil {
+		panic(fmt.Sprintf("testsvc: s3 bucket %s: %v", bucket, err))
+	}
+	return fmt.Sprintf("s3://%s?endpoint=http://%s&use_path_style=true&disable_https=true&region=us-east-1&access_key_id=%s&secret_access_key=%s",
+		bucket, s.Addr, s3Access, s3Secret)
 }
 
-// Pause stops the server process (SIGSTOP): connections are accepted by
-// the kernel and never answered, as a hung object store does. Resume
-// continues it with its objects.
+// SetLatency makes every later read (GET, HEAD) wait d before it reaches
+// the server (0: none).
+func (s *S3) SetLatency(t testing.TB, d time.Duration) {
+	t.Helper()
+	s.latency.Store(int64(d))
+}
+
+// Pause stops the server process (SIGSTOP): requests are accepted and
+// never answered, as a hung object store does. Resume continues it with
+// its objects.
 func (s *S3) Pause(t testing.TB) {
 	t.Helper()
 	if err := s.proc.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -118,20 +149,6 @@ func (s *S3) Pause(t testing.TB) {
 	}
 	if err := waitStopped(s.proc.Process.Pid); err != nil {
 		t.Fatalf("testsvc: s3: %v", err)
-	}
-}
-
-// SetLatency makes every later read of the server wait d before it is
-// answered (0: none), a slow store that keeps its objects.
-func (s *S3) SetLatency(t testing.TB, d time.Duration) {
-	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://%s/_fault/latency?d=%s", s.Addr, d))
-	if err != nil {
-		t.Fatalf("testsvc: s3: set latency: %v", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("testsvc: s3: set latency: %s", resp.Status)
 	}
 }
 
@@ -143,7 +160,7 @@ func (s *S3) Resume(t testing.TB) {
 	}
 }
 
-// Kill sends SIGKILL and waits for exit.
+// Kill stops the server (SIGKILL, waited for) and the proxy.
 func (s *S3) Kill() {
 	if s.proc == nil {
 		return
@@ -151,4 +168,7 @@ func (s *S3) Kill() {
 	_ = s.proc.Process.Kill()
 	<-s.done
 	s.proc = nil
+	if s.srv != nil {
+		_ = s.srv.Close()
+	}
 }
