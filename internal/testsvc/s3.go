@@ -120,7 +120,6 @@ func StartS3(t testing.TB) *S3 {
 	return s
 }
 
-
 // URL is a cold.OpenStore URL for bucket on this server (path-style, plain
 // HTTP, the test credentials); the bucket is created if it is missing.
 func (s *S3) URL(bucket string) string {
