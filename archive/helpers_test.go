@@ -3,7 +3,6 @@ package archive
 import (
 	"context"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/convoy-im/convoy/internal/testsvc"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
+	"github.com/convoy-im/convoy/schema"
 )
 
 // services are the real servers a test package shares: one MariaDB, one
@@ -254,25 +254,15 @@ func (f *fixture) wantArchived() map[key]int {
 	return out
 }
 
+// imTable is the CREATE TABLE of a logical table as db.physical.
 func imTable(t testing.TB, logical, db, physical string) string {
 	t.Helper()
-	b, err := os.ReadFile("../schema/im.sql")
+	stmt, err := schema.Table(logical, db, physical)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stmt := regexp.MustCompile(`(?s)CREATE TABLE IF NOT EXISTS ` + logical + ` \(.*?;`).FindString(string(b))
-	if stmt == "" {
-		t.Fatalf("no CREATE TABLE %s in schema/im.sql", logical)
-	}
-	return strings.Replace(stmt, "IF NOT EXISTS "+logical+" ", "`"+db+"`.`"+physical+"` ", 1)
+	return stmt
 }
 
-func keysOfShard(sh router.Shard, n int, from uint64) []uint64 {
-	var out []uint64
-	for k := from; len(out) < n; k++ {
-		if router.ShardOf(k) == sh {
-			out = append(out, k)
-		}
-	}
-	return out
-}
+// keysOfShard returns n keys from `from` upwards whose shard is sh.
+func keysOfShard(sh router.Shard, n int, from uint64) []uint64 { return router.KeysOf(sh, n, from) }

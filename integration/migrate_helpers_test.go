@@ -18,15 +18,7 @@ import (
 // what their clients were told, and the checks of what was stored.
 
 // convsOn returns n conversation ids on shard sh.
-func convsOn(sh router.Shard, n int) []uint64 {
-	var out []uint64
-	for k := uint64(1); len(out) < n; k++ {
-		if router.ShardOf(k) == sh {
-			out = append(out, k)
-		}
-	}
-	return out
-}
+func convsOn(sh router.Shard, n int) []uint64 { return router.KeysOf(sh, n, 1) }
 
 // ack is one acknowledged (or failed) message insert.
 type ack struct {

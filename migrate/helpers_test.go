@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/convoy-im/convoy/internal/testsvc"
 	"github.com/convoy-im/convoy/router"
+	"github.com/convoy-im/convoy/schema"
 )
 
 // env is a source and a target MariaDB shared by the subtests of
@@ -45,32 +44,18 @@ func (e *env) sides(db, table string) (Side, Side) {
 	return Side{DB: e.sdb, Database: db, Table: table}, Side{DB: e.ddb, Database: db, Table: table}
 }
 
-// imTable is the CREATE TABLE of a logical table in schema/im.sql, renamed
-// to db.physical.
+// imTable is the CREATE TABLE of a logical table as db.physical.
 func imTable(t testing.TB, logical, db, physical string) string {
 	t.Helper()
-	b, err := os.ReadFile("../schema/im.sql")
+	stmt, err := schema.Table(logical, db, physical)
 	if err != nil {
 		t.Fatal(err)
 	}
-	re := regexp.MustCompile(`(?s)CREATE TABLE IF NOT EXISTS ` + logical + ` \(.*?;`)
-	stmt := re.FindString(string(b))
-	if stmt == "" {
-		t.Fatalf("no CREATE TABLE %s in schema/im.sql", logical)
-	}
-	return strings.Replace(stmt, "IF NOT EXISTS "+logical+" ", "`"+db+"`.`"+physical+"` ", 1)
+	return stmt
 }
 
 // keysOfShard returns n keys from `from` upwards whose shard is sh.
-func keysOfShard(sh router.Shard, n int, from uint64) []uint64 {
-	var out []uint64
-	for k := from; len(out) < n; k++ {
-		if router.ShardOf(k) == sh {
-			out = append(out, k)
-		}
-	}
-	return out
-}
+func keysOfShard(sh router.Shard, n int, from uint64) []uint64 { return router.KeysOf(sh, n, from) }
 
 // insert writes rows with multi-row parameterised INSERTs.
 func insert(t *testing.T, db *sql.DB, table string, cols []string, rows [][]any) {

@@ -66,6 +66,18 @@ const (
 	ColdTombstoneTable = "_convoy_cold_tombstone"
 )
 
+// KeysOf returns n keys from `from` upwards whose shard is sh (tests and
+// tools that need conversations of a given shard).
+func KeysOf(sh Shard, n int, from uint64) []uint64 {
+	var out []uint64
+	for k := from; len(out) < n; k++ {
+		if ShardOf(k) == sh {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // CompanionTables lists the companion tables, all keyed by CompanionKey.
 func CompanionTables() []string { return []string{ColdRangesTable, ColdTombstoneTable} }
 
