@@ -24,9 +24,10 @@ vet_rc=$?
 # -p 2: two cores; each integration package starts several mariadbd/etcd
 # processes, so more parallel packages only thrash. -timeout bounds a hung
 # test (the stack dump names it); testsvc kills its children when we die.
-echo "== go test -count=1 -p 2 -timeout 20m ${GOTEST_FLAGS:-} $PKGS"
+# The integration package alone runs 11 to 16 minutes here.
+echo "== go test -count=1 -p 2 -timeout 25m ${GOTEST_FLAGS:-} $PKGS"
 # shellcheck disable=SC2086
-go test -count=1 -p 2 -timeout 20m ${GOTEST_FLAGS:-} $PKGS 2>&1 | tee "$out"
+go test -count=1 -p 2 -timeout 25m ${GOTEST_FLAGS:-} $PKGS 2>&1 | tee "$out"
 test_rc=${PIPESTATUS[0]}
 
 ok=$(grep -cE '^ok ' "$out")
