@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -26,9 +28,13 @@ func dayOf(at string) (string, bool) {
 	return t.Format(dayLayout), true
 }
 
-func nextDay(day string) string {
+func nextDay(day string) string { return addDays(day, 1) }
+
+func prevDay(day string) string { return addDays(day, -1) }
+
+func addDays(day string, n int) string {
 	t, _ := time.Parse(dayLayout, day)
-	return t.AddDate(0, 0, 1).Format(dayLayout)
+	return t.AddDate(0, 0, n).Format(dayLayout)
 }
 
 // cutoff is the first day not wholly older than k's age (cold.after,
@@ -55,34 +61,76 @@ func (u *run) archiveDays(ctx context.Context, k *kind) error {
 	}
 	cut := u.cutoff(k)
 	for day < cut {
-		next, err := u.archiveDay(ctx, k, day)
+		next, err := u.archivePass(ctx, k, day, cut)
 		if err != nil {
 			return err
 		}
-		pr.Through, pr.Day, pr.Part, pr.After = day, "", 0, nil
-		u.job.Step, u.job.Intent = StepIdle, ""
-		if err := u.save(ctx); err != nil {
-			return err
+		// The pass saw no rows of the shard on the days before next (or
+		// the cutoff): they count as archived too, so the next run does
+		// not scan the table again for empty days (a quiet shard would
+		// be scanned every hour).
+		upTo := next
+		if upTo == "" || upTo > cut {
+			upTo = cut
 		}
-		if next == "" {
-			return nil
+		if d := prevDay(upTo); d > pr.Through {
+			pr.Through = d
+			if err := u.save(ctx); err != nil {
+				return err
+			}
 		}
-		day = max(nextDay(day), next)
+		day = upTo
 	}
 	return nil
 }
 
-// archiveDay writes the shard's k rows of day into parts, from the
-// checkpoint on. It returns the next day holding rows of the shard as the
-// scan saw them ("" none), or nextDay(day) when the scan did not cover the
-// whole table (a resumed day), so no day is skipped on a partial view.
-func (u *run) archiveDay(ctx context.Context, k *kind, day string) (string, error) {
+// dayDone records day as wholly archived.
+func (u *run) dayDone(ctx context.Context, k *kind, day string) error {
+	pr := u.progress(k)
+	pr.Through, pr.Day, pr.Part, pr.After = day, "", 0, nil
+	u.job.Step, u.job.Intent = StepIdle, ""
+	return u.save(ctx)
+}
+
+// archivePass archives k's rows of day and of as many later days before
+// cut as one pass over the table's keys can gather: neither table's key
+// starts with the day, so a day costs a scan of every key of the shard's
+// table, and a shard with years of history behind the warm window (a
+// fleet that turns the archiver on) would take a scan per day. The first
+// day's rows are written while the scan goes, as they come (in key
+// order, the order of its parts and checkpoint); the eligible keys of
+// the later days are kept, up to ScanKeys of them (the latest days are
+// dropped, whole, to stay under it), and their days written one after
+// the other once the scan is over, each with its own checkpoint, so a
+// crash resumes like a crash in the first day. It returns the first day
+// after those it archived that held rows of the shard as the scan saw
+// them ("" none), or nextDay(day) for a resumed day: its scan starts at
+// its checkpoint and sees only part of the table, so it gathers nothing
+// more and no day is skipped on a partial view.
+//
+// A later day's keys are those of the scan, fetched again when their day
+// is written: a row deleted or moved to another day meanwhile is left
+// out (fetch), as in the first day; a row inserted with an old time
+// after the scan passed its key stays warm, as it would have had the
+// scan of its own day passed it.
+func (u *run) archivePass(ctx context.Context, k *kind, day, cut string) (string, error) {
 	pr := u.progress(k)
 	if pr.Day != day {
 		pr.Day, pr.Part, pr.After = day, 0, nil
 	}
 	whole := pr.After == nil
-	next := ""
+	horizon := cut // days in (day, horizon) are gathered
+	if !whole {
+		horizon = nextDay(day)
+	}
+	later := map[string][]key{}
+	kept := 0
+	next := "" // the first day at or after horizon the scan saw
+	seen := func(d string) {
+		if next == "" || d < next {
+			next = d
+		}
+	}
 	p := &partBuilder{u: u, k: k, day: day}
 	after := pr.After
 	for {
@@ -96,23 +144,35 @@ func (u *run) archiveDay(ctx context.Context, k *kind, day string) (string, erro
 		if err != nil {
 			return "", err
 		}
+		u.a.cfg.Metrics.scanned(k, len(batch))
 		var keys []key
 		for _, s := range batch {
 			d, ok := dayOf(s.at)
-			if !ok || !u.src.mine(k, s.key) {
+			if !ok || d < day || !u.src.mine(k, s.key) {
 				continue
 			}
+			if d >= horizon {
+				seen(d)
+				continue
+			}
+			ok, err := u.eligible(k, s)
+			if err != nil {
+				return "", err
+			}
 			switch {
+			case !ok:
 			case d == day:
-				ok, err := u.eligible(k, s)
-				if err != nil {
-					return "", err
+				keys = append(keys, s.key)
+			default:
+				later[d] = append(later[d], s.key)
+				kept++
+				for kept > u.a.cfg.ScanKeys && len(later) > 0 {
+					last := slices.Max(slices.Collect(maps.Keys(later)))
+					kept -= len(later[last])
+					delete(later, last)
+					horizon = last
+					seen(last)
 				}
-				if ok {
-					keys = append(keys, s.key)
-				}
-			case d > day && (next == "" || d < next):
-				next = d
 			}
 		}
 		for len(keys) > 0 {
@@ -130,10 +190,46 @@ func (u *run) archiveDay(ctx context.Context, k *kind, day string) (string, erro
 	if err := p.flush(ctx); err != nil {
 		return "", err
 	}
+	if err := u.dayDone(ctx, k, day); err != nil {
+		return "", err
+	}
 	if !whole {
 		return nextDay(day), nil
 	}
+	for _, d := range slices.Sorted(maps.Keys(later)) {
+		if err := u.archiveGathered(ctx, k, d, later[d]); err != nil {
+			return "", err
+		}
+		delete(later, d)
+	}
 	return next, nil
+}
+
+// archiveGathered writes a later day of a pass from the keys its scan
+// gathered (in key order), then records the day archived.
+func (u *run) archiveGathered(ctx context.Context, k *kind, day string, keys []key) error {
+	pr := u.progress(k)
+	pr.Day, pr.Part, pr.After = day, 0, nil
+	p := &partBuilder{u: u, k: k, day: day}
+	for len(keys) > 0 {
+		// As often as the scan looks: every ScanRows keys.
+		if err := u.check(ctx); err != nil {
+			return err
+		}
+		batch := keys[:min(len(keys), u.a.cfg.ScanRows)]
+		keys = keys[len(batch):]
+		for len(batch) > 0 {
+			n := min(len(batch), u.a.cfg.ChunkRows)
+			if err := p.add(ctx, batch[:n]); err != nil {
+				return err
+			}
+			batch = batch[n:]
+		}
+	}
+	if err := p.flush(ctx); err != nil {
+		return err
+	}
+	return u.dayDone(ctx, k, day)
 }
 
 // eligible reports whether a row of the day may be archived: a history

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/convoy-im/convoy/cold"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
@@ -136,6 +138,65 @@ func TestArchiver(t *testing.T) {
 	t.Run("KeepNewest", func(t *testing.T) { testKeepNewest(t, s) })
 	t.Run("CatalogCurrent", func(t *testing.T) { testCatalogCurrent(t, s) })
 	t.Run("InboxTTL", func(t *testing.T) { testInboxTTL(t, s) })
+	t.Run("ScanPasses", func(t *testing.T) { testScanPasses(t, s) })
+}
+
+// testScanPasses: a shard with a month of history behind the warm window
+// is archived in one pass over its table's keys, not one per day, and
+// with a small ScanKeys in passes of as many whole days as fit (the
+// fixture's shard has 12 rows a day: 30 keys hold the first day, streamed,
+// and two gathered days, so its 28 days with rows take 10 passes); either
+// way every row is archived once, in the same files as a day-by-day
+// archiver writes. The last three days before the cutoff hold no rows:
+// they count as archived, so the next run reads no keys.
+func testScanPasses(t *testing.T, s *services) {
+	for _, c := range []struct {
+		scanKeys, passes int
+	}{{0, 1}, {30, 10}} {
+		t.Run(fmt.Sprint("keys=", c.scanKeys), func(t *testing.T) {
+			f := newFixture(t, s, "file")
+			f.svc.db.Exec(t, "DELETE FROM "+f.dbName+".conv_msg_0000 WHERE created_at >= '2025-12-29' AND created_at < '2026-01-01'")
+			const lastSeq = 84 // 2025-12-28 16:30
+			want := map[key]int{}
+			for _, c := range f.convs {
+				for seq := uint64(1); seq <= lastSeq; seq++ {
+					want[key{Conv: c, Seq: seq}] = 1
+				}
+			}
+			total := f.count("TRUE")
+			m, err := NewMetrics(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := f.archiver(func(cfg *Config) { cfg.Metrics, cfg.ScanKeys = m, c.scanKeys })
+			f.run(a)
+			if got := f.archivedKeys(); !maps.Equal(got, want) {
+				t.Fatalf("archived keys: %d distinct, want %d (each once)", len(got), len(want))
+			}
+			recs := f.records()
+			if len(recs) != 28*2 {
+				t.Fatalf("%d files, want 56 (two parts a day)", len(recs))
+			}
+			for _, r := range recs {
+				if !strings.HasPrefix(r.Day, "202512") || r.Part > 1 {
+					t.Fatalf("file %s of day %s part %d", r.Key, r.Day, r.Part)
+				}
+			}
+			scanned := int(testutil.ToFloat64(m.scans.WithLabelValues("conv_msg")))
+			if scanned != c.passes*total {
+				t.Fatalf("the day scans read %d keys: %.1f passes over the %d rows, want %d", scanned, float64(scanned)/float64(total), total, c.passes)
+			}
+			if st := f.status(); st["archived_through"] != "2025-12-31" {
+				t.Fatalf("archived through %q, want 2025-12-31 (the empty days before the cutoff too)", st["archived_through"])
+			}
+			// The next hourly run has no day to archive: no scan.
+			f.advance(time.Hour)
+			f.run(a)
+			if again := int(testutil.ToFloat64(m.scans.WithLabelValues("conv_msg"))); again != scanned {
+				t.Fatalf("a run with nothing new to archive scanned %d keys", again-scanned)
+			}
+		})
+	}
 }
 
 // testInboxTTL is seed 001's inbox cleanup: exactly the im_inbox rows that

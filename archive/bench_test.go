@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -15,9 +17,21 @@ import (
 // are, over 20 days) unthrottled to file://, deletes their warm rows, and
 // reports both rates and the bytes per message in Parquet against
 // InnoDB's (data and indexes of conv_msg and msg_content after ANALYZE
-// TABLE). Run with -benchtime 1x: one iteration is the whole shard.
+// TABLE), and the keys its day scans read per archived row: scan=daily
+// keeps no later day's keys (ScanKeys 1: a pass over the table per day,
+// the archiver before archivePass), scan=passes the default. Run with
+// -benchtime 1x: one iteration is the whole shard.
 func BenchmarkArchive(b *testing.B) {
 	s := startServices(b)
+	b.Run("scan=daily", func(b *testing.B) { benchArchive(b, s, 1) })
+	b.Run("scan=passes", func(b *testing.B) { benchArchive(b, s, 0) })
+}
+
+func benchArchive(b *testing.B, s *services, scanKeys int) {
+	m, err := NewMetrics(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for i := 0; i < b.N; i++ {
 		f := newEmptyFixture(b, s, "file")
 		const convs, per = 200, 200
@@ -50,7 +64,7 @@ func BenchmarkArchive(b *testing.B) {
 		_, st := f.query("SELECT SUM(data_length + index_length) FROM information_schema.tables WHERE table_schema = '" + f.dbName + "'")
 		var innodb int64
 		fmt.Sscan(string(st[0][0]), &innodb)
-		a := f.archiver(func(c *Config) { c.PartRows, c.ChunkRows, c.ScanRows = 0, 0, 0 })
+		a := f.archiver(func(c *Config) { c.PartRows, c.ChunkRows, c.ScanRows, c.ScanKeys, c.Metrics = 0, 0, 0, scanKeys, m })
 		b.ResetTimer()
 		t0 := time.Now()
 		f.run(a)
@@ -77,5 +91,6 @@ func BenchmarkArchive(b *testing.B) {
 		b.ReportMetric(float64(rows)/deleteSecs, "deleted_rows/s")
 		b.ReportMetric(float64(parquet)/float64(rows), "parquet_B/msg")
 		b.ReportMetric(float64(innodb)/float64(rows), "innodb_B/msg")
+		b.ReportMetric(testutil.ToFloat64(m.scans.WithLabelValues("conv_msg"))/float64((i+1)*rows), "keys_scanned/row")
 	}
 }

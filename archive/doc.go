@@ -38,14 +38,19 @@
 //
 // Days are UTC days of conv_msg.created_at. Every day wholly older than
 // cold.after is archived in order, from the checkpoint (or the oldest warm
-// row): the day's rows are found by a scan of the table's keys and times
-// in key order (conv_msg has no index on created_at, so each day costs a
-// pass over its keys, 5000 a statement), their full rows fetched by
-// primary key, 500 at a time, with their msg_content rows (two statements
-// in the text protocol, so the values and column definitions are exactly
-// what a client of Convoy gets), at cold.rate rows/s (migrate's Limiter;
-// the key scan may go 50 times faster). Rows go into parts of up to
-// 20000 rows in (conv_id, seq) order. For each part:
+// row). conv_msg has no index on created_at, so finding a day's rows costs
+// a scan of the table's keys and times in key order (5000 a statement);
+// one scan serves many days (archivePass): the first day's rows are
+// written as the scan finds them, and the keys of the later days are kept
+// (up to 500,000, whole days) and written day by day after it, so a shard
+// with years behind the warm window takes a pass per 500,000 rows, not one
+// per day, and days the scan found empty count as archived. The full rows
+// are fetched by primary key, 500 at a time, with their msg_content rows
+// (two statements in the text protocol, so the values and column
+// definitions are exactly what a client of Convoy gets), at cold.rate
+// rows/s (migrate's Limiter; the key scan may go 50 times faster). A row
+// written later with a time on a day already archived stays warm. Rows go
+// into parts of up to 20000 rows in (conv_id, seq) order. For each part:
 //
 //  1. intent "write <key>" in the job record;
 //  2. the Parquet object, create-if-absent (cold.Store.PutIfAbsent);
@@ -105,7 +110,6 @@
 // warm row superseding its cold copy. Loading is lazy per shard (see
 // Catalog for the cost and the trade-off).
 //
-// Not built: archiving im_inbox (seed 001's TTL cleanup of read inbox
-// rows), retention of cold files, removing orphans, rebuilding etcd's
+// Not built: retention of cold files, removing orphans, rebuilding etcd's
 // records from the catalog objects.
 package archive

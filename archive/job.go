@@ -33,6 +33,11 @@ const (
 	DefaultChunkRows = 500
 	// DefaultScanRows is one key-scan statement.
 	DefaultScanRows = 5000
+	// DefaultScanKeys bounds the keys of later days one pass over a
+	// table's keys keeps (archivePass): 24 bytes each, so about 12 MiB,
+	// and a 5M-row shard table's history in about ten passes rather than
+	// one per day.
+	DefaultScanKeys = 500000
 	// scanFactor: the key scan reads only keys and times, so it may go
 	// this many times faster than the rows archived.
 	scanFactor = 50
@@ -87,7 +92,7 @@ type Config struct {
 	// statement (defaults: a minute, 30 s).
 	StoreTimeout, SQLTimeout time.Duration
 	// Sizes (defaults above); tests make parts and chunks small.
-	PartRows, ChunkRows, ScanRows int
+	PartRows, ChunkRows, ScanRows, ScanKeys int
 	// Hook, if set, is called at each step boundary (Step*: a file
 	// written, verified, catalogued, a delete chunk recorded, committed);
 	// an error it returns stops the run there as a crash would: nothing
@@ -158,6 +163,7 @@ func New(cfg Config) (*Archiver, error) {
 	defInt(&cfg.PartRows, DefaultPartRows)
 	defInt(&cfg.ChunkRows, DefaultChunkRows)
 	defInt(&cfg.ScanRows, DefaultScanRows)
+	defInt(&cfg.ScanKeys, DefaultScanKeys)
 	if cfg.Rate == 0 {
 		cfg.Rate = DefaultRate
 	}

@@ -93,6 +93,7 @@ var knownMetrics = map[string][]string{
 	archive.MetricBytes:       {},
 	archive.MetricErrors:      {},
 	archive.MetricLastSuccess: {},
+	archive.MetricKeysScanned: {"table"},
 
 	// histcache/metrics.go (namespace convoy, subsystem histcache)
 	"convoy_histcache_hits_total":   {"op"},
