@@ -473,6 +473,7 @@ func TestDifferential(t *testing.T) {
 		})
 	}
 	checkIntrospection(t, s)
+	checkExplain(t, s)
 	// The identical answers above came through the fast paths, not around
 	// them: text statements shared cached plans and prepared SELECTs went to
 	// the backend as text.

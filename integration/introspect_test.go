@@ -53,6 +53,17 @@ func introspectionCases() []dcase {
 		q("SHOW KEYS FROM im_conv_member"),
 		q("SHOW INDEXES FROM im_inbox IN im"),
 		q("SHOW INDEX FROM msg_content WHERE Key_name = 'idx_conv'"),
+		// A DBA's EXPLAIN of a routed statement: the plan of the physical
+		// table it reaches, under the logical names (tables are empty
+		// here, so the plans agree with the reference's).
+		q("EXPLAIN SELECT seq, msg_id FROM conv_msg WHERE conv_id = ? AND seq < ? ORDER BY seq DESC LIMIT 20", 42, 100),
+		q("DESCRIBE SELECT * FROM conv_msg WHERE conv_id = 42 AND msg_id = 7"),
+		q("EXPLAIN SELECT m.seq, c.content FROM conv_msg m JOIN msg_content c ON c.msg_id = m.msg_id AND c.conv_id = m.conv_id WHERE m.conv_id = ?", 7),
+		q("EXPLAIN FORMAT=JSON SELECT * FROM msg_content WHERE conv_id = 42 AND msg_id = 7"),
+		q("EXPLAIN UPDATE im_conv_seq SET max_seq = max_seq + 1 WHERE conv_id = ?", 42),
+		q("EXPLAIN DELETE FROM im_inbox WHERE uid = ? AND conv_id = 3", 8),
+		q("EXPLAIN FORMAT=JSON DELETE FROM im_inbox WHERE uid = 8"),
+		q("EXPLAIN SELECT COUNT(*) FROM conv_msg WHERE msg_type = 1"), // every shard: one table's plan
 		q("SHOW DATABASES LIKE 'im%'"),
 		q("SHOW DATABASES LIKE 'im\\_%'"), // the shard databases are not there
 		q("SHOW SCHEMAS WHERE `Database` = 'im'"),
@@ -111,6 +122,9 @@ var leakCases = []string{
 	"SELECT * FROM information_schema.KEY_COLUMN_USAGE",
 	"SELECT * FROM information_schema.TABLE_CONSTRAINTS",
 	"SELECT * FROM information_schema.PARTITIONS",
+	"EXPLAIN SELECT m.seq, c.content FROM conv_msg m JOIN msg_content c ON c.msg_id = m.msg_id AND c.conv_id = m.conv_id WHERE m.conv_id = 7",
+	"EXPLAIN FORMAT=JSON DELETE FROM im_inbox WHERE uid = 5",
+	"EXPLAIN SELECT * FROM im_conv_member WHERE uid IN (1, 2, 3, 4, 5)",
 }
 
 // checkNoPhysicalNames runs leakCases through Convoy.
@@ -249,5 +263,73 @@ func TestIntrospectionRemoteRepresentative(t *testing.T) {
 			}
 		}
 		checkNoPhysicalNames(t, h.cv)
+	}
+}
+
+// checkExplain asserts what the differential cases cannot: an EXPLAIN of
+// a write runs nothing, a statement reaching several physical tables shows
+// each one's plan with a note saying whose rows are whose, one reaching
+// every shard says that one table's plan stands for all, and the forms
+// Convoy cannot route are refused with 1235.
+func checkExplain(t *testing.T, s *stack) {
+	ctx := context.Background()
+	cv, err := s.convoy.open(t, "convoy", "convoy", "im").Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cv.Close()
+	if _, err := cv.ExecContext(ctx, "INSERT INTO im_conv_seq (conv_id, max_seq) VALUES (4242, 7) ON DUPLICATE KEY UPDATE max_seq = 7"); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		"EXPLAIN UPDATE im_conv_seq SET max_seq = max_seq + 1 WHERE conv_id = 4242",
+		"EXPLAIN DELETE FROM im_conv_seq WHERE conv_id = 4242",
+	} {
+		if o := query(t, cv, stmt); len(o.rows) == 0 || o.cols[0] != "id" {
+			t.Errorf("%s: %v", stmt, o)
+		}
+	}
+	if o := query(t, cv, "SELECT max_seq FROM im_conv_seq WHERE conv_id = 4242"); fmt.Sprint(o.rows) != "[['7']]" {
+		t.Fatalf("an EXPLAIN changed the row: max_seq %v, want 7", o.rows)
+	}
+	notes := func() []string {
+		var out []string
+		for _, r := range query(t, cv, "SHOW WARNINGS").rows {
+			if r[0] == "'Note'" && r[1] == "'1105'" {
+				out = append(out, r[2])
+			}
+		}
+		return out
+	}
+	// Keys on three shards in three physical tables (a 2 x 4 shared layout).
+	var keys []string
+	tables := map[string]bool{}
+	snapDoc := testLayout(s.ds[0], s.ds[1])
+	snap, err := router.NewSnapshot(snapDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := uint64(1); len(keys) < 3; k++ {
+		p := snap.Physical("conv_msg", router.ShardOf(k))
+		if !tables[p.Database+"."+p.Table] {
+			tables[p.Database+"."+p.Table] = true
+			keys = append(keys, strconv.FormatUint(k, 10))
+		}
+	}
+	o := query(t, cv, "EXPLAIN SELECT * FROM conv_msg WHERE conv_id IN ("+strings.Join(keys, ", ")+")")
+	if n := notes(); len(o.rows) != 3 || len(n) != 3 || !strings.Contains(n[0], "plan rows 1-1: shard ") || !strings.Contains(n[2], "plan rows 3-3: shard ") {
+		t.Errorf("EXPLAIN over three tables: rows %v, notes %v", o.rows, n)
+	}
+	o = query(t, cv, "EXPLAIN SELECT * FROM conv_msg WHERE msg_type = 1")
+	if n := notes(); len(o.rows) != 1 || len(n) != 1 || !strings.Contains(n[0], "reaches every shard of conv_msg: the plan shown is shard ") {
+		t.Errorf("EXPLAIN of a scatter: rows %v, notes %v", o.rows, n)
+	}
+	for _, stmt := range []string{
+		"EXPLAIN INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (1, 1, 1, 1, 1, NOW())",
+		"EXPLAIN SELECT conv_id FROM conv_msg WHERE conv_id = 1 UNION SELECT conv_id FROM conv_msg WHERE conv_id = 2",
+	} {
+		if o := run(ctx, cv, q(stmt)); o.errno != 1235 {
+			t.Errorf("%s: %v, want 1235", stmt, o)
+		}
 	}
 }

@@ -83,6 +83,9 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 			return nil, err
 		}
 	}
+	if pl.explain != "" {
+		return s.runExplain(pl, args, binary)
+	}
 	if pl.write() {
 		// Before any route is read: a write queued behind a migration hold
 		// is routed under the routes served when the hold ends.

@@ -55,6 +55,10 @@ type plan struct {
 	// namedColumns: an INSERT without a column list got the table's
 	// columns from the backends (nameInsertColumns).
 	namedColumns bool
+	// explain is "EXPLAIN " or "EXPLAIN FORMAT=JSON " for an EXPLAIN of a
+	// statement on sharded tables (explain.go): a and tmpl are then the
+	// explained statement's, which never runs.
+	explain string
 	// routine is set for a routine statement (CREATE PROCEDURE, CALL, ...),
 	// which the parser does not read: see routine.go.
 	routine *rewrite.Routine
@@ -213,6 +217,11 @@ func (s *Session) plan(sql string) (*plan, error) {
 	case 1:
 	default:
 		return nil, errorf(CodeSyntax, "You have an error in your SQL syntax: several statements in one query need the client's multi-statements option (CLIENT_MULTI_STATEMENTS)")
+	}
+	if ex, ok := stmts[0].(*ast.ExplainStmt); ok {
+		if pl, ok, err := s.explainPlan(sql, ex); ok {
+			return pl, err
+		}
 	}
 	namedColumns, err := s.nameInsertColumns(stmts[0])
 	if err != nil {

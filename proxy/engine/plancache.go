@@ -89,7 +89,7 @@ func (s *Session) cachedPlan(sql string) (pl *plan, args []any, ok bool) {
 // buildShared plans a normalised statement; nil when it is not shareable.
 func (s *Session) buildShared(norm string, params int) *plan {
 	pl, err := s.plan(norm)
-	if err != nil || pl.tmpl == nil || !pl.inline || pl.namedColumns || pl.a.SessionRefs != 0 {
+	if err != nil || pl.tmpl == nil || !pl.inline || pl.namedColumns || pl.a.SessionRefs != 0 || pl.explain != "" {
 		return nil // (columns Convoy named change with DDL, session values with the session)
 	}
 	key, ok := rewrite.SharedKey(pl.a, params)

@@ -237,7 +237,7 @@ func (s *Session) Prepare(sql string) (*Prepared, error) {
 		// shard per datasource so one datasource down does not stop PREPARE.
 		snap := s.e.routes.Current()
 		for _, sh := range shardPerDatasource(snap) {
-			if err = s.describe(snap.Target(sh).Datasource, "", pl.render(s, snap, sh), p); err == nil {
+			if err = s.describe(snap.Target(sh).Datasource, "", pl.explain+pl.render(s, snap, sh), p); err == nil {
 				break
 			}
 			if ce := classify(err); !connLost(ce) && !isCode(ce, CodePoolTimeout) {

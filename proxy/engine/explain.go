@@ -1,0 +1,186 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+
+	"github.com/convoy-im/convoy/rewrite"
+	"github.com/convoy-im/convoy/router"
+)
+
+// EXPLAIN of a statement on sharded tables: the DBA's question is "which
+// plan does this query get on the shard it reaches", so the statement is
+// routed as it would run and the backend of each physical table it reaches
+// explains it there (the table column names the physical table). A
+// statement without a shard-key condition reaches every shard: one
+// representative physical table explains it, and a note says so. Nothing
+// of the statement runs: no hold, no mirror, no hot or cold tier.
+
+// ExplainNoteCode is the note an EXPLAIN carries when the statement
+// reaches every shard and one physical table's plan stands for all:
+// ER_UNKNOWN_ERROR's number, as MariaDB notes of its own kind have no
+// code of their own.
+const ExplainNoteCode = 1105
+
+// explainPlan plans EXPLAIN [FORMAT=JSON] of a SELECT, UPDATE or DELETE on
+// sharded tables (ok false: not such an EXPLAIN, planned as before).
+func (s *Session) explainPlan(sql string, ex *ast.ExplainStmt) (*plan, bool, error) {
+	switch ex.Stmt.(type) {
+	case *ast.SelectStmt, *ast.SetOprStmt, *ast.UpdateStmt, *ast.DeleteStmt, *ast.InsertStmt:
+	default:
+		return nil, false, nil
+	}
+	a, err := rewrite.Analyze(ex.Stmt)
+	if err != nil {
+		return nil, true, classify(err)
+	}
+	if len(a.Sharded) == 0 {
+		return nil, false, nil
+	}
+	var prefix string
+	switch f := strings.ToLower(ex.Format); {
+	case ex.Analyze || ex.Explore || ex.PlanDigest != "":
+		return nil, true, errorf(CodeNotSupported, "this EXPLAIN form is not supported on the sharded table %s: use EXPLAIN [FORMAT=JSON] <statement>", a.Sharded[0])
+	case f == "" || f == "row" || f == "traditional":
+		prefix = "EXPLAIN "
+	case f == "json":
+		prefix = "EXPLAIN FORMAT=JSON "
+	default:
+		return nil, true, errorf(CodeNotSupported, "EXPLAIN FORMAT=%s is not supported: MariaDB knows FORMAT=JSON", ex.Format)
+	}
+	switch a.Kind {
+	case rewrite.KindSelect:
+		if _, ok := ex.Stmt.(*ast.SetOprStmt); ok {
+			return nil, true, errorf(CodeNotSupported, "EXPLAIN of a UNION on the sharded table %s is not supported: explain each SELECT", a.Sharded[0])
+		}
+	case rewrite.KindUpdate, rewrite.KindDelete:
+	default:
+		return nil, true, errorf(CodeNotSupported, "EXPLAIN %s on the sharded table %s is not supported: explain the SELECT of its rows", a.Kind, a.Sharded[0])
+	}
+	pl := &plan{sql: sql, a: a, explain: prefix}
+	if pl.tmpl, err = rewrite.NewTemplate(a); err != nil {
+		return nil, true, classify(err)
+	}
+	return pl, true, nil
+}
+
+// runExplain explains pl's statement on the physical tables it reaches
+// (one representative table for a statement that reaches every shard),
+// their answers one after the other.
+func (s *Session) runExplain(pl *plan, args []any, binary bool) (*mysql.Result, error) {
+	s.e.metrics.countStatement("sharded")
+	snap := s.e.routes.Current()
+	var shards []router.Shard
+	if pl.a.HasKey {
+		var err error
+		if shards, err = s.shardsOf(pl.a.Keys, args); err != nil {
+			return nil, err
+		}
+	} else {
+		sh := repShard(snap)
+		shards = []router.Shard{sh}
+		t := snap.Target(sh)
+		p := snap.Physical(pl.a.Sharded[0], sh)
+		s.warn(Warning{Level: "Note", Code: ExplainNoteCode, Message: fmt.Sprintf(
+			"the statement has no %s condition and reaches every shard of %s: the plan shown is shard %d's, on %s.%s of datasource %s",
+			pl.a.KeyColumn, pl.a.Sharded[0], sh, p.Database, p.Table, t.Datasource)})
+	}
+	var out *mysql.Result
+	seen := map[router.Target]bool{}
+	var notes []Warning // which rows are which physical table's, for several
+	for _, sh := range shards {
+		t := snap.Target(sh)
+		if seen[t] {
+			continue
+		}
+		seen[t] = true
+		r, err := s.explainOn(pl, snap, sh, t.Datasource, args)
+		if err != nil {
+			return nil, err
+		}
+		from := 0
+		switch {
+		case out == nil:
+			out = r
+		case r.Resultset != nil && out.Resultset != nil:
+			from = len(out.RowDatas)
+			out.RowDatas = append(out.RowDatas, r.RowDatas...)
+		}
+		if r.Resultset != nil {
+			ph := snap.Physical(pl.a.Sharded[0], sh)
+			notes = append(notes, Warning{Level: "Note", Code: ExplainNoteCode, Message: fmt.Sprintf(
+				"plan rows %d-%d: shard %d, %s.%s of datasource %s", from+1, from+len(r.RowDatas), sh, ph.Database, ph.Table, t.Datasource)})
+		}
+	}
+	if binary && out != nil && out.Resultset != nil && !textToBinary(out.Resultset) {
+		return nil, errorf(CodeInternal, "[BUG] an EXPLAIN answer has no binary form")
+	}
+	if len(notes) > 1 {
+		for _, n := range notes {
+			s.warn(n)
+		}
+	}
+	return out, nil
+}
+
+// explainOn explains pl's statement on shard sh's physical tables, as
+// text with any arguments printed in (so the answer's names can be put
+// back: never the inline path of partFor, which may run the plain
+// statement again), its physical database and table names renamed to the
+// logical ones, as a client of one MariaDB would see them.
+func (s *Session) explainOn(pl *plan, snap *router.Snapshot, sh router.Shard, ds string, args []any) (*mysql.Result, error) {
+	phys := func(l string) (string, string) {
+		p := snap.Physical(l, sh)
+		return p.Database, p.Table
+	}
+	var sql string
+	if len(args) > 0 {
+		b, ok := pl.tmpl.RenderInline(s.buf[:0], phys, args)
+		if !ok {
+			return nil, errorf(CodeNotSupported, "this placeholder value is not supported in an EXPLAIN on the sharded table %s", pl.a.Sharded[0])
+		}
+		s.buf, sql = b, pl.explain+string(b)
+	} else {
+		sql = pl.explain + pl.render(s, snap, sh)
+	}
+	r, err := s.single(part{shard: sh, ds: ds, sql: sql}, false, false)
+	if err != nil || r.Resultset == nil {
+		return r, err
+	}
+	// Longest names first: MariaDB names a column of the current
+	// database's table table.column, of another's db.table.column.
+	var olds, news [][]byte
+	for pass := 0; pass < 3; pass++ {
+		for _, l := range router.ShardedTables() {
+			p := snap.Physical(l, sh)
+			switch {
+			case pass == 0 && s.db != "": // (without a current database, the physical one stays)
+				olds, news = append(olds, []byte(p.Database+"."+p.Table+".")), append(news, []byte(l+"."))
+			case pass == 1 && s.db != "":
+				olds, news = append(olds, []byte(p.Database+".")), append(news, []byte(s.db+"."))
+			case pass == 2:
+				olds, news = append(olds, []byte(p.Table)), append(news, []byte(l))
+			}
+		}
+	}
+	rows, err := textRows(r)
+	if err != nil {
+		return nil, err
+	}
+	for i, row := range rows {
+		for j := range row {
+			for k := range olds {
+				if bytes.Contains(row[j], olds[k]) { // (ReplaceAll makes "" nil: NULL)
+					row[j] = bytes.ReplaceAll(row[j], olds[k], news[k])
+				}
+			}
+		}
+		r.RowDatas[i] = textRow(row)
+	}
+	r.Values = nil
+	return r, nil
+}
