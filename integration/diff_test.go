@@ -320,6 +320,36 @@ func differentialCases() []dcase {
 		q(";"),
 		q("-x"),
 	)
+	// The diagnostics area (SHOW WARNINGS, @@warning_count): the session's,
+	// whichever pooled backend connection ran the statement; cleared by a
+	// statement on a table or with conditions of its own, kept by SET or a
+	// SELECT without a table; an error is in it too.
+	cs = append(cs,
+		q("SELECT CAST('x' AS SIGNED)"),
+		q("SHOW WARNINGS"),
+		q("SET @w = 1"),
+		q("SELECT 1"),
+		q("SHOW WARNINGS"),
+		q("SELECT @@warning_count, @@error_count"),
+		q("SHOW COUNT(*) WARNINGS"),
+		q("SELECT CAST('y' AS SIGNED), seq FROM conv_msg WHERE conv_id = ? AND seq = 1", 42),
+		q("SHOW WARNINGS"),
+		q("SELECT seq FROM conv_msg WHERE conv_id = 42 AND seq = 1"),
+		q("SHOW WARNINGS"),
+		q("SELECT CAST('z' AS SIGNED), conv_id FROM conv_msg WHERE conv_id IN (1, 2, 3) ORDER BY conv_id, seq"),
+		q("SHOW WARNINGS"),
+		q("INSERT IGNORE INTO im_conv_seq (conv_id, max_seq) VALUES (42, 1), (42, 2)"),
+		q("SHOW WARNINGS"),
+		q("SELECT * FROM no_such_table"),
+		q("SHOW WARNINGS"),
+		q("SHOW ERRORS"),
+		q("SHOW COUNT(*) ERRORS"),
+		q("SELECT @@warning_count, @@error_count"),
+		q("CREATE TABLE IF NOT EXISTS im_conv_seq (conv_id BIGINT UNSIGNED PRIMARY KEY)"),
+		q("SHOW WARNINGS"),
+		q("SELECT 1"),
+		q("SHOW ERRORS"),
+	)
 	return cs
 }
 
@@ -474,6 +504,7 @@ func TestDifferential(t *testing.T) {
 	}
 	checkIntrospection(t, s)
 	checkExplain(t, s)
+	checkWarningsPrivate(t, s)
 	// The identical answers above came through the fast paths, not around
 	// them: text statements shared cached plans and prepared SELECTs went to
 	// the backend as text.

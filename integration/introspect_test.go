@@ -333,3 +333,31 @@ func checkExplain(t *testing.T, s *stack) {
 		}
 	}
 }
+
+// checkWarningsPrivate: a statement's conditions are its session's. One
+// session's warning, on an unsharded or a sharded statement, is never what
+// another session's SHOW WARNINGS lists, although both use the same pooled
+// backend connections.
+func checkWarningsPrivate(t *testing.T, s *stack) {
+	ctx := context.Background()
+	db := s.convoy.open(t, "convoy", "convoy", "im")
+	a, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, stmt := range []string{"SELECT CAST('secret-a' AS SIGNED)", "SELECT CAST('secret-b' AS SIGNED), seq FROM conv_msg WHERE conv_id = 42 AND seq = 1"} {
+		query(t, a, stmt)
+		if o := query(t, b, "SHOW WARNINGS"); len(o.rows) != 0 {
+			t.Errorf("after %q in another session, SHOW WARNINGS lists %v", stmt, o.rows)
+		}
+		if o := query(t, a, "SHOW WARNINGS"); len(o.rows) != 1 || !strings.Contains(o.rows[0][2], "secret-") {
+			t.Errorf("after %q, its session's SHOW WARNINGS lists %v", stmt, o.rows)
+		}
+	}
+}

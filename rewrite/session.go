@@ -26,6 +26,8 @@ const (
 	RefUser                               // USER(), SESSION_USER(), SYSTEM_USER()
 	RefCurrentUser                        // CURRENT_USER(), CURRENT_USER
 	RefConnectionID                       // CONNECTION_ID()
+	RefWarningCount                       // @@warning_count (the session's diagnostics area)
+	RefErrorCount                         // @@error_count
 )
 
 // SessionRefs is a set of SessionRef.
@@ -42,6 +44,8 @@ var sessionVars = map[string]SessionRef{
 	"last_insert_id":     RefLastInsertID,
 	"identity":           RefLastInsertID,
 	"max_allowed_packet": RefMaxAllowedPacket,
+	"warning_count":      RefWarningCount,
+	"error_count":        RefErrorCount,
 }
 
 // SessionVariable reports whether the session-scope system variable name

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
-	"github.com/pingcap/tidb/pkg/parser/ast"
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/rewrite"
@@ -103,13 +102,6 @@ func (e *Engine) SetColdTier(t ColdTier, budget time.Duration) {
 // up), "continue with seq > N" (catch up) or "retry" (a jump or a body
 // fetch).
 const ColdWarningCode = 1931
-
-// Warning is one condition SHOW WARNINGS lists.
-type Warning struct {
-	Level   string
-	Code    uint16
-	Message string
-}
 
 // coldPlan is a plan's cold-tier facts, fixed at planning.
 type coldPlan struct {
@@ -707,44 +699,4 @@ func (q *coldQuery) incomplete(reason string, cont uint64) Warning {
 	}
 	return Warning{Level: "Warning", Code: ColdWarningCode,
 		Message: fmt.Sprintf("The query result may be incomplete: archived history (cold tier) of conversation %d: %s; %s", q.conv, reason, next)}
-}
-
-// warn adds a warning to the current statement's.
-func (s *Session) warn(w Warning) { s.warnings = append(s.warnings, w) }
-
-// WarningCount is how many warnings the last statement produced in the
-// engine itself, for the warning count of its reply (backend warnings
-// are the backend connection's and are not reported).
-func (s *Session) WarningCount() uint16 { return uint16(min(len(s.warnings), 65535)) }
-
-// showWarnings answers SHOW WARNINGS and SHOW COUNT(*) WARNINGS from the
-// session when the previous statement has warnings of the engine's own
-// (the cold tier's "result may be incomplete"), and keeps them for the next
-// SHOW WARNINGS, as MariaDB does. Otherwise the statement goes to a backend
-// as before.
-func (s *Session) showWarnings(pl *plan, binary bool) (*mysql.Result, bool) {
-	st, ok := pl.a.Stmt.(*ast.ShowStmt)
-	if !ok || st.Tp != ast.ShowWarnings || len(s.lastWarnings) == 0 {
-		return nil, false
-	}
-	s.warnings = s.lastWarnings
-	text := func(name string, length uint32) *mysql.Field {
-		return &mysql.Field{Name: []byte(name), Type: mysql.MYSQL_TYPE_VAR_STRING, Charset: 33, ColumnLength: length, Flag: mysql.NOT_NULL_FLAG}
-	}
-	var rs *mysql.Resultset
-	if st.CountWarningsOrErrors {
-		rs = &mysql.Resultset{Fields: []*mysql.Field{{Name: []byte("@@session.warning_count"), Type: mysql.MYSQL_TYPE_LONGLONG,
-			Charset: 63, ColumnLength: 21, Flag: mysql.UNSIGNED_FLAG | mysql.NOT_NULL_FLAG | mysql.BINARY_FLAG}}}
-		rs.RowDatas = []mysql.RowData{textRow([][]byte{[]byte(strconv.Itoa(len(s.warnings)))})}
-	} else {
-		rs = &mysql.Resultset{Fields: []*mysql.Field{text("Level", 21), {Name: []byte("Code"), Type: mysql.MYSQL_TYPE_LONG,
-			Charset: 63, ColumnLength: 4, Flag: mysql.UNSIGNED_FLAG | mysql.NOT_NULL_FLAG | mysql.BINARY_FLAG}, text("Message", 1536)}}
-		for _, w := range s.warnings {
-			rs.RowDatas = append(rs.RowDatas, textRow([][]byte{[]byte(w.Level), []byte(strconv.Itoa(int(w.Code))), []byte(w.Message)}))
-		}
-	}
-	if binary && !textToBinary(rs) {
-		return nil, false
-	}
-	return &mysql.Result{Resultset: rs}, true
 }

@@ -22,6 +22,7 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 	if err := s.authorize(pl); err != nil {
 		return nil, err
 	}
+	s.keepDiag = pl.local() || pl.tableless()
 	a := pl.a
 	if s.nextTx != nil && !pl.local() && !pl.tableless() {
 		// SET TRANSACTION's characteristics belong to the next transaction:
@@ -255,6 +256,9 @@ type part struct {
 	untimed bool
 	// ramp is the side of a read ramp this read takes (ramp.go).
 	ramp rampSide
+	// quiet: Convoy's own statement (CREATE DATABASE before a sharded
+	// CREATE TABLE), whose conditions are not the client's.
+	quiet bool
 }
 
 // onShards runs a SELECT / UPDATE / DELETE on the physical tables of shards.
@@ -320,7 +324,17 @@ func (s *Session) partFor(pl *plan, snap *router.Snapshot, sh router.Shard, ds s
 	return p
 }
 
+// exec runs one physical statement of the client's on c and reads the
+// conditions it left there (backendWarnings).
 func (s *Session) exec(c Conn, p part, binary bool) (*mysql.Result, error) {
+	r, err := s.execPart(c, p, binary)
+	if err == nil && !p.quiet {
+		s.backendWarnings(c, r, int(p.shard), p.untimed)
+	}
+	return r, err
+}
+
+func (s *Session) execPart(c Conn, p part, binary bool) (*mysql.Result, error) {
 	if binary && p.inline != "" {
 		r, err := c.Exec(p.inline)
 		if err != nil || r.Resultset == nil || textToBinary(r.Resultset) {
@@ -595,7 +609,7 @@ func (s *Session) ddl(pl *plan) (*mysql.Result, error) {
 	if _, ok := pl.a.Stmt.(*ast.CreateTableStmt); ok {
 		var dbParts []part
 		for _, d := range snap.Databases() {
-			dbParts = append(dbParts, part{ds: d[0], sql: "CREATE DATABASE IF NOT EXISTS " + quoteIdent(d[1])})
+			dbParts = append(dbParts, part{ds: d[0], sql: "CREATE DATABASE IF NOT EXISTS " + quoteIdent(d[1]), quiet: true})
 		}
 		if err := s.fanout(dbParts, "CREATE DATABASE"); err != nil {
 			return nil, err
@@ -720,6 +734,9 @@ func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result,
 		r, err = c.ExecPrepared(sql, args)
 	} else {
 		r, err = c.Exec(sql)
+	}
+	if err == nil {
+		s.backendWarnings(c, r, -1, false)
 	}
 	if err == nil && pl.setsLastID {
 		err = s.readLastID(c)

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 
@@ -151,36 +150,48 @@ func (s *Session) explainOn(pl *plan, snap *router.Snapshot, sh router.Shard, ds
 	if err != nil || r.Resultset == nil {
 		return r, err
 	}
-	// Longest names first: MariaDB names a column of the current
-	// database's table table.column, of another's db.table.column.
-	var olds, news [][]byte
-	for pass := 0; pass < 3; pass++ {
-		for _, l := range router.ShardedTables() {
-			p := snap.Physical(l, sh)
-			switch {
-			case pass == 0 && s.db != "": // (without a current database, the physical one stays)
-				olds, news = append(olds, []byte(p.Database+"."+p.Table+".")), append(news, []byte(l+"."))
-			case pass == 1 && s.db != "":
-				olds, news = append(olds, []byte(p.Database+".")), append(news, []byte(s.db+"."))
-			case pass == 2:
-				olds, news = append(olds, []byte(p.Table)), append(news, []byte(l))
-			}
-		}
-	}
 	rows, err := textRows(r)
 	if err != nil {
 		return nil, err
 	}
 	for i, row := range rows {
-		for j := range row {
-			for k := range olds {
-				if bytes.Contains(row[j], olds[k]) { // (ReplaceAll makes "" nil: NULL)
-					row[j] = bytes.ReplaceAll(row[j], olds[k], news[k])
-				}
+		for j, v := range row {
+			if v != nil {
+				row[j] = []byte(toLogical(string(v), snap, sh, s.db))
 			}
 		}
 		r.RowDatas[i] = textRow(row)
 	}
 	r.Values = nil
 	return r, nil
+}
+
+// toLogical puts the logical names back in a server's text about
+// shard sh's physical tables (an EXPLAIN row, a warning): db.table.column
+// of the current database's table becomes table.column and any other
+// physical database the client's current one, as MariaDB names them in
+// the logical schema (without a current database the physical one
+// stays); then the physical table names become the logical ones.
+func toLogical(text string, snap *router.Snapshot, sh router.Shard, db string) string {
+	if text == "" {
+		return text
+	}
+	var pairs []string
+	for pass := 0; pass < 3; pass++ {
+		for _, l := range router.ShardedTables() {
+			p := snap.Physical(l, sh)
+			switch {
+			case pass == 0 && db != "":
+				pairs = append(pairs, p.Database+"."+p.Table+".", l+".")
+			case pass == 1 && db != "":
+				pairs = append(pairs, p.Database+".", db+".")
+			case pass == 2:
+				pairs = append(pairs, p.Table, l)
+			}
+		}
+	}
+	for i := 0; i < len(pairs); i += 2 {
+		text = strings.ReplaceAll(text, pairs[i], pairs[i+1])
+	}
+	return text
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -62,10 +63,13 @@ type Session struct {
 	// oneShard backs the shard list admitWrite hands endWrite for a
 	// single-key write (hold.go), so the common write allocates nothing.
 	oneShard [1]router.Shard
-	// warnings are the engine's own warnings of the current statement
-	// (cold.go); lastWarnings the previous statement's, which SHOW
-	// WARNINGS lists.
-	warnings, lastWarnings []Warning
+	// warnings are the current statement's conditions, the engine's own
+	// and its backends' (warnings.go; warnMu: a scatter's parts add them
+	// at once); diag the diagnostics area SHOW WARNINGS lists; keepDiag:
+	// the current statement leaves diag as it is unless it has conditions.
+	warnings, diag []Warning
+	warnMu         sync.Mutex
+	keepDiag       bool
 }
 
 // txnState is a transaction pinned to one backend connection of one shard.
@@ -164,8 +168,14 @@ func (s *Session) withDefaultConn(fn func(Conn) error) error {
 
 // Query runs one COM_QUERY.
 func (s *Session) Query(sql string) (*mysql.Result, error) {
+	s.beginStatement()
+	r, err := s.query(sql)
+	s.endStatement(r, err)
+	return r, err
+}
+
+func (s *Session) query(sql string) (*mysql.Result, error) {
 	s.shard = -1
-	s.lastWarnings, s.warnings = s.warnings, nil
 	if r, ok, err := s.directive(sql); ok {
 		return r, classify(err)
 	}
@@ -276,8 +286,14 @@ func (s *Session) describe(ds, db, sql string, p *Prepared) error {
 
 // Execute runs a prepared statement with its bound arguments.
 func (s *Session) Execute(p *Prepared, args []any) (*mysql.Result, error) {
+	s.beginStatement()
+	r, err := s.execute(p, args)
+	s.endStatement(r, err)
+	return r, err
+}
+
+func (s *Session) execute(p *Prepared, args []any) (*mysql.Result, error) {
 	s.shard = -1
-	s.lastWarnings, s.warnings = s.warnings, nil
 	if len(args) != p.Params {
 		return nil, errorf(CodeWrongArguments, "Incorrect arguments to mysqld_stmt_execute: %d given, %d expected", len(args), p.Params)
 	}

@@ -59,6 +59,12 @@ func (s *Session) sessionValue(r rewrite.SessionRef) rewrite.SessionValue {
 		return rewrite.SessionValue{Str: s.user + "@%"}
 	case rewrite.RefConnectionID:
 		return num(uint64(s.connID))
+	case rewrite.RefWarningCount:
+		w, _ := s.diagCounts()
+		return num(w)
+	case rewrite.RefErrorCount:
+		_, e := s.diagCounts()
+		return num(e)
 	}
 	return rewrite.SessionValue{Null: true}
 }

@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"go.uber.org/zap"
+
+	"github.com/convoy-im/convoy/router"
+)
+
+// The diagnostics area, as MariaDB keeps it per session: the conditions
+// (notes, warnings, the error) of the last statement that used a table
+// or produced one, which SHOW WARNINGS / SHOW ERRORS, SHOW COUNT(*) ...
+// and @@warning_count / @@error_count read. A session's statements run on
+// many pooled backend connections, so the backend's own area belongs to
+// whichever session used that connection last: Convoy asks the backend
+// for its conditions (SHOW WARNINGS on the same connection, only when the
+// statement's OK or EOF counted some) before the connection goes back to
+// the pool, and answers every diagnostic statement from the session.
+
+// Warning is one condition SHOW WARNINGS lists.
+type Warning struct {
+	Level   string
+	Code    uint16
+	Message string
+}
+
+// maxConditions is MariaDB's max_error_count default: the conditions a
+// statement keeps (its warning count still counts them all).
+const maxConditions = 64
+
+// warn adds a condition to the current statement's.
+func (s *Session) warn(w Warning) {
+	s.warnMu.Lock()
+	s.warnings = append(s.warnings, w)
+	s.warnMu.Unlock()
+}
+
+// WarningCount is the number of conditions of the last statement, for the
+// warning count of its OK or EOF packet.
+func (s *Session) WarningCount() uint16 { return uint16(min(len(s.warnings), 65535)) }
+
+// beginStatement starts a client statement's conditions.
+func (s *Session) beginStatement() {
+	s.warnings, s.keepDiag = nil, false
+}
+
+// endStatement ends a client statement: its error joins its conditions,
+// and they become the diagnostics area unless the statement used no
+// table and produced none (SET, SELECT 1, SHOW WARNINGS keep the area, as
+// in MariaDB). An OK packet carries the statement's warning count.
+func (s *Session) endStatement(r *mysql.Result, err error) {
+	if err != nil {
+		var me *mysql.MyError
+		if errors.As(err, &me) {
+			s.warnings = append(s.warnings, Warning{Level: "Error", Code: me.Code, Message: me.Message})
+		}
+	}
+	if err != nil || len(s.warnings) > 0 || !s.keepDiag {
+		s.diag = s.warnings[:min(len(s.warnings), maxConditions)]
+	}
+	if err == nil && r != nil && (r.Resultset == nil || len(r.Fields) == 0) {
+		r.Warnings = s.WarningCount()
+	}
+}
+
+// backendWarnings reads the conditions a backend statement left on c when
+// its answer counted some (r.Warnings), renaming shard sh's physical
+// names in their messages to the logical ones (sh < 0: an unsharded
+// statement), before c is released. With once, a condition the statement
+// already has is not repeated: DDL fanned out to every physical table
+// notes "already exists" once, as for one table.
+func (s *Session) backendWarnings(c Conn, r *mysql.Result, sh int, once bool) {
+	if r == nil || r.Warnings == 0 {
+		return
+	}
+	res, err := c.Exec("SHOW WARNINGS")
+	if err != nil {
+		// The statement succeeded; its conditions are lost, not its result.
+		s.e.log.Debug("reading a statement's warnings failed", zap.Error(err))
+		return
+	}
+	rows, err := textRows(res)
+	if err != nil || len(res.Fields) != 3 {
+		return
+	}
+	var rename func(string) string
+	if sh >= 0 {
+		snap := s.e.routes.Current()
+		rename = func(m string) string { return toLogical(m, snap, router.Shard(sh), s.db) }
+	}
+	s.warnMu.Lock()
+	defer s.warnMu.Unlock()
+	for _, row := range rows {
+		code, _ := strconv.ParseUint(string(row[1]), 10, 16)
+		w := Warning{Level: string(row[0]), Code: uint16(code), Message: string(row[2])}
+		if rename != nil {
+			w.Message = rename(w.Message)
+		}
+		dup := false
+		for _, o := range s.warnings {
+			dup = dup || once && o == w
+		}
+		if !dup {
+			s.warnings = append(s.warnings, w)
+		}
+	}
+}
+
+// showWarnings answers SHOW WARNINGS / SHOW ERRORS and SHOW COUNT(*)
+// WARNINGS / ERRORS from the session's diagnostics area. (The parser does
+// not know their LIMIT clause: such a statement gets 1064.)
+func (s *Session) showWarnings(pl *plan, binary bool) (*mysql.Result, bool) {
+	st, ok := pl.a.Stmt.(*ast.ShowStmt)
+	if !ok || st.Tp != ast.ShowWarnings && st.Tp != ast.ShowErrors {
+		return nil, false
+	}
+	list := s.diag
+	if st.Tp == ast.ShowErrors {
+		list = nil
+		for _, w := range s.diag {
+			if w.Level == "Error" {
+				list = append(list, w)
+			}
+		}
+	}
+	// The column definitions MariaDB 10.11 sends to a utf8mb4 client.
+	text := func(name string, length uint32) *mysql.Field {
+		return &mysql.Field{Name: []byte(name), Type: mysql.MYSQL_TYPE_VAR_STRING, Charset: 45, ColumnLength: length, Flag: mysql.NOT_NULL_FLAG, Decimal: 39}
+	}
+	var rs *mysql.Resultset
+	if st.CountWarningsOrErrors {
+		name := "@@session.warning_count"
+		if st.Tp == ast.ShowErrors {
+			name = "@@session.error_count"
+		}
+		rs = &mysql.Resultset{Fields: []*mysql.Field{{Name: []byte(name), Type: mysql.MYSQL_TYPE_LONGLONG,
+			Charset: 63, ColumnLength: 21, Flag: mysql.UNSIGNED_FLAG | mysql.BINARY_FLAG}}}
+		rs.RowDatas = []mysql.RowData{textRow([][]byte{[]byte(strconv.Itoa(len(list)))})}
+	} else {
+		rs = &mysql.Resultset{Fields: []*mysql.Field{text("Level", 28), {Name: []byte("Code"), Type: mysql.MYSQL_TYPE_LONG,
+			Charset: 63, ColumnLength: 4, Flag: mysql.UNSIGNED_FLAG | mysql.NOT_NULL_FLAG | mysql.BINARY_FLAG}, text("Message", 2048)}}
+		for _, w := range list {
+			rs.RowDatas = append(rs.RowDatas, textRow([][]byte{[]byte(w.Level), []byte(strconv.Itoa(int(w.Code))), []byte(w.Message)}))
+		}
+	}
+	if binary && !textToBinary(rs) {
+		return nil, false
+	}
+	return &mysql.Result{Resultset: rs}, true
+}
+
+// diagCounts are @@warning_count and @@error_count.
+func (s *Session) diagCounts() (warnings, errs uint64) {
+	for _, w := range s.diag {
+		if w.Level == "Error" {
+			errs++
+		}
+	}
+	return uint64(len(s.diag)), errs
+}
