@@ -137,6 +137,44 @@ print(json.dumps(out, ensure_ascii=False))
 		}
 	})
 
+	// libmariadb through mysqlclient (MySQLdb): the warning count the C
+	// client reads from the OK / EOF packets, and COM_STATISTICS (its
+	// stat(), mysqladmin status) answered in sequence, the session going on.
+	t.Run("mysqlclient warnings and stat", func(t *testing.T) {
+		py := `
+import sys, json, re, MySQLdb
+host, port, user, pw = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+c = MySQLdb.connect(host=host, port=port, user=user, passwd=pw, db="im", charset="utf8mb4", autocommit=True)
+cur = c.cursor()
+out = []
+cur.execute("SELECT CAST('x' AS SIGNED), CAST('y' AS SIGNED)")
+out.append(c.warning_count())
+cur.execute("INSERT IGNORE INTO im_conv_seq (conv_id, max_seq) VALUES (9090, 1), (9090, 2)")
+out.append(c.warning_count())
+cur.execute("SHOW WARNINGS")
+out.append([list(r) for r in cur.fetchall()])
+cur.execute("SET @x = 1")
+out.append(c.warning_count())
+out.append(bool(re.match(r"^Uptime: \d+  Threads: \d+  Questions: \d+  Slow queries: \d+  Opens: \d+  Open tables: \d+  Queries per second avg: [0-9.]+$", c.stat())))
+cur.execute("SELECT 7")
+out.append(cur.fetchall()[0][0])
+print(json.dumps(out))
+`
+		runPy := func(addr, user, pw string) string {
+			h, p := hostPort(t, addr)
+			return runClient(t, exec.Command("/usr/bin/python3", "-c", py, h, p, user, pw), "python3-mysqldb")
+		}
+		got, want := runPy(s.convoy.addr, "convoy", "convoy"), runPy(s.ref.Addr(), "root", "")
+		if got != want || !strings.Contains(got, "true, 7]") {
+			t.Errorf("mysqlclient results differ\nmariadb: %s\nconvoy:  %s", want, got)
+		}
+		out, err := exec.Command("mariadb-admin", "--no-defaults", "-h", strings.Split(s.convoy.addr, ":")[0], "-P", strings.Split(s.convoy.addr, ":")[1],
+			"-uconvoy", "-pconvoy", "status").CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), "Uptime: ") {
+			t.Errorf("mariadb-admin status: %v %s", err, out)
+		}
+	})
+
 	// PyMySQL's default (autocommit=False) and SQLAlchemy rely on the
 	// greeting's status flags: they send SET autocommit=0 only when the
 	// greeting says autocommit is on. With 0x0000 there, every statement of

@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"encoding/binary"
+	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/server"
@@ -278,6 +280,18 @@ func (h *handler) HandleOtherCommand(cmd byte, data []byte) error {
 		default:
 			return h.fail(&mysql.MyError{Code: mysql.ER_UNKNOWN_COM_ERROR, State: "08S01", Message: "Unknown COM_SET_OPTION option"}, cmdSetOption, "")
 		}
+		return nil
+	case mysql.COM_STATISTICS:
+		if h.cc == nil {
+			break
+		}
+		// mysqladmin status, MySQLdb's stat(), health checks: MariaDB's
+		// line, with Convoy's own figures (its clients, the commands they
+		// sent); it opens no tables.
+		up := time.Since(h.s.started)
+		q := h.s.commands.Load()
+		h.cc.replyWith = fmt.Appendf(nil, "Uptime: %d  Threads: %d  Questions: %d  Slow queries: 0  Opens: 0  Open tables: 0  Queries per second avg: %.3f",
+			int64(up.Seconds()), h.s.active.Load(), q, float64(q)/max(up.Seconds(), 1))
 		return nil
 	case comResetConnection:
 		db := h.sess.DB()

@@ -54,6 +54,10 @@ type clientConn struct {
 	// extraPackets are the packets a rewritten command gained (see
 	// nextPacket); the handler takes them off go-mysql's reply sequence.
 	extraPackets byte
+	// replyWith, when set, is the payload sent in place of the next packet
+	// go-mysql writes (its OK after a command it does not know, such as
+	// COM_STATISTICS, whose answer is a bare string), in its sequence.
+	replyWith []byte
 }
 
 func newClientConn(nc net.Conn, maxPacket int) *clientConn {
@@ -70,7 +74,13 @@ func (l *clientConn) Write(p []byte) (int, error) {
 		l.sniffPrepare = false
 		l.stmts.sniffPrepareOK(p)
 	}
-	if l.prep == nil || !l.prep.rewrite(l, p) {
+	switch {
+	case l.replyWith != nil && len(p) >= 4:
+		n := len(l.replyWith)
+		l.wbuf = append(l.wbuf, byte(n), byte(n>>8), byte(n>>16), p[3])
+		l.wbuf = append(l.wbuf, l.replyWith...)
+		l.replyWith = nil
+	case l.prep == nil || !l.prep.rewrite(l, p):
 		l.wbuf = append(l.wbuf, p...)
 	}
 	if len(l.wbuf) >= writeChunk {
@@ -89,7 +99,7 @@ func (l *clientConn) setPrepareColumns(cols [][]byte) { l.prep = &prepareReply{c
 
 // endCommand finishes the response of one command and sends it.
 func (l *clientConn) endCommand() error {
-	l.prep = nil
+	l.prep, l.replyWith = nil, nil
 	return l.Flush()
 }
 

@@ -89,6 +89,9 @@ type Server struct {
 	decoy  string
 	active atomic.Int64
 	auth   *authThrottle
+	// started and commands answer COM_STATISTICS (uptime, questions).
+	started  time.Time
+	commands atomic.Int64
 
 	perUserMu sync.Mutex
 	perUser   map[string]int
@@ -165,6 +168,7 @@ func New(cfg Config, eng *engine.Engine, log *zap.Logger, reg prometheus.Registe
 		cfg:     cfg,
 		eng:     eng,
 		log:     log,
+		started: time.Now(),
 		users:   map[string]User{},
 		decoy:   rand.Text(),
 		stmtLog: newStmtLog(log.Named("client"), cfg.StatementLogRate),
@@ -421,6 +425,7 @@ var errPanicInTxn = errors.New("[BUG] panic inside a transaction")
 // empty packets) answers that command with errno 1835 and keeps the session;
 // inside a transaction the session ends instead.
 func (h *handler) command(conn *server.Conn) (err error) {
+	h.s.commands.Add(1)
 	defer func() {
 		r := recover()
 		if r == nil {
