@@ -53,14 +53,14 @@ func (s *Session) beginStatement() {
 // table and produced none (SET, SELECT 1, SHOW WARNINGS keep the area, as
 // in MariaDB). An OK packet carries the statement's warning count.
 func (s *Session) endStatement(r *mysql.Result, err error) {
-	if err != nil {
-		var me *mysql.MyError
-		if errors.As(err, &me) {
-			s.warnings = append(s.warnings, Warning{Level: "Error", Code: me.Code, Message: me.Message})
-		}
-	}
 	if err != nil || len(s.warnings) > 0 || !s.keepDiag {
-		s.diag = s.warnings[:min(len(s.warnings), maxConditions)]
+		// A copy: the error is the area's, not the statement's warning
+		// count (a CALL's result sets before its error count none).
+		s.diag = append([]Warning(nil), s.warnings[:min(len(s.warnings), maxConditions)]...)
+		var me *mysql.MyError
+		if errors.As(err, &me) && len(s.diag) < maxConditions {
+			s.diag = append(s.diag, Warning{Level: "Error", Code: me.Code, Message: me.Message})
+		}
 	}
 	if err == nil && r != nil && (r.Resultset == nil || len(r.Fields) == 0) {
 		r.Warnings = s.WarningCount()
