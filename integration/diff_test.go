@@ -349,6 +349,11 @@ func differentialCases() []dcase {
 		q("SHOW WARNINGS"),
 		q("SELECT 1"),
 		q("SHOW ERRORS"),
+		// Past max_error_count (64): listed up to it, counted in full.
+		q("SELECT "+strings.Repeat("CAST('w' AS SIGNED) + ", 69)+"CAST('w' AS SIGNED) AS s"),
+		q("SHOW COUNT(*) WARNINGS"),
+		q("SELECT @@warning_count"),
+		q("SHOW WARNINGS"),
 	)
 	return cs
 }

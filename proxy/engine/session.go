@@ -68,6 +68,8 @@ type Session struct {
 	// at once); diag the diagnostics area SHOW WARNINGS lists; keepDiag:
 	// the current statement leaves diag as it is unless it has conditions.
 	warnings, diag []Warning
+	dropped        int // conditions past maxConditions, still counted
+	diagDropped    int // dropped of the statement diag is from
 	warnMu         sync.Mutex
 	keepDiag       bool
 }

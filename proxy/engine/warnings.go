@@ -41,11 +41,11 @@ func (s *Session) warn(w Warning) {
 
 // WarningCount is the number of conditions of the last statement, for the
 // warning count of its OK or EOF packet.
-func (s *Session) WarningCount() uint16 { return uint16(min(len(s.warnings), 65535)) }
+func (s *Session) WarningCount() uint16 { return uint16(min(len(s.warnings)+s.dropped, 65535)) }
 
 // beginStatement starts a client statement's conditions.
 func (s *Session) beginStatement() {
-	s.warnings, s.keepDiag = nil, false
+	s.warnings, s.dropped, s.keepDiag = nil, 0, false
 }
 
 // endStatement ends a client statement: its error joins its conditions,
@@ -57,6 +57,7 @@ func (s *Session) endStatement(r *mysql.Result, err error) {
 		// A copy: the error is the area's, not the statement's warning
 		// count (a CALL's result sets before its error count none).
 		s.diag = append([]Warning(nil), s.warnings[:min(len(s.warnings), maxConditions)]...)
+		s.diagDropped = s.dropped
 		var me *mysql.MyError
 		if errors.As(err, &me) && len(s.diag) < maxConditions {
 			s.diag = append(s.diag, Warning{Level: "Error", Code: me.Code, Message: me.Message})
@@ -104,9 +105,16 @@ func (s *Session) backendWarnings(c Conn, r *mysql.Result, sh int, once bool) {
 		for _, o := range s.warnings {
 			dup = dup || once && o == w
 		}
-		if !dup {
+		switch {
+		case dup:
+		case len(s.warnings) < maxConditions:
 			s.warnings = append(s.warnings, w)
+		default:
+			s.dropped++ // counted, as MariaDB counts past max_error_count
 		}
+	}
+	if !once && int(r.Warnings) > len(rows) {
+		s.dropped += int(r.Warnings) - len(rows) // past the backend's own max_error_count
 	}
 }
 
@@ -139,7 +147,11 @@ func (s *Session) showWarnings(pl *plan, binary bool) (*mysql.Result, bool) {
 		}
 		rs = &mysql.Resultset{Fields: []*mysql.Field{{Name: []byte(name), Type: mysql.MYSQL_TYPE_LONGLONG,
 			Charset: 63, ColumnLength: 21, Flag: mysql.UNSIGNED_FLAG | mysql.BINARY_FLAG}}}
-		rs.RowDatas = []mysql.RowData{textRow([][]byte{[]byte(strconv.Itoa(len(list)))})}
+		n := len(list)
+		if st.Tp == ast.ShowWarnings {
+			n += s.diagDropped
+		}
+		rs.RowDatas = []mysql.RowData{textRow([][]byte{[]byte(strconv.Itoa(n))})}
 	} else {
 		rs = &mysql.Resultset{Fields: []*mysql.Field{text("Level", 28), {Name: []byte("Code"), Type: mysql.MYSQL_TYPE_LONG,
 			Charset: 63, ColumnLength: 4, Flag: mysql.UNSIGNED_FLAG | mysql.NOT_NULL_FLAG | mysql.BINARY_FLAG}, text("Message", 2048)}}
@@ -160,5 +172,5 @@ func (s *Session) diagCounts() (warnings, errs uint64) {
 			errs++
 		}
 	}
-	return uint64(len(s.diag)), errs
+	return uint64(len(s.diag) + s.diagDropped), errs
 }
