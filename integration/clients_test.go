@@ -175,6 +175,44 @@ print(json.dumps(out))
 		}
 	})
 
+	// COM_CHANGE_USER through libmariadb (mysqlclient's change_user): the
+	// connection becomes the other account's, with a new session (user
+	// variables, autocommit back to 1); a wrong password gets 1045 and the
+	// connection stays the old account's, as on MariaDB.
+	t.Run("mysqlclient change_user", func(t *testing.T) {
+		py := `
+import sys, json, MySQLdb
+host, port = sys.argv[1], int(sys.argv[2])
+c = MySQLdb.connect(host=host, port=port, user="convoy", passwd="convoy", db="im", charset="utf8mb4")
+cur = c.cursor()
+cur.execute("SET @v = 5")
+cur.execute("SET autocommit = 0")
+out = []
+c.change_user("app", "app secret", "im")
+cur = c.cursor()
+cur.execute("SELECT CURRENT_USER(), @v, @@autocommit, DATABASE()")
+out.append(list(cur.fetchone()))
+try:
+    c.change_user("convoy", "wrong", "im")
+    out.append("changed with a wrong password")
+except MySQLdb.OperationalError as e:
+    out.append(e.args[0])
+cur = c.cursor()
+cur.execute("SELECT CURRENT_USER()")
+out.append(cur.fetchone()[0])
+c.change_user("convoy", "convoy", "")
+cur = c.cursor()
+cur.execute("SELECT CURRENT_USER(), DATABASE()")
+out.append(list(cur.fetchone()))
+print(json.dumps(out))
+`
+		h, p := hostPort(t, s.convoy.addr)
+		got := runClient(t, exec.Command("/usr/bin/python3", "-c", py, h, p), "python3-mysqldb")
+		if want := `[["app@%", null, 1, "im"], 1045, "app@%", ["convoy@%", null]]`; got != want {
+			t.Errorf("change_user through Convoy: %s, want %s", got, want)
+		}
+	})
+
 	// PyMySQL's default (autocommit=False) and SQLAlchemy rely on the
 	// greeting's status flags: they send SET autocommit=0 only when the
 	// greeting says autocommit is on. With 0x0000 there, every statement of

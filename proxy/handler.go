@@ -19,6 +19,8 @@ type handler struct {
 	sess *engine.Session
 	conn *server.Conn // nil during the handshake
 	cc   *clientConn  // nil until the handshake is done
+	// salt is the handshake's scramble (COM_CHANGE_USER).
+	salt []byte
 	user User
 	host string // the client's address, for USER()
 	// tlsVersion and tlsCipher name the client's TLS session in MariaDB's
@@ -293,6 +295,8 @@ func (h *handler) HandleOtherCommand(cmd byte, data []byte) error {
 		h.cc.replyWith = fmt.Appendf(nil, "Uptime: %d  Threads: %d  Questions: %d  Slow queries: 0  Opens: 0  Open tables: 0  Queries per second avg: %.3f",
 			int64(up.Seconds()), h.s.active.Load(), q, float64(q)/max(up.Seconds(), 1))
 		return nil
+	case mysql.COM_CHANGE_USER:
+		return h.changeUser(data)
 	case comResetConnection:
 		db := h.sess.DB()
 		h.sess.Close()

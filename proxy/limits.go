@@ -58,6 +58,9 @@ type clientConn struct {
 	// go-mysql writes (its OK after a command it does not know, such as
 	// COM_STATISTICS, whose answer is a bare string), in its sequence.
 	replyWith []byte
+	// raw: the next packet is not a command (an authentication response
+	// inside COM_CHANGE_USER) and goes up uninspected.
+	raw bool
 }
 
 func newClientConn(nc net.Conn, maxPacket int) *clientConn {
@@ -230,6 +233,9 @@ func (l *clientConn) nextPacket() error {
 	if !l.cont {
 		l.logical = 0
 	}
+	if first && l.raw {
+		l.raw, first = false, false
+	}
 	if first && size > 0 {
 		cmd, err := l.br.Peek(1)
 		if err != nil {
@@ -335,12 +341,15 @@ type greetingConn struct {
 	add, drop uint32
 	status    uint16
 	patched   bool
+	// salt is the greeting's scramble (go-mysql keeps its own private):
+	// COM_CHANGE_USER's authentication answers it.
+	salt []byte
 }
 
 func (g *greetingConn) Write(p []byte) (int, error) {
 	if !g.patched {
 		g.patched = true
-		patchGreeting(p, g.add, g.drop, g.status)
+		g.salt = patchGreeting(p, g.add, g.drop, g.status)
 	}
 	return g.Conn.Write(p)
 }
@@ -348,18 +357,24 @@ func (g *greetingConn) Write(p []byte) (int, error) {
 // patchGreeting sets the capabilities add, clears drop and ORs status into
 // a HandshakeV10 packet (header included): protocol version, NUL-terminated
 // server version, connection id (4), salt part 1 (8), filler (1),
-// capabilities low (2), charset (1), status (2), capabilities high (2).
-func patchGreeting(p []byte, add, drop uint32, status uint16) {
+// capabilities low (2), charset (1), status (2), capabilities high (2),
+// then the salt's length (1), reserved (10) and salt part 2 (12 + NUL). It
+// returns the salt (nil if the packet is not such a greeting).
+func patchGreeting(p []byte, add, drop uint32, status uint16) []byte {
 	if len(p) < 5 || p[4] != 10 {
-		return
+		return nil
 	}
 	end := bytes.IndexByte(p[5:], 0)
 	if end < 0 {
-		return
+		return nil
 	}
 	low := 5 + end + 1 + 4 + 8 + 1
 	if len(p) < low+7 {
-		return
+		return nil
+	}
+	var salt []byte
+	if part2 := low + 7 + 1 + 10; len(p) >= part2+12 {
+		salt = append(append(salt, p[low-9:low-1]...), p[part2:part2+12]...)
 	}
 	caps := uint32(binary.LittleEndian.Uint16(p[low:])) | uint32(binary.LittleEndian.Uint16(p[low+5:]))<<16
 	caps = caps&^drop | add
@@ -367,6 +382,7 @@ func patchGreeting(p []byte, add, drop uint32, status uint16) {
 	binary.LittleEndian.PutUint16(p[low+5:], uint16(caps>>16))
 	p[low+3] |= byte(status)
 	p[low+4] |= byte(status >> 8)
+	return salt
 }
 
 // authThrottle blocks a host for a while after repeated failed logins, so a

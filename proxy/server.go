@@ -319,6 +319,7 @@ func (s *Server) handle(nc net.Conn) {
 		return
 	}
 	h.conn = conn
+	h.salt = gc.salt
 	h.user = s.users[conn.GetUser()]
 	reason := s.admit(conn)
 	if db := h.sess.DB(); reason == nil && db != "" && !h.user.privileges().MayUseDatabase(db) {
@@ -346,7 +347,7 @@ func (s *Server) handle(nc net.Conn) {
 		}
 		return
 	}
-	defer s.leave(h.user.Name)
+	defer func() { s.leave(h.user.Name) }() // (COM_CHANGE_USER may change the account)
 	if tc, ok := conn.Conn.Conn.(*tls.Conn); ok {
 		h.tlsVersion, h.tlsCipher = tlsNames(tc.ConnectionState())
 	}
@@ -391,7 +392,15 @@ func (s *Server) admit(conn *server.Conn) *mysql.MyError {
 			return &mysql.MyError{Code: 3159, State: "HY000", Message: "Connections using insecure transport are prohibited while require_secure_transport is on"}
 		}
 	}
-	user := conn.GetUser()
+	if me := s.admitUser(conn.GetUser()); me != nil {
+		return me
+	}
+	return nil
+}
+
+// admitUser counts one more connection of user, unless it has
+// max_user_connections already.
+func (s *Server) admitUser(user string) *mysql.MyError {
 	s.perUserMu.Lock()
 	defer s.perUserMu.Unlock()
 	if s.cfg.MaxUserConnections > 0 && s.perUser[user] >= s.cfg.MaxUserConnections {
