@@ -158,12 +158,6 @@ func (h *handler) changeUser(data []byte) error {
 		h.s.leave(h.user.Name)
 		h.user = u
 	}
-	// The old session's transaction is rolled back, its variables and
-	// prepared statements are gone.
-	h.sess.Close()
-	h.sess = sess
-	h.sess.SetFoundRows(h.conn.HasCapability(mysql.CLIENT_FOUND_ROWS))
-	h.setMultiResults()
-	h.startSession()
+	h.replaceSession(sess)
 	return nil
 }

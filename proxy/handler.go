@@ -66,6 +66,17 @@ func (h *handler) fail(err error, cmd, sql string) error {
 	return me
 }
 
+// replaceSession ends the client's session (its transaction rolled back,
+// its variables gone) and continues with sess (COM_RESET_CONNECTION,
+// COM_CHANGE_USER).
+func (h *handler) replaceSession(sess *engine.Session) {
+	h.sess.Close()
+	h.sess = sess
+	h.sess.SetFoundRows(h.conn.HasCapability(mysql.CLIENT_FOUND_ROWS))
+	h.setMultiResults()
+	h.startSession()
+}
+
 // startSession gives a new session what it knows of its client.
 func (h *handler) startSession() {
 	h.sess.SetPrivileges(h.user.privileges())
@@ -298,12 +309,7 @@ func (h *handler) HandleOtherCommand(cmd byte, data []byte) error {
 	case mysql.COM_CHANGE_USER:
 		return h.changeUser(data)
 	case comResetConnection:
-		db := h.sess.DB()
-		h.sess.Close()
-		h.sess = h.s.eng.NewSession(db)
-		h.sess.SetFoundRows(h.conn.HasCapability(mysql.CLIENT_FOUND_ROWS))
-		h.setMultiResults()
-		h.startSession()
+		h.replaceSession(h.s.eng.NewSession(h.sess.DB()))
 		return nil
 	}
 	return h.fail(&mysql.MyError{Code: mysql.ER_UNKNOWN_COM_ERROR, State: "08S01", Message: "Unknown command " + strconv.Itoa(int(cmd))}, "command "+strconv.Itoa(int(cmd)), "")
