@@ -392,10 +392,7 @@ func (s *Server) admit(conn *server.Conn) *mysql.MyError {
 			return &mysql.MyError{Code: 3159, State: "HY000", Message: "Connections using insecure transport are prohibited while require_secure_transport is on"}
 		}
 	}
-	if me := s.admitUser(conn.GetUser()); me != nil {
-		return me
-	}
-	return nil
+	return s.admitUser(conn.GetUser())
 }
 
 // admitUser counts one more connection of user, unless it has
