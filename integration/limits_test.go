@@ -65,6 +65,44 @@ func TestClientLimits(t *testing.T) {
 		if _, err := c.PrepareContext(bg(), "SELECT msg_id FROM conv_msg WHERE conv_id = ?"); err != nil {
 			t.Errorf("prepare after a close: %v", err)
 		}
+
+		// COM_RESET_CONNECTION (and COM_CHANGE_USER, the same path) ends
+		// every prepared statement, as in MariaDB: an old id gets 1243 and the slots are
+		// free again (a pool resetting its connections never reaches the
+		// bound).
+		raw := rawConnect(t, p.addr, "convoy", "convoy", "im")
+		prepare := func(round string) []uint32 {
+			var ids []uint32
+			for i := 0; i < 3; i++ {
+				r := rawCommand(raw, comPrepare("SELECT seq FROM conv_msg WHERE conv_id = ?"), true)
+				if !r.ok {
+					t.Fatalf("%s: prepare %d: %v", round, i+1, r)
+				}
+				ids = append(ids, r.stmtID)
+			}
+			return ids
+		}
+		ids := prepare("before any reset")
+		if r := rawCommand(raw, []byte{0x1f}, false); !r.ok { // COM_RESET_CONNECTION
+			t.Fatalf("reset: %v", r)
+		}
+		if r := rawCommand(raw, comExecute(ids[0], int64(42)), false); r.errno != 1243 {
+			t.Errorf("EXECUTE of a statement prepared before the reset: %v, want 1243", r)
+		}
+		ids = prepare("after the reset")
+		if err := raw.Ping(); err != nil {
+			t.Fatal(err)
+		}
+		if r := rawCommand(raw, []byte{0x1f}, false); !r.ok {
+			t.Fatalf("second reset: %v", r)
+		}
+		prepare("after a second reset")
+		if r := rawCommand(raw, comExecute(ids[2], int64(42)), false); r.errno != 1243 {
+			t.Errorf("EXECUTE of a statement prepared before the second reset: %v, want 1243", r)
+		}
+		if r := rawCommand(raw, comPrepare("SELECT 1"), true); r.errno != 1461 {
+			t.Errorf("4th prepared statement after the reset: %v, want 1461", r)
+		}
 	})
 
 	t.Run("max_packet", func(t *testing.T) {

@@ -70,6 +70,9 @@ func (h *handler) fail(err error, cmd, sql string) error {
 // its variables gone) and continues with sess (COM_RESET_CONNECTION,
 // COM_CHANGE_USER).
 func (h *handler) replaceSession(sess *engine.Session) {
+	if h.cc != nil {
+		h.cc.closeStatements()
+	}
 	h.sess.Close()
 	h.sess = sess
 	h.sess.SetFoundRows(h.conn.HasCapability(mysql.CLIENT_FOUND_ROWS))
@@ -147,7 +150,13 @@ func (h *handler) query(q string) (*mysql.Result, error) {
 // reply writes a result set itself (writeResultset) and hands go-mysql a
 // result it writes as nothing; OK results go back to go-mysql's writer.
 func (h *handler) reply(r *mysql.Result) (*mysql.Result, error) {
-	if h.cc == nil || r == nil || !r.HasResultset() || r.Streaming != mysql.StreamingNone {
+	if h.cc == nil || r == nil {
+		return r, nil
+	}
+	if !r.HasResultset() {
+		h.cc.okInfo = r.StatusMessage
+	}
+	if !r.HasResultset() || r.Streaming != mysql.StreamingNone {
 		return r, nil
 	}
 	if err := h.writeResultset(r.Resultset); err != nil {
@@ -158,8 +167,13 @@ func (h *handler) reply(r *mysql.Result) (*mysql.Result, error) {
 
 // write sends one reply of a multi-statement query.
 func (h *handler) write(v any) error {
-	if r, ok := v.(*mysql.Result); ok && h.cc != nil && r.HasResultset() && r.Streaming == mysql.StreamingNone {
-		return h.writeResultset(r.Resultset)
+	if r, ok := v.(*mysql.Result); ok && h.cc != nil {
+		if r.HasResultset() && r.Streaming == mysql.StreamingNone {
+			return h.writeResultset(r.Resultset)
+		}
+		if !r.HasResultset() {
+			h.cc.okInfo = r.StatusMessage
+		}
 	}
 	return h.conn.WriteValue(v)
 }

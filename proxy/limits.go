@@ -58,6 +58,15 @@ type clientConn struct {
 	// go-mysql writes (its OK after a command it does not know, such as
 	// COM_STATISTICS, whose answer is a bare string), in its sequence.
 	replyWith []byte
+	// okInfo, when set, is the info text appended to the next packet if
+	// it is an OK, length-encoded as MariaDB sends it (libmariadb reads it
+	// so whatever the capabilities): go-mysql writes it only under
+	// CLIENT_SESSION_TRACK, which Convoy does not offer
+	// (hiddenCapabilities).
+	okInfo string
+	// closes are statement ids whose COM_STMT_CLOSE go-mysql is handed
+	// before the client's next command (see closeStatements).
+	closes []uint32
 	// raw: the next packet is not a command (an authentication response
 	// inside COM_CHANGE_USER) and goes up uninspected.
 	raw bool
@@ -83,7 +92,14 @@ func (l *clientConn) Write(p []byte) (int, error) {
 		l.wbuf = append(l.wbuf, byte(n), byte(n>>8), byte(n>>16), p[3])
 		l.wbuf = append(l.wbuf, l.replyWith...)
 		l.replyWith = nil
+	case l.okInfo != "" && len(p) > 4 && p[4] == mysql.OK_HEADER:
+		info := append(mysql.PutLengthEncodedInt(uint64(len(l.okInfo))), l.okInfo...)
+		n := len(p) - 4 + len(info)
+		l.wbuf = append(l.wbuf, byte(n), byte(n>>8), byte(n>>16), p[3])
+		l.wbuf = append(append(l.wbuf, p[4:]...), info...)
+		l.okInfo = ""
 	case l.prep == nil || !l.prep.rewrite(l, p):
+		l.okInfo = ""
 		l.wbuf = append(l.wbuf, p...)
 	}
 	if len(l.wbuf) >= writeChunk {
@@ -102,7 +118,7 @@ func (l *clientConn) setPrepareColumns(cols [][]byte) { l.prep = &prepareReply{c
 
 // endCommand finishes the response of one command and sends it.
 func (l *clientConn) endCommand() error {
-	l.prep, l.replyWith = nil, nil
+	l.prep, l.replyWith, l.okInfo = nil, nil, ""
 	return l.Flush()
 }
 
@@ -200,6 +216,11 @@ func (l *clientConn) Read(p []byte) (int, error) {
 			l.left -= n
 			return n, err
 		}
+		if len(l.closes) > 0 {
+			l.pending = appendPackets(l.pending[:0], binary.LittleEndian.AppendUint32([]byte{comStmtClose}, l.closes[0]), 0)
+			l.closes = l.closes[1:]
+			continue
+		}
 		if err := l.nextPacket(); err != nil {
 			return 0, err
 		}
@@ -266,6 +287,21 @@ func (l *clientConn) nextPacket() error {
 	l.pending = append(l.pending[:0], hdr[:]...)
 	l.left = size
 	return nil
+}
+
+// closeStatements ends every prepared statement of the connection, as
+// MariaDB does on COM_RESET_CONNECTION and COM_CHANGE_USER: an EXECUTE of
+// one of them gets 1243 (stmtWire no longer knows it), and go-mysql, which
+// keeps its own statements and offers no way to drop them, reads a
+// COM_STMT_CLOSE of each before the client's next command (no reply), so
+// that their slots and memory are freed. A pool that resets its
+// connections (MySqlConnector, Connector/J's useResetConnection) would
+// otherwise reach max_prepared_per_session.
+func (l *clientConn) closeStatements() {
+	for id := range l.stmts.stmts {
+		l.closes = append(l.closes, id)
+	}
+	clear(l.stmts.stmts)
 }
 
 // appendPackets frames payload as packets starting at sequence seq.

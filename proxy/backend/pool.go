@@ -364,6 +364,9 @@ func (p *Pool) connect(ctx context.Context, timeout time.Duration, foundRows boo
 			// go-mysql asks for CLIENT_DEPRECATE_EOF whatever the server
 			// offers; wire reads result sets ended by EOF packets.
 			c.UnsetCapability(mysql.CLIENT_DEPRECATE_EOF)
+			// wire.okResult reads an OK packet's info text and no more; with
+			// session tracking, state changes would follow it.
+			c.UnsetCapability(mysql.CLIENT_SESSION_TRACK)
 			want := []uint32{mysql.CLIENT_MULTI_RESULTS, mysql.CLIENT_PS_MULTI_RESULTS}
 			if foundRows {
 				want = append(want, mysql.CLIENT_FOUND_ROWS)

@@ -314,6 +314,15 @@ func (w *wire) okResult(p []byte) (*mysql.Result, error) {
 	}
 	r.Status = binary.LittleEndian.Uint16(p[pos:])
 	r.Warnings = binary.LittleEndian.Uint16(p[pos+2:])
+	// Then the info text ("Records: 3  Duplicates: 0  Warnings: 0", "Rows
+	// matched: 1  Changed: 1  Warnings: 0"), length-encoded as MariaDB
+	// writes it; nothing follows it, as connections do not negotiate
+	// CLIENT_SESSION_TRACK.
+	if rest := p[pos+4:]; len(rest) > 0 {
+		if n, w, ok := lenenc(rest); ok && uint64(len(rest)-w) >= n {
+			r.StatusMessage = string(rest[w : w+int(n)])
+		}
+	}
 	w.status = r.Status
 	return r, nil
 }

@@ -421,6 +421,10 @@ func (s *Session) writeJobs(jobs []job) (*mysql.Result, error) {
 	}
 	total := okResult()
 	var returned []*mysql.Result // RETURNING rows, per job
+	var rows int                 // VALUES rows of an INSERT
+	for _, j := range jobs {
+		rows += len(j.rows)
+	}
 	for _, j := range jobs {
 		start := time.Now()
 		c, err := s.acquire(j.ds)
@@ -447,6 +451,11 @@ func (s *Session) writeJobs(jobs []job) (*mysql.Result, error) {
 			total.InsertId = r.InsertId
 		}
 		total.Warnings += r.Warnings
+		info := r.StatusMessage
+		if info == "" && len(j.rows) == 1 && rows > 1 {
+			info = oneRowInsertInfo(r.AffectedRows, r.Warnings)
+		}
+		total.StatusMessage = addInfo(total.StatusMessage, info)
 		if r.HasResultset() {
 			returned = append(returned, r)
 		}
@@ -611,7 +620,7 @@ func (s *Session) ddl(pl *plan) (*mysql.Result, error) {
 		for _, d := range snap.Databases() {
 			dbParts = append(dbParts, part{ds: d[0], sql: "CREATE DATABASE IF NOT EXISTS " + quoteIdent(d[1]), quiet: true})
 		}
-		if err := s.fanout(dbParts, "CREATE DATABASE"); err != nil {
+		if _, err := s.fanout(dbParts, "CREATE DATABASE"); err != nil {
 			return nil, err
 		}
 	}
@@ -620,7 +629,7 @@ func (s *Session) ddl(pl *plan) (*mysql.Result, error) {
 	for i, g := range groups {
 		parts[i] = part{shard: g.Shards[0], ds: g.Datasource, sql: pl.render(s, snap, g.Shards[0])}
 	}
-	err := s.fanout(parts, "DDL")
+	info, err := s.fanout(parts, "DDL")
 	s.e.schemaChanged()
 	for _, t := range pl.a.Sharded {
 		if t == historyTable {
@@ -630,17 +639,29 @@ func (s *Session) ddl(pl *plan) (*mysql.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return okResult(), nil
+	r := okResult()
+	r.StatusMessage = info // an ALTER's "Records: ..." over every table
+	return r, nil
 }
 
-func (s *Session) fanout(parts []part, what string) error {
+// fanout runs parts in parallel and returns their info texts summed.
+func (s *Session) fanout(parts []part, what string) (string, error) {
 	for i := range parts {
 		parts[i].untimed = true
 	}
 	errs := make([]error, len(parts))
+	infos := make([]string, len(parts))
 	s.parallelN(len(parts), s.e.opt.DDLParallelism, func(i int) {
-		_, errs[i] = s.autonomous(parts[i], true, false)
+		var r *mysql.Result
+		r, errs[i] = s.autonomous(parts[i], true, false)
+		if r != nil {
+			infos[i] = r.StatusMessage
+		}
 	})
+	info := ""
+	for _, in := range infos {
+		info = addInfo(info, in)
+	}
 	var failed []string
 	var first error
 	for i, err := range errs {
@@ -661,13 +682,13 @@ func (s *Session) fanout(parts []part, what string) error {
 		}
 	}
 	if n == 0 {
-		return nil
+		return info, nil
 	}
 	msg := fmt.Sprintf("%s failed on %d of %d physical targets: %s", what, n, len(parts), strings.Join(failed, "; "))
 	if me, ok := first.(*mysql.MyError); ok {
-		return &mysql.MyError{Code: me.Code, State: me.State, Message: msg}
+		return "", &mysql.MyError{Code: me.Code, State: me.State, Message: msg}
 	}
-	return errorf(CodeBackendUnavailable, "%s", msg)
+	return "", errorf(CodeBackendUnavailable, "%s", msg)
 }
 
 func targetName(p part) string {

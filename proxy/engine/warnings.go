@@ -65,6 +65,7 @@ func (s *Session) endStatement(r *mysql.Result, err error) {
 	}
 	if err == nil && r != nil && (r.Resultset == nil || len(r.Fields) == 0) {
 		r.Warnings = s.WarningCount()
+		r.StatusMessage = withWarnings(r.StatusMessage, r.Warnings)
 	}
 }
 
