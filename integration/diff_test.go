@@ -85,6 +85,10 @@ func differentialCases() []dcase {
 		q("SELECT * FROM im_inbox WHERE uid = 9"),
 		q("SELECT * FROM conv_msg WHERE conv_id = 424242"),
 		q("SELECT seq FROM conv_msg WHERE conv_id = 42 AND (seq = 1 OR seq = 2) ORDER BY seq FOR UPDATE"),
+		// MariaDB's only spelling of a shared-lock read (the parser prints
+		// FOR SHARE, which MariaDB refuses).
+		q("SELECT seq FROM conv_msg WHERE conv_id = 42 AND seq = 1 LOCK IN SHARE MODE"),
+		q("SELECT seq, msg_id FROM conv_msg WHERE conv_id = ? ORDER BY seq LIMIT ? LOCK IN SHARE MODE", 42, 2),
 		q("SELECT * FROM conv_msg /* a comment */ WHERE conv_id = 2 -- trailing\n"),
 		q("SELECT 'conv_msg' AS conv_msg, seq FROM conv_msg WHERE conv_id = 2"),
 	)

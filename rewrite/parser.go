@@ -109,5 +109,52 @@ func Restore(node ast.Node) (string, error) {
 	if err := node.Restore(format.NewRestoreCtx(restoreFlags, &sb)); err != nil {
 		return "", err
 	}
-	return sb.String(), nil
+	return mariadbShareLock(sb.String()), nil
+}
+
+// mariadbShareLock rewrites the parser's FOR SHARE into MariaDB's LOCK IN
+// SHARE MODE (its only spelling of a shared-lock read: MariaDB answers FOR
+// SHARE with 1064). The parser reads both spellings as one lock type and
+// prints FOR SHARE [NOWAIT | SKIP LOCKED]. In restored text every name is
+// backquoted and every string single-quoted, so outside quotes the words
+// can only be that clause.
+func mariadbShareLock(text string) string {
+	const forShare = " FOR SHARE"
+	if !strings.Contains(text, forShare) {
+		return text
+	}
+	var b strings.Builder
+	b.Grow(len(text) + 16)
+	for i := 0; i < len(text); {
+		switch c := text[i]; c {
+		case '\'', '`', '"':
+			j := i + 1
+			for j < len(text) {
+				if text[j] == '\\' && c != '`' {
+					j += 2
+					continue
+				}
+				if text[j] == c {
+					if j+1 < len(text) && text[j+1] == c { // doubled quote
+						j += 2
+						continue
+					}
+					break
+				}
+				j++
+			}
+			j = min(j+1, len(text))
+			b.WriteString(text[i:j])
+			i = j
+			continue
+		}
+		if strings.HasPrefix(text[i:], forShare) && (i+len(forShare) == len(text) || !isWordByte(text[i+len(forShare)])) {
+			b.WriteString(" LOCK IN SHARE MODE")
+			i += len(forShare)
+			continue
+		}
+		b.WriteByte(text[i])
+		i++
+	}
+	return b.String()
 }
