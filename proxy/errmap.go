@@ -49,6 +49,12 @@ var codes = map[engine.Code]mysqlCode{
 	// read only" (what a read-only table answers a write with), the
 	// message naming the conversation and seqs; nothing was changed.
 	engine.CodeArchivedReadOnly: {mysql.ER_OPEN_AS_READONLY, "HY000"},
+	// KILL, as MariaDB answers: the killed statement's 1317
+	// (ER_QUERY_INTERRUPTED), an unknown id's 1094, another account's
+	// connection 1095.
+	engine.CodeQueryInterrupted: {mysql.ER_QUERY_INTERRUPTED, "70100"},
+	engine.CodeUnknownThread:    {mysql.ER_NO_SUCH_THREAD, "HY000"},
+	engine.CodeNotThreadOwner:   {mysql.ER_KILL_DENIED_ERROR, "HY000"},
 }
 
 // toMySQL maps any error to the packet the client receives. Backend error

@@ -84,9 +84,16 @@ func (h *handler) replaceSession(sess *engine.Session) {
 func (h *handler) startSession() {
 	h.sess.SetPrivileges(h.user.privileges())
 	h.sess.SetClient(h.user.Name, h.host, h.conn.ConnectionID())
+	if a := h.conn.RemoteAddr(); a != nil {
+		h.sess.SetRemoteAddr(a.String())
+	}
 	h.sess.SetTLS(h.tlsVersion, h.tlsCipher)
-	if h.cc != nil {
-		h.sess.SetMaxAllowedPacket(int64(h.cc.max))
+	if cc := h.cc; cc != nil {
+		h.sess.SetMaxAllowedPacket(int64(cc.max))
+		// KILL CONNECTION from another session: the socket's Close is safe
+		// beside this connection's own reads and writes, which then fail
+		// and end it (its session closes, rolling its transaction back).
+		h.sess.SetCloser(func() { _ = cc.Conn.Close() })
 	}
 	h.syncStatus()
 }

@@ -91,5 +91,6 @@ func (m *Manager) AcquireOnce(ctx context.Context, datasource string, foundRows 
 		return nil, err
 	}
 	c.retire = true
+	c.setOwner(ownerOf(ctx))
 	return c, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +34,9 @@ type Conn struct {
 	vars     map[string]string // session variables applied on this connection
 	stmts    map[string]*stmt
 	stmtLRU  []string
+	// owner is the client connection holding c (see Interrupt).
+	ownerMu sync.Mutex
+	owner   uint32
 }
 
 // Datasource is the name of the datasource this connection belongs to.
@@ -42,7 +46,10 @@ func (c *Conn) Datasource() string { return c.pool.ds.Name }
 func (c *Conn) ConnectionID() uint32 { return c.id }
 
 // Release hands the connection back to its pool. Never use c afterwards.
-func (c *Conn) Release() { c.pool.release(c) }
+func (c *Conn) Release() {
+	c.setOwner(0)
+	c.pool.release(c)
+}
 
 // InTxn reports whether the server says a transaction is open.
 func (c *Conn) InTxn() bool { return c.w.status&mysql.SERVER_STATUS_IN_TRANS != 0 }

@@ -78,6 +78,7 @@ func (e *TimeoutError) Error() string {
 const (
 	claimTimeout = -1 // it ran past the statement timeout
 	claimOutage  = -2 // its datasource was marked down or hung meanwhile
+	claimKilled  = -3 // KILL of its client connection (Interrupt)
 )
 
 // errInterrupted is what the wire returns once its command was claimed;
@@ -100,8 +101,11 @@ func (c *Conn) interrupt(start, claim int64) bool {
 
 // claimed turns a claim into the error the statement reports.
 func (c *Conn) claimed(claim int64) error {
-	if claim == claimTimeout {
+	switch claim {
+	case claimTimeout:
 		return &TimeoutError{Datasource: c.pool.ds.Name, Timeout: time.Duration(c.limit.Load())}
+	case claimKilled:
+		return &KilledError{Datasource: c.pool.ds.Name}
 	}
 	b := c.pool.br
 	b.mu.Lock()

@@ -110,7 +110,11 @@ func (m *Manager) Acquire(ctx context.Context, datasource string, foundRows bool
 	if err != nil {
 		return nil, err
 	}
-	return p.Acquire(ctx, foundRows)
+	c, err := p.Acquire(ctx, foundRows)
+	if err == nil {
+		c.setOwner(ownerOf(ctx))
+	}
+	return c, err
 }
 
 // Probe checks the named datasource live within timeout (see Pool.Probe).

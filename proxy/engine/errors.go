@@ -37,6 +37,9 @@ const (
 	CodeTableAccessDenied              // the account lacks the privilege for a statement on a table (1142)
 	CodeDBAccessDenied                 // the account may not use a database (1044)
 	CodeArchivedReadOnly               // an UPDATE names archived messages (cold tier), which are read-only
+	CodeQueryInterrupted               // KILL [QUERY] of the client connection stopped the statement
+	CodeUnknownThread                  // KILL of a connection id Convoy does not have (1094)
+	CodeNotThreadOwner                 // KILL of another account's connection without admin (1095)
 	codeCount                          // keep last: the mapping test iterates to it
 )
 
@@ -72,6 +75,9 @@ var codeNames = [codeCount]string{
 	CodeShardHeld:          "shard_held",
 	CodeShardUnavailable:   "shard_unavailable",
 	CodeArchivedReadOnly:   "archived_read_only",
+	CodeQueryInterrupted:   "query_interrupted",
+	CodeUnknownThread:      "unknown_thread",
+	CodeNotThreadOwner:     "not_thread_owner",
 }
 
 func (c Code) String() string {
@@ -109,6 +115,7 @@ func classify(err error) error {
 		bue *backend.UnavailableError
 		boe *backend.OutageError
 		bte *backend.TimeoutError
+		bke *backend.KilledError
 	)
 	switch {
 	case errors.As(err, &me):
@@ -129,6 +136,8 @@ func classify(err error) error {
 		return &Error{Code: CodePoolTimeout, Msg: err.Error()}
 	case errors.As(err, &bte):
 		return &Error{Code: CodeStatementTimeout, Msg: bte.Error()}
+	case errors.As(err, &bke):
+		return &Error{Code: CodeQueryInterrupted, Msg: bke.Error()}
 	case errors.As(err, &boe): // before bue: it wraps the failure that opened the breaker
 		return &Error{Code: CodeBackendUnavailable, Msg: boe.Error()}
 	case errors.As(err, &bue):
@@ -142,7 +151,7 @@ func classify(err error) error {
 // broke, or the statement ran past the statement timeout.
 func connLost(err error) bool {
 	ce := classify(err)
-	return isCode(ce, CodeBackendUnavailable) || isCode(ce, CodeStatementTimeout)
+	return isCode(ce, CodeBackendUnavailable) || isCode(ce, CodeStatementTimeout) || isCode(ce, CodeQueryInterrupted)
 }
 
 // backendFailure reports an error a datasource caused (or a connection to

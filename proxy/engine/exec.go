@@ -69,6 +69,13 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 		return okResult(), nil
 	}
 	if pl.tmpl == nil {
+		if r, ok, err := s.kill(pl); ok {
+			return r, err
+		}
+		if r, ok := s.processList(pl, binary); ok {
+			s.e.metrics.countStatement("session")
+			return r, nil
+		}
 		if r, ok := s.showWarnings(pl, binary); ok {
 			s.e.metrics.countStatement("session")
 			return r, nil

@@ -107,6 +107,13 @@ func (s *Session) authorize(pl *plan) error {
 		return errorf(CodeAccessDenied, "Access denied; you need the Convoy admin privilege for %s of sharded table %s: it removes the rows of all %d shards",
 			command, pl.a.Sharded[0], router.NumShards)
 	}
+	if !p.Admin {
+		for _, t := range pl.a.Unsharded {
+			if backendActivity(t, s.db) {
+				return errorf(CodeAccessDenied, "Access denied; you need the Convoy admin privilege to read %s: it lists the datasources' own connections and their statements (SHOW PROCESSLIST lists Convoy's)", t)
+			}
+		}
+	}
 	if p.Databases != nil {
 		for _, t := range pl.a.Unsharded {
 			if db, _, qualified := strings.Cut(t, "."); qualified && !p.MayUseDatabase(db) {
@@ -115,6 +122,26 @@ func (s *Session) authorize(pl *plan) error {
 		}
 	}
 	return nil
+}
+
+// backendActivity reports whether table (as written, db the current
+// database) lists a datasource's connections or statements:
+// information_schema.PROCESSLIST and performance_schema's threads and
+// events. On a datasource every Convoy session is one account, so these
+// show every session's statements: only an admin reads them.
+func backendActivity(table, db string) bool {
+	schema, name, ok := strings.Cut(table, ".")
+	if !ok {
+		schema, name = db, table
+	}
+	schema, name = strings.ToLower(strings.Trim(schema, "`")), strings.ToLower(strings.Trim(name, "`"))
+	switch schema {
+	case "information_schema":
+		return name == "processlist"
+	case "performance_schema":
+		return name == "threads" || strings.HasPrefix(name, "events_") || name == "processlist" || strings.HasPrefix(name, "session_connect_attrs")
+	}
+	return false
 }
 
 // requiredPrivilege names the privilege pl needs ("" for none) and the

@@ -231,7 +231,7 @@ func (s *Session) acquireOnce(ds string) (Conn, error) {
 	if s.rt.noPSMulti {
 		drop |= mysql.CLIENT_PS_MULTI_RESULTS
 	}
-	c, err := ob.AcquireOnce(context.Background(), ds, s.foundRows, drop)
+	c, err := ob.AcquireOnce(s.backendCtx(), ds, s.foundRows, drop)
 	if err != nil {
 		return nil, err
 	}

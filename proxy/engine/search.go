@@ -12,6 +12,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/convoy-im/convoy/histcache"
+	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -381,7 +382,7 @@ func (s *Session) freshWindow(ctx context.Context, convs []uint64, from int64, q
 
 // freshRead runs one database's fresh-window statement.
 func (s *Session) freshRead(ctx context.Context, ds, sql string, match func(uint8, []byte) bool) ([]SearchHit, error) {
-	c, err := s.e.backends.Acquire(ctx, ds, false)
+	c, err := s.e.backends.Acquire(backend.WithOwner(ctx, s.connID), ds, false)
 	if err != nil {
 		return nil, err
 	}

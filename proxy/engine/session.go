@@ -44,6 +44,10 @@ type Session struct {
 	priv        Privileges
 	user, host  string // the Convoy account and the client's address (SetClient)
 	connID      uint32
+	ownerCtx    context.Context // backendCtx
+	closer      func()          // closes the client connection (SetCloser)
+	addr        string          // the client's host:port (SetRemoteAddr)
+	proc        procState       // what SHOW PROCESSLIST says of this session
 	// tlsVersion and tlsCipher describe the client's TLS session (SetTLS).
 	tlsVersion, tlsCipher string
 	// maxPacket is the session's max_allowed_packet, fixed when it started
@@ -136,6 +140,7 @@ func (s *Session) inTxn() bool { return s.txn.explicit || !s.autocommit }
 
 // Close rolls back an open transaction and returns its connection.
 func (s *Session) Close() {
+	s.e.live.remove(s.connID, s)
 	if c := s.txn.conn; c != nil {
 		_, _ = c.Exec("ROLLBACK")
 		c.Release()
@@ -170,6 +175,8 @@ func (s *Session) withDefaultConn(fn func(Conn) error) error {
 
 // Query runs one COM_QUERY.
 func (s *Session) Query(sql string) (*mysql.Result, error) {
+	s.startCommand("Query", sql)
+	defer s.endCommand()
 	s.beginStatement()
 	r, err := s.query(sql)
 	s.endStatement(r, err)
@@ -288,6 +295,8 @@ func (s *Session) describe(ds, db, sql string, p *Prepared) error {
 
 // Execute runs a prepared statement with its bound arguments.
 func (s *Session) Execute(p *Prepared, args []any) (*mysql.Result, error) {
+	s.startCommand("Execute", p.pl.sql)
+	defer s.endCommand()
 	s.beginStatement()
 	r, err := s.execute(p, args)
 	s.endStatement(r, err)
@@ -349,7 +358,7 @@ func (s *Session) acquire(ds string) (Conn, error) {
 }
 
 func (s *Session) acquireVars(ds string, vars map[string]string) (Conn, error) {
-	c, err := s.e.backends.Acquire(context.Background(), ds, s.foundRows)
+	c, err := s.e.backends.Acquire(s.backendCtx(), ds, s.foundRows)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
+	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/rewrite"
 )
 
@@ -17,6 +19,9 @@ import (
 // the client was greeted with.
 func (s *Session) SetClient(user, host string, connID uint32) {
 	s.user, s.host, s.connID = user, host, connID
+	s.ownerCtx = backend.WithOwner(context.Background(), connID)
+	s.endCommand() // connected: sleeping since now
+	s.e.live.add(connID, s)
 }
 
 // SetMaxAllowedPacket fixes the session's max_allowed_packet: the limit the

@@ -1,0 +1,221 @@
+package engine
+
+import (
+	"context"
+	"math"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+)
+
+// KILL [CONNECTION | QUERY] id names a Convoy client connection (the id
+// of its handshake and CONNECTION_ID()), as drivers send it to cancel a
+// statement (Connector/J's Statement.cancel and query timeout,
+// MySqlConnector's cancellation: a second connection sends KILL QUERY).
+// It is never passed on: on a datasource the number is some pooled
+// connection's thread, whichever session's statement that is running.
+
+// SHOW [FULL] PROCESSLIST lists Convoy's client connections the same way:
+// a datasource's list is its pooled connections, all as Convoy's
+// backend account, with other sessions' statements in Info.
+
+// liveSessions are the sessions by client connection id.
+type liveSessions struct {
+	mu sync.Mutex
+	m  map[uint32]*Session
+}
+
+func (l *liveSessions) add(id uint32, s *Session) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[uint32]*Session{}
+	}
+	l.m[id] = s
+}
+
+// remove forgets s, unless its id already names a newer session (COM_CHANGE_USER).
+func (l *liveSessions) remove(id uint32, s *Session) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m[id] == s {
+		delete(l.m, id)
+	}
+}
+
+func (l *liveSessions) get(id uint64) *Session {
+	if id > math.MaxUint32 {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.m[uint32(id)]
+}
+
+// SetCloser gives the session the function that closes its client
+// connection, for KILL CONNECTION.
+func (s *Session) SetCloser(f func()) { s.closer = f }
+
+// backendCtx is the context of the session's backend Acquires: it names
+// the client connection holding them (backend.Interrupt).
+func (s *Session) backendCtx() context.Context {
+	if s.ownerCtx == nil {
+		return context.Background()
+	}
+	return s.ownerCtx
+}
+
+// interrupter is the part of Backends KILL needs (backend.Manager has it).
+type interrupter interface {
+	Interrupt(owner uint32) int
+}
+
+// kill answers KILL: the target's running backend statements are stopped
+// (they fail with 1317), and for KILL CONNECTION its client connection is
+// closed, which rolls its transaction back. An account may kill its own
+// connections; an admin any.
+func (s *Session) kill(pl *plan) (*mysql.Result, bool, error) {
+	st, ok := pl.a.Stmt.(*ast.KillStmt)
+	if !ok {
+		return nil, false, nil
+	}
+	s.e.metrics.countStatement("session")
+	target := s.e.live.get(st.ConnectionID)
+	if target == nil {
+		return nil, true, errorf(CodeUnknownThread, "Unknown thread id: %d", st.ConnectionID)
+	}
+	if target.user != s.user && !s.priv.Admin {
+		return nil, true, errorf(CodeNotThreadOwner, "You are not owner of thread %d", st.ConnectionID)
+	}
+	if in, ok := s.e.backends.(interrupter); ok {
+		in.Interrupt(target.connID)
+	}
+	if !st.Query && target.closer != nil {
+		target.closer()
+	}
+	return okResult(), true, nil
+}
+
+// Interrupt implements interrupter.
+func (b managerBackends) Interrupt(owner uint32) int { return b.m.Interrupt(owner) }
+
+var _ interrupter = managerBackends{}
+
+// procState is what SHOW PROCESSLIST says of a session: the command it
+// runs ("Sleep" between commands) since when, and its statement's text.
+// The session's current database is kept here too, for the same reason
+// (readers are other sessions' goroutines).
+type procState struct {
+	mu      sync.Mutex
+	command string
+	since   time.Time
+	info    string
+	db      string
+}
+
+// startCommand and endCommand bracket one command of the session.
+func (s *Session) startCommand(command, info string) { s.proc.set(command, info, s.db) }
+func (s *Session) endCommand()                       { s.proc.set("Sleep", "", s.db) }
+
+func (p *procState) set(command, info, db string) {
+	p.mu.Lock()
+	p.command, p.since, p.info, p.db = command, time.Now(), info, db
+	p.mu.Unlock()
+}
+
+func (p *procState) get() (command string, since time.Time, info, db string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.command == "" {
+		return "Sleep", p.since, "", p.db
+	}
+	return p.command, p.since, p.info, p.db
+}
+
+// SetRemoteAddr is the client's address as SHOW PROCESSLIST's Host shows
+// it (host:port).
+func (s *Session) SetRemoteAddr(addr string) { s.addr = addr }
+
+// processList answers SHOW [FULL] PROCESSLIST with the account's own
+// connections (every connection for an admin, as MariaDB's PROCESS
+// privilege does), in MariaDB's columns.
+func (s *Session) processList(pl *plan, binary bool) (*mysql.Result, bool) {
+	st, ok := pl.a.Stmt.(*ast.ShowStmt)
+	if !ok || st.Tp != ast.ShowProcessList {
+		return nil, false
+	}
+	s.e.live.mu.Lock()
+	var list []*Session
+	for _, o := range s.e.live.m {
+		if s.priv.Admin || o.user == s.user {
+			list = append(list, o)
+		}
+	}
+	s.e.live.mu.Unlock()
+	sort.Slice(list, func(i, j int) bool { return list[i].connID < list[j].connID })
+
+	// The column definitions MariaDB 10.11 sends to a utf8mb4 client.
+	text := func(name string, length uint32, flag uint16) *mysql.Field {
+		return &mysql.Field{Name: []byte(name), Type: mysql.MYSQL_TYPE_VAR_STRING, Charset: 45, ColumnLength: length, Flag: flag, Decimal: 39}
+	}
+	num := func(name string, tp uint8, length uint32, decimals uint8) *mysql.Field {
+		return &mysql.Field{Name: []byte(name), Type: tp, Charset: 63, ColumnLength: length, Decimal: decimals,
+			Flag: mysql.NOT_NULL_FLAG | mysql.BINARY_FLAG | mysql.NUM_FLAG}
+	}
+	info := text("Info", 400, 0)
+	if st.Full {
+		info = &mysql.Field{Name: []byte("Info"), Type: mysql.MYSQL_TYPE_BLOB, Charset: 45, ColumnLength: 201326592, Decimal: 39}
+	}
+	rs := &mysql.Resultset{Fields: []*mysql.Field{
+		num("Id", mysql.MYSQL_TYPE_LONGLONG, 11, 0), text("User", 512, mysql.NOT_NULL_FLAG), text("Host", 256, mysql.NOT_NULL_FLAG),
+		text("db", 256, 0), text("Command", 64, mysql.NOT_NULL_FLAG), num("Time", mysql.MYSQL_TYPE_LONG, 7, 0),
+		text("State", 120, 0), info, num("Progress", mysql.MYSQL_TYPE_DOUBLE, 7, 3),
+	}}
+	now := time.Now()
+	for _, o := range list {
+		command, since, stmt, cur := o.proc.get()
+		if o == s {
+			command, since, stmt = "Query", now, pl.sql // this statement, as MariaDB lists it
+		}
+		var db, state, infoV []byte // NULL
+		if cur != "" {
+			db = []byte(cur)
+		}
+		if command != "Sleep" {
+			state, infoV = []byte("executing"), []byte(stmt)
+			if !st.Full && len(stmt) > 100 {
+				infoV = []byte(truncateRunes(stmt, 100))
+			}
+		} else {
+			state = []byte{}
+		}
+		secs := 0
+		if !since.IsZero() {
+			secs = int(now.Sub(since) / time.Second)
+		}
+		rs.RowDatas = append(rs.RowDatas, textRow([][]byte{
+			[]byte(strconv.FormatUint(uint64(o.connID), 10)), []byte(o.user), []byte(o.addr), db, []byte(command),
+			[]byte(strconv.Itoa(secs)), state, infoV, []byte("0.000"),
+		}))
+	}
+	if binary && !textToBinary(rs) {
+		return nil, false
+	}
+	return &mysql.Result{Resultset: rs}, true
+}
+
+// truncateRunes is s cut to n characters (not bytes), as MariaDB cuts
+// Info.
+func truncateRunes(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
+}
