@@ -85,6 +85,56 @@ func TestPrivileges(t *testing.T) {
 	if err := db.PingContext(ctx); errno(err) != 1044 {
 		t.Fatalf("login of writer into mysql: %v, want 1044", err)
 	}
+	// SHOW GRANTS: the Convoy account's privileges in MariaDB's words, not
+	// the datasources' grants of Convoy's backend account; another
+	// account's for an admin only.
+	grants := func(user, pw, q string) ([]string, error) {
+		db := openDSN(t, p.dsn(user, pw, "im"))
+		defer db.Close()
+		rows, err := db.QueryContext(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		cols, _ := rows.Columns()
+		out := []string{strings.Join(cols, ",")}
+		for rows.Next() {
+			var g string
+			if err := rows.Scan(&g); err != nil {
+				return nil, err
+			}
+			out = append(out, g)
+		}
+		return out, rows.Err()
+	}
+	for _, c := range []struct {
+		user, pw, q string
+		want        []string
+		errno       uint16
+	}{
+		{"reader", "r", "SHOW GRANTS", []string{"Grants for reader@%", "GRANT SELECT, SHOW VIEW ON *.* TO `reader`@`%`"}, 0},
+		{"writer", "w", "SHOW GRANTS FOR CURRENT_USER()", []string{"Grants for writer@%", "GRANT USAGE ON *.* TO `writer`@`%`",
+			"GRANT SELECT, INSERT, UPDATE, DELETE, EXECUTE, SHOW VIEW ON `im`.* TO `writer`@`%`"}, 0},
+		{"dba", "d", "SHOW GRANTS FOR CURRENT_USER", []string{"Grants for dba@%", "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER, CREATE TEMPORARY TABLES, EXECUTE, CREATE VIEW, SHOW VIEW, CREATE ROUTINE, ALTER ROUTINE, EVENT, TRIGGER ON *.* TO `dba`@`%`"}, 0},
+		{"convoy", "convoy", "SHOW GRANTS", []string{"Grants for convoy@%", "GRANT ALL PRIVILEGES ON *.* TO `convoy`@`%` WITH GRANT OPTION"}, 0},
+		{"convoy", "convoy", "SHOW GRANTS FOR reader", []string{"Grants for reader@%", "GRANT SELECT, SHOW VIEW ON *.* TO `reader`@`%`"}, 0},
+		{"convoy", "convoy", "SHOW GRANTS FOR 'reader'@'%'", []string{"Grants for reader@%", "GRANT SELECT, SHOW VIEW ON *.* TO `reader`@`%`"}, 0},
+		{"convoy", "convoy", "SHOW GRANTS FOR nobody", nil, 1141},
+		{"reader", "r", "SHOW GRANTS FOR reader", []string{"Grants for reader@%", "GRANT SELECT, SHOW VIEW ON *.* TO `reader`@`%`"}, 0},
+		{"reader", "r", "SHOW GRANTS FOR convoy", nil, 1044},
+	} {
+		got, err := grants(c.user, c.pw, c.q)
+		if c.errno != 0 {
+			if errno(err) != c.errno {
+				t.Errorf("%s: %s: %v, want %d", c.user, c.q, err, c.errno)
+			}
+			continue
+		}
+		if err != nil || strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+			t.Errorf("%s: %s:\n got %q (%v)\nwant %q", c.user, c.q, got, err, c.want)
+		}
+	}
+
 	// An admin may still drop or truncate a sharded table.
 	mustExec(t, admin, "TRUNCATE TABLE conv_msg")
 }

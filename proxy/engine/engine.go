@@ -100,7 +100,8 @@ type Engine struct {
 	ramps    ReadRamps    // nil: no read ramps (ramp.go)
 	dual     DualWrites   // nil: no dual-write (dualwrite.go)
 	search   *searchState // nil: msg_search not enabled (search.go)
-	live     liveSessions // sessions by client connection id (kill.go)
+	live     liveSessions // sessions by client connection id (processes.go)
+	accounts Accounts     // nil: SHOW GRANTS FOR knows only the session's account
 	plans    *planCache
 	intro    introState // introspection caches (introspect.go)
 	log      *zap.Logger

@@ -72,6 +72,9 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 		if r, ok, err := s.kill(pl); ok {
 			return r, err
 		}
+		if r, ok, err := s.showGrants(pl, binary); ok {
+			return r, err
+		}
 		if r, ok := s.processList(pl, binary); ok {
 			s.e.metrics.countStatement("session")
 			return r, nil
