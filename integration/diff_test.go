@@ -89,6 +89,16 @@ func differentialCases() []dcase {
 		// FOR SHARE, which MariaDB refuses).
 		q("SELECT seq FROM conv_msg WHERE conv_id = 42 AND seq = 1 LOCK IN SHARE MODE"),
 		q("SELECT seq, msg_id FROM conv_msg WHERE conv_id = ? ORDER BY seq LIMIT ? LOCK IN SHARE MODE", 42, 2),
+		// Restricted table references besides the statement's own (a join's
+		// other table, subqueries, derived tables) on the same shard; a
+		// statement whose only sharded tables are nested is routed by them
+		// (Laravel's exists(): SELECT EXISTS (SELECT * ... WHERE ...)).
+		q("SELECT EXISTS(SELECT * FROM conv_msg WHERE conv_id = ? AND seq = ?) AS `exists`", 42, 1),
+		q("SELECT EXISTS(SELECT * FROM conv_msg WHERE conv_id = 42 AND seq = 99) AS `exists`"),
+		q("SELECT (SELECT COUNT(*) FROM conv_msg WHERE conv_id = 42) AS n, (SELECT MAX(seq) FROM conv_msg WHERE conv_id = 42) AS top"),
+		q("SELECT * FROM (SELECT seq, msg_id FROM conv_msg WHERE conv_id = 1) AS t ORDER BY seq"),
+		q("SELECT m.seq FROM conv_msg m JOIN msg_content c ON c.msg_id = m.msg_id WHERE m.conv_id = 42 AND c.conv_id = 42 ORDER BY m.seq"),
+		q("SELECT seq FROM conv_msg WHERE conv_id = 42 AND msg_id IN (SELECT msg_id FROM msg_content WHERE conv_id = ?) ORDER BY seq", 42),
 		q("SELECT * FROM conv_msg /* a comment */ WHERE conv_id = 2 -- trailing\n"),
 		q("SELECT 'conv_msg' AS conv_msg, seq FROM conv_msg WHERE conv_id = 2"),
 	)
@@ -514,6 +524,7 @@ func TestDifferential(t *testing.T) {
 	checkIntrospection(t, s)
 	checkExplain(t, s)
 	checkWarningsPrivate(t, s)
+	checkColocation(t, s)
 	// The identical answers above came through the fast paths, not around
 	// them: text statements shared cached plans and prepared SELECTs went to
 	// the backend as text.
@@ -523,5 +534,33 @@ func TestDifferential(t *testing.T) {
 	t.Logf("plan cache hits %v, prepared EXECUTEs sent inline %v", hits, inline)
 	if hits < 1 || inline < 5 {
 		t.Errorf("fast paths not taken: plan cache hits %v, inline EXECUTEs %v", hits, inline)
+	}
+}
+
+// checkColocation: a statement runs on one shard, so a table reference
+// restricted to a conversation of another shard (a join's other table, a
+// subquery, a derived table) would find nothing there. MariaDB answers
+// these with rows; Convoy refuses them (1235) instead of answering wrong.
+func checkColocation(t *testing.T, s *stack) {
+	ctx := context.Background()
+	rc, cc := connPair(t, s, "&interpolateParams=false")
+	for _, dc := range []dcase{
+		q("SELECT seq FROM conv_msg WHERE conv_id = 42 AND 101 IN (SELECT msg_id FROM msg_content WHERE conv_id = 1)"),
+		q("SELECT seq FROM conv_msg WHERE conv_id = ? AND EXISTS (SELECT 1 FROM msg_content WHERE conv_id = ?)", 42, 1),
+		q("SELECT m.seq, c.content FROM conv_msg m JOIN msg_content c ON c.msg_id = 101 AND c.conv_id = 1 WHERE m.conv_id = 42"),
+		q("SELECT m.seq FROM conv_msg m, msg_content c WHERE m.conv_id = 42 AND c.conv_id = 1"),
+		q("SELECT (SELECT COUNT(*) FROM conv_msg WHERE conv_id = 42) + (SELECT COUNT(*) FROM conv_msg WHERE conv_id = 1) AS n"),
+		q("SELECT * FROM (SELECT seq FROM conv_msg WHERE conv_id = 42) a, (SELECT seq FROM conv_msg WHERE conv_id = 1) b"),
+		q("SELECT seq FROM conv_msg WHERE conv_id IN (42, 1) AND msg_id IN (SELECT msg_id FROM msg_content WHERE conv_id = 42)"),
+		q("UPDATE conv_msg SET msg_type = msg_type WHERE conv_id = 42 AND 101 IN (SELECT msg_id FROM msg_content WHERE conv_id = 1)"),
+	} {
+		want, got := run(ctx, rc, dc), run(ctx, cc, dc)
+		if want.errno != 0 {
+			t.Errorf("%s: the reference failed (%v): the case proves nothing", dc.sql, want)
+			continue
+		}
+		if got.errno != 1235 {
+			t.Errorf("%s %v: convoy %v, want 1235 (mariadb: %v)", dc.sql, dc.args, got, want)
+		}
 	}
 }

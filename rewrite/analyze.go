@@ -100,6 +100,19 @@ type Analysis struct {
 	Unsharded  []string // other tables, as written (schema.table or table), distinct
 	HasKey     bool     // SELECT/UPDATE/DELETE: a shard-key restriction was found
 	Keys       []Value  // values of that restriction: one for `=`, many for IN
+	// OtherKeys are the shard-key restrictions of the statement's other
+	// table references: another sharded table of its FROM, subqueries and
+	// derived tables (each reference's first). Each reads the physical
+	// table the statement is sent to, so all of them must live there: the
+	// engine refuses the statement otherwise (it would silently find
+	// nothing of a conversation kept on another shard). A statement with no
+	// restriction of its own (SELECT EXISTS (SELECT ... WHERE conv_id = ?))
+	// is routed by them (RoutedByNested).
+	OtherKeys [][]Value
+	// RoutedByNested: the statement's own block names no sharded table
+	// (SELECT EXISTS (...), a FROM of derived tables only) and its nested
+	// blocks are restricted: OtherKeys say where it runs.
+	RoutedByNested bool
 	InsertRows []Value  // INSERT/REPLACE into a sharded table: the key value of each row
 	// InsertHasKey is true for an INSERT/REPLACE into a sharded table (the key
 	// column is always in its column list: anything else is refused).
@@ -134,6 +147,7 @@ func Analyze(stmt ast.StmtNode) (*Analysis, error) {
 		a.Kind = KindSelect
 		if len(a.Sharded) > 0 {
 			a.findKey(s.From, s.Where)
+			a.findOtherKeys(s)
 		}
 	case *ast.SetOprStmt:
 		// Each branch has its own WHERE; sending the whole statement to the
@@ -156,11 +170,13 @@ func Analyze(stmt ast.StmtNode) (*Analysis, error) {
 				}
 			}
 			a.findKey(s.TableRefs, s.Where)
+			a.findOtherKeys(s)
 		}
 	case *ast.DeleteStmt:
 		a.Kind = KindDelete
 		if len(a.Sharded) > 0 {
 			a.findKey(s.TableRefs, s.Where)
+			a.findOtherKeys(s)
 		}
 	case *ast.CreateTableStmt, *ast.AlterTableStmt, *ast.TruncateTableStmt,
 		*ast.CreateIndexStmt, *ast.DropIndexStmt:
@@ -311,6 +327,96 @@ func (a *Analysis) findKey(from *ast.TableRefsClause, where ast.ExprNode) {
 		}
 	}
 }
+
+// restriction is the first shard-key restriction of one table reference.
+type restriction struct {
+	ref  string
+	keys []Value
+}
+
+// blockRestrictions are the first key restriction of each sharded table
+// reference of one query block (its FROM, WHERE and inner-join ONs), in
+// order of appearance.
+func (a *Analysis) blockRestrictions(from *ast.TableRefsClause, where ast.ExprNode) (out []restriction, shardedRefs int) {
+	var refs []string
+	var ons []ast.ExprNode
+	if from != nil && from.TableRefs != nil {
+		walkJoin(from.TableRefs, true, &refs, &ons)
+	}
+	if len(refs) == 0 {
+		return nil, 0
+	}
+	conj := conjuncts(where, nil)
+	for _, on := range ons {
+		conj = conjuncts(on, conj)
+	}
+	seen := map[string]bool{}
+	for _, e := range conj {
+		for _, ref := range refs {
+			if seen[ref] {
+				continue
+			}
+			if keys, ok := a.keyRestriction(e, []string{ref}); ok {
+				seen[ref] = true
+				out = append(out, restriction{ref, keys})
+				break
+			}
+		}
+	}
+	return out, len(refs)
+}
+
+// findOtherKeys fills OtherKeys: the restrictions of the outer block's
+// references other than the one Keys restricts, and every restriction of
+// the query blocks nested in stmt (subqueries, derived tables, the
+// branches of a set operation inside it).
+func (a *Analysis) findOtherKeys(stmt ast.StmtNode) {
+	var outer []restriction
+	var outerRefs int
+	switch s := stmt.(type) {
+	case *ast.SelectStmt:
+		outer, outerRefs = a.blockRestrictions(s.From, s.Where)
+	case *ast.UpdateStmt:
+		outer, outerRefs = a.blockRestrictions(s.TableRefs, s.Where)
+	case *ast.DeleteStmt:
+		outer, outerRefs = a.blockRestrictions(s.TableRefs, s.Where)
+	}
+	for i, r := range outer {
+		if i == 0 && a.HasKey {
+			continue // Keys itself (findKey takes the same first restriction)
+		}
+		a.OtherKeys = append(a.OtherKeys, r.keys)
+	}
+	v := nestedSelects{top: stmt}
+	stmt.Accept(&v)
+	allRestricted := true
+	for _, sel := range v.found {
+		rs, n := a.blockRestrictions(sel.From, sel.Where)
+		allRestricted = allRestricted && len(rs) == n
+		for _, r := range rs {
+			a.OtherKeys = append(a.OtherKeys, r.keys)
+		}
+	}
+	// Routed by its nested blocks only if each of their sharded references
+	// is restricted: an unrestricted one would read one shard's rows where
+	// MariaDB reads all.
+	a.RoutedByNested = !a.HasKey && outerRefs == 0 && len(a.OtherKeys) > 0 && allRestricted
+}
+
+// nestedSelects collects the SELECT blocks below top.
+type nestedSelects struct {
+	top   ast.Node
+	found []*ast.SelectStmt
+}
+
+func (v *nestedSelects) Enter(n ast.Node) (ast.Node, bool) {
+	if s, ok := n.(*ast.SelectStmt); ok && n != v.top {
+		v.found = append(v.found, s)
+	}
+	return n, false
+}
+
+func (v *nestedSelects) Leave(n ast.Node) (ast.Node, bool) { return n, true }
 
 func walkJoin(n ast.ResultSetNode, preserved bool, refs *[]string, ons *[]ast.ExprNode) {
 	switch x := n.(type) {

@@ -61,3 +61,30 @@ func TestRestoreShareLock(t *testing.T) {
 		}
 	}
 }
+
+// TestOtherKeys: the key restrictions of table references besides the one
+// a statement is routed by, and when nested blocks alone route it.
+func TestOtherKeys(t *testing.T) {
+	p := NewParser()
+	for _, c := range []struct {
+		sql    string
+		others int
+		nested bool
+	}{
+		{"SELECT seq FROM conv_msg WHERE conv_id = 1 AND conv_id = 2", 0, false}, // one reference
+		{"SELECT m.seq FROM conv_msg m JOIN msg_content c ON c.msg_id = m.msg_id WHERE m.conv_id = 1", 0, false},
+		{"SELECT m.seq FROM conv_msg m JOIN msg_content c ON c.msg_id = m.msg_id WHERE m.conv_id = 1 AND c.conv_id = ?", 1, false},
+		{"SELECT seq FROM conv_msg WHERE conv_id = 1 AND msg_id IN (SELECT msg_id FROM msg_content WHERE conv_id = 2)", 1, false},
+		{"SELECT seq FROM conv_msg m WHERE conv_id = 1 AND EXISTS (SELECT 1 FROM msg_content c WHERE c.msg_id = m.msg_id)", 0, false},
+		{"SELECT EXISTS (SELECT * FROM conv_msg WHERE conv_id = ? AND seq = ?) AS e", 1, true},
+		{"SELECT * FROM (SELECT seq FROM conv_msg WHERE conv_id = 3) t", 1, true},
+		{"SELECT (SELECT COUNT(*) FROM conv_msg WHERE conv_id = 1), (SELECT COUNT(*) FROM msg_content)", 1, false}, // an unrestricted one reads every shard
+		{"SELECT * FROM conv_msg WHERE msg_id IN (SELECT msg_id FROM msg_content WHERE conv_id = 2)", 1, false},    // the statement's own table is unrestricted
+		{"UPDATE conv_msg SET msg_type = 1 WHERE conv_id = 1 AND msg_id IN (SELECT msg_id FROM msg_content WHERE conv_id = 2)", 1, false},
+	} {
+		a := analyzeOne(t, p, c.sql)
+		if len(a.OtherKeys) != c.others || a.RoutedByNested != c.nested {
+			t.Errorf("%s: %d other restrictions (routed by nested %v), want %d (%v)", c.sql, len(a.OtherKeys), a.RoutedByNested, c.others, c.nested)
+		}
+	}
+}

@@ -180,10 +180,15 @@ func (s *Session) runSharded(pl *plan, args []any, binary bool) (*mysql.Result, 
 		return s.showSharded(pl, args, binary)
 	}
 	s.e.metrics.countStatement("sharded")
-	if !a.HasKey {
-		if a.Kind == rewrite.KindSelect {
-			return s.scatter(pl, nil, args, binary)
-		}
+	keys, others := a.Keys, a.OtherKeys
+	switch {
+	case a.RoutedByNested && a.Kind == rewrite.KindSelect:
+		// Only nested blocks name sharded tables (SELECT EXISTS (SELECT
+		// ... WHERE conv_id = ?)): they say where the statement runs.
+		keys, others = others[0], others[1:]
+	case !a.HasKey && a.Kind == rewrite.KindSelect:
+		return s.scatter(pl, nil, args, binary)
+	case !a.HasKey:
 		return nil, errorf(CodeNotSupported, "%s on %s needs a %s = ... or %s IN (...) condition; refusing to touch every shard",
 			a.Kind, a.Sharded[0], a.KeyColumn, a.KeyColumn)
 	}
@@ -191,8 +196,11 @@ func (s *Session) runSharded(pl *plan, args []any, binary bool) (*mysql.Result, 
 	if err != nil {
 		return nil, err
 	}
-	shards, err := s.shardsOf(a.Keys, args)
+	shards, err := s.shardsOf(keys, args)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.colocated(shards, others, args); err != nil {
 		return nil, err
 	}
 	if keyed && len(shards) == 1 {
@@ -200,6 +208,36 @@ func (s *Session) runSharded(pl *plan, args []any, binary bool) (*mysql.Result, 
 		return s.coldWrite(pl, s.partFor(pl, snap, shards[0], snap.Target(shards[0]).Datasource, args, binary), args, binary)
 	}
 	return s.onShards(pl, shards, args, binary)
+}
+
+// colocated checks the statement's other key restrictions (OtherKeys)
+// against the shards it is sent to: each of them reads the physical table
+// the statement runs on, so every restricted value must live there, and a
+// statement spread over several tables may have none. Otherwise the other
+// references would silently see nothing of conversations kept elsewhere.
+func (s *Session) colocated(shards []router.Shard, others [][]rewrite.Value, args []any) error {
+	if len(others) == 0 {
+		return nil
+	}
+	snap := s.e.routes.Current()
+	at := snap.Target(shards[0])
+	for _, sh := range shards[1:] {
+		if snap.Target(sh) != at {
+			return errorf(CodeNotSupported, "this statement restricts the shard key of more than one table reference (a join, a subquery or a derived table) and its rows are on several shards: each shard would answer only for its own rows; send one statement per shard")
+		}
+	}
+	for _, o := range others {
+		osh, err := s.shardsOf(o, args)
+		if err != nil {
+			return err
+		}
+		for _, sh := range osh {
+			if snap.Target(sh) != at {
+				return errorf(CodeNotSupported, "this statement reads shard %s and, in another table reference (a join, a subquery or a derived table), shard %s: one statement runs on one shard, where the other one's rows are not; send one statement per shard", shards[0], sh)
+			}
+		}
+	}
+	return nil
 }
 
 // shardsOf resolves key values (literals or bound arguments) to distinct
