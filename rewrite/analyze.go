@@ -113,7 +113,7 @@ type Analysis struct {
 	// (SELECT EXISTS (...), a FROM of derived tables only) and its nested
 	// blocks are restricted: OtherKeys say where it runs.
 	RoutedByNested bool
-	InsertRows []Value  // INSERT/REPLACE into a sharded table: the key value of each row
+	InsertRows     []Value // INSERT/REPLACE into a sharded table: the key value of each row
 	// InsertHasKey is true for an INSERT/REPLACE into a sharded table (the key
 	// column is always in its column list: anything else is refused).
 	InsertHasKey bool
