@@ -99,6 +99,13 @@ func differentialCases() []dcase {
 		q("SELECT * FROM (SELECT seq, msg_id FROM conv_msg WHERE conv_id = 1) AS t ORDER BY seq"),
 		q("SELECT m.seq FROM conv_msg m JOIN msg_content c ON c.msg_id = m.msg_id WHERE m.conv_id = 42 AND c.conv_id = 42 ORDER BY m.seq"),
 		q("SELECT seq FROM conv_msg WHERE conv_id = 42 AND msg_id IN (SELECT msg_id FROM msg_content WHERE conv_id = ?) ORDER BY seq", 42),
+		// Multi-table DELETE by alias (MariaDB resolves the targets under a
+		// current database only).
+		q("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (42, 50, 4250, 7, 1, '2026-01-05 00:00:00.000'), (42, 51, 4251, 7, 1, '2026-01-05 00:00:01.000')"),
+		q("INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (4250, 42, 7, 1, 'gone', '2026-01-05 00:00:00.000')"),
+		q("DELETE m, c FROM conv_msg m JOIN msg_content c ON c.msg_id = m.msg_id WHERE m.conv_id = ? AND c.conv_id = ? AND m.seq = 50", 42, 42),
+		q("DELETE conv_msg FROM conv_msg WHERE conv_id = 42 AND seq = 51"),
+		q("SELECT COUNT(*) FROM conv_msg WHERE conv_id = 42 AND seq >= 50"),
 		q("SELECT * FROM conv_msg /* a comment */ WHERE conv_id = 2 -- trailing\n"),
 		q("SELECT 'conv_msg' AS conv_msg, seq FROM conv_msg WHERE conv_id = 2"),
 	)

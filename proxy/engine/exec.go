@@ -307,6 +307,12 @@ type part struct {
 	// quiet: Convoy's own statement (CREATE DATABASE before a sharded
 	// CREATE TABLE), whose conditions are not the client's.
 	quiet bool
+	// db, when set, becomes the connection's current database first: a
+	// multi-table DELETE names its targets by alias (DELETE m FROM conv_msg
+	// m JOIN ...), which MariaDB resolves only under a current database
+	// (1046 otherwise). Other statements name their tables in full, and
+	// whatever needs the session's database sets it (passthrough).
+	db string
 }
 
 // onShards runs a SELECT / UPDATE / DELETE on the physical tables of shards.
@@ -369,6 +375,9 @@ func (s *Session) partFor(pl *plan, snap *router.Snapshot, sh router.Shard, ds s
 	if p.inline == "" && p.sql == "" {
 		p.sql = pl.render(s, snap, sh)
 	}
+	if d, ok := pl.a.Stmt.(*ast.DeleteStmt); ok && d.IsMultiTable {
+		p.db = snap.Target(sh).Database
+	}
 	return p
 }
 
@@ -383,6 +392,11 @@ func (s *Session) exec(c Conn, p part, binary bool) (*mysql.Result, error) {
 }
 
 func (s *Session) execPart(c Conn, p part, binary bool) (*mysql.Result, error) {
+	if p.db != "" {
+		if err := c.UseDB(p.db); err != nil {
+			return nil, err
+		}
+	}
 	if binary && p.inline != "" {
 		r, err := c.Exec(p.inline)
 		if err != nil || r.Resultset == nil || textToBinary(r.Resultset) {
