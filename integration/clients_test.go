@@ -160,11 +160,7 @@ cur.execute("SELECT 7")
 out.append(cur.fetchall()[0][0])
 print(json.dumps(out))
 `
-		runPy := func(addr, user, pw string) string {
-			h, p := hostPort(t, addr)
-			return runClient(t, exec.Command("/usr/bin/python3", "-c", py, h, p, user, pw), "python3-mysqldb")
-		}
-		got, want := runPy(s.convoy.addr, "convoy", "convoy"), runPy(s.ref.Addr(), "root", "")
+		got, want := mysqldbBoth(t, s, py)
 		if got != want || !strings.Contains(got, "true, 7]") {
 			t.Errorf("mysqlclient results differ\nmariadb: %s\nconvoy:  %s", want, got)
 		}
@@ -204,11 +200,7 @@ run("UPDATE IGNORE im_conv_seq SET max_seq = 'x' WHERE conv_id IN (9105, 9106)")
 run("DELETE FROM im_conv_seq WHERE conv_id IN (9101, 9102, 9103, 9104, 9105, 9106)")
 print(json.dumps(out))
 `
-		runPy := func(addr, user, pw string) string {
-			h, p := hostPort(t, addr)
-			return runClient(t, exec.Command("/usr/bin/python3", "-c", py, h, p, user, pw), "python3-mysqldb")
-		}
-		got, want := runPy(s.convoy.addr, "convoy", "convoy"), runPy(s.ref.Addr(), "root", "")
+		got, want := mysqldbBoth(t, s, py)
 		if got != want || !strings.Contains(got, "Rows matched: 4  Changed: 3  Warnings: 0") {
 			t.Errorf("info texts differ\nmariadb: %s\nconvoy:  %s", want, got)
 		}
@@ -417,4 +409,16 @@ const q = (sql, args) => new Promise((ok, fail) => c.query(sql, args, (e, r) => 
 			}
 		}
 	})
+}
+
+// mysqldbBoth runs a Python MySQLdb script (argv: host, port, user,
+// password) through Convoy and against the reference; it returns both
+// outputs.
+func mysqldbBoth(t *testing.T, s *stack, py string) (convoy, mariadb string) {
+	t.Helper()
+	run := func(addr, user, pw string) string {
+		h, p := hostPort(t, addr)
+		return runClient(t, exec.Command("/usr/bin/python3", "-c", py, h, p, user, pw), "python3-mysqldb")
+	}
+	return run(s.convoy.addr, "convoy", "convoy"), run(s.ref.Addr(), "root", "")
 }
