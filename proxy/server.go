@@ -187,10 +187,12 @@ func New(cfg Config, eng *engine.Engine, log *zap.Logger, reg prometheus.Registe
 	for _, u := range cfg.Users {
 		s.users[u.Name] = u
 	}
-	eng.SetAccounts(func(name string) (engine.Privileges, bool) {
-		u, ok := s.users[name]
-		return u.privileges(), ok
-	})
+	if eng != nil { // (tests build a server without an engine to list its metrics)
+		eng.SetAccounts(func(name string) (engine.Privileges, bool) {
+			u, ok := s.users[name]
+			return u.privileges(), ok
+		})
+	}
 	if reg != nil {
 		reg.MustRegister(s.connGauge, s.rejected, s.errs)
 	}
