@@ -99,6 +99,20 @@ func differentialCases() []dcase {
 		q("SELECT * FROM (SELECT seq, msg_id FROM conv_msg WHERE conv_id = 1) AS t ORDER BY seq"),
 		q("SELECT m.seq FROM conv_msg m JOIN msg_content c ON c.msg_id = m.msg_id WHERE m.conv_id = 42 AND c.conv_id = 42 ORDER BY m.seq"),
 		q("SELECT seq FROM conv_msg WHERE conv_id = 42 AND msg_id IN (SELECT msg_id FROM msg_content WHERE conv_id = ?) ORDER BY seq", 42),
+		// FOUND_ROWS() and ROW_COUNT() are the session's: a pooled
+		// connection would answer for whatever ran on it last.
+		q("SELECT SQL_CALC_FOUND_ROWS seq FROM conv_msg WHERE conv_id = 42 ORDER BY seq LIMIT 1"),
+		q("SELECT FOUND_ROWS(), ROW_COUNT()"),
+		q("SELECT seq FROM conv_msg WHERE conv_id = 1 ORDER BY seq"),
+		q("SELECT FOUND_ROWS() AS f"),
+		q("INSERT INTO im_conv_seq (conv_id, max_seq) VALUES (777, 1), (778, 1)"),
+		q("SELECT ROW_COUNT(), FOUND_ROWS()"),
+		q("UPDATE im_conv_seq SET max_seq = max_seq WHERE conv_id = 777"),
+		q("SELECT ROW_COUNT()"),
+		q("DELETE FROM im_conv_seq WHERE conv_id IN (777, 778)"),
+		q("SELECT ROW_COUNT()"),
+		q("SELECT SQL_CALC_FOUND_ROWS conv_id, seq FROM conv_msg WHERE conv_id IN (1, 42) ORDER BY conv_id, seq LIMIT 1"), // several shards: their totals summed
+		q("SELECT FOUND_ROWS()"),
 		// Multi-table DELETE by alias (MariaDB resolves the targets under a
 		// current database only).
 		q("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (42, 50, 4250, 7, 1, '2026-01-05 00:00:00.000'), (42, 51, 4251, 7, 1, '2026-01-05 00:00:01.000')"),

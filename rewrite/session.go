@@ -28,6 +28,8 @@ const (
 	RefConnectionID                       // CONNECTION_ID()
 	RefWarningCount                       // @@warning_count (the session's diagnostics area)
 	RefErrorCount                         // @@error_count
+	RefFoundRows                          // FOUND_ROWS(): rows of the session's last result set
+	RefRowCount                           // ROW_COUNT(): rows its last statement changed (-1: a result set or an error)
 )
 
 // SessionRefs is a set of SessionRef.
@@ -74,6 +76,10 @@ func sessionRef(n ast.Node) (SessionRef, bool) {
 			return RefCurrentUser, len(x.Args) == 0
 		case ast.ConnectionID:
 			return RefConnectionID, len(x.Args) == 0
+		case ast.FoundRows:
+			return RefFoundRows, len(x.Args) == 0
+		case ast.RowCount:
+			return RefRowCount, len(x.Args) == 0
 		case ast.LastInsertId:
 			// LAST_INSERT_ID(expr) sets the value: it runs on the backend.
 			return RefLastInsertID, len(x.Args) == 0
@@ -84,7 +90,8 @@ func sessionRef(n ast.Node) (SessionRef, bool) {
 
 // SessionValue is one session value, printed as SQL of the same type as
 // the expression it stands for: a number is unsigned (`CAST(n AS
-// UNSIGNED)`) unless Signed (@@autocommit is a signed BIGINT); Null prints
+// UNSIGNED)`) unless Signed (@@autocommit is a signed BIGINT; Num then holds
+// an int64, ROW_COUNT() may be -1); Null prints
 // NULL; Keep leaves the expression to the server.
 type SessionValue struct {
 	Keep   bool
@@ -150,7 +157,7 @@ func (s *sessionValue) Restore(ctx *format.RestoreCtx) error {
 	case s.v.Null:
 		ctx.WritePlain("NULL")
 	case s.v.IsNum && s.v.Signed:
-		ctx.WritePlain(strconv.FormatUint(s.v.Num, 10))
+		ctx.WritePlain(strconv.FormatInt(int64(s.v.Num), 10))
 	case s.v.IsNum:
 		// IF(0, unsigned, signed literal) would be typed DECIMAL.
 		ctx.WritePlain("CAST(" + strconv.FormatUint(s.v.Num, 10) + " AS UNSIGNED)")

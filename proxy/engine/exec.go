@@ -24,6 +24,7 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 	}
 	s.keepDiag = pl.local() || pl.tableless()
 	a := pl.a
+	s.calcFound = pl.calcFound
 	if s.nextTx != nil && !pl.local() && !pl.tableless() {
 		// SET TRANSACTION's characteristics belong to the next transaction:
 		// the one this statement opens (autocommit=0), or this autocommit
@@ -385,6 +386,9 @@ func (s *Session) partFor(pl *plan, snap *router.Snapshot, sh router.Shard, ds s
 // conditions it left there (backendWarnings).
 func (s *Session) exec(c Conn, p part, binary bool) (*mysql.Result, error) {
 	r, err := s.execPart(c, p, binary)
+	if err == nil {
+		s.noteFoundRows(c)
+	}
 	if err == nil && !p.quiet {
 		s.backendWarnings(c, r, int(p.shard), p.untimed)
 	}
@@ -819,6 +823,7 @@ func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result,
 		r, err = c.Exec(sql)
 	}
 	if err == nil {
+		s.noteFoundRows(c)
 		s.backendWarnings(c, r, -1, false)
 	}
 	if err == nil && pl.setsLastID {

@@ -24,6 +24,9 @@ type plan struct {
 	// it afterwards (LAST_INSERT_ID() itself is answered from the session,
 	// see rewrite.SessionTemplate).
 	setsLastID bool
+	// calcFound: a SELECT SQL_CALC_FOUND_ROWS; FOUND_ROWS() is read on the
+	// connection it ran on (see noteFoundRows).
+	calcFound bool
 	// scatter is the every-shard form of a SELECT, built on first use.
 	scatter *scatterPlan
 	// hist is set for the seed 000 history reads when the hot tier is on.
@@ -241,6 +244,9 @@ func (s *Session) plan(sql string) (*plan, error) {
 		return pl, err
 	}
 	pl := &plan{sql: sql, a: a, namedColumns: namedColumns}
+	if sel, ok := a.Stmt.(*ast.SelectStmt); ok && sel.SelectStmtOpts != nil && sel.SelectStmtOpts.CalcFoundRows {
+		pl.calcFound = true
+	}
 	if len(a.Sharded) > 0 {
 		switch a.Kind {
 		case rewrite.KindSelect, rewrite.KindInsert, rewrite.KindUpdate, rewrite.KindDelete, rewrite.KindDDL, rewrite.KindShow:
@@ -250,7 +256,7 @@ func (s *Session) plan(sql string) (*plan, error) {
 		if pl.tmpl, err = rewrite.NewTemplate(a); err != nil {
 			return nil, classify(err)
 		}
-		if s.e.hot != nil && a.Kind == rewrite.KindSelect {
+		if s.e.hot != nil && a.Kind == rewrite.KindSelect && !pl.calcFound { // a cached page knows no total
 			if pl.hist, _ = rewrite.HistoryShape(a); pl.hist != nil {
 				pl.histCols = fmt.Sprint(pl.hist.Columns)
 			}

@@ -70,6 +70,11 @@ func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bo
 	if err != nil {
 		return nil, err
 	}
+	if pl.calcFound && (sp.sc.Grouped || sp.sc.Distinct) {
+		// Each shard counts its own groups or distinct rows; the same one
+		// on two shards would be counted twice.
+		return nil, errorf(CodeNotSupported, "SELECT SQL_CALC_FOUND_ROWS with GROUP BY, aggregates or DISTINCT reading several shards is not supported: count with SELECT COUNT(DISTINCT ...) and the same conditions")
+	}
 	offset, count, args, ok := sp.sc.BindLimit(args)
 	if !ok {
 		return nil, errorf(CodeInternal, "[BUG] the LIMIT placeholders of a scatter plan have no bound values")

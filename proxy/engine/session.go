@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -33,11 +34,19 @@ type Session struct {
 	// the next transaction, as session variables (@@tx_isolation,
 	// @@tx_read_only) its connections carry on top of vars; stmtVars the
 	// same for the one autocommit statement that consumes them.
-	nextTx    map[string]string
-	stmtVars  map[string]string
-	txn       txnState
-	lastID    uint64 // LAST_INSERT_ID() of this session, from OK packets
-	foundRows bool   // the client set CLIENT_FOUND_ROWS: backend connections carry it too
+	nextTx   map[string]string
+	stmtVars map[string]string
+	txn      txnState
+	lastID   uint64 // LAST_INSERT_ID() of this session, from OK packets
+	// found and rowCount answer FOUND_ROWS() and ROW_COUNT() (see
+	// noteResult); calc* collect the running SELECT SQL_CALC_FOUND_ROWS's
+	// total from the backends (a read of several shards sums theirs, from
+	// parallel parts).
+	found, rowCount int64
+	calcFound       bool
+	calcTotal       atomic.Int64
+	calcOK          atomic.Bool
+	foundRows       bool // the client set CLIENT_FOUND_ROWS: backend connections carry it too
 	// histEntries are the conv_msg rows the current statement inserted, read
 	// back before its commit for the hot tier's write-through.
 	histEntries map[uint64][]histcache.Entry

@@ -70,6 +70,10 @@ func (s *Session) sessionValue(r rewrite.SessionRef) rewrite.SessionValue {
 	case rewrite.RefErrorCount:
 		_, e := s.diagCounts()
 		return num(e)
+	case rewrite.RefFoundRows: // signed BIGINT, as MariaDB types them
+		return rewrite.SessionValue{IsNum: true, Signed: true, Num: uint64(s.found)}
+	case rewrite.RefRowCount:
+		return rewrite.SessionValue{IsNum: true, Signed: true, Num: uint64(s.rowCount)}
 	}
 	return rewrite.SessionValue{Null: true}
 }

@@ -46,6 +46,9 @@ func (s *Session) WarningCount() uint16 { return uint16(min(len(s.warnings)+s.dr
 // beginStatement starts a client statement's conditions.
 func (s *Session) beginStatement() {
 	s.warnings, s.dropped, s.keepDiag = nil, 0, false
+	s.calcFound = false
+	s.calcTotal.Store(0)
+	s.calcOK.Store(false)
 }
 
 // endStatement ends a client statement: its error joins its conditions,
@@ -66,6 +69,53 @@ func (s *Session) endStatement(r *mysql.Result, err error) {
 	if err == nil && r != nil && (r.Resultset == nil || len(r.Fields) == 0) {
 		r.Warnings = s.WarningCount()
 		r.StatusMessage = withWarnings(r.StatusMessage, r.Warnings)
+	}
+	s.noteResult(r, err)
+}
+
+// noteResult keeps what FOUND_ROWS() and ROW_COUNT() answer after a
+// statement, as MariaDB counts: a result set (SELECT, SHOW, ...) sets
+// FOUND_ROWS() to its rows (a SELECT SQL_CALC_FOUND_ROWS to its total
+// without LIMIT) and ROW_COUNT() to -1; an OK sets ROW_COUNT() to its
+// affected rows and leaves FOUND_ROWS(); an error sets ROW_COUNT() to -1.
+func (s *Session) noteResult(r *mysql.Result, err error) {
+	switch {
+	case err != nil:
+		s.rowCount = -1
+	case r != nil && r.Resultset != nil && len(r.Fields) > 0:
+		s.rowCount = -1
+		switch {
+		case !s.calcFound:
+			s.found = int64(len(r.RowDatas))
+		case s.calcOK.Load():
+			s.found = s.calcTotal.Load()
+		}
+	case r != nil:
+		s.rowCount = int64(r.AffectedRows)
+	default:
+		s.rowCount = 0
+	}
+}
+
+// noteFoundRows adds the total of a SELECT SQL_CALC_FOUND_ROWS that just
+// ran on c (FOUND_ROWS() of that connection, asked before anything else
+// runs there).
+func (s *Session) noteFoundRows(c Conn) {
+	if !s.calcFound {
+		return
+	}
+	r, err := c.Exec("SELECT FOUND_ROWS()")
+	if err != nil {
+		s.e.log.Debug("reading FOUND_ROWS() failed", zap.Error(err))
+		return
+	}
+	rows, err := textRows(r)
+	if err != nil || len(rows) != 1 || len(rows[0]) != 1 {
+		return
+	}
+	if n, err := strconv.ParseInt(string(rows[0][0]), 10, 64); err == nil {
+		s.calcTotal.Add(n)
+		s.calcOK.Store(true)
 	}
 }
 
