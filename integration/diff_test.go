@@ -99,6 +99,12 @@ func differentialCases() []dcase {
 		q("SELECT * FROM (SELECT seq, msg_id FROM conv_msg WHERE conv_id = 1) AS t ORDER BY seq"),
 		q("SELECT m.seq FROM conv_msg m JOIN msg_content c ON c.msg_id = m.msg_id WHERE m.conv_id = 42 AND c.conv_id = 42 ORDER BY m.seq"),
 		q("SELECT seq FROM conv_msg WHERE conv_id = 42 AND msg_id IN (SELECT msg_id FROM msg_content WHERE conv_id = ?) ORDER BY seq", 42),
+		// Set operations whose branches are all restricted to one shard run
+		// there whole.
+		q("SELECT seq, msg_id FROM conv_msg WHERE conv_id = 42 AND seq = 1 UNION ALL SELECT seq, msg_id FROM conv_msg WHERE conv_id = ? AND seq = 2 ORDER BY seq DESC", 42),
+		q("(SELECT msg_id FROM conv_msg WHERE conv_id = 42) UNION (SELECT msg_id FROM msg_content WHERE conv_id = 42) ORDER BY msg_id"),
+		q("SELECT msg_id FROM conv_msg WHERE conv_id = 42 EXCEPT SELECT msg_id FROM msg_content WHERE conv_id = 42"),
+		q("SELECT msg_id FROM conv_msg WHERE conv_id = 42 INTERSECT SELECT msg_id FROM msg_content WHERE conv_id = 42 ORDER BY 1"),
 		// FOUND_ROWS() and ROW_COUNT() are the session's: a pooled
 		// connection would answer for whatever ran on it last.
 		q("SELECT SQL_CALC_FOUND_ROWS seq FROM conv_msg WHERE conv_id = 42 ORDER BY seq LIMIT 1"),
@@ -574,6 +580,7 @@ func checkColocation(t *testing.T, s *stack) {
 		q("SELECT * FROM (SELECT seq FROM conv_msg WHERE conv_id = 42) a, (SELECT seq FROM conv_msg WHERE conv_id = 1) b"),
 		q("SELECT seq FROM conv_msg WHERE conv_id IN (42, 1) AND msg_id IN (SELECT msg_id FROM msg_content WHERE conv_id = 42)"),
 		q("UPDATE conv_msg SET msg_type = msg_type WHERE conv_id = 42 AND 101 IN (SELECT msg_id FROM msg_content WHERE conv_id = 1)"),
+		q("SELECT seq FROM conv_msg WHERE conv_id = 42 UNION ALL SELECT seq FROM conv_msg WHERE conv_id = 1"),
 	} {
 		want, got := run(ctx, rc, dc), run(ctx, cc, dc)
 		if want.errno != 0 {

@@ -150,10 +150,14 @@ func Analyze(stmt ast.StmtNode) (*Analysis, error) {
 			a.findOtherKeys(s)
 		}
 	case *ast.SetOprStmt:
-		// Each branch has its own WHERE; sending the whole statement to the
-		// shards of several branches would mix rows, so a set operation is
-		// never single-shard: the engine scatters it.
+		// Each branch has its own WHERE: the statement runs whole on one
+		// shard only when every branch is restricted to it (its branches
+		// are nested blocks: OtherKeys, RoutedByNested); else the engine
+		// scatters it, which refuses set operations.
 		a.Kind = KindSelect
+		if len(a.Sharded) > 0 {
+			a.findOtherKeys(s)
+		}
 	case *ast.InsertStmt:
 		a.Kind = KindInsert
 		if err := a.analyzeInsert(s); err != nil {

@@ -81,6 +81,8 @@ func TestOtherKeys(t *testing.T) {
 		{"SELECT (SELECT COUNT(*) FROM conv_msg WHERE conv_id = 1), (SELECT COUNT(*) FROM msg_content)", 1, false}, // an unrestricted one reads every shard
 		{"SELECT * FROM conv_msg WHERE msg_id IN (SELECT msg_id FROM msg_content WHERE conv_id = 2)", 1, false},    // the statement's own table is unrestricted
 		{"UPDATE conv_msg SET msg_type = 1 WHERE conv_id = 1 AND msg_id IN (SELECT msg_id FROM msg_content WHERE conv_id = 2)", 1, false},
+		{"SELECT seq FROM conv_msg WHERE conv_id = 1 UNION ALL SELECT seq FROM conv_msg WHERE conv_id = ?", 2, true},
+		{"SELECT seq FROM conv_msg WHERE conv_id = 1 UNION SELECT seq FROM conv_msg", 1, false},
 	} {
 		a := analyzeOne(t, p, c.sql)
 		if len(a.OtherKeys) != c.others || a.RoutedByNested != c.nested {
