@@ -34,9 +34,18 @@ const (
 	KindShow                  // SHOW ..., DESCRIBE tbl
 	KindEmpty                 // comments only: MariaDB answers OK (see OnlyComments)
 	KindSavepoint             // SAVEPOINT, ROLLBACK TO [SAVEPOINT], RELEASE SAVEPOINT (see Analysis.Savepoint)
+	KindMaintenance           // ANALYZE TABLE, OPTIMIZE TABLE (see Analysis.Maintenance)
 )
 
-var kindNames = [...]string{"other", "select", "insert", "update", "delete", "ddl", "begin", "commit", "rollback", "set", "use", "show", "empty", "savepoint"}
+var kindNames = [...]string{"other", "select", "insert", "update", "delete", "ddl", "begin", "commit", "rollback", "set", "use", "show", "empty", "savepoint", "maintenance"}
+
+// Maintenance is a table maintenance statement: run on each of its tables
+// (every physical table of a sharded one), one result row set per table.
+type Maintenance struct {
+	Op     string // "analyze" or "optimize", as MariaDB's Op column says it
+	Local  bool   // NO_WRITE_TO_BINLOG / LOCAL
+	Tables []*ast.TableName
+}
 
 func (k Kind) String() string {
 	if k >= 0 && int(k) < len(kindNames) {
@@ -109,6 +118,7 @@ type Analysis struct {
 	// restriction of its own (SELECT EXISTS (SELECT ... WHERE conv_id = ?))
 	// is routed by them (RoutedByNested).
 	OtherKeys [][]Value
+	Maintenance Maintenance // KindMaintenance
 	// RoutedByNested: the statement's own block names no sharded table
 	// (SELECT EXISTS (...), a FROM of derived tables only) and its nested
 	// blocks are restricted: OtherKeys say where it runs.
@@ -138,6 +148,9 @@ type Analysis struct {
 func Analyze(stmt ast.StmtNode) (*Analysis, error) {
 	a := &Analysis{Stmt: stmt}
 	c := collector{a: a}
+	if o, ok := stmt.(*ast.OptimizeTableStmt); ok {
+		c.tables = o.Tables // its Accept does not visit them
+	}
 	stmt.Accept(&c)
 	if err := c.finish(); err != nil {
 		return nil, err
@@ -224,6 +237,12 @@ func Analyze(stmt ast.StmtNode) (*Analysis, error) {
 				return nil, unsupported("LOAD DATA INFILE into sharded table %s is not supported: the server reads the file and cannot route its rows; send them as multi-row INSERT statements", s.Table.Name.O)
 			}
 		}
+	case *ast.AnalyzeTableStmt:
+		if len(s.PartitionNames) == 0 && len(s.IndexNames) == 0 && len(s.ColumnNames) == 0 && len(s.AnalyzeOpts) == 0 && !s.IndexFlag && !s.Incremental && s.HistogramOperation == ast.HistogramOperationNop {
+			a.Kind, a.Maintenance = KindMaintenance, Maintenance{Op: "analyze", Local: s.NoWriteToBinLog, Tables: s.TableNames}
+		}
+	case *ast.OptimizeTableStmt:
+		a.Kind, a.Maintenance = KindMaintenance, Maintenance{Op: "optimize", Local: s.NoWriteToBinLog, Tables: s.Tables}
 	case *ast.ShowStmt:
 		a.Kind = KindShow
 	case *ast.ExplainStmt:

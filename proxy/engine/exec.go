@@ -59,6 +59,11 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 	case rewrite.KindSavepoint:
 		s.e.metrics.countStatement("transaction")
 		return s.savepoint(pl)
+	case rewrite.KindMaintenance:
+		if len(a.Sharded) > 0 {
+			s.e.metrics.countStatement("ddl")
+			return s.maintenance(pl, binary)
+		}
 	case rewrite.KindSet:
 		s.e.metrics.countStatement("session")
 		return s.set(a)

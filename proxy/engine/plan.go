@@ -250,6 +250,8 @@ func (s *Session) plan(sql string) (*plan, error) {
 	if len(a.Sharded) > 0 {
 		switch a.Kind {
 		case rewrite.KindSelect, rewrite.KindInsert, rewrite.KindUpdate, rewrite.KindDelete, rewrite.KindDDL, rewrite.KindShow:
+		case rewrite.KindMaintenance:
+			return pl, nil // run on each physical table (maintenance), no template
 		default:
 			return nil, errorf(CodeNotSupported, "%s statements on the sharded table %s are not supported", a.Kind, a.Sharded[0])
 		}

@@ -167,6 +167,8 @@ func requiredPrivilege(pl *plan) (need, command string) {
 		return "write", "DELETE"
 	case rewrite.KindDDL:
 		return "ddl", ddlCommand(pl.a.Stmt)
+	case rewrite.KindMaintenance:
+		return "ddl", strings.ToUpper(pl.a.Maintenance.Op)
 	case rewrite.KindOther:
 		switch pl.a.Stmt.(type) {
 		case *ast.ExplainStmt, *ast.DoStmt, *ast.LockTablesStmt, *ast.UnlockTablesStmt, *ast.KillStmt:
