@@ -401,6 +401,10 @@ func differentialCases() []dcase {
 		q("SHOW COUNT(*) WARNINGS"),
 		q("SELECT @@warning_count"),
 		q("SHOW WARNINGS"),
+		q("SHOW WARNINGS LIMIT 2"),
+		q("SHOW WARNINGS LIMIT 62, 5"),
+		q("show warnings limit 0"),
+		q("SHOW ERRORS LIMIT 1"),
 	)
 	return cs
 }

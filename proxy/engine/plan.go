@@ -2,7 +2,9 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -24,6 +26,9 @@ type plan struct {
 	// it afterwards (LAST_INSERT_ID() itself is answered from the session,
 	// see rewrite.SessionTemplate).
 	setsLastID bool
+	// diagWindow is SHOW WARNINGS / ERRORS's LIMIT: offset and count (nil:
+	// no LIMIT).
+	diagWindow *[2]int
 	// calcFound: a SELECT SQL_CALC_FOUND_ROWS; FOUND_ROWS() is read on the
 	// connection it ran on (see noteFoundRows).
 	calcFound bool
@@ -188,6 +193,11 @@ func (s *Session) Split(sql string) ([]string, error) {
 // a clear refusal instead of a syntax error.
 var selectIntoVar = regexp.MustCompile(`(?is)^\s*select\b.*\binto\s+@`)
 
+// diagLimit matches SHOW WARNINGS / ERRORS with MariaDB's LIMIT [offset,]
+// count, which the parser does not know: the statement is planned without
+// it and the session's list is cut (see showWarnings).
+var diagLimit = regexp.MustCompile(`(?is)^\s*(show\s+(?:warnings|errors))\s+limit\s+(?:(\d+)\s*,\s*)?(\d+)\s*;?\s*$`)
+
 // plan parses and analyses one statement.
 func (s *Session) plan(sql string) (*plan, error) {
 	if err := rewrite.CheckComments(sql); err != nil {
@@ -205,6 +215,19 @@ func (s *Session) plan(sql string) (*plan, error) {
 	if err != nil {
 		if a, ok := rewrite.AnalyzeSetNames(sql); ok {
 			return &plan{sql: sql, a: a}, nil
+		}
+		if m := diagLimit.FindStringSubmatch(sql); m != nil {
+			pl, err := s.plan(m[1])
+			if err != nil {
+				return nil, err
+			}
+			off, _ := strconv.ParseUint(m[2], 10, 32) // "" (no offset): 0
+			n, err := strconv.ParseUint(m[3], 10, 32)
+			if err != nil {
+				n = math.MaxUint32
+			}
+			pl.diagWindow = &[2]int{int(off), int(n)} // (a new plan: SHOW is never cached)
+			return pl, nil
 		}
 		if selectIntoVar.MatchString(sql) {
 			return nil, errorf(CodeNotSupported, "SELECT ... INTO @variable is not supported through Convoy: select the value and SET the variable from it")

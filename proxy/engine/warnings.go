@@ -170,8 +170,8 @@ func (s *Session) backendWarnings(c Conn, r *mysql.Result, sh int, once bool) {
 }
 
 // showWarnings answers SHOW WARNINGS / SHOW ERRORS and SHOW COUNT(*)
-// WARNINGS / ERRORS from the session's diagnostics area. (The parser does
-// not know their LIMIT clause: such a statement gets 1064.)
+// WARNINGS / ERRORS [LIMIT [offset,] count] from the session's diagnostics
+// area (the LIMIT is matched before the parser, which does not know it).
 func (s *Session) showWarnings(pl *plan, binary bool) (*mysql.Result, bool) {
 	st, ok := pl.a.Stmt.(*ast.ShowStmt)
 	if !ok || st.Tp != ast.ShowWarnings && st.Tp != ast.ShowErrors {
@@ -204,6 +204,10 @@ func (s *Session) showWarnings(pl *plan, binary bool) (*mysql.Result, bool) {
 		}
 		rs.RowDatas = []mysql.RowData{textRow([][]byte{[]byte(strconv.Itoa(n))})}
 	} else {
+		if w := pl.diagWindow; w != nil {
+			list = list[min(w[0], len(list)):]
+			list = list[:min(w[1], len(list))]
+		}
 		rs = &mysql.Resultset{Fields: []*mysql.Field{text("Level", 28), {Name: []byte("Code"), Type: mysql.MYSQL_TYPE_LONG,
 			Charset: 63, ColumnLength: 4, Flag: mysql.UNSIGNED_FLAG | mysql.NOT_NULL_FLAG | mysql.BINARY_FLAG}, text("Message", 2048)}}
 		for _, w := range list {
