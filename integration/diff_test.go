@@ -99,6 +99,18 @@ func differentialCases() []dcase {
 		q("SELECT * FROM (SELECT seq, msg_id FROM conv_msg WHERE conv_id = 1) AS t ORDER BY seq"),
 		q("SELECT m.seq FROM conv_msg m JOIN msg_content c ON c.msg_id = m.msg_id WHERE m.conv_id = 42 AND c.conv_id = 42 ORDER BY m.seq"),
 		q("SELECT seq FROM conv_msg WHERE conv_id = 42 AND msg_id IN (SELECT msg_id FROM msg_content WHERE conv_id = ?) ORDER BY seq", 42),
+		// SET STATEMENT ... FOR: one statement's own settings, on every
+		// backend connection it uses, and the session's afterwards.
+		q("SET STATEMENT sql_select_limit = 1 FOR SELECT seq FROM conv_msg WHERE conv_id = 42 ORDER BY seq"),
+		q("SET STATEMENT sql_select_limit=1, max_statement_time = 10 FOR SELECT conv_id FROM conv_msg WHERE conv_id IN (1, 2, 42) ORDER BY conv_id DESC"),
+		q("SET STATEMENT max_statement_time = 0.01 FOR SELECT SLEEP(1)"),
+		q("SELECT @@sql_select_limit, @@max_statement_time"),
+		q("SELECT seq FROM conv_msg WHERE conv_id = 42 ORDER BY seq"),
+		q("set statement sql_select_limit = 1 for (select 'for' AS `for`) union all (select 'x')"),
+		q("SET SESSION sql_select_limit = 2"),
+		q("SELECT conv_id, seq FROM conv_msg WHERE conv_id IN (1, 2, 42) ORDER BY conv_id DESC, seq"),
+		q("SELECT conv_id, seq FROM conv_msg WHERE conv_id IN (1, 2, 42) ORDER BY conv_id DESC, seq LIMIT 3"),
+		q("SET SESSION sql_select_limit = DEFAULT"),
 		// Table maintenance of a sharded table: every physical table, one
 		// answer as for one table.
 		q("ANALYZE TABLE conv_msg"),
@@ -422,6 +434,9 @@ type outcome struct {
 func run(ctx context.Context, c *sql.Conn, dc dcase) outcome {
 	var o outcome
 	verb := strings.ToUpper(strings.Fields(strings.TrimLeft(dc.sql, " (/"))[0])
+	if strings.HasPrefix(strings.ToUpper(dc.sql), "SET STATEMENT") {
+		verb = "SELECT" // (every such case here is a SELECT)
+	}
 	switch verb {
 	case "SELECT", "SHOW", "DESCRIBE", "DESC", "EXPLAIN", "ANALYZE", "OPTIMIZE":
 		verb = "SELECT"

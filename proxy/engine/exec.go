@@ -41,6 +41,14 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 			}()
 		}
 	}
+	if pl.stmtSet != nil {
+		if s.inTxn() {
+			return nil, errorf(CodeNotSupported, "SET STATEMENT ... FOR inside a transaction is not supported through Convoy: the transaction's connection keeps the session's settings; use SET SESSION before the transaction")
+		}
+		prev := s.stmtVars
+		s.stmtVars = mergeVars(prev, pl.stmtSet)
+		defer func() { s.stmtVars = prev }()
+	}
 	if pl.routine != nil {
 		return s.runRoutine(pl, args, binary)
 	}

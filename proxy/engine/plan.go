@@ -29,6 +29,9 @@ type plan struct {
 	// diagWindow is SHOW WARNINGS / ERRORS's LIMIT: offset and count (nil:
 	// no LIMIT).
 	diagWindow *[2]int
+	// stmtSet are the variables of SET STATEMENT ... FOR (setstatement.go),
+	// as session variables the statement's connections carry.
+	stmtSet map[string]string
 	// calcFound: a SELECT SQL_CALC_FOUND_ROWS; FOUND_ROWS() is read on the
 	// connection it ran on (see noteFoundRows).
 	calcFound bool
@@ -215,6 +218,9 @@ func (s *Session) plan(sql string) (*plan, error) {
 	if err != nil {
 		if a, ok := rewrite.AnalyzeSetNames(sql); ok {
 			return &plan{sql: sql, a: a}, nil
+		}
+		if pl, ok, err := s.planSetStatement(sql); ok {
+			return pl, err
 		}
 		if m := diagLimit.FindStringSubmatch(sql); m != nil {
 			pl, err := s.plan(m[1])

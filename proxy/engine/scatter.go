@@ -3,7 +3,9 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -78,6 +80,11 @@ func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bo
 	offset, count, args, ok := sp.sc.BindLimit(args)
 	if !ok {
 		return nil, errorf(CodeInternal, "[BUG] the LIMIT placeholders of a scatter plan have no bound values")
+	}
+	if n, ok := s.selectLimit(); ok && count < 0 {
+		// sql_select_limit is the LIMIT of a SELECT without one: each shard
+		// applies it to its rows, the merge to the whole.
+		count = n
 	}
 	snap := s.e.routes.Current()
 	args = sp.tmpl.Bind(args) // the scatter form prints placeholders in its own order
@@ -158,6 +165,23 @@ func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bo
 	}
 	fixFields(out, s.db)
 	return out, nil
+}
+
+// selectLimit is the session's (or the statement's) sql_select_limit, if
+// one is set below its default (no limit).
+func (s *Session) selectLimit() (int64, bool) {
+	v, ok := s.stmtVars["@@sql_select_limit"]
+	if !ok {
+		v, ok = s.vars["@@sql_select_limit"]
+	}
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(strings.Trim(v, "'\" "), 10, 64)
+	if err != nil || n > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(n), true
 }
 
 // shardError names the shard and physical table a failure came from and

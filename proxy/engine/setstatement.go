@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/convoy-im/convoy/rewrite"
+)
+
+// SET STATEMENT var = value [, ...] FOR statement is MariaDB's way of
+// giving one statement its own settings (the usual one: a per-query
+// max_statement_time). The parser does not know it: the text is split at
+// the FOR that ends a valid SET, and the statement runs with the variables
+// on top of the session's, on whatever backend connections it uses (they
+// are synced to the session's own again by the next statement).
+
+var setStatementPrefix = regexp.MustCompile(`(?is)^\s*set\s+statement\s+`)
+
+// statementVars are the variables SET STATEMENT may set through Convoy:
+// the server's own limits and optimizer settings. Variables Convoy reads
+// or keeps itself (sql_mode, character sets, time_zone, autocommit,
+// transaction characteristics) are refused: SET SESSION them.
+var statementVars = []string{
+	"big_tables", "div_precision_increment", "eq_range_index_dive_limit", "expensive_subquery_limit",
+	"foreign_key_checks", "group_concat_max_len", "histogram_size", "in_predicate_conversion_threshold",
+	"innodb_lock_wait_timeout", "join_buffer_size", "join_cache_level", "lock_wait_timeout", "long_query_time",
+	"max_heap_table_size", "max_join_size", "max_length_for_sort_data", "max_sort_length", "max_statement_time",
+	"net_read_timeout", "net_write_timeout", "optimizer_prune_level", "optimizer_search_depth", "optimizer_switch",
+	"optimizer_use_condition_selectivity", "query_cache_type", "sort_buffer_size", "sql_big_selects",
+	"sql_select_limit", "tmp_memory_table_size", "tmp_table_size", "unique_checks", "use_stat_tables",
+}
+
+// planSetStatement plans a SET STATEMENT ... FOR statement (false: sql is
+// not one).
+func (s *Session) planSetStatement(sql string) (*plan, bool, error) {
+	loc := setStatementPrefix.FindStringIndex(sql)
+	if loc == nil {
+		return nil, false, nil
+	}
+	rest := sql[loc[1]:]
+	for _, at := range forKeywords(rest) {
+		stmts, err := s.parser.Parse("SET " + rest[:at])
+		if err != nil || len(stmts) != 1 {
+			continue
+		}
+		a, err := rewrite.Analyze(stmts[0])
+		if err != nil || a.Kind != rewrite.KindSet {
+			continue
+		}
+		vars := map[string]string{}
+		for _, v := range a.SetVars {
+			if v.Global || v.User || v.NextTx || !slices.Contains(statementVars, v.Name) {
+				return nil, true, errorf(CodeNotSupported, "SET STATEMENT %s ... FOR is not supported through Convoy: it takes %s; set other variables with SET SESSION", v.Name, strings.Join(statementVars, ", "))
+			}
+			setSys(vars, v.Name, v.Value)
+		}
+		inner := strings.TrimSpace(rest[at+len("FOR"):])
+		if setStatementPrefix.MatchString(inner) {
+			return nil, true, errorf(CodeSyntax, "You have an error in your SQL syntax: SET STATEMENT cannot nest")
+		}
+		pl, err := s.plan(inner)
+		if err != nil {
+			return nil, true, err
+		}
+		pl.stmtSet = vars // (a new plan: s.plan caches nothing itself)
+		return pl, true, nil
+	}
+	return nil, false, nil
+}
+
+// forKeywords are the offsets of the word FOR in text outside quotes and
+// backquotes, in order.
+func forKeywords(text string) []int {
+	var out []int
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; c {
+		case '\'', '"', '`':
+			for i++; i < len(text) && text[i] != c; i++ {
+				if text[i] == '\\' && c != '`' {
+					i++
+				}
+			}
+		default:
+			if (i == 0 || !isIdentByte(text[i-1])) && len(text) >= i+3 && strings.EqualFold(text[i:i+3], "FOR") &&
+				(len(text) == i+3 || !isIdentByte(text[i+3])) {
+				out = append(out, i)
+			}
+		}
+	}
+	return out
+}
+
+func isIdentByte(c byte) bool {
+	return c == '_' || c == '$' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
+}
