@@ -83,7 +83,6 @@ func (h *handler) replaceSession(sess *engine.Session) {
 // startSession gives a new session what it knows of its client.
 func (h *handler) startSession() {
 	h.sess.SetPrivileges(h.user.privileges())
-	h.sess.SetClient(h.user.Name, h.host, h.conn.ConnectionID())
 	if a := h.conn.RemoteAddr(); a != nil {
 		h.sess.SetRemoteAddr(a.String())
 	}
@@ -95,6 +94,9 @@ func (h *handler) startSession() {
 		// and end it (its session closes, rolling its transaction back).
 		h.sess.SetCloser(func() { _ = cc.Conn.Close() })
 	}
+	// Last: it makes the session visible to others (KILL, SHOW
+	// PROCESSLIST), which read what the calls above set.
+	h.sess.SetClient(h.user.Name, h.host, h.conn.ConnectionID())
 	h.syncStatus()
 }
 

@@ -17,6 +17,10 @@ import (
 // SetClient records who the session belongs to: CURRENT_USER() and USER()
 // name the Convoy account, not the backend's, and CONNECTION_ID() is the id
 // the client was greeted with.
+//
+// It registers the session for KILL and SHOW PROCESSLIST, whose readers
+// are other sessions: set the rest of what they read (SetRemoteAddr,
+// SetCloser) first.
 func (s *Session) SetClient(user, host string, connID uint32) {
 	s.user, s.host, s.connID = user, host, connID
 	s.ownerCtx = backend.WithOwner(context.Background(), connID)
