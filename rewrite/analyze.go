@@ -20,21 +20,21 @@ type Kind int
 // Statement kinds. Anything not listed is KindOther: passthrough to the
 // default datasource (the engine should still look at Analysis.Sharded).
 const (
-	KindOther     Kind = iota // anything not listed below
-	KindSelect                // SELECT / UNION / TABLE / VALUES (incl. SELECT ... FOR UPDATE)
-	KindInsert                // INSERT and REPLACE (incl. ON DUPLICATE KEY UPDATE)
-	KindUpdate                // UPDATE
-	KindDelete                // DELETE
-	KindDDL                   // CREATE TABLE [LIKE], ALTER TABLE, DROP TABLE, TRUNCATE TABLE, CREATE/DROP INDEX
-	KindBegin                 // BEGIN, START TRANSACTION [...]
-	KindCommit                // COMMIT
-	KindRollback              // ROLLBACK (not ROLLBACK TO SAVEPOINT, which is KindSavepoint)
-	KindSet                   // SET variables, SET NAMES, SET CHARACTER SET, SET TRANSACTION
-	KindUse                   // USE db
-	KindShow                  // SHOW ..., DESCRIBE tbl
-	KindEmpty                 // comments only: MariaDB answers OK (see OnlyComments)
-	KindSavepoint             // SAVEPOINT, ROLLBACK TO [SAVEPOINT], RELEASE SAVEPOINT (see Analysis.Savepoint)
-	KindMaintenance           // ANALYZE TABLE, OPTIMIZE TABLE (see Analysis.Maintenance)
+	KindOther       Kind = iota // anything not listed below
+	KindSelect                  // SELECT / UNION / TABLE / VALUES (incl. SELECT ... FOR UPDATE)
+	KindInsert                  // INSERT and REPLACE (incl. ON DUPLICATE KEY UPDATE)
+	KindUpdate                  // UPDATE
+	KindDelete                  // DELETE
+	KindDDL                     // CREATE TABLE [LIKE], ALTER TABLE, DROP TABLE, TRUNCATE TABLE, CREATE/DROP INDEX
+	KindBegin                   // BEGIN, START TRANSACTION [...]
+	KindCommit                  // COMMIT
+	KindRollback                // ROLLBACK (not ROLLBACK TO SAVEPOINT, which is KindSavepoint)
+	KindSet                     // SET variables, SET NAMES, SET CHARACTER SET, SET TRANSACTION
+	KindUse                     // USE db
+	KindShow                    // SHOW ..., DESCRIBE tbl
+	KindEmpty                   // comments only: MariaDB answers OK (see OnlyComments)
+	KindSavepoint               // SAVEPOINT, ROLLBACK TO [SAVEPOINT], RELEASE SAVEPOINT (see Analysis.Savepoint)
+	KindMaintenance             // ANALYZE TABLE, OPTIMIZE TABLE (see Analysis.Maintenance)
 )
 
 var kindNames = [...]string{"other", "select", "insert", "update", "delete", "ddl", "begin", "commit", "rollback", "set", "use", "show", "empty", "savepoint", "maintenance"}
@@ -117,7 +117,7 @@ type Analysis struct {
 	// nothing of a conversation kept on another shard). A statement with no
 	// restriction of its own (SELECT EXISTS (SELECT ... WHERE conv_id = ?))
 	// is routed by them (RoutedByNested).
-	OtherKeys [][]Value
+	OtherKeys   [][]Value
 	Maintenance Maintenance // KindMaintenance
 	// RoutedByNested: the statement's own block names no sharded table
 	// (SELECT EXISTS (...), a FROM of derived tables only) and its nested

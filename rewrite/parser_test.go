@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -87,6 +88,23 @@ func TestOtherKeys(t *testing.T) {
 		a := analyzeOne(t, p, c.sql)
 		if len(a.OtherKeys) != c.others || a.RoutedByNested != c.nested {
 			t.Errorf("%s: %d other restrictions (routed by nested %v), want %d (%v)", c.sql, len(a.OtherKeys), a.RoutedByNested, c.others, c.nested)
+		}
+	}
+}
+
+func TestWordOffsets(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		want []int
+	}{
+		{"a = 1 FOR SELECT 1", []int{6}},
+		{"a = 'x FOR y' FOR SELECT `for` FROM t", []int{14}},
+		{"a = 1 for (select 'for') union all select \"for\"", []int{6}},
+		{"forward = 1 FOR SELECT before, fortune", []int{12}},
+		{"a = 'it\\'s for' FOR x", []int{16}},
+	} {
+		if got := WordOffsets(c.text, "FOR"); !slices.Equal(got, c.want) {
+			t.Errorf("WordOffsets(%q) = %v, want %v", c.text, got, c.want)
 		}
 	}
 }

@@ -61,6 +61,28 @@ func SplitReturning(sql string) (head, returning string, ok bool) {
 
 func isWordByte(c byte) bool { return c == '_' || c == '$' || isAlnum(c) || c >= 0x80 }
 
+// WordOffsets are the offsets of word (a keyword, matched without regard
+// to case) in text outside quotes and backquotes, in order.
+func WordOffsets(text, word string) []int {
+	var out []int
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; c {
+		case '\'', '"', '`':
+			for i++; i < len(text) && text[i] != c; i++ {
+				if text[i] == '\\' && c != '`' {
+					i++
+				}
+			}
+		default:
+			if (i == 0 || !isWordByte(text[i-1])) && len(text) >= i+len(word) && strings.EqualFold(text[i:i+len(word)], word) &&
+				(len(text) == i+len(word) || !isWordByte(text[i+len(word)])) {
+				out = append(out, i)
+			}
+		}
+	}
+	return out
+}
+
 // CheckReturning parses a RETURNING select list (with p) and refuses what
 // Convoy cannot send to the shards as written: placeholders (they would
 // not be counted where the statement's are) and, for sharded tables,

@@ -39,7 +39,7 @@ func (s *Session) planSetStatement(sql string) (*plan, bool, error) {
 		return nil, false, nil
 	}
 	rest := sql[loc[1]:]
-	for _, at := range forKeywords(rest) {
+	for _, at := range rewrite.WordOffsets(rest, "FOR") {
 		stmts, err := s.parser.Parse("SET " + rest[:at])
 		if err != nil || len(stmts) != 1 {
 			continue
@@ -67,30 +67,4 @@ func (s *Session) planSetStatement(sql string) (*plan, bool, error) {
 		return pl, true, nil
 	}
 	return nil, false, nil
-}
-
-// forKeywords are the offsets of the word FOR in text outside quotes and
-// backquotes, in order.
-func forKeywords(text string) []int {
-	var out []int
-	for i := 0; i < len(text); i++ {
-		switch c := text[i]; c {
-		case '\'', '"', '`':
-			for i++; i < len(text) && text[i] != c; i++ {
-				if text[i] == '\\' && c != '`' {
-					i++
-				}
-			}
-		default:
-			if (i == 0 || !isIdentByte(text[i-1])) && len(text) >= i+3 && strings.EqualFold(text[i:i+3], "FOR") &&
-				(len(text) == i+3 || !isIdentByte(text[i+3])) {
-				out = append(out, i)
-			}
-		}
-	}
-	return out
-}
-
-func isIdentByte(c byte) bool {
-	return c == '_' || c == '$' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
 }

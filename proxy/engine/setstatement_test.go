@@ -1,27 +1,9 @@
 package engine
 
 import (
-	"slices"
 	"strings"
 	"testing"
 )
-
-func TestForKeywords(t *testing.T) {
-	for _, c := range []struct {
-		text string
-		want []int
-	}{
-		{"a = 1 FOR SELECT 1", []int{6}},
-		{"a = 'x FOR y' FOR SELECT `for` FROM t", []int{14}},
-		{"a = 1 for (select 'for') union all select \"for\"", []int{6}},
-		{"forward = 1 FOR SELECT before, fortune", []int{12}},
-		{"a = 'it\\'s for' FOR x", []int{16}},
-	} {
-		if got := forKeywords(c.text); !slices.Equal(got, c.want) {
-			t.Errorf("forKeywords(%q) = %v, want %v", c.text, got, c.want)
-		}
-	}
-}
 
 // TestSetStatement: the statement's variables go to its connection and not
 // to the next statement's; variables Convoy keeps itself, a transaction,
