@@ -89,6 +89,9 @@ func oneRowInsertInfo(affected uint64, warnings uint16) string {
 // count, which includes Convoy's own notes and conditions from every part,
 // as the packet's warning count does.
 func withWarnings(s string, n uint16) string {
+	if s == "" {
+		return s // most statements: no text, nothing to parse
+	}
 	fs, ok := parseInfo(s)
 	if !ok || fs[len(fs)-1].label != "Warnings" {
 		return s
