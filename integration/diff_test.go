@@ -89,6 +89,10 @@ func differentialCases() []dcase {
 		// FOR SHARE, which MariaDB refuses).
 		q("SELECT seq FROM conv_msg WHERE conv_id = 42 AND seq = 1 LOCK IN SHARE MODE"),
 		q("SELECT seq, msg_id FROM conv_msg WHERE conv_id = ? ORDER BY seq LIMIT ? LOCK IN SHARE MODE", 42, 2),
+		q("SELECT seq FROM conv_msg WHERE conv_id = 42 ORDER BY seq LOCK IN SHARE MODE NOWAIT"),
+		q("SELECT seq FROM conv_msg WHERE conv_id = ? ORDER BY seq LOCK IN SHARE MODE SKIP LOCKED", 42),
+		q("INSERT INTO im_conv_seq (conv_id, max_seq) VALUES (?, 5) ON DUPLICATE KEY UPDATE max_seq = VALUE(max_seq) + 1", 42),
+		q("SELECT max_seq FROM im_conv_seq WHERE conv_id = 42"),
 		// Restricted table references besides the statement's own (a join's
 		// other table, subqueries, derived tables) on the same shard; a
 		// statement whose only sharded tables are nested is routed by them

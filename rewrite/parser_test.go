@@ -108,3 +108,28 @@ func TestWordOffsets(t *testing.T) {
 		}
 	}
 }
+
+func TestMariaDBSpellings(t *testing.T) {
+	p := NewParser()
+	for _, c := range []struct{ in, want string }{
+		{"SELECT a FROM t WHERE b = 1 LOCK IN SHARE MODE NOWAIT", "SELECT `a` FROM `t` WHERE `b`=1 LOCK IN SHARE MODE NOWAIT"},
+		{"SELECT a FROM t lock  in share\nmode skip locked", "SELECT `a` FROM `t` LOCK IN SHARE MODE SKIP LOCKED"},
+		{"INSERT INTO t (a, b) VALUES (1, 'value(') ON DUPLICATE KEY UPDATE b = VALUE (b), a = VALUE(a) + 1",
+			"INSERT INTO `t` (`a`,`b`) VALUES (1,'value(') ON DUPLICATE KEY UPDATE `b`=VALUES(`b`),`a`=VALUES(`a`)+1"},
+	} {
+		alt, ok := MariaDBSpellings(c.in)
+		if !ok {
+			t.Fatalf("%s: nothing rewritten", c.in)
+		}
+		stmts, err := p.Parse(alt)
+		if err != nil {
+			t.Fatalf("%s -> %s: %v", c.in, alt, err)
+		}
+		if got, err := Restore(stmts[0]); err != nil || got != c.want {
+			t.Errorf("%s\n got %s (%v)\nwant %s", c.in, got, err, c.want)
+		}
+	}
+	if _, ok := MariaDBSpellings("SELECT 'LOCK IN SHARE MODE NOWAIT', `value`(1)"); ok {
+		t.Errorf("quoted words rewritten")
+	}
+}

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -135,4 +136,45 @@ func (a *Analysis) withReturning(t *Template, err error) (*Template, error) {
 	c.parts = parts
 	c.fixed += len(" RETURNING" + a.Returning)
 	return &c, nil
+}
+
+// MariaDBSpellings rewrites MariaDB-only spellings the parser does not
+// know into equivalents it does: LOCK IN SHARE MODE followed by NOWAIT or
+// SKIP LOCKED becomes FOR SHARE (printed back as MariaDB's LOCK IN SHARE
+// MODE, see Restore), and VALUE(col), MariaDB's synonym of VALUES(col) in
+// ON DUPLICATE KEY UPDATE, becomes VALUES(col). false: nothing to rewrite.
+// For a text the parser refused only.
+func MariaDBSpellings(text string) (string, bool) {
+	type edit struct {
+		at, n int
+		with  string
+	}
+	var edits []edit
+	for _, at := range WordOffsets(text, "LOCK") {
+		rest := strings.Fields(text[at:])
+		if len(rest) >= 5 && strings.EqualFold(rest[1], "IN") && strings.EqualFold(rest[2], "SHARE") && strings.EqualFold(rest[3], "MODE") &&
+			(strings.EqualFold(rest[4], "NOWAIT") || strings.EqualFold(rest[4], "SKIP")) {
+			if mode := WordOffsets(text[at:], "MODE"); len(mode) > 0 { // (offsets in text itself: no case folding of the text)
+				edits = append(edits, edit{at, mode[0] + len("MODE"), "FOR SHARE"})
+			}
+		}
+	}
+	for _, at := range WordOffsets(text, "VALUE") {
+		if after := strings.TrimLeft(text[at+len("VALUE"):], " \t\r\n"); strings.HasPrefix(after, "(") {
+			edits = append(edits, edit{at, len("VALUE"), "VALUES"})
+		}
+	}
+	if len(edits) == 0 {
+		return text, false
+	}
+	slices.SortFunc(edits, func(a, b edit) int { return a.at - b.at })
+	var b strings.Builder
+	last := 0
+	for _, e := range edits {
+		b.WriteString(text[last:e.at])
+		b.WriteString(e.with)
+		last = e.at + e.n
+	}
+	b.WriteString(text[last:])
+	return b.String(), true
 }

@@ -216,6 +216,13 @@ func (s *Session) plan(sql string) (*plan, error) {
 	}
 	stmts, err := s.parser.Parse(text)
 	if err != nil {
+		if alt, ok := rewrite.MariaDBSpellings(text); ok {
+			if st, aerr := s.parser.Parse(alt); aerr == nil {
+				stmts, err = st, nil
+			}
+		}
+	}
+	if err != nil {
 		if a, ok := rewrite.AnalyzeSetNames(sql); ok {
 			return &plan{sql: sql, a: a}, nil
 		}
