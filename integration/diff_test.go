@@ -121,6 +121,13 @@ func differentialCases() []dcase {
 		q("ANALYZE NO_WRITE_TO_BINLOG TABLE im_conv_seq, msg_content"),
 		q("OPTIMIZE TABLE im_conv_member"),
 		q("OPTIMIZE LOCAL TABLE msg_content"),
+		q("CHECK TABLE conv_msg"),
+		q("CHECK TABLE im_conv_seq, msg_content EXTENDED"),
+		q("REPAIR TABLE im_inbox QUICK"),
+		q("CHECKSUM TABLE conv_msg"),
+		q("CHECKSUM TABLE msg_content, im_conv_seq EXTENDED"),
+		q("CHECKSUM TABLE conv_msg QUICK"),
+		q("CHECKSUM TABLE notes"),
 		// Set operations whose branches are all restricted to one shard run
 		// there whole.
 		q("SELECT seq, msg_id FROM conv_msg WHERE conv_id = 42 AND seq = 1 UNION ALL SELECT seq, msg_id FROM conv_msg WHERE conv_id = ? AND seq = 2 ORDER BY seq DESC", 42),
@@ -442,7 +449,7 @@ func run(ctx context.Context, c *sql.Conn, dc dcase) outcome {
 		verb = "SELECT" // (every such case here is a SELECT)
 	}
 	switch verb {
-	case "SELECT", "SHOW", "DESCRIBE", "DESC", "EXPLAIN", "ANALYZE", "OPTIMIZE":
+	case "SELECT", "SHOW", "DESCRIBE", "DESC", "EXPLAIN", "ANALYZE", "OPTIMIZE", "CHECK", "REPAIR", "CHECKSUM":
 		verb = "SELECT"
 	}
 	if verb == "SELECT" || strings.HasPrefix(dc.sql, "/*") || strings.Contains(dc.sql, " RETURNING ") {

@@ -42,9 +42,10 @@ var kindNames = [...]string{"other", "select", "insert", "update", "delete", "dd
 // Maintenance is a table maintenance statement: run on each of its tables
 // (every physical table of a sharded one), one result row set per table.
 type Maintenance struct {
-	Op     string // "analyze" or "optimize", as MariaDB's Op column says it
-	Local  bool   // NO_WRITE_TO_BINLOG / LOCAL
-	Tables []*ast.TableName
+	Op      string // "analyze", "optimize", "check", "repair" or "checksum", as MariaDB's Op column says it
+	Local   bool   // NO_WRITE_TO_BINLOG / LOCAL
+	Tables  []*ast.TableName
+	Options string // what follows the tables (CHECK TABLE t EXTENDED), as written
 }
 
 func (k Kind) String() string {

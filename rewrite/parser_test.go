@@ -133,3 +133,31 @@ func TestMariaDBSpellings(t *testing.T) {
 		t.Errorf("quoted words rewritten")
 	}
 }
+
+func TestAnalyzeMaintenance(t *testing.T) {
+	p := NewParser()
+	for _, c := range []struct {
+		sql, op, options string
+		local            bool
+		tables           int
+	}{
+		{"CHECK TABLE conv_msg", "check", "", false, 1},
+		{"check table conv_msg, im_conv_seq extended;", "check", "extended", false, 2},
+		{"CHECK TABLE `conv_msg` FOR UPGRADE", "check", "FOR UPGRADE", false, 1},
+		{"REPAIR NO_WRITE_TO_BINLOG TABLE im.conv_msg QUICK USE_FRM", "repair", "QUICK USE_FRM", true, 1},
+		{"CHECKSUM TABLE conv_msg, msg_content EXTENDED", "checksum", "EXTENDED", false, 2},
+		{"CHECKSUM TABLE quick", "checksum", "", false, 1},
+	} {
+		a, ok, err := AnalyzeMaintenance(p, c.sql)
+		if !ok || err != nil {
+			t.Fatalf("%s: %v %v", c.sql, ok, err)
+		}
+		m := a.Maintenance
+		if a.Kind != KindMaintenance || m.Op != c.op || m.Options != c.options || m.Local != c.local || len(m.Tables) != c.tables {
+			t.Errorf("%s: %+v", c.sql, m)
+		}
+	}
+	if _, ok, _ := AnalyzeMaintenance(p, "CHECKSUM TABLE (SELECT 1)"); ok {
+		t.Errorf("a non-table list was taken")
+	}
+}

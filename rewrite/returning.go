@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 
@@ -177,4 +178,45 @@ func MariaDBSpellings(text string) (string, bool) {
 	}
 	b.WriteString(text[last:])
 	return b.String(), true
+}
+
+// maintenanceText matches the table maintenance statements the parser does
+// not know: CHECK, REPAIR and CHECKSUM TABLE.
+var maintenanceText = regexp.MustCompile(`(?is)^\s*(check|repair|checksum)\s+(?:(no_write_to_binlog|local)\s+)?tables?\s+(.+?)\s*;?\s*$`)
+
+// maintenanceOptions are the words that may follow their tables.
+var maintenanceOptions = map[string]bool{"FOR": true, "UPGRADE": true, "QUICK": true, "FAST": true, "MEDIUM": true,
+	"EXTENDED": true, "CHANGED": true, "USE_FRM": true, "FORCE": true}
+
+// AnalyzeMaintenance analyzes CHECK / REPAIR / CHECKSUM TABLE, which the
+// parser refuses, as a KindMaintenance statement (false: sql is not one):
+// its table list is read by the parser as ANALYZE TABLE's.
+func AnalyzeMaintenance(p *Parser, sql string) (*Analysis, bool, error) {
+	m := maintenanceText.FindStringSubmatch(sql)
+	if m == nil {
+		return nil, false, nil
+	}
+	op, list := strings.ToLower(m[1]), m[3]
+	words := strings.Fields(list)
+	n := len(words)
+	for n > 1 && maintenanceOptions[strings.ToUpper(words[n-1])] {
+		n--
+	}
+	options := strings.Join(words[n:], " ")
+	for i := len(words) - 1; i >= n; i-- { // the option words off the end
+		list = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(list), words[i]))
+	}
+	stmts, err := p.Parse("ANALYZE TABLE " + list)
+	if err != nil || len(stmts) != 1 {
+		return nil, false, nil // not a table list: the caller reports the syntax error
+	}
+	a, err := Analyze(stmts[0])
+	if err != nil {
+		return nil, true, err
+	}
+	if a.Kind != KindMaintenance {
+		return nil, false, nil
+	}
+	a.Maintenance.Op, a.Maintenance.Local, a.Maintenance.Options = op, m[2] != "", options
+	return a, true, nil
 }

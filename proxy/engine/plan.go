@@ -229,6 +229,12 @@ func (s *Session) plan(sql string) (*plan, error) {
 		if pl, ok, err := s.planSetStatement(sql); ok {
 			return pl, err
 		}
+		if a, ok, aerr := rewrite.AnalyzeMaintenance(s.parser, sql); ok {
+			if aerr != nil {
+				return nil, classify(aerr)
+			}
+			return &plan{sql: sql, a: a}, nil // sharded: maintenance; else the text as sent
+		}
 		if m := diagLimit.FindStringSubmatch(sql); m != nil {
 			pl, err := s.plan(m[1])
 			if err != nil {
