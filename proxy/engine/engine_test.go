@@ -472,3 +472,15 @@ func BenchmarkWriteText(b *testing.B) {
 		}
 	}
 }
+
+// TestUnparsedRefusals: MariaDB statements the parser does not know get a
+// reason (1235), not a syntax error.
+func TestUnparsedRefusals(t *testing.T) {
+	s, _ := newTestSession()
+	for _, q := range []string{"XA START 'x'", "xa recover", "HANDLER conv_msg OPEN", "SHOW ENGINE INNODB STATUS"} {
+		_, err := s.Query(q)
+		expectCode(t, err, CodeNotSupported)
+	}
+	_, err := s.Query("SELEC 1")
+	expectCode(t, err, CodeSyntax)
+}

@@ -196,6 +196,17 @@ func (s *Session) Split(sql string) ([]string, error) {
 // a clear refusal instead of a syntax error.
 var selectIntoVar = regexp.MustCompile(`(?is)^\s*select\b.*\binto\s+@`)
 
+// unparsedRefusals are MariaDB statements the parser does not know that
+// Convoy refuses with a reason rather than a syntax error.
+var unparsedRefusals = []struct {
+	re  *regexp.Regexp
+	msg string
+}{
+	{regexp.MustCompile(`(?is)^\s*xa\s`), "XA transactions are not supported through Convoy: a transaction runs on one shard's connection (no distributed transactions)"},
+	{regexp.MustCompile(`(?is)^\s*handler\s`), "HANDLER is not supported through Convoy: read the rows with SELECT"},
+	{regexp.MustCompile(`(?is)^\s*show\s+engine\s`), "SHOW ENGINE ... describes one datasource: an admin sends it to one with /*+ convoy datasource=NAME */ SHOW ENGINE ..."},
+}
+
 // diagLimit matches SHOW WARNINGS / ERRORS with MariaDB's LIMIT [offset,]
 // count, which the parser does not know: the statement is planned without
 // it and the session's list is cut (see showWarnings).
@@ -247,6 +258,11 @@ func (s *Session) plan(sql string) (*plan, error) {
 			}
 			pl.diagWindow = &[2]int{int(off), int(n)} // (a new plan: SHOW is never cached)
 			return pl, nil
+		}
+		for _, r := range unparsedRefusals {
+			if r.re.MatchString(sql) {
+				return nil, errorf(CodeNotSupported, "%s", r.msg)
+			}
 		}
 		if selectIntoVar.MatchString(sql) {
 			return nil, errorf(CodeNotSupported, "SELECT ... INTO @variable is not supported through Convoy: select the value and SET the variable from it")
