@@ -463,3 +463,70 @@ func QuoteIdent(s string) string { return string(appendIdent(nil, s)) }
 
 // QuoteString prints a single-quoted string literal with backslash escapes.
 func QuoteString(s string) string { return string(appendQuoted(nil, []byte(s))) }
+
+// IsProcessList reports whether table (as an Analysis lists it: schema.name
+// or name, currentDB the session's) is information_schema.PROCESSLIST,
+// which Convoy answers with its own client connections.
+func IsProcessList(table, currentDB string) bool {
+	schema, name, ok := strings.Cut(table, ".")
+	if !ok {
+		schema, name = currentDB, table
+	}
+	return strings.EqualFold(strings.Trim(schema, "`"), infoSchemaDB) && strings.EqualFold(strings.Trim(name, "`"), "processlist")
+}
+
+// RestoreWithProcessList prints stmt with every reference to
+// information_schema.PROCESSLIST replaced by derived (a query of the same
+// columns), under the reference's alias or name, so that the statement's
+// conditions, joins and ordering run on the backend as written. stmt is
+// left as it was.
+func RestoreWithProcessList(stmt ast.StmtNode, currentDB string, derived ast.ResultSetNode) (string, error) {
+	v := &processListSwap{db: currentDB, derived: derived}
+	stmt.Accept(v)
+	defer func() {
+		for _, s := range v.swapped {
+			s.ts.Source, s.ts.AsName = s.tn, s.as
+		}
+	}()
+	return Restore(stmt)
+}
+
+type processListSwap struct {
+	db      string
+	derived ast.ResultSetNode
+	swapped []struct {
+		ts *ast.TableSource
+		tn *ast.TableName
+		as ast.CIStr
+	}
+}
+
+func (v *processListSwap) Enter(n ast.Node) (ast.Node, bool) {
+	ts, ok := n.(*ast.TableSource)
+	if !ok {
+		return n, false
+	}
+	tn, ok := ts.Source.(*ast.TableName)
+	if !ok || !IsProcessList(tableText(tn), v.db) {
+		return n, false
+	}
+	v.swapped = append(v.swapped, struct {
+		ts *ast.TableSource
+		tn *ast.TableName
+		as ast.CIStr
+	}{ts, tn, ts.AsName})
+	ts.Source = v.derived
+	if ts.AsName.L == "" {
+		ts.AsName = tn.Name
+	}
+	return n, true
+}
+
+func (v *processListSwap) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+func tableText(tn *ast.TableName) string {
+	if tn.Schema.O != "" {
+		return tn.Schema.O + "." + tn.Name.O
+	}
+	return tn.Name.O
+}

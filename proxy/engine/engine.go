@@ -102,6 +102,10 @@ type Engine struct {
 	search   *searchState // nil: msg_search not enabled (search.go)
 	live     liveSessions // sessions by client connection id (processes.go)
 	accounts Accounts     // nil: SHOW GRANTS FOR knows only the session's account
+	// plCols are the datasources' information_schema.PROCESSLIST columns
+	// (processListColumns).
+	plColsMu sync.Mutex
+	plCols   []string
 	plans    *planCache
 	intro    introState // introspection caches (introspect.go)
 	log      *zap.Logger

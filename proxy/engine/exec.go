@@ -819,7 +819,12 @@ func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result,
 			return s.sessionValue(r)
 		}
 	}
-	if pl.a.SessionRefs != 0 {
+	if pl.processList {
+		if sql, err = s.processListSQL(c, pl); err != nil {
+			s.afterError(c, err)
+			return nil, err
+		}
+	} else if pl.a.SessionRefs != 0 {
 		t, err := rewrite.SessionTemplate(pl.a, values)
 		if err != nil {
 			return nil, classify(err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -32,6 +33,9 @@ type plan struct {
 	// stmtSet are the variables of SET STATEMENT ... FOR (setstatement.go),
 	// as session variables the statement's connections carry.
 	stmtSet map[string]string
+	// processList: a SELECT reading information_schema.PROCESSLIST, which
+	// is answered with Convoy's client connections (processListSQL).
+	processList bool
 	// calcFound: a SELECT SQL_CALC_FOUND_ROWS; FOUND_ROWS() is read on the
 	// connection it ran on (see noteFoundRows).
 	calcFound bool
@@ -329,6 +333,8 @@ func (s *Session) plan(sql string) (*plan, error) {
 			pl.inline, pl.inlineLimit, pl.inlineAssigned = rewrite.InlineShape(a)
 			pl.inline = pl.inline && pl.tmpl.Params() == a.ParamCount
 		}
+	} else if a.Kind == rewrite.KindSelect && slices.ContainsFunc(a.Unsharded, func(t string) bool { return rewrite.IsProcessList(t, s.db) }) {
+		pl.processList = true
 	} else if a.SessionRefs.Has(rewrite.RefLastInsertID) || strings.Contains(strings.ToLower(sql), "last_insert_id") {
 		v := &funcFinder{name: "last_insert_id", withArgs: true}
 		a.Stmt.Accept(v)

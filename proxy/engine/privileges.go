@@ -110,7 +110,7 @@ func (s *Session) authorize(pl *plan) error {
 	if !p.Admin {
 		for _, t := range pl.a.Unsharded {
 			if backendActivity(t, s.db) {
-				return errorf(CodeAccessDenied, "Access denied; you need the Convoy admin privilege to read %s: it lists the datasources' own connections and their statements (SHOW PROCESSLIST lists Convoy's)", t)
+				return errorf(CodeAccessDenied, "Access denied; you need the Convoy admin privilege to read %s: it lists the datasources' own connections and their statements (SHOW PROCESSLIST and information_schema.PROCESSLIST list Convoy's)", t)
 			}
 		}
 	}
@@ -126,22 +126,20 @@ func (s *Session) authorize(pl *plan) error {
 
 // backendActivity reports whether table (as written, db the current
 // database) lists a datasource's connections or statements:
-// information_schema.PROCESSLIST and performance_schema's threads and
-// events. On a datasource every Convoy session is one account, so these
-// show every session's statements: only an admin reads them.
+// performance_schema's threads and events. On a datasource every Convoy
+// session is one account, so these show every session's statements: only
+// an admin reads them (information_schema.PROCESSLIST is answered with
+// Convoy's own connections instead, see processListSQL).
 func backendActivity(table, db string) bool {
 	schema, name, ok := strings.Cut(table, ".")
 	if !ok {
 		schema, name = db, table
 	}
-	schema, name = strings.ToLower(strings.Trim(schema, "`")), strings.ToLower(strings.Trim(name, "`"))
-	switch schema {
-	case "information_schema":
-		return name == "processlist"
-	case "performance_schema":
-		return name == "threads" || strings.HasPrefix(name, "events_") || name == "processlist" || strings.HasPrefix(name, "session_connect_attrs")
+	if !strings.EqualFold(strings.Trim(schema, "`"), "performance_schema") {
+		return false
 	}
-	return false
+	name = strings.ToLower(strings.Trim(name, "`"))
+	return name == "threads" || strings.HasPrefix(name, "events_") || name == "processlist" || strings.HasPrefix(name, "session_connect_attrs")
 }
 
 // requiredPrivilege names the privilege pl needs ("" for none) and the

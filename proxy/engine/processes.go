@@ -2,14 +2,18 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/pingcap/tidb/pkg/parser/ast"
+
+	"github.com/convoy-im/convoy/rewrite"
 )
 
 // KILL [CONNECTION | QUERY] id names a Convoy client connection (the id
@@ -140,14 +144,18 @@ func (p *procState) get() (command string, since time.Time, info, db string) {
 // it (host:port).
 func (s *Session) SetRemoteAddr(addr string) { s.addr = addr }
 
-// processList answers SHOW [FULL] PROCESSLIST with the account's own
-// connections (every connection for an admin, as MariaDB's PROCESS
-// privilege does), in MariaDB's columns.
-func (s *Session) processList(pl *plan, binary bool) (*mysql.Result, bool) {
-	st, ok := pl.a.Stmt.(*ast.ShowStmt)
-	if !ok || st.Tp != ast.ShowProcessList {
-		return nil, false
-	}
+// process is one client connection as the process lists show it.
+type process struct {
+	id                  uint32
+	user, host, command string
+	db, state, info     []byte // nil: NULL
+	elapsed             time.Duration
+}
+
+// processes are the client connections the session may see: its
+// account's own, every one for an admin (as MariaDB's PROCESS privilege),
+// by id; self is the statement the session itself is running.
+func (s *Session) processes(self string) []process {
 	s.e.live.mu.Lock()
 	var list []*Session
 	for _, o := range s.e.live.m {
@@ -157,7 +165,34 @@ func (s *Session) processList(pl *plan, binary bool) (*mysql.Result, bool) {
 	}
 	s.e.live.mu.Unlock()
 	sort.Slice(list, func(i, j int) bool { return list[i].connID < list[j].connID })
+	now := time.Now()
+	out := make([]process, 0, len(list))
+	for _, o := range list {
+		command, since, stmt, cur := o.proc.get()
+		if o == s {
+			command, since, stmt = "Query", now, self // as MariaDB lists the asking statement
+		}
+		p := process{id: o.connID, user: o.user, host: o.addr, command: command, state: []byte{}}
+		if cur != "" {
+			p.db = []byte(cur)
+		}
+		if command != "Sleep" {
+			p.state, p.info = []byte("executing"), []byte(stmt)
+		}
+		if !since.IsZero() {
+			p.elapsed = now.Sub(since)
+		}
+		out = append(out, p)
+	}
+	return out
+}
 
+// processList answers SHOW [FULL] PROCESSLIST in MariaDB's columns.
+func (s *Session) processList(pl *plan, binary bool) (*mysql.Result, bool) {
+	st, ok := pl.a.Stmt.(*ast.ShowStmt)
+	if !ok || st.Tp != ast.ShowProcessList {
+		return nil, false
+	}
 	// The column definitions MariaDB 10.11 sends to a utf8mb4 client.
 	text := func(name string, length uint32, flag uint16) *mysql.Field {
 		return &mysql.Field{Name: []byte(name), Type: mysql.MYSQL_TYPE_VAR_STRING, Charset: 45, ColumnLength: length, Flag: flag, Decimal: 39}
@@ -175,37 +210,110 @@ func (s *Session) processList(pl *plan, binary bool) (*mysql.Result, bool) {
 		text("db", 256, 0), text("Command", 64, mysql.NOT_NULL_FLAG), num("Time", mysql.MYSQL_TYPE_LONG, 7, 0),
 		text("State", 120, 0), info, num("Progress", mysql.MYSQL_TYPE_DOUBLE, 7, 3),
 	}}
-	now := time.Now()
-	for _, o := range list {
-		command, since, stmt, cur := o.proc.get()
-		if o == s {
-			command, since, stmt = "Query", now, pl.sql // this statement, as MariaDB lists it
-		}
-		var db, state, infoV []byte // NULL
-		if cur != "" {
-			db = []byte(cur)
-		}
-		if command != "Sleep" {
-			state, infoV = []byte("executing"), []byte(stmt)
-			if !st.Full && len(stmt) > 100 {
-				infoV = []byte(truncateRunes(stmt, 100))
-			}
-		} else {
-			state = []byte{}
-		}
-		secs := 0
-		if !since.IsZero() {
-			secs = int(now.Sub(since) / time.Second)
+	for _, p := range s.processes(pl.sql) {
+		infoV := p.info
+		if !st.Full && len(infoV) > 100 {
+			infoV = []byte(truncateRunes(string(infoV), 100))
 		}
 		rs.RowDatas = append(rs.RowDatas, textRow([][]byte{
-			[]byte(strconv.FormatUint(uint64(o.connID), 10)), []byte(o.user), []byte(o.addr), db, []byte(command),
-			[]byte(strconv.Itoa(secs)), state, infoV, []byte("0.000"),
+			[]byte(strconv.FormatUint(uint64(p.id), 10)), []byte(p.user), []byte(p.host), p.db, []byte(p.command),
+			[]byte(strconv.Itoa(int(p.elapsed / time.Second))), p.state, infoV, []byte("0.000"),
 		}))
 	}
 	if binary && !textToBinary(rs) {
 		return nil, false
 	}
 	return &mysql.Result{Resultset: rs}, true
+}
+
+// processListSQL is pl's SELECT on information_schema.PROCESSLIST with the
+// table replaced by the Convoy connections the session may see: a
+// derived table whose first branch is the datasource's own table with no
+// row (the column types are MariaDB's) and whose others are one row each,
+// value by column name. The client's conditions, joins and order then run
+// on the datasource as written.
+func (s *Session) processListSQL(c Conn, pl *plan) (string, error) {
+	cols, err := s.e.processListColumns(c)
+	if err != nil {
+		return "", err
+	}
+	var b []byte
+	b = append(b, "SELECT * FROM information_schema.PROCESSLIST WHERE 0"...)
+	for _, p := range s.processes(pl.sql) {
+		b = append(b, " UNION ALL SELECT "...)
+		for i, col := range cols {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendProcessValue(b, col, p)
+		}
+	}
+	stmts, err := s.parser.Parse(string(b))
+	if err != nil || len(stmts) != 1 {
+		return "", errorf(CodeInternal, "[BUG] the process list query did not parse: %v", err)
+	}
+	derived, ok := stmts[0].(ast.ResultSetNode)
+	if !ok {
+		return "", errorf(CodeInternal, "[BUG] the process list query is no result set")
+	}
+	return rewrite.RestoreWithProcessList(pl.a.Stmt, s.db, derived)
+}
+
+// appendProcessValue is the literal of information_schema.PROCESSLIST's
+// column col for p (NULL for a column Convoy has no value for).
+func appendProcessValue(b []byte, col string, p process) []byte {
+	str := func(v []byte) []byte {
+		if v == nil {
+			return append(b, "NULL"...)
+		}
+		if out, ok := rewrite.AppendLiteral(b, v); ok {
+			return out
+		}
+		return fmt.Appendf(b, "X'%X'", v) // not UTF-8
+	}
+	switch strings.ToUpper(col) {
+	case "ID":
+		return strconv.AppendUint(b, uint64(p.id), 10)
+	case "USER":
+		return str([]byte(p.user))
+	case "HOST":
+		return str([]byte(p.host))
+	case "DB":
+		return str(p.db)
+	case "COMMAND":
+		return str([]byte(p.command))
+	case "TIME":
+		return strconv.AppendInt(b, int64(p.elapsed/time.Second), 10)
+	case "TIME_MS":
+		return strconv.AppendFloat(b, float64(p.elapsed.Microseconds())/1000, 'f', 3, 64)
+	case "STATE":
+		return str(p.state)
+	case "INFO", "INFO_BINARY":
+		return str(p.info)
+	case "STAGE", "MAX_STAGE", "PROGRESS", "MEMORY_USED", "MAX_MEMORY_USED", "EXAMINED_ROWS", "QUERY_ID", "TID", "SENT_ROWS":
+		return append(b, '0')
+	}
+	return append(b, "NULL"...)
+}
+
+// processListColumns are the datasources' information_schema.PROCESSLIST
+// columns, read once.
+func (e *Engine) processListColumns(c Conn) ([]string, error) {
+	e.plColsMu.Lock()
+	defer e.plColsMu.Unlock()
+	if e.plCols != nil {
+		return e.plCols, nil
+	}
+	r, err := c.Exec("SELECT * FROM information_schema.PROCESSLIST WHERE 0")
+	if err != nil {
+		return nil, err
+	}
+	cols := make([]string, len(r.Fields))
+	for i, f := range r.Fields {
+		cols[i] = string(f.Name)
+	}
+	e.plCols = cols
+	return cols, nil
 }
 
 // truncateRunes is s cut to n characters (not bytes), as MariaDB cuts
