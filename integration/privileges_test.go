@@ -37,6 +37,13 @@ func TestPrivileges(t *testing.T) {
 		{"writer", "w", "USE mysql", 1044, "to database 'mysql'"},
 		{"writer", "w", "SELECT * FROM mysql.user", 1044, "to database 'mysql'"},
 		{"writer", "w", "SELECT COUNT(*) FROM information_schema.TABLES", 0, ""},
+		// The datasources' system databases (their accounts and password
+		// hashes) are an admin's only, whatever the account's list.
+		{"reader", "r", "SELECT User, Password FROM mysql.user", 1044, "to database 'mysql'"},
+		{"dba", "d", "SELECT COUNT(*) FROM `mysql`.`db`", 1044, "to database 'mysql'"},
+		{"dba", "d", "USE mysql", 1044, "to database 'mysql'"},
+		{"reader", "r", "SELECT * FROM sys.version", 1044, "to database 'sys'"},
+		{"convoy", "convoy", "SELECT COUNT(*) FROM mysql.user", 0, ""},
 		{"writer", "w", "CREATE USER evil@'%'", 1227, "admin"},
 		{"dba", "d", "CREATE TABLE IF NOT EXISTS app_notes (id INT PRIMARY KEY)", 0, ""},
 		{"dba", "d", "TRUNCATE TABLE conv_msg", 1227, "sharded table conv_msg"},

@@ -59,9 +59,18 @@ func (s *Session) SetPrivileges(p Privileges) {
 	s.priv = p
 }
 
-// MayUseDatabase reports whether the account may use db.
+// MayUseDatabase reports whether the account may use db. The datasources'
+// own system databases (mysql: their accounts and password hashes; sys)
+// are an admin's only, whatever the account's list: every Convoy session
+// reaches the datasources as Convoy's backend account, whose grants are not
+// the client's.
 func (p Privileges) MayUseDatabase(db string) bool {
-	if p.Databases == nil || strings.EqualFold(db, "information_schema") {
+	switch {
+	case strings.EqualFold(db, "information_schema"):
+		return true
+	case strings.EqualFold(db, "mysql") || strings.EqualFold(db, "sys"):
+		return p.Admin
+	case p.Databases == nil:
 		return true
 	}
 	return slices.Contains(p.Databases, db)
@@ -114,11 +123,9 @@ func (s *Session) authorize(pl *plan) error {
 			}
 		}
 	}
-	if p.Databases != nil {
-		for _, t := range pl.a.Unsharded {
-			if db, _, qualified := strings.Cut(t, "."); qualified && !p.MayUseDatabase(db) {
-				return s.dbDenied(db)
-			}
+	for _, t := range pl.a.Unsharded {
+		if db, _, qualified := strings.Cut(t, "."); qualified && !p.MayUseDatabase(strings.Trim(db, "`")) {
+			return s.dbDenied(strings.Trim(db, "`"))
 		}
 	}
 	return nil
