@@ -43,6 +43,8 @@ func TestPrivileges(t *testing.T) {
 		{"dba", "d", "SELECT COUNT(*) FROM `mysql`.`db`", 1044, "to database 'mysql'"},
 		{"dba", "d", "USE mysql", 1044, "to database 'mysql'"},
 		{"reader", "r", "SELECT * FROM sys.version", 1044, "to database 'sys'"},
+		{"reader", "r", "SHOW TABLES FROM mysql", 1044, "to database 'mysql'"},
+		{"writer", "w", "SHOW TABLE STATUS FROM test", 1044, "to database 'test'"},
 		{"convoy", "convoy", "SELECT COUNT(*) FROM mysql.user", 0, ""},
 		{"writer", "w", "CREATE USER evil@'%'", 1227, "admin"},
 		{"dba", "d", "CREATE TABLE IF NOT EXISTS app_notes (id INT PRIMARY KEY)", 0, ""},

@@ -128,6 +128,9 @@ func (s *Session) authorize(pl *plan) error {
 			return s.dbDenied(strings.Trim(db, "`"))
 		}
 	}
+	if st, ok := pl.a.Stmt.(*ast.ShowStmt); ok && st.DBName != "" && !p.MayUseDatabase(st.DBName) {
+		return s.dbDenied(st.DBName) // SHOW TABLES / TABLE STATUS / ... FROM db
+	}
 	return nil
 }
 
