@@ -2,6 +2,7 @@ package routecfg
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -368,6 +369,38 @@ func (r *Runner) Switch(ctx context.Context, opts SwitchOptions, flip func(conte
 // read of the live proxies, so that every proxy registered after that
 // revision finds the lock when its follower starts.
 func (r *Runner) takeLock(ctx context.Context, opts SwitchOptions) (*SwitchTx, []string, error) {
+	tx, proxies, err := r.takeLockOnce(ctx, opts)
+	var stale *staleLock
+	if errors.As(err, &stale) {
+		// This runner's own earlier attempt, whose creation got no answer
+		// (etcd restarting) and which could not be removed then: nothing
+		// stands behind it, and under this runner's live lease it would
+		// never expire. Remove exactly that version, as an aborted switch
+		// does (proxies release), and take a fresh one.
+		dresp, derr := r.store.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(stale.key), "=", stale.modRev)).
+			Then(clientv3.OpDelete(stale.key)).Commit()
+		if derr != nil || !dresp.Succeeded {
+			return nil, nil, fmt.Errorf("routecfg: shard %d: remove this runner's leftover migration lock: %w", r.shard, cmp.Or(derr, ErrLockHeld))
+		}
+		r.log.Warn("removed this runner's leftover migration lock (an earlier attempt went unanswered)", zap.Int64("revision", stale.modRev))
+		tx, proxies, err = r.takeLockOnce(ctx, opts)
+	}
+	return tx, proxies, err
+}
+
+// staleLock is a lock of this runner's job and runner found by takeLockOnce.
+type staleLock struct {
+	key    string
+	modRev int64
+}
+
+func (e *staleLock) Error() string {
+	return fmt.Sprintf("routecfg: %s: %v (this runner's own, revision %d)", e.key, ErrLockHeld, e.modRev)
+}
+
+func (e *staleLock) Unwrap() error { return ErrLockHeld }
+
+func (r *Runner) takeLockOnce(ctx context.Context, opts SwitchOptions) (*SwitchTx, []string, error) {
 	cli, cluster := r.store.cli, r.store.cluster
 	job, err := r.Job(ctx)
 	if err != nil {
@@ -415,6 +448,9 @@ func (r *Runner) takeLock(ctx context.Context, opts SwitchOptions) (*SwitchTx, [
 		switch {
 		case len(lock) == 1:
 			held, _ := decodeLock(lock[0].Value, lock[0].CreateRevision)
+			if held.JobID == job.ID && held.Runner == r.id && lock[0].Lease == int64(r.Lease()) {
+				return nil, nil, &staleLock{key: lockKey, modRev: lock[0].ModRevision}
+			}
 			return nil, nil, fmt.Errorf("routecfg: shard %d: %w (job %s, runner %s)", r.shard, ErrLockHeld, held.JobID, held.Runner)
 		case len(routes) == 0 || routes[0].ModRevision != rresp.Kvs[0].ModRevision:
 			return nil, nil, fmt.Errorf("routecfg: shard %d: %w: the routes changed while the lock was being taken; try again", r.shard, ErrVersionConflict)

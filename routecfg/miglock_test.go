@@ -2,6 +2,7 @@ package routecfg
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -859,4 +860,38 @@ func TestLockFollowerWaitsForTheRoutes(t *testing.T) {
 		return lagging.state(shard) == "released"
 	})
 	checkReleases(t, shard, v0+1, pa, pb)
+}
+
+// TestMigrationLockLeftover: a lock of this runner's own job left by an
+// attempt whose creation went unanswered (etcd restarting; the removal
+// then failed too) would never expire under the runner's live lease and
+// made every later attempt fail with ErrLockHeld: the next switch removes
+// it and goes through. Another runner's lock still refuses.
+func TestMigrationLockLeftover(t *testing.T) {
+	const shard = 5
+	env := newLockEnv(t, "leftover", shard)
+	ps := env.proxies(t, 3*time.Second, newFakeHolder("pa"))
+	r := campaign(t, env.jobs, shard, "migrator")
+	job, err := r.Job(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(runner string) {
+		t.Helper()
+		now := time.Now().UTC()
+		val, _ := json.Marshal(LockInfo{Shard: shard, JobID: job.ID, Runner: runner, State: LockHolding, CreatedAt: now, Deadline: now.Add(time.Minute)})
+		if _, err := env.cli.Put(ctxT(t), LockKey("leftover", shard), string(val), clientv3.WithLease(r.Lease())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("someone else")
+	if _, err := r.Switch(ctxT(t), SwitchOptions{}, flipTo(shard)); !errors.Is(err, ErrLockHeld) {
+		t.Fatalf("Switch with another runner's lock: %v, want ErrLockHeld", err)
+	}
+	put(r.id)
+	res, err := r.Switch(ctxT(t), SwitchOptions{}, flipTo(shard))
+	if err != nil || !res.Flipped {
+		t.Fatalf("Switch with this runner's leftover lock: %+v, %v; want flipped", res, err)
+	}
+	waitReleased(t, shard, 10*time.Second, "the proxy did not release", ps...)
 }
