@@ -48,6 +48,11 @@ func (s *Session) planSetStatement(sql string) (*plan, bool, error) {
 		if err != nil || a.Kind != rewrite.KindSet {
 			continue
 		}
+		if len(a.Sharded)+len(a.Unsharded) > 0 {
+			// The values go to the backends as written, unchecked by the
+			// account's privileges: constants only.
+			return nil, true, errorf(CodeNotSupported, "SET STATEMENT ... FOR takes constant values through Convoy, not values read from tables")
+		}
 		vars := map[string]string{}
 		for _, v := range a.SetVars {
 			if v.Global || v.User || v.NextTx || !slices.Contains(statementVars, v.Name) {

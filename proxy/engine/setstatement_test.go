@@ -27,6 +27,7 @@ func TestSetStatement(t *testing.T) {
 		"SET STATEMENT sql_mode = 'ANSI_QUOTES' FOR SELECT 1",
 		"SET STATEMENT @x = 1 FOR SELECT 1",
 		"SET STATEMENT names = 'gbk' FOR SELECT 1",
+		"SET STATEMENT max_statement_time = (SELECT COUNT(*) FROM mysql.user) FOR SELECT 1",
 	} {
 		_, err := s.Query(q)
 		expectCode(t, err, CodeNotSupported)

@@ -1,0 +1,141 @@
+package rewrite
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// MariaDB's own spellings and statements that the parser does not know or
+// prints otherwise, read and written through plain text.
+
+// WordOffsets are the offsets of word (a keyword, matched without regard
+// to case) in text outside quotes and backquotes, in order.
+func WordOffsets(text, word string) []int {
+	var out []int
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; c {
+		case '\'', '"', '`':
+			for i++; i < len(text) && text[i] != c; i++ {
+				if text[i] == '\\' && c != '`' {
+					i++
+				}
+			}
+		default:
+			if (i == 0 || !isWordByte(text[i-1])) && len(text) >= i+len(word) && strings.EqualFold(text[i:i+len(word)], word) &&
+				(len(text) == i+len(word) || !isWordByte(text[i+len(word)])) {
+				out = append(out, i)
+			}
+		}
+	}
+	return out
+}
+
+// edit replaces n bytes of a text at offset at.
+type edit struct {
+	at, n int
+	with  string
+}
+
+// applyEdits applies non-overlapping edits to text.
+func applyEdits(text string, edits []edit) string {
+	slices.SortFunc(edits, func(a, b edit) int { return a.at - b.at })
+	var b strings.Builder
+	b.Grow(len(text) + 16*len(edits))
+	last := 0
+	for _, e := range edits {
+		b.WriteString(text[last:e.at])
+		b.WriteString(e.with)
+		last = e.at + e.n
+	}
+	b.WriteString(text[last:])
+	return b.String()
+}
+
+// mariadbShareLock rewrites the parser's FOR SHARE into MariaDB's LOCK IN
+// SHARE MODE (its only spelling of a shared-lock read: MariaDB answers FOR
+// SHARE with 1064). The parser reads both spellings as one lock type and
+// prints FOR SHARE [NOWAIT | SKIP LOCKED]. In restored text every name is
+// backquoted and every string single-quoted, so outside quotes the words
+// can only be that clause.
+func mariadbShareLock(text string) string {
+	if !strings.Contains(text, " FOR SHARE") {
+		return text
+	}
+	var edits []edit
+	for _, at := range WordOffsets(text, "FOR") {
+		if share := WordOffsets(text[at+len("FOR"):], "SHARE"); len(share) > 0 && strings.TrimSpace(text[at+len("FOR"):at+len("FOR")+share[0]]) == "" {
+			edits = append(edits, edit{at, len("FOR") + share[0] + len("SHARE"), "LOCK IN SHARE MODE"})
+		}
+	}
+	return applyEdits(text, edits)
+}
+
+// MariaDBSpellings rewrites MariaDB-only spellings the parser does not
+// know into equivalents it does: LOCK IN SHARE MODE followed by NOWAIT or
+// SKIP LOCKED becomes FOR SHARE (printed back as MariaDB's LOCK IN SHARE
+// MODE, see Restore), and VALUE(col), MariaDB's synonym of VALUES(col) in
+// ON DUPLICATE KEY UPDATE, becomes VALUES(col). false: nothing to rewrite.
+// For a text the parser refused only.
+func MariaDBSpellings(text string) (string, bool) {
+	var edits []edit
+	for _, at := range WordOffsets(text, "LOCK") {
+		rest := strings.Fields(text[at:])
+		if len(rest) >= 5 && strings.EqualFold(rest[1], "IN") && strings.EqualFold(rest[2], "SHARE") && strings.EqualFold(rest[3], "MODE") &&
+			(strings.EqualFold(rest[4], "NOWAIT") || strings.EqualFold(rest[4], "SKIP")) {
+			if mode := WordOffsets(text[at:], "MODE"); len(mode) > 0 { // (offsets in text itself: no case folding of the text)
+				edits = append(edits, edit{at, mode[0] + len("MODE"), "FOR SHARE"})
+			}
+		}
+	}
+	for _, at := range WordOffsets(text, "VALUE") {
+		if after := strings.TrimLeft(text[at+len("VALUE"):], " \t\r\n"); strings.HasPrefix(after, "(") {
+			edits = append(edits, edit{at, len("VALUE"), "VALUES"})
+		}
+	}
+	if len(edits) == 0 {
+		return text, false
+	}
+	return applyEdits(text, edits), true
+}
+
+// maintenanceText matches the table maintenance statements the parser does
+// not know: CHECK, REPAIR and CHECKSUM TABLE.
+var maintenanceText = regexp.MustCompile(`(?is)^\s*(check|repair|checksum)\s+(?:(no_write_to_binlog|local)\s+)?tables?\s+(.+?)\s*;?\s*$`)
+
+// maintenanceOptions are the words that may follow their tables.
+var maintenanceOptions = map[string]bool{"FOR": true, "UPGRADE": true, "QUICK": true, "FAST": true, "MEDIUM": true,
+	"EXTENDED": true, "CHANGED": true, "USE_FRM": true, "FORCE": true}
+
+// AnalyzeMaintenance analyzes CHECK / REPAIR / CHECKSUM TABLE, which the
+// parser refuses, as a KindMaintenance statement (false: sql is not one):
+// its table list is read by the parser as ANALYZE TABLE's.
+func AnalyzeMaintenance(p *Parser, sql string) (*Analysis, bool, error) {
+	m := maintenanceText.FindStringSubmatch(sql)
+	if m == nil {
+		return nil, false, nil
+	}
+	op, list := strings.ToLower(m[1]), m[3]
+	words := strings.Fields(list)
+	n := len(words)
+	for n > 1 && maintenanceOptions[strings.ToUpper(words[n-1])] {
+		n--
+	}
+	options := strings.Join(words[n:], " ")
+	for i := len(words) - 1; i >= n; i-- { // the option words off the end
+		list = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(list), words[i]))
+	}
+	stmts, err := p.Parse("ANALYZE TABLE " + list)
+	if err != nil || len(stmts) != 1 {
+		return nil, false, nil // not a table list: the caller reports the syntax error
+	}
+	a, err := Analyze(stmts[0])
+	if err != nil {
+		return nil, true, err
+	}
+	if a.Kind != KindMaintenance {
+		return nil, false, nil
+	}
+	a.Maintenance.Op, a.Maintenance.Local, a.Maintenance.Options = op, m[2] != "", options
+	return a, true, nil
+}
