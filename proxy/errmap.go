@@ -55,6 +55,11 @@ var codes = map[engine.Code]mysqlCode{
 	engine.CodeQueryInterrupted: {mysql.ER_QUERY_INTERRUPTED, "70100"},
 	engine.CodeUnknownThread:    {mysql.ER_NO_SUCH_THREAD, "HY000"},
 	engine.CodeNotThreadOwner:   {mysql.ER_KILL_DENIED_ERROR, "HY000"},
+	// Convoy rolled the transaction back because its shard switched
+	// datasources under it (or the switch could not wait for it): MariaDB's
+	// deadlock error, which drivers and ORMs take as "the transaction is
+	// gone, run it again".
+	engine.CodeTxnRolledBack: {mysql.ER_LOCK_DEADLOCK, "40001"},
 }
 
 // toMySQL maps any error to the packet the client receives. Backend error

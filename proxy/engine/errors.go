@@ -40,6 +40,7 @@ const (
 	CodeQueryInterrupted               // KILL [QUERY] of the client connection stopped the statement
 	CodeUnknownThread                  // KILL of a connection id Convoy does not have (1094)
 	CodeNotThreadOwner                 // KILL of another account's connection without admin (1095)
+	CodeTxnRolledBack                  // Convoy rolled the transaction back for a migration switch: retry it whole
 	codeCount                          // keep last: the mapping test iterates to it
 )
 
@@ -67,6 +68,7 @@ var codeNames = [codeCount]string{
 	CodeBackendUnavailable: "backend_unavailable",
 	CodePoolTimeout:        "pool_timeout",
 	CodeTxnAborted:         "transaction_aborted",
+	CodeTxnRolledBack:      "transaction_rolled_back",
 	CodeAccessDenied:       "access_denied",
 	CodeTooLarge:           "too_large",
 	CodeTableAccessDenied:  "table_access_denied",
@@ -159,5 +161,5 @@ func connLost(err error) bool {
 // it counts in the shard's error metrics.
 func backendFailure(err error) bool {
 	ce := classify(err)
-	return !isCode(ce, CodeCrossShardTxn) && !isCode(ce, CodeTxnAborted)
+	return !isCode(ce, CodeCrossShardTxn) && !isCode(ce, CodeTxnAborted) && !isCode(ce, CodeTxnRolledBack)
 }

@@ -36,7 +36,10 @@ import (
 //     fail it. Its later statements are never queued (a queue inside a
 //     transaction would hold its row locks for the queue's wait).
 //
-// Reads are never held. Statements touching many shards wait like a
+// Reads are never held, and a transaction that has only read its shard
+// (plain or locking reads) does not count: the switch does not wait for
+// it, and if the shard moved, its next statement rolls it back
+// (Session.checkPinned) instead of running on the old side. Statements touching many shards wait like a
 // single-shard write on each held shard they touch, after releasing the
 // others (so a wide write never keeps a held shard's Hold waiting while it
 // waits itself); DDL fans out to every shard, so it waits for every held
@@ -233,7 +236,7 @@ func (g *gate) failTxns(sh router.Shard) int {
 		ts = append(ts, t)
 	}
 	g.mu.Unlock()
-	err := errorf(CodeTxnAborted, "the transaction was rolled back: shard %s is held for a migration switch and the transaction did not end in time; retry it", sh)
+	err := errorf(CodeTxnRolledBack, "Deadlock found when trying to get lock; try restarting transaction: shard %s is held for a migration switch and the transaction did not end in time; it was rolled back", sh)
 	for _, t := range ts {
 		t.fail(err)
 	}

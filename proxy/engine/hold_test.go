@@ -26,7 +26,10 @@ const heldShard = 136
 
 // movedSnapshot is defaultSnapshot with shard 0136 moved to ds2.im_9, as a
 // migration switch leaves it.
-func movedSnapshot(t *testing.T) *router.Snapshot {
+func movedSnapshot(t *testing.T) *router.Snapshot { return movedTo(t, "ds2", "im_9") }
+
+// movedTo is defaultSnapshot with shard 0136 moved to ds.database.
+func movedTo(t *testing.T, ds, database string) *router.Snapshot {
 	t.Helper()
 	doc := defaultSnapshot().Document()
 	doc.Version++
@@ -35,7 +38,7 @@ func movedSnapshot(t *testing.T) *router.Snapshot {
 	for _, r := range doc.Shards {
 		if r.From <= heldShard && heldShard <= r.To {
 			shards = append(shards, router.ShardRange{From: r.From, To: heldShard - 1, Datasource: r.Datasource, Database: r.Database},
-				router.ShardRange{From: heldShard, To: heldShard, Datasource: "ds2", Database: "im_9"},
+				router.ShardRange{From: heldShard, To: heldShard, Datasource: ds, Database: database},
 				router.ShardRange{From: heldShard + 1, To: r.To, Datasource: r.Datasource, Database: r.Database})
 			continue
 		}
@@ -343,7 +346,7 @@ func TestHoldOpenTransactions(t *testing.T) {
 		}
 	}
 	_, err = a.Query("SELECT seq FROM conv_msg WHERE conv_id = 42")
-	expectCode(t, err, CodeTxnAborted)
+	expectCode(t, err, CodeTxnRolledBack)
 	if !strings.Contains(err.Error(), "0136") || !strings.Contains(err.Error(), "migration switch") {
 		t.Fatalf("the failed transaction's error does not say why: %v", err)
 	}
@@ -393,6 +396,68 @@ func TestHoldTransactionFirstWriteQueues(t *testing.T) {
 	}
 	if n := e.gates[heldShard].active.Load(); n != 0 {
 		t.Fatalf("shard still counts %d writes after COMMIT", n)
+	}
+}
+
+// TestTransactionPinnedAcrossSwitch: a transaction that only read its
+// shard (a plain or locking read, which the hold does not wait for) when a
+// switch moved the shard is rolled back by its next statement, a write or
+// a read, with the deadlock error drivers retry; nothing of it reaches the
+// old side after the move, nor the new one. The same when the shard moved
+// to another database of the same datasource, or to a datasource with the
+// same database name (a migration's default).
+func TestTransactionPinnedAcrossSwitch(t *testing.T) {
+	for _, c := range []struct{ name, ds, db, next string }{
+		{"other datasource, same database", "ds2", "im_1", "INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (42, 9, 7, 1, 1, NOW())"},
+		{"same datasource, other database", "ds0", "im_9", "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1"},
+		{"a read after the move", "ds2", "im_9", "SELECT seq FROM conv_msg WHERE conv_id = 42"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e, rec, routes := newHoldEngine(Options{})
+			if got := defaultSnapshot().Target(heldShard); got.Datasource != "ds0" || got.Database != "im_1" {
+				t.Fatalf("[BUG] shard %d is on %+v in defaultSnapshot", heldShard, got)
+			}
+			s := e.NewSession("im")
+			for _, q := range []string{"BEGIN", "SELECT seq FROM conv_msg WHERE conv_id = 42 FOR UPDATE"} {
+				if _, err := s.Query(q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rec.take()
+			// The switch: the hold does not wait for a transaction that
+			// only read, and the routes flip.
+			h := hold(t, e, heldShard)
+			routes.p.Store(movedTo(t, c.ds, c.db))
+			h.Release()
+
+			_, err := s.Query(c.next)
+			expectCode(t, err, CodeTxnRolledBack)
+			if msg := err.Error(); !strings.Contains(msg, "0136") || !strings.Contains(msg, "ds0.im_1") || !strings.Contains(msg, c.ds+"."+c.db) {
+				t.Fatalf("the error does not say what moved where: %v", err)
+			}
+			if got := rec.take(); len(got) != 1 || !strings.HasPrefix(got[0], "ds0#") || !strings.HasSuffix(got[0], "text: ROLLBACK") {
+				t.Fatalf("after the move the transaction sent %q, want only its ROLLBACK on the old side", got)
+			}
+			_, err = s.Query("COMMIT")
+			expectCode(t, err, CodeTxnAborted)
+			if _, err := s.Query("ROLLBACK"); err != nil {
+				t.Fatal(err)
+			}
+			// The session goes on: its next transaction opens on the new side.
+			for _, q := range []string{"BEGIN", "UPDATE conv_msg SET msg_type = 3 WHERE conv_id = 42 AND seq = 1", "COMMIT"} {
+				if _, err := s.Query(q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, l := range rec.take() {
+				if strings.Contains(l, "UPDATE") && (!strings.HasPrefix(l, c.ds+"#") || !strings.Contains(l, "`"+c.db+"`.")) {
+					t.Fatalf("the next transaction's write went to the old side: %s", l)
+				}
+			}
+			if n := e.gates[heldShard].active.Load(); n != 0 {
+				t.Fatalf("shard still counts %d writes", n)
+			}
+		})
 	}
 }
 

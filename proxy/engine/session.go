@@ -95,7 +95,11 @@ type txnState struct {
 	beginSQL string // what to send to the backend to open it
 	conn     Conn   // nil until the first statement
 	pin      int    // shard number, pinUnsharded or pinAny
-	aborted  bool   // the pinned connection broke: only ROLLBACK is accepted
+	// at is where the routes placed pin when conn was opened: a shard
+	// moved since (a migration switch) makes every later statement fail
+	// the transaction, whatever conn still reaches (see conn).
+	at      router.Target
+	aborted bool // the pinned connection broke: only ROLLBACK is accepted
 	// abortMsg says why, when not a broken connection (a migration hold
 	// failed the transaction).
 	abortMsg string
@@ -405,6 +409,9 @@ func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
 	}
 	if c := s.txn.conn; c != nil {
 		if pin == pinAny || pin == s.txn.pin {
+			if err := s.checkPinned(); err != nil {
+				return nil, nil, err
+			}
 			return c, noop, nil
 		}
 		return nil, nil, errorf(CodeCrossShardTxn,
@@ -433,7 +440,35 @@ func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
 		}
 	}
 	s.txn.conn, s.txn.pin, s.txn.savepoints = c, pin, nil
+	if pin >= 0 {
+		s.txn.at = s.e.routes.Current().Target(router.Shard(pin))
+	}
 	return c, noop, nil
+}
+
+// checkPinned fails the transaction when its shard has moved since the
+// transaction opened its connection there: a migration switch flipped the
+// routes while it held only reads or locking reads (a transaction that
+// wrote keeps the switch waiting, see hold.go). Its connection still
+// reaches the old side, where a write would commit and be lost (the
+// forward stream stopped at the switch), and its reads and locks no longer
+// guard anything. A write reaches this check after admitWrite, so the
+// routes cannot flip between the check and the write.
+func (s *Session) checkPinned() error {
+	if s.txn.pin < 0 {
+		return nil
+	}
+	snap := s.e.routes.Current()
+	now := snap.Target(router.Shard(s.txn.pin))
+	if now == s.txn.at {
+		return nil
+	}
+	err := errorf(CodeTxnRolledBack,
+		"Deadlock found when trying to get lock; try restarting transaction: shard %s moved from %s.%s to %s.%s (a migration switch, route version %d) after this transaction began on it; the transaction was rolled back",
+		router.Shard(s.txn.pin), s.txn.at.Datasource, s.txn.at.Database, now.Datasource, now.Database, snap.Version())
+	_, _ = s.txn.conn.Exec("ROLLBACK") // released either way; a failed ROLLBACK drops the connection
+	s.abortTxn(err)
+	return err
 }
 
 func pinName(pin int) string {
@@ -454,14 +489,20 @@ func (s *Session) afterError(c Conn, err error) {
 	if err == nil || s.txn.conn == nil || c != s.txn.conn {
 		return
 	}
-	held := isCode(err, CodeTxnAborted)
-	if held || connLost(err) {
-		s.txn.conn.Release()
-		s.txn.conn = nil
-		s.txn.aborted = true
-		if held {
-			s.txn.abortMsg = err.Error()
-		}
+	if isCode(err, CodeTxnAborted) || isCode(err, CodeTxnRolledBack) || connLost(err) {
+		s.abortTxn(err)
+	}
+}
+
+// abortTxn gives the transaction's connection back and leaves only ROLLBACK
+// (and COMMIT, which fails) to the client; err says why, unless the
+// connection broke (the generic message then says so).
+func (s *Session) abortTxn(err error) {
+	s.txn.conn.Release()
+	s.txn.conn = nil
+	s.txn.aborted = true
+	if !connLost(err) {
+		s.txn.abortMsg = err.Error()
 	}
 }
 
@@ -506,10 +547,15 @@ func (s *Session) endTxn(commit bool) (*mysql.Result, error) {
 	}
 	t.conn.Release()
 	if err != nil {
-		if !commit && (connLost(err) || isCode(err, CodeTxnAborted)) {
+		if !commit && (connLost(err) || isCode(err, CodeTxnAborted) || isCode(err, CodeTxnRolledBack)) {
 			// The connection is dropped: the server rolls back whatever it
 			// holds when it notices, which is what ROLLBACK asked for.
 			return okResult(), nil
+		}
+		if commit && isCode(err, CodeTxnRolledBack) {
+			// A migration hold failed the transaction while its last
+			// statement ran: rolled back, so COMMIT fails as MariaDB's does.
+			return nil, errorf(CodeTxnAborted, "COMMIT failed: %v", err)
 		}
 		if ce := classify(err); commit && connLost(ce) {
 			return nil, errorf(CodeTxnAborted, "COMMIT failed: the backend connection broke or timed out (%v); the transaction's outcome on the server is unknown, nothing was replayed", ce)

@@ -1,0 +1,133 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/convoy-im/convoy/router"
+)
+
+// Issue 24: a shard migration fails closed. After a switch no write of the
+// moved shard reaches the old side, whatever a transaction, a paused proxy
+// or the network does; where Convoy cannot be sure, the client gets an
+// error it can retry, never an acknowledgement of a write on the wrong side.
+
+// waitMigrationStep waits until SHOW MIGRATIONS shows exactly one job, at
+// step want ("" : no job left).
+func waitMigrationStep(t *testing.T, admin *sql.DB, want string, d time.Duration) {
+	t.Helper()
+	var ms []map[string]string
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		ms = showMigrations(t, admin)
+		if want == "" && len(ms) == 0 || len(ms) == 1 && ms[0]["step"] == want {
+			return
+		}
+	}
+	t.Fatalf("the migration is not at step %q after %s: %v", want, d, ms)
+}
+
+// shardPlacement is where the proxy behind admin routes conv's shard, as
+// "datasource.database".
+func shardPlacement(t *testing.T, admin *sql.DB, conv uint64) string {
+	t.Helper()
+	rows := queryRows(t, admin, fmt.Sprintf("/*+ convoy SHOW SHARD FOR conv_id = %d */", conv))
+	return rows[0][4] + "." + rows[0][5]
+}
+
+// TestMigrationTransactionAcrossSwitch (window 1): a transaction reads its
+// shard with SELECT ... FOR UPDATE (which the switch does not wait for),
+// the shard switches to another datasource under the same database name
+// (the migration's default), and the transaction then inserts a message
+// and commits. Either the message is on the new side and the client was
+// told so, or the client got the deadlock error (1213) and later 1180 on
+// COMMIT and the message is nowhere; it is never acknowledged on the old
+// side, where reads through Convoy no longer look.
+func TestMigrationTransactionAcrossSwitch(t *testing.T) {
+	s := newStack(t)
+	admin := s.convoy.open(t, "convoy", "convoy", "im")
+	app := s.convoy.open(t, "app", "app secret", "im")
+	const shard = router.Shard(5)
+	conv := convsOn(shard, 1)[0]
+	mustExec(t, admin, "INSERT INTO im_conv_seq (conv_id, max_seq, member_cnt) VALUES (?, 0, 2)", conv)
+	mustExec(t, app, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, 1001, 7, 1, NOW(3))", conv)
+	from := shardPlacement(t, admin, conv)
+	if from != "ds0.im_0" {
+		t.Fatalf("[BUG] shard %s starts on %s, the test expects ds0.im_0", shard, from)
+	}
+
+	mustExec(t, admin, fmt.Sprintf("/*+ convoy MIGRATE SHARD %d TO ds1 */", shard))
+	waitMigrationStep(t, admin, "ready", 2*time.Minute)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tx, err := app.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	mustExec(t, tx, "BEGIN")
+	var maxSeq uint64
+	if err := tx.QueryRowContext(ctx, "SELECT max_seq FROM im_conv_seq WHERE conv_id = ? FOR UPDATE", conv).Scan(&maxSeq); err != nil {
+		t.Fatal(err)
+	}
+
+	mustExec(t, admin, fmt.Sprintf("/*+ convoy MIGRATION %d NEXT */", shard))
+	waitMigrationStep(t, admin, "switched", time.Minute)
+	waitFor(t, "the proxy to serve the switched routes", 10*time.Second, func() bool { return shardPlacement(t, admin, conv) == "ds1.im_0" })
+
+	const msgID = 2002
+	_, insErr := tx.ExecContext(ctx, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 7, 1, NOW(3))", conv, msgID)
+	_, commitErr := tx.ExecContext(ctx, "COMMIT")
+	count := func(db *sql.DB) int {
+		t.Helper()
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM im_0.conv_msg_0000 WHERE conv_id = ? AND msg_id = ?", conv, msgID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	onOld, onNew := count(s.ds[0].Open(t, "")), count(s.ds[1].Open(t, ""))
+	switch {
+	case insErr == nil && commitErr == nil:
+		if onNew != 1 || onOld != 0 {
+			t.Fatalf("the transaction was acknowledged, and its message is %d times on the new side, %d times on the old one", onNew, onOld)
+		}
+	case insErr != nil:
+		if errno(insErr) != 1213 || errno(commitErr) != 1180 {
+			t.Fatalf("INSERT after the switch: %v (errno %d), COMMIT: %v (errno %d); want 1213 then 1180", insErr, errno(insErr), commitErr, errno(commitErr))
+		}
+		if onNew+onOld != 0 {
+			t.Fatalf("the client was told the transaction failed, and its message is on the new side %d times, on the old one %d times", onNew, onOld)
+		}
+		t.Logf("the transaction spanning the switch was refused: %v", insErr)
+	default:
+		t.Fatalf("INSERT succeeded and COMMIT failed (%v): the outcome is unknown to the client", commitErr)
+	}
+	if _, err := tx.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	// Through Convoy: the shard's next write lands on the new side and
+	// the old message was copied there.
+	mustExec(t, tx, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, 3003, 7, 1, NOW(3))", conv)
+	var ids []uint64
+	rows, err := app.QueryContext(ctx, "SELECT msg_id FROM conv_msg WHERE conv_id = ? ORDER BY seq", conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id uint64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) < 2 || ids[0] != 1001 || ids[len(ids)-1] != 3003 {
+		t.Fatalf("the conversation through Convoy after the switch: %v", ids)
+	}
+}
