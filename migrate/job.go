@@ -597,26 +597,10 @@ func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st j
 			}
 		}
 		// The reverse stream stops; the source's rows of the shard stay
-		// in place, read-only (readonly.go), until PURGE.
+		// in place until PURGE, and the source refuses their writes (its
+		// fence is up since the switch: fence.go).
 		j.revTask.stop()
-		if st.Table == nil {
-			for _, m := range j.moves {
-				if isCompanion(m) {
-					continue // shared by the database's shards
-				}
-				if err := markReadOnly(ctx, m.Source, m.Filter, job.ID, job.To.Datasource+":"+m.Target.String()); err != nil {
-					return err
-				}
-			}
-			j.log.Info("migration done: reverse replication stopped, the source's tables of the shard are read-only")
-		} else {
-			// Tables shared with live shards get no triggers: every write
-			// of those shards would pay for them (and a trigger on a
-			// table makes MariaDB report 0 as the insert id of an
-			// ON DUPLICATE KEY UPDATE, which the seq allocation then
-			// reads back separately).
-			j.log.Info("migration done: reverse replication stopped; the source's tables are shared with other shards, so the shard's old rows stay writable there until PURGE removes them")
-		}
+		j.log.Info("migration done: reverse replication stopped; the source's rows of the shard stay, read-only, until PURGE")
 		return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
 			rec.Step, rec.Intent, rec.LastError = StepDone, "", ""
 			s.Status.Lag = -1
@@ -803,15 +787,27 @@ func (j *jobRun) prepare(ctx context.Context) error {
 			return err
 		}
 	}
-	// The fence tables exist before the switch, so no DDL runs under the
-	// lock.
-	for _, s := range []struct {
-		db       *sql.DB
-		database string
-	}{{j.src.db, job.From.Database}, {j.dst.db, job.To.Database}} {
-		if _, err := s.db.ExecContext(ctx, fmt.Sprintf(fenceDDL, quoteIdent(s.database)+"."+quoteIdent(FenceTable))); err != nil {
-			return fmt.Errorf("migrate: create %s.%s: %w", s.database, FenceTable, err)
+	// The storage fence (fence.go) is in place before the switch, so no
+	// DDL runs under the lock: the tables and triggers on both sides, the
+	// source writable (the routes put the shard there). The target is
+	// left as it is (fenced only if the shard once moved away from it):
+	// nothing routes the shard's writes there before the switch, which
+	// lifts its fence.
+	if err := ensureFenceTable(ctx, j.src.db, job.From.Database); err != nil {
+		return err
+	}
+	if err := ensureFenceTable(ctx, j.dst.db, job.To.Database); err != nil {
+		return err
+	}
+	for _, m := range j.moves {
+		for _, s := range []Side{m.Source, m.Target} {
+			if err := installFence(ctx, s, m.Filter); err != nil {
+				return err
+			}
 		}
+	}
+	if err := j.unfence(ctx, j.src.db, job.From.Database); err != nil {
+		return err
 	}
 	_, _, st := j.snapshot()
 	j.log.Info("migration prepared", zap.Strings("created", st.Created))
@@ -1030,9 +1026,6 @@ func (j *jobRun) purge(ctx context.Context) error {
 		if err := deleteShard(ctx, m.Source, m.Filter, lim, st.Table == nil && !isCompanion(m)); err != nil {
 			return err
 		}
-		if err := unmarkReadOnly(ctx, m.Source, m.Filter); err != nil {
-			return err
-		}
 	}
 	j.log.Info("the source's rows of the shard are removed")
 	return j.save(ctx, func(rec *routecfg.Job, s *jobState) { rec.LastError, s.Purged = "", true })
@@ -1063,6 +1056,14 @@ func (j *jobRun) rollback(ctx context.Context) error {
 	j.bfTask.stop()
 	j.revTask.stop()
 	j.dropQueue(ctx)
+	if st.Prepared {
+		// The shard stays on the source: its writes go there (a switch
+		// that died between its fence and its flip may have left it
+		// fenced). The target keeps refusing them.
+		if err := j.unfence(ctx, j.src.db, job.From.Database); err != nil {
+			return err
+		}
+	}
 	for _, m := range j.moves {
 		// Before prepare checked the target empty of the shard, its rows
 		// there (if any) are not the job's: only tables the job created

@@ -982,10 +982,18 @@ func testJobCleanup(t *testing.T, e *jobEnv) {
 		t.Fatalf("ROLLBACK of a done job: %v", err)
 	}
 
-	// Tables shared with live shards get no read-only triggers (their
-	// writes would pay for them): see ReadOnlyOwnTables.
-	if n := count(t, e.sdb, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'im_0'"); n != 0 {
-		t.Errorf("%d triggers on the shared source tables", n)
+	// The shared source tables carry the storage fence (fence.go): the
+	// moved shards' rows are read-only there, a live shard of the same
+	// tables writes as before.
+	if n := count(t, e.sdb, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'im_0'"); n != int64(3*len(router.ShardedTables())) {
+		t.Errorf("%d fence triggers on the shared source tables, want 3 per table", n)
+	}
+	if _, err := e.sdb.ExecContext(ctx, "UPDATE im_0.im_conv_seq_0000 SET member_cnt = 98 WHERE conv_id = ?", keys[15][1]); mysqlErrno(err) != 1036 {
+		t.Errorf("a direct write of a moved shard on the old side: %v, want 1036", err)
+	}
+	live := keysOfShard(16, 1, 1<<41)[0]
+	if _, err := e.sdb.ExecContext(ctx, "INSERT INTO im_0.im_conv_seq_0000 (conv_id, max_seq, member_cnt) VALUES (?, 0, 2)", live); err != nil {
+		t.Errorf("a write of a live shard of the fenced tables: %v", err)
 	}
 
 	// PURGE deletes the shard's rows from the source's (shared) tables,
@@ -1064,12 +1072,12 @@ func testJobReadOnlyOwnTables(t *testing.T, e *jobEnv) {
 		fmt.Sprintf("INSERT INTO im_own.im_conv_seq_0028 (conv_id, max_seq, member_cnt) VALUES (%d, 1, 2) ON DUPLICATE KEY UPDATE max_seq = max_seq + 1", keys[3]),
 	} {
 		_, err := e.sdb.ExecContext(ctx, stmt)
-		if mysqlErrno(err) != 1036 || !strings.Contains(err.Error(), "Table 'im_own.") || !strings.Contains(err.Error(), "is read only for this shard: Convoy migrated it to ds1:im_14.") {
+		if mysqlErrno(err) != 1036 || !strings.Contains(err.Error(), "Table 'im_own.") || !strings.Contains(err.Error(), "is read only for shard 28: Convoy moved it to ds1:im_14;") {
 			t.Errorf("%s on a done shard's own source table: %v, want 1036 naming the target", stmt, err)
 		}
 	}
 	if n := count(t, e.sdb, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'im_own'"); n != int64(3*len(router.ShardedTables())) {
-		t.Errorf("%d read-only triggers on im_own, want 3 per table", n)
+		t.Errorf("%d fence triggers on im_own, want 3 per table", n)
 	}
 	if err := admin.Command(ctx, shard, VerbPurge, 0); err != nil {
 		t.Fatal(err)
@@ -1078,8 +1086,10 @@ func testJobReadOnlyOwnTables(t *testing.T, e *jobEnv) {
 	if n := count(t, e.sdb, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'im_own' AND TABLE_NAME NOT LIKE '\\_convoy%'"); n != 0 {
 		t.Errorf("%d of the shard's own tables left after the purge", n)
 	}
-	if n := count(t, e.sdb, "SELECT COUNT(*) FROM im_own."+ReadOnlyTable); n != 0 {
-		t.Errorf("%d read-only marks left after the purge", n)
+	// The shard stays fenced there: a table created again by mistake
+	// would still refuse its writes.
+	if n := count(t, e.sdb, "SELECT COUNT(*) FROM im_own."+FenceTable+" WHERE shard = 28 AND fenced = 1"); n != 1 {
+		t.Errorf("the purged source's fence of shard 28: %d fenced rows, want 1", n)
 	}
 }
 

@@ -33,6 +33,7 @@ func TestMariaDB(t *testing.T) {
 		{"ApplyRate", testApplyRate},
 		{"StaleChunk", testStaleChunk},
 		{"Backfill", testBackfill},
+		{"StorageFence", testStorageFence},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, e) })
 	}

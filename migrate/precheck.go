@@ -205,12 +205,12 @@ const deleteChunk = 500
 // and no row of any shard is left. A missing table is not an error.
 func deleteShard(ctx context.Context, s Side, f *ShardFilter, lim *Limiter, drop bool) error {
 	name := quoteIdent(s.Database) + "." + quoteIdent(s.Table)
-	// One session, past the read-only triggers of a done job's source.
+	// One session, past the fence triggers (fence.go).
 	c, err := purgeConn(ctx, s.DB)
 	if err != nil {
 		return fmt.Errorf("migrate: delete shard %d from %s: %w", f.Shard, s, err)
 	}
-	defer c.Close()
+	defer discard(c)
 	for {
 		res, err := c.ExecContext(ctx, "DELETE FROM "+name+" WHERE "+shardPredicate(f)+" LIMIT "+strconv.Itoa(deleteChunk), uint64(f.Shard))
 		if err != nil && mysqlErrno(err) == 1146 { // ER_NO_SUCH_TABLE

@@ -22,54 +22,21 @@ import (
 // small") and stopped, and the routes are flipped in the same etcd
 // transaction that marks the lock switched.
 
-// FenceTable is the table, in both sides' databases, where a switch writes
-// its fence marker: a row whose binlog event the applier must have passed
-// before the routes flip, proof that every earlier change is applied.
-const FenceTable = "_convoy_migration_fence"
-
-const fenceDDL = `CREATE TABLE IF NOT EXISTS %s (
-  job        VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  shard      SMALLINT UNSIGNED NOT NULL,
-  token      BIGINT UNSIGNED NOT NULL,
-  written_at DATETIME(6) NOT NULL,
-  PRIMARY KEY (job, shard)
-) ENGINE=InnoDB COMMENT='Convoy shard migration: switch fence markers'`
-
-// writeFence writes the job's fence marker in database on db and returns
-// the GTID of that transaction.
-func writeFence(ctx context.Context, db *sql.DB, database, job string, shard router.Shard) (binlog.Position, error) {
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	_, err = conn.ExecContext(ctx, "INSERT INTO "+quoteIdent(database)+"."+quoteIdent(FenceTable)+
-		" (job, shard, token, written_at) VALUES (?, ?, 1, NOW(6)) ON DUPLICATE KEY UPDATE token = token + 1, written_at = NOW(6)",
-		job, uint64(shard))
-	if err != nil {
-		return "", fmt.Errorf("migrate: write the fence marker in %s: %w", database, err)
-	}
-	var gtid string
-	if err := conn.QueryRowContext(ctx, "SELECT @@last_gtid").Scan(&gtid); err != nil || gtid == "" {
-		return "", fmt.Errorf("migrate: the GTID of the fence marker in %s: %q, %v", database, gtid, err)
-	}
-	return binlog.ParsePosition(gtid)
-}
-
-// fence writes the job's fence marker in database on db (the side whose
-// writes the migration lock holds) and waits until the stream replaying
-// that side (reached) has passed it: every change written before the lock
-// is then applied. The stream is stopped by the caller once the lock is
-// released: nothing of the shard reaches the fenced side after the marker
-// (its writes are held, then routed to the other side), so the stream has
-// nothing left to apply, and its stop (go-mysql kills the dump over a new
-// connection and waits for its reader: up to 130 ms seen under load) is
-// no longer part of the clients' pause. It must stop before the stream the
-// other way starts (a loop would bring back older values).
-func (j *jobRun) fence(ctx context.Context, db *sql.DB, database string, reached func(binlog.Position) (bool, error)) error {
+// fence fences the shard on the side that was authoritative (database on
+// db: setFence, which also ends or kills the transactions that wrote the
+// shard there and are still open) and waits until the stream replaying that
+// side (reached) has passed that update, the fence marker: every change
+// of the shard there is then applied, and none can follow (the side
+// refuses them, fence.go). The stream is stopped by the caller once the
+// lock is released: it has nothing left to apply, and its stop (go-mysql
+// kills the dump over a new connection and waits for its reader: up to
+// 130 ms seen under load) is no longer part of the clients' pause. It must
+// stop before the stream the other way starts (a loop would bring back
+// older values).
+func (j *jobRun) fence(ctx context.Context, db *sql.DB, database, movedTo string, reached func(binlog.Position) (bool, error)) error {
 	job, _, _ := j.snapshot()
 	start := time.Now()
-	pos, err := writeFence(ctx, db, database, job.ID, j.shard)
+	pos, err := setFence(ctx, db, fenceChange{database: database, shard: j.shard, fenced: true, job: job.ID, movedTo: movedTo}, j.log)
 	if err != nil {
 		return err
 	}
@@ -82,6 +49,29 @@ func (j *jobRun) fence(ctx context.Context, db *sql.DB, database string, reached
 	j.log.Info("the stream passed the fence marker", zap.String("database", database), zap.String("gtid", string(pos)),
 		zap.Duration("fence_write", written.Sub(start)), zap.Duration("fence_wait", time.Since(written)))
 	return nil
+}
+
+// unfence lets the side that becomes authoritative take the shard's
+// writes (database on db).
+func (j *jobRun) unfence(ctx context.Context, db *sql.DB, database string) error {
+	job, _, _ := j.snapshot()
+	_, err := setFence(ctx, db, fenceChange{database: database, shard: j.shard, job: job.ID}, j.log)
+	return err
+}
+
+// restoreFences puts the fences back as the routes left them after a
+// switch that did not flip: the side the shard stays on (stay) writable,
+// the other (away) fenced. Its own time bound: the switch's context may
+// have ended, and until it runs, the shard's writes fail on stay.
+func (j *jobRun) restoreFences(ctx context.Context, stay, away *endpoint, stayDB, awayDB, awayTo string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	job, _, _ := j.snapshot()
+	_, aerr := setFence(ctx, away.db, fenceChange{database: awayDB, shard: j.shard, fenced: true, job: job.ID, movedTo: awayTo}, j.log)
+	serr := j.unfence(ctx, stay.db, stayDB)
+	if err := errors.Join(aerr, serr); err != nil {
+		j.log.Error("the switch did not happen and the shard's fences could not be put back: its writes fail on the side it stays on until the job's next switch or rollback sets them", zap.Error(err))
+	}
 }
 
 // fencePoll is how often a switch looks whether the applier passed the
@@ -138,15 +128,25 @@ func (j *jobRun) switchForward(ctx context.Context) error {
 	if err := caughtUpFor(ctx, 30*time.Second, j.bf.CaughtUp); err != nil {
 		return j.switchFailed(ctx, cmds, err)
 	}
+	restore := func() { j.restoreFences(ctx, &j.src, &j.dst, job.From.Database, job.To.Database, job.From.String()) }
 	res, err := j.r.Switch(ctx, j.m.cfg.Switch, func(fctx context.Context, tx *routecfg.SwitchTx) error {
-		if err := j.fence(fctx, j.src.db, job.From.Database, j.bf.Reached); err != nil {
-			return err
-		}
-		rev, err := binlog.CurrentPosition(fctx, j.dst.db)
+		err := func() error {
+			if err := j.fence(fctx, j.src.db, job.From.Database, job.To.String(), j.bf.Reached); err != nil {
+				return err
+			}
+			rev, err := binlog.CurrentPosition(fctx, j.dst.db)
+			if err != nil {
+				return fmt.Errorf("migrate: the target's binlog position: %w", err)
+			}
+			if err := j.save(fctx, func(_ *routecfg.Job, s *jobState) { s.ReverseFrom = rev }); err != nil {
+				return err
+			}
+			return j.unfence(fctx, j.dst.db, job.To.Database)
+		}()
 		if err != nil {
-			return fmt.Errorf("migrate: the target's binlog position: %w", err)
-		}
-		if err := j.save(fctx, func(_ *routecfg.Job, s *jobState) { s.ReverseFrom = rev }); err != nil {
+			// Before the lock goes: the proxies then release into a
+			// writable source.
+			restore()
 			return err
 		}
 		return tx.FlipRoutes(fctx, router.MoveShard(tx.Routes(), job.Shard, job.To.Datasource, job.To.Database, j.tables(false)))
@@ -162,8 +162,12 @@ func (j *jobRun) switchForward(ctx context.Context) error {
 		return j.switched(ctx, desc)
 	}
 	if errors.Is(err, routecfg.ErrFlipUnknown) {
-		return err // the intent stays: the next attempt reads the routes
+		// The intent stays: the next attempt reads the routes. The fences
+		// stay as the flip left them meanwhile (both sides refuse the
+		// shard's writes until then): wrong either way would lose writes.
+		return err
 	}
+	restore() // the flip itself failed (routes or lock changed): idempotent otherwise
 	return j.switchFailed(ctx, cmds, fmt.Errorf("%s: %w", desc, err))
 }
 
@@ -225,13 +229,22 @@ func (j *jobRun) switchBack(ctx context.Context) error {
 	if err := caughtUpFor(ctx, 30*time.Second, j.rev.CaughtUp); err != nil {
 		return err
 	}
+	restore := func() { j.restoreFences(ctx, &j.dst, &j.src, job.To.Database, job.From.Database, job.To.String()) }
 	res, err := j.r.Switch(ctx, j.m.cfg.Switch, func(fctx context.Context, tx *routecfg.SwitchTx) error {
-		if err := j.fence(fctx, j.dst.db, job.To.Database, j.rev.Reached); err != nil {
+		err := j.fence(fctx, j.dst.db, job.To.Database, job.From.String(), j.rev.Reached)
+		if err == nil {
+			err = j.unfence(fctx, j.src.db, job.From.Database)
+		}
+		if err != nil {
+			restore()
 			return err
 		}
 		return tx.FlipRoutes(fctx, router.MoveShard(tx.Routes(), job.Shard, job.From.Datasource, job.From.Database, j.tables(true)))
 	})
 	if !res.Flipped {
+		if !errors.Is(err, routecfg.ErrFlipUnknown) {
+			restore()
+		}
 		return fmt.Errorf("migrate: switch back: %w", err)
 	}
 	j.revTask.stop() // after the lock (fence)

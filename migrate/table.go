@@ -576,9 +576,10 @@ type queryer interface {
 // makes TIMESTAMP values unambiguous (a local zone repeats an hour each
 // autumn); the sql_mode is strict, so a value the target cannot hold is an
 // error and not a silent truncation, accepts zero dates as the source
-// stored them, and keeps an explicit 0 in an AUTO_INCREMENT column.
+// stored them, and keeps an explicit 0 in an AUTO_INCREMENT column. The
+// migration's writes pass the storage fence (migrationVar, fence.go).
 const sessionSetup = "SET NAMES utf8mb4, SESSION time_zone = '+00:00', " +
-	"SESSION sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION'"
+	"SESSION sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION', " + migrationVar + " = 1"
 
 // sessionConn takes one connection out of db's pool for a whole run and
 // sets its session up. Give it back with discard.

@@ -81,6 +81,9 @@ type Endpoint struct {
 	Database   string `json:"database"`
 }
 
+// String is "datasource:database", as messages name a side.
+func (e Endpoint) String() string { return e.Datasource + ":" + e.Database }
+
 // Job is the persisted state of one shard's migration. routecfg stores it
 // and guards its writes; the meaning of Step, Intent and Progress belongs to
 // the migrate package. The job layer persists Intent before it acts and Step

@@ -182,6 +182,34 @@ func TestDDLFansOutToEveryPhysicalTable(t *testing.T) {
 	}
 }
 
+// TestReservedUserVariables: statements naming the user variables of
+// Convoy's own datasource sessions (the storage fence lets the migration's
+// writes pass by one) are refused, however spelled; others are not.
+func TestReservedUserVariables(t *testing.T) {
+	s, rec := newTestSession()
+	for _, q := range []string{
+		"SET @convoy_migration = 1",
+		"SET @CONVOY_MIGRATION := 1, @x = 2",
+		"SELECT @`convoy_migration` := 1",
+		"SELECT 1 INTO @'Convoy_purge'",
+		"UPDATE conv_msg SET msg_type = (@convoy_migration := 1) WHERE conv_id = 42",
+	} {
+		_, err := s.Query(q)
+		expectCode(t, err, CodeNotSupported)
+		if _, perr := s.Prepare(q); perr == nil {
+			t.Errorf("PREPARE %s: accepted", q)
+		}
+	}
+	if got := rec.take(); len(got) != 0 {
+		t.Fatalf("a refused statement reached a backend: %q", got)
+	}
+	for _, q := range []string{"SET @convoyx = 1", "SELECT @convoy", "SELECT 'a@b'"} {
+		if _, err := s.Query(q); err != nil {
+			t.Errorf("%s: %v", q, err)
+		}
+	}
+}
+
 func TestSetIsCheckedAndCarried(t *testing.T) {
 	s, rec := newTestSession()
 	if _, err := s.Query("SET @@session.sql_mode = 'STRICT_TRANS_TABLES', @x = 5"); err != nil {

@@ -198,6 +198,9 @@ func (s *Session) Query(sql string) (*mysql.Result, error) {
 
 func (s *Session) query(sql string) (*mysql.Result, error) {
 	s.shard = -1
+	if err := refuseReservedVars(sql); err != nil {
+		return nil, err
+	}
 	if r, ok, err := s.directive(sql); ok {
 		return r, classify(err)
 	}
@@ -216,6 +219,34 @@ func (s *Session) query(sql string) (*mysql.Result, error) {
 	r, err := s.run(pl, nil, false)
 	s.noteInsertID(r)
 	return r, classify(err)
+}
+
+// reservedVarPrefix starts the user variables of Convoy's own sessions on
+// the datasources: the migration's, which the storage fence's triggers let
+// write a shard a side no longer owns (migrate/fence.go). A client's
+// statement naming one is refused: set on a pooled backend connection, it
+// would let the writes of every later user of that connection past the
+// fence.
+const reservedVarPrefix = "convoy_"
+
+// refuseReservedVars refuses sql if it names a reserved user variable
+// anywhere, quoted or not (a string literal that merely contains such a
+// name is refused too: rare, and a scan of the text cannot tell).
+func refuseReservedVars(sql string) error {
+	for i := 0; ; i++ {
+		j := strings.IndexByte(sql[i:], '@')
+		if j < 0 {
+			return nil
+		}
+		i += j
+		k := i + 1
+		if k < len(sql) && (sql[k] == '`' || sql[k] == '\'' || sql[k] == '"') {
+			k++
+		}
+		if len(sql)-k >= len(reservedVarPrefix) && strings.EqualFold(sql[k:k+len(reservedVarPrefix)], reservedVarPrefix) {
+			return errorf(CodeNotSupported, "user variables named @%s* are reserved for Convoy's own sessions on the datasources", reservedVarPrefix)
+		}
+	}
 }
 
 // noteInsertID keeps LAST_INSERT_ID() per session: the statements of one
@@ -244,6 +275,9 @@ func (s *Session) Prepare(sql string) (*Prepared, error) {
 	s.shard = -1
 	if _, ok, _ := directive.Parse(sql); ok {
 		return nil, errorf(CodeNotSupported, "Convoy directives cannot be prepared; send them as plain queries")
+	}
+	if err := refuseReservedVars(sql); err != nil {
+		return nil, err
 	}
 	pl, err := s.plan(sql)
 	if err != nil {
