@@ -417,8 +417,12 @@ func (p *Pool) expire(now time.Time) {
 		case start < 0:
 			_ = c.w.nc.SetDeadline(expired)
 		case start > 0:
-			if limit := c.limit.Load(); limit > 0 && now.UnixNano()-start > limit {
-				c.interrupt(start, claimTimeout)
+			if limit := c.limit.Load(); limit > 0 && now.UnixNano()-start > limit && c.interrupt(start, claimTimeout) {
+				// Dropping the socket does not stop the server: a write
+				// waiting for a row lock would still commit once it gets
+				// it, after its client was told it failed (and after a
+				// migration fence the proxy already acknowledged).
+				go p.killThread(c.id)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,62 @@ func TestStatementTimeout(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if h := mgr.Stats()[0].Health; h.State != StateUp {
 		t.Errorf("a slow statement marked the datasource %s: %+v", h.State, h)
+	}
+}
+
+// TestStatementTimeoutKillsTheWrite: a write blocked on a row lock past
+// the statement timeout is stopped on the server too (KILL QUERY), not only
+// abandoned: once the lock is released it must not commit, since its client
+// was told it failed.
+func TestStatementTimeoutKillsTheWrite(t *testing.T) {
+	m := testsvc.StartMariaDB(t)
+	m.Exec(t, "CREATE DATABASE k", "CREATE TABLE k.t (id INT PRIMARY KEY, v INT)", "INSERT INTO k.t VALUES (1, 0)")
+	mgr := newTestManager(t, m, Options{StatementTimeout: 300 * time.Millisecond})
+	ctx := context.Background()
+	locker, err := mgr.Acquire(ctx, "ds0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	locker.SetTimeout(time.Minute)
+	for _, q := range []string{"BEGIN", "UPDATE k.t SET v = 1 WHERE id = 1"} {
+		if _, err := locker.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := mgr.Acquire(ctx, "ds0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	thread := c.ConnectionID()
+	_, err = c.Exec("UPDATE k.t SET v = 2 WHERE id = 1")
+	var te *TimeoutError
+	if !errors.As(err, &te) {
+		t.Fatalf("a write blocked on a row lock past the timeout: %v", err)
+	}
+	c.Release()
+	// The KILL QUERY reaches the server asynchronously: wait until the
+	// abandoned write's server thread is gone (it ends once its statement
+	// is stopped and it finds its socket closed).
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if scalar(t, locker, fmt.Sprintf("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = %d", thread)) == "0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned write still runs on the server")
+		}
+	}
+	if _, err := locker.Exec("COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	locker.Release()
+	time.Sleep(100 * time.Millisecond)
+	c, err = mgr.Acquire(ctx, "ds0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	if got := scalar(t, c, "SELECT v FROM k.t WHERE id = 1"); got != "1" {
+		t.Fatalf("after the lock was released the row holds %s: the write its client was told failed committed", got)
 	}
 }
 
