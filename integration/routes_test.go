@@ -108,18 +108,39 @@ func TestRouteChangeAndEtcdOutage(t *testing.T) {
 		t.Errorf("convoy_route_version = %v after apply, want 2", v)
 	}
 
-	// etcd down for -routes.etcddown (a minute by default): reads and writes
-	// keep working on the last snapshot the whole time, a route change fails
-	// closed (nothing half-applied), goroutines stay bounded.
+	// etcd down for -routes.etcddown (a minute by default): reads keep
+	// working on the last snapshot the whole time, a route change fails
+	// closed (nothing half-applied), goroutines stay bounded. Writes to
+	// sharded tables work until the proxy's registration may have expired
+	// (the TTL, 10 s by default, less a 1 s margin, from its last renewal:
+	// a migration could then switch a shard without it), and from then on
+	// are refused with a clear error until etcd answers again.
 	g0 := goroutines(t, s.convoy)
+	stopped := time.Now()
 	s.etcd.Stop()
-	downUntil := time.Now().Add(*etcdDown)
-	for i := 0; i == 0 || time.Now().Before(downUntil); i++ {
+	const ttl = 10 * time.Second
+	downUntil := stopped.Add(max(*etcdDown, ttl+5*time.Second))
+	var lastOK, firstRefused time.Duration
+	for i := 0; time.Now().Before(downUntil); i++ {
 		var n int
 		if err := db.QueryRow("SELECT COUNT(*) FROM conv_msg WHERE conv_id = ?", 42).Scan(&n); err != nil || n != 1 {
-			t.Fatalf("read with etcd down for %s: n=%d err=%v", time.Since(downUntil.Add(-*etcdDown)).Round(time.Second), n, err)
+			t.Fatalf("read with etcd down for %s: n=%d err=%v", time.Since(stopped).Round(time.Second), n, err)
 		}
-		mustExec(t, db, "INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (1, 42, ?, 1, NOW())", i+1)
+		at := time.Since(stopped)
+		_, err := db.Exec("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (1, 42, ?, 1, NOW())", i+1)
+		switch {
+		case err == nil:
+			lastOK = at
+			if firstRefused > 0 {
+				t.Fatalf("a write succeeded %s after etcd stopped, after one was refused at %s", at.Round(time.Millisecond), firstRefused.Round(time.Millisecond))
+			}
+		case errno(err) == 1105 && strings.Contains(err.Error(), "registration may have expired"):
+			if firstRefused == 0 {
+				firstRefused = at
+			}
+		default:
+			t.Fatalf("a write %s after etcd stopped: %v, want success or 1105 naming the registration", at.Round(time.Millisecond), err)
+		}
 		if i%50 == 0 {
 			cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
 			_, err := s.store.Apply(cctx, doc)
@@ -129,6 +150,17 @@ func TestRouteChangeAndEtcdOutage(t *testing.T) {
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("etcd down: the last write accepted %s after, the first refused %s after", lastOK.Round(time.Millisecond), firstRefused.Round(time.Millisecond))
+	// Renewals every TTL/3: the last one at most that long before the stop.
+	if lastOK < ttl-time.Second-ttl/3-time.Second {
+		t.Errorf("writes were refused from %s after etcd stopped, before the registration could have expired", lastOK)
+	}
+	if firstRefused == 0 || firstRefused > ttl {
+		t.Errorf("the first write refused %s after etcd stopped (0: none), want before the %s TTL ran out", firstRefused, ttl)
+	}
+	if v := metricValue(t, scrape(t, s.convoy.metrics), `convoy_migration_write_fenced{cluster="it"}`); v != 1 {
+		t.Errorf("convoy_migration_write_fenced = %v while fenced, want 1", v)
 	}
 	if g := goroutines(t, s.convoy); g > g0+50 {
 		t.Errorf("goroutines grew from %v to %v while etcd was down", g0, g)

@@ -30,6 +30,12 @@ var ErrShardUnavailable = errors.New("shard writes unavailable: a migration swit
 // ShardHolder is what the engine gives the lock follower: it holds one
 // shard's writes.
 type ShardHolder interface {
+	// Fence refuses every write to a sharded table, whatever shard, with
+	// err (wrapping ErrShardUnavailable) until the fence's Lift; reads go
+	// on. It returns once no admitted write is running; when ctx ends
+	// first, it fails the transactions still open (their clients told)
+	// and returns anyway: the fence stays up whatever is left running.
+	Fence(ctx context.Context, err error) WriteFence
 	// Hold stops sending new writes of shard to any datasource and queues
 	// them in arrival order (bounded in time and length by the engine, with
 	// a clear error past the bound), then lets the transactions already
@@ -40,6 +46,9 @@ type ShardHolder interface {
 	// retries a failed Hold while it still needs the shard held.
 	Hold(ctx context.Context, shard int) (ShardHold, error)
 }
+
+// WriteFence is one Fence: Lift takes it down (idempotent).
+type WriteFence interface{ Lift() }
 
 // ShardHold is one held shard.
 type ShardHold interface {
@@ -115,7 +124,11 @@ type LockFollower struct {
 	shards       map[int]*heldShard
 	jobs         map[int]bool
 	inDoubt      bool // the registration may have expired in etcd
-	fenceGen     int  // a re-read of this generation or later may lift fences
+	fence        WriteFence
+	fencing      bool  // a Fence call is in flight
+	fenceGen     int   // a re-read of this generation or later may lift the fence
+	fenceLift    bool  // lift once the route watcher serves fenceNeed
+	fenceNeed    int64 // the route version etcd held at that re-read
 	resyncGen    int
 	needResync   bool
 	resyncing    bool
@@ -133,8 +146,6 @@ type LockFollower struct {
 type heldShard struct {
 	shard int
 	lock  *LockInfo // the lock in etcd, as last seen; nil when none
-	// fenced: held because this proxy's registration may have expired.
-	fenced bool
 	// resolving: a lock or fence ended; release once the route watcher
 	// serves need.
 	resolving   bool
@@ -212,6 +223,27 @@ func (f *LockFollower) Start(ctx context.Context) error {
 	cancel()
 	if err != nil {
 		return fail(fmt.Errorf("routecfg: cannot read the migration locks, so this proxy cannot know which shards it must hold: %w", err))
+	}
+	// A switch may have flipped the routes, and ended, between the route
+	// watcher's start and this read: then no lock says so, and the
+	// watcher may not have delivered the flip yet. Serve nothing older
+	// than what etcd holds with these locks.
+	for f.routes.Current().Version() < snap.routes {
+		rctx, cancel := context.WithTimeout(ctx, f.cfg.readTimeout)
+		err := f.routes.Reload(rctx)
+		cancel()
+		if f.routes.Current().Version() >= snap.routes {
+			break
+		}
+		if err == nil {
+			err = errors.New("the document etcd holds was not taken (rejected?)")
+		}
+		select {
+		case <-ctx.Done():
+			return fail(fmt.Errorf("routecfg: the route watcher serves version %d, etcd holds %d, and the newer one could not be loaded: %w",
+				f.routes.Current().Version(), snap.routes, err))
+		case <-time.After(followTick):
+		}
 	}
 	now := time.Now()
 	f.resyncGen, snap.gen = 1, 1
@@ -334,12 +366,11 @@ func (f *LockFollower) apply(snap lockSnapshot, now time.Time) {
 			sh.needUnknown = false
 			sh.need = max(sh.need, snap.routes)
 		}
-		if sh.fenced && !f.inDoubt && snap.gen >= f.fenceGen {
-			sh.fenced, sh.resolving = false, true
-			sh.need = max(sh.need, snap.routes)
-			f.log.Info("registration valid again: lifting the fence once the routes etcd holds are served",
-				zap.Int("shard", sh.shard), zap.Int64("need_route_version", sh.need))
-		}
+	}
+	if f.fence != nil && !f.inDoubt && snap.gen >= f.fenceGen && !f.fenceLift {
+		f.fenceLift, f.fenceNeed = true, snap.routes
+		f.log.Info("registration valid again: lifting the write fence once the routes etcd holds are served",
+			zap.Int64("need_route_version", f.fenceNeed))
 	}
 }
 
@@ -485,6 +516,7 @@ func (f *LockFollower) handleEvent(ev *clientv3.Event, now time.Time) {
 // shard's next move.
 func (f *LockFollower) step(now time.Time) {
 	f.checkLease(now)
+	f.maybeLift(now)
 	if f.needResync && !f.resyncing && !now.Before(f.resyncAt) {
 		f.startResync()
 	}
@@ -493,24 +525,22 @@ func (f *LockFollower) step(now time.Time) {
 	}
 }
 
-// checkLease fences the shards under migration while the registration may
-// have expired: a migrator may then switch them without this proxy.
+// checkLease fences every sharded write while the registration may have
+// expired: a migrator may then switch any shard without this proxy,
+// including one whose job this proxy has not seen (started while it was
+// cut off), and the proxy cannot tell. Once the registration is renewed,
+// a re-read of the locks and routes, and the watcher serving those
+// routes, lift the fence (maybeLift).
 func (f *LockFollower) checkLease(now time.Time) {
 	if now.After(f.reg.validUntil()) {
 		if !f.inDoubt {
 			f.inDoubt = true
-			f.log.Warn("registration lease may have expired (no keepalive answer from etcd): failing writes of shards under migration until etcd answers again",
-				zap.Int("jobs", len(f.jobs)))
+			f.log.Warn("registration lease may have expired (no renewal answered by etcd): refusing every write to sharded tables until etcd answers again and the routes are re-read",
+				zap.Time("lease_expiry", f.reg.leaseExpiry()))
 		}
-		for shard := range f.jobs {
-			f.shard(shard)
-		}
-		for _, sh := range f.shards {
-			if !sh.fenced {
-				// Writes still open must end before etcd can expire the
-				// registration and a migrator switch without us.
-				sh.fenced, sh.holdBy = true, f.reg.leaseExpiry()
-			}
+		f.fenceLift = false
+		if f.fence == nil && !f.fencing {
+			f.startFence(now)
 		}
 		return
 	}
@@ -518,8 +548,45 @@ func (f *LockFollower) checkLease(now time.Time) {
 		f.inDoubt = false
 		f.fenceGen = f.resyncGen + 1
 		f.needResync = true
-		f.log.Info("registration lease renewed; re-reading the locks before lifting fences")
+		f.log.Info("registration lease renewed; re-reading the locks and routes before lifting the write fence")
 	}
+}
+
+// startFence puts up the engine's write fence. Transactions that wrote
+// and are still open get until the registration's estimated expiry in
+// etcd, when a migrator could proceed without this proxy; then they fail.
+func (f *LockFollower) startFence(now time.Time) {
+	f.fencing = true
+	deadline := f.reg.leaseExpiry()
+	if !deadline.After(now) {
+		deadline = now.Add(holdRetryWindow)
+	}
+	err := fmt.Errorf("%w: this proxy's etcd registration may have expired (etcd has not answered its renewals), so a migration could have switched any shard without it; writes to sharded tables are refused until it can re-read the routes (reads are served)", ErrShardUnavailable)
+	f.spawn(func() {
+		ctx, cancel := context.WithDeadline(f.ctx, deadline)
+		wf := f.holder.Fence(ctx, err)
+		cancel()
+		f.post(func() {
+			f.fencing, f.fence = false, wf
+			f.cfg.metrics.fenced(true)
+			f.log.Warn("write fence up: every write to a sharded table is refused")
+		}, nil) // closed: the proxy is going away, the fence stays up
+	})
+}
+
+// maybeLift lifts the write fence once its re-read's routes are served.
+func (f *LockFollower) maybeLift(now time.Time) {
+	if f.fence == nil || !f.fenceLift || f.inDoubt {
+		return
+	}
+	if v := f.routes.Current().Version(); v < f.fenceNeed {
+		f.reload(now)
+		return
+	}
+	f.fence.Lift()
+	f.fence, f.fenceLift = nil, false
+	f.cfg.metrics.fenced(false)
+	f.log.Info("write fence lifted: registration valid and the routes etcd holds are served", zap.Int64("route_version", f.routes.Current().Version()))
 }
 
 func (f *LockFollower) startResync() {
@@ -578,7 +645,7 @@ func (f *LockFollower) reconcile(sh *heldShard, now time.Time) {
 	if sh.hold == nil {
 		// Resolving needs no hold of its own: a Hold still in flight is
 		// released as soon as it arrives.
-		wanted := sh.lock != nil || sh.fenced
+		wanted := sh.lock != nil
 		switch {
 		case !wanted && !sh.holding:
 			delete(f.shards, sh.shard)
@@ -589,7 +656,7 @@ func (f *LockFollower) reconcile(sh *heldShard, now time.Time) {
 	}
 	if !sh.failed {
 		switch {
-		case sh.fenced:
+		case f.inDoubt:
 			f.fail(sh, "fenced", "this proxy's etcd registration may have expired, so a migration switch could complete without it")
 		case !sh.deadline.IsZero() && !now.Before(sh.deadline):
 			f.fail(sh, "deadline", "the migration switch did not end by its deadline and this proxy cannot confirm the routes it produced (etcd unreachable, or the migrator stalled)")
@@ -602,7 +669,7 @@ func (f *LockFollower) reconcile(sh *heldShard, now time.Time) {
 		}
 		return
 	}
-	if sh.fenced || f.inDoubt {
+	if f.inDoubt {
 		return
 	}
 	if sh.needUnknown {
@@ -649,7 +716,7 @@ func (f *LockFollower) startHold(sh *heldShard, now time.Time) {
 func (f *LockFollower) held(sh *heldShard, h ShardHold, now time.Time) {
 	sh.hold, sh.heldAt = h, now
 	f.cfg.metrics.shardHeld()
-	f.log.Info("shard writes held for a migration lock", zap.Int("shard", sh.shard), zap.Bool("fenced", sh.fenced))
+	f.log.Info("shard writes held for a migration lock", zap.Int("shard", sh.shard))
 }
 
 func (f *LockFollower) fail(sh *heldShard, label, reason string) {

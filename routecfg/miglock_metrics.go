@@ -17,6 +17,7 @@ const (
 	MetricShardHoldSeconds = "convoy_migration_shard_hold_seconds"
 	MetricShardHoldFails   = "convoy_migration_shard_hold_failures_total"
 	MetricShardsHeld       = "convoy_migration_shards_held"
+	MetricWriteFenced      = "convoy_migration_write_fenced"
 )
 
 // LockMetrics are the migration lock's metrics. A nil *LockMetrics records
@@ -30,6 +31,7 @@ type LockMetrics struct {
 	holdSeconds  prometheus.Histogram
 	holdFailures *prometheus.CounterVec
 	held         prometheus.Gauge
+	fence        prometheus.Gauge
 }
 
 // lockBuckets spread around the 300 ms pause target (issue 14) up to the
@@ -74,9 +76,13 @@ func NewLockMetrics(reg prometheus.Registerer, cluster string) (*LockMetrics, er
 			Name: MetricShardsHeld, ConstLabels: labels,
 			Help: "Proxy: shards whose writes are held (or failed) for a migration lock now.",
 		}),
+		fence: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: MetricWriteFenced, ConstLabels: labels,
+			Help: "Proxy: 1 while every write to a sharded table is refused because the proxy's etcd registration may have expired (alert on it).",
+		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.lockSeconds, m.ackWait, m.acks, m.vanished, m.aborts, m.holdSeconds, m.holdFailures, m.held} {
+		for _, c := range []prometheus.Collector{m.lockSeconds, m.ackWait, m.acks, m.vanished, m.aborts, m.holdSeconds, m.holdFailures, m.held, m.fence} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -131,5 +137,16 @@ func (m *LockMetrics) shardReleased(held time.Duration) {
 func (m *LockMetrics) shardFailed(reason string) {
 	if m != nil {
 		m.holdFailures.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *LockMetrics) fenced(up bool) {
+	if m == nil {
+		return
+	}
+	if up {
+		m.fence.Set(1)
+	} else {
+		m.fence.Set(0)
 	}
 }

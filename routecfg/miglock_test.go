@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -64,6 +65,23 @@ func (h *fakeHolder) Hold(ctx context.Context, shard int) (ShardHold, error) {
 	return &fakeHold{h: h, shard: shard}, nil
 }
 
+// fenceShard is the shard number the fake records write fence events
+// under (fence, lift): a fence covers every shard.
+const fenceShard = -1
+
+// Fence records a write fence; its Lift records the lift.
+func (h *fakeHolder) Fence(_ context.Context, err error) WriteFence {
+	h.record("fence", fenceShard, err)
+	return &fakeFence{h: h}
+}
+
+type fakeFence struct {
+	h    *fakeHolder
+	once sync.Once
+}
+
+func (f *fakeFence) Lift() { f.once.Do(func() { f.h.record("lift", fenceShard, nil) }) }
+
 func (h *fakeHolder) record(kind string, shard int, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -77,6 +95,13 @@ func (h *fakeHolder) record(kind string, shard int, err error) {
 		h.states[shard] = "failed"
 	case "release":
 		h.states[shard] = "released"
+	case "fence":
+		if h.states[shard] == "fenced" {
+			panic(fmt.Sprintf("%s: fenced twice", h.name))
+		}
+		h.states[shard] = "fenced"
+	case "lift":
+		h.states[shard] = "lifted"
 	}
 	h.log = append(h.log, holdEvent{kind: kind, shard: shard, at: time.Now(), routeVersion: h.routes(), err: err})
 }
@@ -711,10 +736,10 @@ func TestLockFollowerStartsUnderLock(t *testing.T) {
 }
 
 // TestLockFollowerFencesWhenRegistrationLapses: etcd goes away for longer
-// than the registration TTL. A migrator could then switch a shard without
-// this proxy, so the proxy fails the writes of shards with a migration job
-// (and only those) until etcd answers again, then releases them under the
-// routes etcd holds.
+// than the registration TTL. A migrator could then switch any shard without
+// this proxy (one whose job it knows or not), so the proxy refuses every
+// sharded write (a write fence, not per-shard holds) until etcd answers
+// again and its routes are re-read; then the fence lifts.
 func TestLockFollowerFencesWhenRegistrationLapses(t *testing.T) {
 	const shard = 5
 	env := newLockEnv(t, "fence", shard)
@@ -726,30 +751,89 @@ func TestLockFollowerFencesWhenRegistrationLapses(t *testing.T) {
 
 	t0 := time.Now()
 	env.e.Stop()
-	eventually(t, 4*time.Second, "the shard under migration was not fenced with etcd down", func() bool {
-		return h.state(shard) == "failed"
+	eventually(t, 4*time.Second, "the writes were not fenced with etcd down", func() bool {
+		return h.state(fenceShard) == "fenced"
 	})
 	t.Logf("fenced %s after etcd stopped (TTL 2 s)", time.Since(t0).Round(time.Millisecond))
-	if s := h.state(shard + 1); s != "" {
-		t.Errorf("shard %d (no migration) is %q, want untouched", shard+1, s)
+	if evs := h.events(fenceShard); !errors.Is(evs[0].err, ErrShardUnavailable) || !strings.Contains(evs[0].err.Error(), "registration may have expired") {
+		t.Errorf("fence error %v, want ErrShardUnavailable naming the registration", evs[0].err)
 	}
-	if evs := h.events(shard); !errors.Is(evs[len(evs)-1].err, ErrShardUnavailable) {
-		t.Errorf("fence error %v, want ErrShardUnavailable", evs[len(evs)-1].err)
+	if s := h.state(shard); s != "" {
+		t.Errorf("shard %d (a job, no lock) is %q: the fence covers it, no hold", shard, s)
 	}
-	if got := metric(t, mreg, MetricShardsHeld); got != 1 {
-		t.Errorf("%s = %v while fenced, want 1", MetricShardsHeld, got)
+	if got := metric(t, mreg, MetricWriteFenced); got != 1 {
+		t.Errorf("%s = %v while fenced, want 1", MetricWriteFenced, got)
 	}
 	env.e.Start()
 	eventually(t, 10*time.Second, "the fence was not lifted after etcd came back", func() bool {
-		return h.state(shard) == "released"
+		return h.state(fenceShard) == "lifted"
 	})
-	checkReleases(t, shard, v0, p)
-	if k := h.kinds(shard); k != "hold,fail,release" {
-		t.Errorf("events %s, want hold,fail,release", k)
+	if evs := h.events(fenceShard); len(evs) != 2 || evs[1].routeVersion < v0 {
+		t.Errorf("fence events %s, the lift at route version %d, want fence,lift at >= %d", h.kinds(fenceShard), evs[len(evs)-1].routeVersion, v0)
 	}
-	if got := metric(t, mreg, MetricShardsHeld); got != 0 {
-		t.Errorf("%s = %v after the release, want 0", MetricShardsHeld, got)
+	if got := metric(t, mreg, MetricWriteFenced); got != 0 {
+		t.Errorf("%s = %v after the lift, want 0", MetricWriteFenced, got)
 	}
+	_ = p
+}
+
+// TestLockFollowerCutOffProxy: one proxy alone is cut off from etcd (its
+// connection stalls; etcd and the other proxy go on). A job is created and
+// switched meanwhile, which the cut-off proxy cannot know of: its
+// registration expires, the migrator no longer waits for it and flips the
+// routes. The proxy must have refused every sharded write before the flip
+// (its write fence is up before etcd can have expired it), and lifts the
+// fence only once it serves the flipped routes.
+func TestLockFollowerCutOffProxy(t *testing.T) {
+	const shard = 7 // no job until the proxy is cut off
+	env := newLockEnv(t, "cutoff")
+	st := newStallable(t, strings.TrimPrefix(env.e.Endpoints()[0], "http://"))
+	ha, hb := newFakeHolder("pa"), newFakeHolder("pb")
+	relayed := newClient(t, []string{"http://" + st.addr})
+	// A 4 s TTL: the proxy fences 1 s before etcd can expire it, a margin
+	// a loaded machine's scheduling keeps.
+	pa := startProxyWith(t, relayed, relayed, "cutoff", "pa", ha, 4*time.Second)
+	pb := startProxy(t, env.e.Endpoints(), "cutoff", "pb", hb, 4*time.Second)
+	v0 := env.routesVersion(t)
+
+	st.pause(true)
+	cut := time.Now()
+	j := testJob(shard)
+	j.ID = "mig-cutoff"
+	if _, err := env.jobs.Create(ctxT(t), j); err != nil {
+		t.Fatal(err)
+	}
+	r := campaign(t, env.jobs, shard, "migrator")
+	var res SwitchResult
+	var err error
+	var flippedAt time.Time
+	for attempt := 0; attempt < 20; attempt++ { // aborts until pa's registration expires
+		res, err = r.Switch(ctxT(t), SwitchOptions{AckTimeout: time.Second}, func(ctx context.Context, tx *SwitchTx) error {
+			flippedAt = time.Now()
+			return flipTo(shard)(ctx, tx)
+		})
+		if err == nil {
+			break
+		}
+	}
+	if err != nil || !res.Flipped || slices.Contains(res.Acked, "pa") {
+		t.Fatalf("Switch without the cut-off proxy: %+v, %v", res, err)
+	}
+	evs := ha.events(fenceShard)
+	if len(evs) == 0 || !evs[0].at.Before(flippedAt) {
+		t.Fatalf("the cut-off proxy's write fence: events %s (first at %v), the flip at %v (cut off at %v): it must be up before the flip",
+			ha.kinds(fenceShard), evs, flippedAt.Sub(cut), cut)
+	}
+	t.Logf("cut off at 0, fenced at %v, flipped at %v", evs[0].at.Sub(cut).Round(time.Millisecond), flippedAt.Sub(cut).Round(time.Millisecond))
+	waitReleased(t, shard, 5*time.Second, "the connected proxy did not release", pb)
+	st.pause(false)
+	eventually(t, 15*time.Second, "the cut-off proxy did not lift its fence once reconnected", func() bool {
+		return ha.state(fenceShard) == "lifted"
+	})
+	if evs := ha.events(fenceShard); evs[len(evs)-1].routeVersion < v0+1 {
+		t.Fatalf("the cut-off proxy lifted its fence serving route version %d, want the flipped %d", evs[len(evs)-1].routeVersion, v0+1)
+	}
+	_ = pa
 }
 
 // stallable forwards loopback TCP connections to an address and can hold
@@ -894,4 +978,49 @@ func TestMigrationLockLeftover(t *testing.T) {
 		t.Fatalf("Switch with this runner's leftover lock: %+v, %v; want flipped", res, err)
 	}
 	waitReleased(t, shard, 10*time.Second, "the proxy did not release", ps...)
+}
+
+// TestLockFollowerStartRouteBarrier: a proxy starting while a switch
+// flips the routes and ends (no lock left to see) must not serve the old
+// routes: its route watcher has not delivered the flip yet (its etcd
+// connection stalls), so LockFollower.Start does not return before the
+// watcher serves the version etcd held with the locks it read.
+func TestLockFollowerStartRouteBarrier(t *testing.T) {
+	env := newLockEnv(t, "barrier")
+	st := newStallable(t, strings.TrimPrefix(env.e.Endpoints()[0], "http://"))
+	cli := newClient(t, env.e.Endpoints())
+	h := newFakeHolder("pa")
+	reg := register(t, cli, "barrier", ProxyInfo{ID: "pa"}, WithTTL(3*time.Second))
+	routes := startWatcher(t, NewStore(newClient(t, []string{"http://" + st.addr}), "barrier"), WithReadTimeout(time.Second))
+	h.routes = func() int64 { return routes.Current().Version() }
+	v0 := routes.Current().Version()
+
+	st.pause(true)
+	doc, err := env.store.Get(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.store.Apply(ctxT(t), router.MoveShard(doc, 9, "ds1", "im_9", nil)); err != nil {
+		t.Fatal(err)
+	}
+	fol := NewLockFollower(cli, "barrier", reg, routes, h, WithFollowerLogger(testLogger(t)))
+	t.Cleanup(fol.Close)
+	started := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		started <- fol.Start(ctx)
+	}()
+	select {
+	case err := <-started:
+		t.Fatalf("Start returned (%v) while the watcher serves version %d and etcd holds %d", err, routes.Current().Version(), v0+1)
+	case <-time.After(500 * time.Millisecond):
+	}
+	st.pause(false)
+	if err := <-started; err != nil {
+		t.Fatalf("Start once the watcher can read etcd: %v", err)
+	}
+	if v := routes.Current().Version(); v < v0+1 {
+		t.Fatalf("Start returned with the watcher serving version %d, want >= %d", v, v0+1)
+	}
 }

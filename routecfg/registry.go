@@ -3,6 +3,7 @@ package routecfg
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -142,9 +144,9 @@ type Registration struct {
 	routeVersion atomic.Int64
 	changed      chan struct{} // SetRouteVersion -> run, capacity 1
 	losses       atomic.Int64  // leases lost so far (each one re-registered)
-	// renewedAt is when etcd last (re)started the lease's TTL as far as we
-	// can tell (unix ns): the send time of the grant, or the arrival of a
-	// keepalive answer. See validUntil.
+	// renewedAt is a time etcd (re)started the lease's TTL after, as far
+	// as we can tell (unix ns): the send time of the grant or of the last
+	// answered renewal. See validUntil.
 	renewedAt atomic.Int64
 
 	ctx       context.Context // canceled by Close
@@ -190,14 +192,14 @@ func Register(ctx context.Context, cli *clientv3.Client, cluster string, info Pr
 
 	actx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()
-	ka, written, err := r.establish(actx)
+	lost, written, err := r.establish(actx)
 	if err != nil {
 		r.cancel()
 		close(r.done)
 		return nil, fmt.Errorf("routecfg: cannot register proxy %q in etcd (%s): %w", info.ID, key, err)
 	}
 	r.log.Info("proxy registered", zap.Int64("ttl_seconds", r.ttl), zap.String("lease", leaseHex(r.leaseID())))
-	go r.run(ka, written)
+	go r.run(lost, written)
 	return r, nil
 }
 
@@ -220,8 +222,9 @@ func (r *Registration) value() (string, int64) {
 
 // establish grants a new lease, writes the key with it and starts keeping
 // it alive. ctx bounds the grant and the write; the keepalive lives until
-// Close. It returns the route version written.
-func (r *Registration) establish(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, int64, error) {
+// Close or until the lease is lost, when the returned channel closes. It
+// returns the route version written.
+func (r *Registration) establish(ctx context.Context) (<-chan struct{}, int64, error) {
 	sent := time.Now()
 	grant, err := r.cli.Grant(ctx, r.ttl)
 	if err != nil {
@@ -233,16 +236,13 @@ func (r *Registration) establish(ctx context.Context) (<-chan *clientv3.LeaseKee
 		_ = r.revoke(grant.ID)
 		return nil, 0, fmt.Errorf("write %s: %w", r.key, err)
 	}
-	ka, err := r.cli.KeepAlive(r.ctx, grant.ID)
-	if err != nil {
-		_ = r.revoke(grant.ID)
-		return nil, 0, fmt.Errorf("keep lease alive: %w", err)
-	}
 	r.mu.Lock()
 	old := r.lease
 	r.lease = grant.ID
 	r.mu.Unlock()
 	r.renewedAt.Store(sent.UnixNano())
+	lost := make(chan struct{})
+	go r.keepAlive(grant.ID, lost)
 	if prev := resp.PrevKv; prev != nil && prev.Lease != int64(old) {
 		// Not our own previous lease: a process with the same ID died less
 		// than a TTL ago, or two live proxies share an ID (a configuration
@@ -250,15 +250,56 @@ func (r *Registration) establish(ctx context.Context) (<-chan *clientv3.LeaseKee
 		r.log.Warn("took over an existing registration with the same proxy id (a previous process not yet expired, or a duplicate id)",
 			zap.String("previous_lease", leaseHex(clientv3.LeaseID(prev.Lease))), zap.ByteString("previous_value", prev.Value))
 	}
-	return ka, version, nil
+	return lost, version, nil
+}
+
+// keepAlive renews lease id every third of the TTL (more often while etcd
+// does not answer) until Close, and closes lost once the lease is gone:
+// etcd says so, or no renewal succeeded for a whole TTL. It does not use
+// the client's KeepAlive stream, which stamps nothing: a renewal counts
+// from when its request was sent, a time etcd's TTL certainly restarted
+// after. Counted from the answer's arrival, a proxy paused with an answer
+// in its socket (a long GC pause, SIGSTOP) would resume believing in a
+// lease etcd had long expired, and serve as if registered.
+func (r *Registration) keepAlive(id clientv3.LeaseID, lost chan<- struct{}) {
+	defer close(lost)
+	ttl := time.Duration(r.ttl) * time.Second
+	every, retry := ttl/3, min(500*time.Millisecond, ttl/6)
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+		}
+		sent := time.Now()
+		ctx, cancel := context.WithTimeout(r.ctx, every)
+		resp, err := r.cli.KeepAliveOnce(ctx, id)
+		cancel()
+		switch {
+		case err == nil && resp.TTL > 0:
+			r.renewedAt.Store(sent.UnixNano())
+			t.Reset(every)
+		case err == nil, errors.Is(err, rpctypes.ErrLeaseNotFound):
+			return // etcd expired it
+		case r.ctx.Err() != nil:
+			return
+		case time.Now().After(r.leaseExpiry()):
+			return // no renewal for a TTL: etcd has expired it by now
+		default:
+			t.Reset(retry)
+		}
+	}
 }
 
 // validUntil is the time until which the registration is certainly still in
-// etcd: the last renewal plus the TTL, minus a margin (a quarter of the TTL,
-// at most 1 s) for the keepalive answer's trip back and etcd's timer. Past
-// it, a migrator may see this proxy as gone and switch a shard without its
-// acknowledgement, so the lock follower fences migrating shards (see
-// doc.go, "Migration lock"). It is the zero time once Close has begun.
+// etcd: the last renewal's send time plus the TTL, minus a margin (a
+// quarter of the TTL, at most 1 s) for etcd's timer and the time the
+// follower needs to stop writes. Past it, a migrator may see this proxy as
+// gone and switch a shard without its acknowledgement, so the lock
+// follower fences every sharded write (see doc.go, "Migration lock"). It
+// is the zero time once Close has begun.
 func (r *Registration) validUntil() time.Time {
 	if r.ctx.Err() != nil {
 		return time.Time{}
@@ -301,9 +342,9 @@ func (r *Registration) SetRouteVersion(v int64) {
 	}
 }
 
-// run drains keepalive responses, writes route version changes, and
-// re-registers when the lease is lost, until Close.
-func (r *Registration) run(ka <-chan *clientv3.LeaseKeepAliveResponse, written int64) {
+// run writes route version changes and re-registers when the lease is
+// lost, until Close.
+func (r *Registration) run(lost <-chan struct{}, written int64) {
 	defer close(r.done)
 	var (
 		lastWrite time.Time
@@ -313,27 +354,23 @@ func (r *Registration) run(ka <-chan *clientv3.LeaseKeepAliveResponse, written i
 		select {
 		case <-r.ctx.Done():
 			return
-		case _, ok := <-ka:
-			if ok {
-				r.renewedAt.Store(time.Now().UnixNano())
-				continue
-			}
-			// The client closes the channel when etcd reports the lease
-			// expired, or when no keepalive answer came for a TTL.
+		case <-lost:
+			// etcd reported the lease expired, or no renewal succeeded
+			// for a TTL.
 			if r.ctx.Err() != nil {
 				return
 			}
-			lost := r.leaseID()
+			gone := r.leaseID()
 			r.losses.Add(1)
 			r.log.Warn("proxy registration lost (etcd unreachable for longer than the lease TTL, or the lease expired); re-registering in the background",
-				zap.String("lease", leaseHex(lost)))
-			if ka, written = r.reregister(); ka == nil {
+				zap.String("lease", leaseHex(gone)))
+			if lost, written = r.reregister(); lost == nil {
 				return // closed
 			}
 			lastWrite = time.Now()
 			// The old lease may still be alive in etcd (a restarted etcd
 			// extends leases); the key now belongs to the new one.
-			_ = r.revoke(lost)
+			_ = r.revoke(gone)
 		case <-r.changed:
 			if flush == nil {
 				flush = time.After(max(0, routeVersionMinInterval-time.Since(lastWrite)))
@@ -381,8 +418,9 @@ func (r *Registration) Delete(ctx context.Context, key string) error {
 }
 
 // reregister retries establish with backoff until it succeeds (the new
-// keepalive channel and the route version written) or Close is called (nil).
-func (r *Registration) reregister() (<-chan *clientv3.LeaseKeepAliveResponse, int64) {
+// lease's loss channel and the route version written) or Close is called
+// (nil).
+func (r *Registration) reregister() (<-chan struct{}, int64) {
 	backoff := minReregisterBackoff
 	for attempt := 1; ; attempt++ {
 		// gRPC backs reconnects off for up to minutes while etcd is down;
@@ -391,11 +429,11 @@ func (r *Registration) reregister() (<-chan *clientv3.LeaseKeepAliveResponse, in
 			conn.ResetConnectBackoff()
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, registerTimeout)
-		ka, written, err := r.establish(ctx)
+		lost, written, err := r.establish(ctx)
 		cancel()
 		if err == nil {
 			r.log.Info("proxy re-registered with a new lease", zap.Int("attempts", attempt), zap.String("lease", leaseHex(r.leaseID())))
-			return ka, written
+			return lost, written
 		}
 		if r.ctx.Err() != nil {
 			return nil, 0

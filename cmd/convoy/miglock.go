@@ -12,21 +12,22 @@ import (
 
 	"github.com/convoy-im/convoy/proxy/engine"
 	"github.com/convoy-im/convoy/routecfg"
-	"github.com/convoy-im/convoy/router"
 )
 
-// shardHolder gives routecfg's LockFollower the engine's holds
-// (routecfg.ShardHolder; the engine does not import routecfg). It also
-// keeps the start-up fence: while this proxy is not registered in etcd,
-// or its lock follower is not running, every shard's writes are refused
-// (see migrationLock).
+// shardHolder gives routecfg's LockFollower the engine's holds and write
+// fences (routecfg.ShardHolder; the engine does not import routecfg). It
+// also keeps the start-up fence: while this proxy is not registered in
+// etcd, or its lock follower is not running, every sharded write is
+// refused (see migrationLock).
 type shardHolder struct {
-	e     *engine.Engine
-	mu    sync.Mutex
-	fence map[int]*engine.ShardHold
-	// given are the holds handed to the follower and not released yet: a
-	// follower whose Start failed leaves them failed, and the fence adopts
-	// them (else the next follower could never hold those shards).
+	e  *engine.Engine
+	mu sync.Mutex
+	// startup is the start-up fence while it is up; adopted are the holds
+	// a follower whose Start failed left (failed): the next follower takes
+	// them over (else it could never hold those shards again).
+	startup *engine.WriteFence
+	adopted map[int]*engine.ShardHold
+	// given are the holds handed to the follower and not released yet.
 	given map[int]*givenHold
 }
 
@@ -48,16 +49,16 @@ func (g *givenHold) Release() {
 
 func (h *shardHolder) Hold(ctx context.Context, shard int) (routecfg.ShardHold, error) {
 	h.mu.Lock()
-	f, fenced := h.fence[shard]
-	delete(h.fence, shard)
+	f, adopted := h.adopted[shard]
+	delete(h.adopted, shard)
 	h.mu.Unlock()
-	if !fenced {
+	if !adopted {
 		var err error
 		if f, err = h.e.Hold(ctx, shard); err != nil {
 			return nil, err
 		}
 	}
-	// A fenced shard is taken over: its writes stay refused (not queued)
+	// An adopted hold is taken over: its writes stay refused (not queued)
 	// until the follower releases it.
 	g := &givenHold{ShardHold: f, h: h, shard: shard}
 	h.mu.Lock()
@@ -69,44 +70,42 @@ func (h *shardHolder) Hold(ctx context.Context, shard int) (routecfg.ShardHold, 
 	return g, nil
 }
 
-// fenceAll refuses every shard's writes with err until liftFence, taking
-// over the holds a failed follower left. It runs before the proxy accepts
-// clients, or after a follower failed to start, so no write is running to
-// wait for.
-func (h *shardHolder) fenceAll(err error) error {
+// Fence is the engine's write fence.
+func (h *shardHolder) Fence(ctx context.Context, err error) routecfg.WriteFence {
+	f, _ := h.e.Fence(ctx, err)
+	return f
+}
+
+// fenceAll refuses every sharded write with err until liftFence, and
+// adopts the holds a failed follower left. It runs before the proxy
+// accepts clients, or after a follower failed to start, so no write is
+// running to wait for.
+func (h *shardHolder) fenceAll(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.fence == nil {
-		h.fence = make(map[int]*engine.ShardHold, router.NumShards)
+	if h.adopted == nil {
+		h.adopted = map[int]*engine.ShardHold{}
 	}
 	for sh, g := range h.given {
 		g.Fail(err) // a no-op if the follower failed it already
-		h.fence[sh] = g.ShardHold
+		h.adopted[sh] = g.ShardHold
 	}
 	h.given = nil
-	for sh := 0; sh < router.NumShards; sh++ {
-		if h.fence[sh] != nil {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		hold, herr := h.e.Hold(ctx, sh)
-		cancel()
-		if herr != nil {
-			return herr
-		}
-		hold.Fail(err)
-		h.fence[sh] = hold
+	if h.startup == nil {
+		h.startup, _ = h.e.Fence(context.Background(), err)
 	}
-	return nil
 }
 
 func (h *shardHolder) liftFence() {
 	h.mu.Lock()
-	f := h.fence
-	h.fence = nil
+	f, adopted := h.startup, h.adopted
+	h.startup, h.adopted = nil, nil
 	h.mu.Unlock()
-	for _, hold := range f {
+	for _, hold := range adopted {
 		hold.Release()
+	}
+	if f != nil {
+		f.Lift()
 	}
 }
 
@@ -125,8 +124,8 @@ var errUnregistered = fmt.Errorf("%w: this proxy is not registered in etcd, or n
 // that it must not serve writes then: every shard's writes are refused
 // with a clear error and reads are served, while registration and the
 // follower are retried in the background; the fence lifts once both
-// succeed. Once registered, etcd going away no longer touches the shards
-// without a migration job (the follower fences only those with one).
+// succeed. Once registered, the follower refuses every sharded write while
+// the registration may have expired (etcd unanswered for about its TTL).
 type migrationLock struct {
 	cli     *clientv3.Client
 	cluster string
@@ -148,8 +147,7 @@ type migrationLock struct {
 }
 
 // start registers and starts the follower, or fences writes and keeps
-// trying in the background. It returns an error only when the fence
-// itself cannot be put up.
+// trying in the background.
 func (m *migrationLock) start(ctx context.Context) error {
 	ctx, m.cancel = context.WithCancel(ctx)
 	m.done = make(chan struct{})
@@ -160,11 +158,7 @@ func (m *migrationLock) start(ctx context.Context) error {
 	}
 	m.log.Warn("cannot take part in migration locks yet (etcd registration or lock follower); refusing writes until it can, serving reads",
 		zap.Error(err))
-	if err := m.holder.fenceAll(errUnregistered); err != nil {
-		m.cancel()
-		close(m.done)
-		return err
-	}
+	m.holder.fenceAll(errUnregistered)
 	go m.retry(ctx)
 	return nil
 }
@@ -184,9 +178,7 @@ func (m *migrationLock) retry(ctx context.Context) {
 			m.log.Info("registered and following migration locks; writes accepted", zap.Int("attempts", attempt))
 			return
 		}
-		if ferr := m.holder.fenceAll(errUnregistered); ferr != nil {
-			m.log.Error("cannot fence the holds a failed lock follower left", zap.Error(ferr))
-		}
+		m.holder.fenceAll(errUnregistered)
 		if attempt%10 == 0 {
 			m.log.Warn("still cannot take part in migration locks; writes stay refused", zap.Int("attempts", attempt), zap.Error(err))
 		}

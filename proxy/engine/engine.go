@@ -7,6 +7,7 @@ package engine
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -116,6 +117,11 @@ type Engine struct {
 	// collations caches handshake collation ids (uint8 -> [charset, name]).
 	collations sync.Map
 	gates      [router.NumShards]gate // migration holds (hold.go)
+	// fence is the first of fences, the write fences up (hold.go): while
+	// one is, every sharded write is refused with its error.
+	fence   atomic.Pointer[WriteFence]
+	fenceMu sync.Mutex
+	fences  []*WriteFence
 }
 
 // observe records one backend statement on a shard, run on datasource ds.

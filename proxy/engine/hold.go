@@ -128,6 +128,13 @@ retry:
 			goto retry
 		}
 	}
+	// After counting, as for holds: either Fence sees this write running,
+	// or the write sees the fence.
+	if f := s.e.fence.Load(); f != nil {
+		s.e.leave(shards)
+		s.e.metrics.refuseHeld("fenced")
+		return nil, f.err
+	}
 	return shards, nil
 }
 
@@ -230,17 +237,92 @@ func (e *Engine) Hold(ctx context.Context, shard int) (*ShardHold, error) {
 
 // failTxns fails the transactions open on the shard; it returns how many.
 func (g *gate) failTxns(sh router.Shard) int {
+	return g.failTxnsWith(errorf(CodeTxnRolledBack, "Deadlock found when trying to get lock; try restarting transaction: shard %s is held for a migration switch and the transaction did not end in time; it was rolled back", sh))
+}
+
+func (g *gate) failTxnsWith(err error) int {
 	g.mu.Lock()
 	ts := make([]*txnConn, 0, len(g.txns))
 	for t := range g.txns {
 		ts = append(ts, t)
 	}
 	g.mu.Unlock()
-	err := errorf(CodeTxnRolledBack, "Deadlock found when trying to get lock; try restarting transaction: shard %s is held for a migration switch and the transaction did not end in time; it was rolled back", sh)
 	for _, t := range ts {
 		t.fail(err)
 	}
 	return len(ts)
+}
+
+// WriteFence refuses every sharded write while it is up (Engine.Fence).
+type WriteFence struct {
+	e   *Engine
+	err error
+}
+
+// fencePoll paces Fence's wait for the running writes: a fence is rare
+// (a proxy that cannot prove its registration, or not registered yet), so
+// it polls rather than costing every write a wake-up.
+const fencePoll = 5 * time.Millisecond
+
+// Fence refuses every write to a sharded table with err (wrapped as
+// CodeShardUnavailable) until Lift, whichever shard and datasource: the
+// proxy cannot prove it serves the current routes (its etcd registration
+// may have expired, so a migration may have switched a shard without it;
+// or it is not registered yet). Reads are served. It returns once no
+// admitted write is running and no transaction that wrote a shard is
+// open; when ctx ends first, those transactions are failed (rolled back,
+// their clients told on their next statement), and it returns how many
+// writes were still running (autocommit statements or a failed
+// transaction's last one: they cannot be stopped from here; the
+// datasources' storage fence refuses them on a side a switch left). The
+// fence stays up either way: it never lets a queued or new write through.
+func (e *Engine) Fence(ctx context.Context, err error) (*WriteFence, int) {
+	f := &WriteFence{e: e, err: errorf(CodeShardUnavailable, "%v", err)}
+	e.fenceMu.Lock()
+	e.fences = append(e.fences, f)
+	e.fence.Store(e.fences[0])
+	e.fenceMu.Unlock()
+	failed := false
+	for {
+		running := int64(0)
+		for i := range e.gates {
+			running += e.gates[i].active.Load()
+		}
+		if running == 0 {
+			return f, 0
+		}
+		if failed {
+			return f, int(running)
+		}
+		select {
+		case <-ctx.Done():
+			rolled := errorf(CodeTxnRolledBack, "Deadlock found when trying to get lock; try restarting transaction: %v; the open transaction was rolled back", err)
+			for i := range e.gates {
+				e.gates[i].failTxnsWith(rolled)
+			}
+			failed = true // count what is left once (an idle one unregisters at once)
+		case <-time.After(fencePoll):
+		}
+	}
+}
+
+// Lift takes the fence down (idempotent); writes go on under the routes
+// served now, unless another fence is up.
+func (f *WriteFence) Lift() {
+	e := f.e
+	e.fenceMu.Lock()
+	defer e.fenceMu.Unlock()
+	for i, o := range e.fences {
+		if o == f {
+			e.fences = append(e.fences[:i], e.fences[i+1:]...)
+			break
+		}
+	}
+	if len(e.fences) > 0 {
+		e.fence.Store(e.fences[0])
+	} else {
+		e.fence.Store(nil)
+	}
 }
 
 func (h *ShardHold) kickDrain() {

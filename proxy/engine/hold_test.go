@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -568,5 +569,94 @@ func TestHoldBusyTransactionAtDeadline(t *testing.T) {
 	}
 	if h := hold(t, e, heldShard); h != nil {
 		h.Release()
+	}
+}
+
+// TestWriteFence: while a write fence is up, every sharded write is
+// refused at once (not queued) with its error, whatever shard, and reads
+// are served; Fence waits for a write already running, fails a
+// transaction that wrote and is still open when its context ends, and
+// stays up until every fence is lifted.
+func TestWriteFence(t *testing.T) {
+	e, rec, _ := newHoldEngine(Options{})
+	open := e.NewSession("im")
+	for _, q := range []string{"BEGIN", "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1"} {
+		if _, err := open.Query(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	block, entered := make(chan struct{}), make(chan struct{})
+	rec.hook = func(sql string) {
+		if strings.Contains(sql, "`seq`=7") {
+			close(entered)
+			<-block
+		}
+	}
+	running := goQuery(e.NewSession("im"), "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 1 AND seq = 7")
+	<-entered
+	fenced := make(chan int, 1)
+	var f1 *WriteFence
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		var n int
+		f1, n = e.Fence(ctx, errors.New("shard writes unavailable: this proxy's registration may have expired"))
+		fenced <- n
+	}()
+	// Up at once for new writes, whatever shard, while Fence waits.
+	for deadline := time.Now().Add(5 * time.Second); e.fence.Load() == nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the fence never went up")
+		}
+	}
+	s := e.NewSession("im")
+	for _, q := range []string{
+		"INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (5, 1, 1, 1, 1, NOW())",
+		"DELETE FROM im_inbox WHERE uid = 9",
+		"UPDATE conv_msg SET msg_type = 2 WHERE conv_id IN (1, 42)",
+	} {
+		_, err := s.Query(q)
+		expectCode(t, err, CodeShardUnavailable)
+		if !strings.Contains(err.Error(), "registration may have expired") {
+			t.Fatalf("%s: %v, want the fence's reason", q, err)
+		}
+	}
+	if _, err := s.Query("SELECT seq FROM conv_msg WHERE conv_id = 42"); err != nil {
+		t.Fatalf("a read under the fence: %v", err)
+	}
+	select {
+	case <-fenced:
+		t.Fatal("Fence returned while a write was running")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(block)
+	if err := <-running; err != nil {
+		t.Fatalf("the write running when the fence went up: %v", err)
+	}
+	// The open transaction is failed when Fence's context ends.
+	if n := <-fenced; n != 0 {
+		t.Fatalf("Fence: %d writes still running, want 0", n)
+	}
+	_, err := open.Query("UPDATE conv_msg SET msg_type = 3 WHERE conv_id = 42 AND seq = 1")
+	expectCode(t, err, CodeTxnRolledBack)
+	if _, err := open.Query("ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	// Two fences: lifting one leaves the other up.
+	f2, _ := e.Fence(context.Background(), errors.New("second fence"))
+	f1.Lift()
+	_, err = s.Query("DELETE FROM im_inbox WHERE uid = 9")
+	expectCode(t, err, CodeShardUnavailable)
+	if !strings.Contains(err.Error(), "second fence") {
+		t.Fatalf("after lifting one of two fences: %v", err)
+	}
+	f2.Lift()
+	f2.Lift()
+	rec.take()
+	if _, err := s.Query("DELETE FROM im_inbox WHERE uid = 9"); err != nil {
+		t.Fatalf("a write once every fence is lifted: %v", err)
+	}
+	if got := rec.take(); len(got) != 1 {
+		t.Fatalf("the write after the fences: %q", got)
 	}
 }
