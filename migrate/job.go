@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/binlog"
@@ -1034,7 +1035,7 @@ func (j *jobRun) purge(ctx context.Context) error {
 // rollback returns the shard to the source (switching back if needed),
 // removes what the job wrote on the target, and deletes the record.
 func (j *jobRun) rollback(ctx context.Context) error {
-	job, _, st := j.snapshot()
+	job, cmds, st := j.snapshot()
 	if job.Intent != IntentRollback {
 		if err := j.save(ctx, func(rec *routecfg.Job, _ *jobState) { rec.Intent = IntentRollback }); err != nil {
 			return err
@@ -1064,6 +1065,12 @@ func (j *jobRun) rollback(ctx context.Context) error {
 			return err
 		}
 	}
+	// Reads ramped to the target would find rows missing, then tables
+	// gone: no row goes before every proxy has stopped (ramp.go).
+	if err := j.waitRampsDropped(ctx); err != nil {
+		return err
+	}
+	lim := NewLimiter(j.m.rate(cmds.Rate))
 	for _, m := range j.moves {
 		// Before prepare checked the target empty of the shard, its rows
 		// there (if any) are not the job's: only tables the job created
@@ -1072,7 +1079,7 @@ func (j *jobRun) rollback(ctx context.Context) error {
 		if !st.Prepared && !created {
 			continue
 		}
-		if err := deleteShard(ctx, m.Target, m.Filter, nil, created); err != nil {
+		if err := deleteShard(ctx, m.Target, m.Filter, lim, created); err != nil {
 			return err
 		}
 	}
@@ -1086,6 +1093,37 @@ func (j *jobRun) rollback(ctx context.Context) error {
 	}
 	j.log.Info("migration rolled back; job removed")
 	return errJobGone
+}
+
+// rampsDropWait bounds one wait for the proxies to stop ramping reads: a
+// proxy that keeps its key longer is cut off from etcd (its key goes with
+// its lease), and the rollback step is retried.
+const rampsDropWait = 30 * time.Second
+
+// waitRampsDropped waits until no proxy announces a read ramp of the
+// shard (routecfg.RampingKey): each withdrew its key, or its registration
+// expired.
+func (j *jobRun) waitRampsDropped(ctx context.Context) error {
+	prefix := routecfg.RampingPrefix(j.m.cfg.Cluster, int(j.shard))
+	deadline := time.Now().Add(rampsDropWait)
+	for {
+		resp, err := j.m.cfg.Client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err == nil && len(resp.Kvs) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			var left []string
+			if err == nil {
+				for _, kv := range resp.Kvs {
+					left = append(left, strings.TrimPrefix(string(kv.Key), prefix))
+				}
+			}
+			return fmt.Errorf("migrate: rollback waits for proxies to stop reading the shard on the target (ramping: %v, %v)", left, err)
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
 }
 
 // deleteCheckpoint removes an applier's checkpoint row (best effort: a
@@ -1121,7 +1159,7 @@ func (j *jobRun) refreshStatus(ctx context.Context) {
 	}
 	j.statusAt = time.Now()
 	j.m.cfg.Metrics.observe(j.shard, step, s)
-	if step == StepReady && j.poll().ReadPercent > 0 {
+	if c := j.poll(); step == StepReady && intent == "" && c.ReadPercent > 0 && !c.Rollback {
 		s.Beat = j.lastStatus.Beat + 1
 	}
 	if s == j.lastStatus {

@@ -310,6 +310,7 @@ func TestJob(t *testing.T) {
 		{"ReadOnlyOwnTables", testJobReadOnlyOwnTables},
 		{"Companions", testJobCompanions},
 		{"Parallel", testJobParallel},
+		{"RollbackWaitsForRamps", testJobRollbackWaitsForRamps},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, e) })
 	}
@@ -1230,6 +1231,56 @@ func testJobParallel(t *testing.T, e *jobEnv) {
 		}
 		if sh < 23 && count(t, e.ddb, "SELECT COUNT(*) FROM im_3.conv_msg_0000 WHERE CRC32(conv_id) % 1024 = 23") == 0 {
 			t.Fatalf("cancelling shard %d removed shard 23's rows", sh)
+		}
+	}
+}
+
+// A rollback deletes nothing on the target while a proxy may still read
+// the shard there (its ramping key, routecfg.RampingKey, is left): reads
+// ramped to the target would find rows missing, then tables gone. Once the
+// key goes, the rollback completes.
+func testJobRollbackWaitsForRamps(t *testing.T, e *jobEnv) {
+	ctx := testCtx(t)
+	const cluster, shard = "rampwait", 18
+	e.cluster(t, cluster)
+	e.fill(t, shard, 20, 1)
+	e.manager(t, cluster, "m1", -1)
+	store := routecfg.NewJobStore(e.cli, cluster)
+	admin := NewAdmin(e.cli, cluster)
+	if _, err := admin.Start(ctx, shard, shard, "ds1", "im_8", 0, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, store, shard, time.Minute, "ready", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepReady })
+	onTarget := func() int64 {
+		return count(t, e.ddb, "SELECT COUNT(*) FROM im_8.conv_msg_0000 WHERE CRC32(conv_id) % 1024 = ?", shard)
+	}
+	if n := onTarget(); n == 0 {
+		t.Fatal("[BUG] the ready job copied nothing: the test checks nothing")
+	}
+	// A proxy that ramps the shard's reads.
+	lease, err := e.cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := routecfg.RampingKey(cluster, shard, "p1")
+	if _, err := e.cli.Put(ctx, key, "", clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Command(ctx, shard, VerbRollback, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, store, shard, 10*time.Second, "the rollback intent", func(j routecfg.Job, _ jobProgress) bool { return j.Intent == IntentRollback })
+	time.Sleep(1500 * time.Millisecond)
+	if n := onTarget(); n == 0 {
+		t.Fatal("the rollback deleted the target's rows while a proxy still ramped reads there")
+	}
+	if _, err := e.cli.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, store, shard, 30*time.Second)
+	if n := count(t, e.ddb, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'im_8' AND TABLE_NAME = 'conv_msg_0000'"); n != 0 {
+		if rows := onTarget(); rows != 0 {
+			t.Fatalf("%d rows of the shard left on the target after the rollback", rows)
 		}
 	}
 }

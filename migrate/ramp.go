@@ -1,11 +1,13 @@
 package migrate
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
@@ -25,12 +27,28 @@ import (
 // dead, etcd away) sends the reads back to the source.
 // Writes never move before the switch, and the hot tier is filled only
 // from the source.
+//
+// A rollback deletes the job's rows on the target, so it must first know
+// that no proxy reads the shard there any more. A proxy announces that it
+// may ramp a shard (routecfg.RampingKey, under its registration lease)
+// before it sends a single read to the target, and withdraws the key
+// rampGrace after it stopped (the reads sent before then have ended); it
+// stops as soon as it sees the rollback asked for. The runner deletes
+// nothing while a key of the shard is left (jobRun.waitRampsDropped).
 
 const (
 	// RampMaxLag bounds the apply lag under which reads go to the target.
 	RampMaxLag = time.Second
 	// RampFresh is how long a proxy trusts the last status it saw.
 	RampFresh = 2 * time.Second
+	// rampGrace is how long a proxy keeps its ramping key after it
+	// stopped ramping a shard: reads sent to the target before that end
+	// within it (a read's statement timeout is longer, but a history page
+	// takes milliseconds).
+	rampGrace = time.Second
+	// rampAnnounceEvery paces the announcer: it also writes the keys again,
+	// in case a lost lease took them.
+	rampAnnounceEvery = time.Second
 )
 
 // Ramps is a proxy's view of the read ramps, fed by a watch of the job
@@ -47,6 +65,13 @@ type Ramps struct {
 	// no lock.
 	stats   [router.NumShards]atomic.Pointer[rampStats]
 	metrics rampMetrics
+
+	// announced are the shards whose ramping key is written (guarded by
+	// mu): only those ramp. ended is when a shard's ramp ended, for its
+	// key's withdrawal. kick wakes the announcer.
+	announced map[router.Shard]bool
+	ended     map[router.Shard]time.Time
+	kick      chan struct{}
 }
 
 type rampState struct {
@@ -68,15 +93,78 @@ func NewRamps(reg prometheus.Registerer) (*Ramps, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Ramps{now: time.Now, shards: map[router.Shard]*rampState{}, metrics: m}, nil
+	return &Ramps{now: time.Now, shards: map[router.Shard]*rampState{}, metrics: m,
+		announced: map[router.Shard]bool{}, ended: map[router.Shard]time.Time{}, kick: make(chan struct{}, 1)}, nil
+}
+
+// Announce keeps this proxy's ramping keys (routecfg.RampingKey, through
+// w: the proxy's registration) in step with its ramps until ctx ends. No
+// shard ramps before its key is written, so a proxy that is not
+// registered never ramps.
+func (r *Ramps) Announce(ctx context.Context, w RampStatsWriter, key func(shard int) string, log *zap.Logger) {
+	tick := time.NewTicker(rampAnnounceEvery)
+	defer tick.Stop()
+	for {
+		r.announce(ctx, w, key, log)
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.kick:
+		case <-tick.C:
+		}
+	}
+}
+
+func (r *Ramps) announce(ctx context.Context, w RampStatsWriter, key func(shard int) string, log *zap.Logger) {
+	r.mu.RLock()
+	var put, del []router.Shard
+	for sh := range r.shards {
+		put = append(put, sh) // again every tick: a lost lease took it
+	}
+	now := r.now()
+	for sh, at := range r.ended {
+		if r.shards[sh] == nil && now.Sub(at) >= rampGrace {
+			del = append(del, sh)
+		}
+	}
+	r.mu.RUnlock()
+	for _, sh := range put {
+		wctx, cancel := context.WithTimeout(ctx, rampAnnounceEvery)
+		err := w.Put(wctx, key(int(sh)), "")
+		cancel()
+		if err != nil {
+			log.Debug("cannot announce a read ramp yet; its reads stay on the source", zap.Int("shard", int(sh)), zap.Error(err))
+			continue
+		}
+		r.mu.Lock()
+		if r.shards[sh] != nil {
+			r.announced[sh] = true
+		}
+		r.mu.Unlock()
+	}
+	for _, sh := range del {
+		wctx, cancel := context.WithTimeout(ctx, rampAnnounceEvery)
+		err := w.Delete(wctx, key(int(sh)))
+		cancel()
+		if err != nil {
+			continue // next tick
+		}
+		r.mu.Lock()
+		if r.shards[sh] == nil {
+			delete(r.ended, sh)
+		}
+		r.mu.Unlock()
+	}
 }
 
 // Update takes a job record as the watch saw it (nil: deleted).
 func (r *Ramps) Update(shard int, job *routecfg.Job) {
 	sh := router.Shard(shard)
 	var st *rampState
-	if job != nil && job.Step == StepReady {
-		if p, err := decodeProgress(*job); err == nil && p.Commands.ReadPercent > 0 {
+	if job != nil && job.Step == StepReady && job.Intent != IntentRollback {
+		// A rollback asked for ends the ramp at once: the runner deletes
+		// the target's rows once every proxy withdrew its key.
+		if p, err := decodeProgress(*job); err == nil && p.Commands.ReadPercent > 0 && !p.Commands.Rollback {
 			lag := p.State.Status.Lag
 			_, table := p.State.tables()
 			st = &rampState{percent: p.Commands.ReadPercent, to: job.To, table: table,
@@ -85,14 +173,28 @@ func (r *Ramps) Update(shard int, job *routecfg.Job) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if st == nil {
+	switch {
+	case st == nil && r.shards[sh] != nil:
 		delete(r.shards, sh)
+		delete(r.announced, sh)
+		r.ended[sh] = r.now()
 		r.endStats(sh)
-	} else {
+	case st != nil:
+		if r.shards[sh] == nil {
+			delete(r.ended, sh)
+			r.wake() // announce it before its first ramped read
+		}
 		r.shards[sh] = st
 		r.startStats(sh)
 	}
 	r.active.Store(int32(len(r.shards)))
+}
+
+func (r *Ramps) wake() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Share is a key's place in 0..99: reads of keys below READ PERCENT go to
@@ -111,10 +213,13 @@ func (r *Ramps) ReadSnapshot(snap *router.Snapshot, sh router.Shard, key uint64)
 		return nil, false
 	}
 	r.mu.RLock()
-	st := r.shards[sh]
+	st, announced := r.shards[sh], r.announced[sh]
 	r.mu.RUnlock()
 	if st == nil {
 		return nil, false
+	}
+	if !announced {
+		return nil, true // to the source until the runner can see this proxy ramps
 	}
 	cur := snap.Target(sh)
 	if cur.Datasource == st.to.Datasource && cur.Database == st.to.Database {

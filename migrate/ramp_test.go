@@ -1,12 +1,63 @@
 package migrate
 
 import (
+	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
+
+// keyRecorder is a RampStatsWriter that keeps the keys written.
+type keyRecorder struct {
+	mu   sync.Mutex
+	keys map[string]bool
+	fail bool
+}
+
+func (k *keyRecorder) Put(_ context.Context, key, _ string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.fail {
+		return fmt.Errorf("etcd unreachable")
+	}
+	if k.keys == nil {
+		k.keys = map[string]bool{}
+	}
+	k.keys[key] = true
+	return nil
+}
+
+func (k *keyRecorder) Delete(_ context.Context, key string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.fail {
+		return fmt.Errorf("etcd unreachable")
+	}
+	delete(k.keys, key)
+	return nil
+}
+
+func (k *keyRecorder) has(key string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.keys[key]
+}
+
+func shardKey(sh int) string { return fmt.Sprintf("ramping/%04d", sh) }
+
+// announceWith runs one round of the announcer with w.
+func announceWith(r *Ramps, w RampStatsWriter) {
+	r.announce(context.Background(), w, shardKey, zap.NewNop())
+}
+
+// announceAll announces r's ramps (to a writer nothing reads).
+func announceAll(r *Ramps) { announceWith(r, &keyRecorder{}) }
 
 func rampJob(step string, percent int, lag float64) *routecfg.Job {
 	p := jobProgress{}
@@ -64,6 +115,17 @@ func TestRamps(t *testing.T) {
 	p := rampJob(StepReady, 50, 0)
 	pr, _ := decodeProgress(*p)
 	r.Update(5, p)
+	// Not before the proxy announced it ramps the shard.
+	w := &keyRecorder{fail: true}
+	announceWith(r, w)
+	if moved() != 0 {
+		t.Fatal("reads moved before the proxy could announce its ramp")
+	}
+	w.fail = false
+	announceWith(r, w)
+	if !w.has(shardKey(5)) {
+		t.Fatal("the ramping key was not written")
+	}
 	if n := moved(); n < 160 || n > 240 {
 		t.Fatalf("%d of 400 keys ramped at 50%%", n)
 	}
@@ -96,8 +158,36 @@ func TestRamps(t *testing.T) {
 		t.Fatal("reads moved before the target was verified")
 	}
 	r.Update(5, rampJob(StepReady, 100, 0))
+	announceWith(r, w)
 	if moved() != len(keys) {
 		t.Fatal("not every read moved at 100%")
+	}
+	// A rollback asked for (the DBA's command, then the runner's intent)
+	// ends the ramp at once; the key goes rampGrace later.
+	rb := rampJob(StepReady, 100, 0)
+	prb, _ := decodeProgress(*rb)
+	prb.Commands.Rollback = true
+	rb.Progress = encodeProgress(prb)
+	r.Update(5, rb)
+	if moved() != 0 {
+		t.Fatal("reads still ramped with ROLLBACK asked for")
+	}
+	announceWith(r, w)
+	if !w.has(shardKey(5)) {
+		t.Fatal("the ramping key went before the grace for reads in flight")
+	}
+	now = now.Add(rampGrace)
+	announceWith(r, w)
+	if w.has(shardKey(5)) {
+		t.Fatal("the ramping key stayed after the ramp ended")
+	}
+	r.Update(5, rampJob(StepReady, 100, 0))
+	announceWith(r, w)
+	rb = rampJob(StepReady, 100, 0)
+	rb.Intent = IntentRollback
+	r.Update(5, rb)
+	if moved() != 0 {
+		t.Fatal("reads still ramped during the rollback")
 	}
 	r.Update(5, nil)
 	if moved() != 0 || r.active.Load() != 0 {

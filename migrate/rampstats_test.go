@@ -97,6 +97,7 @@ func TestRampStats(t *testing.T) {
 	}
 	r.ObserveRead(5, true, time.Millisecond, nil) // no ramp: ignored
 	r.Update(5, rampJob(StepReady, 50, 0))
+	announceAll(r)
 	if _, ramped := r.ReadSnapshot(snap, 6, keysOfShard(6, 1, 1)[0]); ramped {
 		t.Fatal("shard 6 is ramped")
 	}
@@ -154,6 +155,7 @@ func TestRampStats(t *testing.T) {
 		t.Fatalf("after the ramp: series %v, %d histograms, figures %v", counts, hists, r.report())
 	}
 	r.Update(5, rampJob(StepReady, 10, 0))
+	announceAll(r)
 	if counts, _ := rampSeries(t, reg); counts["0005 new error"] != 0 || counts["0005 old ok"] != 0 || r.report()["0005"].Old.Count != 0 {
 		t.Fatalf("a new ramp starts with %v", counts)
 	}
@@ -200,6 +202,7 @@ func TestRampStatsPublished(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.Update(5, rampJob(StepReady, 50, 0))
+		announceAll(r)
 		p := &proxy{reg: reg, ramps: r}
 		p.old, p.new = rampReads(t, r, snap, keys[:50*(i+1)], i) // p2: one failed read of the target
 		pctx, cancel := context.WithCancel(ctx)
@@ -265,6 +268,7 @@ func BenchmarkObserveRead(b *testing.B) {
 		b.Fatal(err)
 	}
 	r.Update(5, rampJob(StepReady, 50, 0))
+	announceAll(r)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0

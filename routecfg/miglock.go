@@ -82,6 +82,19 @@ func RampStatsPrefix(cluster string) string { return MigrationsPrefix(cluster) +
 // RampStatsKey is the etcd key of one proxy's read-ramp figures.
 func RampStatsKey(cluster, proxyID string) string { return RampStatsPrefix(cluster) + proxyID }
 
+// RampingPrefix is the etcd prefix of the proxies that may send a shard's
+// reads to its migration target (a read ramp): one key per proxy under its
+// registration lease, written before the proxy ramps and deleted once it
+// stopped. A rollback deletes the target's rows only once none is left.
+func RampingPrefix(cluster string, shard int) string {
+	return MigrationsPrefix(cluster) + "ramping/" + fmt.Sprintf("%04d", shard) + "/"
+}
+
+// RampingKey is one proxy's key under RampingPrefix.
+func RampingKey(cluster string, shard int, proxyID string) string {
+	return RampingPrefix(cluster, shard) + proxyID
+}
+
 // LockInfo is the value of a migration lock.
 type LockInfo struct {
 	Shard  int    `json:"shard"`

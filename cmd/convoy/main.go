@@ -454,6 +454,9 @@ func serve(args []string) error {
 			onRoutes.Store(&f)
 			// SHOW MIGRATIONS sums every live proxy's per-side reads.
 			go ramps.PublishStats(ctx, r, routecfg.RampStatsKey(c.Etcd.Cluster, proxyID), migrate.RampPublishEvery, log.Named("ramp"))
+			// No read goes to a migration target before this proxy says
+			// it may send some (a rollback waits for that to end).
+			go ramps.Announce(ctx, r, func(sh int) string { return routecfg.RampingKey(c.Etcd.Cluster, sh, proxyID) }, log.Named("ramp"))
 		},
 	}
 	if err := ml.start(ctx); err != nil {
