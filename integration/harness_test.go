@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -190,17 +192,28 @@ func startWorker(t testing.TB, etcd []string, extraYAML ...string) *convoyProc {
 }
 
 // newConvoyProc writes a process's config (free ports, its own directory).
+// An extraYAML item "etcd.key: value" goes into the etcd section.
 func newConvoyProc(t testing.TB, etcd []string, users string, extraYAML ...string) *convoyProc {
 	t.Helper()
 	dir := t.TempDir()
 	p := &convoyProc{addr: freeAddr(t), metrics: freeAddr(t), logPath: filepath.Join(dir, "convoy.log"), cfgPath: filepath.Join(dir, "convoy.yaml")}
+	var etcdExtra string
+	var rest []string
+	for _, y := range extraYAML {
+		if kv, ok := strings.CutPrefix(y, "etcd."); ok {
+			etcdExtra += "  " + kv + "\n"
+		} else {
+			rest = append(rest, y)
+		}
+	}
+	extraYAML = rest
 	cfg := fmt.Sprintf(`listen: %s
 metrics_listen: %s
 log_level: debug
 etcd:
   endpoints: [%s]
   cluster: %s
-routes:
+`+etcdExtra+`routes:
   resync: 1s
   cache_file: %s
 users:
@@ -278,6 +291,28 @@ func (p *convoyProc) restartWith(t testing.TB, extraYAML string) {
 	}
 	p.start(t)
 }
+
+// pause stops the process (SIGSTOP: a long GC pause, a frozen VM) until
+// resume; it returns once the kernel says it is stopped.
+func (p *convoyProc) pause(t testing.TB) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stat := fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid)
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if b, err := os.ReadFile(stat); err == nil {
+			if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "T" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("convoy did not stop on SIGSTOP")
+		}
+	}
+}
+
+func (p *convoyProc) resume() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }
 
 func (p *convoyProc) kill() {
 	if p.cmd != nil && p.cmd.Process != nil {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/convoy-im/convoy/internal/testsvc"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -27,6 +29,21 @@ func waitMigrationStep(t *testing.T, admin *sql.DB, want string, d time.Duration
 		}
 	}
 	t.Fatalf("the migration is not at step %q after %s: %v", want, d, ms)
+}
+
+// waitShardStep waits until SHOW MIGRATIONS shows shard's job at step want.
+func waitShardStep(t *testing.T, admin *sql.DB, shard router.Shard, want string, d time.Duration) {
+	t.Helper()
+	var ms []map[string]string
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		ms = showMigrations(t, admin)
+		for _, m := range ms {
+			if m["shard"] == shard.String() && m["step"] == want {
+				return
+			}
+		}
+	}
+	t.Fatalf("shard %s's migration is not at step %q after %s: %v", shard, want, d, ms)
 }
 
 // shardPlacement is where the proxy behind admin routes conv's shard, as
@@ -130,4 +147,106 @@ func TestMigrationTransactionAcrossSwitch(t *testing.T) {
 	if len(ids) < 2 || ids[0] != 1001 || ids[len(ids)-1] != 3003 {
 		t.Fatalf("the conversation through Convoy after the switch: %v", ids)
 	}
+}
+
+// TestMigrationFailClosedProxies (window 2): a switch completes without a
+// proxy that cannot take part, and that proxy writes nothing to the old
+// side afterwards.
+//
+//   - Cut off: proxy 1 reaches etcd through a relay the test pauses (etcd,
+//     MariaDB and the other proxy go on). The job is created while it is
+//     cut off, so it never saw it. Its registration expires and the switch
+//     proceeds without it; before that it refuses every sharded write
+//     itself (1105 naming its registration), and once the relay resumes it
+//     serves the new routes and writes again.
+//   - Paused: proxy 2 is SIGSTOPped past its lease with writes in flight,
+//     the switch proceeds without it, and it is resumed: whatever it had
+//     in hand is refused (by its own write fence, or by the old side's
+//     storage fence) or lands before the switch.
+//
+// Writers send seq-allocating inserts through the healthy proxy and the
+// drilled one throughout; afterwards the new side holds every
+// acknowledged message once, with the seq its client was told, seqs
+// contiguous.
+func TestMigrationFailClosedProxies(t *testing.T) {
+	s := newStack(t)
+	admin := s.convoy.open(t, "convoy", "convoy", "im")
+	relay := testsvc.StartRelay(t, strings.TrimPrefix(s.etcd.Endpoints()[0], "http://"))
+	// A 3 s registration: the switch waits at most that long for a proxy
+	// that cannot answer. The jobs run in the healthy proxy.
+	opts := []string{"etcd.registration_ttl: 3s", "migration:\n  run_jobs: false"}
+	cutOff := startConvoy(t, []string{"http://" + relay.Addr()}, opts...)
+	paused := startConvoy(t, s.etcd.Endpoints(), opts...)
+
+	drill := func(name string, shard router.Shard, p *convoyProc, act func(), heal func()) {
+		t.Helper()
+		convs := convsOn(shard, 2)
+		for _, c := range convs {
+			mustExec(t, admin, "INSERT INTO im_conv_seq (conv_id, max_seq, member_cnt) VALUES (?, 0, 2)", c)
+		}
+		dbs := []*sql.DB{s.convoy.open(t, "app", "app secret", "im"), p.open(t, "app", "app secret", "im")}
+		var writers []*writer
+		for i, c := range convs {
+			for px, db := range dbs {
+				w := &writer{conv: c, proxy: px, db: db, next: uint64(shard)<<40 | uint64(i*2+px)<<32, every: 20 * time.Millisecond,
+					stop: make(chan struct{}), done: make(chan struct{})}
+				writers = append(writers, w)
+				go w.run()
+			}
+		}
+		defer func() {
+			for _, w := range writers {
+				w.halt()
+			}
+		}()
+		time.Sleep(500 * time.Millisecond)
+		act()
+		mustExec(t, admin, fmt.Sprintf("/*+ convoy MIGRATE SHARD %d TO ds1 AUTO */", shard))
+		waitShardStep(t, admin, shard, "switched", 2*time.Minute)
+		switchedAt := time.Now()
+		time.Sleep(time.Second)
+		heal()
+		padmin := p.open(t, "convoy", "convoy", "im")
+		waitFor(t, name+": the drilled proxy to serve the switched routes", 30*time.Second, func() bool {
+			return shardPlacement(t, padmin, convs[0]) == "ds1.im_0"
+		})
+		waitFor(t, name+": writes through the drilled proxy to succeed again", 30*time.Second, func() bool {
+			for _, w := range writers {
+				if w.proxy != 1 {
+					continue
+				}
+				for _, a := range w.snapshot() {
+					if a.err == nil && a.start.After(switchedAt) {
+						return true
+					}
+				}
+			}
+			return false
+		})
+		for _, w := range writers {
+			w.halt()
+		}
+		errs := map[string]int{}
+		for _, w := range writers {
+			for _, a := range w.snapshot() {
+				if a.err == nil {
+					continue
+				}
+				errs[fmt.Sprintf("proxy %d errno %d", w.proxy, errno(a.err))]++
+				if w.proxy == 0 {
+					t.Errorf("%s: a write through the healthy proxy failed: %v", name, a.err)
+				}
+				if name == "cut off" && !strings.Contains(a.err.Error(), "registration may have expired") {
+					// Its clock tells it before etcd expires it: its own
+					// fence, not the storage's, refuses its writes.
+					t.Errorf("%s: a write through the cut-off proxy failed otherwise than by its write fence: %v", name, a.err)
+				}
+			}
+		}
+		n := checkMessages(t, s.ds[1].Open(t, ""), "im_0.conv_msg_0000", convs, writers, nil)
+		t.Logf("%s: %d messages on the new side, every acknowledged one once; failed writes by proxy and errno: %v", name, n, errs)
+	}
+
+	drill("cut off", 5, cutOff, func() { relay.Pause(true) }, func() { relay.Pause(false) })
+	drill("paused", 6, paused, func() { paused.pause(t) }, paused.resume)
 }

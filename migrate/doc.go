@@ -18,15 +18,18 @@
 //	job.go       the job state machine (queued, prepare, backfill, verify,
 //	             ready, switched, done; rollback at any step), persisted in
 //	             the routecfg.Job record before each action
+//	fence.go     the storage fence: each side refuses, in MariaDB, the
+//	             writes of a shard it is not authoritative for
 //	switch.go    the switch both ways under the migration lock: fence
-//	             marker, stream past it, route flip
+//	             marker (the old side's fence), stream past it, route flip
 //	metrics.go   the jobs' Prometheus metrics
 //	manager.go   runner hosting: watch the job records, campaign for each
 //	             job's runner election, run the jobs won
 //	admin.go     what directives and the CLI write: jobs and commands
 //	mirror.go    dual-write: rows re-read from the source under target row
 //	             locks, failures to a deduplicated compensation queue
-//	ramp.go      the proxies' view of read ramps (step 5)
+//	ramp.go      the proxies' view of read ramps (step 5), announced in
+//	             etcd before a proxy ramps (a rollback waits for none)
 //	rampstats.go the ramp's reads per side (errors, latency) on every
 //	             proxy, published under its lease and summed for status
 //	plan.go      the shard moves between two route documents, and their

@@ -85,6 +85,10 @@
 //	locks/<shard>            the migration lock, under the runner's lease
 //	acks/<shard>/<proxy-id>  a proxy's acknowledgement, under its
 //	                         registration lease
+//	ramping/<shard>/<proxy-id> a proxy that may send the shard's reads to
+//	                         its migration target (a read ramp), under its
+//	                         registration lease: written before its first
+//	                         ramped read, deleted after its last
 //	ramps/<proxy-id>         a proxy's read-ramp figures (reads, errors,
 //	                         latency per side of each ramped shard), under
 //	                         its registration lease, while ramps exist
@@ -169,18 +173,25 @@
 //   - etcd unreachable from a proxy while holding: it keeps holding (no
 //     event can release it), fails at the deadline, and resolves by a
 //     re-read when etcd answers.
-//   - A proxy whose own registration may have expired (no keepalive answer
-//     for its TTL minus a margin of min(1 s, TTL/4), counted from the last
-//     answer) may be skipped by a migrator, so it fences itself: every shard
-//     with a job record (and every shard it holds) is held and failed with
-//     ErrShardUnavailable, with Hold's context ending at the estimated lease
-//     expiry so open transactions end before a migrator could proceed. Once
-//     the registration is renewed, a re-read of the locks and routes lifts
-//     the fences that have no lock, once the watcher serves the routes of
-//     that read. Shards without a job are never touched.
+//   - A proxy whose own registration may have expired (no renewal answered
+//     for its TTL minus a margin of min(1 s, TTL/4), counted from when the
+//     last answered renewal was sent) may be skipped by a migrator, and a
+//     job may even have started that it never saw (created while it was
+//     cut off). So it refuses every write to a sharded table, whatever the
+//     shard (ShardHolder.Fence: one engine-wide write fence), fails the
+//     queued writes of the shards it holds, and gives the transactions
+//     that wrote until the estimated lease expiry, then fails them. Reads
+//     go on. Once the registration is renewed, a re-read of the locks and
+//     routes, and the watcher serving the routes of that read, lift the
+//     fence. Renewals are counted from their send time, not their answer's
+//     arrival, so a proxy paused past its lease (SIGSTOP, a long GC pause)
+//     resumes fenced, however old an answer it finds in its socket.
 //   - A proxy starting while a lock exists: LockFollower.Start holds every
 //     locked shard before it returns (and fails if it cannot), so the proxy
 //     serves none of that shard's writes before the switch resolves. Start
+//     also waits until the route watcher serves at least the route version
+//     etcd held with the locks it read: a switch that flipped and ended
+//     between the watcher's start and that read left no lock to see. Start
 //     it after Register and after the route watcher's Start, and before
 //     accepting clients.
 //   - A lock deleted by hand (operator cancel) before the flip makes the
@@ -189,11 +200,15 @@
 //
 // Residual windows and assumptions:
 //
-//   - The fence relies on the proxy's clock and etcd's lease timer running
-//     at about the same rate, and on the keepalive answer's one-way trip plus
-//     the time Hold takes to stop a shard's writes fitting in the margin
+//   - The write fence relies on the proxy's clock and etcd's lease timer
+//     running at about the same rate, and on the follower noticing (it
+//     looks every 20 ms) and the fence stopping writes within the margin
 //     (min(1 s, TTL/4)). etcd extends leases across its own restarts and
-//     leader changes, which only errs on the safe side.
+//     leader changes, which only errs on the safe side. A write admitted
+//     in the instant before the fence, or by a proxy resumed from a pause
+//     before its follower ran, is what the datasources' storage fence is
+//     for (migrate/fence.go): the old side refuses a moved shard's writes
+//     from the switch's fence marker on, whoever sends them.
 //   - A proxy serving without a registration (Register failed) is invisible
 //     to migrators: it must not serve writes while unregistered (convoy
 //     serve refuses them and retries: cmd/convoy/miglock.go).
@@ -212,7 +227,7 @@
 //
 // Measured in the tests (loopback etcd): a switch with three proxies holds
 // each for about 10 ms; a dead migrator's lock is resolved TTL after its
-// death; a registration lapse fences migrating shards 1.5 s after etcd went
+// death; a registration lapse fences every sharded write 1.5 s after etcd went
 // away with a 2 s TTL.
 //
 // Migration lock metrics (LockMetrics, registered by the caller, label

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -787,16 +786,16 @@ func TestLockFollowerFencesWhenRegistrationLapses(t *testing.T) {
 func TestLockFollowerCutOffProxy(t *testing.T) {
 	const shard = 7 // no job until the proxy is cut off
 	env := newLockEnv(t, "cutoff")
-	st := newStallable(t, strings.TrimPrefix(env.e.Endpoints()[0], "http://"))
+	st := testsvc.StartRelay(t, strings.TrimPrefix(env.e.Endpoints()[0], "http://"))
 	ha, hb := newFakeHolder("pa"), newFakeHolder("pb")
-	relayed := newClient(t, []string{"http://" + st.addr})
+	relayed := newClient(t, []string{"http://" + st.Addr()})
 	// A 4 s TTL: the proxy fences 1 s before etcd can expire it, a margin
 	// a loaded machine's scheduling keeps.
 	pa := startProxyWith(t, relayed, relayed, "cutoff", "pa", ha, 4*time.Second)
 	pb := startProxy(t, env.e.Endpoints(), "cutoff", "pb", hb, 4*time.Second)
 	v0 := env.routesVersion(t)
 
-	st.pause(true)
+	st.Pause(true)
 	cut := time.Now()
 	j := testJob(shard)
 	j.ID = "mig-cutoff"
@@ -826,7 +825,7 @@ func TestLockFollowerCutOffProxy(t *testing.T) {
 	}
 	t.Logf("cut off at 0, fenced at %v, flipped at %v", evs[0].at.Sub(cut).Round(time.Millisecond), flippedAt.Sub(cut).Round(time.Millisecond))
 	waitReleased(t, shard, 5*time.Second, "the connected proxy did not release", pb)
-	st.pause(false)
+	st.Pause(false)
 	eventually(t, 15*time.Second, "the cut-off proxy did not lift its fence once reconnected", func() bool {
 		return ha.state(fenceShard) == "lifted"
 	})
@@ -834,83 +833,6 @@ func TestLockFollowerCutOffProxy(t *testing.T) {
 		t.Fatalf("the cut-off proxy lifted its fence serving route version %d, want the flipped %d", evs[len(evs)-1].routeVersion, v0+1)
 	}
 	_ = pa
-}
-
-// stallable forwards loopback TCP connections to an address and can hold
-// their bytes back: an etcd client behind it lags without disconnecting.
-type stallable struct {
-	addr   string
-	mu     sync.Mutex
-	cond   *sync.Cond
-	paused bool
-	conns  []net.Conn
-}
-
-func newStallable(t *testing.T, target string) *stallable {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &stallable{addr: l.Addr().String()}
-	s.cond = sync.NewCond(&s.mu)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			s.mu.Lock()
-			s.conns = append(s.conns, c, u)
-			s.mu.Unlock()
-			go s.pipe(c, u)
-			go s.pipe(u, c)
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		s.pause(false)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, c := range s.conns {
-			c.Close()
-		}
-	})
-	return s
-}
-
-func (s *stallable) pause(p bool) {
-	s.mu.Lock()
-	s.paused = p
-	s.mu.Unlock()
-	s.cond.Broadcast()
-}
-
-func (s *stallable) pipe(dst, src net.Conn) {
-	defer dst.Close()
-	defer src.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			s.mu.Lock()
-			for s.paused {
-				s.cond.Wait()
-			}
-			s.mu.Unlock()
-			if _, err := dst.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
 }
 
 // TestLockFollowerWaitsForTheRoutes: one proxy's route watcher lags (its
@@ -921,14 +843,14 @@ func TestLockFollowerWaitsForTheRoutes(t *testing.T) {
 	const shard = 5
 	env := newLockEnv(t, "lag", shard)
 	target := strings.TrimPrefix(env.e.Endpoints()[0], "http://")
-	st := newStallable(t, target)
+	st := testsvc.StartRelay(t, target)
 	lagging := newFakeHolder("pa")
-	pa := startProxyWith(t, newClient(t, env.e.Endpoints()), newClient(t, []string{"http://" + st.addr}), "lag", "pa", lagging, 3*time.Second)
+	pa := startProxyWith(t, newClient(t, env.e.Endpoints()), newClient(t, []string{"http://" + st.Addr()}), "lag", "pa", lagging, 3*time.Second)
 	pb := startProxy(t, env.e.Endpoints(), "lag", "pb", newFakeHolder("pb"), 3*time.Second)
 	r := campaign(t, env.jobs, shard, "migrator")
 	v0 := env.routesVersion(t)
 
-	st.pause(true)
+	st.Pause(true)
 	res, err := r.Switch(ctxT(t), SwitchOptions{MaxHold: 10 * time.Second}, flipTo(shard))
 	if err != nil || !res.Flipped {
 		t.Fatalf("Switch = %+v, %v", res, err)
@@ -939,7 +861,7 @@ func TestLockFollowerWaitsForTheRoutes(t *testing.T) {
 		t.Fatalf("the proxy whose routes lag is %q (serving version %d), want still held until it serves %d",
 			s, pa.routes.Current().Version(), v0+1)
 	}
-	st.pause(false)
+	st.Pause(false)
 	eventually(t, 5*time.Second, "the lagging proxy did not release once its routes caught up", func() bool {
 		return lagging.state(shard) == "released"
 	})
@@ -987,15 +909,15 @@ func TestMigrationLockLeftover(t *testing.T) {
 // watcher serves the version etcd held with the locks it read.
 func TestLockFollowerStartRouteBarrier(t *testing.T) {
 	env := newLockEnv(t, "barrier")
-	st := newStallable(t, strings.TrimPrefix(env.e.Endpoints()[0], "http://"))
+	st := testsvc.StartRelay(t, strings.TrimPrefix(env.e.Endpoints()[0], "http://"))
 	cli := newClient(t, env.e.Endpoints())
 	h := newFakeHolder("pa")
 	reg := register(t, cli, "barrier", ProxyInfo{ID: "pa"}, WithTTL(3*time.Second))
-	routes := startWatcher(t, NewStore(newClient(t, []string{"http://" + st.addr}), "barrier"), WithReadTimeout(time.Second))
+	routes := startWatcher(t, NewStore(newClient(t, []string{"http://" + st.Addr()}), "barrier"), WithReadTimeout(time.Second))
 	h.routes = func() int64 { return routes.Current().Version() }
 	v0 := routes.Current().Version()
 
-	st.pause(true)
+	st.Pause(true)
 	doc, err := env.store.Get(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
@@ -1016,7 +938,7 @@ func TestLockFollowerStartRouteBarrier(t *testing.T) {
 		t.Fatalf("Start returned (%v) while the watcher serves version %d and etcd holds %d", err, routes.Current().Version(), v0+1)
 	case <-time.After(500 * time.Millisecond):
 	}
-	st.pause(false)
+	st.Pause(false)
 	if err := <-started; err != nil {
 		t.Fatalf("Start once the watcher can read etcd: %v", err)
 	}
