@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/convoy-im/convoy/internal/testsvc"
+	"github.com/convoy-im/convoy/router"
 )
 
 // BenchmarkMigration measures one shard's conv_msg table (100,000 rows of
@@ -88,4 +89,62 @@ func BenchmarkMigration(b *testing.B) {
 			b.ReportMetric(rows/time.Since(start).Seconds(), "rows/s")
 		}
 	})
+}
+
+// BenchmarkStorageFence measures what the storage fence (fence.go) costs a
+// write of a table that carries its triggers: single-row autocommit
+// INSERTs of conv_msg rows (the common write) into a table with the fence
+// triggers and into an identical one without, interleaved in rounds of 200
+// in one run, so both see the same machine. Reports µs per insert for
+// each, and their ratio:
+//
+//	go test -run '^$' -bench BenchmarkStorageFence -benchtime=1x ./migrate/
+func BenchmarkStorageFence(b *testing.B) {
+	m := testsvc.StartMariaDB(b)
+	db := m.Open(b, "")
+	db.SetMaxOpenConns(1)
+	m.Exec(b, "CREATE DATABASE fb", imTable(b, "conv_msg", "fb", "plain"), imTable(b, "conv_msg", "fb", "fenced"))
+	ctx := context.Background()
+	if err := ensureFenceTable(ctx, db, "fb"); err != nil {
+		b.Fatal(err)
+	}
+	f, err := FilterFor("conv_msg", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := installFence(ctx, Side{DB: db, Database: "fb", Table: "fenced"}, f); err != nil {
+		b.Fatal(err)
+	}
+	// One shard fenced, the writes on others: the price the live shards of
+	// a shared table pay.
+	if _, err := setFence(ctx, db, fenceChange{database: "fb", shard: 1, fenced: true, movedTo: "elsewhere"}, nil); err != nil {
+		b.Fatal(err)
+	}
+	const rounds, perRound = 25, 200
+	for range b.N {
+		var took [2]time.Duration
+		id := uint64(0)
+		for r := range rounds {
+			for i, table := range []string{"plain", "fenced"} {
+				start := time.Now()
+				for range perRound {
+					id++
+					conv := id%5000 + 2
+					for router.ShardOf(conv) == 1 {
+						conv += 5000
+					}
+					if _, err := db.ExecContext(ctx, "INSERT INTO fb."+table+" (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, ?, 7, 1, NOW(3))",
+						conv, uint64(r)*perRound+id, id); err != nil {
+						b.Fatal(err)
+					}
+				}
+				took[i] += time.Since(start)
+			}
+		}
+		n := float64(rounds * perRound)
+		plain, fenced := took[0].Seconds()/n*1e6, took[1].Seconds()/n*1e6
+		b.ReportMetric(plain, "plain-µs/insert")
+		b.ReportMetric(fenced, "fenced-µs/insert")
+		b.ReportMetric(fenced/plain, "fenced/plain")
+	}
 }
