@@ -94,6 +94,15 @@ func TestMigrationTransactionAcrossSwitch(t *testing.T) {
 	mustExec(t, admin, fmt.Sprintf("/*+ convoy MIGRATION %d NEXT */", shard))
 	waitMigrationStep(t, admin, "switched", time.Minute)
 	waitFor(t, "the proxy to serve the switched routes", 10*time.Second, func() bool { return shardPlacement(t, admin, conv) == "ds1.im_0" })
+	// SHOW MIGRATION n: the job's fields, one row each.
+	detail := map[string]string{}
+	for _, r := range queryRows(t, admin, fmt.Sprintf("/*+ convoy SHOW MIGRATION %d */", shard)) {
+		detail[r[0]] = r[1]
+	}
+	if !strings.Contains(detail["state"], "switched: the target is authoritative, the source fenced") ||
+		!strings.HasPrefix(detail["checksum im_0.conv_msg_0000"], "equal:") || detail["switched_at"] == "" {
+		t.Fatalf("SHOW MIGRATION %d after the switch: %v", shard, detail)
+	}
 
 	const msgID = 2002
 	_, insErr := tx.ExecContext(ctx, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 7, 1, NOW(3))", conv, msgID)

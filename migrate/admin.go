@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -244,8 +246,87 @@ func (a *Admin) Command(ctx context.Context, shard int, verb string, rate float6
 
 // StatusColumns are the columns of SHOW MIGRATIONS and `convoy migrate
 // status`.
-var StatusColumns = append([]string{"shard", "job", "from", "to", "step", "rows", "rows_per_sec", "eta",
+// state says in one line where a job is, what it waits for and what went
+// wrong last; the other columns are the figures behind it.
+var StatusColumns = append([]string{"shard", "job", "from", "to", "step", "state", "rows", "rows_per_sec", "eta",
 	"apply_lag", "dualwrite_failures", "dualwrite_backlog", "checksum", "switch", "runner", "last_error", "updated", "read_share"}, RampColumns...)
+
+// stateLine is a job's state column: where it is and what it waits for, in
+// the words of the README's step table.
+func stateLine(j routecfg.Job, p jobProgress) string {
+	st, c, s := p.State, p.Commands, p.State.Status
+	lag := func() string {
+		if s.Lag < 0 {
+			return "apply lag unknown"
+		}
+		return fmt.Sprintf("apply %ss behind", strconv.FormatFloat(s.Lag, 'f', -1, 64))
+	}
+	if j.Intent == IntentRollback || c.Rollback {
+		if j.Step == StepSwitched {
+			return "rolling back: switching the shard back to the source"
+		}
+		return "rolling back: waiting for the proxies to stop reading the target, then deleting the job's rows there"
+	}
+	if c.Paused && j.Intent == "" && j.Step != StepDone {
+		return "paused: copy and forward apply stopped; RESUME goes on"
+	}
+	switch j.Step {
+	case StepQueued:
+		return fmt.Sprintf("waiting for a slot: at most %d jobs of group %s copy at once", c.Parallel, c.Group)
+	case StepPrepare:
+		if st.Refused {
+			return "refused by the pre-checks (last_error says what to fix); RESUME checks again"
+		}
+		return "checking both servers, creating the target's tables and the storage fence"
+	case StepBackfill:
+		if st.Backfill.Phase == PhaseCopying || st.Backfill.Phase == "" {
+			out := fmt.Sprintf("copying: %d of about %d rows", s.Rows, s.Estimate)
+			if s.RowsPerSec > 0 {
+				out += fmt.Sprintf(" at %.0f rows/s", s.RowsPerSec)
+			}
+			if s.ETA > 0 {
+				out += fmt.Sprintf(", about %s left", (time.Duration(s.ETA) * time.Second).String())
+			}
+			return out + "; the binlog apply starts after the copy"
+		}
+		return "copied; replaying the source's binlog until caught up (" + lag() + ")"
+	case StepVerify:
+		if strings.HasPrefix(s.Checksum, "differs") {
+			return "verify found differing segments (last_error names them); NEXT re-copies them"
+		}
+		return "comparing checksums (" + lag() + ")"
+	case StepReady:
+		if j.Intent == IntentSwitch {
+			return "switching: every proxy holds the shard's writes"
+		}
+		out := "verified and current (" + lag() + ")"
+		if c.ReadPercent > 0 {
+			out += fmt.Sprintf(", reads of %d%% of the conversations on the target", c.ReadPercent)
+		}
+		if strings.HasPrefix(s.Switch, "aborted") {
+			out += "; the last switch aborted (switch says why)"
+		}
+		if c.Auto {
+			return out + "; AUTO switches by itself"
+		}
+		return out + "; waiting for NEXT to switch"
+	case StepSwitched:
+		if j.Intent == IntentCleanup {
+			return "ending the rollback window: stopping reverse replication"
+		}
+		return fmt.Sprintf("switched: the target is authoritative, the source fenced; reverse replication %s; ROLLBACK possible until %s (NEXT ends the window)",
+			strings.TrimPrefix(lag(), "apply "), st.CleanupAt.UTC().Format(time.RFC3339))
+	case StepDone:
+		switch {
+		case st.Purged:
+			return "done; the source's rows are purged (its fence stays)"
+		case c.Purge:
+			return "done; purging the source's rows at the job's rate"
+		}
+		return "done; the source's rows stay, read-only, until PURGE"
+	}
+	return ""
+}
 
 // readShare describes the read ramp: the share of conversations read from
 // the target, and whether the proxies honour it now (lag under the bound).
@@ -276,50 +357,121 @@ func (a *Admin) Status(ctx context.Context) ([]string, [][]string, error) {
 	}
 	var rows [][]string
 	for _, j := range jobs {
-		p, _ := decodeProgress(j)
-		s := p.State.Status
-		step := j.Step
-		switch {
-		case p.State.Purged:
-			step += " (source purged)"
-		case purgePending(p.Commands, p.State):
-			step += " -> purge"
-		case j.Intent != "":
-			step += " -> " + j.Intent
-		case p.Commands.Rollback:
-			step += " -> rollback"
-		case p.State.Refused:
-			step += " (refused)"
-		case p.Commands.Paused:
-			step += " (paused)"
-		}
-		rowsText := ""
-		if s.Rows > 0 || s.Estimate > 0 {
-			rowsText = fmt.Sprintf("%d/%d", s.Rows, s.Estimate)
-		}
-		eta, lagText, rps := "", "", ""
-		if s.ETA > 0 {
-			eta = (time.Duration(s.ETA) * time.Second).String()
-		}
-		if s.Lag >= 0 && (j.Step == StepBackfill || j.Step == StepVerify || j.Step == StepReady || j.Step == StepSwitched) {
-			lagText = strconv.FormatFloat(s.Lag, 'f', -1, 64) + "s"
-		}
-		if s.RowsPerSec > 0 {
-			rps = strconv.FormatFloat(s.RowsPerSec, 'f', 0, 64)
-		}
-		// Failures: keys queued since the job began (replayed or waiting);
-		// the backlog ends at the switch (the fence makes it moot).
-		failures, backlog := "", ""
-		if s.Replayed+s.Backlog > 0 || j.Step == StepBackfill || j.Step == StepVerify || j.Step == StepReady {
-			failures, backlog = strconv.FormatInt(s.Replayed+s.Backlog, 10), strconv.FormatInt(s.Backlog, 10)
-		}
-		runner, _, _ := routecfg.RunnerOf(ctx, a.cli, a.store.Cluster(), j.Shard)
-		rows = append(rows, append([]string{
-			router.Shard(j.Shard).String(), j.ID,
-			j.From.Datasource + "." + j.From.Database, j.To.Datasource + "." + j.To.Database,
-			step, rowsText, rps, eta, lagText, failures, backlog, s.Checksum, s.Switch, runner, j.LastError,
-			j.UpdatedAt.UTC().Format(time.RFC3339), readShare(j.Step, p.Commands.ReadPercent, s.Lag),
-		}, ramps.cells(j.Shard)...))
+		rows = append(rows, a.statusRow(ctx, j, ramps))
 	}
 	return StatusColumns, rows, nil
+}
+
+// statusRow is one job's SHOW MIGRATIONS row.
+func (a *Admin) statusRow(ctx context.Context, j routecfg.Job, ramps rampTotals) []string {
+	p, _ := decodeProgress(j)
+	s := p.State.Status
+	step := j.Step
+	switch {
+	case p.State.Purged:
+		step += " (source purged)"
+	case purgePending(p.Commands, p.State):
+		step += " -> purge"
+	case j.Intent != "":
+		step += " -> " + j.Intent
+	case p.Commands.Rollback:
+		step += " -> rollback"
+	case p.State.Refused:
+		step += " (refused)"
+	case p.Commands.Paused:
+		step += " (paused)"
+	}
+	rowsText := ""
+	if s.Rows > 0 || s.Estimate > 0 {
+		rowsText = fmt.Sprintf("%d/%d", s.Rows, s.Estimate)
+	}
+	eta, lagText, rps := "", "", ""
+	if s.ETA > 0 {
+		eta = (time.Duration(s.ETA) * time.Second).String()
+	}
+	if s.Lag >= 0 && (j.Step == StepBackfill || j.Step == StepVerify || j.Step == StepReady || j.Step == StepSwitched) {
+		lagText = strconv.FormatFloat(s.Lag, 'f', -1, 64) + "s"
+	}
+	if s.RowsPerSec > 0 {
+		rps = strconv.FormatFloat(s.RowsPerSec, 'f', 0, 64)
+	}
+	// Failures: keys queued since the job began (replayed or waiting);
+	// the backlog ends at the switch (the fence makes it moot).
+	failures, backlog := "", ""
+	if s.Replayed+s.Backlog > 0 || j.Step == StepBackfill || j.Step == StepVerify || j.Step == StepReady {
+		failures, backlog = strconv.FormatInt(s.Replayed+s.Backlog, 10), strconv.FormatInt(s.Backlog, 10)
+	}
+	runner, _, _ := routecfg.RunnerOf(ctx, a.cli, a.store.Cluster(), j.Shard)
+	return append([]string{
+		router.Shard(j.Shard).String(), j.ID,
+		j.From.Datasource + "." + j.From.Database, j.To.Datasource + "." + j.To.Database,
+		step, stateLine(j, p), rowsText, rps, eta, lagText, failures, backlog, s.Checksum, s.Switch, runner, j.LastError,
+		j.UpdatedAt.UTC().Format(time.RFC3339), readShare(j.Step, p.Commands.ReadPercent, s.Lag),
+	}, ramps.cells(j.Shard)...)
+}
+
+// DetailColumns are SHOW MIGRATION n's columns: one row per field.
+var DetailColumns = []string{"field", "value"}
+
+// Detail returns one job in detail (SHOW MIGRATION n, `convoy migrate
+// status N`): its SHOW MIGRATIONS columns, one row each, then what the
+// summary leaves out: the intent, the commands in force, each table's
+// checksum, the switch and rollback window times.
+func (a *Admin) Detail(ctx context.Context, shard int) ([]string, [][]string, error) {
+	j, err := a.store.Get(ctx, shard)
+	if errors.Is(err, routecfg.ErrJobNotFound) {
+		return nil, nil, &InputError{Msg: fmt.Sprintf("no migration job for shard %d", shard)}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	ramps, err := readRampTotals(ctx, a.cli, a.store.Cluster())
+	if err != nil {
+		return nil, nil, err
+	}
+	var rows [][]string
+	for i, v := range a.statusRow(ctx, j, ramps) {
+		rows = append(rows, []string{StatusColumns[i], v})
+	}
+	p, _ := decodeProgress(j)
+	c, st := p.Commands, p.State
+	add := func(field, value string) { rows = append(rows, []string{field, value}) }
+	add("intent", j.Intent)
+	rate := "default"
+	switch {
+	case c.Rate < 0:
+		rate = "unlimited"
+	case c.Rate > 0:
+		rate = strconv.FormatFloat(c.Rate, 'f', -1, 64) + " rows/s"
+	}
+	add("rate", rate)
+	add("auto", strconv.FormatBool(c.Auto))
+	add("paused", strconv.FormatBool(c.Paused))
+	add("read_percent", strconv.Itoa(c.ReadPercent))
+	if c.Group != "" {
+		add("group", fmt.Sprintf("%s (parallel %d)", c.Group, c.Parallel))
+	}
+	add("backfill_phase", string(st.Backfill.Phase))
+	keys := slices.Sorted(maps.Keys(st.Checksum))
+	for _, k := range keys {
+		cs := st.Checksum[k]
+		v := fmt.Sprintf("%d segments, %d source rows, %d target rows (each segment counted at its own moment)", cs.Segments, cs.SourceRows, cs.TargetRows)
+		switch {
+		case !cs.Done:
+			v = "running: " + v
+		case len(cs.Differing) > 0:
+			v = fmt.Sprintf("%d segments differ: %s", len(cs.Differing), v)
+		case len(cs.SampleDiffs) > 0:
+			v = fmt.Sprintf("sampled rows differ (%s): %s", strings.Join(cs.SampleDiffs, "; "), v)
+		default:
+			v = "equal: " + v
+		}
+		add("checksum "+k, v)
+	}
+	if !st.SwitchedAt.IsZero() {
+		add("switched_at", st.SwitchedAt.UTC().Format(time.RFC3339))
+		add("rollback_window_ends", st.CleanupAt.UTC().Format(time.RFC3339))
+	}
+	add("created", j.CreatedAt.UTC().Format(time.RFC3339))
+	return DetailColumns, rows, nil
 }

@@ -42,7 +42,8 @@ const migrateUsage = `usage: convoy migrate [--config FILE] [--etcd HOST:PORT,..
                               adds FILE's new datasources to the live routes and
                               starts one job per move (as start does); run again,
                               it skips shards already placed or with a job
-  status [--watch]            one row per job (the columns of SHOW MIGRATIONS);
+  status [SHARD] [--watch]    one row per job (the columns of SHOW MIGRATIONS),
+                              or one job's fields, one row each (SHOW MIGRATION N);
                               --watch: the table again every second
   watch SHARD                 a live progress line (rows, rows/s, ETA, lag) until
                               the job is done or gone
@@ -117,6 +118,18 @@ func migrateCmd(args []string) error {
 	tty := isTerminal(os.Stdout)
 	switch cmd := strings.ToLower(rest[0]); cmd {
 	case "status":
+		if len(args) == 1 && !watch {
+			shard, err := strconv.Atoi(args[0])
+			if err != nil {
+				return errors.New(migrateUsage)
+			}
+			cols, rows, err := admin.Detail(ctx, shard)
+			if err != nil {
+				return err
+			}
+			printTable(os.Stdout, cols, rows)
+			return nil
+		}
 		if watch {
 			return watchStatus(ctx, admin.Status, os.Stdout, tty, watchEvery)
 		}

@@ -28,6 +28,7 @@ const (
 	ShowArchive                      // SHOW ARCHIVE
 	ArchiveCommand                   // ARCHIVE SHARD N NOW | ARCHIVE PAUSE | ARCHIVE RESUME
 	Target                           // shard=N | datasource=NAME | all, followed by a statement
+	ShowMigration                    // SHOW MIGRATION N: one job in detail
 )
 
 var kindNames = [...]string{
@@ -46,6 +47,7 @@ var kindNames = [...]string{
 	ShowArchive:      "SHOW ARCHIVE",
 	ArchiveCommand:   "ARCHIVE",
 	Target:           "TARGET",
+	ShowMigration:    "SHOW MIGRATION",
 }
 
 // String returns the command words of the kind ("SHOW ROUTES"); Target is
@@ -150,6 +152,7 @@ var (
 	synDatasources  = "SHOW DATASOURCES"
 	synProxies      = "SHOW PROXIES"
 	synMigrations   = "SHOW MIGRATIONS"
+	synMigrationOne = "SHOW MIGRATION N"
 	synReload       = "RELOAD ROUTES"
 	synMigrate      = "MIGRATE SHARD N TO NAME [DATABASE D] [RATE R] [AUTO]"
 	synMigrateRange = "MIGRATE SHARDS A-B TO NAME [DATABASE D] [RATE R] [PARALLEL P] [AUTO]"
@@ -161,11 +164,12 @@ var (
 )
 
 var usage = "valid directives /*+ convoy ... */: " + strings.Join([]string{
-	synShowRoutes, synShowShardFor, "SHOW SHARD {STATS [WHERE shard = N]|HEALTH [ALL]|SIZES}", "PLAN EXPANSION [...]",
+	"SHOW ROUTES [WHERE ...]", synShowShardFor, "SHOW SHARD {STATS [WHERE shard = N]|HEALTH [ALL]|SIZES}", "PLAN EXPANSION [...]",
 	// The MIGRATE forms in short: the list must fit a MySQL error
 	// message (512 bytes); their errors give the full syntax.
-	// SHOW ARCHIVE in short too; ARCHIVE's own errors give its syntax.
-	synDatasources, synProxies, synMigrations + "|ARCHIVE", synReload, "MIGRATE SHARD[S] N[-M] TO NAME [...]", "MIGRATION N VERB",
+	// SHOW ROUTES, SHOW MIGRATION N and SHOW ARCHIVE in short too; their
+	// own errors give their syntax.
+	synDatasources, synProxies, "SHOW MIGRATIONS|MIGRATION N|ARCHIVE", synReload, "MIGRATE SHARD[S] N[-M] TO NAME [...]", "MIGRATION N VERB",
 }, ", ") + "; as a statement prefix: " + synTarget +
 	" (N is a shard 0.." + maxShard + ")"
 
@@ -596,6 +600,14 @@ func (p *parser) show(d *Directive) (string, error) {
 	case t.is("MIGRATIONS"):
 		d.Kind = ShowMigrations
 		return synMigrations, nil
+	case t.is("MIGRATION"):
+		d.Kind = ShowMigration
+		n, err := p.shardNumber(synMigrationOne)
+		if err != nil {
+			return "", err
+		}
+		d.Shard = n
+		return synMigrationOne, nil
 	case t.is("ARCHIVE"):
 		d.Kind = ShowArchive
 		return synArchive, nil

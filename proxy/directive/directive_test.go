@@ -61,6 +61,7 @@ func TestParse(t *testing.T) {
 		{"health all", "/*+ convoy SHOW SHARD HEALTH ALL */", want{kind: ShowShardHealth, shard: -1, all: true}},
 		{"health all lower", "/*+ convoy show shard health all */;", want{kind: ShowShardHealth, shard: -1, all: true}},
 		{"migrations", "/*+ convoy SHOW MIGRATIONS */", want{kind: ShowMigrations, shard: -1}},
+		{"one migration", "/*+ convoy show migration 441 */", want{kind: ShowMigration, shard: 441}},
 		{"migrate", "/*+ convoy MIGRATE SHARD 441 TO ds2 */", want{kind: MigrateShard, shard: 441, ds: "ds2"}},
 		{"migrate quoted", "/*+ convoy migrate shard 441 to 'ds2' */", want{kind: MigrateShard, shard: 441, ds: "ds2"}},
 

@@ -166,7 +166,7 @@ func (s *Session) runDirective(d *directive.Directive) (*mysql.Result, error) {
 		return s.showShardStats(d)
 	case directive.ShowShardHealth:
 		return s.showShardHealth(snap, d.All)
-	case directive.ShowMigrations, directive.MigrateShard, directive.MigrationCommand:
+	case directive.ShowMigrations, directive.ShowMigration, directive.MigrateShard, directive.MigrationCommand:
 		return s.migration(d)
 	case directive.ShowArchive, directive.ArchiveCommand:
 		return s.archive(d)

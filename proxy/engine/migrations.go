@@ -26,6 +26,8 @@ type MigrationAdmin interface {
 	Command(ctx context.Context, shard int, verb string, value float64) error
 	// Status returns SHOW MIGRATIONS: column names and one row per job.
 	Status(ctx context.Context) ([]string, [][]string, error)
+	// Detail returns SHOW MIGRATION n: one job's fields, one row each.
+	Detail(ctx context.Context, shard int) ([]string, [][]string, error)
 }
 
 // invalidInput is how a MigrationAdmin marks an error as the client's
@@ -46,6 +48,12 @@ func (s *Session) migration(d *directive.Directive) (*mysql.Result, error) {
 	switch d.Kind {
 	case directive.ShowMigrations:
 		cols, rows, err := m.Status(ctx)
+		if err != nil {
+			return nil, migrationErr(d, err)
+		}
+		return textTable(cols, rows)
+	case directive.ShowMigration:
+		cols, rows, err := m.Detail(ctx, d.Shard)
 		if err != nil {
 			return nil, migrationErr(d, err)
 		}

@@ -41,6 +41,11 @@ func (f *fakeMigrations) Status(context.Context) ([]string, [][]string, error) {
 	return []string{"shard", "step"}, [][]string{{"0441", "backfill"}}, f.err
 }
 
+func (f *fakeMigrations) Detail(_ context.Context, shard int) ([]string, [][]string, error) {
+	f.calls = append(f.calls, fmt.Sprintf("detail %d", shard))
+	return []string{"field", "value"}, [][]string{{"shard", "0441"}}, f.err
+}
+
 func TestMigrationDirectives(t *testing.T) {
 	f := &fakeMigrations{}
 	e := New(&recorder{}, staticRoutes{defaultSnapshot()}, nil, nil, Options{})
@@ -60,6 +65,7 @@ func TestMigrationDirectives(t *testing.T) {
 		"/*+ convoy MIGRATION 441 RATE 500 */",
 		"/*+ convoy MIGRATION 441 NEXT */",
 		"/*+ convoy SHOW MIGRATIONS */",
+		"/*+ convoy SHOW MIGRATION 441 */",
 	} {
 		r, err := s.Query(q)
 		if err != nil || r == nil || r.Resultset == nil {
@@ -73,6 +79,7 @@ func TestMigrationDirectives(t *testing.T) {
 		`command 441 RATE rate=500`,
 		`command 441 NEXT rate=0`,
 		`status`,
+		`detail 441`,
 	}
 	if strings.Join(f.calls, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(f.calls, "\n"), strings.Join(want, "\n"))
