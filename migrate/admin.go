@@ -287,6 +287,9 @@ func stateLine(j routecfg.Job, p jobProgress) string {
 			if s.ETA > 0 {
 				out += fmt.Sprintf(", about %s left", (time.Duration(s.ETA) * time.Second).String())
 			}
+			if s.Throttle != "" {
+				out += "; throttled: " + s.Throttle
+			}
 			return out + "; the binlog apply starts after the copy"
 		}
 		return "copied; replaying the source's binlog until caught up (" + lag() + ")"

@@ -110,6 +110,9 @@ type Status struct {
 	// at the switch, when the fence proves the target exact.
 	Backlog  int64 `json:"dualwrite_backlog,omitempty"`
 	Replayed int64 `json:"dualwrite_replayed,omitempty"`
+	// Throttle says why the copy runs below its rate (throttle.go), "" when
+	// it does not.
+	Throttle string `json:"throttle,omitempty"`
 	// Beat changes at every status refresh while reads are ramped, so the
 	// proxies see the runner alive and its lag fresh (ramp.go): without
 	// news they send the reads back to the source.
@@ -233,7 +236,10 @@ type jobRun struct {
 
 	bf      *Backfill
 	bfTask  task
-	rate    float64
+	thr     *throttle // the copy's throttle on harm, while backfilling
+	thrTask task
+	rateMu  sync.Mutex
+	rate    float64 // the copy rate set now (throttled included)
 	rev     *Applier
 	revTask task
 
@@ -457,6 +463,7 @@ func (j *jobRun) run(ctx context.Context) error {
 		}
 	}()
 	defer j.bfTask.stop()
+	defer j.thrTask.stop()
 	defer j.revTask.stop()
 	defer j.m.cfg.Metrics.forget(j.shard)
 	for {
@@ -479,10 +486,7 @@ func (j *jobRun) run(ctx context.Context) error {
 			return err
 		}
 		job, cmds, st := j.snapshot()
-		if j.bf != nil && j.rate != j.m.rate(cmds.Rate) {
-			j.rate = j.m.rate(cmds.Rate)
-			j.bf.SetRate(j.rate)
-		}
+		j.applyRate(cmds)
 		var err error
 		switch {
 		case job.Step == StepDone && !purgePending(cmds, st):
@@ -558,6 +562,7 @@ func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st j
 			return err
 		}
 		if p := j.bf.Progress(); p.Phase == PhaseCaughtUp {
+			j.thrTask.stop() // the copy is over
 			return j.save(ctx, func(rec *routecfg.Job, _ *jobState) { rec.Step, rec.LastError = StepVerify, "" })
 		}
 		return j.wait(ctx, statePollEvery)
@@ -828,13 +833,74 @@ func (j *jobRun) ensureBackfill(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		j.bf, j.rate = bf, j.m.rate(cmds.Rate)
+		j.bf = bf
+		j.applyRate(cmds)
+	}
+	if err := j.ensureThrottle(ctx); err != nil {
+		return err
 	}
 	return j.bfTask.start(ctx, j, func(ctx context.Context) error {
 		_, err := j.bf.Run(ctx, st.Backfill, func(s BackfillState) error {
 			return j.save(ctx, func(_ *routecfg.Job, js *jobState) { js.Backfill = s })
 		})
 		return err
+	})
+}
+
+// applyRate sets the copy's rate: the job's (or the manager's default),
+// times the throttle's factor while a side is hurt. An unlimited copy that
+// must slow down starts from the rate it was making.
+func (j *jobRun) applyRate(cmds Commands) {
+	if j.bf == nil {
+		return
+	}
+	rate := j.m.rate(cmds.Rate)
+	if j.thr != nil {
+		if f, _ := j.thr.state(); f < 1 {
+			if rate <= 0 {
+				rate = max(j.bf.Progress().RowsPerSec, DefaultRate)
+			}
+			rate *= f
+		}
+	}
+	j.rateMu.Lock()
+	defer j.rateMu.Unlock()
+	if rate != j.rate {
+		j.rate = rate
+		j.bf.SetRate(rate)
+	}
+}
+
+// ensureThrottle runs the copy's throttle on harm (throttle.go) while the
+// job backfills, unless the manager disabled it.
+func (j *jobRun) ensureThrottle(ctx context.Context) error {
+	limit := j.m.cfg.ThrottleWriteP99
+	if limit < 0 || j.thrTask.running() {
+		return nil
+	}
+	if limit == 0 {
+		limit = DefaultThrottleWriteP99
+	}
+	job, _, _ := j.snapshot()
+	if j.thr == nil {
+		for _, s := range []struct {
+			db       *sql.DB
+			database string
+		}{{j.src.db, job.From.Database}, {j.dst.db, job.To.Database}} {
+			if _, err := s.db.ExecContext(ctx, fmt.Sprintf(heartbeatDDL, quoteIdent(s.database)+"."+quoteIdent(HeartbeatTable))); err != nil {
+				return fmt.Errorf("migrate: create %s.%s: %w", s.database, HeartbeatTable, err)
+			}
+		}
+		j.thr = newThrottle(limit, heartbeat(j.src.db, job.From.Database, job.ID, "source"), heartbeat(j.dst.db, job.To.Database, job.ID, "target"))
+	}
+	return j.thrTask.start(ctx, j, func(ctx context.Context) error {
+		j.thr.run(ctx, func() {
+			_, cmds, _ := j.snapshot()
+			j.applyRate(cmds)
+			f, why := j.thr.state()
+			j.log.Info("copy throttle", zap.Float64("factor", f), zap.String("reason", why))
+		})
+		return nil
 	})
 }
 
@@ -1146,6 +1212,10 @@ func (j *jobRun) refreshStatus(ctx context.Context) {
 	}
 	j.replay(ctx, step, intent, &s)
 	s.Lag = -1
+	s.Throttle = ""
+	if j.thr != nil && j.thrTask.done != nil {
+		_, s.Throttle = j.thr.state()
+	}
 	if j.bf != nil && j.bfTask.done != nil {
 		p := j.bf.Progress()
 		s.Rows, s.Estimate, s.RowsPerSec, s.ETA = p.Rows, p.Estimate, p.RowsPerSec, p.ETA.Seconds()

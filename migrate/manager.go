@@ -49,6 +49,10 @@ type ManagerConfig struct {
 	// ChunkRows and SnapshotMaxAge are the copiers' (defaults if 0).
 	ChunkRows      int
 	SnapshotMaxAge time.Duration
+	// ThrottleWriteP99 is the write latency on either side over which a
+	// copy slows down (throttle.go; DefaultThrottleWriteP99 if 0, < 0
+	// never).
+	ThrottleWriteP99 time.Duration
 	// Metrics records the jobs run here; LockMetrics their migration locks
 	// (routecfg.WithRunnerMetrics). Nil: none.
 	Metrics     *Metrics

@@ -34,6 +34,7 @@ func TestMariaDB(t *testing.T) {
 		{"StaleChunk", testStaleChunk},
 		{"Backfill", testBackfill},
 		{"StorageFence", testStorageFence},
+		{"Throttle", testThrottle},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, e) })
 	}

@@ -128,6 +128,10 @@ type Config struct {
 		// Rate: copy rows per second of a job without its own RATE
 		// (default 2000; negative = unlimited).
 		Rate float64 `yaml:"rate"`
+		// ThrottleWriteP99: a copy slows down while either side's write
+		// probes take longer than this (default 50ms, seed 001's line;
+		// negative = never).
+		ThrottleWriteP99 time.Duration `yaml:"throttle_write_p99"`
 		// RunJobs: this process campaigns for and runs migration jobs
 		// (default true). Turn it off for proxies whose etcd role may not
 		// write migration state (README, "Hardening"); run `convoy migrate

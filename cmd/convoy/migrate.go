@@ -65,7 +65,8 @@ func migrationManager(cli *clientv3.Client, c Config, id string, log *zap.Logger
 	return migrate.NewManager(migrate.ManagerConfig{
 		Client: cli, Cluster: c.Etcd.Cluster, ID: id, Connect: migrationConnector, Log: log,
 		RollbackWindow: c.Migration.RollbackWindow, Rate: c.Migration.Rate, RunnerTTL: c.Migration.RunnerTTL,
-		Metrics: metrics, LockMetrics: lockMetrics,
+		ThrottleWriteP99: c.Migration.ThrottleWriteP99,
+		Metrics:          metrics, LockMetrics: lockMetrics,
 	})
 }
 
