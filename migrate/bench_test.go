@@ -148,3 +148,79 @@ func BenchmarkStorageFence(b *testing.B) {
 		b.ReportMetric(fenced/plain, "fenced/plain")
 	}
 }
+
+// BenchmarkCopyThrottle shows the copy's throttle on harm (throttle.go)
+// at work: one shard's copy at 5000 rows/s while, from the 4th to the
+// 10th second, a load of bulk inserts into another table of the source
+// pushes its commits over the 50 ms line. It reports the copy's rows/s
+// before, during and after the load, and the source's probe p95 during it:
+//
+//	go test -run '^$' -bench BenchmarkCopyThrottle -benchtime=1x ./migrate/
+func BenchmarkCopyThrottle(b *testing.B) {
+	src, dst := testsvc.StartMariaDB(b), testsvc.StartMariaDB(b)
+	sdb, ddb := src.Open(b, ""), dst.Open(b, "")
+	for _, m := range []*testsvc.MariaDB{src, dst} {
+		m.Exec(b, "CREATE DATABASE im_0", imTable(b, "conv_msg", "im_0", "conv_msg_0000"),
+			"CREATE TABLE im_0."+HeartbeatTable+" (job VARCHAR(64) NOT NULL, side VARCHAR(8) NOT NULL, at DATETIME(6) NOT NULL, PRIMARY KEY (job, side))")
+	}
+	src.Exec(b, "INSERT INTO im_0.conv_msg_0000 (conv_id, seq, msg_id, sender_uid, msg_type, created_at) "+
+		"SELECT seq DIV 100, seq MOD 100, seq, seq MOD 977, 1, '2026-01-02 03:04:05.678' FROM im_0.seq_1_to_200000",
+		"CREATE TABLE im_0.load (id BIGINT AUTO_INCREMENT PRIMARY KEY, pad VARCHAR(255))")
+	ctx := context.Background()
+	for range b.N {
+		dst.Exec(b, "TRUNCATE im_0.conv_msg_0000")
+		s, d := Side{DB: sdb, Database: "im_0", Table: "conv_msg_0000"}, Side{DB: ddb, Database: "im_0", Table: "conv_msg_0000"}
+		c, err := NewCopier(ctx, s, d, nil, WithRate(5000))
+		if err != nil {
+			b.Fatal(err)
+		}
+		snap, err := OpenSnapshot(ctx, sdb)
+		if err != nil {
+			b.Fatal(err)
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		th := newThrottle(DefaultThrottleWriteP99, heartbeat(sdb, "im_0", "bench", "source"), heartbeat(ddb, "im_0", "bench", "target"))
+		var p95 []time.Duration
+		go th.run(runCtx, func() {
+			f, _ := th.state()
+			c.limiter.SetRate(5000 * f)
+		})
+		done := make(chan error, 1)
+		go func() { _, err := c.Run(runCtx, snap, Checkpoint{}, nil); done <- err }()
+		rowsAt := func() int64 { return c.Progress().Rows }
+		phase := func(d time.Duration) float64 {
+			r0, t0 := rowsAt(), time.Now()
+			time.Sleep(d)
+			return float64(rowsAt()-r0) / time.Since(t0).Seconds()
+		}
+		before := phase(3 * time.Second)
+		loadCtx, stopLoad := context.WithCancel(ctx)
+		for range 6 {
+			go func() {
+				for loadCtx.Err() == nil {
+					_, _ = sdb.ExecContext(loadCtx, "INSERT INTO im_0.load (pad) SELECT REPEAT('x', 200) FROM im_0.seq_1_to_20000")
+				}
+			}()
+		}
+		go func() {
+			for loadCtx.Err() == nil {
+				th.mu.Lock()
+				p95 = append(p95, percentileOf(th.lat[0], 0.95))
+				th.mu.Unlock()
+				time.Sleep(500 * time.Millisecond)
+			}
+		}()
+		time.Sleep(time.Second) // the throttle's reaction time
+		during := phase(5 * time.Second)
+		stopLoad()
+		time.Sleep(3 * time.Second) // the load's last statements, the recovery
+		after := phase(3 * time.Second)
+		cancel()
+		<-done
+		snap.Close()
+		b.ReportMetric(before, "before-rows/s")
+		b.ReportMetric(during, "during-rows/s")
+		b.ReportMetric(after, "after-rows/s")
+		b.ReportMetric(float64(percentileOf(p95, 0.5))/1e6, "load-probe-p95-ms")
+	}
+}
