@@ -86,6 +86,10 @@ type Txn struct {
 	// seconds (the binlog's resolution): time.Since(Time) is the stream's
 	// lag behind the server at this transaction.
 	Time time.Time
+	// End is where the transaction ends in the binary log of the server
+	// streamed from: a snapshot there that is at or after End sees it
+	// (SnapshotCovering).
+	End FileOffset
 }
 
 // binaryCollation is the "binary" collation id that distinguishes BINARY,

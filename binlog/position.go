@@ -1,6 +1,7 @@
 package binlog
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Position is a MariaDB GTID position: the last transaction seen in each
@@ -191,30 +193,11 @@ func SnapshotPosition(ctx context.Context, conn *sql.Conn) (Position, error) {
 }
 
 func snapshotPosition(ctx context.Context, conn *sql.Conn) (Position, error) {
-	rows, err := conn.QueryContext(ctx, "SHOW STATUS LIKE 'binlog_snapshot_%'")
+	at, err := snapshotOffset(ctx, conn)
 	if err != nil {
-		return "", fmt.Errorf("binlog: snapshot position: %w", err)
+		return "", err
 	}
-	var file, offset string
-	for rows.Next() {
-		var name, value string
-		if err := rows.Scan(&name, &value); err != nil {
-			rows.Close()
-			return "", fmt.Errorf("binlog: snapshot position: %w", err)
-		}
-		switch strings.ToLower(name) {
-		case "binlog_snapshot_file":
-			file = value
-		case "binlog_snapshot_position":
-			offset = value
-		}
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return "", fmt.Errorf("binlog: snapshot position: %w", err)
-	}
-	if file == "" || offset == "" {
-		return "", fmt.Errorf("%w: the server reports no binlog snapshot position (is log_bin ON?)", ErrServerConfig)
-	}
+	file, offset := at.File, strconv.FormatUint(at.Offset, 10)
 	var gtids sql.NullString
 	if err := conn.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", file, offset).Scan(&gtids); err != nil {
 		return "", fmt.Errorf("binlog: BINLOG_GTID_POS(%s, %s): %w", file, offset, err)
@@ -223,4 +206,130 @@ func snapshotPosition(ctx context.Context, conn *sql.Conn) (Position, error) {
 		return "", fmt.Errorf("binlog: BINLOG_GTID_POS(%s, %s) is NULL: the file is no longer in the server's binlog index", file, offset)
 	}
 	return ParsePosition(gtids.String)
+}
+
+// snapshotOffset is the binlog offset of the consistent snapshot open on
+// conn.
+func snapshotOffset(ctx context.Context, conn *sql.Conn) (FileOffset, error) {
+	rows, err := conn.QueryContext(ctx, "SHOW STATUS LIKE 'binlog_snapshot_%'")
+	if err != nil {
+		return FileOffset{}, fmt.Errorf("binlog: snapshot position: %w", err)
+	}
+	var at FileOffset
+	var offset string
+	for rows.Next() {
+		var name, value string
+		if err := rows.Scan(&name, &value); err != nil {
+			rows.Close()
+			return FileOffset{}, fmt.Errorf("binlog: snapshot position: %w", err)
+		}
+		switch strings.ToLower(name) {
+		case "binlog_snapshot_file":
+			at.File = value
+		case "binlog_snapshot_position":
+			offset = value
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return FileOffset{}, fmt.Errorf("binlog: snapshot position: %w", err)
+	}
+	if at.File == "" || offset == "" {
+		return FileOffset{}, fmt.Errorf("%w: the server reports no binlog snapshot position (is log_bin ON?)", ErrServerConfig)
+	}
+	if at.Offset, err = strconv.ParseUint(offset, 10, 64); err != nil {
+		return FileOffset{}, fmt.Errorf("binlog: Binlog_snapshot_position %q: %w", offset, err)
+	}
+	return at, nil
+}
+
+// FileOffset is a point in one server's binary log as a file and a byte
+// offset in it: what MariaDB reports for a consistent snapshot
+// (Binlog_snapshot_file / Binlog_snapshot_position) at no cost, where the
+// same point as a GTID Position (BINLOG_GTID_POS) costs a read of the file
+// from its start.
+type FileOffset struct {
+	File   string `json:"file"`
+	Offset uint64 `json:"offset"`
+}
+
+func (p FileOffset) String() string { return p.File + ":" + strconv.FormatUint(p.Offset, 10) }
+
+// compare orders two points of one server's binary log: files by the
+// sequence number MariaDB appends to the base name (binlog.000009 before
+// binlog.000010, and before binlog.1000000 once the six digits run out),
+// then offsets. Two base names are two logs: not comparable.
+func (p FileOffset) compare(q FileOffset) (int, error) {
+	pb, pn, err1 := splitLogName(p.File)
+	qb, qn, err2 := splitLogName(q.File)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	if pb != qb {
+		return 0, fmt.Errorf("binlog: %s and %s are points in two different binary logs", p, q)
+	}
+	if c := cmp.Compare(pn, qn); c != 0 {
+		return c, nil
+	}
+	return cmp.Compare(p.Offset, q.Offset), nil
+}
+
+func splitLogName(name string) (base string, seq uint64, err error) {
+	i := strings.LastIndexByte(name, '.')
+	if i < 0 {
+		return "", 0, fmt.Errorf("binlog: log file name %q has no sequence number", name)
+	}
+	seq, err = strconv.ParseUint(name[i+1:], 10, 64)
+	if err != nil {
+		return "", 0, fmt.Errorf("binlog: log file name %q has no sequence number", name)
+	}
+	return name[:i], seq, nil
+}
+
+// snapshotRetry bounds the pause between two snapshots that do not cover
+// the transaction yet: the gap is the server's commit of a group already in
+// the binary log, microseconds normally, longer on a starved CPU.
+const snapshotRetry = 20 * time.Millisecond
+
+// SnapshotCovering opens a consistent, read-only snapshot transaction on
+// conn that sees the transaction ending at end (a delivered Txn.End) and
+// every one before it in the binary log. A snapshot right after the
+// transaction was streamed may not: MariaDB's group commit writes a group
+// to the binary log and wakes the replication connections before the
+// storage engine commits it (commit_ordered comes last), so a reader that
+// reacts to a streamed transaction at once can find the server not showing
+// it yet. A snapshot records the binlog offset it is consistent with; one
+// short of end is rolled back and taken again until ctx ends.
+//
+// end must come from a stream of the server conn is connected to (the
+// offsets of two servers do not compare; two base names are an error).
+// As with SnapshotPosition the transaction stays open on conn: read in it
+// and end it with COMMIT. Under REPEATABLE READ every read in it sees the
+// snapshot; under READ COMMITTED each read sees a newer view, which still
+// includes end.
+func SnapshotCovering(ctx context.Context, conn *sql.Conn, end FileOffset) error {
+	for wait := 250 * time.Microsecond; ; wait = min(2*wait, snapshotRetry) {
+		if _, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
+			return fmt.Errorf("binlog: snapshot: %w", err)
+		}
+		at, err := snapshotOffset(ctx, conn)
+		c := 0
+		if err == nil {
+			c, err = at.compare(end)
+		}
+		if err == nil && c >= 0 {
+			return nil
+		}
+		// The context may be why it failed; roll back regardless of it.
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		if err != nil {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("binlog: the server's snapshots stay at %s, before the streamed transaction ending at %s: %w", at, end, ctx.Err())
+		case <-t.C:
+		}
+	}
 }

@@ -82,3 +82,32 @@ func TestSplitWord(t *testing.T) {
 		}
 	}
 }
+
+// Binlog files order by their sequence number, not as text, then offsets;
+// two base names are two logs.
+func TestFileOffsetCompare(t *testing.T) {
+	for _, c := range []struct {
+		p, q FileOffset
+		want int
+	}{
+		{FileOffset{"binlog.000009", 900}, FileOffset{"binlog.000010", 4}, -1},
+		{FileOffset{"binlog.999999", 900}, FileOffset{"binlog.1000000", 4}, -1},
+		{FileOffset{"binlog.000010", 900}, FileOffset{"binlog.000010", 900}, 0},
+		{FileOffset{"binlog.000010", 901}, FileOffset{"binlog.000010", 900}, 1},
+		{FileOffset{"a.b.000002", 4}, FileOffset{"a.b.000001", 900}, 1},
+	} {
+		got, err := c.p.compare(c.q)
+		if err != nil || got != c.want {
+			t.Errorf("%s vs %s: %d, %v; want %d", c.p, c.q, got, err, c.want)
+		}
+	}
+	for _, c := range [][2]FileOffset{
+		{{"binlog.000001", 4}, {"other.000001", 4}},
+		{{"binlog", 4}, {"binlog.000001", 4}},
+		{{"binlog.x", 4}, {"binlog.000001", 4}},
+	} {
+		if _, err := c[0].compare(c[1]); err == nil {
+			t.Errorf("%s vs %s compared", c[0], c[1])
+		}
+	}
+}

@@ -277,6 +277,11 @@ type txnState struct {
 	xa         bool // an XA PREPARE group: its rows commit later, elsewhere
 	changes    []Change
 	tables     map[*replication.TableMapEvent]*tableShape // nil value: filtered out
+	// file is the binlog file being read (ROTATE events name it, the
+	// server's first one included); end is the offset after the last event
+	// handled: after the commit event, where the transaction ends.
+	file string
+	end  uint32
 }
 
 // session is one replication connection's life: connect, check, stream
@@ -352,7 +357,12 @@ func (r *Reader) handle(ev *replication.BinlogEvent, st *txnState, pos *gtidPos,
 	if h.EventType != replication.HEARTBEAT_EVENT && h.EventType != replication.HEARTBEAT_LOG_EVENT_V2 && h.Timestamp != 0 {
 		r.update(func(s *Stats) { s.LastEvent = time.Unix(int64(h.Timestamp), 0) })
 	}
+	st.end = h.LogPos
 	switch e := ev.Event.(type) {
+	case *replication.RotateEvent:
+		st.file = string(e.NextLogName)
+		return nil
+
 	case *replication.MariadbGTIDEvent:
 		if st.open {
 			return fmt.Errorf("binlog: GTID %s begins inside transaction %s, which has no end event", e.GTID.String(), st.gtid)
@@ -418,8 +428,8 @@ func (r *Reader) handle(ev *replication.BinlogEvent, st *txnState, pos *gtidPos,
 		}
 		return r.commit(st, pos, fn, h.Timestamp)
 	}
-	// Rotate, format description, GTID list, binlog checkpoint, heartbeat,
-	// stop: positioning and housekeeping; GTIDs carry the position.
+	// Format description, GTID list, binlog checkpoint, heartbeat, stop:
+	// housekeeping; GTIDs carry the position.
 	return nil
 }
 
@@ -491,7 +501,8 @@ func (r *Reader) commit(st *txnState, pos *gtidPos, fn func(Txn) error, ts uint3
 	next := pos.Position()
 	n := len(st.changes)
 	if n > 0 {
-		txn := Txn{GTID: st.gtid.String(), Changes: st.changes, Next: next, Time: time.Unix(int64(ts), 0)}
+		txn := Txn{GTID: st.gtid.String(), Changes: st.changes, Next: next, Time: time.Unix(int64(ts), 0),
+			End: FileOffset{File: st.file, Offset: uint64(st.end)}}
 		if err := fn(txn); err != nil {
 			return err
 		}
@@ -506,7 +517,7 @@ func (r *Reader) commit(st *txnState, pos *gtidPos, fn func(Txn) error, ts uint3
 		}
 	})
 	// fn owns the delivered slice now; the next transaction gets its own.
-	*st = txnState{tables: st.tables}
+	*st = txnState{tables: st.tables, file: st.file}
 	clear(st.tables)
 	return nil
 }

@@ -456,3 +456,71 @@ func TestStreamTLS(t *testing.T) {
 		t.Fatal("a clear-text reader streamed from a server requiring secure transport")
 	}
 }
+
+// TestTxnEnd: a transaction's End is where the server's binary log ends
+// after it, across a rotation and a reconnect (the server's first ROTATE
+// event names the file); a snapshot covering it sees its rows, one that
+// cannot cover an offset the server has not reached is rolled back.
+func TestTxnEnd(t *testing.T) {
+	m, db := startIM(t)
+	ctx := context.Background()
+	masterEnd := func() FileOffset {
+		t.Helper()
+		var f FileOffset
+		var doDB, ignoreDB any
+		if err := db.QueryRow("SHOW MASTER STATUS").Scan(&f.File, &f.Offset, &doDB, &ignoreDB); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	r := newReader(t, m, Config{Filter: imOnly})
+	start := currentPos(t, db)
+	c := collect(t, r, start)
+	mustExec(t, db, "INSERT INTO im_conv_seq (conv_id, max_seq, member_cnt) VALUES (1, 0, 2)")
+	x := c.next(t)
+	if want := masterEnd(); x.End != want {
+		t.Fatalf("End = %s, the server's binlog ends at %s", x.End, want)
+	}
+	mustExec(t, db, "FLUSH BINARY LOGS")
+	mustExec(t, db, "INSERT INTO im_conv_seq (conv_id, max_seq, member_cnt) VALUES (2, 0, 2)")
+	y := c.next(t)
+	if want := masterEnd(); y.End != want || y.End.File == x.End.File {
+		t.Fatalf("after a rotation End = %s (before it %s), the server's binlog ends at %s", y.End, x.End, want)
+	}
+	if n, err := y.End.compare(x.End); err != nil || n != 1 {
+		t.Errorf("%s vs %s: %d, %v", y.End, x.End, n, err)
+	}
+	c.stop()
+	// A new connection from x.Next starts in the older file.
+	again := collect(t, newReader(t, m, Config{Filter: imOnly}), x.Next)
+	if z := again.next(t); z.GTID != y.GTID || z.End != y.End {
+		t.Errorf("streamed again: %s ending at %s, first %s ending at %s", z.GTID, z.End, y.GTID, y.End)
+	}
+
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := SnapshotCovering(ctx, conn, y.End); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM im_conv_seq WHERE conv_id = 2").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the covering snapshot sees %d rows of conv 2, %v", n, err)
+	}
+	mustExec(t, conn, "COMMIT")
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	ahead := FileOffset{File: y.End.File, Offset: y.End.Offset + 1<<20}
+	if err := SnapshotCovering(short, conn, ahead); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a snapshot covering %s, past the server's end: %v", ahead, err)
+	}
+	var open int
+	if err := conn.QueryRowContext(ctx, "SELECT @@in_transaction").Scan(&open); err != nil || open != 0 {
+		t.Errorf("@@in_transaction = %d (%v) after SnapshotCovering gave up", open, err)
+	}
+	if err := SnapshotCovering(ctx, conn, FileOffset{File: "other-bin.000001", Offset: 4}); err == nil {
+		t.Error("a snapshot compared with another server's log")
+	}
+}
