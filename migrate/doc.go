@@ -13,6 +13,10 @@
 //	             replay the binlog from the first snapshot's position
 //	checksum.go  verify: segmented checksums and sampled row comparison
 //	repair.go    re-copy one differing segment
+//	resync.go    the one way the live writers of the target (the binlog
+//	             apply, the mirror, a repair) write a row: the source's
+//	             current row, read under the target's row lock, so none
+//	             replaces a newer value with an older one
 //	precheck.go  prepare: server settings compared, target tables created
 //	             from the source's definition and checked empty of the shard
 //	job.go       the job state machine (queued, prepare, backfill, verify,

@@ -35,6 +35,7 @@ func TestMariaDB(t *testing.T) {
 		{"Backfill", testBackfill},
 		{"StorageFence", testStorageFence},
 		{"Throttle", testThrottle},
+		{"SyncGap", testSyncGap},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, e) })
 	}

@@ -20,10 +20,11 @@ import (
 // to a durable compensation queue, replayed later.
 //
 // A mirrored row is never a remembered image of the statement: Sync reads
-// the source's current row under the target's row lock (as RepairSegment
-// does), so a late or repeated mirror, a replay from the queue and the
-// binlog apply running beside it can only converge on the source's value;
-// none can bring back an older one. The binlog apply stays what makes the
+// the source's current row under the target's row lock, the protocol the
+// binlog apply and RepairSegment follow too (resync.go), so a late or
+// repeated mirror, a replay from the queue and the binlog apply running
+// beside it can only converge on the source's value; none can bring back
+// an older one. The binlog apply stays what makes the
 // target exact (it also sees writes that never went through Convoy); the
 // mirror makes each write through Convoy reach the target at once, and its
 // failures visible (convoy_migration_dualwrite_failures_total, alertable).
@@ -199,12 +200,6 @@ func (m *Mirror) Sync(ctx context.Context, logical string, keys []Key) error {
 	return m.sync(ctx, []TableKeys{{Table: logical, Keys: keys}})
 }
 
-// syncItem is one table's keys, sorted and distinct.
-type syncItem struct {
-	mt   *mirrorTable
-	keys []Key
-}
-
 func (m *Mirror) sync(ctx context.Context, writes []TableKeys) error {
 	byTable := map[string][]Key{}
 	for _, w := range writes {
@@ -215,16 +210,14 @@ func (m *Mirror) sync(ctx context.Context, writes []TableKeys) error {
 	}
 	// Table and key order: two syncs of overlapping keys lock in the same
 	// order.
-	var items []syncItem
+	var items []keySync
 	for _, name := range slices.Sorted(maps.Keys(byTable)) {
 		keys := byTable[name]
 		if len(keys) == 0 {
 			continue
 		}
-		keys = slices.Clone(keys)
-		slices.SortFunc(keys, func(a, b Key) int { return strings.Compare(a.String(), b.String()) })
-		keys = slices.CompactFunc(keys, func(a, b Key) bool { return a.String() == b.String() })
-		items = append(items, syncItem{m.tables[name], keys})
+		mt := m.tables[name]
+		items = append(items, keySync{src: mt.src, dst: mt.dst, keys: distinctKeys(keys)})
 	}
 	if len(items) == 0 {
 		return nil
@@ -244,7 +237,9 @@ func (m *Mirror) sync(ctx context.Context, writes []TableKeys) error {
 	return err
 }
 
-func (m *Mirror) syncOnce(ctx context.Context, items []syncItem) (err error) {
+// syncOnce is one target transaction of the protocol every live writer of
+// the target follows (resync.go).
+func (m *Mirror) syncOnce(ctx context.Context, items []keySync) (err error) {
 	sc, err := m.srcConns.get(ctx)
 	if err != nil {
 		return err
@@ -256,61 +251,11 @@ func (m *Mirror) syncOnce(ctx context.Context, items []syncItem) (err error) {
 	}
 	defer func() { m.dstConns.put(dc, err) }()
 	return txn(ctx, dc, func(tx *sql.Tx) error {
-		// Every lock first, then every read of the source: what is read
-		// cannot change on the target before it is written.
-		for _, it := range items {
-			lock := &where{}
-			for _, k := range it.keys {
-				if err := lock.keyEquals(it.mt.dst, k); err != nil {
-					return err
-				}
-			}
-			if _, err := readRows(ctx, tx, "SELECT "+it.mt.dst.pkList()+" FROM "+it.mt.dst.qualified()+" WHERE "+strings.Join(lock.conds, " OR ")+
-				" ORDER BY "+it.mt.dst.pkList()+" FOR UPDATE", lock.args, len(it.mt.dst.PK)); err != nil {
-				return fmt.Errorf("migrate: lock %s: %w", it.mt.dst.qualified(), err)
-			}
-		}
-		for _, it := range items {
-			if err := syncRows(ctx, tx, sc, it); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// syncRows reads the item's rows from the source and makes the locked
-// target rows equal: upserted, or deleted where the source has none.
-func syncRows(ctx context.Context, tx *sql.Tx, sc *sql.Conn, it syncItem) error {
-	mt, src := it.mt, &where{}
-	for _, k := range it.keys {
-		if err := src.keyEquals(mt.src, k); err != nil {
-			return err
-		}
-	}
-	rows, err := readRows(ctx, sc, "SELECT "+mt.src.columnList()+" FROM "+mt.src.qualified()+" WHERE "+strings.Join(src.conds, " OR "),
-		src.args, len(mt.src.Columns))
-	if err != nil {
-		return fmt.Errorf("migrate: read %s: %w", mt.src.qualified(), err)
-	}
-	have := map[string]bool{}
-	for _, r := range rows {
-		k, err := mt.src.keyOf(r)
-		if err != nil {
-			return err
-		}
-		have[k.String()] = true
-	}
-	var gone []Key
-	for _, k := range it.keys {
-		if !have[k.String()] {
-			gone = append(gone, k)
-		}
-	}
-	if err := deleteKeys(ctx, tx, mt.dst, gone); err != nil {
+		// The client's commit returned before the mirror was called: the
+		// source shows it, no binlog point to wait for.
+		_, err := syncKeys(ctx, tx, sc, items, nil)
 		return err
-	}
-	return upsert(ctx, tx, mt.dst, rows)
+	})
 }
 
 func (m *Mirror) push(ctx context.Context, logical string, keys []Key, cause error) error {

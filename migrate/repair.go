@@ -25,12 +25,11 @@ const repairReadRows = 1000
 // dual-write) and touches the range either committed before the lock, and
 // the source read sees that change or a later one, or waits for the lock
 // and lands after the repair; so a repair cannot overwrite a newer value
-// with an older one. It may time out on the lock (innodb_lock_wait_timeout)
-// or be chosen as a deadlock victim: retry. Confirm with CompareSegment.
-//
-// Extra rows are deleted before the upserts so that a row that should be
-// gone cannot block an upsert through a secondary unique key, and so that a
-// key equal only under the collation (abc vs ABC) ends as the source has it.
+// with an older one. Rows it inserted where the target had none are read
+// again before it commits, as every live writer of the target does
+// (resync.go: a gap lock is shared). It may time out on the lock
+// (innodb_lock_wait_timeout) or be chosen as a deadlock victim: retry.
+// Confirm with CompareSegment.
 func (c *Checksummer) RepairSegment(ctx context.Context, seg Segment) (RepairResult, error) {
 	var res RepairResult
 	sc, dc, release, err := c.conns(ctx)
@@ -51,7 +50,6 @@ func (c *Checksummer) RepairSegment(ctx context.Context, seg Segment) (RepairRes
 		}
 
 		var rows [][]any
-		have := map[string]bool{}
 		after := seg.After
 		for {
 			w, err := segmentWhere(c.src, c.filter, after, seg.Upto)
@@ -63,39 +61,29 @@ func (c *Checksummer) RepairSegment(ctx context.Context, seg Segment) (RepairRes
 			if err != nil {
 				return fmt.Errorf("migrate: read %s %s: %w", c.src.qualified(), seg, err)
 			}
-			for _, r := range chunk {
-				k, err := c.src.keyOf(r)
-				if err != nil {
-					return err
-				}
-				have[k.String()] = true
-				after = k
-			}
 			rows = append(rows, chunk...)
 			if len(chunk) < repairReadRows {
 				break
 			}
+			if after, err = c.src.keyOf(chunk[len(chunk)-1]); err != nil {
+				return err
+			}
 		}
 
-		var extra []Key
-		for _, r := range locked {
-			k := make(Key, len(r))
-			for i, v := range r {
-				if k[i], err = valueBytes(v); err != nil {
-					return err
-				}
-			}
-			if !have[k.String()] {
-				extra = append(extra, k)
-			}
-		}
-		if err := deleteKeys(ctx, tx, c.dst, extra); err != nil {
+		held, err := heldKeys(locked)
+		if err != nil {
 			return err
 		}
-		if err := upsert(ctx, tx, c.dst, rows); err != nil {
+		n, inserted, err := writeRows(ctx, tx, c.src, c.dst, held, rows)
+		if err != nil {
 			return err
 		}
-		res = RepairResult{Written: int64(len(rows)), Deleted: int64(len(extra))}
+		again, err := recheck(ctx, tx, sc, keySync{src: c.src, dst: c.dst, filter: c.filter}, inserted)
+		if err != nil {
+			return err
+		}
+		n.add(again)
+		res = RepairResult{Written: int64(n.upserts), Deleted: int64(n.deletes)}
 		return nil
 	})
 	return res, err

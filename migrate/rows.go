@@ -119,24 +119,48 @@ func rowBytes(r []any) int {
 	return n
 }
 
+// keysPerStatement bounds the keys one statement names (deletes, locking
+// reads, reads by key): its placeholders stay far below maxParams for any
+// key width, and one round trip's locks and rows stay small.
+const keysPerStatement = 512
+
 // deleteKeys deletes the rows with these primary keys, a batch of
 // equalities per statement.
 func deleteKeys(ctx context.Context, q queryer, t *table, keys []Key) error {
-	const perStmt = 256
 	for len(keys) > 0 {
-		n := min(perStmt, len(keys))
+		n := min(keysPerStatement, len(keys))
 		w := &where{}
-		for _, k := range keys[:n] {
-			if err := w.keyEquals(t, k); err != nil {
-				return err
-			}
+		if err := w.anyKey(t, keys[:n]); err != nil {
+			return err
 		}
-		if _, err := q.ExecContext(ctx, "DELETE FROM "+t.qualified()+" WHERE "+strings.Join(w.conds, " OR "), w.args...); err != nil {
+		if _, err := q.ExecContext(ctx, "DELETE FROM "+t.qualified()+w.String(), w.args...); err != nil {
 			return fmt.Errorf("migrate: delete from %s: %w", t.qualified(), err)
 		}
 		keys = keys[n:]
 	}
 	return nil
+}
+
+// selectKeys reads cols (ncols of them) of t's rows with these primary keys
+// (and of f's shard, if f is set), keysPerStatement keys a query; suffix is
+// a locking clause or "".
+func selectKeys(ctx context.Context, q queryer, t *table, cols string, ncols int, f *ShardFilter, keys []Key, suffix string) ([][]any, error) {
+	var out [][]any
+	for len(keys) > 0 {
+		n := min(keysPerStatement, len(keys))
+		w := &where{}
+		if err := w.anyKey(t, keys[:n]); err != nil {
+			return nil, err
+		}
+		w.shard(t, f)
+		rows, err := readRows(ctx, q, selectSQL(t, cols, w, suffix), w.args, ncols)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+		keys = keys[n:]
+	}
+	return out, nil
 }
 
 // sameValue compares two scanned values exactly (floats by their bits, so

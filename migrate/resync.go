@@ -1,0 +1,262 @@
+package migrate
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/convoy-im/convoy/binlog"
+)
+
+// Besides the copier, three writers bring the source's changes to the
+// target while it is live: the binlog apply, the dual-write mirror and a
+// segment repair. None writes a remembered image of a row: each writes the
+// source's current rows, under one protocol, so that whichever of them runs
+// late none replaces a newer value of a row with an older one:
+//
+//  1. In one target transaction, lock the keys' rows (SELECT ... FOR
+//     UPDATE; a missing row's gap under REPEATABLE READ).
+//  2. Read the source's rows of those keys: its latest committed ones.
+//  3. Delete the locked rows the source no longer has (or has in another
+//     shard), upsert the source's rows.
+//  4. Read the source again for the rows step 3 inserted, now that each
+//     insert holds its row's exclusive lock, and write what changed.
+//  5. Commit.
+//
+// Why never older: a row of the target changes only in such a transaction,
+// and that transaction holds the row's exclusive lock from a source read
+// (step 2 for a row it found, step 4 for a row it inserted) until it
+// commits. Of two transactions that changed the row, the later one read the
+// source after the earlier one committed, so after the earlier one read: it
+// wrote the row as the source had it later, and a source row only moves
+// forward.
+//
+// Why step 4: step 1 cannot lock a row that does not exist. Under
+// REPEATABLE READ it takes the gap, which keeps anyone else from inserting
+// the row meanwhile, so the order above holds; but InnoDB grants one gap to
+// several transactions at once. Another writer can lock the same gap, read
+// the source later, find the row deleted, commit nothing (a delete of a
+// missing row), and only then this one's insert (which waited for that gap
+// lock) lands with its older read: the target keeps a row the source
+// deleted, after the writer that saw the delete is done (the applier's
+// checkpoint past it). Under READ COMMITTED step 1 locks nothing for a
+// missing row, and step 4 is also what keeps the order.
+//
+// The copier writes snapshot images without this protocol: it runs before
+// the apply starts, and the apply's replay from the copy's first snapshot
+// position brings every row changed since then to its current value.
+
+// keySync is one table's keys a writer brings to the target.
+type keySync struct {
+	src, dst *table
+	// filter, if set, is the shard the target holds: a source row of
+	// another shard counts as absent (a shared table's row that moved).
+	filter *ShardFilter
+	keys   []Key // distinct (distinctKeys)
+}
+
+// syncCounts are the rows a sync wrote.
+type syncCounts struct{ upserts, deletes int }
+
+func (c *syncCounts) add(o syncCounts) { c.upserts += o.upserts; c.deletes += o.deletes }
+
+// syncKeys makes the target's rows with the items' keys equal to the
+// source's current ones (steps 1 to 4) in tx, a transaction on the target,
+// reading the source through src, a session connection outside any
+// transaction. covers, if set, is where in the source's binary log the
+// transactions the caller wants reflected end (the applier's batch): the
+// read waits until the source shows them (binlog.SnapshotCovering). The
+// caller commits tx.
+func syncKeys(ctx context.Context, tx *sql.Tx, src *sql.Conn, items []keySync, covers *binlog.FileOffset) (syncCounts, error) {
+	s, err := lockAndRead(ctx, tx, src, items, covers)
+	if err != nil {
+		return syncCounts{}, err
+	}
+	return s.write(ctx, tx, src)
+}
+
+// syncRead is what steps 1 and 2 found for one table.
+type syncRead struct {
+	keySync
+	held map[string]Key // the keys with a target row at step 1, locked
+	rows [][]any        // the source's rows, source column order
+}
+
+type syncState []syncRead
+
+// lockAndRead is steps 1 and 2: every lock first, then every read, so that
+// what is read cannot change on the target before it is written.
+func lockAndRead(ctx context.Context, tx *sql.Tx, src *sql.Conn, items []keySync, covers *binlog.FileOffset) (syncState, error) {
+	s := make(syncState, len(items))
+	for i, it := range items {
+		locked, err := selectKeys(ctx, tx, it.dst, it.dst.pkList(), len(it.dst.PK), nil, it.keys, " FOR UPDATE")
+		if err != nil {
+			return nil, fmt.Errorf("migrate: lock %s: %w", it.dst.qualified(), err)
+		}
+		held, err := heldKeys(locked)
+		if err != nil {
+			return nil, err
+		}
+		s[i] = syncRead{keySync: it, held: held}
+	}
+	if covers != nil {
+		if err := binlog.SnapshotCovering(ctx, src, *covers); err != nil {
+			return nil, err
+		}
+	}
+	err := func() error {
+		for i := range s {
+			t := s[i].src
+			rows, err := selectKeys(ctx, src, t, t.columnList(), len(t.Columns), s[i].filter, s[i].keys, "")
+			if err != nil {
+				return fmt.Errorf("migrate: read %s: %w", t.qualified(), err)
+			}
+			s[i].rows = rows
+		}
+		return nil
+	}()
+	if covers != nil {
+		// A read-only snapshot: ending it either way releases its view.
+		end := "COMMIT"
+		if err != nil {
+			end = "ROLLBACK"
+		}
+		if _, eerr := src.ExecContext(context.WithoutCancel(ctx), end); err == nil && eerr != nil {
+			err = fmt.Errorf("migrate: end the source snapshot: %w", eerr)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// write is steps 3 and 4.
+func (s syncState) write(ctx context.Context, tx *sql.Tx, src queryer) (syncCounts, error) {
+	var n syncCounts
+	inserted := make([][][]any, len(s))
+	for i, r := range s {
+		c, ins, err := writeRows(ctx, tx, r.src, r.dst, r.held, r.rows)
+		if err != nil {
+			return n, err
+		}
+		n.add(c)
+		inserted[i] = ins
+	}
+	for i, r := range s {
+		c, err := recheck(ctx, tx, src, r.keySync, inserted[i])
+		if err != nil {
+			return n, err
+		}
+		n.add(c)
+	}
+	return n, nil
+}
+
+// heldKeys indexes the keys a locking read of key columns returned.
+func heldKeys(locked [][]any) (map[string]Key, error) {
+	held := make(map[string]Key, len(locked))
+	for _, r := range locked {
+		k := make(Key, len(r))
+		for i, v := range r {
+			b, err := valueBytes(v)
+			if err != nil {
+				return nil, err
+			}
+			k[i] = b
+		}
+		held[k.String()] = k
+	}
+	return held, nil
+}
+
+// writeRows deletes the held target rows whose keys rows (the source's,
+// read under the locks) lack, upserts rows, and returns the rows whose keys
+// were not held: inserted, so to be read again (step 4). Deletes go first,
+// so that a row that should be gone cannot block an upsert through a
+// secondary unique key, and so that a key equal only under the collation
+// (abc vs ABC) ends as the source has it.
+func writeRows(ctx context.Context, tx *sql.Tx, src, dst *table, held map[string]Key, rows [][]any) (syncCounts, [][]any, error) {
+	have := make(map[string]bool, len(rows))
+	var inserted [][]any
+	for _, r := range rows {
+		k, err := src.keyOf(r)
+		if err != nil {
+			return syncCounts{}, nil, err
+		}
+		have[k.String()] = true
+		if _, ok := held[k.String()]; !ok {
+			inserted = append(inserted, r)
+		}
+	}
+	var gone []Key
+	for s, k := range held {
+		if !have[s] {
+			gone = append(gone, k)
+		}
+	}
+	if err := deleteKeys(ctx, tx, dst, gone); err != nil {
+		return syncCounts{}, nil, err
+	}
+	if err := upsert(ctx, tx, dst, rows); err != nil {
+		return syncCounts{}, nil, err
+	}
+	return syncCounts{upserts: len(rows), deletes: len(gone)}, inserted, nil
+}
+
+// recheck is step 4 for one table: it reads the source's rows of the keys
+// of written (rows just inserted into keys without a target row, source
+// column order) again and writes those that changed since the first read.
+func recheck(ctx context.Context, tx *sql.Tx, src queryer, it keySync, written [][]any) (syncCounts, error) {
+	if len(written) == 0 {
+		return syncCounts{}, nil
+	}
+	wrote := make(map[string][]any, len(written))
+	keys := make([]Key, 0, len(written))
+	for _, r := range written {
+		k, err := it.src.keyOf(r)
+		if err != nil {
+			return syncCounts{}, err
+		}
+		wrote[k.String()] = r
+		keys = append(keys, k)
+	}
+	now, err := selectKeys(ctx, src, it.src, it.src.columnList(), len(it.src.Columns), it.filter, keys, "")
+	if err != nil {
+		return syncCounts{}, fmt.Errorf("migrate: read %s again: %w", it.src.qualified(), err)
+	}
+	var changed [][]any
+	have := make(map[string]bool, len(now))
+	for _, r := range now {
+		k, err := it.src.keyOf(r)
+		if err != nil {
+			return syncCounts{}, err
+		}
+		have[k.String()] = true
+		if diffColumns(it.src, wrote[k.String()], r) != nil {
+			changed = append(changed, r)
+		}
+	}
+	var gone []Key
+	for _, k := range keys {
+		if !have[k.String()] {
+			gone = append(gone, k)
+		}
+	}
+	if err := deleteKeys(ctx, tx, it.dst, gone); err != nil {
+		return syncCounts{}, err
+	}
+	if err := upsert(ctx, tx, it.dst, changed); err != nil {
+		return syncCounts{}, err
+	}
+	return syncCounts{upserts: len(changed), deletes: len(gone)}, nil
+}
+
+// distinctKeys returns keys sorted and without repeats (a new slice).
+func distinctKeys(keys []Key) []Key {
+	keys = slices.Clone(keys)
+	slices.SortFunc(keys, func(a, b Key) int { return strings.Compare(a.String(), b.String()) })
+	return slices.CompactFunc(keys, func(a, b Key) bool { return a.String() == b.String() })
+}
