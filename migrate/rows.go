@@ -121,8 +121,9 @@ func rowBytes(r []any) int {
 
 // keysPerStatement bounds the keys one statement names (deletes, locking
 // reads, reads by key): its placeholders stay far below maxParams for any
-// key width, and one round trip's locks and rows stay small.
-const keysPerStatement = 512
+// key width, and one statement's locks and rows stay a few milliseconds'
+// work.
+const keysPerStatement = 1024
 
 // deleteKeys deletes the rows with these primary keys, a batch of
 // equalities per statement.
