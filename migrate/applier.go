@@ -1,7 +1,6 @@
 package migrate
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -84,8 +83,10 @@ type ApplierConfig struct {
 	// server. A Filter, if set, must be of Shard.
 	Tables []TableMove
 	// Binlog is the source's replication connection (Addr, User, Password,
-	// a ServerID unique among the source's replicas and readers). Filter
-	// is replaced by the Tables' sources.
+	// a ServerID unique among the source's replicas and readers), to the
+	// server of the Tables' Source pool: the apply reads rows there in
+	// snapshots compared with this stream's binlog offsets. Filter is
+	// replaced by the Tables' sources.
 	Binlog binlog.Config
 	// CheckpointDatabase holds CheckpointTable on the target; "" means the
 	// first table's target database.
@@ -119,41 +120,54 @@ type ApplierStats struct {
 // (the Copier's doc comment states the argument and what the caller must
 // do first).
 //
-// Per source transaction (binlog.Txn, delivered only once committed, in
-// commit order): the changes of the mapped tables whose row belongs to the
-// shard are applied in ONE target transaction, which also moves the
-// checkpoint row to Txn.Next. When the apply is behind, the source
-// transactions already received (up to applyBatchTxns) share one target
-// transaction, which moves the checkpoint to the last one's Next: the
-// target still only ever shows the source's state after a source commit,
-// and the round trips per source transaction fall from five to a fraction
-// of one. Within a batch each table's operations keep the source's order;
-// operations of different tables are independent and run table by table. A row belongs to the shard if its shard key
-// (the Filter's column, router.ShardOf of its value) names the shard: the
-// After image's for inserts and updates, the Before image's for deletes;
-// an update that changes the key (impossible through Convoy, handled
-// anyway) is a delete when the row leaves the shard and an upsert when it
-// enters it. The After image is upserted whole (INSERT ... ON DUPLICATE KEY
-// UPDATE of every column); a delete removes the Before image's primary key;
-// an update that changed the primary key removes the old key, then upserts
-// the new row. Values are bound exactly as the binlog gives them, on a
-// connection set up as the Copier's (utf8mb4, UTC, strict, binary protocol).
+// The binlog says which rows changed; what the apply writes is the
+// source's current row of each, never the binlog's image of it. The
+// mirror (dual-write) writes a row's newest value to the target as soon
+// as the source has committed it; an apply that wrote the images of
+// source transactions it handles later would bring back older values
+// (an edited or recalled message reverting on the new side, which reads
+// on the read ramp would see). So the apply follows the protocol of every
+// live writer of the target (resync.go): lock the keys' target rows, read
+// the source's rows of those keys, write them, in one target transaction.
+//
+// Per batch of source transactions (binlog.Txn, delivered in commit order;
+// the ones already received, up to applyBatchTxns): the primary keys of
+// the rows of the shard the batch changed, per mapped table, are synced in
+// ONE target transaction, which also moves the checkpoint row to the last
+// transaction's Next. A row is of the shard if its shard key (the Filter's
+// column, router.ShardOf of its value) names the shard, in the change's
+// Before or After image: a row moved to another shard (impossible through
+// Convoy, handled anyway), or deleted, has its key named and its target
+// row deleted, as the source no longer has it in the shard. The source is
+// read in a consistent snapshot that shows the whole batch
+// (binlog.SnapshotCovering: the binlog streams a transaction before the
+// source's engine has committed it), on a connection set up as the
+// Copier's (utf8mb4, UTC, strict, binary protocol), a few queries a table
+// (keysPerStatement keys each).
 //
 // Guarantees:
-//   - Effectively once: a source transaction's rows and the checkpoint that
-//     says it is applied commit together, and Run resumes from the
-//     checkpoint row, so no restart applies a transaction twice and the
-//     target never goes back to an older value of a row. (Replaying anyway
-//     would be harmless for the end state: every operation is idempotent,
-//     so a replay from any earlier position, in order, converges; only
-//     while it runs could a reader of the target see older values.)
-//   - In order: transactions are applied in source commit order; a
-//     transaction is never split.
+//   - Never older: every write of a row of the target (this apply's, the
+//     mirror's, a repair's) holds the row's lock from its read of the
+//     source until it commits, so a write never replaces a value with an
+//     older one, whichever writer is late (resync.go states the argument).
+//   - Complete: the checkpoint moves past a batch only in the transaction
+//     that wrote its keys' rows as the source had them after the batch, or
+//     later. Reached and CaughtUp (positions the checkpoint passed) hence
+//     mean every source change before the position is on the target, or a
+//     later value of its row.
+//   - Restartable: Run resumes from the checkpoint row. Replaying from an
+//     earlier position (a Reset) writes current rows again: it converges on
+//     the source and, unlike a replay of images, never shows an older
+//     value while it runs.
 //   - Fenced: each target transaction first moves the checkpoint row from
 //     the position this applier last wrote, under its row lock; a second
 //     applier of the same job and shard that finds it moved gets
 //     ErrCheckpointMoved and its transaction rolls back. Two appliers can
 //     never interleave their writes.
+//
+// The target shows each row at a state the source had, in the source's
+// order; it does not show rows of different keys at one source commit
+// (neither did it with the mirror writing beside an image apply).
 //
 // Transactions with nothing of the shard move the checkpoint at most once
 // a second (checkpointEvery), in a transaction of its own.
@@ -315,9 +329,10 @@ func (a *Applier) Reset(ctx context.Context, origin binlog.Position) error {
 	return nil
 }
 
-// applyRun is one Run's target connection and what it last wrote.
+// applyRun is one Run's connections and what it last wrote.
 type applyRun struct {
-	conn    *sql.Conn
+	conn    *sql.Conn // the target: the checkpoint and the rows
+	src     *sql.Conn // the source: its rows read under conn's locks
 	saved   binlog.Position
 	savedAt time.Time
 }
@@ -326,9 +341,9 @@ type applyRun struct {
 // error stops it: from the checkpoint row if it records a replay from
 // origin, from origin itself if there is no row (it is created), and not at
 // all (ErrCheckpointOrigin) if the row records another origin. A lost
-// source connection is retried inside (binlog.Reader); a target error
-// returns (the caller retries Run, which resumes from the row). One Run at
-// a time.
+// binlog connection is retried inside (binlog.Reader); an error of the
+// target or of the source's rows returns (the caller retries Run, which
+// resumes from the row). One Run at a time.
 func (a *Applier) Run(ctx context.Context, origin binlog.Position) error {
 	origin, err := binlog.ParsePosition(string(origin))
 	if err != nil {
@@ -339,6 +354,16 @@ func (a *Applier) Run(ctx context.Context, origin binlog.Position) error {
 		return fmt.Errorf("migrate: applier target: %w", err)
 	}
 	defer discard(conn)
+	// Whatever the target's default: the gap locks of REPEATABLE READ are
+	// what keep the apply's inserts in order (resync.go, sourceRead.follows).
+	if _, err := conn.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
+		return fmt.Errorf("migrate: applier target: %w", err)
+	}
+	sconn, err := sessionConn(ctx, a.srcDB)
+	if err != nil {
+		return fmt.Errorf("migrate: applier source: %w", err)
+	}
+	defer discard(sconn)
 	from, err := a.resume(ctx, conn, origin)
 	if err != nil {
 		return err
@@ -346,7 +371,7 @@ func (a *Applier) Run(ctx context.Context, origin binlog.Position) error {
 	a.mu.Lock()
 	a.stats.Position, a.stats.Saved = from, from
 	a.mu.Unlock()
-	run := &applyRun{conn: conn, saved: from, savedAt: time.Now()}
+	run := &applyRun{conn: conn, src: sconn, saved: from, savedAt: time.Now()}
 	// The reader receives while the target applies: what arrives meanwhile
 	// is the next batch. Either side's error ends both.
 	sctx, stop := context.WithCancel(ctx)
@@ -451,10 +476,12 @@ func (a *Applier) resume(ctx context.Context, conn *sql.Conn, origin binlog.Posi
 }
 
 // handle applies a batch of source transactions in one target
-// transaction.
+// transaction: the source's current rows of the keys the batch changed,
+// read under the target's row locks in a snapshot that shows the whole
+// batch (resync.go), and the checkpoint row moved past the batch.
 func (a *Applier) handle(ctx context.Context, run *applyRun, batch []binlog.Txn) error {
 	last := batch[len(batch)-1]
-	var p opPlan
+	var p keyPlan
 	withOps := 0
 	for _, t := range batch {
 		n, err := a.plan(&p, t)
@@ -465,8 +492,8 @@ func (a *Applier) handle(ctx context.Context, run *applyRun, batch []binlog.Txn)
 			withOps++
 		}
 	}
-	ops := p.ops()
-	if len(ops) == 0 && time.Since(run.savedAt) < checkpointEvery {
+	items := p.items()
+	if len(items) == 0 && time.Since(run.savedAt) < checkpointEvery {
 		a.mu.Lock()
 		a.stats.Position, a.stats.SourceTime = last.Next, last.Time
 		a.stats.Skipped += uint64(len(batch))
@@ -474,29 +501,24 @@ func (a *Applier) handle(ctx context.Context, run *applyRun, batch []binlog.Txn)
 		a.mu.Unlock()
 		return nil
 	}
-	var upserts, deletes int
-	for _, op := range ops {
-		upserts += len(op.rows)
-		deletes += len(op.keys)
+	if len(items) > 0 && last.End.File == "" {
+		return fmt.Errorf("[BUG] migrate: source transaction %s without its binlog end", last.GTID)
 	}
+	var n syncCounts
 	var err error
 	for attempt := 1; ; attempt++ {
 		err = txn(ctx, run.conn, func(tx *sql.Tx) error {
 			if err := a.advance(ctx, tx, run.saved, last); err != nil {
 				return err
 			}
-			for _, op := range ops {
-				var err error
-				if op.rows != nil {
-					err = upsert(ctx, tx, op.t, op.rows)
-				} else {
-					err = deleteKeys(ctx, tx, op.t, op.keys)
-				}
-				if err != nil {
-					return err
-				}
+			if len(items) == 0 {
+				return nil
 			}
-			return nil
+			// The source shows the batch once its snapshot reaches the
+			// last transaction's end: every earlier one is before it.
+			var err error
+			n, err = syncKeys(ctx, tx, sourceRead{conn: run.src, covers: &last.End, follows: true}, items)
+			return err
 		})
 		if err == nil || attempt == applyAttempts || !retryable(err) {
 			break
@@ -506,8 +528,8 @@ func (a *Applier) handle(ctx context.Context, run *applyRun, batch []binlog.Txn)
 		}
 	}
 	if err != nil && len(batch) > 1 && ctx.Err() == nil && !errors.Is(err, ErrCheckpointMoved) {
-		// One transaction the target refuses fails the batch: apply them
-		// one by one, so that the ones before it are applied and the
+		// One transaction's rows the target refuses fail the batch: apply
+		// them one by one, so that the ones before it are applied and the
 		// error names it.
 		for i := range batch {
 			if err := a.handle(ctx, run, batch[i:i+1]); err != nil {
@@ -524,8 +546,8 @@ func (a *Applier) handle(ctx context.Context, run *applyRun, batch []binlog.Txn)
 	a.stats.Position, a.stats.Saved, a.stats.SourceTime = last.Next, last.Next, last.Time
 	a.stats.Txns += uint64(withOps)
 	a.stats.Skipped += uint64(len(batch) - withOps)
-	a.stats.Upserts += uint64(upserts)
-	a.stats.Deletes += uint64(deletes)
+	a.stats.Upserts += uint64(n.upserts)
+	a.stats.Deletes += uint64(n.deletes)
 	a.donePending(len(batch))
 	a.mu.Unlock()
 	return nil
@@ -567,60 +589,46 @@ func retryable(err error) bool {
 	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205) // ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
 }
 
-// applyOp is a run of consecutive operations of one kind on one target
-// table: upserts of rows (target column order) or deletes of keys. Merging
-// consecutive operations keeps the source's order where it matters: a
-// multi-row INSERT ... ON DUPLICATE KEY UPDATE handles its rows in order
-// (a key upserted twice ends with the later row), and deletes of a set of
-// keys commute.
-type applyOp struct {
-	t    *table
-	rows [][]any
-	keys []Key
+// keyPlan is the primary keys a batch's source transactions changed, of
+// rows of the shard before or after the change, per table in the order the
+// tables first appear. The apply writes each key's current source row, so
+// the order of the changes within the batch no longer matters: the keys
+// are a set.
+type keyPlan struct {
+	tables []*applyTable
+	keys   map[*applyTable][]Key
 }
 
-// opPlan is a batch's target operations, per table in the source's order;
-// tables in the order they first appear.
-type opPlan struct {
-	tables  []*table
-	byTable map[*table][]applyOp
+func (p *keyPlan) add(at *applyTable, k Key) {
+	if p.keys == nil {
+		p.keys = map[*applyTable][]Key{}
+	}
+	if _, seen := p.keys[at]; !seen {
+		p.tables = append(p.tables, at)
+	}
+	p.keys[at] = append(p.keys[at], k)
 }
 
-func (p *opPlan) add(dst *table, row []any, key Key) {
-	if p.byTable == nil {
-		p.byTable = map[*table][]applyOp{}
-	}
-	ops, seen := p.byTable[dst]
-	if !seen {
-		p.tables = append(p.tables, dst)
-	}
-	if n := len(ops); n > 0 && (ops[n-1].rows != nil) == (row != nil) {
-		if row != nil {
-			ops[n-1].rows = append(ops[n-1].rows, row)
-		} else {
-			ops[n-1].keys = append(ops[n-1].keys, key)
-		}
-	} else if row != nil {
-		ops = append(ops, applyOp{t: dst, rows: [][]any{row}})
-	} else {
-		ops = append(ops, applyOp{t: dst, keys: []Key{key}})
-	}
-	p.byTable[dst] = ops
-}
-
-// ops lists the operations table by table: rows of different tables are
-// independent, so this order ends in the same state as the source's.
-func (p *opPlan) ops() []applyOp {
-	var out []applyOp
-	for _, t := range p.tables {
-		out = append(out, p.byTable[t]...)
+// items is the plan as syncKeys takes it: each table's keys distinct, the
+// target's rows of the table's shard only.
+func (p *keyPlan) items() []keySync {
+	out := make([]keySync, 0, len(p.tables))
+	for _, at := range p.tables {
+		out = append(out, keySync{src: at.src, dst: at.dst, filter: at.filter, keys: distinctKeys(p.keys[at])})
 	}
 	return out
 }
 
-// plan adds a source transaction's target operations of the shard to p
-// and returns how many it added. It reads no server.
-func (a *Applier) plan(p *opPlan, t binlog.Txn) (int, error) {
+// plan adds the keys of a source transaction's changes of the shard to p
+// and returns how many changes were of the shard. It reads no server.
+//
+// A change is of the shard when its Before or its After image is (a delete
+// has no After, an insert no Before): an update that moves a row out of
+// the shard (impossible through Convoy, handled anyway) names a key whose
+// target row must go, one that moves a row in names a key whose row must
+// come; an update of the primary key names both keys. A change of rows of
+// other shards only (a shared table) names nothing.
+func (a *Applier) plan(p *keyPlan, t binlog.Txn) (int, error) {
 	n := 0
 	for i := range t.Changes {
 		c := &t.Changes[i]
@@ -632,34 +640,23 @@ func (a *Applier) plan(p *opPlan, t binlog.Txn) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		inBefore, err := at.owns(before)
-		if err != nil {
-			return n, err
-		}
-		inAfter, err := at.owns(after)
-		if err != nil {
-			return n, err
-		}
-		if inBefore {
-			oldKey, err := at.src.keyOf(before)
+		of := false
+		for _, img := range [][]any{before, after} {
+			ok, err := at.owns(img)
 			if err != nil {
 				return n, err
 			}
-			gone := !inAfter
-			if !gone {
-				newKey, err := at.src.keyOf(after)
-				if err != nil {
-					return n, err
-				}
-				gone = !sameKey(oldKey, newKey)
+			if !ok {
+				continue
 			}
-			if gone {
-				p.add(at.dst, nil, oldKey)
-				n++
+			k, err := at.src.keyOf(img)
+			if err != nil {
+				return n, err
 			}
+			p.add(at, k)
+			of = true
 		}
-		if inAfter {
-			p.add(at.dst, after, nil)
+		if of {
 			n++
 		}
 	}
@@ -743,8 +740,4 @@ func (at *applyTable) owns(row []any) (bool, error) {
 		return false, fmt.Errorf("%s.%s.%s: %w", at.src.Database, at.src.Name, at.filter.Column, err)
 	}
 	return router.ShardOf(k) == at.filter.Shard, nil
-}
-
-func sameKey(a, b Key) bool {
-	return slices.EqualFunc(a, b, bytes.Equal)
 }

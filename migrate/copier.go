@@ -62,17 +62,18 @@ const DefaultChunkRows = 500
 //     mixture and never a duplicate.
 //  3. Let P_min be the earliest snapshot position of the whole copy (the
 //     first snapshot's, since later snapshots start later). Replaying the
-//     source binlog from P_min, in commit order, with full row images
-//     applied idempotently (insert and update -> upsert of the after-image,
-//     delete -> delete by primary key, a no-op when the row is absent), and
-//     starting the replay after the last chunk has been written, ends with
-//     every row of the shard equal to the source: a row changed after P_min
-//     ends at its last change's image (the replay applies it after every
-//     chunk write); a row not changed after P_min was copied with its
-//     current value (it had that value in every snapshot at or after
-//     P_min); a row deleted after P_min is deleted by the replay even if a
-//     stale chunk wrote it back (so a stale chunk cannot resurrect a row a
-//     later DELETE removed).
+//     source binlog from P_min, in commit order, writing for each change
+//     the source's row of its key as the source has it when the change is
+//     handled (upserted, or deleted when the source no longer has it in
+//     the shard; the Applier), and starting the replay after the last
+//     chunk has been written, ends with every row of the shard equal to
+//     the source: a row changed after P_min ends at its value after its
+//     last change or later (the replay reads it after every chunk write);
+//     a row not changed after P_min was copied with its current value (it
+//     had that value in every snapshot at or after P_min); a row deleted
+//     after P_min is deleted by the replay even if a stale chunk wrote it
+//     back (so a stale chunk cannot resurrect a row a later DELETE
+//     removed).
 //  4. A restart is one more snapshot: the caller opens a new Snapshot and
 //     calls Run with the last saved Checkpoint. The rows after the
 //     checkpoint are read at the new, later position; rows before it stay
@@ -106,8 +107,9 @@ const DefaultChunkRows = 500
 //     the target late with a remembered image (a compensation queue entry
 //     replayed after the binlog apply passed its event) would bring back an
 //     older value: such writers must re-read the source row at write time
-//     (as RepairSegment does, under a target lock), or stop once the
-//     binlog apply runs, which covers them.
+//     under the target's row lock (resync.go, the protocol of the mirror,
+//     the apply and RepairSegment), or stop once the binlog apply runs,
+//     which covers them.
 //   - The target equals the source when the replay has caught up with the
 //     source's current position; confirm with a Checksummer.
 type Copier struct {

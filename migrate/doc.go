@@ -7,8 +7,10 @@
 //	ratelimit.go the rows-per-second token bucket shared by a shard's copies
 //	rows.go      reading rows and writing them idempotently (upsert, delete)
 //	copier.go    backfill: one shard's rows of one table, chunked, resumable
-//	applier.go   backfill: the source's binlog applied to the shard's rows,
-//	             one target transaction per source transaction, checkpointed
+//	applier.go   backfill: the source's binlog followed for the shard's
+//	             changed rows, written as the source has them now, one
+//	             target transaction per batch of source transactions,
+//	             checkpointed
 //	backfill.go  backfill as one resumable unit: copy every table, then
 //	             replay the binlog from the first snapshot's position
 //	checksum.go  verify: segmented checksums and sampled row comparison

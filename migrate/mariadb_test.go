@@ -31,6 +31,8 @@ func TestMariaDB(t *testing.T) {
 		{"ApplyFence", testApplyFence},
 		{"ApplyAtomic", testApplyAtomic},
 		{"ApplyRate", testApplyRate},
+		{"ApplyBehindMirror", testApplyBehindMirror},
+		{"ApplyNeverOlder", testApplyNeverOlder},
 		{"StaleChunk", testStaleChunk},
 		{"Backfill", testBackfill},
 		{"StorageFence", testStorageFence},

@@ -253,7 +253,7 @@ func (m *Mirror) syncOnce(ctx context.Context, items []keySync) (err error) {
 	return txn(ctx, dc, func(tx *sql.Tx) error {
 		// The client's commit returned before the mirror was called: the
 		// source shows it, no binlog point to wait for.
-		_, err := syncKeys(ctx, tx, sc, items, nil)
+		_, err := syncKeys(ctx, tx, sourceRead{conn: sc}, items)
 		return err
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/convoy-im/convoy/binlog"
 )
@@ -22,31 +23,53 @@ import (
 //  3. Delete the locked rows the source no longer has (or has in another
 //     shard), upsert the source's rows.
 //  4. Read the source again for the rows step 3 inserted, now that each
-//     insert holds its row's exclusive lock, and write what changed.
+//     insert holds its row's exclusive lock, and write what changed (the
+//     apply skips it: sourceRead.follows).
 //  5. Commit.
 //
-// Why never older: a row of the target changes only in such a transaction,
-// and that transaction holds the row's exclusive lock from a source read
-// (step 2 for a row it found, step 4 for a row it inserted) until it
-// commits. Of two transactions that changed the row, the later one read the
-// source after the earlier one committed, so after the earlier one read: it
-// wrote the row as the source had it later, and a source row only moves
-// forward.
+// Why never older: a row of the target changes only in such a
+// transaction, and from its source read to its commit nobody else can
+// change the row: a row found at step 1 is locked from there; a missing
+// row's gap is locked under REPEATABLE READ, and nobody can insert into
+// it; at step 4 the inserted row itself is locked. So of two transactions
+// that changed a row, the later one read the source after the earlier one
+// committed, so after the earlier one read: it wrote the row as the
+// source had it later, and a source row only moves forward.
 //
-// Why step 4: step 1 cannot lock a row that does not exist. Under
-// REPEATABLE READ it takes the gap, which keeps anyone else from inserting
-// the row meanwhile, so the order above holds; but InnoDB grants one gap to
-// several transactions at once. Another writer can lock the same gap, read
-// the source later, find the row deleted, commit nothing (a delete of a
-// missing row), and only then this one's insert (which waited for that gap
-// lock) lands with its older read: the target keeps a row the source
-// deleted, after the writer that saw the delete is done (the applier's
-// checkpoint past it). Under READ COMMITTED step 1 locks nothing for a
-// missing row, and step 4 is also what keeps the order.
+// Why step 4, then: InnoDB grants one gap to several transactions at once.
+// Another writer can lock the same gap, read the source later, find the
+// row deleted, commit nothing (a delete of a missing row), and only then
+// this one's insert (which waited for that gap lock) lands with its older
+// read. The target's rows still move forward, but it keeps a row the
+// source deleted, and the writer that saw the delete is done (the apply's
+// checkpoint past it): step 4 finds the row gone. Under READ COMMITTED
+// step 1 locks nothing for a missing row, and step 4 is also what keeps
+// the order.
 //
 // The copier writes snapshot images without this protocol: it runs before
 // the apply starts, and the apply's replay from the copy's first snapshot
 // position brings every row changed since then to its current value.
+
+// snapshotWait bounds the wait for the source to show a streamed batch:
+// the gap is the server's commit of a group already in its binary log,
+// microseconds; a longer one is a sick server, or a binlog stream from
+// another server than the source pool's.
+const snapshotWait = 10 * time.Second
+
+// sourceRead is how a writer reads the source in syncKeys.
+type sourceRead struct {
+	conn *sql.Conn // a session connection, outside any transaction
+	// covers, if set, is where in the source's binary log the transactions
+	// the writer must reflect end (the apply's batch): the read waits until
+	// the source shows them (binlog.SnapshotCovering).
+	covers *binlog.FileOffset
+	// follows: the writer writes a key again after every later source
+	// change of it, and its target transactions are REPEATABLE READ (the
+	// apply, following the binlog). It skips step 4: the gap lock keeps
+	// the order, and a row it inserts that the source has deleted
+	// meanwhile is deleted by its own next batch, the delete's.
+	follows bool
+}
 
 // keySync is one table's keys a writer brings to the target.
 type keySync struct {
@@ -63,14 +86,10 @@ type syncCounts struct{ upserts, deletes int }
 func (c *syncCounts) add(o syncCounts) { c.upserts += o.upserts; c.deletes += o.deletes }
 
 // syncKeys makes the target's rows with the items' keys equal to the
-// source's current ones (steps 1 to 4) in tx, a transaction on the target,
-// reading the source through src, a session connection outside any
-// transaction. covers, if set, is where in the source's binary log the
-// transactions the caller wants reflected end (the applier's batch): the
-// read waits until the source shows them (binlog.SnapshotCovering). The
-// caller commits tx.
-func syncKeys(ctx context.Context, tx *sql.Tx, src *sql.Conn, items []keySync, covers *binlog.FileOffset) (syncCounts, error) {
-	s, err := lockAndRead(ctx, tx, src, items, covers)
+// source's current ones (steps 1 to 4) in tx, a transaction on the target.
+// The caller commits tx.
+func syncKeys(ctx context.Context, tx *sql.Tx, src sourceRead, items []keySync) (syncCounts, error) {
+	s, err := lockAndRead(ctx, tx, src, items)
 	if err != nil {
 		return syncCounts{}, err
 	}
@@ -88,7 +107,7 @@ type syncState []syncRead
 
 // lockAndRead is steps 1 and 2: every lock first, then every read, so that
 // what is read cannot change on the target before it is written.
-func lockAndRead(ctx context.Context, tx *sql.Tx, src *sql.Conn, items []keySync, covers *binlog.FileOffset) (syncState, error) {
+func lockAndRead(ctx context.Context, tx *sql.Tx, src sourceRead, items []keySync) (syncState, error) {
 	s := make(syncState, len(items))
 	for i, it := range items {
 		locked, err := selectKeys(ctx, tx, it.dst, it.dst.pkList(), len(it.dst.PK), nil, it.keys, " FOR UPDATE")
@@ -101,15 +120,18 @@ func lockAndRead(ctx context.Context, tx *sql.Tx, src *sql.Conn, items []keySync
 		}
 		s[i] = syncRead{keySync: it, held: held}
 	}
-	if covers != nil {
-		if err := binlog.SnapshotCovering(ctx, src, *covers); err != nil {
-			return nil, err
+	if src.covers != nil {
+		wctx, cancel := context.WithTimeout(ctx, snapshotWait)
+		err := binlog.SnapshotCovering(wctx, src.conn, *src.covers)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("migrate: source snapshot: %w", err)
 		}
 	}
 	err := func() error {
 		for i := range s {
 			t := s[i].src
-			rows, err := selectKeys(ctx, src, t, t.columnList(), len(t.Columns), s[i].filter, s[i].keys, "")
+			rows, err := selectKeys(ctx, src.conn, t, t.columnList(), len(t.Columns), s[i].filter, s[i].keys, "")
 			if err != nil {
 				return fmt.Errorf("migrate: read %s: %w", t.qualified(), err)
 			}
@@ -117,13 +139,13 @@ func lockAndRead(ctx context.Context, tx *sql.Tx, src *sql.Conn, items []keySync
 		}
 		return nil
 	}()
-	if covers != nil {
+	if src.covers != nil {
 		// A read-only snapshot: ending it either way releases its view.
 		end := "COMMIT"
 		if err != nil {
 			end = "ROLLBACK"
 		}
-		if _, eerr := src.ExecContext(context.WithoutCancel(ctx), end); err == nil && eerr != nil {
+		if _, eerr := src.conn.ExecContext(context.WithoutCancel(ctx), end); err == nil && eerr != nil {
 			err = fmt.Errorf("migrate: end the source snapshot: %w", eerr)
 		}
 	}
@@ -134,7 +156,7 @@ func lockAndRead(ctx context.Context, tx *sql.Tx, src *sql.Conn, items []keySync
 }
 
 // write is steps 3 and 4.
-func (s syncState) write(ctx context.Context, tx *sql.Tx, src queryer) (syncCounts, error) {
+func (s syncState) write(ctx context.Context, tx *sql.Tx, src sourceRead) (syncCounts, error) {
 	var n syncCounts
 	inserted := make([][][]any, len(s))
 	for i, r := range s {
@@ -145,8 +167,11 @@ func (s syncState) write(ctx context.Context, tx *sql.Tx, src queryer) (syncCoun
 		n.add(c)
 		inserted[i] = ins
 	}
+	if src.follows {
+		return n, nil
+	}
 	for i, r := range s {
-		c, err := recheck(ctx, tx, src, r.keySync, inserted[i])
+		c, err := recheck(ctx, tx, src.conn, r.keySync, inserted[i])
 		if err != nil {
 			return n, err
 		}

@@ -22,11 +22,7 @@ func testSyncGap(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewMirror(ctx, "gap", []MirrorTable{{Logical: "t", Source: src, Target: dst}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := newMirror(t, ctx, "gap", src, dst)
 	key := func(id uint64) Key {
 		k, err := KeyOf(id)
 		if err != nil {
@@ -49,7 +45,7 @@ func testSyncGap(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	s, err := lockAndRead(ctx, tx, sc, []keySync{{src: st, dst: dt, keys: []Key{key(5), key(6)}}}, nil)
+	s, err := lockAndRead(ctx, tx, sourceRead{conn: sc}, []keySync{{src: st, dst: dt, keys: []Key{key(5), key(6)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +56,7 @@ func testSyncGap(t *testing.T, e *env) {
 	if err := m.Sync(ctx, "t", []Key{key(5)}); err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.write(ctx, tx, sc)
+	n, err := s.write(ctx, tx, sourceRead{conn: sc})
 	if err != nil {
 		t.Fatal(err)
 	}
