@@ -261,10 +261,19 @@ func (a *Applier) Stats() ApplierStats {
 	return s
 }
 
+// caughtUpWait bounds how long CaughtUp waits for source transactions the
+// stream has already handed over. Under a steady stream of writes the
+// apply is busy with a batch at almost every instant even when it keeps
+// up (a batch reads the source under the target's locks: a dozen round
+// trips), so a check that did not wait for the batch under way would
+// almost never find it caught up.
+const caughtUpWait = 100 * time.Millisecond
+
 // CaughtUp reports whether every source transaction committed before the
 // call has been applied (or had nothing of the shard): the applied
-// position has reached the source's current one. Each call is also a
-// sample of the lag (Stats().Lag).
+// position has reached the source's current one, waiting up to
+// caughtUpWait when the stream has received them all and only their apply
+// is under way. Each call is also a sample of the lag (Stats().Lag).
 func (a *Applier) CaughtUp(ctx context.Context) (bool, error) {
 	// The moment before the position is read: everything the source
 	// committed before it is at or before the position.
@@ -276,6 +285,13 @@ func (a *Applier) CaughtUp(ctx context.Context) (bool, error) {
 	ok, err := a.Reached(cur)
 	if err != nil {
 		return false, err
+	}
+	if st := a.reader.Stats(); !ok && st.Streaming {
+		if received, err := st.Position.Reached(cur); err == nil && received {
+			wctx, cancel := context.WithTimeout(ctx, caughtUpWait)
+			ok = waitReached(wctx, cur, a.Reached) == nil
+			cancel()
+		}
 	}
 	a.lag.observe(at, cur, ok, a.Reached)
 	return ok, nil
