@@ -148,6 +148,7 @@ type convoyProc struct {
 	logPath string
 	cfgPath string
 	exited  chan struct{}
+	rebinds int // times start gave it new ports (rebind)
 }
 
 func freeAddr(t testing.TB) string {
@@ -264,6 +265,13 @@ func (p *convoyProc) start(t testing.TB) {
 		}
 		select {
 		case <-p.exited:
+			if strings.Contains(p.logTail(), "address already in use") && p.rebind(t) {
+				// freeAddr's port was taken by another process between
+				// its check and convoy's bind (tests of other packages
+				// run beside this one): new ports, start again.
+				p.start(t)
+				return
+			}
 			t.Fatalf("convoy exited during start-up:\n%s", p.logTail())
 		default:
 		}
@@ -272,6 +280,28 @@ func (p *convoyProc) start(t testing.TB) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// rebind gives the process new listen addresses in its config, at most
+// twice in its life; false once it has.
+func (p *convoyProc) rebind(t testing.TB) bool {
+	t.Helper()
+	if p.rebinds >= 2 {
+		return false
+	}
+	p.rebinds++
+	b, err := os.ReadFile(p.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, metrics := freeAddr(t), freeAddr(t)
+	cfg := strings.Replace(strings.Replace(string(b), "listen: "+p.addr+"\n", "listen: "+addr+"\n", 1),
+		"metrics_listen: "+p.metrics+"\n", "metrics_listen: "+metrics+"\n", 1)
+	if err := os.WriteFile(p.cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.addr, p.metrics = addr, metrics
+	return true
 }
 
 // restartWith kills the process and starts it again with extraYAML
