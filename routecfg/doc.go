@@ -75,7 +75,7 @@
 // # Migration state
 //
 // Under /convoy/<cluster>/migrations/ (jobs.go, runner.go, miglock.go,
-// lockfollow.go):
+// switchturn.go, lockfollow.go):
 //
 //	<shard>                  job record (JSON: id, from, to, step, intent,
 //	                         times, last error, opaque progress); shard as
@@ -83,6 +83,9 @@
 //	runners/<shard>/<lease>  election candidates (etcd concurrency.Election);
 //	                         the oldest key is the runner
 //	locks/<shard>            the migration lock, under the runner's lease
+//	switching/<lease>        a runner queued for the cluster's switch turn
+//	                         (one switch at a time), under its lease; the
+//	                         oldest key's runner switches
 //	acks/<shard>/<proxy-id>  a proxy's acknowledgement, under its
 //	                         registration lease
 //	ramping/<shard>/<proxy-id> a proxy that may send the shard's reads to
@@ -109,13 +112,18 @@
 // not let any proxy send a write of the shard to the old side after the new
 // side became authoritative, nor reorder writes. The protocol:
 //
-//  1. The runner (Runner.Switch) reads the route document (version V) and,
-//     in one transaction that also checks the routes are still at that read,
-//     the job exists and it is still elected, puts locks/<shard> under its
-//     lease with {job, runner, route_version V+1, state "holding", ack
-//     timeout, max hold, deadline} and reads the registered proxies: the
-//     snapshot. Every proxy that registers later starts its follower after
-//     that revision and so finds the lock.
+//  0. The runner (Runner.Switch) waits for the cluster's switch turn
+//     (switchturn.go), holding nothing: every flip is a compare-and-swap on
+//     the one route document, so two shards switching at once would both
+//     hold their writes and the loser's flip would fail. A dead runner's
+//     turn goes with its lease; a wait ends with the caller's context.
+//  1. The runner reads the route document (version V) and, in one
+//     transaction that also checks the routes are still at that read, the
+//     job exists, it still has its turn and is still elected, puts
+//     locks/<shard> under its lease with {job, runner, route_version V+1,
+//     state "holding", ack timeout, max hold, deadline} and reads the
+//     registered proxies: the snapshot. Every proxy that registers later
+//     starts its follower after that revision and so finds the lock.
 //  2. Every proxy's LockFollower sees the lock (a watch on the migrations
 //     prefix) and calls ShardHolder.Hold: the engine stops sending the
 //     shard's new writes, queues them in order and lets the transactions
@@ -137,12 +145,13 @@
 //     SwitchTx.FlipRoutes, is one transaction: if the routes are still at
 //     the version read in 1, the lock is unchanged and the runner still
 //     elected, store the edited document as V+1 and rewrite the lock's state
-//     to "switched". So the routes change under a lock only while that lock
-//     exists, and a lock's last value says whether they did.
+//     to "switched" (and checks the runner's turn). So the routes change
+//     under a lock only while that lock exists, and a lock's last value
+//     says whether they did.
 //  5. The runner deletes the lock (whatever happened) and learns from the
-//     deleted value whether the routes were flipped. It retries the delete
-//     while etcd does not answer, until its lease is lost (the lock then goes
-//     with it).
+//     deleted value whether the routes were flipped, then gives its turn
+//     back. It retries both deletes while etcd does not answer, until its
+//     lease is lost (the keys then go with it).
 //  6. A proxy that sees the lock gone releases only once it knows the routes
 //     the switch left: if the lock's last value (the delete event's previous
 //     value) says "switched", once its route watcher serves at least V+1; if

@@ -199,6 +199,7 @@ type SwitchResult struct {
 // shard's writes.
 type SwitchTx struct {
 	r         *Runner
+	turn      *switchTurn
 	lockKey   string
 	info      LockInfo // as stored at lockRev
 	lockRev   int64
@@ -236,8 +237,9 @@ func (tx *SwitchTx) Lock() LockInfo { return tx.info }
 // FlipRoutes stores doc (edited from Routes(), so with its Version) as
 // version RouteVersion(), in one etcd transaction that also marks the lock
 // LockSwitched, and only if the routes are unchanged since the lock was
-// taken (else ErrVersionConflict), the lock is still this one (else
-// ErrLockLost) and the runner is still elected (else ErrNotRunner): a
+// taken (else ErrVersionConflict), the lock is still this one and the
+// runner still has the cluster's switch turn (else ErrLockLost) and the
+// runner is still elected (else ErrNotRunner): a
 // migrator whose lease expired can never flip routes under a lock that
 // proxies no longer honour. An invalid document is never written. After an
 // error without an answer from etcd, calling it again is safe: it recognises
@@ -268,9 +270,10 @@ func (tx *SwitchTx) FlipRoutes(ctx context.Context, doc router.Document) error {
 	resp, err := tx.r.store.cli.Txn(ctx).
 		If(tx.r.guard().cmps(
 			clientv3.Compare(clientv3.ModRevision(routesKey), "=", tx.routesRev),
-			clientv3.Compare(clientv3.ModRevision(tx.lockKey), "=", tx.lockRev))...).
+			clientv3.Compare(clientv3.ModRevision(tx.lockKey), "=", tx.lockRev),
+			tx.turn.owns())...).
 		Then(clientv3.OpPut(routesKey, string(val)), clientv3.OpPut(tx.lockKey, string(lockVal), clientv3.WithLease(tx.r.Lease()))).
-		Else(clientv3.OpGet(routesKey), clientv3.OpGet(tx.lockKey, clientv3.WithKeysOnly())).
+		Else(clientv3.OpGet(routesKey), clientv3.OpGet(tx.lockKey, clientv3.WithKeysOnly()), clientv3.OpGet(tx.turn.key, clientv3.WithKeysOnly())).
 		Commit()
 	if err != nil {
 		tx.state, tx.value = flipUnknown, val
@@ -279,6 +282,7 @@ func (tx *SwitchTx) FlipRoutes(ctx context.Context, doc router.Document) error {
 	if !resp.Succeeded {
 		routes := resp.Responses[0].GetResponseRange().GetKvs()
 		lock := resp.Responses[1].GetResponseRange().GetKvs()
+		turn := resp.Responses[2].GetResponseRange().GetKvs()
 		switch {
 		case tx.state == flipUnknown && len(routes) == 1 && bytes.Equal(routes[0].Value, val):
 			// Our unanswered attempt was applied.
@@ -286,6 +290,8 @@ func (tx *SwitchTx) FlipRoutes(ctx context.Context, doc router.Document) error {
 			return fmt.Errorf("routecfg: route flip of shard %d: %w: the routes changed since the lock was taken", tx.info.Shard, ErrVersionConflict)
 		case len(lock) == 0 || lock[0].ModRevision != tx.lockRev:
 			return fmt.Errorf("routecfg: route flip of shard %d: %w (its lease expired?)", tx.info.Shard, ErrLockLost)
+		case len(turn) == 0 || turn[0].CreateRevision != tx.turn.rev:
+			return fmt.Errorf("routecfg: route flip of shard %d: %w: the runner's switch turn %s is gone", tx.info.Shard, ErrLockLost, tx.turn.key)
 		default:
 			return tx.r.guard().lost()
 		}
@@ -297,11 +303,13 @@ func (tx *SwitchTx) FlipRoutes(ctx context.Context, doc router.Document) error {
 }
 
 // Switch runs the per-shard migration lock protocol (doc.go, "Migration
-// lock"): it takes the shard's lock under the runner's lease, waits until
-// every live proxy acknowledged that it holds the shard's writes (a proxy
-// whose registration expires meanwhile no longer counts; one that
-// registers meanwhile must acknowledge too), calls flip while they all hold,
-// and removes the lock. A missing acknowledgement at the deadline, or an
+// lock"): it waits for the cluster's switch turn (one switch at a time:
+// switchturn.go), takes the shard's lock under the runner's lease, waits
+// until every live proxy acknowledged that it holds the shard's writes (a
+// proxy whose registration expires meanwhile no longer counts; one that
+// registers meanwhile must acknowledge too), calls flip while they all
+// hold, removes the lock and gives the turn back. A missing
+// acknowledgement at the deadline, or an
 // error from flip before FlipRoutes succeeded, aborts with ErrSwitchAborted
 // and the routes unchanged. flip's context ends at the lock's deadline or
 // when the runner loses its lease.
@@ -318,13 +326,28 @@ func (r *Runner) Switch(ctx context.Context, opts SwitchOptions, flip func(conte
 		opts.MaxHold = DefaultMaxHold
 	}
 	opts.MaxHold = max(opts.MaxHold, opts.AckTimeout)
-	var res SwitchResult
 	select {
 	case <-r.Done():
-		return res, r.guard().lost()
+		return SwitchResult{}, r.guard().lost()
 	default:
 	}
-	tx, proxies, err := r.takeLock(ctx, opts)
+	turn, err := r.takeTurn(ctx)
+	if err != nil {
+		return SwitchResult{}, err
+	}
+	res, err := r.switchLocked(ctx, opts, flip, turn)
+	if rerr := r.releaseTurn(turn); rerr != nil {
+		// Only once the lease is lost, which takes the turn with it.
+		r.log.Warn("switch turn not given back", zap.Error(rerr))
+	}
+	return res, err
+}
+
+// switchLocked takes the shard's lock, waits for the acknowledgements,
+// calls flip and removes the lock, all while the runner has its turn.
+func (r *Runner) switchLocked(ctx context.Context, opts SwitchOptions, flip func(context.Context, *SwitchTx) error, turn *switchTurn) (SwitchResult, error) {
+	var res SwitchResult
+	tx, proxies, err := r.takeLock(ctx, opts, turn)
 	if err != nil {
 		return res, err
 	}
@@ -381,8 +404,8 @@ func (r *Runner) Switch(ctx context.Context, opts SwitchOptions, flip func(conte
 // takeLock reads the routes and puts the lock, in one transaction with the
 // read of the live proxies, so that every proxy registered after that
 // revision finds the lock when its follower starts.
-func (r *Runner) takeLock(ctx context.Context, opts SwitchOptions) (*SwitchTx, []string, error) {
-	tx, proxies, err := r.takeLockOnce(ctx, opts)
+func (r *Runner) takeLock(ctx context.Context, opts SwitchOptions, turn *switchTurn) (*SwitchTx, []string, error) {
+	tx, proxies, err := r.takeLockOnce(ctx, opts, turn)
 	var stale *staleLock
 	if errors.As(err, &stale) {
 		// This runner's own earlier attempt, whose creation got no answer
@@ -396,7 +419,7 @@ func (r *Runner) takeLock(ctx context.Context, opts SwitchOptions) (*SwitchTx, [
 			return nil, nil, fmt.Errorf("routecfg: shard %d: remove this runner's leftover migration lock: %w", r.shard, cmp.Or(derr, ErrLockHeld))
 		}
 		r.log.Warn("removed this runner's leftover migration lock (an earlier attempt went unanswered)", zap.Int64("revision", stale.modRev))
-		tx, proxies, err = r.takeLockOnce(ctx, opts)
+		tx, proxies, err = r.takeLockOnce(ctx, opts, turn)
 	}
 	return tx, proxies, err
 }
@@ -413,7 +436,7 @@ func (e *staleLock) Error() string {
 
 func (e *staleLock) Unwrap() error { return ErrLockHeld }
 
-func (r *Runner) takeLockOnce(ctx context.Context, opts SwitchOptions) (*SwitchTx, []string, error) {
+func (r *Runner) takeLockOnce(ctx context.Context, opts SwitchOptions, turn *switchTurn) (*SwitchTx, []string, error) {
 	cli, cluster := r.store.cli, r.store.cluster
 	job, err := r.Job(ctx)
 	if err != nil {
@@ -443,10 +466,12 @@ func (r *Runner) takeLockOnce(ctx context.Context, opts SwitchOptions) (*SwitchT
 		If(r.guard().cmps(
 			clientv3.Compare(clientv3.CreateRevision(lockKey), "=", 0),
 			clientv3.Compare(clientv3.ModRevision(routesKey), "=", rresp.Kvs[0].ModRevision),
-			clientv3.Compare(clientv3.CreateRevision(jobKey), ">", 0))...).
+			clientv3.Compare(clientv3.CreateRevision(jobKey), ">", 0),
+			turn.owns())...).
 		Then(clientv3.OpPut(lockKey, string(val), clientv3.WithLease(r.Lease())),
 			clientv3.OpGet(ProxiesPrefix(cluster), clientv3.WithPrefix(), clientv3.WithKeysOnly())).
-		Else(clientv3.OpGet(lockKey), clientv3.OpGet(routesKey, clientv3.WithKeysOnly()), clientv3.OpGet(jobKey, clientv3.WithKeysOnly())).
+		Else(clientv3.OpGet(lockKey), clientv3.OpGet(routesKey, clientv3.WithKeysOnly()), clientv3.OpGet(jobKey, clientv3.WithKeysOnly()),
+			clientv3.OpGet(turn.key, clientv3.WithKeysOnly())).
 		Commit()
 	if err != nil {
 		// Unanswered: the lock may exist. It is under our lease; remove it
@@ -458,6 +483,7 @@ func (r *Runner) takeLockOnce(ctx context.Context, opts SwitchOptions) (*SwitchT
 		lock := resp.Responses[0].GetResponseRange().GetKvs()
 		routes := resp.Responses[1].GetResponseRange().GetKvs()
 		jobKV := resp.Responses[2].GetResponseRange().GetKvs()
+		turnKV := resp.Responses[3].GetResponseRange().GetKvs()
 		switch {
 		case len(lock) == 1:
 			held, _ := decodeLock(lock[0].Value, lock[0].CreateRevision)
@@ -469,6 +495,8 @@ func (r *Runner) takeLockOnce(ctx context.Context, opts SwitchOptions) (*SwitchT
 			return nil, nil, fmt.Errorf("routecfg: shard %d: %w: the routes changed while the lock was being taken; try again", r.shard, ErrVersionConflict)
 		case len(jobKV) == 0:
 			return nil, nil, fmt.Errorf("routecfg: %w %d", ErrJobNotFound, r.shard)
+		case len(turnKV) == 0 || turnKV[0].CreateRevision != turn.rev:
+			return nil, nil, fmt.Errorf("routecfg: shard %d: %w: the runner's switch turn %s is gone", r.shard, ErrLockLost, turn.key)
 		default:
 			return nil, nil, r.guard().lost()
 		}
@@ -480,7 +508,7 @@ func (r *Runner) takeLockOnce(ctx context.Context, opts SwitchOptions) (*SwitchT
 	for _, kv := range resp.Responses[1].GetResponseRange().GetKvs() {
 		proxies = append(proxies, strings.TrimPrefix(string(kv.Key), prefix))
 	}
-	tx := &SwitchTx{r: r, lockKey: lockKey, info: info, lockRev: lockRev, doc: doc, routesRev: rresp.Kvs[0].ModRevision}
+	tx := &SwitchTx{r: r, turn: turn, lockKey: lockKey, info: info, lockRev: lockRev, doc: doc, routesRev: rresp.Kvs[0].ModRevision}
 	return tx, proxies, nil
 }
 
@@ -651,40 +679,28 @@ func startWatch(ctx context.Context, cli *clientv3.Client, key string, opts ...c
 // transaction). It retries while etcd does not answer, until the runner's
 // lease is lost (the lock then goes with it).
 func (r *Runner) removeLock(tx *SwitchTx) (bool, error) {
-	cli := r.store.cli
-	backoff := 50 * time.Millisecond
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		resp, err := cli.Txn(ctx).
+	var resp *clientv3.TxnResponse
+	err := r.untilAnswered("remove the migration lock", func(ctx context.Context) error {
+		var err error
+		resp, err = r.store.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(tx.lockKey), "=", tx.lockRev)).
 			Then(clientv3.OpDelete(tx.lockKey, clientv3.WithPrevKV())).
 			Commit()
-		cancel()
-		if err == nil {
-			if resp.Succeeded {
-				if prev := resp.Responses[0].GetResponseDeleteRange().GetPrevKvs(); len(prev) == 1 {
-					if l, err := decodeLock(prev[0].Value, tx.lockRev); err == nil {
-						return l.State == LockSwitched, nil
-					}
-				}
+		return err
+	})
+	if err != nil {
+		flipped, ferr := r.flipOutcome(tx)
+		return flipped, errors.Join(fmt.Errorf("routecfg: shard %d: the migration lock could not be removed before the runner's lease was lost; it expires with it: %w", r.shard, err), ferr)
+	}
+	if resp.Succeeded {
+		if prev := resp.Responses[0].GetResponseDeleteRange().GetPrevKvs(); len(prev) == 1 {
+			if l, err := decodeLock(prev[0].Value, tx.lockRev); err == nil {
+				return l.State == LockSwitched, nil
 			}
-			// Gone already (expired with our lease) or undecodable.
-			return r.flipOutcome(tx)
-		}
-		select {
-		case <-r.Done():
-			flipped, ferr := r.flipOutcome(tx)
-			return flipped, errors.Join(fmt.Errorf("routecfg: shard %d: the migration lock could not be removed before the runner's lease was lost; it expires with it: %w", r.shard, err), ferr)
-		case <-time.After(backoff):
-		}
-		if backoff == 50*time.Millisecond {
-			r.log.Warn("cannot remove the migration lock yet; retrying until etcd answers or the runner's lease is lost", zap.Error(err))
-		}
-		backoff = min(2*backoff, time.Second)
-		if conn := cli.ActiveConnection(); conn != nil {
-			conn.ResetConnectBackoff()
 		}
 	}
+	// Gone already (expired with our lease) or undecodable.
+	return r.flipOutcome(tx)
 }
 
 // flipOutcome decides whether the routes were flipped when the lock's last

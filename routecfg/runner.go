@@ -117,7 +117,7 @@ func (r *Runner) ID() string { return r.id }
 func (r *Runner) Shard() int { return r.shard }
 
 // Lease is the runner's session lease, which also carries its migration
-// locks.
+// locks and its switch turn.
 func (r *Runner) Lease() clientv3.LeaseID { return r.lead.Lease() }
 
 // Done is closed when the runner's lease is no longer kept alive (expired,
