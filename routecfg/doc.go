@@ -133,11 +133,16 @@
 //     lease, in a transaction conditional on the lock still being this one.
 //  3. The runner waits (default 2 s) until each proxy of the snapshot, and
 //     each proxy that registers during the wait, has acknowledged this lock
-//     revision or lost its registration (key deleted: its lease expired). An
-//     acknowledgement of another lock revision does not count. If one is
-//     missing at the deadline, the switch aborts: the lock is deleted,
-//     nothing else changed, Switch returns ErrSwitchAborted naming the
-//     proxies.
+//     revision, lost its registration (key deleted: its lease expired), or
+//     refuses connections at its registered listen address (its process is
+//     gone: miglock_proxies.go says why that signal, and only that one, is
+//     trusted). An acknowledgement of another lock revision does not
+//     count. If one is missing at the deadline, the switch aborts: the lock
+//     is deleted, nothing else changed. If the missing proxies then turn
+//     out to be gone (registration expired without a renewal, or refusing
+//     connections), Switch waits for that holding nothing and tries again,
+//     up to three locks in all; else it returns ErrSwitchAborted naming
+//     the proxies by their registered address.
 //  4. With every live proxy holding, the runner calls the caller's flip
 //     callback (fence marker, wait for the binlog apply, route flip, reverse
 //     replication), whose context ends at the lock's deadline (default 5 s
@@ -168,10 +173,14 @@
 //     (and its election key) with it; proxies proceed as in 6 from the
 //     lock's last value. A migrator cut off from etcd cannot flip late: the
 //     flip compares the lock and its election key.
-//   - Proxy dies (SIGKILL) before acknowledging: its registration expires
-//     after its TTL; from then on the runner no longer waits for it. With
-//     the default TTL (10 s) longer than the ack timeout (2 s), a proxy that
-//     dies just before a switch makes that switch abort; the job retries.
+//   - Proxy dies (SIGKILL) before acknowledging: its listen address refuses
+//     connections at once, and the runner stops waiting for it (probed
+//     from 100 ms after the lock). A proxy that cannot be probed (a
+//     wildcard or host name address, a host that went away) counts until
+//     its registration expires after its TTL (default 10 s, longer than the
+//     2 s ack timeout): that switch aborts, and Switch tries again once the
+//     registration is gone. A proxy that is alive but silent (its lease
+//     still renewed) makes the switch abort; the job retries later.
 //   - Deadline: a proxy counts the lock's max hold from when it saw the lock
 //     (so clock skew does not matter). If it still holds the shard then (the
 //     lock is still there, or it vanished but the proxy could not learn the
@@ -235,9 +244,10 @@
 //     where the routes put the shard.
 //
 // Measured in the tests (loopback etcd): a switch with three proxies holds
-// each for about 10 ms; a dead migrator's lock is resolved TTL after its
-// death; a registration lapse fences every sharded write 1.5 s after etcd went
-// away with a 2 s TTL.
+// each for about 10 ms; one with a killed proxy still registered holds the
+// live ones for about 120 ms; a dead migrator's lock is resolved TTL after
+// its death; a registration lapse fences every sharded write 1.5 s after
+// etcd went away with a 2 s TTL.
 //
 // Migration lock metrics (LockMetrics, registered by the caller, label
 // cluster):
@@ -246,6 +256,7 @@
 //	convoy_migration_lock_ack_wait_seconds          histogram migrator: lock taken -> every live proxy acknowledged
 //	convoy_migration_lock_acks_total                counter   migrator: acknowledgements received
 //	convoy_migration_lock_vanished_proxies_total    counter   migrator: proxies dropped because their registration expired
+//	                                                          or their listen address refused connections
 //	convoy_migration_lock_aborts_total{reason}      counter   migrator: switches aborted, routes unchanged (ack_timeout, callback, runner_lost, canceled)
 //	convoy_migration_shard_hold_seconds             histogram proxy: shard held -> released
 //	convoy_migration_shard_hold_failures_total{reason} counter proxy: held writes failed (deadline, fenced, closed)

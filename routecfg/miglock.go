@@ -186,13 +186,19 @@ type SwitchResult struct {
 	// Flipped reports whether the routes were changed under the lock. It is
 	// true with a non-nil error when the callback failed after the flip:
 	// the shard moved; roll back with another switch if needed.
-	Flipped  bool
+	Flipped bool
+	// The proxies, named by their registered listen address (proxyName),
+	// of the last attempt:
 	Proxies  []string // the live proxies when the lock was taken
 	Acked    []string // proxies that acknowledged
 	Vanished []string // proxies whose registration expired before acknowledging
+	Refused  []string // proxies still registered whose listen address refused connections: gone
 	Missing  []string // proxies still unacknowledged at the ack deadline
 	AckWait  time.Duration
 	Held     time.Duration // lock taken -> lock removed
+	// Attempts counts the locks taken: Switch tries again by itself when
+	// the proxies that made an attempt abort turn out to be gone.
+	Attempts int
 }
 
 // SwitchTx is handed to the flip callback while every live proxy holds the
@@ -306,13 +312,20 @@ func (tx *SwitchTx) FlipRoutes(ctx context.Context, doc router.Document) error {
 // lock"): it waits for the cluster's switch turn (one switch at a time:
 // switchturn.go), takes the shard's lock under the runner's lease, waits
 // until every live proxy acknowledged that it holds the shard's writes (a
-// proxy whose registration expires meanwhile no longer counts; one that
-// registers meanwhile must acknowledge too), calls flip while they all
-// hold, removes the lock and gives the turn back. A missing
-// acknowledgement at the deadline, or an
+// proxy whose registration expires meanwhile, or whose listen address
+// refuses connections, no longer counts; one that registers meanwhile must
+// acknowledge too), calls flip while they all hold, removes the lock and
+// gives the turn back. A missing acknowledgement at the deadline, or an
 // error from flip before FlipRoutes succeeded, aborts with ErrSwitchAborted
 // and the routes unchanged. flip's context ends at the lock's deadline or
 // when the runner loses its lease.
+//
+// After an abort for missing acknowledgements, Switch waits (holding
+// nothing) to learn whether those proxies are gone, and if they all are it
+// tries again, up to maxSwitchAttempts locks in all: a proxy killed just
+// before the switch no longer costs an abort per NEXT until its
+// registration expires. flip is only ever called once the proxies hold,
+// so it runs at most once per lock.
 //
 // Switch returns only once the lock is removed, or once the runner lost its
 // lease (the lock is then removed by etcd with it): it keeps retrying the
@@ -326,46 +339,78 @@ func (r *Runner) Switch(ctx context.Context, opts SwitchOptions, flip func(conte
 		opts.MaxHold = DefaultMaxHold
 	}
 	opts.MaxHold = max(opts.MaxHold, opts.AckTimeout)
+	for attempt := 1; ; attempt++ {
+		res, missing, err := r.switchOnce(ctx, opts, flip)
+		res.Attempts = attempt
+		if err == nil || len(missing) == 0 || attempt == maxSwitchAttempts || !r.missingGone(ctx, missing, r.log) {
+			return res, err
+		}
+		r.log.Info("the proxies that made the switch abort are gone; switching again", zap.Strings("gone", res.Missing), zap.Int("attempt", attempt+1))
+		select {
+		case <-ctx.Done():
+			return res, err
+		case <-r.Done():
+			return res, err
+		case <-time.After(switchRetryBackoff):
+		}
+	}
+}
+
+// maxSwitchAttempts bounds the locks one Switch takes; switchRetryBackoff
+// spaces them (the proxies that were missing are known to be gone by then,
+// so the pause is only to let the last attempt's releases settle).
+const (
+	maxSwitchAttempts  = 3
+	switchRetryBackoff = 100 * time.Millisecond
+)
+
+// switchOnce is one attempt of Switch, within the switch turn. missing is
+// set when it aborted for missing acknowledgements alone (the lock
+// removed, the routes unchanged, flip not called): the proxies, by id.
+func (r *Runner) switchOnce(ctx context.Context, opts SwitchOptions, flip func(context.Context, *SwitchTx) error) (SwitchResult, map[string]ProxyInfo, error) {
 	select {
 	case <-r.Done():
-		return SwitchResult{}, r.guard().lost()
+		return SwitchResult{}, nil, r.guard().lost()
 	default:
 	}
 	turn, err := r.takeTurn(ctx)
 	if err != nil {
-		return SwitchResult{}, err
+		return SwitchResult{}, nil, err
 	}
-	res, err := r.switchLocked(ctx, opts, flip, turn)
+	res, missing, err := r.switchLocked(ctx, opts, flip, turn)
 	if rerr := r.releaseTurn(turn); rerr != nil {
 		// Only once the lease is lost, which takes the turn with it.
 		r.log.Warn("switch turn not given back", zap.Error(rerr))
 	}
-	return res, err
+	return res, missing, err
 }
 
 // switchLocked takes the shard's lock, waits for the acknowledgements,
 // calls flip and removes the lock, all while the runner has its turn.
-func (r *Runner) switchLocked(ctx context.Context, opts SwitchOptions, flip func(context.Context, *SwitchTx) error, turn *switchTurn) (SwitchResult, error) {
+func (r *Runner) switchLocked(ctx context.Context, opts SwitchOptions, flip func(context.Context, *SwitchTx) error, turn *switchTurn) (SwitchResult, map[string]ProxyInfo, error) {
 	var res SwitchResult
 	tx, proxies, err := r.takeLock(ctx, opts, turn)
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
 	info := tx.info
-	res.JobID, res.LockRevision, res.RouteVersion, res.Proxies = info.JobID, tx.lockRev, info.RouteVersion, proxies
+	res.JobID, res.LockRevision, res.RouteVersion = info.JobID, tx.lockRev, info.RouteVersion
+	for _, p := range proxies {
+		res.Proxies = append(res.Proxies, proxyName(p))
+	}
 	log := r.log.With(zap.String("job", info.JobID), zap.Int64("lock_revision", tx.lockRev), zap.Int64("route_version", info.RouteVersion))
 	log.Info("migration lock taken; waiting for every live proxy to hold the shard's writes",
-		zap.Strings("proxies", proxies), zap.Duration("ack_timeout", opts.AckTimeout), zap.Duration("max_hold", opts.MaxHold))
+		zap.Strings("proxies", res.Proxies), zap.Duration("ack_timeout", opts.AckTimeout), zap.Duration("max_hold", opts.MaxHold))
 
-	aw := r.waitAcks(ctx, tx.lockRev, proxies, info.CreatedAt.Add(opts.AckTimeout), log)
-	res.Acked, res.Vanished, res.Missing = aw.list(aw.acked), aw.list(aw.vanished), aw.list(aw.pending)
+	aw := r.waitAcks(ctx, tx.lockRev, proxies, info.CreatedAt.Add(opts.AckTimeout), opts.AckTimeout, log)
+	res.Acked, res.Vanished, res.Refused, res.Missing = aw.list(aw.acked), aw.list(aw.vanished), aw.list(aw.refused), aw.list(aw.pending)
 	res.AckWait = time.Since(info.CreatedAt)
-	r.cfg.metrics.ackWaited(res.AckWait, len(res.Vanished))
+	r.cfg.metrics.ackWaited(res.AckWait, len(res.Vanished)+len(res.Refused))
 
 	var flipErr error
 	if aw.err == nil {
 		log.Info("every live proxy holds the shard's writes; switching",
-			zap.Strings("acked", res.Acked), zap.Strings("vanished", res.Vanished), zap.Duration("ack_wait", res.AckWait))
+			zap.Strings("acked", res.Acked), zap.Strings("vanished", res.Vanished), zap.Strings("refused", res.Refused), zap.Duration("ack_wait", res.AckWait))
 		fctx, cancel := context.WithDeadline(ctx, info.Deadline)
 		stop := context.AfterFunc(r.lead.session.Ctx(), cancel) // lease lost: stop now
 		flipErr = flip(fctx, tx)
@@ -395,16 +440,23 @@ func (r *Runner) switchLocked(ctx context.Context, opts SwitchOptions, flip func
 	if err != nil {
 		log.Warn("migration switch ended with an error", zap.Bool("flipped", flipped), zap.String("abort_reason", reason),
 			zap.Bool("lock_removed", rmErr == nil), zap.Strings("missing", res.Missing), zap.Duration("held", res.Held), zap.Error(err))
-		return res, err
+		var missing map[string]ProxyInfo
+		if reason == "ack_timeout" && rmErr == nil && !flipped {
+			missing = map[string]ProxyInfo{}
+			for id := range aw.pending {
+				missing[id] = aw.infos[id]
+			}
+		}
+		return res, missing, err
 	}
 	log.Info("migration lock released", zap.Bool("flipped", flipped), zap.Duration("held", res.Held))
-	return res, nil
+	return res, nil, nil
 }
 
 // takeLock reads the routes and puts the lock, in one transaction with the
 // read of the live proxies, so that every proxy registered after that
 // revision finds the lock when its follower starts.
-func (r *Runner) takeLock(ctx context.Context, opts SwitchOptions, turn *switchTurn) (*SwitchTx, []string, error) {
+func (r *Runner) takeLock(ctx context.Context, opts SwitchOptions, turn *switchTurn) (*SwitchTx, []ProxyInfo, error) {
 	tx, proxies, err := r.takeLockOnce(ctx, opts, turn)
 	var stale *staleLock
 	if errors.As(err, &stale) {
@@ -436,7 +488,7 @@ func (e *staleLock) Error() string {
 
 func (e *staleLock) Unwrap() error { return ErrLockHeld }
 
-func (r *Runner) takeLockOnce(ctx context.Context, opts SwitchOptions, turn *switchTurn) (*SwitchTx, []string, error) {
+func (r *Runner) takeLockOnce(ctx context.Context, opts SwitchOptions, turn *switchTurn) (*SwitchTx, []ProxyInfo, error) {
 	cli, cluster := r.store.cli, r.store.cluster
 	job, err := r.Job(ctx)
 	if err != nil {
@@ -469,7 +521,7 @@ func (r *Runner) takeLockOnce(ctx context.Context, opts SwitchOptions, turn *swi
 			clientv3.Compare(clientv3.CreateRevision(jobKey), ">", 0),
 			turn.owns())...).
 		Then(clientv3.OpPut(lockKey, string(val), clientv3.WithLease(r.Lease())),
-			clientv3.OpGet(ProxiesPrefix(cluster), clientv3.WithPrefix(), clientv3.WithKeysOnly())).
+			clientv3.OpGet(ProxiesPrefix(cluster), clientv3.WithPrefix())).
 		Else(clientv3.OpGet(lockKey), clientv3.OpGet(routesKey, clientv3.WithKeysOnly()), clientv3.OpGet(jobKey, clientv3.WithKeysOnly()),
 			clientv3.OpGet(turn.key, clientv3.WithKeysOnly())).
 		Commit()
@@ -504,9 +556,9 @@ func (r *Runner) takeLockOnce(ctx context.Context, opts SwitchOptions, turn *swi
 	lockRev := resp.Header.Revision
 	info.Revision = lockRev
 	prefix := ProxiesPrefix(cluster)
-	var proxies []string
+	var proxies []ProxyInfo
 	for _, kv := range resp.Responses[1].GetResponseRange().GetKvs() {
-		proxies = append(proxies, strings.TrimPrefix(string(kv.Key), prefix))
+		proxies = append(proxies, decodeProxyKV(prefix, kv.Key, kv.Value))
 	}
 	tx := &SwitchTx{r: r, turn: turn, lockKey: lockKey, info: info, lockRev: lockRev, doc: doc, routesRev: rresp.Kvs[0].ModRevision}
 	return tx, proxies, nil
@@ -521,32 +573,42 @@ func (r *Runner) dropUnansweredLock(lockKey, val string) {
 	_, _ = r.store.cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(lockKey), "=", val)).Then(clientv3.OpDelete(lockKey)).Commit()
 }
 
-// ackWait is the state of the wait for acknowledgements.
+// ackWait is the state of the wait for acknowledgements, by proxy id.
 type ackWait struct {
-	pending, acked, vanished map[string]bool
-	err                      error
-	reason                   string // abort reason label, when err != nil
+	infos                             map[string]ProxyInfo // the registrations, for names and probes
+	pending, acked, vanished, refused map[string]bool
+	err                               error
+	reason                            string // abort reason label, when err != nil
 }
 
+// list names the proxies of m, sorted.
 func (a *ackWait) list(m map[string]bool) []string {
 	out := make([]string, 0, len(m))
 	for id := range m {
-		out = append(out, id)
+		out = append(out, a.name(id))
 	}
 	slices.Sort(out)
 	return out
 }
 
+func (a *ackWait) name(id string) string {
+	if p, ok := a.infos[id]; ok {
+		return proxyName(p)
+	}
+	return id
+}
+
 // waitAcks waits until every proxy of the snapshot, and every proxy that
-// registers meanwhile, acknowledged lock lockRev or lost its registration.
-// It follows /convoy/<cluster>/ from the lock's revision, so no
-// acknowledgement or expiry after the lock is missed; a broken watch is
-// replaced by a full read and a new watch.
-func (r *Runner) waitAcks(ctx context.Context, lockRev int64, proxies []string, deadline time.Time, log *zap.Logger) *ackWait {
+// registers meanwhile, acknowledged lock lockRev, lost its registration, or
+// refuses connections at its listen address (probed from probeAfter on:
+// miglock_proxies.go). It follows /convoy/<cluster>/ from the lock's
+// revision, so no acknowledgement or expiry after the lock is missed; a
+// broken watch is replaced by a full read and a new watch.
+func (r *Runner) waitAcks(ctx context.Context, lockRev int64, proxies []ProxyInfo, deadline time.Time, ackTimeout time.Duration, log *zap.Logger) *ackWait {
 	cli, cluster := r.store.cli, r.store.cluster
-	aw := &ackWait{pending: map[string]bool{}, acked: map[string]bool{}, vanished: map[string]bool{}}
-	for _, id := range proxies {
-		aw.pending[id] = true
+	aw := &ackWait{infos: map[string]ProxyInfo{}, pending: map[string]bool{}, acked: map[string]bool{}, vanished: map[string]bool{}, refused: map[string]bool{}}
+	for _, p := range proxies {
+		aw.pending[p.ID], aw.infos[p.ID] = true, p
 	}
 	acksPrefix, proxiesPrefix := AcksPrefix(cluster, r.shard), ProxiesPrefix(cluster)
 	ack := func(key string, val []byte) {
@@ -558,26 +620,39 @@ func (r *Runner) waitAcks(ctx context.Context, lockRev int64, proxies []string, 
 		aw.acked[id] = true
 		delete(aw.pending, id)
 		delete(aw.vanished, id)
+		delete(aw.refused, id)
 		r.cfg.metrics.acked()
-		log.Info("proxy acknowledged the migration lock", zap.String("proxy", id), zap.Int("pending", len(aw.pending)))
+		log.Info("proxy acknowledged the migration lock", zap.String("proxy", aw.name(id)), zap.Int("pending", len(aw.pending)))
 	}
 	proxyGone := func(id string) {
 		if aw.pending[id] {
 			delete(aw.pending, id)
 			aw.vanished[id] = true
-			log.Warn("proxy registration gone before it acknowledged; it no longer counts", zap.String("proxy", id), zap.Int("pending", len(aw.pending)))
+			log.Warn("proxy registration gone before it acknowledged; it no longer counts", zap.String("proxy", aw.name(id)), zap.Int("pending", len(aw.pending)))
 		}
 	}
-	proxySeen := func(id string) {
-		if !aw.acked[id] && !aw.pending[id] {
-			aw.pending[id] = true
-			delete(aw.vanished, id)
-			log.Info("proxy registered during the switch; waiting for its acknowledgement too", zap.String("proxy", id))
+	proxyRefused := func(id string) {
+		if aw.pending[id] {
+			delete(aw.pending, id)
+			aw.refused[id] = true
+			log.Warn("proxy still registered but its listen address refuses connections: its process is gone; it no longer counts",
+				zap.String("proxy", aw.name(id)), zap.Int("pending", len(aw.pending)))
+		}
+	}
+	proxySeen := func(p ProxyInfo) {
+		aw.infos[p.ID] = p
+		if !aw.acked[p.ID] && !aw.pending[p.ID] {
+			aw.pending[p.ID] = true
+			delete(aw.vanished, p.ID)
+			delete(aw.refused, p.ID)
+			log.Info("proxy registered during the switch; waiting for its acknowledgement too", zap.String("proxy", aw.name(p.ID)))
 		}
 	}
 
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
+	probe := time.NewTimer(min(probeAfter, ackTimeout/4))
+	defer probe.Stop()
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
 	rev := lockRev
@@ -586,6 +661,7 @@ func (r *Runner) waitAcks(ctx context.Context, lockRev int64, proxies []string, 
 		wch     clientv3.WatchChan
 		retry   <-chan time.Time
 		backoff = minRewatchBackoff
+		probed  chan []string // the probe round in flight, if any
 	)
 	for len(aw.pending) > 0 {
 		select {
@@ -599,6 +675,19 @@ func (r *Runner) waitAcks(ctx context.Context, lockRev int64, proxies []string, 
 		case <-r.Done():
 			aw.err, aw.reason = fmt.Errorf("routecfg: shard %d: %w: %w", r.shard, ErrSwitchAborted, r.guard().lost()), "runner_lost"
 			return aw
+		case <-probe.C:
+			var ps []ProxyInfo
+			for id := range aw.pending {
+				ps = append(ps, aw.infos[id])
+			}
+			probed = make(chan []string, 1)
+			go func(out chan<- []string) { out <- refusedOf(wctx, ps) }(probed)
+		case ids := <-probed:
+			probed = nil
+			for _, id := range ids {
+				proxyRefused(id)
+			}
+			probe.Reset(probeEvery)
 		case ch := <-pending:
 			pending, wch = nil, ch
 		case <-retry:
@@ -606,7 +695,7 @@ func (r *Runner) waitAcks(ctx context.Context, lockRev int64, proxies []string, 
 			rctx, cancel := context.WithTimeout(wctx, time.Second)
 			resp, err := cli.Txn(rctx).Then(
 				clientv3.OpGet(acksPrefix, clientv3.WithPrefix()),
-				clientv3.OpGet(proxiesPrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())).Commit()
+				clientv3.OpGet(proxiesPrefix, clientv3.WithPrefix())).Commit()
 			cancel()
 			if err != nil {
 				retry = time.After(backoff)
@@ -616,17 +705,18 @@ func (r *Runner) waitAcks(ctx context.Context, lockRev int64, proxies []string, 
 			for _, kv := range resp.Responses[0].GetResponseRange().GetKvs() {
 				ack(string(kv.Key), kv.Value)
 			}
-			live := map[string]bool{}
+			live := map[string]ProxyInfo{}
 			for _, kv := range resp.Responses[1].GetResponseRange().GetKvs() {
-				live[strings.TrimPrefix(string(kv.Key), proxiesPrefix)] = true
+				p := decodeProxyKV(proxiesPrefix, kv.Key, kv.Value)
+				live[p.ID] = p
 			}
 			for id := range aw.pending {
-				if !live[id] {
+				if _, ok := live[id]; !ok {
 					proxyGone(id)
 				}
 			}
-			for id := range live {
-				proxySeen(id)
+			for _, p := range live {
+				proxySeen(p)
 			}
 			rev = resp.Header.Revision
 			pending = startWatch(wctx, cli, "/convoy/"+cluster+"/", clientv3.WithPrefix(), clientv3.WithRev(rev+1))
@@ -647,11 +737,10 @@ func (r *Runner) waitAcks(ctx context.Context, lockRev int64, proxies []string, 
 				case strings.HasPrefix(key, acksPrefix) && ev.Type == clientv3.EventTypePut:
 					ack(key, ev.Kv.Value)
 				case strings.HasPrefix(key, proxiesPrefix):
-					id := strings.TrimPrefix(key, proxiesPrefix)
 					if ev.Type == clientv3.EventTypeDelete {
-						proxyGone(id)
+						proxyGone(strings.TrimPrefix(key, proxiesPrefix))
 					} else {
-						proxySeen(id)
+						proxySeen(decodeProxyKV(proxiesPrefix, ev.Kv.Key, ev.Kv.Value))
 					}
 				}
 			}

@@ -58,7 +58,7 @@ func NewLockMetrics(reg prometheus.Registerer, cluster string) (*LockMetrics, er
 		}),
 		vanished: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: MetricLockVanished, ConstLabels: labels,
-			Help: "Migrator: proxies whose registration expired during a migration lock's acknowledgement wait (they no longer counted).",
+			Help: "Migrator: proxies whose registration expired, or whose listen address refused connections, during a migration lock's acknowledgement wait (they no longer counted).",
 		}),
 		aborts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricLockAborts, ConstLabels: labels,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -434,9 +435,15 @@ func TestMigrationLockSlowHolderAborts(t *testing.T) {
 	if strings.Join(res.Missing, ",") != "pc" || strings.Join(res.Acked, ",") != "pa,pb" {
 		t.Errorf("acked %v missing %v, want pa,pb / pc", res.Acked, res.Missing)
 	}
-	if took > 1200*time.Millisecond {
-		t.Errorf("abort took %s with a 500 ms ack timeout", took)
+	// The lock went at the ack timeout; Switch returned later, once pc's
+	// renewed registration showed it alive (no new attempt).
+	if res.Held > 1200*time.Millisecond {
+		t.Errorf("the lock was held %s with a 500 ms ack timeout", res.Held)
 	}
+	if res.Attempts != 1 {
+		t.Errorf("%d attempts with a live proxy missing, want 1", res.Attempts)
+	}
+	t.Logf("lock held %s, Switch returned after %s", res.Held.Round(time.Millisecond), took.Round(time.Millisecond))
 	if !strings.Contains(err.Error(), "pc") {
 		t.Errorf("abort error %q does not name the missing proxy", err)
 	}
@@ -449,7 +456,7 @@ func TestMigrationLockSlowHolderAborts(t *testing.T) {
 	checkReleases(t, shard, v0, ps...)
 	for _, p := range ps[:2] {
 		evs := p.holder.events(shard)
-		if d := evs[1].at.Sub(t0.Add(took)); d > 500*time.Millisecond {
+		if d := evs[1].at.Sub(t0.Add(res.Held)); d > 500*time.Millisecond {
 			t.Errorf("%s released %s after the abort", p.id, d)
 		}
 	}
@@ -945,4 +952,106 @@ func TestLockFollowerStartRouteBarrier(t *testing.T) {
 	if v := routes.Current().Version(); v < v0+1 {
 		t.Fatalf("Start returned with the watcher serving version %d, want >= %d", v, v0+1)
 	}
+}
+
+// closedAddr is a loopback host:port nothing listens on: a connection to it
+// is refused, as to the port of a killed process.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	return strings.TrimPrefix(deadEndpoint(t)[0], "http://")
+}
+
+// registerUnrenewed writes a proxy registration under a lease of ttl that
+// nobody keeps alive: what etcd holds of a proxy killed a moment ago.
+func registerUnrenewed(t *testing.T, cli *clientv3.Client, cluster string, p ProxyInfo, ttl time.Duration) clientv3.LeaseID {
+	t.Helper()
+	lease, err := cli.Grant(ctxT(t), int64(ttl/time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctxT(t), ProxyKey(cluster, p.ID), encodeProxy(p), clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = cli.Revoke(context.Background(), lease.ID) })
+	return lease.ID
+}
+
+// TestMigrationLockDeadProxy: proxies registered and never acknowledging.
+// One whose listen address refuses connections (SIGKILLed, its lease not
+// expired yet) no longer makes the switch abort. One that cannot be probed
+// (a wildcard address) and whose lease is not renewed makes the first
+// attempt abort, and Switch tries again by itself once its registration
+// expired. One alive but silent (its address accepts connections, its
+// lease is renewed) still makes the switch abort, named by its address.
+func TestMigrationLockDeadProxy(t *testing.T) {
+	const cluster, shard = "deadproxy", 5
+	env := newLockEnv(t, cluster, shard)
+	ps := env.proxies(t, 3*time.Second, newFakeHolder("pa"), newFakeHolder("pb"))
+	r := campaign(t, env.jobs, shard, "migrator")
+	v := env.routesVersion(t)
+	released := func(what string) {
+		t.Helper()
+		eventually(t, 3*time.Second, what+": the live proxies did not release", func() bool {
+			for _, p := range ps {
+				if evs := p.holder.events(shard); len(evs) == 0 || evs[len(evs)-1].kind != "release" {
+					return false
+				}
+			}
+			return true
+		})
+	}
+
+	dead := closedAddr(t)
+	deadLease := registerUnrenewed(t, env.cli, cluster, ProxyInfo{ID: "host-a-1234", Listen: dead}, time.Minute)
+	res, err := r.Switch(ctxT(t), SwitchOptions{}, flipTo(shard))
+	if err != nil || !res.Flipped || res.Attempts != 1 || strings.Join(res.Refused, ",") != dead || len(res.Missing) != 0 {
+		t.Fatalf("Switch with a killed proxy still registered = %+v, %v; want flipped at once without %s", res, err, dead)
+	}
+	t.Logf("killed proxy: lock held %s", res.Held.Round(time.Millisecond))
+	v++
+	released("killed proxy")
+	if _, err := env.cli.Revoke(ctxT(t), deadLease); err != nil {
+		t.Fatal(err)
+	}
+
+	// Not probeable: the registration's expiry (5 s) is waited for after
+	// the first abort, holding nothing, then the switch runs again.
+	registerUnrenewed(t, env.cli, cluster, ProxyInfo{ID: "host-b-99", Listen: "0.0.0.0:3307"}, 5*time.Second)
+	res, err = r.Switch(ctxT(t), SwitchOptions{AckTimeout: 500 * time.Millisecond}, flipTo(shard))
+	if err != nil || !res.Flipped || res.Attempts != 2 {
+		t.Fatalf("Switch with a proxy whose registration runs out = %+v, %v; want flipped at the second attempt", res, err)
+	}
+	v++
+	released("expiring proxy")
+	if got := env.routesVersion(t); got != v {
+		t.Fatalf("routes at version %d, want %d", got, v)
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	silent := l.Addr().String()
+	register(t, env.cli, cluster, ProxyInfo{ID: "host-c-7", Listen: silent}, WithTTL(2*time.Second))
+	res, err = r.Switch(ctxT(t), SwitchOptions{AckTimeout: 500 * time.Millisecond}, flipTo(shard))
+	if !errors.Is(err, ErrSwitchAborted) || res.Flipped || res.Attempts != 1 || strings.Join(res.Missing, ",") != silent {
+		t.Fatalf("Switch with a live silent proxy = %+v, %v; want aborted once, %s missing", res, err, silent)
+	}
+	if !strings.Contains(err.Error(), silent) || strings.Contains(err.Error(), "host-c-7") {
+		t.Errorf("abort error %q: want the proxy named by its address %s, not its id", err, silent)
+	}
+	if got := env.routesVersion(t); got != v {
+		t.Fatalf("routes at version %d after an abort, want %d", got, v)
+	}
+	released("silent proxy")
 }

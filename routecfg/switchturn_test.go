@@ -131,8 +131,8 @@ func TestSwitchTurnSerializes(t *testing.T) {
 	}
 	wg.Wait()
 	for _, sh := range []int{a, b} {
-		if r := results[sh]; r.err != nil || !r.res.Flipped {
-			t.Errorf("shard %d: Switch = %+v, %v; want flipped", sh, r.res, r.err)
+		if r := results[sh]; r.err != nil || !r.res.Flipped || r.res.Attempts != 1 {
+			t.Errorf("shard %d: Switch = %+v, %v; want flipped at the first attempt", sh, r.res, r.err)
 		}
 	}
 	if v := env.routesVersion(t); v != v0+2 {
