@@ -230,6 +230,10 @@ func TestRunnerElection(t *testing.T) {
 		t.Fatalf("SaveJob: %v", err)
 	}
 
+	if err := r1.Elected(ctx); err != nil {
+		t.Fatalf("Elected of the runner: %v", err)
+	}
+
 	// Close (revoke): the waiting candidate takes over at once and resumes
 	// from the persisted step; the old runner can no longer write.
 	t0 := time.Now()
@@ -250,6 +254,9 @@ func TestRunnerElection(t *testing.T) {
 	job.Step = "verify"
 	if _, err := r1.SaveJob(ctx, job); !errors.Is(err, ErrNotRunner) {
 		t.Fatalf("SaveJob by the closed runner: err = %v, want ErrNotRunner", err)
+	}
+	if err := r1.Elected(ctx); !errors.Is(err, ErrNotRunner) {
+		t.Fatalf("Elected of the closed runner: %v, want ErrNotRunner", err)
 	}
 	if id, _, _ := RunnerOf(ctx, cli, "elect", 441); id != "m2" {
 		t.Errorf("RunnerOf = %q, want m2", id)
@@ -275,6 +282,9 @@ func TestRunnerElection(t *testing.T) {
 	t.Logf("takeover %s after the runner stopped renewing (TTL 2 s)", took.Round(time.Millisecond))
 	if took < time.Second {
 		t.Errorf("takeover after %s, before the 2 s lease could expire", took)
+	}
+	if err := r2.Elected(ctx); !errors.Is(err, ErrNotRunner) {
+		t.Fatalf("Elected of the expired runner: %v, want ErrNotRunner", err)
 	}
 	resumed.Step = "verify"
 	if _, err := r2.SaveJob(ctx, resumed); !errors.Is(err, ErrNotRunner) {

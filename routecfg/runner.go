@@ -159,6 +159,28 @@ func (g *runnerGuard) lost() error {
 	return fmt.Errorf("routecfg: %w: runner %s of shard %d (its election key %s is gone)", ErrNotRunner, g.id, g.shard, g.key)
 }
 
+// Elected asks etcd whether the runner still holds its election, by a
+// linearizable read of its election key: ErrNotRunner once the key is gone,
+// even if the runner's session has not noticed yet. A runner's writes
+// outside etcd (the dual-write queue's replay) call it just before they
+// commit, so one whose lease expired stops there instead of racing its
+// successor.
+func (r *Runner) Elected(ctx context.Context) error {
+	select {
+	case <-r.Done():
+		return r.guard().lost()
+	default:
+	}
+	resp, err := r.store.cli.Txn(ctx).If(r.guard().cmps()...).Commit()
+	if err != nil {
+		return fmt.Errorf("routecfg: runner %s of shard %d: read its election key: %w", r.id, r.shard, err)
+	}
+	if !resp.Succeeded {
+		return r.guard().lost()
+	}
+	return nil
+}
+
 // Job reads the job record of the runner's shard.
 func (r *Runner) Job(ctx context.Context) (Job, error) { return r.store.Get(ctx, r.shard) }
 
