@@ -718,8 +718,13 @@ func (j *jobRun) replay(ctx context.Context, step, intent string, s *Status) {
 	// Drain what is queued (bounded: the status must go on), batch by
 	// batch, until a batch comes back short or fails.
 	for deadline := time.Now().Add(replayFor); ; {
-		n, err := j.mirror.Replay(ctx, replayBatch)
+		// Fenced by the election: see Mirror.Replay.
+		n, err := j.mirror.Replay(ctx, replayBatch, j.r.Elected)
 		s.Replayed += int64(n)
+		if errors.Is(err, routecfg.ErrNotRunner) {
+			j.log.Warn("compensation replay stopped: this runner is no longer elected", zap.Error(err))
+			return
+		}
 		if err != nil {
 			j.log.Debug("compensation replay: the target still fails", zap.Error(err))
 			break

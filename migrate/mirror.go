@@ -141,7 +141,7 @@ type TableKeys struct {
 // The queue is written under its own short deadline, so a sync that ran
 // out of ctx's time is still queued.
 func (m *Mirror) Write(ctx context.Context, writes ...TableKeys) (queued, _ error) {
-	err := m.sync(ctx, writes)
+	err := m.sync(ctx, writes, nil)
 	if err == nil {
 		return nil, nil
 	}
@@ -197,10 +197,16 @@ func (m *Mirror) Failures() (failed, lost int64) { return m.failures.Load(), m.l
 // one target transaction that locks them (rows or gaps) before reading the
 // source.
 func (m *Mirror) Sync(ctx context.Context, logical string, keys []Key) error {
-	return m.sync(ctx, []TableKeys{{Table: logical, Keys: keys}})
+	return m.sync(ctx, []TableKeys{{Table: logical, Keys: keys}}, nil)
 }
 
-func (m *Mirror) sync(ctx context.Context, writes []TableKeys) error {
+// errNotOwner marks the error of a sync's owner check: the transaction
+// rolled back, and retrying is pointless.
+var errNotOwner = errors.New("migrate: no longer the owner of the job's writes")
+
+// sync makes the target's rows equal to the source's; owner, if set, is
+// checked inside the target transaction just before it commits (Replay).
+func (m *Mirror) sync(ctx context.Context, writes []TableKeys, owner func(context.Context) error) error {
 	byTable := map[string][]Key{}
 	for _, w := range writes {
 		if _, ok := m.tables[w.Table]; !ok {
@@ -224,7 +230,7 @@ func (m *Mirror) sync(ctx context.Context, writes []TableKeys) error {
 	}
 	var err error
 	for range 3 {
-		if err = m.syncOnce(ctx, items); err == nil || ctx.Err() != nil {
+		if err = m.syncOnce(ctx, items, owner); err == nil || ctx.Err() != nil || errors.Is(err, errNotOwner) {
 			return err
 		}
 		// A deadlock with the binlog apply or another proxy's mirror (both
@@ -239,7 +245,7 @@ func (m *Mirror) sync(ctx context.Context, writes []TableKeys) error {
 
 // syncOnce is one target transaction of the protocol every live writer of
 // the target follows (resync.go).
-func (m *Mirror) syncOnce(ctx context.Context, items []keySync) (err error) {
+func (m *Mirror) syncOnce(ctx context.Context, items []keySync, owner func(context.Context) error) (err error) {
 	sc, err := m.srcConns.get(ctx)
 	if err != nil {
 		return err
@@ -253,8 +259,15 @@ func (m *Mirror) syncOnce(ctx context.Context, items []keySync) (err error) {
 	return txn(ctx, dc, func(tx *sql.Tx) error {
 		// The client's commit returned before the mirror was called: the
 		// source shows it, no binlog point to wait for.
-		_, err := syncKeys(ctx, tx, sourceRead{conn: sc}, items)
-		return err
+		if _, err := syncKeys(ctx, tx, sourceRead{conn: sc}, items); err != nil {
+			return err
+		}
+		if owner != nil {
+			if err := owner(ctx); err != nil {
+				return fmt.Errorf("%w: %w", errNotOwner, err)
+			}
+		}
+		return nil
 	})
 }
 
@@ -286,7 +299,21 @@ func (m *Mirror) Backlog(ctx context.Context) (int64, error) {
 // Replay syncs up to limit queued keys, oldest first, and removes each one
 // that synced; a key that fails again stays, with its attempts counted. It
 // returns how many it removed and the first error.
-func (m *Mirror) Replay(ctx context.Context, limit int) (int, error) {
+//
+// owner (the job runner's election check) is asked before the queue is read
+// and inside each key's target transaction, just before it commits: once it
+// fails, that transaction rolls back and Replay returns its error. A runner
+// whose lease expired unnoticed must not write the target: its successor
+// may have switched the shard since, and a row synced from the old side
+// then would overwrite a write the new side took. The residual window is a
+// stall of the old runner between the check and the commit longer than
+// its successor's election, catch-up and switch.
+func (m *Mirror) Replay(ctx context.Context, limit int, owner func(context.Context) error) (int, error) {
+	if owner != nil {
+		if err := owner(ctx); err != nil {
+			return 0, err
+		}
+	}
 	rs, err := m.src.QueryContext(ctx, "SELECT tbl, pk FROM "+m.queue+" WHERE job = ? ORDER BY queued_at LIMIT ?", m.job, limit)
 	if err != nil {
 		return 0, err
@@ -315,7 +342,10 @@ func (m *Mirror) Replay(ctx context.Context, limit int) (int, error) {
 		if err := json.Unmarshal(e.pk, &k); err != nil {
 			return done, fmt.Errorf("migrate: queued key %q: %w", e.pk, err)
 		}
-		if err := m.Sync(ctx, e.tbl, []Key{k}); err != nil {
+		if err := m.sync(ctx, []TableKeys{{Table: e.tbl, Keys: []Key{k}}}, owner); err != nil {
+			if errors.Is(err, errNotOwner) {
+				return done, err
+			}
 			if first == nil {
 				first = err
 			}
