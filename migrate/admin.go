@@ -358,15 +358,30 @@ func (a *Admin) Status(ctx context.Context) ([]string, [][]string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	names := a.runnerNames(ctx)
 	var rows [][]string
 	for _, j := range jobs {
-		rows = append(rows, a.statusRow(ctx, j, ramps))
+		rows = append(rows, a.statusRow(ctx, j, ramps, names))
 	}
 	return StatusColumns, rows, nil
 }
 
-// statusRow is one job's SHOW MIGRATIONS row.
-func (a *Admin) statusRow(ctx context.Context, j routecfg.Job, ramps rampTotals) []string {
+// runnerNames maps the ids of the runners that are proxies (convoy serve
+// runs jobs under its proxy id) to their registered addresses, as the
+// switch names proxies; a `convoy migrate` worker has none and keeps its
+// id.
+func (a *Admin) runnerNames(ctx context.Context) map[string]string {
+	names := map[string]string{}
+	if ps, err := routecfg.ListProxies(ctx, a.cli, a.store.Cluster()); err == nil {
+		for _, p := range ps {
+			names[p.ID] = p.Name()
+		}
+	}
+	return names
+}
+
+// statusRow is one job's SHOW MIGRATIONS row; names is runnerNames.
+func (a *Admin) statusRow(ctx context.Context, j routecfg.Job, ramps rampTotals, names map[string]string) []string {
 	p, _ := decodeProgress(j)
 	s := p.State.Status
 	step := j.Step
@@ -405,6 +420,9 @@ func (a *Admin) statusRow(ctx context.Context, j routecfg.Job, ramps rampTotals)
 		failures, backlog = strconv.FormatInt(s.Replayed+s.Backlog, 10), strconv.FormatInt(s.Backlog, 10)
 	}
 	runner, _, _ := routecfg.RunnerOf(ctx, a.cli, a.store.Cluster(), j.Shard)
+	if name, ok := names[runner]; ok {
+		runner = name
+	}
 	return append([]string{
 		router.Shard(j.Shard).String(), j.ID,
 		j.From.Datasource + "." + j.From.Database, j.To.Datasource + "." + j.To.Database,
@@ -433,7 +451,7 @@ func (a *Admin) Detail(ctx context.Context, shard int) ([]string, [][]string, er
 		return nil, nil, err
 	}
 	var rows [][]string
-	for i, v := range a.statusRow(ctx, j, ramps) {
+	for i, v := range a.statusRow(ctx, j, ramps, a.runnerNames(ctx)) {
 		rows = append(rows, []string{StatusColumns[i], v})
 	}
 	p, _ := decodeProgress(j)

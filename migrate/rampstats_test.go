@@ -244,6 +244,16 @@ func TestRampStatsPublished(t *testing.T) {
 	if s["old_err_pct"] != "0.00" || s["new_err_pct"] != formatPct(1, p1.new+p2.new) || s["new_p99_ms"] == "" || s["read_share"] != "50%" {
 		t.Fatalf("SHOW MIGRATIONS %v", s)
 	}
+	// The job's runner is the proxy p1 (convoy serve campaigns under its
+	// proxy id): named by its registered address, not its id.
+	r, err := routecfg.CampaignRunner(ctx, store, 5, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if s := status(); s["runner"] != "127.0.0.1:1" {
+		t.Errorf("SHOW MIGRATIONS names the runner %q, want p1's address 127.0.0.1:1", s["runner"])
+	}
 	// p2 dies: its lease ends, its figures with it.
 	if err := p2.reg.Close(); err != nil {
 		t.Fatal(err)

@@ -187,7 +187,7 @@ type SwitchResult struct {
 	// true with a non-nil error when the callback failed after the flip:
 	// the shard moved; roll back with another switch if needed.
 	Flipped bool
-	// The proxies, named by their registered listen address (proxyName),
+	// The proxies, named by their registered listen address (ProxyInfo.Name),
 	// of the last attempt:
 	Proxies  []string // the live proxies when the lock was taken
 	Acked    []string // proxies that acknowledged
@@ -396,7 +396,7 @@ func (r *Runner) switchLocked(ctx context.Context, opts SwitchOptions, flip func
 	info := tx.info
 	res.JobID, res.LockRevision, res.RouteVersion = info.JobID, tx.lockRev, info.RouteVersion
 	for _, p := range proxies {
-		res.Proxies = append(res.Proxies, proxyName(p))
+		res.Proxies = append(res.Proxies, p.Name())
 	}
 	log := r.log.With(zap.String("job", info.JobID), zap.Int64("lock_revision", tx.lockRev), zap.Int64("route_version", info.RouteVersion))
 	log.Info("migration lock taken; waiting for every live proxy to hold the shard's writes",
@@ -593,7 +593,7 @@ func (a *ackWait) list(m map[string]bool) []string {
 
 func (a *ackWait) name(id string) string {
 	if p, ok := a.infos[id]; ok {
-		return proxyName(p)
+		return p.Name()
 	}
 	return id
 }

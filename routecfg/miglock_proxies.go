@@ -58,11 +58,11 @@ const (
 	vanishPoll = 250 * time.Millisecond
 )
 
-// proxyName is how messages name a proxy: its registered listen address
-// (host:port, what clients dial and SHOW PROXIES shows); with the id only
-// when there is no address, or when the address is a wildcard, the same
-// on every host.
-func proxyName(p ProxyInfo) string {
+// Name is how messages (a switch's errors and logs, SHOW MIGRATIONS) name
+// the proxy: its registered listen address (host:port, what clients dial
+// and SHOW PROXIES shows); with the id only when there is no address, or
+// when the address is a wildcard, the same on every host.
+func (p ProxyInfo) Name() string {
 	if p.Listen == "" {
 		return p.ID
 	}
@@ -164,7 +164,7 @@ func (r *Runner) missingGone(ctx context.Context, missing map[string]ProxyInfo, 
 				return false
 			}
 			if len(resp.Kvs) == 0 {
-				log.Info("the proxy that did not acknowledge is no longer registered", zap.String("proxy", proxyName(p)))
+				log.Info("the proxy that did not acknowledge is no longer registered", zap.String("proxy", p.Name()))
 				delete(left, id)
 				continue
 			}
@@ -174,7 +174,7 @@ func (r *Runner) missingGone(ctx context.Context, missing map[string]ProxyInfo, 
 				return false // registered again: alive
 			}
 			if listenRefused(ctx, p.Listen) {
-				log.Info("the proxy that did not acknowledge refuses connections: its process is gone", zap.String("proxy", proxyName(p)))
+				log.Info("the proxy that did not acknowledge refuses connections: its process is gone", zap.String("proxy", p.Name()))
 				delete(left, id)
 				continue
 			}
@@ -191,7 +191,7 @@ func (r *Runner) missingGone(ctx context.Context, missing map[string]ProxyInfo, 
 				s = &seen{lease: lease, expires: time.Now().Add(time.Duration(ttl.TTL+1)*time.Second + vanishPoll)}
 				leases[id] = s
 			case ttl.TTL > s.ttl:
-				log.Info("the proxy that did not acknowledge renews its registration: alive, the abort stands", zap.String("proxy", proxyName(p)))
+				log.Info("the proxy that did not acknowledge renews its registration: alive, the abort stands", zap.String("proxy", p.Name()))
 				return false
 			case time.Now().After(s.expires):
 				return false
