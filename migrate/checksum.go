@@ -280,13 +280,7 @@ func (c *Checksummer) boundary(ctx context.Context, q queryer, after Key) (Key, 
 	if err != nil {
 		return nil, fmt.Errorf("migrate: segment boundary in %s: %w", c.src.qualified(), err)
 	}
-	k := make(Key, len(pk))
-	for i, v := range pk {
-		if k[i], err = valueBytes(v); err != nil {
-			return nil, err
-		}
-	}
-	return k, nil
+	return pkKey(pk)
 }
 
 // compare reads both sides' sums, rechecking a difference.

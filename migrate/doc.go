@@ -21,6 +21,8 @@
 //	             replaces a newer value with an older one
 //	precheck.go  prepare: server settings compared, target tables created
 //	             from the source's definition and checked empty of the shard
+//	purge.go     a shard's rows deleted from a table live shards share,
+//	             without waiting for their locks, resumably (PURGE, rollback)
 //	job.go       the job state machine (queued, prepare, backfill, verify,
 //	             ready, switched, done; rollback at any step), persisted in
 //	             the routecfg.Job record before each action

@@ -173,6 +173,7 @@ type jobState struct {
 	SwitchedAt  time.Time       `json:"switched_at,omitzero"`
 	CleanupAt   time.Time       `json:"cleanup_at,omitzero"`
 	Purged      bool            `json:"purged,omitempty"`
+	PurgedUpTo  purgePosition   `json:"purged_up_to,omitzero"`
 	NextUsed    int             `json:"next_used,omitempty"`
 	ResumeUsed  int             `json:"resume_used,omitempty"`
 	Status      Status          `json:"status"`
@@ -1094,13 +1095,26 @@ func (j *jobRun) purge(ctx context.Context) error {
 			job.ID, job.Shard, at.Datasource, at.Database)
 	}
 	lim := NewLimiter(j.m.rate(cmds.Rate))
-	for _, m := range j.moves {
-		if err := deleteShard(ctx, m.Source, m.Filter, lim, st.Table == nil && !isCompanion(m)); err != nil {
+	// From where an earlier run got to: the tables before its table are
+	// done, that one goes on after its key.
+	moves, after := j.moves, Key(nil)
+	if i := slices.IndexFunc(moves, func(m TableMove) bool { return m.Source.String() == st.PurgedUpTo.Table }); i >= 0 {
+		moves, after = moves[i:], st.PurgedUpTo.After
+	}
+	for _, m := range moves {
+		p := &shardPurge{side: m.Source, filter: m.Filter, lim: lim, drop: st.Table == nil && !isCompanion(m),
+			saved: func(k Key) error {
+				return j.save(ctx, func(_ *routecfg.Job, s *jobState) { s.PurgedUpTo = purgePosition{Table: m.Source.String(), After: k} })
+			}}
+		if err := p.run(ctx, after); err != nil {
 			return err
 		}
+		after = nil
 	}
 	j.log.Info("the source's rows of the shard are removed")
-	return j.save(ctx, func(rec *routecfg.Job, s *jobState) { rec.LastError, s.Purged = "", true })
+	return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
+		rec.LastError, s.Purged, s.PurgedUpTo = "", true, purgePosition{}
+	})
 }
 
 // rollback returns the shard to the source (switching back if needed),

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -194,55 +193,4 @@ func mysqlErrno(err error) uint16 {
 // shard, with the shard as its one parameter.
 func shardPredicate(f *ShardFilter) string {
 	return "CRC32(" + quoteIdent(f.Column) + ") % 1024 = ?"
-}
-
-// deleteChunk is how many rows one DELETE of deleteShard removes: a short
-// transaction, so the server's other writers barely notice.
-const deleteChunk = 500
-
-// deleteShard deletes the shard's rows of one table in chunks, each after
-// lim allows it (nil: unthrottled), and then drops the table if drop is set
-// and no row of any shard is left. A missing table is not an error.
-func deleteShard(ctx context.Context, s Side, f *ShardFilter, lim *Limiter, drop bool) error {
-	name := quoteIdent(s.Database) + "." + quoteIdent(s.Table)
-	// One session, past the fence triggers (fence.go).
-	c, err := purgeConn(ctx, s.DB)
-	if err != nil {
-		return fmt.Errorf("migrate: delete shard %d from %s: %w", f.Shard, s, err)
-	}
-	defer discard(c)
-	for {
-		res, err := c.ExecContext(ctx, "DELETE FROM "+name+" WHERE "+shardPredicate(f)+" LIMIT "+strconv.Itoa(deleteChunk), uint64(f.Shard))
-		if err != nil && mysqlErrno(err) == 1146 { // ER_NO_SUCH_TABLE
-			return nil // never created, or dropped by an earlier attempt
-		}
-		if err != nil {
-			return fmt.Errorf("migrate: delete shard %d from %s: %w", f.Shard, s, err)
-		}
-		n, _ := res.RowsAffected()
-		// Paid after the fact, for the rows deleted: a small shard's
-		// tables are not charged a whole chunk each.
-		if lim != nil && n > 0 {
-			if err := lim.Wait(ctx, int(n)); err != nil {
-				return err
-			}
-		}
-		if n < deleteChunk {
-			break
-		}
-	}
-	if !drop {
-		return nil
-	}
-	var left int
-	if err := c.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT 1 FROM "+name+" LIMIT 1) x").Scan(&left); err != nil {
-		return fmt.Errorf("migrate: check %s: %w", s, err)
-	}
-	if left > 0 {
-		return nil // other shards' rows: the table stays
-	}
-	if _, err := c.ExecContext(ctx, "DROP TABLE IF EXISTS "+name); err != nil {
-		return fmt.Errorf("migrate: drop %s: %w", s, err)
-	}
-	return nil
 }

@@ -198,3 +198,28 @@ func txn(ctx context.Context, conn *sql.Conn, f func(tx *sql.Tx) error) error {
 	}
 	return tx.Commit()
 }
+
+// lockKeys takes the row locks of the rows with these primary keys (of f's
+// shard, if f is set), or their gaps where there is none, and returns the
+// keys of the rows. With skipLocked it passes over rows another
+// transaction holds instead of waiting for them, whatever plan the
+// optimizer takes (it may scan the whole key: purge.go).
+func lockKeys(ctx context.Context, q queryer, t *table, keys []Key, f *ShardFilter, skipLocked bool) ([]Key, error) {
+	suffix := " FOR UPDATE"
+	if skipLocked {
+		suffix += " SKIP LOCKED"
+	}
+	rows, err := selectKeys(ctx, q, t, t.pkList(), len(t.PK), f, keys, suffix)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: lock %s: %w", t.qualified(), err)
+	}
+	out := make([]Key, 0, len(rows))
+	for _, r := range rows {
+		k, err := pkKey(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
