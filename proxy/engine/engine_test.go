@@ -203,7 +203,7 @@ func TestReservedUserVariables(t *testing.T) {
 	if got := rec.take(); len(got) != 0 {
 		t.Fatalf("a refused statement reached a backend: %q", got)
 	}
-	for _, q := range []string{"SET @convoyx = 1", "SELECT @convoy", "SELECT 'a@b'"} {
+	for _, q := range []string{"SET @convoyx = 1", "SELECT @convoy", "SELECT 'a@b'", "SELECT 'ops@convoy_team.example'", "SELECT @@convoy_x"} {
 		if _, err := s.Query(q); err != nil {
 			t.Errorf("%s: %v", q, err)
 		}

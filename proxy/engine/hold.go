@@ -39,7 +39,8 @@ import (
 // Reads are never held, and a transaction that has only read its shard
 // (plain or locking reads) does not count: the switch does not wait for
 // it, and if the shard moved, its next statement rolls it back
-// (Session.checkPinned) instead of running on the old side. Statements touching many shards wait like a
+// (Session.checkPinned) instead of running on the old side. Statements
+// touching many shards wait like a
 // single-shard write on each held shard they touch, after releasing the
 // others (so a wide write never keeps a held shard's Hold waiting while it
 // waits itself); DDL fans out to every shard, so it waits for every held

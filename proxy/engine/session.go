@@ -221,32 +221,17 @@ func (s *Session) query(sql string) (*mysql.Result, error) {
 	return r, classify(err)
 }
 
-// reservedVarPrefix starts the user variables of Convoy's own sessions on
-// the datasources: the migration's, which the storage fence's triggers let
-// write a shard a side no longer owns (migrate/fence.go). A client's
-// statement naming one is refused: set on a pooled backend connection, it
-// would let the writes of every later user of that connection past the
-// fence.
-const reservedVarPrefix = "convoy_"
-
-// refuseReservedVars refuses sql if it names a reserved user variable
-// anywhere, quoted or not (a string literal that merely contains such a
-// name is refused too: rare, and a scan of the text cannot tell).
+// refuseReservedVars refuses a statement naming one of the user variables
+// of Convoy's own sessions on the datasources (rewrite.NamesReservedVar):
+// the migration's, which the storage fence's triggers let write a shard a
+// side no longer owns (migrate/fence.go). Set on a pooled backend
+// connection, it would let the writes of every later user of that
+// connection past the fence.
 func refuseReservedVars(sql string) error {
-	for i := 0; ; i++ {
-		j := strings.IndexByte(sql[i:], '@')
-		if j < 0 {
-			return nil
-		}
-		i += j
-		k := i + 1
-		if k < len(sql) && (sql[k] == '`' || sql[k] == '\'' || sql[k] == '"') {
-			k++
-		}
-		if len(sql)-k >= len(reservedVarPrefix) && strings.EqualFold(sql[k:k+len(reservedVarPrefix)], reservedVarPrefix) {
-			return errorf(CodeNotSupported, "user variables named @%s* are reserved for Convoy's own sessions on the datasources", reservedVarPrefix)
-		}
+	if rewrite.NamesReservedVar(sql) {
+		return errorf(CodeNotSupported, "user variables named @%s* are reserved for Convoy's own sessions on the datasources", rewrite.ReservedVarPrefix)
 	}
+	return nil
 }
 
 // noteInsertID keeps LAST_INSERT_ID() per session: the statements of one
