@@ -521,7 +521,10 @@ func TestHungRedisBreakerFast(t *testing.T) {
 		if ok || err == nil {
 			t.Fatalf("hit or no error from a hung Redis: %v", err)
 		}
-		if d := time.Since(t1); d > 20*time.Millisecond {
+		// A call that waited for the hung Redis took the whole timeout; one
+		// the open breaker answered at once can still be scheduled late on
+		// a loaded machine, but not by a whole timeout.
+		if d := time.Since(t1); d >= opt.Timeout {
 			slow++
 		} else {
 			worst = max(worst, d)

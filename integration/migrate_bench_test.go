@@ -23,6 +23,7 @@ var (
 	migBenchRows   = flag.Int("migbench.rows", 10000, "BenchmarkMigrationUnderLoad: rows seeded in the migrating shard (each backfill copies them at the default 2000 rows/s)")
 	migBenchIdle   = flag.Duration("migbench.idle", 5*time.Second, "BenchmarkMigrationUnderLoad: the no-migration window measured before each cycle")
 	migBenchThink  = flag.Duration("migbench.think", 20*time.Millisecond, "BenchmarkMigrationUnderLoad: each writer's pause between two inserts")
+	migBenchProxy  = flag.Int("migbench.proxies", 3, "BenchmarkMigrationUnderLoad: Convoy processes the writers go through")
 )
 
 // Writer classes of BenchmarkMigrationUnderLoad.
@@ -35,9 +36,14 @@ const (
 
 var wcNames = [wcN]string{"migrating shard", "other shard, source server (ds0)", "other shard, target server (ds1)"}
 
-// benchWrite is one message insert as its client saw it.
+// benchWrite is one message insert as its client saw it: alone, or (txn)
+// in a transaction that first reads the conversation's seq row with FOR
+// UPDATE, which its client runs again when a switch rolled it back (1213,
+// as an ORM does: retries counts them, took spans every attempt).
 type benchWrite struct {
 	class, proxy int
+	txn          bool
+	retries      int
 	start        time.Time
 	took         time.Duration
 	err          error
@@ -52,7 +58,7 @@ func (s span) overlaps(w benchWrite) bool { return w.start.Before(s.to) && w.end
 func (s span) has(t time.Time) bool       { return !t.Before(s.from) && t.Before(s.to) }
 
 // BenchmarkMigrationUnderLoad measures, in one run, what clients writing
-// through two Convoy processes see of real migration jobs (directives, the
+// through several Convoy processes see of real migration jobs (directives, the
 // runner a proxy hosts, the real copier, binlog apply, fence and lock):
 //
 //   - the write pause of the switch: every cycle migrates the shard
@@ -65,7 +71,10 @@ func (s span) has(t time.Time) bool       { return !t.Before(s.from) && t.Before
 //
 // Writers insert seq-allocating messages (the IM send) in a closed loop
 // with a think time (-migbench.think, 20 ms): two conversations per class,
-// each through both proxies. The switch windows come from the proxies' own
+// each through every proxy (-migbench.proxies, 3); through every other
+// proxy, the migrating shard's writers send each message in a transaction
+// that reads the conversation's seq row FOR UPDATE first, and run it again
+// when a switch rolled it back (1213). The switch windows come from the proxies' own
 // logs (the lock follower's "lock seen" and "shard writes released", the
 // runner's lock taken / acknowledged / flipped / released). Run it alone
 // (about 4 minutes, see BENCHMARKS.md):
@@ -76,8 +85,10 @@ func BenchmarkMigrationUnderLoad(b *testing.B) {
 	// JSON logs: the switch timeline is read back from them.
 	s.convoy.kill()
 	s.convoy = startConvoy(b, s.etcd.Endpoints(), "log_format: json")
-	p2 := startConvoy(b, s.etcd.Endpoints(), "log_format: json")
-	proxies := []*convoyProc{s.convoy, p2}
+	proxies := []*convoyProc{s.convoy}
+	for len(proxies) < *migBenchProxy {
+		proxies = append(proxies, startConvoy(b, s.etcd.Endpoints(), "log_format: json"))
+	}
 	ctx := context.Background()
 
 	doc, err := s.store.Get(ctx)
@@ -152,6 +163,7 @@ type migLoad struct {
 	switches []switchTimes
 	aborted  int
 	cycles   int
+	proxies  []*convoyProc
 	// The dual-write as the proxies counted it (both summed): mirror
 	// calls by result, and the time they added before the ACKs.
 	dualCalls, dualSeconds float64
@@ -173,6 +185,9 @@ func runMigrationLoad(b *testing.B, s *stack, proxies []*convoyProc, admin, ds0 
 				n++
 				db := openDSN(b, proxy.dsn("app", "app secret", "im")+"&interpolateParams=true")
 				wg.Add(1)
+				// The migrating shard's conversations also take
+				// transactions that read before they write.
+				txn := class == wcMoving && p%2 == 1
 				go func(class, p int, conv, id uint64) {
 					defer wg.Done()
 					var mine []benchWrite
@@ -186,8 +201,18 @@ func runMigrationLoad(b *testing.B, s *stack, proxies []*convoyProc, admin, ds0 
 						default:
 						}
 						id++
-						w := benchWrite{class: class, proxy: p, start: time.Now()}
-						_, w.err = db.Exec("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 7, 1, NOW(3))", conv, id)
+						w := benchWrite{class: class, proxy: p, txn: txn, start: time.Now()}
+						if txn {
+							for attempt := 0; ; attempt++ {
+								w.err = readThenWrite(db, conv, id)
+								if errno(w.err) != 1213 || attempt == 2 {
+									break
+								}
+								w.retries++
+							}
+						} else {
+							_, w.err = db.Exec("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 7, 1, NOW(3))", conv, id)
+						}
 						w.took = time.Since(w.start)
 						mine = append(mine, w)
 						time.Sleep(*migBenchThink)
@@ -272,7 +297,7 @@ func runMigrationLoad(b *testing.B, s *stack, proxies []*convoyProc, admin, ds0 
 		}
 	}
 
-	res := &migLoad{cycles: *migBenchCycles}
+	res := &migLoad{cycles: *migBenchCycles, proxies: proxies}
 	waitStep("", 10*time.Second)
 	for range *migBenchCycles {
 		// Keep the shard's size steady: the writers' older messages go
@@ -336,6 +361,26 @@ func runMigrationLoad(b *testing.B, s *stack, proxies []*convoyProc, admin, ds0 
 		b.Fatalf("the logs show %d completed switches (%d aborted), want %d", len(res.switches), res.aborted, 2*res.cycles)
 	}
 	return res
+}
+
+// readThenWrite is one message sent in a transaction that reads the
+// conversation's seq row with FOR UPDATE first (an application checking
+// membership or a counter before it writes).
+func readThenWrite(db *sql.DB, conv, id uint64) error {
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	var maxSeq uint64
+	if err := tx.QueryRow("SELECT max_seq FROM im_conv_seq WHERE conv_id = ? FOR UPDATE", conv).Scan(&maxSeq); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if _, err := tx.Exec("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 7, 1, NOW(3))", conv, id); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // stepCopied marks, in the benchmark's step timeline, the end of the
@@ -613,8 +658,18 @@ func (r *migLoad) report(b *testing.B) {
 	for i, l := range perSwitch {
 		logf("  %2d %s", i+1, l)
 	}
-	logf("%d switches under load (%d cycles of MIGRATE + NEXT + ROLLBACK, %d aborted and retried), %d writes, %d failed",
-		len(r.switches), r.cycles, r.aborted, len(r.writes), errs)
+	txns, retried, retries := 0, 0, 0
+	for _, w := range r.writes {
+		if w.txn {
+			txns++
+			if w.retries > 0 {
+				retried++
+				retries += w.retries
+			}
+		}
+	}
+	logf("%d switches under load through %d proxies (%d cycles of MIGRATE + NEXT + ROLLBACK, %d aborted and retried), %d writes, %d failed; %d of them read-then-write transactions, %d rolled back by a switch (1213) and run again by their client (%d attempts)",
+		len(r.switches), len(r.proxies), r.cycles, r.aborted, len(r.writes), errs, txns, retried, retries)
 	logf("pause per switch (slowest migrating-shard write overlapping the hold, at the client): %s", pd)
 	logf("held writes (started inside their proxy's hold), client start to ACK: %s", distOf(held))
 	logf("hold span, first proxy's lock seen to last proxy's release (logs): %s", distOf(holdSpan))
