@@ -120,6 +120,20 @@ func ensureFenceTable(ctx context.Context, db *sql.DB, database string) error {
 // queue behind it meanwhile: the wait is bounded to a second, and the
 // caller (prepare) retries later.
 func installFence(ctx context.Context, s Side, f *ShardFilter) error {
+	// Already there (an earlier job of the table): no metadata lock to wait
+	// for at all.
+	args := []any{s.Database, s.Table}
+	for _, tr := range fenceTriggers {
+		args = append(args, fenceTriggerName(s.Table, tr.suffix))
+	}
+	var have int
+	if err := s.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND EVENT_OBJECT_TABLE = ? AND TRIGGER_NAME IN (?, ?, ?)",
+		args...).Scan(&have); err != nil {
+		return fmt.Errorf("migrate: look for the fence triggers of %s: %w", s, err)
+	}
+	if have == len(fenceTriggers) {
+		return nil
+	}
 	conn, err := s.DB.Conn(ctx)
 	if err != nil {
 		return err
