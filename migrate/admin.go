@@ -317,8 +317,12 @@ func stateLine(j routecfg.Job, p jobProgress) string {
 		if j.Intent == IntentCleanup {
 			return "ending the rollback window: stopping reverse replication"
 		}
-		return fmt.Sprintf("switched: the target is authoritative, the source fenced; reverse replication %s; ROLLBACK possible until %s (NEXT ends the window)",
+		out := fmt.Sprintf("switched: the target is authoritative, the source fenced; reverse replication %s; ROLLBACK possible until %s (NEXT ends the window)",
 			strings.TrimPrefix(lag(), "apply "), st.CleanupAt.UTC().Format(time.RFC3339))
+		if s.Breaches > 0 {
+			out = fmt.Sprintf("ALARM: %d write(s) of the shard reached the source past its fence, the last: %s; ", s.Breaches, s.Breach) + out
+		}
+		return out
 	case StepDone:
 		switch {
 		case st.Purged:

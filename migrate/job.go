@@ -110,6 +110,10 @@ type Status struct {
 	// at the switch, when the fence proves the target exact.
 	Backlog  int64 `json:"dualwrite_backlog,omitempty"`
 	Replayed int64 `json:"dualwrite_replayed,omitempty"`
+	// Breaches counts the writes of the shard the breach watch saw on the
+	// old side after the switch (breach.go); Breach describes the last.
+	Breaches int64  `json:"breaches,omitempty"`
+	Breach   string `json:"breach,omitempty"`
 	// Throttle says why the copy runs below its rate (throttle.go), "" when
 	// it does not.
 	Throttle string `json:"throttle,omitempty"`
@@ -170,13 +174,16 @@ type jobState struct {
 	// stopped under the lock, saved before the flip: reverse replication
 	// starts there.
 	ReverseFrom binlog.Position `json:"reverse_from,omitempty"`
-	SwitchedAt  time.Time       `json:"switched_at,omitzero"`
-	CleanupAt   time.Time       `json:"cleanup_at,omitzero"`
-	Purged      bool            `json:"purged,omitempty"`
-	PurgedUpTo  purgePosition   `json:"purged_up_to,omitzero"`
-	NextUsed    int             `json:"next_used,omitempty"`
-	ResumeUsed  int             `json:"resume_used,omitempty"`
-	Status      Status          `json:"status"`
+	// FencedAt is the source's fence marker of the switch, where the
+	// breach watch starts (breach.go).
+	FencedAt   binlog.Position `json:"fenced_at,omitempty"`
+	SwitchedAt time.Time       `json:"switched_at,omitzero"`
+	CleanupAt  time.Time       `json:"cleanup_at,omitzero"`
+	Purged     bool            `json:"purged,omitempty"`
+	PurgedUpTo purgePosition   `json:"purged_up_to,omitzero"`
+	NextUsed   int             `json:"next_used,omitempty"`
+	ResumeUsed int             `json:"resume_used,omitempty"`
+	Status     Status          `json:"status"`
 }
 
 type jobProgress struct {
@@ -235,14 +242,15 @@ type jobRun struct {
 	moves    []TableMove
 	mirror   *Mirror // replays the proxies' dual-write failures
 
-	bf      *Backfill
-	bfTask  task
-	thr     *throttle // the copy's throttle on harm, while backfilling
-	thrTask task
-	rateMu  sync.Mutex
-	rate    float64 // the copy rate set now (throttled included)
-	rev     *Applier
-	revTask task
+	bf        *Backfill
+	bfTask    task
+	thr       *throttle // the copy's throttle on harm, while backfilling
+	thrTask   task
+	rateMu    sync.Mutex
+	rate      float64 // the copy rate set now (throttled included)
+	rev       *Applier
+	revTask   task
+	watchTask task // the breach watch of the old side, while switched
 
 	statusAt   time.Time
 	lastStatus Status
@@ -466,6 +474,7 @@ func (j *jobRun) run(ctx context.Context) error {
 	defer j.bfTask.stop()
 	defer j.thrTask.stop()
 	defer j.revTask.stop()
+	defer j.watchTask.stop()
 	defer j.m.cfg.Metrics.forget(j.shard)
 	for {
 		err := j.open(ctx)
@@ -597,6 +606,9 @@ func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st j
 				if err := j.ensureReverse(ctx); err != nil {
 					return err
 				}
+				if err := j.ensureWatch(ctx); err != nil {
+					return err
+				}
 				return j.wait(ctx, min(statusEvery, time.Until(st.CleanupAt)+time.Millisecond))
 			}
 			if err := j.save(ctx, func(rec *routecfg.Job, s *jobState) { rec.Intent, s.NextUsed = IntentCleanup, cmds.Next }); err != nil {
@@ -607,6 +619,7 @@ func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st j
 		// in place until PURGE, and the source refuses their writes (its
 		// fence is up since the switch: fence.go).
 		j.revTask.stop()
+		j.watchTask.stop()
 		j.log.Info("migration done: reverse replication stopped; the source's rows of the shard stay, read-only, until PURGE")
 		return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
 			rec.Step, rec.Intent, rec.LastError = StepDone, "", ""
@@ -933,6 +946,39 @@ func (j *jobRun) ensureReverse(ctx context.Context) error {
 		j.rev = a
 	}
 	return j.revTask.start(ctx, j, func(ctx context.Context) error { return j.rev.Run(ctx, st.ReverseFrom) })
+}
+
+// ensureWatch starts the breach watch of the old side (breach.go) of a
+// switched job if it is not running.
+func (j *jobRun) ensureWatch(ctx context.Context) error {
+	if j.watchTask.running() {
+		return nil
+	}
+	job, _, st := j.snapshot()
+	from := st.FencedAt
+	if from == "" {
+		// Switched before fence markers were recorded: from now on.
+		pos, err := binlog.CurrentPosition(ctx, j.src.db)
+		if err != nil {
+			return err
+		}
+		from = pos
+	}
+	w := newBreachWatch(j.shard, j.moves, job.From.Database, job.ID+"-rev")
+	cfg := j.src.bl
+	cfg.ServerID = readerID(job.ID + "/watch")
+	cfg.Log = j.log.Named("watch")
+	return j.watchTask.start(ctx, j, func(ctx context.Context) error {
+		return w.run(ctx, cfg, from, func(what string) {
+			j.m.cfg.Metrics.breach(j.shard)
+			j.log.Error("ALARM: a write of the moved shard reached the old side past its storage fence (a session with the migration's variable, a trigger dropped by hand?): it is on no side Convoy reads, and a ROLLBACK or PURGE would erase it",
+				zap.String("write", what))
+			_ = j.save(ctx, func(_ *routecfg.Job, s *jobState) {
+				s.Status.Breaches++
+				s.Status.Breach = what
+			})
+		})
+	})
 }
 
 // verify checksums every table (resumably) and, on NEXT, repairs the

@@ -317,6 +317,7 @@ func TestJob(t *testing.T) {
 		{"Companions", testJobCompanions},
 		{"Parallel", testJobParallel},
 		{"RollbackWaitsForRamps", testJobRollbackWaitsForRamps},
+		{"BreachAlarm", testJobBreachAlarm},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, e) })
 	}
@@ -1288,5 +1289,54 @@ func testJobRollbackWaitsForRamps(t *testing.T, e *jobEnv) {
 		if rows := onTarget(); rows != 0 {
 			t.Fatalf("%d rows of the shard left on the target after the rollback", rows)
 		}
+	}
+}
+
+// The fence's alarm: once the shard is switched, the reverse apply's writes
+// of it on the old side raise nothing; a write there that passed the
+// storage fence (a session with the migration's variable) is seen in the
+// old side's binlog and shown in the job's state.
+func testJobBreachAlarm(t *testing.T, e *jobEnv) {
+	ctx := testCtx(t)
+	const cluster, shard = "breach", 19
+	e.cluster(t, cluster)
+	keys := e.fill(t, shard, 10, 1)
+	e.manager(t, cluster, "m1", -1)
+	store := routecfg.NewJobStore(e.cli, cluster)
+	if _, err := NewAdmin(e.cli, cluster).Start(ctx, shard, shard, "ds1", "im_6", 0, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, store, shard, time.Minute, "switched", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepSwitched })
+	// A write on the new side comes back to the old one: the apply's.
+	e.dst.Exec(t, fmt.Sprintf("UPDATE im_6.im_conv_seq_0000 SET member_cnt = 41 WHERE conv_id = %d", keys[0]))
+	for deadline := time.Now().Add(20 * time.Second); count(t, e.sdb, fmt.Sprintf("SELECT member_cnt FROM im_0.im_conv_seq_0000 WHERE conv_id = %d", keys[0])) != 41; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the new side's write did not come back to the old side")
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	if j, _ := store.Get(ctx, shard); j.Step == StepSwitched {
+		if p, _ := decodeProgress(j); p.State.Status.Breaches != 0 {
+			t.Fatalf("the reverse apply's own write raised the alarm: %q", p.State.Status.Breach)
+		}
+	}
+	// Past the fence by hand.
+	c, err := e.sdb.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, q := range []string{"SET @convoy_migration = 1", fmt.Sprintf("UPDATE im_0.conv_msg_0000 SET msg_type = 9 WHERE conv_id = %d AND seq = 1", keys[1])} {
+		if _, err := c.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j := waitJob(t, store, shard, 20*time.Second, "the alarm", func(_ routecfg.Job, p jobProgress) bool { return p.State.Status.Breaches > 0 })
+	p, _ := decodeProgress(j)
+	if want := fmt.Sprintf("update of im_0.conv_msg_0000 conv_id=%d", keys[1]); !strings.Contains(p.State.Status.Breach, want) {
+		t.Fatalf("the alarm says %q, want it to name %q", p.State.Status.Breach, want)
+	}
+	if st := stateLine(j, p); !strings.HasPrefix(st, "ALARM: 1 write(s) of the shard reached the source past its fence") {
+		t.Fatalf("state %q does not raise the alarm", st)
 	}
 }

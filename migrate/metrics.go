@@ -15,6 +15,7 @@ const (
 	MetricApplyLag     = "convoy_migration_apply_lag_seconds"
 	MetricStepFailures = "convoy_migration_step_failures_total"
 	MetricBacklog      = "convoy_migration_dualwrite_backlog"
+	MetricBreaches     = "convoy_migration_fence_breaches_total"
 )
 
 // Metrics are the migration jobs this process runs, by shard; a job's
@@ -27,6 +28,7 @@ type Metrics struct {
 	lag      *prometheus.GaugeVec
 	backlog  *prometheus.GaugeVec
 	failures *prometheus.CounterVec
+	breaches *prometheus.CounterVec
 }
 
 // NewMetrics creates the job metrics and registers them with reg (nil: not
@@ -45,9 +47,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Keys in a migration's dual-write compensation queue not replayed yet (the target failed them), by shard; absent outside backfill, verify and ready."}, []string{"shard"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricStepFailures,
 			Help: "Migration steps that failed and are retried (the job's last_error says why), by step."}, []string{"step"}),
+		breaches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricBreaches,
+			Help: "Writes of a moved shard seen in its old side's binlog after the switch, past the storage fence (alert on any), by shard."}, []string{"shard"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.step, m.rows, m.estimate, m.lag, m.backlog, m.failures} {
+		for _, c := range []prometheus.Collector{m.step, m.rows, m.estimate, m.lag, m.backlog, m.failures, m.breaches} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -92,5 +96,11 @@ func (m *Metrics) forget(shard router.Shard) {
 func (m *Metrics) failed(step string) {
 	if m != nil {
 		m.failures.WithLabelValues(step).Inc()
+	}
+}
+
+func (m *Metrics) breach(shard router.Shard) {
+	if m != nil {
+		m.breaches.WithLabelValues(shard.String()).Inc()
 	}
 }

@@ -33,22 +33,22 @@ import (
 // 130 ms seen under load) is no longer part of the clients' pause. It must
 // stop before the stream the other way starts (a loop would bring back
 // older values).
-func (j *jobRun) fence(ctx context.Context, db *sql.DB, database, movedTo string, reached func(binlog.Position) (bool, error)) error {
+func (j *jobRun) fence(ctx context.Context, db *sql.DB, database, movedTo string, reached func(binlog.Position) (bool, error)) (binlog.Position, error) {
 	job, _, _ := j.snapshot()
 	start := time.Now()
 	pos, err := setFence(ctx, db, fenceChange{database: database, shard: j.shard, fenced: true, job: job.ID, movedTo: movedTo}, j.log)
 	if err != nil {
-		return err
+		return "", err
 	}
 	written := time.Now()
 	if err := waitReached(ctx, pos, reached); err != nil {
-		return err
+		return "", err
 	}
 	// The proxies hold the shard's writes meanwhile: the switch's share of
 	// their pause, by part (issue 14's pause target).
 	j.log.Info("the stream passed the fence marker", zap.String("database", database), zap.String("gtid", string(pos)),
 		zap.Duration("fence_write", written.Sub(start)), zap.Duration("fence_wait", time.Since(written)))
-	return nil
+	return pos, nil
 }
 
 // unfence lets the side that becomes authoritative take the shard's
@@ -131,14 +131,15 @@ func (j *jobRun) switchForward(ctx context.Context) error {
 	restore := func() { j.restoreFences(ctx, &j.src, &j.dst, job.From.Database, job.To.Database, job.From.String()) }
 	res, err := j.r.Switch(ctx, j.m.cfg.Switch, func(fctx context.Context, tx *routecfg.SwitchTx) error {
 		err := func() error {
-			if err := j.fence(fctx, j.src.db, job.From.Database, job.To.String(), j.bf.Reached); err != nil {
+			fenced, err := j.fence(fctx, j.src.db, job.From.Database, job.To.String(), j.bf.Reached)
+			if err != nil {
 				return err
 			}
 			rev, err := binlog.CurrentPosition(fctx, j.dst.db)
 			if err != nil {
 				return fmt.Errorf("migrate: the target's binlog position: %w", err)
 			}
-			if err := j.save(fctx, func(_ *routecfg.Job, s *jobState) { s.ReverseFrom = rev }); err != nil {
+			if err := j.save(fctx, func(_ *routecfg.Job, s *jobState) { s.ReverseFrom, s.FencedAt = rev, fenced }); err != nil {
 				return err
 			}
 			return j.unfence(fctx, j.dst.db, job.To.Database)
@@ -229,9 +230,12 @@ func (j *jobRun) switchBack(ctx context.Context) error {
 	if err := caughtUpFor(ctx, 30*time.Second, j.rev.CaughtUp); err != nil {
 		return err
 	}
+	// The source is about to take the shard's writes again; the watch's
+	// stop (a dump killed over a new connection) stays out of the pause.
+	j.watchTask.stop()
 	restore := func() { j.restoreFences(ctx, &j.dst, &j.src, job.To.Database, job.From.Database, job.To.String()) }
 	res, err := j.r.Switch(ctx, j.m.cfg.Switch, func(fctx context.Context, tx *routecfg.SwitchTx) error {
-		err := j.fence(fctx, j.dst.db, job.To.Database, job.From.String(), j.rev.Reached)
+		_, err := j.fence(fctx, j.dst.db, job.To.Database, job.From.String(), j.rev.Reached)
 		if err == nil {
 			err = j.unfence(fctx, j.src.db, job.From.Database)
 		}
