@@ -70,6 +70,7 @@ var knownMetrics = map[string][]string{
 	routecfg.MetricShardsHeld:       {"cluster"},
 	routecfg.MetricShardHoldFails:   {"cluster", "reason"},
 	routecfg.MetricShardHoldSeconds: {"cluster"}, // histogram
+	routecfg.MetricWriteFenced:      {"cluster"},
 	// routecfg/miglock_metrics.go (LockMetrics, migrator side)
 	routecfg.MetricLockSeconds: {"cluster", "outcome"}, // histogram
 
@@ -80,6 +81,7 @@ var knownMetrics = map[string][]string{
 	migrate.MetricApplyLag:     {"shard"},
 	migrate.MetricStepFailures: {"step"},
 	migrate.MetricBacklog:      {"shard"},
+	migrate.MetricBreaches:     {"shard"},
 	// migrate/dualwrite.go (NewDualWriteMetrics: every proxy's mirror)
 	migrate.MetricDualWrites:       {"result"},
 	migrate.MetricDualWriteSeconds: {}, // histogram
