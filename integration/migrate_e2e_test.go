@@ -300,10 +300,11 @@ func TestMigrationEndToEnd(t *testing.T) {
 	}
 }
 
-// testDualWrite proves step 2 on a ready job. PAUSE stops the binlog
-// apply, so a message on the target right after its ACK came by the
-// proxies' mirror. Then the target's table is locked: the mirror gives up
-// after its deadline, the client's write still succeeds, its keys wait in
+// testDualWrite proves step 2 on a ready job whose READ PERCENT covers the
+// conversation. PAUSE stops the binlog apply, so a message on the target
+// right after its ACK came by the proxies' mirror. Then the target's table
+// is locked: the mirror gives up after its deadline, the client's write
+// still succeeds, its keys wait in
 // the compensation queue (SHOW MIGRATIONS counts them), and the runner
 // replays them once the lock is gone, the apply still paused.
 func testDualWrite(t *testing.T, admin, target *sql.DB, proxies []*sql.DB, conv uint64, nextID *atomic.Uint64,
@@ -328,6 +329,9 @@ func testDualWrite(t *testing.T, admin, target *sql.DB, proxies []*sql.DB, conv 
 		}
 		return n == 1
 	}
+	// Writes are mirrored only for the conversations reads may be sent to
+	// the target for (READ PERCENT): every one here.
+	mustExec(t, admin, "/*+ convoy MIGRATION 5 READ PERCENT 100 */")
 	mustExec(t, admin, "/*+ convoy MIGRATION 5 PAUSE */")
 	waitStep("ready (paused)", 30*time.Second)
 	time.Sleep(time.Second) // the runner stops the apply when it sees the command
@@ -375,6 +379,7 @@ func testDualWrite(t *testing.T, admin, target *sql.DB, proxies []*sql.DB, conv 
 	}
 	t.Logf("dual-write drill: blocked write took %v; SHOW MIGRATIONS dualwrite_failures %s", took.Round(time.Millisecond), ms[0]["dualwrite_failures"])
 	mustExec(t, admin, "/*+ convoy MIGRATION 5 RESUME */")
+	mustExec(t, admin, "/*+ convoy MIGRATION 5 READ PERCENT 0 */")
 	waitStep("ready", 30*time.Second)
 }
 

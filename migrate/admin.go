@@ -304,7 +304,10 @@ func stateLine(j routecfg.Job, p jobProgress) string {
 		}
 		out := "verified and current (" + lag() + ")"
 		if c.ReadPercent > 0 {
-			out += fmt.Sprintf(", reads of %d%% of the conversations on the target", c.ReadPercent)
+			out += fmt.Sprintf(", reads of %d%% of the conversations on the target", min(c.ReadPercent, s.RampPercent))
+			if s.RampPercent < c.ReadPercent {
+				out += fmt.Sprintf(" (READ PERCENT %d being confirmed: read_share says what it waits for)", c.ReadPercent)
+			}
 		}
 		if strings.HasPrefix(s.Switch, "aborted") {
 			out += "; the last switch aborted (switch says why)"
@@ -337,7 +340,7 @@ func stateLine(j routecfg.Job, p jobProgress) string {
 
 // readShare describes the read ramp: the share of conversations read from
 // the target, and whether the proxies honour it now (lag under the bound).
-func readShare(step string, percent int, lag float64) string {
+func readShare(step string, percent int, s Status) string {
 	switch {
 	case step == StepSwitched || step == StepDone:
 		return "100% (switched)"
@@ -345,8 +348,14 @@ func readShare(step string, percent int, lag float64) string {
 		return ""
 	case step != StepReady:
 		return fmt.Sprintf("%d%% (inactive at %s)", percent, step)
-	case lag < 0 || lag >= RampMaxLag.Seconds():
+	case s.Lag < 0 || s.Lag >= RampMaxLag.Seconds():
 		return fmt.Sprintf("%d%% (on the source: apply lag over %s)", percent, RampMaxLag)
+	case s.RampPercent < percent:
+		wait := s.RampWait
+		if wait == "" {
+			wait = "the proxies to mirror it and the apply to pass them"
+		}
+		return fmt.Sprintf("%d%% (confirming, reads at %d%%: waiting for %s)", percent, s.RampPercent, wait)
 	}
 	return fmt.Sprintf("%d%%", percent)
 }
@@ -431,7 +440,7 @@ func (a *Admin) statusRow(ctx context.Context, j routecfg.Job, ramps rampTotals,
 		router.Shard(j.Shard).String(), j.ID,
 		j.From.Datasource + "." + j.From.Database, j.To.Datasource + "." + j.To.Database,
 		step, stateLine(j, p), rowsText, rps, eta, lagText, failures, backlog, s.Checksum, s.Switch, runner, j.LastError,
-		j.UpdatedAt.UTC().Format(time.RFC3339), readShare(j.Step, p.Commands.ReadPercent, s.Lag),
+		j.UpdatedAt.UTC().Format(time.RFC3339), readShare(j.Step, p.Commands.ReadPercent, s),
 	}, ramps.cells(j.Shard)...)
 }
 

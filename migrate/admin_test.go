@@ -25,7 +25,10 @@ func TestStateLine(t *testing.T) {
 		}, []string{"copying: 1200 of about 5000 rows at 2000 rows/s, about 2s left", "apply starts after the copy"}},
 		{"applying", StepBackfill, "", func(p *jobProgress) { p.State.Backfill.Phase = PhaseApplying; p.State.Status.Lag = 0.5 }, []string{"replaying", "0.5s behind"}},
 		{"ready, aborted", StepReady, "", func(p *jobProgress) { p.State.Status.Switch = "aborted: no acknowledgement" }, []string{"verified", "last switch aborted", "waiting for NEXT"}},
-		{"ramped, auto", StepReady, "", func(p *jobProgress) { p.Commands.ReadPercent, p.Commands.Auto = 10, true }, []string{"10% of the conversations on the target", "AUTO"}},
+		{"ramped, auto", StepReady, "", func(p *jobProgress) {
+			p.Commands.ReadPercent, p.State.Status.RampPercent, p.Commands.Auto = 10, 10, true
+		}, []string{"10% of the conversations on the target", "AUTO"}},
+		{"ramp confirming", StepReady, "", func(p *jobProgress) { p.Commands.ReadPercent, p.State.Status.RampPercent = 50, 10 }, []string{"reads of 10% of the conversations", "READ PERCENT 50 being confirmed"}},
 		{"switching", StepReady, IntentSwitch, nil, []string{"every proxy holds"}},
 		{"switched", StepSwitched, "", func(p *jobProgress) { p.State.CleanupAt = at }, []string{"source fenced", "until 2026-12-10T08:00:00Z"}},
 		{"rollback asked", StepReady, "", func(p *jobProgress) { p.Commands.Rollback = true }, []string{"rolling back", "stop reading the target"}},

@@ -14,10 +14,11 @@ import (
 )
 
 // A proxy's dual-write follows the job record: the mirror opens while the
-// job prepares (no write is mirrored yet), writes are mirrored from the
-// backfill on, a write the target cannot take is queued, and nothing is
-// mirrored once the job rolls back or is gone. Against a real MariaDB (the
-// two sides as two databases of one server).
+// job prepares, no write is mirrored before the job is ready and has a
+// READ PERCENT, then only the writes of conversations in that share; a
+// write the target cannot take is queued, and nothing is mirrored once the
+// job rolls back or is gone. Against a real MariaDB (the two sides as two
+// databases of one server).
 func TestDualWrites(t *testing.T) {
 	srv := testsvc.StartMariaDB(t)
 	const shard = 7
@@ -46,21 +47,30 @@ func TestDualWrites(t *testing.T) {
 	defer d.Close()
 	count := func(result string) float64 { return testutil.ToFloat64(metrics.writes.WithLabelValues(result)) }
 
-	var conv uint64 = 1
-	for router.ShardOf(conv) != shard {
-		conv++
-	}
 	src := router.Target{Datasource: "ds0", Database: "im_0"}
 	job := routecfg.Job{ID: "j1", Shard: shard, Step: StepPrepare,
 		From: routecfg.Endpoint{Datasource: "ds0", Database: "im_0"}, To: routecfg.Endpoint{Datasource: "ds0", Database: "im_9"}}
+	var conv uint64 = 1
+	for router.ShardOf(conv) != shard || Share(conv) == 0 || Share(conv) > 98 {
+		conv++
+	}
+	percent := func(p int) {
+		job.Progress = encodeProgress(jobProgress{Commands: Commands{ReadPercent: p}})
+		d.Update(shard, &job)
+	}
 	d.Update(shard, &job)
 	if !d.Any() || d.Mirrors(shard, src) {
 		t.Fatalf("at prepare: Any %v Mirrors %v, want true, false", d.Any(), d.Mirrors(shard, src))
 	}
 	job.Step = StepBackfill
-	d.Update(shard, &job)
+	percent(100)
+	if d.Mirrors(shard, src) {
+		t.Fatal("at backfill: mirrors writes (nothing reads the target yet)")
+	}
+	job.Step = StepReady
+	percent(0)
 	if !d.Mirrors(shard, src) || d.Mirrors(shard, router.Target{Datasource: "ds0", Database: "im_9"}) || d.Mirrors(shard+1, src) {
-		t.Fatal("at backfill: mirrors the wrong writes")
+		t.Fatal("at ready: looks at the wrong writes")
 	}
 	for deadline := time.Now().Add(10 * time.Second); d.state(shard).mirror.Load() == nil; {
 		if time.Now().After(deadline) {
@@ -87,6 +97,15 @@ func TestDualWrites(t *testing.T) {
 			{Table: "im_conv_seq", Columns: []string{"conv_id"}, Rows: [][]any{{conv}}},
 		})
 	}
+	// READ PERCENT 0, then a share that leaves the conversation out: no
+	// mirror (the binlog apply brings it).
+	send(11)
+	percent(Share(conv))
+	send(12)
+	if onTarget(11)+onTarget(12) != 0 || count(DualWriteMirrored) != 0 {
+		t.Fatalf("writes outside the read ramp's share mirrored: %d on target, mirrored %v", onTarget(11)+onTarget(12), count(DualWriteMirrored))
+	}
+	percent(Share(conv) + 1)
 	send(1)
 	if onTarget(1) != 1 || count(DualWriteMirrored) != 2 {
 		t.Fatalf("mirrored write: on target %d, mirrored %v", onTarget(1), count(DualWriteMirrored))

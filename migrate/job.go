@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -110,6 +111,12 @@ type Status struct {
 	// at the switch, when the fence proves the target exact.
 	Backlog  int64 `json:"dualwrite_backlog,omitempty"`
 	Replayed int64 `json:"dualwrite_replayed,omitempty"`
+	// RampPercent is the READ PERCENT the runner confirmed: every serving
+	// proxy mirrors that share, and the apply has passed the moment they
+	// all did (ramp.go). Proxies read no more than it from the target.
+	RampPercent int `json:"ramp_percent,omitempty"`
+	// RampWait says what a READ PERCENT not confirmed yet waits for.
+	RampWait string `json:"ramp_wait,omitempty"`
 	// Breaches counts the writes of the shard the breach watch saw on the
 	// old side after the switch (breach.go); Breach describes the last.
 	Breaches int64  `json:"breaches,omitempty"`
@@ -590,6 +597,9 @@ func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st j
 		if err := j.ensureBackfill(ctx); err != nil {
 			return err
 		}
+		if job.Intent != IntentSwitch && cmds.ReadPercent != st.Status.RampPercent {
+			return j.confirmRamp(ctx, cmds.ReadPercent)
+		}
 		if job.Intent != IntentSwitch {
 			if !cmds.Auto && cmds.Next <= st.NextUsed {
 				return j.wait(ctx, j.statusPeriod(job.Step))
@@ -921,6 +931,87 @@ func (j *jobRun) ensureThrottle(ctx context.Context) error {
 		})
 		return nil
 	})
+}
+
+// rampConfirmWait bounds one attempt to confirm a read ramp's share: a
+// proxy that has not announced it by then is cut off from etcd, or stuck;
+// the step goes around and tries again.
+const rampConfirmWait = 30 * time.Second
+
+// confirmRamp moves the confirmed read share (Status.RampPercent, what the
+// proxies read from the target) to p, the DBA's READ PERCENT (ramp.go): at
+// once when p is lower, else once every serving proxy announced it mirrors
+// p and the apply passed the source's position noted right after.
+func (j *jobRun) confirmRamp(ctx context.Context, p int) error {
+	_, _, st := j.snapshot()
+	set := func(confirmed int, wait string) error {
+		return j.save(ctx, func(_ *routecfg.Job, s *jobState) { s.Status.RampPercent, s.Status.RampWait = confirmed, wait })
+	}
+	if p < st.Status.RampPercent {
+		return set(p, "")
+	}
+	wctx, cancel := context.WithTimeout(ctx, rampConfirmWait)
+	defer cancel()
+	missing, err := j.unmirrored(wctx, p)
+	for err == nil && len(missing) > 0 {
+		if serr := j.save(ctx, func(_ *routecfg.Job, s *jobState) {
+			s.Status.RampWait = "proxies not mirroring the share yet: " + strings.Join(missing, ", ")
+		}); serr != nil {
+			return serr
+		}
+		if err = sleep(wctx, 100*time.Millisecond); err == nil {
+			missing, err = j.unmirrored(wctx, p)
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return j.wait(ctx, time.Second) // the step tries again; RampWait says why
+	}
+	pos, err := binlog.CurrentPosition(wctx, j.src.db)
+	if err != nil {
+		return err
+	}
+	if err := waitReached(wctx, pos, j.bf.Reached); err != nil {
+		_ = j.save(ctx, func(_ *routecfg.Job, s *jobState) {
+			s.Status.RampWait = "the apply has not reached the source's position yet"
+		})
+		return j.wait(ctx, time.Second)
+	}
+	// A proxy that registered meanwhile must mirror too.
+	if missing, err := j.unmirrored(wctx, p); err != nil || len(missing) > 0 {
+		return err
+	}
+	j.log.Info("read ramp confirmed: every proxy mirrors the share and the apply passed it", zap.Int("percent", p))
+	return set(p, "")
+}
+
+// unmirrored lists the serving proxies that have not announced mirroring
+// at least p percent of the shard (routecfg.RampingKey's value), by name.
+func (j *jobRun) unmirrored(ctx context.Context, p int) ([]string, error) {
+	cli, cluster := j.m.cfg.Client, j.m.cfg.Cluster
+	proxies, err := routecfg.ListProxies(ctx, cli, cluster)
+	if err != nil {
+		return nil, err
+	}
+	prefix := routecfg.RampingPrefix(cluster, int(j.shard))
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	share := map[string]int{}
+	for _, kv := range resp.Kvs {
+		n, _ := strconv.Atoi(string(kv.Value))
+		share[strings.TrimPrefix(string(kv.Key), prefix)] = n
+	}
+	var missing []string
+	for _, px := range proxies {
+		if share[px.ID] < p {
+			missing = append(missing, px.Name())
+		}
+	}
+	return missing, nil
 }
 
 // ensureReverse starts the reverse replication (target -> source) of a

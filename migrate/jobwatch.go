@@ -16,8 +16,13 @@ type JobView interface {
 }
 
 // WatchJobs keeps the views current from the cluster's job records until
-// ctx ends, listing again after a broken watch.
-func WatchJobs(ctx context.Context, store *routecfg.JobStore, log *zap.Logger, views ...JobView) {
+// ctx ends, listing again after a broken watch. listed (if not nil) is
+// closed once the views hold the first listing: a proxy serves writes only
+// after it, so that none escapes a read ramp's mirror (dualwrite.go). The
+// views are updated in order, each record in all of them before the next:
+// put the DualWrites before the Ramps, so that a proxy mirrors a share
+// before it announces it.
+func WatchJobs(ctx context.Context, store *routecfg.JobStore, log *zap.Logger, listed chan<- struct{}, views ...JobView) {
 	for ctx.Err() == nil {
 		jobs, rev, err := store.List(ctx)
 		if err != nil {
@@ -42,6 +47,10 @@ func WatchJobs(ctx context.Context, store *routecfg.JobStore, log *zap.Logger, v
 					v.Update(sh, nil)
 				}
 			}
+		}
+		if listed != nil {
+			close(listed)
+			listed = nil
 		}
 		for ev := range store.Watch(ctx, rev) {
 			if ev.Err != nil {

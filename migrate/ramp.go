@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,18 @@ import (
 // dead, etcd away) sends the reads back to the source.
 // Writes never move before the switch, and the hot tier is filled only
 // from the source.
+//
+// The reads of a conversation go to the target only once the target
+// certainly has everything its clients were told was written: every proxy
+// mirrors the writes of the shard's conversations in the READ PERCENT
+// share (dualwrite.go) from the moment it sees the command, and announces
+// that share (routecfg.RampingKey's value); the runner waits until every
+// serving proxy announced it, notes the source's binlog position, waits
+// for the apply to pass it, and only then publishes the share as
+// confirmed (Status.RampPercent). Writes committed before that position
+// are applied; those after it are mirrored before their ACK. A proxy
+// reads from the target the smaller of READ PERCENT and the confirmed
+// share, so a share lowered by the DBA takes effect at once.
 //
 // A rollback deletes the job's rows on the target, so it must first know
 // that no proxy reads the shard there any more. A proxy announces that it
@@ -69,17 +82,22 @@ type Ramps struct {
 	// announced are the shards whose ramping key is written (guarded by
 	// mu): only those ramp. ended is when a shard's ramp ended, for its
 	// key's withdrawal. kick wakes the announcer.
-	announced map[router.Shard]bool
+	announced map[router.Shard]int // the percent written
 	ended     map[router.Shard]time.Time
 	kick      chan struct{}
 }
 
 type rampState struct {
-	percent int
-	to      routecfg.Endpoint
-	table   *int
-	lagOK   bool
-	heard   time.Time // when this proxy last saw the record change
+	// percent is the share read from the target: the DBA's READ PERCENT,
+	// but no more than the runner confirmed (Status.RampPercent: every
+	// proxy mirrors that share and the apply passed the moment they all
+	// did). mirror is READ PERCENT itself, what this proxy mirrors and
+	// announces.
+	percent, mirror int
+	to              routecfg.Endpoint
+	table           *int
+	lagOK           bool
+	heard           time.Time // when this proxy last saw the record change
 	// alt caches the routes with the shard moved, per routes version.
 	altMu      sync.Mutex
 	altVersion int64
@@ -94,7 +112,7 @@ func NewRamps(reg prometheus.Registerer) (*Ramps, error) {
 		return nil, err
 	}
 	return &Ramps{now: time.Now, shards: map[router.Shard]*rampState{}, metrics: m,
-		announced: map[router.Shard]bool{}, ended: map[router.Shard]time.Time{}, kick: make(chan struct{}, 1)}, nil
+		announced: map[router.Shard]int{}, ended: map[router.Shard]time.Time{}, kick: make(chan struct{}, 1)}, nil
 }
 
 // Announce keeps this proxy's ramping keys (routecfg.RampingKey, through
@@ -118,8 +136,10 @@ func (r *Ramps) Announce(ctx context.Context, w RampStatsWriter, key func(shard 
 func (r *Ramps) announce(ctx context.Context, w RampStatsWriter, key func(shard int) string, log *zap.Logger) {
 	r.mu.RLock()
 	var put, del []router.Shard
-	for sh := range r.shards {
+	percent := map[router.Shard]int{}
+	for sh, st := range r.shards {
 		put = append(put, sh) // again every tick: a lost lease took it
+		percent[sh] = st.mirror
 	}
 	now := r.now()
 	for sh, at := range r.ended {
@@ -130,7 +150,7 @@ func (r *Ramps) announce(ctx context.Context, w RampStatsWriter, key func(shard 
 	r.mu.RUnlock()
 	for _, sh := range put {
 		wctx, cancel := context.WithTimeout(ctx, rampAnnounceEvery)
-		err := w.Put(wctx, key(int(sh)), "")
+		err := w.Put(wctx, key(int(sh)), strconv.Itoa(percent[sh]))
 		cancel()
 		if err != nil {
 			log.Debug("cannot announce a read ramp yet; its reads stay on the source", zap.Int("shard", int(sh)), zap.Error(err))
@@ -138,7 +158,7 @@ func (r *Ramps) announce(ctx context.Context, w RampStatsWriter, key func(shard 
 		}
 		r.mu.Lock()
 		if r.shards[sh] != nil {
-			r.announced[sh] = true
+			r.announced[sh] = percent[sh]
 		}
 		r.mu.Unlock()
 	}
@@ -167,8 +187,8 @@ func (r *Ramps) Update(shard int, job *routecfg.Job) {
 		if p, err := decodeProgress(*job); err == nil && p.Commands.ReadPercent > 0 && !p.Commands.Rollback {
 			lag := p.State.Status.Lag
 			_, table := p.State.tables()
-			st = &rampState{percent: p.Commands.ReadPercent, to: job.To, table: table,
-				lagOK: lag >= 0 && lag < RampMaxLag.Seconds(), heard: r.now()}
+			st = &rampState{percent: min(p.Commands.ReadPercent, p.State.Status.RampPercent), mirror: p.Commands.ReadPercent,
+				to: job.To, table: table, lagOK: lag >= 0 && lag < RampMaxLag.Seconds(), heard: r.now()}
 		}
 	}
 	r.mu.Lock()
@@ -180,9 +200,9 @@ func (r *Ramps) Update(shard int, job *routecfg.Job) {
 		r.ended[sh] = r.now()
 		r.endStats(sh)
 	case st != nil:
-		if r.shards[sh] == nil {
+		if r.shards[sh] == nil || r.shards[sh].mirror != st.mirror {
 			delete(r.ended, sh)
-			r.wake() // announce it before its first ramped read
+			r.wake() // announce it before its first ramped read, or its new share
 		}
 		r.shards[sh] = st
 		r.startStats(sh)
@@ -218,7 +238,7 @@ func (r *Ramps) ReadSnapshot(snap *router.Snapshot, sh router.Shard, key uint64)
 	if st == nil {
 		return nil, false
 	}
-	if !announced {
+	if announced == 0 {
 		return nil, true // to the source until the runner can see this proxy ramps
 	}
 	cur := snap.Target(sh)

@@ -16,20 +16,20 @@ import (
 // keyRecorder is a RampStatsWriter that keeps the keys written.
 type keyRecorder struct {
 	mu   sync.Mutex
-	keys map[string]bool
+	keys map[string]string
 	fail bool
 }
 
-func (k *keyRecorder) Put(_ context.Context, key, _ string) error {
+func (k *keyRecorder) Put(_ context.Context, key, value string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.fail {
 		return fmt.Errorf("etcd unreachable")
 	}
 	if k.keys == nil {
-		k.keys = map[string]bool{}
+		k.keys = map[string]string{}
 	}
-	k.keys[key] = true
+	k.keys[key] = value
 	return nil
 }
 
@@ -44,6 +44,13 @@ func (k *keyRecorder) Delete(_ context.Context, key string) error {
 }
 
 func (k *keyRecorder) has(key string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_, ok := k.keys[key]
+	return ok
+}
+
+func (k *keyRecorder) value(key string) string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.keys[key]
@@ -64,6 +71,7 @@ func rampJob(step string, percent int, lag float64) *routecfg.Job {
 	zero := 0
 	p.State.Table = &zero // the shard's shared physical table
 	p.Commands.ReadPercent = percent
+	p.State.Status.RampPercent = percent // confirmed by the runner
 	p.State.Status.Lag = lag
 	return &routecfg.Job{ID: "j", Shard: 5, Step: step, From: routecfg.Endpoint{Datasource: "ds0", Database: "im_0"},
 		To: routecfg.Endpoint{Datasource: "ds1", Database: "im_mig"}, Progress: encodeProgress(p)}
@@ -135,13 +143,27 @@ func TestRamps(t *testing.T) {
 		alt, _ := r.ReadSnapshot(snap, 5, k)
 		first[k] = alt != nil
 	}
+	// READ PERCENT 80 not confirmed by the runner yet: still 50 %.
 	pr.Commands.ReadPercent = 80
+	p.Progress = encodeProgress(pr)
+	r.Update(5, p)
+	announceWith(r, w)
+	if n := moved(); n < 160 || n > 240 {
+		t.Fatalf("%d of 400 keys ramped at READ PERCENT 80 confirmed at 50", n)
+	}
+	if !w.has(shardKey(5)) || w.value(shardKey(5)) != "80" {
+		t.Fatalf("the proxy announced %q, want the 80 %% it mirrors", w.value(shardKey(5)))
+	}
+	pr.State.Status.RampPercent = 80
 	p.Progress = encodeProgress(pr)
 	r.Update(5, p)
 	for _, k := range keys {
 		if alt, _ := r.ReadSnapshot(snap, 5, k); first[k] && alt == nil {
 			t.Fatalf("key %d left the target when the share grew", k)
 		}
+	}
+	if n := moved(); n < 280 {
+		t.Fatalf("%d of 400 keys ramped at 80 %% confirmed", n)
 	}
 	now = now.Add(RampFresh + time.Second)
 	if moved() != 0 {

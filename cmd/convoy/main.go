@@ -472,7 +472,8 @@ func serve(args []string) error {
 	dual := migrate.NewDualWrites(migrate.DualWriteConfig{Connect: migrationConnector, Routes: watcher.Current,
 		Timeout: c.Migration.DualWriteTimeout, Metrics: dualMetrics, Log: log.Named("dualwrite")})
 	defer dual.Close()
-	go migrate.WatchJobs(ctx, routecfg.NewJobStore(cli, c.Etcd.Cluster), log.Named("migrate"), ramps, dual)
+	listed := make(chan struct{})
+	go migrate.WatchJobs(ctx, routecfg.NewJobStore(cli, c.Etcd.Cluster), log.Named("migrate"), listed, dual, ramps)
 	eng.SetDualWrites(dualWrites{dual})
 	// Migration jobs run in every proxy (whichever wins a job's runner
 	// election), so a job survives the death of the one running it.
@@ -499,6 +500,14 @@ func serve(args []string) error {
 			return err
 		}
 		defer ct.Close()
+	}
+	// Writes are served once the jobs are known: a read ramp's mirror must
+	// see every write of its share (migrate.WatchJobs). Without etcd the
+	// start-up fence refuses writes anyway.
+	select {
+	case <-listed:
+	case <-time.After(5 * time.Second):
+		log.Warn("the migration jobs are not listed yet (etcd slow?); serving anyway")
 	}
 	log.Info("convoy serving", zap.String("listen", ln.Addr().String()), zap.String("metrics", c.MetricsListen),
 		zap.String("cluster", c.Etcd.Cluster), zap.Int64("route_version", watcher.Current().Version()))
