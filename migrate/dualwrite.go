@@ -168,16 +168,18 @@ func (d *DualWrites) Close() {
 }
 
 // jobView says what a proxy does for a job: open its mirror from the
-// first step (so that it is ready when a read ramp starts) and, while the
-// job is ready, look at its writes (Mirror keeps those of the READ PERCENT
-// share) until the switch; nothing for a job rolling back.
+// first step (so that it is ready when a read ramp starts) and look at its
+// writes from the backfill until the switch (Mirror keeps those of the
+// READ PERCENT share, when they have committed: a transaction planned
+// before the ramp and committed after it is mirrored); nothing for a job
+// rolling back.
 func jobView(job *routecfg.Job) (p jobProgress, open, mirror bool) {
 	if job == nil {
 		return p, false, false
 	}
 	switch job.Step {
-	case StepQueued, StepPrepare, StepBackfill, StepVerify:
-	case StepReady:
+	case StepQueued, StepPrepare:
+	case StepBackfill, StepVerify, StepReady:
 		mirror = true
 	default:
 		return p, false, false
