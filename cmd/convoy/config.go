@@ -142,7 +142,7 @@ type Config struct {
 		// another process takes it over from its last checkpoint.
 		RunnerTTL time.Duration `yaml:"runner_ttl"`
 		// A write of a shard held for a migration switch waits at most
-		// hold_max_wait (default 2s), behind at most hold_max_queue other
+		// hold_max_wait (default 3s), behind at most hold_max_queue other
 		// writes of that shard (default 10000); past either it gets MySQL
 		// error 1205 naming the shard.
 		HoldMaxWait  time.Duration `yaml:"hold_max_wait"`

@@ -462,6 +462,38 @@ func TestTransactionPinnedAcrossSwitch(t *testing.T) {
 	}
 }
 
+// TestTransactionPinnedDuringSwitch: the routes flip while a transaction's
+// first statement (a read, never held) is on its way: it was routed to the
+// old side and opens the transaction there, and the transaction's next
+// statement, routed under the new routes, must not run on that connection
+// (it would write the old side).
+func TestTransactionPinnedDuringSwitch(t *testing.T) {
+	e, rec, routes := newHoldEngine(Options{})
+	var once sync.Once
+	rec.hook = func(sql string) {
+		if sql == "BEGIN" {
+			once.Do(func() { routes.p.Store(movedTo(t, "ds2", "im_1")) })
+		}
+	}
+	s := e.NewSession("im")
+	for _, q := range []string{"BEGIN", "SELECT seq FROM conv_msg WHERE conv_id = 42 FOR UPDATE"} {
+		if _, err := s.Query(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec.hook = nil
+	if got := rec.take(); len(got) < 2 || !strings.HasPrefix(got[len(got)-1], "ds0#") {
+		t.Fatalf("the read: %q, want it on the old side (routed before the flip)", got)
+	}
+	_, err := s.Query("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (42, 9, 7, 1, 1, NOW())")
+	expectCode(t, err, CodeTxnRolledBack)
+	for _, l := range rec.take() {
+		if strings.Contains(l, "INSERT") {
+			t.Fatalf("the write ran after the flip: %s", l)
+		}
+	}
+}
+
 // TestHoldScatterWrites: a write over several shards waits for a held one
 // it touches, without counting on the others meanwhile; DDL waits for any
 // held shard.

@@ -460,7 +460,14 @@ func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
 	}
 	s.txn.conn, s.txn.pin, s.txn.savepoints = c, pin, nil
 	if pin >= 0 {
-		s.txn.at = s.e.routes.Current().Target(router.Shard(pin))
+		at := s.e.routes.Current().Target(router.Shard(pin))
+		if at.Datasource != c.Datasource() {
+			// The routes moved the shard since this statement was routed
+			// (a read is never held): the transaction is on the old side,
+			// and its next statement fails it (checkPinned).
+			at = router.Target{Datasource: c.Datasource()}
+		}
+		s.txn.at = at
 	}
 	return c, noop, nil
 }
@@ -479,12 +486,16 @@ func (s *Session) checkPinned() error {
 	}
 	snap := s.e.routes.Current()
 	now := snap.Target(router.Shard(s.txn.pin))
-	if now == s.txn.at {
+	if now == s.txn.at && now.Datasource == s.txn.conn.Datasource() {
 		return nil
 	}
+	from := s.txn.at.Datasource
+	if s.txn.at.Database != "" {
+		from += "." + s.txn.at.Database
+	}
 	err := errorf(CodeTxnRolledBack,
-		"Deadlock found when trying to get lock; try restarting transaction: shard %s moved from %s.%s to %s.%s (a migration switch, route version %d) after this transaction began on it; the transaction was rolled back",
-		router.Shard(s.txn.pin), s.txn.at.Datasource, s.txn.at.Database, now.Datasource, now.Database, snap.Version())
+		"Deadlock found when trying to get lock; try restarting transaction: shard %s moved from %s to %s.%s (a migration switch, route version %d) after this transaction began on it; the transaction was rolled back",
+		router.Shard(s.txn.pin), from, now.Datasource, now.Database, snap.Version())
 	_, _ = s.txn.conn.Exec("ROLLBACK") // released either way; a failed ROLLBACK drops the connection
 	s.abortTxn(err)
 	return err
