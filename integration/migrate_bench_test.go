@@ -285,7 +285,26 @@ func runMigrationLoad(b *testing.B, s *stack, proxies []*convoyProc, admin, ds0 
 		deadline := time.Now().Add(d)
 		for current() != want {
 			if time.Now().After(deadline) {
-				b.Fatalf("migration not at %q after %s (at %q)\nproxy 1 log:\n%s\nproxy 2 log:\n%s", want, d, current(), proxies[0].logTail(), proxies[1].logTail())
+				var row []string
+				if rows, err := admin.Query("/*+ convoy SHOW MIGRATIONS */"); err == nil {
+					cols, _ := rows.Columns()
+					vals := make([]sql.NullString, len(cols))
+					ptrs := make([]any, len(cols))
+					for i := range vals {
+						ptrs[i] = &vals[i]
+					}
+					for rows.Next() {
+						if rows.Scan(ptrs...) == nil {
+							for i, c := range cols {
+								if c == "step" || c == "state" || c == "last_error" || c == "switch" {
+									row = append(row, c+"="+vals[i].String)
+								}
+							}
+						}
+					}
+					rows.Close()
+				}
+				b.Fatalf("migration not at %q after %s (at %q): %v", want, d, current(), row)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

@@ -267,7 +267,7 @@ func (a *Applier) Stats() ApplierStats {
 // up (a batch reads the source under the target's locks: a dozen round
 // trips), so a check that did not wait for the batch under way would
 // almost never find it caught up.
-const caughtUpWait = 100 * time.Millisecond
+const caughtUpWait = 250 * time.Millisecond
 
 // CaughtUp reports whether every source transaction committed before the
 // call has been applied (or had nothing of the shard): the applied

@@ -126,7 +126,10 @@ func (j *jobRun) switchForward(ctx context.Context) error {
 		return j.switched(ctx, "switched by an earlier runner")
 	}
 	if err := caughtUpFor(ctx, 30*time.Second, j.bf.CaughtUp); err != nil {
-		return j.switchFailed(ctx, cmds, err)
+		// Not a failed switch: nothing was held. The intent stays, so the
+		// step retries (last_error says why) until the apply catches up or
+		// the DBA rolls back; under a write burst that can take a while.
+		return err
 	}
 	restore := func() { j.restoreFences(ctx, &j.src, &j.dst, job.From.Database, job.To.Database, job.From.String()) }
 	res, err := j.r.Switch(ctx, j.m.cfg.Switch, func(fctx context.Context, tx *routecfg.SwitchTx) error {

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"errors"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -101,7 +102,25 @@ func (c *Conn) check(err error) error {
 func (c *Conn) Exec(sql string) (*mysql.Result, error) {
 	r, err := c.w.query(sql)
 	c.single(r)
-	return r, c.check(err)
+	err = c.check(err)
+	if IsFenceSetUp(err) {
+		r, err = c.w.query(sql)
+		c.single(r)
+		err = c.check(err)
+	}
+	return r, err
+}
+
+// IsFenceSetUp reports MariaDB's answer to a statement compiled before a
+// shard migration put its fence triggers on the table (MDEV-26048: the
+// statement's table list lacks the table the new trigger reads, and the
+// server says that table does not exist). The statement did nothing, and
+// the same statement sent again is compiled with the trigger: Exec and
+// ExecPrepared retry it once, and the engine's own batches too, so no
+// client sees the migration's set-up.
+func IsFenceSetUp(err error) bool {
+	var me *mysql.MyError
+	return errors.As(err, &me) && me.Code == mysql.ER_NO_SUCH_TABLE && strings.Contains(me.Message, "._convoy_")
 }
 
 // ExecMulti runs several statements of Convoy's own (never a client's text)
@@ -123,7 +142,18 @@ func (c *Conn) ExecPrepared(sql string, args []any) (*mysql.Result, error) {
 	}
 	r, err := c.w.execute(st, args)
 	c.single(r)
-	return r, c.check(err)
+	err = c.check(err)
+	if IsFenceSetUp(err) {
+		// Prepared before the trigger: a new one (see IsFenceSetUp).
+		c.forgetStmt(sql)
+		if st, err = c.stmt(sql); err != nil {
+			return nil, err
+		}
+		r, err = c.w.execute(st, args)
+		c.single(r)
+		err = c.check(err)
+	}
+	return r, err
 }
 
 // Describe prepares sql on the backend and reports its parameter count and
@@ -167,6 +197,20 @@ func (c *Conn) stmt(sql string) (*stmt, error) {
 	c.stmts[sql] = st
 	c.stmtLRU = append(c.stmtLRU, sql)
 	return st, nil
+}
+
+// forgetStmt closes sql's cached statement, if any (a close error breaks
+// the connection, as check decides).
+func (c *Conn) forgetStmt(sql string) {
+	st, ok := c.stmts[sql]
+	if !ok {
+		return
+	}
+	delete(c.stmts, sql)
+	if i := slices.Index(c.stmtLRU, sql); i >= 0 {
+		c.stmtLRU = slices.Delete(c.stmtLRU, i, i+1)
+	}
+	_ = c.check(c.w.closeStmt(st.id))
 }
 
 // UseDB switches the connection's default database when it differs.

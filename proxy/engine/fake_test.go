@@ -21,6 +21,7 @@ type recorder struct {
 	failOn   string // statements containing this fail with a server error
 	failDS   string // ... only on this datasource's connections, if set
 	failErr  error  // ... or with this error instead
+	failN    int    // ... only this many times, if set
 	multiErr error  // ExecMulti returns it after running every statement
 	cols     int    // column count Describe reports
 	// failAcquire makes Acquire fail for a datasource (a breaker open, a
@@ -61,6 +62,11 @@ func (r *recorder) record(c *fakeConn, kind, sql string) error {
 	defer r.mu.Unlock()
 	r.log = append(r.log, fmt.Sprintf("%s#%d %s: %s", c.ds, c.id, kind, sql))
 	if r.failOn != "" && strings.Contains(sql, r.failOn) && (r.failDS == "" || r.failDS == c.ds) {
+		if r.failN > 0 {
+			if r.failN--; r.failN == 0 {
+				r.failOn = ""
+			}
+		}
 		if r.failErr != nil {
 			return r.failErr
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/convoy-im/convoy/router"
@@ -690,5 +691,38 @@ func TestWriteFence(t *testing.T) {
 	}
 	if got := rec.take(); len(got) != 1 {
 		t.Fatalf("the write after the fences: %q", got)
+	}
+}
+
+// TestFenceSetUpRetried: a statement MariaDB compiled just before a
+// migration put its fence triggers on the table fails once with 1146
+// naming the fence table (MDEV-26048, backend.IsFenceSetUp); the message
+// send's own batch rolls back and is sent again, so the client never sees
+// it. Another 1146 is the client's.
+func TestFenceSetUpRetried(t *testing.T) {
+	e, rec, _ := newHoldEngine(Options{})
+	s := e.NewSession("im")
+	rec.failOn, rec.failN = "INSERT INTO `im_1`.`conv_msg_0136`", 1
+	rec.failErr = &mysql.MyError{Code: mysql.ER_NO_SUCH_TABLE, State: "42S02", Message: "Table 'im_1._convoy_shard_fence' doesn't exist"}
+	r, err := s.Query("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (42, 7, 1, 1, NOW())")
+	if err != nil || r == nil {
+		t.Fatalf("a message sent while the fence was set up: %v", err)
+	}
+	var sent, rolled int
+	for _, l := range rec.take() {
+		if strings.Contains(l, "INSERT INTO `im_1`.`conv_msg_0136`") {
+			sent++
+		}
+		if strings.HasSuffix(l, "ROLLBACK") {
+			rolled++
+		}
+	}
+	if sent != 2 || rolled != 1 {
+		t.Fatalf("the batch was sent %d times with %d ROLLBACKs, want 2 and 1", sent, rolled)
+	}
+	rec.failOn, rec.failN = "INSERT INTO `im_1`.`conv_msg_0136`", 1
+	rec.failErr = &mysql.MyError{Code: mysql.ER_NO_SUCH_TABLE, State: "42S02", Message: "Table 'im_1.conv_msg_0136' doesn't exist"}
+	if _, err := s.Query("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (42, 8, 1, 1, NOW())"); err == nil {
+		t.Fatal("another missing table was retried away")
 	}
 }

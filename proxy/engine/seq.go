@@ -264,6 +264,12 @@ func (s *Session) seqBatch(pl *plan, args []any) (_ *mysql.Result, ok bool, _ er
 	defer release()
 	start = time.Now()
 	rs, err := c.ExecMulti(b.String())
+	if err != nil && !inTxn && backend.IsFenceSetUp(err) {
+		// The batch stopped inside its own transaction (MDEV-26048, see
+		// backend.IsFenceSetUp): roll it back and send it again, once.
+		_, _ = c.Exec("ROLLBACK")
+		rs, err = c.ExecMulti(b.String())
+	}
 	first := 0
 	if !inTxn {
 		first = 1 // BEGIN's OK
