@@ -58,10 +58,10 @@ func shardPlacement(t *testing.T, admin *sql.DB, conv uint64) string {
 }
 
 // TestMigrationTransactionAcrossSwitch (window 1): a transaction reads its
-// shard with SELECT ... FOR UPDATE (which the switch does not wait for),
-// the shard switches to another datasource under the same database name
-// (the migration's default), and the transaction then inserts a message
-// and commits. Either the message is on the new side and the client was
+// shard with SELECT ... FOR UPDATE (the switch waits for it until its
+// hold's deadline, then rolls it back), the shard switches to another
+// datasource under the same database name (the migration's default), and
+// the transaction then inserts a message and commits. Either the message is on the new side and the client was
 // told so, or the client got the deadlock error (1213) and later 1180 on
 // COMMIT and the message is nowhere; it is never acknowledged on the old
 // side, where reads through Convoy no longer look.

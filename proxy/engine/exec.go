@@ -111,9 +111,10 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 	if pl.explain != "" {
 		return s.runExplain(pl, args, binary)
 	}
-	if pl.write() {
+	if write := pl.write(); write || s.inTxn() && lockingRead(a.Stmt) {
 		// Before any route is read: a write queued behind a migration hold
-		// is routed under the routes served when the hold ends.
+		// is routed under the routes served when the hold ends. A locking
+		// read in a transaction counts as its first write (hold.go).
 		shards, err := s.admitWrite(pl, args)
 		if err != nil {
 			return nil, err
@@ -121,7 +122,8 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 		defer s.endWrite(shards)
 		// The mirror runs before endWrite: while the write still counts on
 		// its shards, no switch can flip them under it.
-		if ws := s.mirrorPlan(pl, args); ws != nil {
+		if !write {
+		} else if ws := s.mirrorPlan(pl, args); ws != nil {
 			if rewrite.NeedsSeq(pl.a) {
 				s.seqs = map[int]uint64{}
 			}

@@ -36,11 +36,18 @@ import (
 //     fail it. Its later statements are never queued (a queue inside a
 //     transaction would hold its row locks for the queue's wait).
 //
-// Reads are never held, and a transaction that has only read its shard
-// (plain or locking reads) does not count: the switch does not wait for
-// it, and if the shard moved, its next statement rolls it back
-// (Session.checkPinned) instead of running on the old side. Statements
-// touching many shards wait like a
+//   - a transaction's locking read (SELECT ... FOR UPDATE / LOCK IN SHARE
+//     MODE) counts as its first write: its row locks are a write's. Were
+//     it not counted, a switch could deadlock with the row locks: the
+//     transaction's next write queued behind the hold while holding its
+//     lock, an autocommit write admitted before the hold waiting for that
+//     lock, and the hold waiting for that write.
+//
+// Plain reads are never held, and a transaction that has only read its
+// shard that way does not count: the switch does not wait for it, and if
+// the shard moved, its next statement rolls it back (Session.checkPinned)
+// instead of running on the old side. Statements touching many shards
+// wait like a
 // single-shard write on each held shard they touch, after releasing the
 // others (so a wide write never keeps a held shard's Hold waiting while it
 // waits itself); DDL fans out to every shard, so it waits for every held
@@ -77,7 +84,7 @@ func (s *Session) writeShards(pl *plan, args []any) []router.Shard {
 		return allShards
 	case rewrite.KindInsert:
 		vals = a.InsertRows // no MaxInList here: an INSERT has no such bound
-	case rewrite.KindUpdate, rewrite.KindDelete:
+	case rewrite.KindUpdate, rewrite.KindDelete, rewrite.KindSelect: // the select: a locking read in a transaction
 		if !a.HasKey || len(a.Keys) > s.e.opt.MaxInList {
 			return nil
 		}

@@ -402,9 +402,9 @@ func TestHoldTransactionFirstWriteQueues(t *testing.T) {
 }
 
 // TestTransactionPinnedAcrossSwitch: a transaction that only read its
-// shard (a plain or locking read, which the hold does not wait for) when a
-// switch moved the shard is rolled back by its next statement, a write or
-// a read, with the deadlock error drivers retry; nothing of it reaches the
+// shard (a plain read, which the hold does not wait for) when a switch
+// moved the shard is rolled back by its next statement, a write or a
+// read, with the deadlock error drivers retry; nothing of it reaches the
 // old side after the move, nor the new one. The same when the shard moved
 // to another database of the same datasource, or to a datasource with the
 // same database name (a migration's default).
@@ -420,7 +420,7 @@ func TestTransactionPinnedAcrossSwitch(t *testing.T) {
 				t.Fatalf("[BUG] shard %d is on %+v in defaultSnapshot", heldShard, got)
 			}
 			s := e.NewSession("im")
-			for _, q := range []string{"BEGIN", "SELECT seq FROM conv_msg WHERE conv_id = 42 FOR UPDATE"} {
+			for _, q := range []string{"BEGIN", "SELECT seq FROM conv_msg WHERE conv_id = 42"} {
 				if _, err := s.Query(q); err != nil {
 					t.Fatal(err)
 				}
@@ -460,6 +460,44 @@ func TestTransactionPinnedAcrossSwitch(t *testing.T) {
 				t.Fatalf("shard still counts %d writes", n)
 			}
 		})
+	}
+}
+
+// TestHoldLockingRead: a transaction's locking read counts on the shard
+// like its first write: queued while the shard is held, then counted until
+// the transaction ends, so a hold waits for it (and fails it at its
+// deadline) rather than letting its next write queue while it holds row
+// locks an admitted write may be waiting for (a deadlock of the switch).
+func TestHoldLockingRead(t *testing.T) {
+	e, _, _ := newHoldEngine(Options{})
+	h := hold(t, e, heldShard)
+	s := e.NewSession("im")
+	if _, err := s.Query("BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	done := goQuery(s, "SELECT seq FROM conv_msg WHERE conv_id = 42 FOR UPDATE")
+	waitQueued(t, h, 1)
+	h.Release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := e.gates[heldShard].active.Load(); n != 1 {
+		t.Fatalf("the transaction that read FOR UPDATE counts %d on its shard, want 1", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	h2, err := e.Hold(ctx, heldShard)
+	cancel()
+	if err != nil {
+		t.Fatalf("Hold with an idle transaction that read FOR UPDATE: %v", err)
+	}
+	_, err = s.Query("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (42, 9, 7, 1, 1, NOW())")
+	expectCode(t, err, CodeTxnRolledBack)
+	h2.Release()
+	if _, err := s.Query("ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.gates[heldShard].active.Load(); n != 0 {
+		t.Fatalf("shard still counts %d", n)
 	}
 }
 
