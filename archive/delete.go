@@ -2,6 +2,7 @@ package archive
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -37,6 +38,14 @@ func (u *run) deleteDue(ctx context.Context) error {
 // else, in chunks of ChunkRows in the file's key order. Each chunk is one
 // transaction on the shard's database:
 //
+//  0. lock the file's progress row and check it still says the chunk is
+//     next: an archiver whose lease ran out while its chunk transaction
+//     was open (a pause, a slow statement) may still commit that chunk,
+//     since its MySQL statements are not fenced by the election. Its
+//     successor must not take the rows that archiver deleted for rows
+//     deleted by users (they would be skipped by every cold read): it
+//     waits for the row lock, sees the chunk done, and starts over from
+//     the progress row;
 //  1. lock the chunk's rows (SELECT ... FOR UPDATE, both tables) and
 //     compare each with the file's copy (cold.SameRow): equal rows will be
 //     deleted; a row changed since it was archived (edited message, body
@@ -83,6 +92,9 @@ func (u *run) deleteFile(ctx context.Context, rec Record) error {
 		done, ambiguous = rec.Done, rec.Done
 	}
 	rec.Location = u.location()
+	if err := u.src.startProgress(rec.Key, done); err != nil {
+		return err
+	}
 	chunk := u.a.cfg.ChunkRows
 	rec.Chunks = (len(rows) + chunk - 1) / chunk
 	if rec.Skips == nil {
@@ -130,7 +142,11 @@ func (u *run) deleteFile(ctx context.Context, rec Record) error {
 	return u.src.forget(rec.Key)
 }
 
-// deleteChunk is steps 1-3 of deleteFile for chunk i (rows of the file).
+// errChunkMoved: another archiver committed a delete chunk of the file
+// under this run (see deleteFile, step 0); the next run resumes after it.
+var errChunkMoved = errors.New("archive: another archiver committed this delete chunk; the next run resumes after it")
+
+// deleteChunk is steps 0-3 of deleteFile for chunk i (rows of the file).
 // assumeDeleted treats missing rows as deleted by an earlier attempt.
 func (u *run) deleteChunk(ctx context.Context, rec *Record, i int, rows []cold.Row, assumeDeleted bool) (int, error) {
 	keys := make([]key, len(rows))
@@ -146,6 +162,11 @@ func (u *run) deleteChunk(ctx context.Context, rec *Record, i int, rows []cold.R
 			_, _ = u.src.conn.Execute("ROLLBACK")
 		}
 	}()
+	if done, err := u.src.lockProgress(rec.Key); err != nil {
+		return 0, err
+	} else if done != i {
+		return 0, fmt.Errorf("%w: %s has %d delete chunks committed, this run was at %d", errChunkMoved, rec.Key, done, i)
+	}
 	k := kindNamed(rec.Kind)
 	_, cur, err := u.src.fetch(k, keys, true)
 	if err != nil {

@@ -28,9 +28,12 @@ import (
 // reads its file records from etcd (one range read) and the catalog
 // objects of its readable files from the store (in parallel, each object
 // once per process: they never change), then answers from memory. One
-// watch on the records of all shards marks a loaded shard stale when one
-// of its records changes (a new readable file, a delete chunk), and the
-// next lookup reloads its records. The trade-off: a proxy start reads
+// watch on the records of all shards notes the revision of every change
+// of a shard's records (a new readable file, a delete chunk), and the next
+// lookup of the shard reloads them: one load per shard at a time, which
+// every reader needing it waits for, so no reader takes an older table
+// for a current one (it would miss the rows a delete chunk just moved
+// from MySQL to a file, and return a short page as complete). The trade-off: a proxy start reads
 // nothing however many files exist, and a shard nobody reads costs
 // nothing; the first cold read of a shard pays one object read per
 // archived part of that shard (a year of daily parts: about 365 small
@@ -52,7 +55,19 @@ type Catalog struct {
 	mu      sync.Mutex
 	shards  map[int]*shardCatalog
 	objects map[string]*cold.FileInfo // catalog objects read, by key
-	stale   map[int]bool
+	// need is, per shard, the etcd revision its loaded records must have
+	// reached: the newest change the watch or Fresh saw. A lookup whose
+	// shard is older waits for a load that reaches it.
+	need map[int]int64
+	// loading is the one load in flight per shard: every lookup that
+	// needs the shard waits for it (and then for another one if it read
+	// too early), so no reader answers from an older table while a newer
+	// one is being built, and no older load replaces a newer one.
+	loading map[int]chan struct{}
+	// epoch counts broken watches: a load that began before one may have
+	// read records whose later changes the broken watch missed, so it is
+	// not kept.
+	epoch uint64
 
 	// marked: the shard's cold/ key exists; markersOK: marked is current
 	// (listed, and the watch since then unbroken). Until then every shard
@@ -63,7 +78,7 @@ type Catalog struct {
 
 type shardCatalog struct {
 	convs map[uint64][]cold.FileRange
-	rev   int64 // the newest ModRevision among the records loaded
+	rev   int64 // the etcd revision the records were read at
 }
 
 var _ cold.Catalog = (*Catalog)(nil)
@@ -72,14 +87,14 @@ var _ cold.Catalog = (*Catalog)(nil)
 // catalog objects. Watch keeps it current.
 func NewCatalog(cli *clientv3.Client, cluster string, store cold.Store) *Catalog {
 	return &Catalog{cli: cli, cluster: cluster, store: store, shards: map[int]*shardCatalog{},
-		objects: map[string]*cold.FileInfo{}, stale: map[int]bool{}}
+		objects: map[string]*cold.FileInfo{}, need: map[int]int64{}, loading: map[int]chan struct{}{}}
 }
 
 // Watch lists the shards with archived files, then follows them and the
-// file records until ctx ends, marking loaded shards stale on every change
-// of their records; after a broken watch every shard counts as archived
-// and every loaded shard is dropped (reloaded on its next lookup) until
-// the list and the watch are made again.
+// file records until ctx ends, raising a shard's needed revision on every
+// change of its records; after a broken watch every shard counts as
+// archived and every loaded shard is dropped (reloaded on its next lookup)
+// until the list and the watch are made again.
 func (c *Catalog) Watch(ctx context.Context) {
 	files, marks := FilesPrefix(c.cluster), coldPrefix(c.cluster)
 	for ctx.Err() == nil {
@@ -109,7 +124,7 @@ func (c *Catalog) Watch(ctx context.Context) {
 					c.mark(k[len(marks):])
 				case strings.HasPrefix(k, files):
 					if _, err := fmt.Sscanf(k[len(files):], "%04d/", &sh); err == nil {
-						c.stale[sh] = true
+						c.needLocked(sh, ev.Kv.ModRevision)
 					}
 				}
 			}
@@ -118,6 +133,7 @@ func (c *Catalog) Watch(ctx context.Context) {
 		c.markersOK.Store(false)
 		c.mu.Lock()
 		c.shards = map[int]*shardCatalog{}
+		c.epoch++
 		c.mu.Unlock()
 	}
 }
@@ -152,38 +168,57 @@ func (c *Catalog) Fresh(ctx context.Context, conv uint64) error {
 		newest = resp.Kvs[0].ModRevision
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s, ok := c.shards[sh]; ok && s.rev < newest {
-		c.stale[sh] = true
-	}
+	c.needLocked(sh, newest)
+	c.mu.Unlock()
 	return nil
 }
 
-// Files implements cold.Catalog.
+func (c *Catalog) needLocked(shard int, rev int64) { c.need[shard] = max(c.need[shard], rev) }
+
+// Files implements cold.Catalog. It answers from the shard's table once
+// that has reached the revision the watch or Fresh last saw; otherwise it
+// waits for the shard's load in flight, or runs one.
 func (c *Catalog) Files(ctx context.Context, conv uint64) ([]cold.FileRange, error) {
 	sh := int(router.ShardOf(conv))
 	c.mu.Lock()
-	s, ok := c.shards[sh]
-	if ok && !c.stale[sh] {
-		out := slices.Clone(s.convs[conv])
+	for {
+		if s, ok := c.shards[sh]; ok && s.rev >= c.need[sh] {
+			out := slices.Clone(s.convs[conv])
+			c.mu.Unlock()
+			return out, nil
+		}
+		if done, ok := c.loading[sh]; ok {
+			c.mu.Unlock()
+			select {
+			case <-done:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			c.mu.Lock()
+			continue
+		}
+		done, epoch := make(chan struct{}), c.epoch
+		c.loading[sh] = done
 		c.mu.Unlock()
-		return out, nil
+		s, err := c.load(ctx, sh)
+		c.mu.Lock()
+		delete(c.loading, sh)
+		close(done)
+		if err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
+		if old, ok := c.shards[sh]; epoch == c.epoch && (!ok || old.rev < s.rev) {
+			c.shards[sh] = s
+		}
+		// A change the watch or Fresh saw after the read began needs
+		// another load: the loop runs it (or waits for another reader's).
 	}
-	delete(c.stale, sh)
-	c.mu.Unlock()
-	s, err := c.load(ctx, sh)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	c.shards[sh] = s
-	c.mu.Unlock()
-	return slices.Clone(s.convs[conv]), nil
 }
 
 // load builds a shard's lookup table from its readable files.
 func (c *Catalog) load(ctx context.Context, shard int) (*shardCatalog, error) {
-	all, _, err := listRecords(ctx, c.cli, c.cluster, shard)
+	all, rev, err := listRecords(ctx, c.cli, c.cluster, shard)
 	if err != nil {
 		return nil, err
 	}
@@ -221,10 +256,7 @@ func (c *Catalog) load(ctx context.Context, shard int) (*shardCatalog, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	s := &shardCatalog{convs: map[uint64][]cold.FileRange{}}
-	for _, r := range all {
-		s.rev = max(s.rev, r.revision)
-	}
+	s := &shardCatalog{convs: map[uint64][]cold.FileRange{}, rev: rev}
 	for i, r := range recs {
 		skip := map[uint64][]uint64{}
 		for _, k := range r.skippedKeys() {

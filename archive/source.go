@@ -64,7 +64,7 @@ type source struct {
 // chunks of a file have committed: it is written in the transaction that
 // deletes the chunk, so a crash can never leave the rows deleted without
 // the record or the reverse (etcd cannot be part of that transaction).
-const progressTable = "_convoy_archive_progress"
+const progressTable = router.ArchiveProgressTable
 
 // ConvTable says, per conversation, which seqs its archived rows whose
 // warm copy is gone span (min_seq..max_seq), in the shard's database next
@@ -388,6 +388,24 @@ func (s *source) ensureTables() error {
 // chunksDone is the progress row of file (0 if none).
 func (s *source) chunksDone(file string) (int, error) {
 	n, err := s.number("SELECT chunks_done FROM " + s.progress + " WHERE file = " + rewrite.QuoteString(file))
+	return int(n), err
+}
+
+// startProgress creates file's progress row at done if it has none, so
+// that every chunk transaction can lock it (lockProgress): a missing row
+// would only take a gap lock, which does not exclude another archiver.
+func (s *source) startProgress(file string, done int) error {
+	_, err := s.exec(fmt.Sprintf("INSERT IGNORE INTO %s (file, chunks_done, updated_at) VALUES (%s, %d, UTC_TIMESTAMP(3))",
+		s.progress, rewrite.QuoteString(file), done))
+	return err
+}
+
+// lockProgress reads file's progress row with a write lock, in the
+// caller's transaction: the chunk count committed now, and no other
+// archiver's chunk transaction of the file can commit until this one
+// ends.
+func (s *source) lockProgress(file string) (int, error) {
+	n, err := s.number("SELECT chunks_done FROM " + s.progress + " WHERE file = " + rewrite.QuoteString(file) + " FOR UPDATE")
 	return int(n), err
 }
 

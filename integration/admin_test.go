@@ -10,7 +10,7 @@ import (
 )
 
 // queryRows returns all rows of q as strings.
-func queryRows(t *testing.T, db *sql.DB, q string, args ...any) [][]string {
+func queryRows(t testing.TB, db *sql.DB, q string, args ...any) [][]string {
 	t.Helper()
 	rows, err := db.Query(q, args...)
 	if err != nil {

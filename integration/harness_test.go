@@ -141,7 +141,9 @@ func readSchema(t testing.TB) []string {
 type convoyProc struct {
 	// worker: the process is `convoy migrate worker` (no MySQL listener),
 	// not `convoy serve`.
-	worker  bool
+	worker bool
+	// env is added to the process's environment (CONVOY_FAILPOINTS).
+	env     []string
 	cmd     *exec.Cmd
 	addr    string
 	metrics string
@@ -193,7 +195,8 @@ func startWorker(t testing.TB, etcd []string, extraYAML ...string) *convoyProc {
 }
 
 // newConvoyProc writes a process's config (free ports, its own directory).
-// An extraYAML item "etcd.key: value" goes into the etcd section.
+// An extraYAML item "etcd.key: value" goes into the etcd section, and an
+// item "env:NAME=value" into the process's environment.
 func newConvoyProc(t testing.TB, etcd []string, users string, extraYAML ...string) *convoyProc {
 	t.Helper()
 	dir := t.TempDir()
@@ -203,6 +206,8 @@ func newConvoyProc(t testing.TB, etcd []string, users string, extraYAML ...strin
 	for _, y := range extraYAML {
 		if kv, ok := strings.CutPrefix(y, "etcd."); ok {
 			etcdExtra += "  " + kv + "\n"
+		} else if kv, ok := strings.CutPrefix(y, "env:"); ok {
+			p.env = append(p.env, kv)
 		} else {
 			rest = append(rest, y)
 		}
@@ -238,6 +243,9 @@ func (p *convoyProc) start(t testing.TB) {
 		args = []string{"migrate", "--config", p.cfgPath, "worker"}
 	}
 	p.cmd = exec.Command(convoyBin, args...)
+	if p.env != nil {
+		p.cmd.Env = append(os.Environ(), p.env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -160,6 +160,7 @@ type migLoad struct {
 	copy     []span // the copy (until every seeded row is on the target)
 	apply    []span // the rest: the apply catching up
 	verify   []span
+	ramp     []span // READ PERCENT 100 confirmed, before the switch
 	switches []switchTimes
 	aborted  int
 	cycles   int
@@ -317,6 +318,19 @@ func runMigrationLoad(b *testing.B, s *stack, proxies []*convoyProc, admin, ds0 
 	}
 
 	res := &migLoad{cycles: *migBenchCycles, proxies: proxies}
+	// waitRamped waits until the runner confirmed READ PERCENT 100: every
+	// proxy announced it and mirrors the shard's writes.
+	waitRamped := func() {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			ms := showMigrations(b, admin)
+			if len(ms) == 1 && strings.Contains(ms[0]["state"], "reads of 100%") && !strings.Contains(ms[0]["state"], "being confirmed") {
+				return
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("READ PERCENT 100 not confirmed after a minute: %v", ms)
+			}
+		}
+	}
 	waitStep("", 10*time.Second)
 	for range *migBenchCycles {
 		// Keep the shard's size steady: the writers' older messages go
@@ -331,6 +345,14 @@ func runMigrationLoad(b *testing.B, s *stack, proxies []*convoyProc, admin, ds0 
 		res.idle = append(res.idle, idle)
 		exec("/*+ convoy MIGRATE SHARD 5 TO ds1 DATABASE im_mig */")
 		waitStep("ready", 3*time.Minute)
+		// The read ramp at its widest: every conversation of the shard is
+		// read from the target, so every write of it is mirrored there.
+		exec("/*+ convoy MIGRATION 5 READ PERCENT 100 */")
+		waitRamped()
+		ramp := span{from: time.Now()}
+		time.Sleep(*migBenchIdle)
+		ramp.to = time.Now()
+		res.ramp = append(res.ramp, ramp)
 		exec("/*+ convoy MIGRATION 5 NEXT */")
 		waitStep("switched", time.Minute)
 		time.Sleep(500 * time.Millisecond) // writes on the new side, replicated back
@@ -722,8 +744,8 @@ func (r *migLoad) report(b *testing.B) {
 		}
 		return d.Round(100 * time.Millisecond)
 	}
-	logf("  windows in all: idle %s, backfill %s (copy %s, apply catching up %s), verify %s",
-		total(r.idle), total(r.backfill), total(r.copy), total(r.apply), total(r.verify))
+	logf("  windows in all: idle %s, backfill %s (copy %s, apply catching up %s), verify %s, read ramp %s",
+		total(r.idle), total(r.backfill), total(r.copy), total(r.apply), total(r.verify), total(r.ramp))
 	units := [wcN]string{"moving", "source", "target"}
 	for c := range wcN {
 		idle, bf := distOf(r.latencies(c, r.idle)), distOf(r.latencies(c, r.backfill))
@@ -734,7 +756,10 @@ func (r *migLoad) report(b *testing.B) {
 		logf("      copy %s", distOf(r.latencies(c, r.copy)))
 		logf("      apply %s", distOf(r.latencies(c, r.apply)))
 		logf("    verify %s", distOf(r.latencies(c, r.verify)))
+		ramp := distOf(r.latencies(c, r.ramp))
+		logf("    read ramp at 100%% %s (ramp/idle p99 %.2f)", ramp, float64(ramp.p99)/float64(idle.p99))
 		b.ReportMetric(ratio, "bf-p99-ratio-"+units[c])
+		b.ReportMetric(float64(ramp.p99)/float64(idle.p99), "ramp-p99-ratio-"+units[c])
 	}
 	b.ReportMetric(float64(pd.p50.Microseconds())/1000, "pause-p50-ms")
 	b.ReportMetric(float64(pd.p99.Microseconds())/1000, "pause-p99-ms")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -354,4 +355,251 @@ func TestMigrationRollbackDuringRamp(t *testing.T) {
 		checkAuthoritative(t, snap, servers, m)
 	}
 	t.Logf("%d pages checked, %d updates; before the rollback the proxies had counted %d reads on the target", reads, updates, onTarget)
+}
+
+// TestMigrationTwoShardsRunnerCrashAndPurge is the last of issue 24's
+// drills, against real processes under live writes through two proxies:
+//
+//   - two shards of one physical table switch at once (two NEXTs sent
+//     together): their switches take turns, so neither loses the route key
+//     to the other after holding its writes (no "routes changed" abort);
+//   - one conversation's seq row is locked on the source by another
+//     session when the switch starts, so a Convoy write is blocked on a row
+//     lock across the fence: it commits before the fence or fails, never
+//     after it on the old side;
+//   - the worker running both jobs exits right after its first route flip
+//     and before saving `switched` (failpoint migrate/after-flip): the other
+//     worker finds that shard's routes flipped and records the switch
+//     without a second flip, and switches the other shard;
+//   - the cleanup of both shards purges their rows from the shared source
+//     table while a third shard of that table keeps writing there.
+//
+// Afterwards every acknowledged message of the moved shards is on the
+// target once with the seq its client got (seqs contiguous) and none is
+// left on the source; the third shard lost nothing and saw no error.
+func TestMigrationTwoShardsRunnerCrashAndPurge(t *testing.T) {
+	s := newStack(t)
+	noJobs := "migration:\n  run_jobs: false"
+	s.convoy.restartWith(t, noJobs)
+	proxies := []*convoyProc{s.convoy, startConvoy(t, s.etcd.Endpoints(), noJobs)}
+	ttl := "migration:\n  runner_ttl: 3s"
+	crashing := startWorker(t, s.etcd.Endpoints(), ttl, "env:CONVOY_FAILPOINTS=migrate/after-flip=exit")
+	admin := s.convoy.open(t, "convoy", "convoy", "im")
+
+	moved := []router.Shard{5, 6}
+	const control = router.Shard(7)
+	snap := snapshotOf(t, s)
+	msgTable := snap.Physical("conv_msg", control)
+	for _, sh := range moved {
+		if snap.Physical("conv_msg", sh) != msgTable || msgTable.Datasource != "ds0" {
+			t.Fatalf("[BUG] shards %v and %s do not share a table on ds0", moved, control)
+		}
+	}
+	seqTable := snap.Physical("im_conv_seq", control)
+	srcMsg, srcSeq := msgTable.Database+"."+msgTable.Table, seqTable.Database+"."+seqTable.Table
+	src := s.ds[0].Open(t, "")
+
+	// Rows to purge, interleaved with the control shard's in the shared
+	// table: 20 conversations of 100 messages on each shard, written on the
+	// source directly.
+	preloaded := map[uint64]bool{}
+	var live, movedConvs, controlConvs []uint64
+	for i, sh := range append(append([]router.Shard{}, moved...), control) {
+		all := convsOn(sh, 22)
+		var vals, seqs []string
+		for _, c := range all[2:] {
+			for seq := 1; seq <= 100; seq++ {
+				id := 1<<40 + c*1000 + uint64(seq)
+				preloaded[id] = true
+				vals = append(vals, fmt.Sprintf("(%d, %d, %d, 7, 1, NOW(3))", c, seq, id))
+			}
+			seqs = append(seqs, fmt.Sprintf("(%d, 100, 2)", c))
+		}
+		s.ds[0].Exec(t,
+			fmt.Sprintf("INSERT INTO %s (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES %s", srcMsg, strings.Join(vals, ",")),
+			fmt.Sprintf("INSERT INTO %s (conv_id, max_seq, member_cnt) VALUES %s", srcSeq, strings.Join(seqs, ",")))
+		for _, c := range all[:2] {
+			mustExec(t, admin, "INSERT INTO im_conv_seq (conv_id, max_seq, member_cnt) VALUES (?, 0, 2)", c)
+		}
+		live = append(live, all[:2]...)
+		if i < len(moved) {
+			movedConvs = append(movedConvs, all...)
+		} else {
+			controlConvs = all
+		}
+	}
+	var writers []*writer
+	for _, p := range proxies {
+		db := p.open(t, "app", "app secret", "im")
+		db.SetMaxOpenConns(8)
+		for _, c := range live {
+			w := &writer{conv: c, proxy: len(writers) % len(proxies), db: db, next: uint64(len(writers)+1) << 32,
+				every: 20 * time.Millisecond, stop: make(chan struct{}), done: make(chan struct{})}
+			writers = append(writers, w)
+			go w.run()
+		}
+	}
+	haltAll := func() {
+		for _, w := range writers {
+			w.halt()
+		}
+	}
+	t.Cleanup(haltAll)
+
+	for _, sh := range moved {
+		mustExec(t, admin, fmt.Sprintf("/*+ convoy MIGRATE SHARD %d TO ds1 DATABASE im_mig */", sh))
+	}
+	for _, sh := range moved {
+		waitShardStep(t, admin, sh, "ready", 2*time.Minute)
+	}
+	// The crashing worker runs both jobs; the other starts now, to take
+	// them over.
+	for _, m := range showMigrations(t, admin) {
+		if !strings.HasSuffix(m["runner"], fmt.Sprintf("-%d-worker", crashing.cmd.Process.Pid)) {
+			t.Fatalf("job %v is not run by the only worker", m)
+		}
+	}
+	survivor := startWorker(t, s.etcd.Endpoints(), ttl)
+
+	// Another session locks the seq row of the first moved shard's first
+	// live conversation on the source: that conversation's next Convoy
+	// write blocks on it, across the switch's start.
+	blocker, err := src.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := blocker.Exec("SELECT max_seq FROM "+srcSeq+" WHERE conv_id = ? FOR UPDATE", live[0]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	var nexts sync.WaitGroup
+	for _, sh := range moved {
+		nexts.Add(1)
+		go func() {
+			defer nexts.Done()
+			if _, err := admin.Exec(fmt.Sprintf("/*+ convoy MIGRATION %d NEXT */", sh)); err != nil {
+				t.Errorf("NEXT of shard %s: %v", sh, err)
+			}
+		}()
+	}
+	nexts.Wait()
+	time.Sleep(time.Second)
+	if err := blocker.Rollback(); err != nil {
+		t.Logf("the blocking session: %v", err) // the fence may have killed it
+	}
+	select {
+	case <-crashing.exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("the worker did not exit at its first flip:\n%s", crashing.logTail())
+	}
+	if !strings.Contains(crashing.logTail(), "exiting at migrate/after-flip") {
+		t.Fatalf("the worker exited, but not at the failpoint:\n%s", crashing.logTail())
+	}
+	for _, sh := range moved {
+		waitShardStep(t, admin, sh, "switched", time.Minute)
+	}
+	byEarlier := 0
+	for _, m := range showMigrations(t, admin) {
+		if !strings.HasSuffix(m["runner"], fmt.Sprintf("-%d-worker", survivor.cmd.Process.Pid)) {
+			t.Errorf("job %v is not run by the surviving worker", m)
+		}
+	}
+	for _, sh := range moved {
+		detail := queryRows(t, admin, fmt.Sprintf("/*+ convoy SHOW MIGRATION %d */", sh))
+		if strings.Contains(fmt.Sprint(detail), "switched by an earlier runner") {
+			byEarlier++
+		}
+	}
+	if byEarlier != 1 {
+		t.Errorf("%d switches recorded as done by an earlier runner, want 1 (the one the crash interrupted)", byEarlier)
+	}
+	logs := crashing.logTail() + survivor.logTail()
+	if strings.Contains(logs, "routes changed") {
+		t.Errorf("a switch lost the route key to the other:\n%s", logs)
+	}
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, "switch aborted") {
+			t.Logf("a worker logged: %s", l)
+		}
+	}
+	snap = snapshotOf(t, s)
+	for _, sh := range moved {
+		if at := snap.Target(sh); at.Datasource != "ds1" || at.Database != "im_mig" {
+			t.Fatalf("after the switches shard %s is on %+v", sh, at)
+		}
+	}
+
+	// The end of both rollback windows (NEXT), then PURGE of both under
+	// the writers' load: it deletes the moved shards' rows from the shared
+	// source table around the control shard's.
+	time.Sleep(500 * time.Millisecond)
+	for _, sh := range moved {
+		mustExec(t, admin, fmt.Sprintf("/*+ convoy MIGRATION %d NEXT */", sh))
+	}
+	allIn := func(cond func(map[string]string) bool) func() bool {
+		return func() bool {
+			ms := showMigrations(t, admin)
+			for _, m := range ms {
+				if !cond(m) {
+					return false
+				}
+			}
+			return len(ms) == len(moved)
+		}
+	}
+	waitFor(t, "both jobs to be done", time.Minute, allIn(func(m map[string]string) bool { return m["step"] == "done" }))
+	purgeStart := time.Now()
+	for _, sh := range moved {
+		mustExec(t, admin, fmt.Sprintf("/*+ convoy MIGRATION %d PURGE */", sh))
+	}
+	waitFor(t, "both purges to finish", 2*time.Minute, allIn(func(m map[string]string) bool {
+		return strings.Contains(m["state"], "purged")
+	}))
+	purgeTook := time.Since(purgeStart)
+	time.Sleep(300 * time.Millisecond)
+	haltAll()
+
+	for _, sh := range moved {
+		if n := count(t, src, fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE CRC32(conv_id) %% 1024 = ?", srcMsg), int(sh)); n != 0 {
+			t.Errorf("%d messages of moved shard %s left on the source after the purge", n, sh)
+		}
+	}
+	var controlWriters, movedWriters []*writer
+	failed := 0
+	for _, w := range writers {
+		if slices.Contains(controlConvs, w.conv) {
+			controlWriters = append(controlWriters, w)
+			for _, a := range w.snapshot() {
+				if a.err != nil {
+					t.Errorf("a write of the control shard failed: %v", a.err)
+				}
+			}
+			continue
+		}
+		movedWriters = append(movedWriters, w)
+		for _, a := range w.snapshot() {
+			if a.err != nil {
+				failed++
+			}
+		}
+	}
+	// The blocked conversation's writes: one waited for the lock.
+	var blocked time.Duration
+	for _, w := range movedWriters {
+		for _, a := range w.snapshot() {
+			if w.conv == live[0] && a.took > blocked {
+				blocked = a.took
+			}
+		}
+	}
+	if blocked < time.Second {
+		t.Errorf("no write of conversation %d waited for the locked seq row (longest %s)", live[0], blocked)
+	}
+	dst := s.ds[1].Open(t, "")
+	n := checkMessages(t, dst, "im_mig."+msgTable.Table, movedConvs, movedWriters, preloaded)
+	c := checkMessages(t, src, srcMsg, controlConvs, controlWriters, preloaded)
+	checkMessages(t, admin, "conv_msg", append(append([]uint64{}, movedConvs...), controlConvs...), writers, preloaded)
+	t.Logf("the write blocked on the row lock took %s", blocked.Round(time.Millisecond))
+	t.Logf("moved shards: %d messages on the target, %d writes failed (retryable) during the switches; control shard: %d messages on the source; purge of both shards under load took %s",
+		n, failed, c, purgeTook.Round(time.Millisecond))
 }

@@ -14,7 +14,7 @@ import (
 
 // showMigrations returns SHOW MIGRATIONS through Convoy as column -> value
 // maps (the columns are migrate.StatusColumns).
-func showMigrations(t *testing.T, db *sql.DB) []map[string]string {
+func showMigrations(t testing.TB, db *sql.DB) []map[string]string {
 	t.Helper()
 	var out []map[string]string
 	for _, r := range queryRows(t, db, "/*+ convoy SHOW MIGRATIONS */") {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/internal/failpoint"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
@@ -58,9 +59,10 @@ type ManagerConfig struct {
 	Metrics     *Metrics
 	LockMetrics *routecfg.LockMetrics
 
-	// afterFlip, in tests, runs when a switch has flipped the routes and
-	// before the job records it: where a runner dying leaves the most to
-	// its successor.
+	// afterFlip runs when a switch has flipped the routes and before the
+	// job records it: where a runner dying leaves the most to its
+	// successor. Unit tests set it; by default it is the failpoint
+	// "migrate/after-flip", which drills arm in a worker process.
 	afterFlip func()
 }
 
@@ -108,6 +110,9 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	}
 	if cfg.Rate == 0 {
 		cfg.Rate = DefaultRate
+	}
+	if cfg.afterFlip == nil {
+		cfg.afterFlip = func() { failpoint.Inject("migrate/after-flip") }
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{cfg: cfg, log: cfg.Log, store: routecfg.NewJobStore(cfg.Client, cfg.Cluster),

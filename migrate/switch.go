@@ -160,9 +160,7 @@ func (j *jobRun) switchForward(ctx context.Context) error {
 		if err != nil {
 			j.log.Warn("switched, with an error after the flip", zap.Error(err))
 		}
-		if j.m.cfg.afterFlip != nil {
-			j.m.cfg.afterFlip()
-		}
+		j.m.cfg.afterFlip()
 		return j.switched(ctx, desc)
 	}
 	if errors.Is(err, routecfg.ErrFlipUnknown) {

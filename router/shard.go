@@ -66,6 +66,13 @@ const (
 	ColdTombstoneTable = "_convoy_cold_tombstone"
 )
 
+// ArchiveProgressTable is the archiver's own table in a shard database:
+// the delete chunks committed per cold file. Every transaction that
+// deletes archived warm rows writes it, which is how a binlog reader (the
+// search indexer) tells those deletes from users': the message lives on
+// in the cold file.
+const ArchiveProgressTable = "_convoy_archive_progress"
+
 // KeysOf returns n keys from `from` upwards whose shard is sh (tests and
 // tools that need conversations of a given shard).
 func KeysOf(sh Shard, n int, from uint64) []uint64 {

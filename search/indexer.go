@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,7 +81,10 @@ func NewIndexer(cfg IndexerConfig) (*Indexer, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	cfg.Binlog.Filter = func(_, table string) bool { _, ok := logicalOf(table); return ok }
+	cfg.Binlog.Filter = func(_, table string) bool {
+		_, ok := logicalOf(table)
+		return ok || table == router.ArchiveProgressTable || table == router.ColdTombstoneTable
+	}
 	cfg.Binlog.Log = cfg.Log
 	return &Indexer{cfg: cfg, log: cfg.Log.With(zap.String("datasource", cfg.Source))}, nil
 }
@@ -293,21 +297,44 @@ func (r row) ms(col string) int64 {
 }
 
 // txn adds one transaction's changes to b.
+//
+// The cold tier changes what a delete means. The archiver deletes warm
+// rows once their cold copy is catalogued, in transactions that also
+// write its progress table (router.ArchiveProgressTable): those messages
+// still exist (a history page reads them from the file) and stay in the
+// index. A user's delete of a message whose warm row is already gone
+// writes a tombstone (router.ColdTombstoneTable) instead of a row delete:
+// that removes it from the index.
 func (ix *Indexer) txn(ctx context.Context, t binlog.Txn, b *pending) error {
 	b.txnTimes = append(b.txnTimes, t.Time)
 	snap := ix.cfg.Routes()
+	archival := slices.ContainsFunc(t.Changes, func(c binlog.Change) bool { return c.Table == router.ArchiveProgressTable })
 	for i := range t.Changes {
 		c := &t.Changes[i]
-		logical, _ := logicalOf(c.Table)
+		if c.Table == router.ArchiveProgressTable {
+			continue
+		}
 		img := c.After
 		if img == nil {
 			img = c.Before
 		}
 		r := row{c: c, img: img}
 		conv, msgID := r.u("conv_id"), r.u("msg_id")
+		if c.Table == router.ColdTombstoneTable {
+			p := snap.Physical("conv_msg", router.ShardOf(conv))
+			if c.Kind == binlog.Insert && p.Datasource == ix.cfg.Source && p.Database == c.Schema {
+				o := b.get(msgID)
+				o.del, o.doc.ConvID = true, conv
+			}
+			continue
+		}
+		logical, _ := logicalOf(c.Table)
 		p := snap.Physical(logical, router.ShardOf(conv))
 		if p.Datasource != ix.cfg.Source || p.Database != c.Schema || p.Table != c.Table {
 			continue // not where the shard lives now
+		}
+		if archival && c.Kind == binlog.Delete {
+			continue // archived: the cold file holds it now
 		}
 		o := b.get(msgID)
 		switch {

@@ -1,0 +1,96 @@
+package integration
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/convoy-im/convoy/router"
+)
+
+// TestArchivedMessagesStaySearchable (issue 25): with the cold tier and
+// search on together, archiving a conversation's old messages (the
+// archiver deletes their warm rows) leaves them searchable: the indexer
+// tells the archiver's deletes from users'. A user's delete of an
+// archived message (a tombstone, its warm row being gone) removes it from
+// search; so does a user's delete of a message still warm.
+func TestArchivedMessagesStaySearchable(t *testing.T) {
+	f := newColdFixture(t, 800*time.Millisecond,
+		fmt.Sprintf("search:\n  enabled: true\n  engine: bleve\n  dir: %s\n  runner_ttl: 2s", t.TempDir()))
+	db := f.p.open(t, "convoy", "convoy", "im")
+	const conv, uid = uint64(4242), uint64(77)
+	mustExec(t, db, "INSERT INTO im_conv_member (uid, conv_id, updated_at) VALUES (?, ?, NOW(3))", uid, conv)
+	// 40 old messages (archived: older than 180 days on the archiver's
+	// clock), then 70 recent ones (the newest 60 stay warm anyway). Each
+	// has a word of its own.
+	word := func(seq int) string { return fmt.Sprintf("quokka%03d", seq) }
+	send := func(seq int, at time.Time) {
+		t.Helper()
+		id := conv*100_000 + uint64(seq)
+		ts := at.Format("2006-01-02 15:04:05.000")
+		mustExec(t, db, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, ?, 1, ?)", conv, id, uid, ts)
+		mustExec(t, db, "INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (?, ?, ?, 1, ?, ?)",
+			id, conv, uid, []byte("note "+word(seq)), ts)
+	}
+	for seq := 1; seq <= 110; seq++ {
+		at := oldStart.Add(time.Duration(seq) * 24 * time.Hour)
+		if seq > 40 {
+			at = recentStart.Add(time.Duration(seq) * time.Hour)
+		}
+		send(seq, at)
+	}
+	found := func(seq int) bool {
+		return len(runSearch(t, db, uid, word(seq), conv, 10)) == 1
+	}
+	// marker sends a new message and waits until search finds it: the
+	// indexer, which follows the binlog in order, has then applied every
+	// transaction before it.
+	marker := 110
+	sync := func(what string) {
+		t.Helper()
+		marker++
+		send(marker, recentStart.Add(time.Duration(marker)*time.Hour))
+		waitFor(t, "the indexer to reach "+what, 30*time.Second, func() bool { return found(marker) })
+	}
+	sync("the loaded messages")
+	for _, seq := range []int{1, 20, 40, 41, 110} {
+		if !found(seq) {
+			t.Fatalf("message %d is not searchable before archiving", seq)
+		}
+	}
+
+	f.archiveAll([]uint64{conv})
+	if n, err := readRows(db, "SELECT seq, msg_id FROM conv_msg WHERE conv_id = ? AND seq < 41 ORDER BY seq DESC LIMIT 50", conv); err != nil || n != 40 {
+		t.Fatalf("%d of the 40 archived messages are on their history page through Convoy (%v)", n, err)
+	}
+	ph := snapshotOf(t, f.s).Physical("conv_msg", router.ShardOf(conv))
+	var dsi int
+	if _, err := fmt.Sscanf(ph.Datasource, "ds%d", &dsi); err != nil {
+		t.Fatalf("datasource %q", ph.Datasource)
+	}
+	if n := count(t, f.s.ds[dsi].Open(t, ""), fmt.Sprintf("SELECT COUNT(*) FROM %s.%s WHERE conv_id = %d AND seq <= 40", ph.Database, ph.Table, conv)); n != 0 {
+		t.Fatalf("the archiver left %d warm rows of the archived messages", n)
+	}
+	sync("the archiver's deletes")
+	for _, seq := range []int{1, 20, 40} {
+		if !found(seq) {
+			t.Errorf("archived message %d is no longer searchable", seq)
+		}
+	}
+
+	// Users delete: an archived message (a tombstone) and a warm one.
+	mustExec(t, db, "DELETE FROM conv_msg WHERE conv_id = ? AND seq = ?", conv, 20)
+	mustExec(t, db, "DELETE FROM conv_msg WHERE conv_id = ? AND seq = ?", conv, 100)
+	sync("the users' deletes")
+	if found(20) {
+		t.Error("archived message 20, deleted by its user, is still found by search")
+	}
+	if found(100) {
+		t.Error("warm message 100, deleted by its user, is still found by search")
+	}
+	for _, seq := range []int{1, 40, 99} {
+		if !found(seq) {
+			t.Errorf("message %d, not deleted, is no longer searchable", seq)
+		}
+	}
+}
