@@ -13,7 +13,9 @@ import (
 // archiver deletes their warm rows) leaves them searchable: the indexer
 // tells the archiver's deletes from users'. A user's delete of an
 // archived message (a tombstone, its warm row being gone) removes it from
-// search; so does a user's delete of a message still warm.
+// search; so does a user's delete of a message still warm. An index built
+// afterwards (a second proxy with its own) indexes the archived messages
+// too, without the deleted ones.
 func TestArchivedMessagesStaySearchable(t *testing.T) {
 	f := newColdFixture(t, 800*time.Millisecond,
 		fmt.Sprintf("search:\n  enabled: true\n  engine: bleve\n  dir: %s\n  runner_ttl: 2s", t.TempDir()))
@@ -93,4 +95,27 @@ func TestArchivedMessagesStaySearchable(t *testing.T) {
 			t.Errorf("message %d, not deleted, is no longer searchable", seq)
 		}
 	}
+
+	if t.Failed() {
+		return
+	}
+
+	// A new index: its backfill reads MySQL and the archive.
+	p2 := startConvoy(t, f.s.etcd.Endpoints(),
+		fmt.Sprintf("cold: {enabled: true, run_jobs: false, store: '%s', budget: 800ms}", f.s3.URL("convoy-cold")),
+		fmt.Sprintf("search:\n  enabled: true\n  engine: bleve\n  dir: %s\n  runner_ttl: 2s", t.TempDir()))
+	db2 := p2.open(t, "convoy", "convoy", "im")
+	found2 := func(seq int) bool { return len(runSearch(t, db2, uid, word(seq), conv, 10)) == 1 }
+	waitFor(t, "the new index to be built", 30*time.Second, func() bool { return found2(marker) })
+	for _, seq := range []int{1, 19, 21, 40, 41, 99} {
+		if !found2(seq) {
+			t.Errorf("message %d is not in the new index", seq)
+		}
+	}
+	for _, seq := range []int{20, 100} {
+		if found2(seq) {
+			t.Errorf("message %d, deleted by its user, is in the new index", seq)
+		}
+	}
 }
+

@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,8 +38,17 @@ func (ix *Indexer) backfill(ctx context.Context) (string, error) {
 	// The snapshot is read-only: ending it can only fail with the
 	// connection, which Close drops anyway.
 	defer func() { _, _ = conn.ExecContext(context.WithoutCancel(ctx), "COMMIT") }()
-	t0, total := time.Now(), 0
+	t0 := time.Now()
 	snap := ix.cfg.Routes()
+	// The archived messages first, then the snapshot's rows: a message in
+	// both (its delete chunk not committed yet) gets MySQL's version, which
+	// is the newer if it was edited meanwhile. The catalog is read after
+	// the snapshot began, so every row the snapshot lacks because the
+	// archiver deleted it is under a read bound by then.
+	total, err := ix.backfillArchived(ctx, conn, snap)
+	if err != nil {
+		return "", err
+	}
 	for _, g := range snap.AllPhysical("msg_content") {
 		if g.Datasource != ix.cfg.Source {
 			continue
@@ -105,4 +115,93 @@ func (ix *Indexer) backfill(ctx context.Context) (string, error) {
 	ix.log.Info("search backfill done", zap.Int("messages", total), zap.String("position", string(pos)),
 		zap.Duration("took", time.Since(t0)))
 	return string(pos), nil
+}
+
+// backfillArchived indexes the messages of this datasource's shards that
+// only the cold tier holds, skipping those deleted through Convoy since
+// (tombstones, read in the snapshot: a later one reaches the index through
+// the stream).
+func (ix *Indexer) backfillArchived(ctx context.Context, conn *sql.Conn, snap *router.Snapshot) (int, error) {
+	if ix.cfg.Archived == nil {
+		return 0, nil
+	}
+	tombstoned := map[uint64]bool{}
+	dbs := map[string]bool{}
+	var shards []int
+	for sh := range router.NumShards {
+		p := snap.Physical("conv_msg", router.Shard(sh))
+		if p.Datasource != ix.cfg.Source {
+			continue
+		}
+		shards = append(shards, sh)
+		if dbs[p.Database] {
+			continue
+		}
+		dbs[p.Database] = true
+		rows, err := conn.QueryContext(ctx, fmt.Sprintf("SELECT msg_id FROM %s.%s", quoteIdent(p.Database), quoteIdent(router.ColdTombstoneTable)))
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1146 {
+			continue // nothing archived in this database yet
+		}
+		if err != nil {
+			return 0, fmt.Errorf("search: %s: backfill: tombstones of %s: %w", ix.cfg.Source, p.Database, err)
+		}
+		for rows.Next() {
+			var id uint64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return 0, err
+			}
+			tombstoned[id] = true
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return 0, fmt.Errorf("search: %s: backfill: tombstones of %s: %w", ix.cfg.Source, p.Database, err)
+		}
+	}
+	var b Batch
+	total, skipped := 0, 0
+	flush := func() error {
+		if b.Len() == 0 {
+			return nil
+		}
+		if err := ix.cfg.Engine.Apply(ctx, "", b, ""); err != nil {
+			return err
+		}
+		ix.cfg.Metrics.applied(ix.cfg.Source, b, skipped, nil)
+		total += len(b.Upserts)
+		b, skipped = Batch{}, 0
+		return nil
+	}
+	for _, sh := range shards {
+		err := ix.cfg.Archived(ctx, sh, func(m ArchivedMessage) error {
+			if tombstoned[m.MsgID] || m.Body == nil {
+				return nil
+			}
+			text, ok := ix.cfg.Extract.Text(m.MsgType, m.Body)
+			if !ok {
+				skipped++
+				return nil
+			}
+			t, err := time.Parse("2006-01-02 15:04:05.999999", m.CreatedAt)
+			if err != nil {
+				return fmt.Errorf("search: archived message %d: created_at %q: %w", m.MsgID, m.CreatedAt, err)
+			}
+			b.Upserts = append(b.Upserts, Doc{Hit: Hit{MsgID: m.MsgID, ConvID: m.ConvID, Seq: m.Seq, SenderUID: m.SenderUID,
+				MsgType: m.MsgType, CreatedMs: t.UnixMilli()}, Text: text})
+			if b.Len() >= backfillChunk {
+				return flush()
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("search: %s: backfill of shard %04d's archive: %w", ix.cfg.Source, sh, err)
+		}
+	}
+	if err := flush(); err != nil {
+		return 0, err
+	}
+	if total > 0 {
+		ix.log.Info("search backfill: archived messages indexed", zap.Int("messages", total))
+	}
+	return total, nil
 }

@@ -52,10 +52,24 @@ type IndexerConfig struct {
 	Extract Extraction
 	Metrics *Metrics
 	Log     *zap.Logger
+	// Archived, when the cold tier is on, calls fn with every message of
+	// a shard that only the archive holds (archive.Catalog.Messages): the
+	// backfill indexes them too, or a rebuilt index would cover the warm
+	// window only. Nil: no cold tier.
+	Archived func(ctx context.Context, shard int, fn func(ArchivedMessage) error) error
 	// MaxBatch bounds the documents of one Apply (default 2000); Flush the
 	// time a document waits for a fuller batch (default 200ms).
 	MaxBatch int
 	Flush    time.Duration
+}
+
+// ArchivedMessage is a message only the cold tier holds (see
+// IndexerConfig.Archived).
+type ArchivedMessage struct {
+	ConvID, Seq, MsgID, SenderUID uint64
+	MsgType                       uint8
+	CreatedAt                     string // as MySQL prints DATETIME(3)
+	Body                          []byte // nil: no msg_content row
 }
 
 // Indexer runs one datasource's feed.

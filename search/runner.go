@@ -42,6 +42,8 @@ type RunnersConfig struct {
 	Engine  Engine
 	Extract Extraction
 	Metrics *Metrics
+	// Archived is IndexerConfig.Archived (nil: no cold tier).
+	Archived func(ctx context.Context, shard int, fn func(ArchivedMessage) error) error
 	Log     *zap.Logger
 	// Flush is the indexer's batch wait (IndexerConfig.Flush).
 	Flush time.Duration
@@ -159,7 +161,7 @@ func (r *Runners) run(ctx context.Context, lead *routecfg.Leader, name string) e
 	bl.ServerID = readerID(r.cfg.Index + "/" + name)
 	fenced := &fencedEngine{Engine: r.cfg.Engine, cli: r.cfg.Client, lead: lead}
 	ix, err := NewIndexer(IndexerConfig{Source: name, DB: db, Binlog: bl, Engine: fenced, Routes: r.cfg.Routes,
-		Extract: r.cfg.Extract, Metrics: r.cfg.Metrics, Log: r.cfg.Log, Flush: r.cfg.Flush})
+		Extract: r.cfg.Extract, Metrics: r.cfg.Metrics, Log: r.cfg.Log, Flush: r.cfg.Flush, Archived: r.cfg.Archived})
 	if err != nil {
 		return err
 	}

@@ -60,6 +60,7 @@ func archiveConnector(ctx context.Context, ds router.Datasource) (*client.Conn, 
 // archiver manager (nil with cold.run_jobs false).
 type coldTier struct {
 	store   cold.Store
+	catalog *archive.Catalog
 	stop    context.CancelFunc
 	manager *archive.Manager
 }
@@ -86,7 +87,7 @@ func startColdTier(ctx context.Context, cli *clientv3.Client, c Config, id strin
 	wctx, stop := context.WithCancel(context.Background())
 	go cat.Watch(wctx)
 	eng.SetColdTier(coldReads{cat: cat, r: cold.NewReader(store, cat, cold.ReaderOptions{})}, c.Cold.Budget)
-	t := &coldTier{store: store, stop: stop}
+	t := &coldTier{store: store, catalog: cat, stop: stop}
 	if c.Cold.RunJobs != nil && !*c.Cold.RunJobs {
 		return t, nil
 	}

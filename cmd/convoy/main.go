@@ -28,6 +28,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zapgrpc"
 
+	"github.com/convoy-im/convoy/archive"
 	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/internal/slogzap"
 	"github.com/convoy-im/convoy/migrate"
@@ -484,22 +485,24 @@ func serve(args []string) error {
 		}
 		defer migrations.Close()
 	}
-	if c.Search.Enabled {
-		stopSearch, err := startSearch(c, cli, watcher.Current, eng, proxyID, reg, log.Named("search"))
-		if err != nil {
-			return fmt.Errorf("search: %w", err)
-		}
-		defer stopSearch()
-	}
 	// The cold tier: every proxy with cold.enabled reads it, and runs the
 	// archiver (whichever wins a shard's election), like the migration
-	// jobs.
+	// jobs. It starts before search: a search backfill reads the archive.
+	var catalog *archive.Catalog
 	if c.Cold.Enabled {
 		ct, err := startColdTier(ctx, cli, c, proxyID, log.Named("archive"), reg, eng)
 		if err != nil {
 			return err
 		}
 		defer ct.Close()
+		catalog = ct.catalog
+	}
+	if c.Search.Enabled {
+		stopSearch, err := startSearch(c, cli, watcher.Current, eng, proxyID, catalog, reg, log.Named("search"))
+		if err != nil {
+			return fmt.Errorf("search: %w", err)
+		}
+		defer stopSearch()
 	}
 	// Writes are served once the jobs are known: a read ramp's mirror must
 	// see every write of its share (migrate.WatchJobs). Without etcd the

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/convoy-im/convoy/archive"
 	"github.com/convoy-im/convoy/proxy/engine"
 	"github.com/convoy-im/convoy/router"
 	"github.com/convoy-im/convoy/search"
@@ -85,9 +86,10 @@ func openSearch(c Config) (search.Engine, string, error) {
 
 // startSearch enables msg_search on eng and, unless search.run_indexer is
 // off, campaigns for the index feeds of every datasource. The returned
-// function stops the feeds and closes the index.
+// function stops the feeds and closes the index. cat is the cold tier's
+// catalog (nil without one): a backfill indexes the archived messages too.
 func startSearch(c Config, cli *clientv3.Client, routes func() *router.Snapshot, eng *engine.Engine, id string,
-	reg prometheus.Registerer, log *zap.Logger) (func(), error) {
+	cat *archive.Catalog, reg prometheus.Registerer, log *zap.Logger) (func(), error) {
 	idx, name, err := openSearch(c)
 	if err != nil {
 		return nil, err
@@ -100,10 +102,14 @@ func startSearch(c Config, cli *clientv3.Client, routes func() *router.Snapshot,
 			idx.Close()
 			return nil, err
 		}
-		runners = search.StartRunners(search.RunnersConfig{
+		rc := search.RunnersConfig{
 			Client: cli, Cluster: c.Etcd.Cluster, ID: id, Index: name, TTL: c.Search.RunnerTTL, Routes: routes,
 			Connect: search.Connector(migrationConnector), Engine: idx, Extract: c.Search.Extraction, Metrics: metrics, Log: log,
-		})
+		}
+		if cat != nil {
+			rc.Archived = archivedMessages(cat)
+		}
+		runners = search.StartRunners(rc)
 	}
 	log.Info("message search enabled", zap.String("engine", name), zap.Bool("indexer", runners != nil),
 		zap.Duration("fresh_window", c.Search.FreshWindow))
@@ -115,4 +121,14 @@ func startSearch(c Config, cli *clientv3.Client, routes func() *router.Snapshot,
 			log.Warn("closing the search index", zap.Error(err))
 		}
 	}, nil
+}
+
+// archivedMessages feeds a search backfill the cold tier's messages.
+func archivedMessages(cat *archive.Catalog) func(context.Context, int, func(search.ArchivedMessage) error) error {
+	return func(ctx context.Context, shard int, fn func(search.ArchivedMessage) error) error {
+		return cat.Messages(ctx, shard, func(m archive.Message) error {
+			return fn(search.ArchivedMessage{ConvID: m.ConvID, Seq: m.Seq, MsgID: m.MsgID, SenderUID: m.SenderUID,
+				MsgType: m.MsgType, CreatedAt: m.CreatedAt, Body: m.Body})
+		})
+	}
 }

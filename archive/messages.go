@@ -1,0 +1,85 @@
+package archive
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/convoy-im/convoy/cold"
+)
+
+// Message is one archived message whose warm row the archiver deleted, as
+// a search index rebuild reads it: the file's copy is the message now.
+type Message struct {
+	ConvID, Seq, MsgID, SenderUID uint64
+	MsgType                       uint8
+	// CreatedAt is conv_msg.created_at as MySQL prints it.
+	CreatedAt string
+	// Body is msg_content.content; nil when the message had no body row.
+	Body []byte
+}
+
+// Messages calls fn with every message of shard that only the cold tier
+// holds: the rows of its readable history files up to their read bound
+// (a file being deleted still has its later rows in MySQL), except those
+// the files' skip lists name (changed before their delete, so MySQL holds
+// them, or deleted by a user). Rows deleted through Convoy after their
+// warm delete are tombstones in the shard's database: the caller, which
+// reads MySQL anyway, skips them. One etcd read and one object read per
+// readable file.
+func (c *Catalog) Messages(ctx context.Context, shard int, fn func(Message) error) error {
+	if !c.Archived(shard) {
+		return nil
+	}
+	recs, _, err := listRecords(ctx, c.cli, c.cluster, shard)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if r.Kind != kindHistory || !r.readable() {
+			continue
+		}
+		skip := map[key]bool{}
+		for _, k := range r.skippedKeys() {
+			skip[k] = true
+		}
+		var idx map[string]int
+		var bodyIdx = -1
+		err := cold.ScanFile(ctx, c.store, cold.FileInfo{Key: r.Key, SHA256: r.SHA256}, func(t cold.Tables, row cold.Row) error {
+			if idx == nil {
+				idx = map[string]int{}
+				for i, col := range t.Msg {
+					idx[col.Name] = i
+				}
+				for i, col := range t.Content {
+					if col.Name == "content" {
+						bodyIdx = i
+					}
+				}
+			}
+			k := keyOf(row)
+			if skip[k] || r.State == StateDeleting && r.Bound != nil && r.Bound.less(k) {
+				return nil
+			}
+			m := Message{ConvID: row.ConvID, Seq: row.Seq, MsgID: row.MsgID}
+			if i, ok := idx["created_at"]; ok {
+				m.CreatedAt = string(row.Msg[i])
+			}
+			if i, ok := idx["sender_uid"]; ok {
+				m.SenderUID, _ = strconv.ParseUint(string(row.Msg[i]), 10, 64)
+			}
+			if i, ok := idx["msg_type"]; ok {
+				t, _ := strconv.ParseUint(string(row.Msg[i]), 10, 8)
+				m.MsgType = uint8(t)
+			}
+			if row.Content != nil && bodyIdx >= 0 {
+				m.Body = row.Content[bodyIdx]
+			}
+			return fn(m)
+		})
+		if err != nil {
+			return fmt.Errorf("archive: read %s for its messages: %w", r.Key, err)
+		}
+	}
+	return nil
+}
