@@ -143,6 +143,7 @@ func TestArchiver(t *testing.T) {
 	t.Run("CatalogCurrent", func(t *testing.T) { testCatalogCurrent(t, s) })
 	t.Run("CatalogLoadRace", func(t *testing.T) { testCatalogLoadRace(t, s) })
 	t.Run("StaleDeleter", func(t *testing.T) { testStaleDeleter(t, s) })
+	t.Run("LocalStore", func(t *testing.T) { testLocalStore(t, s) })
 	t.Run("InboxTTL", func(t *testing.T) { testInboxTTL(t, s) })
 	t.Run("ScanPasses", func(t *testing.T) { testScanPasses(t, s) })
 }
@@ -943,5 +944,39 @@ func testStaleDeleter(t *testing.T, s *services) {
 	}
 	if n := f.count("TRUE"); n != total-len(f.wantArchived()) {
 		t.Fatalf("warm rows left %d, want %d", n, total-len(f.wantArchived()))
+	}
+}
+
+// testLocalStore (issue 25): with a store only this host sees, the
+// archiver refuses to run while another Convoy process is registered (it
+// could not read the files, and after the warm delete this host would
+// hold the only copy), says why in the job's last error, and runs once it
+// is the only one.
+func testLocalStore(t *testing.T, s *services) {
+	f := newFixture(t, s, "file")
+	ctx := context.Background()
+	var regs []*routecfg.Registration
+	for _, id := range []string{"p1", "p2"} {
+		r, err := routecfg.Register(ctx, s.cli, f.cluster, routecfg.ProxyInfo{ID: id, Listen: "127.0.0.1:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		regs = append(regs, r)
+	}
+	a := f.archiver(func(c *Config) { c.LocalStore = true })
+	if err := a.RunShard(ctx, f.shard); !errors.Is(err, ErrLocalStore) {
+		t.Fatalf("a run with a local store and two processes registered: %v", err)
+	}
+	if recs := f.records(); len(recs) != 0 {
+		t.Fatalf("the refused run catalogued %d files", len(recs))
+	}
+	if st := f.status(); !strings.Contains(st["last_error"], "cold.store_shared") {
+		t.Fatalf("SHOW ARCHIVE's last error does not say what to do: %v", st)
+	}
+	regs[1].Close()
+	f.run(a)
+	if len(f.records()) == 0 {
+		t.Fatal("the run with one process registered archived nothing")
 	}
 }

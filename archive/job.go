@@ -65,9 +65,15 @@ type Config struct {
 	Client  *clientv3.Client
 	Cluster string
 	// ID names this process in runner elections.
-	ID      string
-	Store   cold.Store
-	Connect Connector
+	ID    string
+	Store cold.Store
+	// LocalStore says Store is a directory only this host sees (a file://
+	// store not declared shared): runs refuse (ErrLocalStore) while more
+	// than one Convoy process is registered, since the others could not
+	// read what this one archives, and after the warm delete this host
+	// would hold the only copy.
+	LocalStore bool
+	Connect    Connector
 	// Prefix is put before every object key ("" none).
 	Prefix string
 	// After, DeleteAfter, Rate: cold.after, cold.delete_after, cold.rate
@@ -123,6 +129,10 @@ var (
 	ErrMigrating = errors.New("archive: the shard is migrating")
 	// ErrMoved: the routes moved the shard during the run.
 	ErrMoved = errors.New("archive: the shard moved during the run")
+	// ErrLocalStore: the store is local to this host and other Convoy
+	// processes are registered (Config.LocalStore).
+	ErrLocalStore = errors.New("archive: cold.store is a directory on this host, and other Convoy processes could not read it; " +
+		"set cold.store to an object store (s3://...), or cold.store_shared: true if every process mounts the same directory")
 	// ErrNotElected: another process runs the shard's archiver now.
 	ErrNotElected = errors.New("archive: another process runs this shard's archiver")
 )
@@ -440,6 +450,15 @@ func (u *run) check(ctx context.Context) error {
 	}
 	if paused {
 		return ErrPaused
+	}
+	if u.a.cfg.LocalStore {
+		ps, err := routecfg.ListProxies(ctx, u.a.cfg.Client, u.a.cfg.Cluster)
+		if err != nil {
+			return err
+		}
+		if len(ps) > 1 {
+			return fmt.Errorf("%w (%d processes registered)", ErrLocalStore, len(ps))
+		}
 	}
 	mj, err := u.a.migrations.Get(ctx, u.shard)
 	switch {

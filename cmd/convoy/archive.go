@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/client"
@@ -91,7 +92,13 @@ func startColdTier(ctx context.Context, cli *clientv3.Client, c Config, id strin
 	if c.Cold.RunJobs != nil && !*c.Cold.RunJobs {
 		return t, nil
 	}
-	a, err := archive.New(archive.Config{Client: cli, Cluster: c.Etcd.Cluster, ID: id, Store: store, Connect: archiveConnector,
+	local := strings.HasPrefix(url, "file://") && !c.Cold.StoreShared
+	if local {
+		log.Warn("cold.store is a directory on this host: archiving runs only while this is the only registered Convoy process "+
+			"(set cold.store to an object store, or cold.store_shared: true if every process mounts the same directory)",
+			zap.String("store", url))
+	}
+	a, err := archive.New(archive.Config{Client: cli, Cluster: c.Etcd.Cluster, ID: id, Store: store, LocalStore: local, Connect: archiveConnector,
 		Prefix: c.Cold.Prefix, After: c.Cold.After, DeleteAfter: c.Cold.DeleteAfter, Rate: c.Cold.Rate, KeepNewest: c.Cold.KeepNewest,
 		InboxAfter: c.Cold.InboxAfter, Log: log, Metrics: metrics})
 	if err != nil {

@@ -196,6 +196,12 @@ type Config struct {
 		// s3://bucket?endpoint=...&use_path_style=true&... (cold.OpenStore);
 		// default file://<working directory>/.state/cold.
 		Store string `yaml:"store"`
+		// StoreShared says a file:// store is one directory every Convoy
+		// process mounts (a network file system). Without it a file://
+		// store is taken as this host's alone: archiving then runs only
+		// while this is the only registered Convoy process (default
+		// false).
+		StoreShared bool `yaml:"store_shared"`
 		// Prefix is put before every object key (default "history").
 		Prefix string `yaml:"prefix"`
 		// After: conv_msg rows older than this go cold (default 4320h,
