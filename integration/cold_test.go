@@ -538,6 +538,46 @@ func TestColdReads(t *testing.T) {
 	// Slow store: every read answered after twice the budget.
 	f.s3.SetLatency(t, 2*f.budget)
 	partial("store slow")
+	// A session that asked for an error (set on connect, as go-sql-driver
+	// does with a DSN parameter) gets 1969 naming where to continue, for
+	// the text and the binary protocol, instead of a short page that looks
+	// like the conversation's start to a client that ignores warnings.
+	strict, err := sql.Open("mysql", f.p.dsn("convoy", "convoy", "im")+"&convoy_cold_partial=%27error%27")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer strict.Close()
+	strict.SetMaxOpenConns(1)
+	for _, prepared := range []bool{false, true} {
+		var rows *sql.Rows
+		if prepared {
+			rows, err = strict.Query(deep.psql, deep.args...)
+		} else {
+			rows, err = strict.Query(deep.sql)
+		}
+		if err == nil {
+			n := 0
+			for rows.Next() {
+				n++
+			}
+			err = rows.Err()
+			rows.Close()
+			if err == nil {
+				t.Fatalf("convoy_cold_partial = 'error' (prepared %v): a partial page of %d rows and no error", prepared, n)
+			}
+		}
+		if errno(err) != 1969 || !strings.Contains(err.Error(), "continue with seq <") {
+			t.Fatalf("convoy_cold_partial = 'error' (prepared %v): %v, want 1969 naming where to continue", prepared, err)
+		}
+	}
+	// SET back to the default (the engine's, a warning), and a bad value.
+	mustExec(t, strict, "SET SESSION convoy_cold_partial = DEFAULT")
+	if n, err := readRows(strict, deep.sql); err != nil || n >= len(full.rows) {
+		t.Fatalf("after SET convoy_cold_partial = DEFAULT: %d rows, %v; want the partial page", n, err)
+	}
+	if _, err := strict.Exec("SET convoy_cold_partial = 'maybe'"); errno(err) != 1231 {
+		t.Fatalf("SET convoy_cold_partial = 'maybe': %v, want 1231", err)
+	}
 	f.s3.SetLatency(t, 0)
 	if w, err := coldRun(t, c, deep, true); err != nil || diffWire(w, before[deep.sql+"/true"]) != "" {
 		t.Fatalf("after the store recovered: %v %s", err, diffWire(w, before[deep.sql+"/true"]))

@@ -37,6 +37,10 @@ var codes = map[engine.Code]mysqlCode{
 	// MariaDB's own errno for a statement that ran past max_statement_time
 	// (ER_STATEMENT_TIMEOUT): drivers map SQLSTATE 70100 to a timeout.
 	engine.CodeStatementTimeout: {1969, "70100"},
+	// An incomplete history page, as an error (convoy_cold_partial =
+	// 'error'): the archive did not answer within cold.budget, a timeout
+	// to drivers and ORMs, which retry it.
+	engine.CodeColdIncomplete: {1969, "70100"},
 	// A write queued behind a migration hold past its bound: the lock wait
 	// timeout drivers and ORMs already retry (the statement did nothing).
 	engine.CodeShardHeld: {mysql.ER_LOCK_WAIT_TIMEOUT, "HY000"},

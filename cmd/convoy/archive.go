@@ -87,7 +87,8 @@ func startColdTier(ctx context.Context, cli *clientv3.Client, c Config, id strin
 	cat := archive.NewCatalog(cli, c.Etcd.Cluster, store)
 	wctx, stop := context.WithCancel(context.Background())
 	go cat.Watch(wctx)
-	eng.SetColdTier(coldReads{cat: cat, r: cold.NewReader(store, cat, cold.ReaderOptions{})}, c.Cold.Budget)
+	eng.SetColdTier(coldReads{cat: cat, r: cold.NewReader(store, cat, cold.ReaderOptions{})},
+		engine.ColdOptions{Budget: c.Cold.Budget, PartialError: c.Cold.Partial == "error"})
 	t := &coldTier{store: store, catalog: cat, stop: stop}
 	if c.Cold.RunJobs != nil && !*c.Cold.RunJobs {
 		return t, nil

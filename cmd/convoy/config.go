@@ -224,6 +224,12 @@ type Config struct {
 		// 800ms): what arrived in time is returned, with a warning naming
 		// where to continue.
 		Budget time.Duration `yaml:"budget"`
+		// Partial is what a history read whose archived part is
+		// incomplete returns by default: "warning" (the rows found and
+		// warning 1931, the default) or "error" (1969, SQLSTATE 70100,
+		// naming where to continue). A session chooses its own with SET
+		// convoy_cold_partial.
+		Partial string `yaml:"partial"`
 	} `yaml:"cold"`
 
 	// Health holds the expansion triggers of seed 001 (SHOW SHARD HEALTH).
@@ -284,6 +290,11 @@ func loadConfig(path string) (Config, error) {
 		}
 	}
 	applyEnv(&c)
+	switch c.Cold.Partial {
+	case "", "warning", "error":
+	default:
+		return c, fmt.Errorf("config %s: cold.partial %q: want warning or error", path, c.Cold.Partial)
+	}
 	return c, nil
 }
 

@@ -76,6 +76,10 @@ const (
 type coldState struct {
 	tier   ColdTier
 	budget time.Duration
+	// partialError is the sessions' default for a history read whose
+	// archived part is incomplete: an error (ColdOptions.PartialError)
+	// instead of the rows found and a warning.
+	partialError bool
 	// writeTimeout bounds a write's look into the archive: a write must
 	// know whether it names archived rows, so it waits longer than a read
 	// (and fails, changing nothing, if the archive does not answer).
@@ -87,11 +91,66 @@ type coldState struct {
 // (default 800 ms, seed 000: 冷层查询必须异步化：接口超时 800ms，取到多少返回多少
 // 并带上 has_more), and writes naming archived rows are checked against it.
 // Call before serving.
-func (e *Engine) SetColdTier(t ColdTier, budget time.Duration) {
+func (e *Engine) SetColdTier(t ColdTier, o ColdOptions) {
+	budget := o.Budget
 	if budget <= 0 {
 		budget = 800 * time.Millisecond
 	}
-	e.cold = &coldState{tier: t, budget: budget, writeTimeout: max(10*time.Second, budget)}
+	e.cold = &coldState{tier: t, budget: budget, partialError: o.PartialError, writeTimeout: max(10*time.Second, budget)}
+}
+
+// ColdOptions are the cold read path's settings (cold.budget,
+// cold.partial).
+type ColdOptions struct {
+	// Budget bounds a history read's look into the archive, from its
+	// first lookup in MySQL (default 800 ms).
+	Budget time.Duration
+	// PartialError makes an incomplete page an error by default
+	// (ColdPartialVar): most drivers and ORMs never read warnings, so a
+	// short page with warning 1931 looks like the start of the
+	// conversation to them, and clients cache it.
+	PartialError bool
+}
+
+// ColdPartialVar is the session variable (SET [SESSION] convoy_cold_partial
+// = 'warning' | 'error' | DEFAULT) that chooses what a history read whose
+// archived part is incomplete returns: the rows found and warning 1931
+// naming where to continue, or error 1969 (SQLSTATE 70100, a timeout to
+// drivers) with the same text and no rows. Drivers set it on connect
+// (go-sql-driver: the DSN parameter convoy_cold_partial=%27error%27;
+// Connector/J: sessionVariables=convoy_cold_partial='error').
+const ColdPartialVar = "convoy_cold_partial"
+
+// coldIncomplete reports an incomplete history read: the warning, or the
+// error when the session asked for one.
+func (s *Session) coldIncomplete(w Warning) error {
+	if s.coldPartialError() {
+		return &Error{Code: CodeColdIncomplete, Msg: w.Message}
+	}
+	s.warn(w)
+	return nil
+}
+
+// coldPartialError is the session's choice, else the engine's default.
+func (s *Session) coldPartialError() bool {
+	if s.coldPartial != nil {
+		return *s.coldPartial
+	}
+	return s.e.cold != nil && s.e.cold.partialError
+}
+
+// coldPartialValue reads a SET convoy_cold_partial value ('error': true;
+// DEFAULT: nil).
+func coldPartialValue(value string) (*bool, error) {
+	switch v := strings.ToLower(unquote(value)); v {
+	case "warning", "error":
+		on := v == "error"
+		return &on, nil
+	case "default":
+		return nil, nil
+	}
+	return nil, &mysql.MyError{Code: mysql.ER_WRONG_VALUE_FOR_VAR, State: "42000",
+		Message: fmt.Sprintf("Variable '%s' can't be set to the value of '%s' (want 'warning' or 'error')", ColdPartialVar, unquote(value))}
 }
 
 // ColdWarningCode is the warning a history read carries when archived rows
@@ -152,28 +211,32 @@ func (s *Session) readSharded(pl *plan, args []any, binary bool) (*mysql.Result,
 	if err != nil || s.e.cold == nil || pl.cold == nil || pl.cold.read == nil {
 		return r, err
 	}
-	return s.coldRead(pl.cold.read, args, binary, r), nil
+	return s.coldRead(pl.cold.read, args, binary, r)
 }
 
 // coldRead decides whether archived rows may belong in MySQL's answer r
 // and, if so, merges them in (see the README's cold tier section for the
 // rules). It never fails the statement: what the archive could not give
-// in time is a warning naming where to continue.
-func (s *Session) coldRead(c *rewrite.ArchiveRead, args []any, binary bool, r *mysql.Result) *mysql.Result {
+// in time is a warning naming where to continue (or, when the session
+// asked for it, an error with the same text: coldIncomplete).
+func (s *Session) coldRead(c *rewrite.ArchiveRead, args []any, binary bool, r *mysql.Result) (*mysql.Result, error) {
 	q, ok := newColdQuery(c, args, r, binary)
 	if !ok {
-		return r
+		return r, nil
 	}
 	sh := router.ShardOf(q.conv)
 	if !s.e.cold.tier.Archived(sh) {
-		return r // a shard never archived: nothing to check, nothing paid
+		return r, nil // a shard never archived: nothing to check, nothing paid
 	}
 	m := s.e.metrics
 	lo, hi, seqs := q.window()
 	if q.covered(lo, hi) {
 		m.coldDecision("page")
-		return r
+		return r, nil
 	}
+	// The budget runs from here: the range and tombstone lookups in MySQL
+	// count in it, not only the archive's reads.
+	deadline := time.Now().Add(s.e.cold.budget)
 	lk, err := s.coldLookup(sh)
 	var rg coldRange
 	if err == nil {
@@ -185,22 +248,21 @@ func (s *Session) coldRead(c *rewrite.ArchiveRead, args []any, binary bool, r *m
 	if err != nil {
 		s.e.log.Warn("cold tier: the archived ranges could not be read; the page is MySQL's alone", zap.Error(err))
 		m.coldRead(q.shape, false, "unavailable", 0)
-		s.warn(q.incomplete("its archived ranges could not be read", q.cursor))
-		return r
+		return r, s.coldIncomplete(q.incomplete("its archived ranges could not be read", q.cursor))
 	}
 	if rg.has && seqs {
 		lo, hi = max(lo, rg.lo), min(hi, rg.hi)
 	}
 	if !rg.has || seqs && q.covered(lo, hi) {
 		m.coldDecision("ranges")
-		return r
+		return r, nil
 	}
 	m.coldDecision("cold")
 	first := q.shape == shapeBefore && q.cursor > max(rg.warmMax, rg.hi)
 	start := time.Now()
-	out, result := s.coldMerge(q, r, binary, lk, rg, lo, hi)
+	out, result, err := s.coldMerge(q, r, binary, lk, rg, lo, hi, deadline)
 	m.coldRead(q.shape, first, result, time.Since(start))
-	return out
+	return out, err
 }
 
 // newColdQuery reads the cursor, limit and msg_ids of one execution and the
@@ -480,9 +542,10 @@ func joinUints(xs []uint64) string {
 }
 
 // coldMerge reads the archive for q within the budget and merges its rows
-// into MySQL's answer r; result is complete, partial (the budget ran out)
-// or unavailable (the archive did not answer).
-func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *coldLookup, rg coldRange, lo, hi uint64) (*mysql.Result, string) {
+// into MySQL's answer r; result is complete, partial (the budget, which
+// ends at deadline, ran out) or unavailable (the archive did not answer);
+// err is coldIncomplete's when it is not complete.
+func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *coldLookup, rg coldRange, lo, hi uint64, deadline time.Time) (*mysql.Result, string, error) {
 	tier := s.e.cold.tier
 	tbl := historyTable
 	var tomb [][2]uint64
@@ -499,14 +562,13 @@ func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *cold
 	if err != nil {
 		s.afterError(lk.c, err)
 		s.e.log.Warn("cold tier: the tombstones could not be read; the page is MySQL's alone", zap.Error(err))
-		s.warn(q.incomplete("its deleted-row list could not be read", q.cursor))
-		return r, "unavailable"
+		return r, "unavailable", s.coldIncomplete(q.incomplete("its deleted-row list could not be read", q.cursor))
 	}
 	skip := make([]uint64, len(tomb))
 	for i, t := range tomb {
 		skip[i] = t[0]
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.e.cold.budget)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	var page ColdPage
 	var ids []uint64 // the msg_ids looked up
@@ -547,9 +609,9 @@ func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *cold
 	out, cont := q.merge(r, rows, page, rg, result != "complete")
 	s.e.metrics.coldRows(len(rows))
 	if result != "complete" {
-		s.warn(q.incomplete(reason, cont))
+		return out, result, s.coldIncomplete(q.incomplete(reason, cont))
 	}
-	return out, result
+	return out, result, nil
 }
 
 // allFound: a lookup by msg_id cut short still found every row it was

@@ -41,6 +41,7 @@ const (
 	CodeUnknownThread                  // KILL of a connection id Convoy does not have (1094)
 	CodeNotThreadOwner                 // KILL of another account's connection without admin (1095)
 	CodeTxnRolledBack                  // Convoy rolled the transaction back for a migration switch: retry it whole
+	CodeColdIncomplete                 // a history read's archived part is incomplete and the session asked for an error (convoy_cold_partial)
 	codeCount                          // keep last: the mapping test iterates to it
 )
 
@@ -69,6 +70,7 @@ var codeNames = [codeCount]string{
 	CodePoolTimeout:        "pool_timeout",
 	CodeTxnAborted:         "transaction_aborted",
 	CodeTxnRolledBack:      "transaction_rolled_back",
+	CodeColdIncomplete:     "cold_incomplete",
 	CodeAccessDenied:       "access_denied",
 	CodeTooLarge:           "too_large",
 	CodeTableAccessDenied:  "table_access_denied",

@@ -36,7 +36,10 @@ type Session struct {
 	// same for the one autocommit statement that consumes them.
 	nextTx   map[string]string
 	stmtVars map[string]string
-	txn      txnState
+	// coldPartial is SET convoy_cold_partial ('error': true; nil: the
+	// engine's default, cold.partial).
+	coldPartial *bool
+	txn         txnState
 	lastID   uint64 // LAST_INSERT_ID() of this session, from OK packets
 	// found and rowCount answer FOUND_ROWS() and ROW_COUNT() (see
 	// noteResult); calc* collect the running SELECT SQL_CALC_FOUND_ROWS's

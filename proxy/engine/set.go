@@ -42,7 +42,7 @@ func (s *Session) set(a *rewrite.Analysis) (*mysql.Result, error) {
 	for k, v := range s.vars {
 		next[k] = v
 	}
-	autocommit := s.autocommit
+	autocommit, coldPartial := s.autocommit, s.coldPartial
 	var nextTx map[string]string
 	for _, v := range a.SetVars {
 		switch {
@@ -62,6 +62,12 @@ func (s *Session) set(a *rewrite.Analysis) (*mysql.Result, error) {
 			setSys(nextTx, v.Name, v.Value)
 		case v.Global:
 			return nil, errorf(CodeNotSupported, "SET GLOBAL %s is not allowed through Convoy: it would change one datasource only; set it on each server directly", v.Name)
+		case !v.User && v.Name == ColdPartialVar:
+			// Convoy's own: checked here, never sent to a server.
+			var err error
+			if coldPartial, err = coldPartialValue(v.Value); err != nil {
+				return nil, err
+			}
 		case v.User:
 			name := "@" + strings.TrimPrefix(v.Name, "@")
 			next[name] = v.Value
@@ -126,7 +132,7 @@ func (s *Session) set(a *rewrite.Analysis) (*mysql.Result, error) {
 			return nil, err
 		}
 	}
-	s.autocommit = autocommit
+	s.autocommit, s.coldPartial = autocommit, coldPartial
 	if nextTx != nil {
 		if err := s.withDefaultConn(func(c Conn) error { return c.SyncVars(mergeVars(s.vars, nextTx)) }); err != nil {
 			return nil, err // a bad value fails now, with the server's errno
