@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,3 +120,49 @@ func TestArchivedMessagesStaySearchable(t *testing.T) {
 	}
 }
 
+
+// TestColdFallbackWarns (issue 25): a read of a conversation with archived
+// rows that the cold tier cannot continue (a COUNT, seq <=, a page
+// without its seq column, LIMIT over 2^20) answers from MySQL and says so
+// (warning 1931), instead of silently leaving the archived rows out; a
+// conversation without archived rows costs no warning.
+func TestColdFallbackWarns(t *testing.T) {
+	f := newColdFixture(t, 800*time.Millisecond)
+	a, fresh := uint64(1001), uint64(2002)
+	f.load([]uint64{a}, func(uint64) (int, int) { return oldN, recentN })
+	f.archiveAll([]uint64{a})
+	f.load([]uint64{fresh}, func(uint64) (int, int) { return 0, 10 }) // after the archive run: nothing archived
+	c := f.conn()
+	for _, q := range []string{
+		fmt.Sprintf("SELECT COUNT(*) FROM conv_msg WHERE conv_id = %d", a),
+		fmt.Sprintf("SELECT seq FROM conv_msg WHERE conv_id = %d AND seq <= 40 ORDER BY seq DESC LIMIT 10", a),
+		fmt.Sprintf("SELECT msg_id FROM conv_msg WHERE conv_id = %d AND seq < 40 ORDER BY seq DESC LIMIT 10", a),
+		fmt.Sprintf("SELECT seq FROM conv_msg WHERE conv_id = %d AND seq < 40 ORDER BY seq DESC LIMIT 2000000", a),
+	} {
+		r, err := c.Execute(q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if r.Warnings != 1 {
+			t.Errorf("%s: %d warnings, want 1 (archived rows not included)", q, r.Warnings)
+			continue
+		}
+		w, err := c.Execute("SHOW WARNINGS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, _ := w.GetUint(0, 1)
+		msg, _ := w.GetString(0, 2)
+		if code != 1931 || !strings.Contains(msg, "is not included") {
+			t.Errorf("%s: warning %d %q", q, code, msg)
+		}
+	}
+	for _, q := range []string{
+		fmt.Sprintf("SELECT COUNT(*) FROM conv_msg WHERE conv_id = %d", fresh),
+		fmt.Sprintf("SELECT seq FROM conv_msg WHERE conv_id = %d AND seq < 400 ORDER BY seq DESC LIMIT 10", a),
+	} {
+		if r, err := c.Execute(q); err != nil || r.Warnings != 0 {
+			t.Errorf("%s: %v, %d warnings; want none", q, err, r.Warnings)
+		}
+	}
+}

@@ -166,6 +166,11 @@ const ColdWarningCode = 1931
 type coldPlan struct {
 	read  *rewrite.ArchiveRead  // a read the cold tier may continue
 	write *rewrite.ArchiveWrite // a write that may name archived rows
+	// other is the conversation key of a read of one conversation's
+	// history or bodies that the cold tier does not continue (another
+	// shape: a COUNT, seq <=, a join...): it reads MySQL only, and says so
+	// when the conversation has archived rows (coldFallback).
+	other *rewrite.Value
 }
 
 // planCold fills pl.cold for a statement the cold tier cares about.
@@ -177,13 +182,50 @@ func (e *Engine) planCold(pl *plan) {
 	switch pl.a.Kind {
 	case rewrite.KindSelect:
 		c.read, _ = rewrite.ArchiveShape(pl.a)
+		if c.read == nil && pl.a.HasKey && len(pl.a.Keys) == 1 &&
+			slices.ContainsFunc(pl.a.Sharded, func(t string) bool { return t == historyTable || t == "msg_content" }) {
+			c.other = &pl.a.Keys[0]
+		}
 	case rewrite.KindUpdate, rewrite.KindDelete:
 		c.write, _ = rewrite.ArchiveWriteShape(pl.a)
 	}
-	if c.read != nil || c.write != nil {
+	if c.read != nil || c.write != nil || c.other != nil {
 		pl.cold = &c
 	}
 }
+
+// coldFallback warns that a read of conv's history reads MySQL only
+// (why: what keeps the cold tier from continuing it) when the conversation
+// has archived rows whose warm copy is gone. Shards never archived cost
+// nothing; others one lookup of the conversation's archived range.
+func (s *Session) coldFallback(conv uint64, why string) {
+	sh := router.ShardOf(conv)
+	if !s.e.cold.tier.Archived(sh) {
+		return
+	}
+	lk, err := s.coldLookup(sh)
+	var rg coldRange
+	if err == nil {
+		defer lk.release()
+		if rg, err = lk.ranges(conv); err != nil {
+			s.afterError(lk.c, err)
+		}
+	}
+	switch {
+	case err != nil:
+		s.e.log.Warn("cold tier: the archived ranges could not be read", zap.Error(err))
+		s.warn(Warning{Level: "Warning", Code: ColdWarningCode, Message: fmt.Sprintf(
+			"The query result may be incomplete: archived history (cold tier) of conversation %d may exist and is not included: %s", conv, why)})
+	case rg.has:
+		s.e.metrics.coldDecision("mysql_only")
+		s.warn(Warning{Level: "Warning", Code: ColdWarningCode, Message: fmt.Sprintf(
+			"The query result may be incomplete: archived history (cold tier) of conversation %d (seqs %d..%d) is not included: %s", conv, rg.lo, rg.hi, why)})
+	}
+}
+
+// coldOnlyShapes says which reads the cold tier continues, for
+// coldFallback's message.
+const coldOnlyShapes = "only seq < ? ORDER BY seq DESC LIMIT n, seq > ? ORDER BY seq LIMIT n, msg_id = ? on conv_msg and msg_id = ? | IN (...) on msg_content continue into the archive"
 
 // Read shapes, as metrics and messages name them.
 const (
@@ -208,8 +250,17 @@ type coldQuery struct {
 // archive when it is a history read whose page MySQL alone cannot answer.
 func (s *Session) readSharded(pl *plan, args []any, binary bool) (*mysql.Result, error) {
 	r, err := s.runSharded(pl, args, binary)
-	if err != nil || s.e.cold == nil || pl.cold == nil || pl.cold.read == nil {
+	if err != nil || s.e.cold == nil || pl.cold == nil {
 		return r, err
+	}
+	if pl.cold.other != nil {
+		if conv, err := keyOf(*pl.cold.other, args); err == nil {
+			s.coldFallback(conv, "this read's shape reads MySQL only ("+coldOnlyShapes+")")
+		}
+		return r, nil
+	}
+	if pl.cold.read == nil {
+		return r, nil
 	}
 	return s.coldRead(pl.cold.read, args, binary, r)
 }
@@ -220,8 +271,13 @@ func (s *Session) readSharded(pl *plan, args []any, binary bool) (*mysql.Result,
 // in time is a warning naming where to continue (or, when the session
 // asked for it, an error with the same text: coldIncomplete).
 func (s *Session) coldRead(c *rewrite.ArchiveRead, args []any, binary bool, r *mysql.Result) (*mysql.Result, error) {
-	q, ok := newColdQuery(c, args, r, binary)
-	if !ok {
+	q, why := newColdQuery(c, args, r, binary)
+	if q == nil {
+		if why != "" {
+			if conv, err := keyOf(c.ConvID, args); err == nil {
+				s.coldFallback(conv, why)
+			}
+		}
 		return r, nil
 	}
 	sh := router.ShardOf(q.conv)
@@ -266,16 +322,18 @@ func (s *Session) coldRead(c *rewrite.ArchiveRead, args []any, binary bool, r *m
 }
 
 // newColdQuery reads the cursor, limit and msg_ids of one execution and the
-// key of every warm row; ok false when the result cannot be continued (no
-// key column in it: the seed's reads all select seq, body fetches msg_id).
-func newColdQuery(c *rewrite.ArchiveRead, args []any, r *mysql.Result, binary bool) (*coldQuery, bool) {
+// key of every warm row; nil when the result cannot be continued, with
+// why when the client should hear of it (no key column in the result: the
+// seed's reads all select seq, body fetches msg_id; a page over 2^20
+// rows).
+func newColdQuery(c *rewrite.ArchiveRead, args []any, r *mysql.Result, binary bool) (*coldQuery, string) {
 	if r == nil || r.Resultset == nil {
-		return nil, false
+		return nil, ""
 	}
 	q := &coldQuery{}
 	var err error
 	if q.conv, err = keyOf(c.ConvID, args); err != nil {
-		return nil, false
+		return nil, ""
 	}
 	keyName := "seq"
 	switch c.Dir {
@@ -285,24 +343,27 @@ func newColdQuery(c *rewrite.ArchiveRead, args []any, r *mysql.Result, binary bo
 			q.shape = shapeAfter
 		}
 		limit, err := keyOf(c.Limit, args)
-		if err != nil || limit > 1<<20 {
-			return nil, false
+		if err != nil {
+			return nil, ""
+		}
+		if limit > 1<<20 {
+			return nil, fmt.Sprintf("LIMIT %d is over the archive's page bound (1048576)", limit)
 		}
 		q.limit = int(limit)
 		if q.cursor, err = keyOf(c.Cursor, args); err != nil {
-			return nil, false
+			return nil, ""
 		}
 	case rewrite.HistoryAnchor:
 		q.shape = shapeAnchor
 		if q.cursor, err = keyOf(c.Cursor, args); err != nil {
-			return nil, false
+			return nil, ""
 		}
 	default:
 		q.shape, keyName = shapeBodies, "msg_id"
 		for _, v := range c.MsgIDs {
 			id, err := keyOf(v, args)
 			if err != nil {
-				return nil, false
+				return nil, ""
 			}
 			q.ids = append(q.ids, id)
 		}
@@ -315,21 +376,21 @@ func newColdQuery(c *rewrite.ArchiveRead, args []any, r *mysql.Result, binary bo
 		// An anchor needs no key: MySQL has the row or not. A page or a
 		// body fetch without its key column cannot be merged.
 		if q.shape != shapeAnchor {
-			return nil, false
+			return nil, fmt.Sprintf("the select list has no %s column to continue from", keyName)
 		}
 		for range r.RowDatas {
 			q.warm = append(q.warm, 0)
 		}
-		return q, true
+		return q, ""
 	}
 	for _, row := range r.RowDatas {
 		k, ok := rowKey(row, r.Fields, q.key, binary)
 		if !ok {
-			return nil, false
+			return nil, ""
 		}
 		q.warm = append(q.warm, k)
 	}
-	return q, true
+	return q, ""
 }
 
 // rowKey reads an unsigned integer column of a result row.

@@ -168,8 +168,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		coldChecks: newFixedCounters(prometheus.CounterOpts{
 			Name: "convoy_cold_checks_total",
-			Help: "History reads of archived shards by how the engine knew whether the archive had rows for them: page (the page itself proved it, free), ranges (one primary-key lookup of the conversation's archived range in MySQL), cold (the archive was read).",
-		}, "decision", "page", "ranges", "cold"),
+			Help: "History reads of archived shards by how the engine knew whether the archive had rows for them: page (the page itself proved it, free), ranges (one primary-key lookup of the conversation's archived range in MySQL), cold (the archive was read), mysql_only (a read the archive cannot continue, of a conversation with archived rows: answered from MySQL with warning 1931).",
+		}, "decision", "page", "ranges", "cold", "mysql_only"),
 		coldWrites: newFixedCounters(prometheus.CounterOpts{
 			Name: "convoy_cold_writes_total",
 			Help: "UPDATE / DELETE of conv_msg or msg_content on archived shards by outcome: warm (named no archived row), tombstoned (a DELETE hid archived rows), refused (an UPDATE of archived rows, or a DELETE not by key that could reach them), unavailable (the archive could not be checked; nothing changed).",
