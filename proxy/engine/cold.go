@@ -199,18 +199,10 @@ func (e *Engine) planCold(pl *plan) {
 // has archived rows whose warm copy is gone. Shards never archived cost
 // nothing; others one lookup of the conversation's archived range.
 func (s *Session) coldFallback(conv uint64, why string) {
-	sh := router.ShardOf(conv)
-	if !s.e.cold.tier.Archived(sh) {
+	if !s.e.cold.tier.Archived(router.ShardOf(conv)) {
 		return
 	}
-	lk, err := s.coldLookup(sh)
-	var rg coldRange
-	if err == nil {
-		defer lk.release()
-		if rg, err = lk.ranges(conv); err != nil {
-			s.afterError(lk.c, err)
-		}
-	}
+	rg, err := s.archivedRange(conv)
 	switch {
 	case err != nil:
 		s.e.log.Warn("cold tier: the archived ranges could not be read", zap.Error(err))
@@ -221,6 +213,21 @@ func (s *Session) coldFallback(conv uint64, why string) {
 		s.warn(Warning{Level: "Warning", Code: ColdWarningCode, Message: fmt.Sprintf(
 			"The query result may be incomplete: archived history (cold tier) of conversation %d (seqs %d..%d) is not included: %s", conv, rg.lo, rg.hi, why)})
 	}
+}
+
+// archivedRange reads conv's archived range on a connection of its shard
+// (coldLookup), released after.
+func (s *Session) archivedRange(conv uint64) (coldRange, error) {
+	lk, err := s.coldLookup(router.ShardOf(conv))
+	if err != nil {
+		return coldRange{}, err
+	}
+	defer lk.release()
+	rg, err := lk.ranges(conv)
+	if err != nil {
+		s.afterError(lk.c, err)
+	}
+	return rg, err
 }
 
 // coldOnlyShapes says which reads the cold tier continues, for

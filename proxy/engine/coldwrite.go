@@ -49,16 +49,10 @@ func (s *Session) coldWriteCheck(pl *plan, args []any) (keyed bool, err error) {
 		if err != nil {
 			return false, nil // the statement fails on its key as before
 		}
-		sh := router.ShardOf(conv)
-		if !s.e.cold.tier.Archived(sh) {
+		if !s.e.cold.tier.Archived(router.ShardOf(conv)) {
 			continue
 		}
-		lk, err := s.coldLookup(sh)
-		var rg coldRange
-		if err == nil {
-			rg, err = lk.ranges(conv)
-			lk.release()
-		}
+		rg, err := s.archivedRange(conv)
 		if err != nil {
 			s.e.metrics.coldWrite("unavailable")
 			return false, errorf(CodeBackendUnavailable, "the archived range of conversation %d could not be read to check this %s (%v); nothing was changed, retry", conv, pl.a.Kind, classify(err))
