@@ -636,7 +636,35 @@ type composeFile struct {
 		Ports       []string          `yaml:"ports"`
 		Volumes     []string          `yaml:"volumes"`
 		Environment map[string]string `yaml:"environment"`
+		Command     []string          `yaml:"command"`
 	} `yaml:"services"`
+}
+
+// TestEtcdCompaction: every etcd Convoy's files start (docker compose, the
+// dev stack, the test harness) compacts its history and has a quota, so a
+// long archive or migration run cannot fill it (a full quota refuses every
+// write: routes, migrations, the archive).
+func TestEtcdCompaction(t *testing.T) {
+	want := []string{"auto-compaction-mode", "auto-compaction-retention", "quota-backend-bytes"}
+	var compose composeFile
+	readYAML(t, "../docker-compose.yml", &compose)
+	cmd := strings.Join(compose.Services["etcd"].Command, " ")
+	for _, f := range []string{"../scripts/dev-up.sh", "../internal/testsvc/etcd.go"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			if !strings.Contains(string(b), "--"+w) {
+				t.Errorf("%s starts etcd without --%s", f, w)
+			}
+		}
+	}
+	for _, w := range want {
+		if !strings.Contains(cmd, "--"+w+"=") {
+			t.Errorf("docker-compose.yml starts etcd without --%s: %s", w, cmd)
+		}
+	}
 }
 
 // mountTarget returns where compose mounts the repository path src in the

@@ -142,7 +142,10 @@ start_etcd() {
   mkdir -p "$dir"
   log "etcd: starting on 127.0.0.1:$port (peer $peer)"
   # The --initial-* flags only matter the first time; an existing data dir wins.
+  # Compaction and a quota as in production: without them the key history
+  # grows until the quota stops every write (routes, migrations, archive).
   setsid nohup etcd --name dev --data-dir "$dir/data" \
+    --auto-compaction-mode periodic --auto-compaction-retention 1h --quota-backend-bytes 2147483648 \
     --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
     --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
     --initial-cluster "dev=http://127.0.0.1:$peer" --initial-cluster-state new \

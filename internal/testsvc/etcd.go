@@ -182,6 +182,11 @@ func (e *Etcd) start() error {
 		"--logger", "zap",
 		"--log-outputs", "stderr",
 		"--log-level", "warn",
+		// As dev-up.sh and docker compose start it: a long test run keeps
+		// etcd's history bounded, and the code meets compaction.
+		"--auto-compaction-mode", "periodic",
+		"--auto-compaction-retention", "1h",
+		"--quota-backend-bytes", "2147483648",
 	)...)
 	cmd.Env = withoutEtcdEnv(os.Environ())
 	cmd.Stdout = e.out
