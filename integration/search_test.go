@@ -2,6 +2,7 @@ package integration
 
 import (
 	"cmp"
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -419,5 +420,25 @@ st.execute(uid.to_i, q, t, 50).each { |r| puts [r["msg_id"], r["conv_id"], r["se
 				t.Fatalf("after the refusals: %q", got)
 			}
 		})
+	}
+}
+
+// TestSearchDirInUse (issue 25): a second `convoy serve` configured with a
+// search.dir another one has open (two proxies on one host with the
+// default config) exits at start saying so, instead of hanging on the
+// index lock while it looks alive.
+func TestSearchDirInUse(t *testing.T) {
+	s := newStack(t)
+	cfg := fmt.Sprintf("search:\n  enabled: true\n  engine: bleve\n  dir: %s", t.TempDir())
+	startConvoy(t, s.etcd.Endpoints(), cfg)
+	p2 := newConvoyProc(t, s.etcd.Endpoints(), defaultUsers, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, convoyBin, "serve", "--config", p2.cfgPath).CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("the second convoy serve did not exit within 30 s:\n%s", out)
+	}
+	if err == nil || !strings.Contains(string(out), "is in use by another Convoy process") {
+		t.Fatalf("the second convoy serve: %v\n%s", err, out)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/blevesearch/bleve/v2"
@@ -113,13 +115,28 @@ func bleveMapping() (mapping.IndexMapping, error) {
 
 // Bleve is the embedded engine.
 type Bleve struct {
-	idx bleve.Index
+	idx  bleve.Index
+	lock *os.File // dirLock's, held until Close
 }
 
 var _ Engine = (*Bleve)(nil)
 
-// OpenBleve opens the index in dir, creating it if absent.
-func OpenBleve(dir string) (*Bleve, error) {
+// OpenBleve opens the index in dir, creating it if absent. A dir another
+// process has open is refused at once (dirLock): bleve itself would wait
+// for that process's lock forever.
+func OpenBleve(dir string) (b *Bleve, err error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("search: %w", err)
+	}
+	lock, err := dirLock(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			lock.Close()
+		}
+	}()
 	path := filepath.Join(dir, "messages.bleve")
 	// unsafe_batch: a batch returns once it is searchable, not once it is
 	// fsynced. Safe here because the checkpoint rides in the batch it
@@ -128,9 +145,6 @@ func OpenBleve(dir string) (*Bleve, error) {
 	cfg := map[string]interface{}{"unsafe_batch": true}
 	idx, err := bleve.OpenUsing(path, cfg)
 	if errors.Is(err, bleve.ErrorIndexPathDoesNotExist) {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return nil, fmt.Errorf("search: %w", err)
-		}
 		var m mapping.IndexMapping
 		if m, err = bleveMapping(); err != nil {
 			return nil, fmt.Errorf("search: index mapping: %w", err)
@@ -140,7 +154,33 @@ func OpenBleve(dir string) (*Bleve, error) {
 	if err != nil {
 		return nil, fmt.Errorf("search: open bleve index %s: %w", path, err)
 	}
-	return &Bleve{idx: idx}, nil
+	return &Bleve{idx: idx, lock: lock}, nil
+}
+
+// dirLock takes an exclusive lock on dir/convoy.lock without waiting, and
+// writes this process's id into it: a second `convoy serve` configured
+// with the same search.dir (two proxies on one host with the default
+// config) fails at start with the holder's pid instead of hanging. The
+// kernel drops the lock when the process dies, however it dies.
+func dirLock(dir string) (*os.File, error) {
+	name := filepath.Join(dir, "convoy.lock")
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("search: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(name)
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("search: search.dir %s is in use by another Convoy process (pid %s): give each process its own search.dir",
+				dir, strings.TrimSpace(string(holder)))
+		}
+		return nil, fmt.Errorf("search: lock %s: %w", name, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
 }
 
 func bleveDoc(d Doc) map[string]interface{} {
@@ -279,4 +319,8 @@ func bleveHit(id string, f map[string]interface{}) (Hit, error) {
 func (b *Bleve) DocCount() (uint64, error) { return b.idx.DocCount() }
 
 // Close closes the index.
-func (b *Bleve) Close() error { return b.idx.Close() }
+func (b *Bleve) Close() error {
+	err := b.idx.Close()
+	b.lock.Close() // after the index: its files are flushed
+	return err
+}
