@@ -4,17 +4,22 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/width"
 )
 
 // Match semantics, the one definition both engines and the brute-force
 // matcher implement:
 //
 // A text is cut into segments. A word segment is a maximal run of letters,
-// digits and combining marks of non-CJK scripts, lower-cased ("iPhone15"
-// -> "iphone15", "2024" -> "2024"); a CJK segment is a maximal run of Han,
-// Hiragana, Katakana or Hangul characters, kept as written. Everything
-// else (spaces, punctuation, symbols, emoji) separates segments and never
-// matches.
+// digits and combining marks of non-CJK scripts, folded to half width and
+// lower-cased ("iPhone15" and "ｉＰｈｏｎｅ１５" -> "iphone15", "2024" ->
+// "2024"); a CJK segment is a maximal run of Han, Hiragana, Katakana or
+// Hangul characters, with half-width kana folded to full width and
+// Traditional Chinese characters to Simplified (發 -> 发, 後 -> 后: a
+// message written in one finds a query in the other; hans_table.go).
+// Everything else (spaces, punctuation, symbols, emoji) separates segments
+// and never matches.
 //
 // A query is cut the same way. A message matches when every query segment
 // matches (AND, in any order):
@@ -66,9 +71,11 @@ func segments(s string) []segment {
 		if start < 0 {
 			return
 		}
-		t := s[start:end]
+		t := width.Fold.String(s[start:end])
 		if kind == segWord {
 			t = strings.ToLower(t)
+		} else {
+			t = strings.Map(simplified, t)
 		}
 		out = append(out, segment{kind: kind, text: t, start: start})
 		start = -1
@@ -99,6 +106,22 @@ func segments(s string) []segment {
 	flush(len(s))
 	return out
 }
+
+// simplified folds a Traditional Chinese character to its Simplified form.
+func simplified(r rune) rune {
+	if s, ok := toSimplified[r]; ok {
+		return s
+	}
+	return r
+}
+
+// AnalysisVersion names the analysis above. An index records it with each
+// datasource's checkpoint (Checkpoint): one made by another version is
+// rebuilt from a snapshot, since its terms would not match queries
+// analysed now. 2: width and Traditional/Simplified folding.
+const AnalysisVersion = 2
+
+//go:generate go run ./internal/hansgen -o hans_table.go
 
 // token is one indexed term and its 1-based position.
 type token struct {

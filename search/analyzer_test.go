@@ -77,3 +77,43 @@ func FuzzAnalyzer(f *testing.F) {
 		}
 	})
 }
+
+// Width and script folding (issue 25): full-width Latin letters and
+// digits match their ASCII forms, half-width kana their full-width forms,
+// Traditional Chinese characters their Simplified forms, whichever side
+// (message or query) is written which way; a character that is also
+// Simplified in its own right (乾) is left alone; folding is idempotent.
+func TestFolding(t *testing.T) {
+	for _, c := range []struct{ msg, query string }{
+		{"ｉＰｈｏｎｅ１５ 到了", "iphone15"},
+		{"iPhone15 到了", "ｉＰｈｏｎｅ１５"},
+		{"ｶﾀｶﾅ", "カタカナ"},
+		{"我們明天後天都發消息", "我们"},
+		{"我们明天后天都发消息", "後天"},
+		{"頭髮", "头发"},
+		{"開會時間", "开会时间"},
+	} {
+		m, err := NewMatcher(c.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !m.Match(c.msg) {
+			t.Errorf("%q does not find %q", c.query, c.msg)
+		}
+	}
+	if got := segments("乾隆"); len(got) != 1 || got[0].text != "乾隆" {
+		t.Errorf("乾隆 folded to %+v", got)
+	}
+	for _, s := range []string{"發後髮薴", "ｉＰｈｏｎｅ"} {
+		once := segments(s)[0].text
+		if twice := segments(once)[0].text; twice != once {
+			t.Errorf("folding %q is not idempotent: %q then %q", s, once, twice)
+		}
+	}
+	if pos, ok := positionOf(checkpointOf("0-1-42")); !ok || pos != "0-1-42" {
+		t.Errorf("checkpoint round trip: %q %v", pos, ok)
+	}
+	if _, ok := positionOf("0-1-42"); ok {
+		t.Error("a checkpoint without the analysis version counts as current")
+	}
+}

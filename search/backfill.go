@@ -109,7 +109,7 @@ func (ix *Indexer) backfill(ctx context.Context) (string, error) {
 			}
 		}
 	}
-	if err := ix.cfg.Engine.Apply(ctx, ix.cfg.Source, Batch{}, string(pos)); err != nil {
+	if err := ix.cfg.Engine.Apply(ctx, ix.cfg.Source, Batch{}, checkpointOf(string(pos))); err != nil {
 		return "", err
 	}
 	ix.log.Info("search backfill done", zap.Int("messages", total), zap.String("position", string(pos)),

@@ -103,6 +103,20 @@ func NewIndexer(cfg IndexerConfig) (*Indexer, error) {
 	return &Indexer{cfg: cfg, log: cfg.Log.With(zap.String("datasource", cfg.Source))}, nil
 }
 
+// checkpointOf is how a binlog position is stored as a datasource's
+// checkpoint: with the analysis version that indexed up to it.
+func checkpointOf(pos string) string { return fmt.Sprintf("a%d:%s", AnalysisVersion, pos) }
+
+// positionOf reads a checkpoint; current is false when there is none or
+// another analysis version wrote it (a checkpoint of version 1 had no
+// prefix).
+func positionOf(cp string) (pos string, current bool) {
+	if pos, current = strings.CutPrefix(cp, fmt.Sprintf("a%d:", AnalysisVersion)); !current {
+		return "", false
+	}
+	return pos, true
+}
+
 // logicalOf maps conv_msg_0441 / msg_content_0441 to its logical table.
 func logicalOf(table string) (string, bool) {
 	i := strings.LastIndexByte(table, '_')
@@ -117,15 +131,20 @@ func logicalOf(table string) (string, bool) {
 }
 
 // Run follows the binlog from the engine's checkpoint until ctx ends or a
-// failure retrying cannot help. With no checkpoint, it first indexes the
-// rows already stored, from a consistent snapshot whose binlog position
-// the stream then starts from.
+// failure retrying cannot help. With no checkpoint, or one written under
+// another AnalysisVersion, it first indexes the rows already stored, from
+// a consistent snapshot whose binlog position the stream then starts from.
 func (ix *Indexer) Run(ctx context.Context) error {
-	pos, err := ix.cfg.Engine.Checkpoint(ctx, ix.cfg.Source)
+	cp, err := ix.cfg.Engine.Checkpoint(ctx, ix.cfg.Source)
 	if err != nil {
 		return err
 	}
-	if pos == "" {
+	pos, current := positionOf(cp)
+	if !current {
+		if cp != "" {
+			ix.log.Info("search index made by another analysis version: indexing again from a snapshot",
+				zap.String("checkpoint", cp), zap.Int("analysis_version", AnalysisVersion))
+		}
 		if pos, err = ix.backfill(ctx); err != nil {
 			return err
 		}
@@ -178,7 +197,7 @@ func (ix *Indexer) apply(ctx context.Context, txns <-chan binlog.Txn, reader *bi
 			return nil
 		}
 		batch := b.batch()
-		if err := ix.cfg.Engine.Apply(ctx, ix.cfg.Source, batch, string(last.Next)); err != nil {
+		if err := ix.cfg.Engine.Apply(ctx, ix.cfg.Source, batch, checkpointOf(string(last.Next))); err != nil {
 			return err
 		}
 		ix.cfg.Metrics.applied(ix.cfg.Source, batch, b.skipped, b.txnTimes)
