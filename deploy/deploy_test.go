@@ -110,6 +110,7 @@ var knownMetrics = map[string][]string{
 	"convoy_search_docs_skipped_total":  {"datasource"},
 	"convoy_search_index_lag_seconds":   {"datasource"}, // histogram
 	"convoy_search_feed_behind_seconds": {"datasource"},
+	"convoy_search_feed_runs_total":     {"datasource"},
 
 	// Prometheus itself: one series per scrape target.
 	"up": {},

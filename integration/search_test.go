@@ -442,3 +442,80 @@ func TestSearchDirInUse(t *testing.T) {
 		t.Fatalf("the second convoy serve: %v\n%s", err, out)
 	}
 }
+
+// TestSearchStatus (issue 25): SHOW SEARCH STATUS says, per datasource,
+// whether the index is built, its checkpoint, which process feeds it and
+// (in that process) how far behind it is; a search through a proxy whose
+// index is not built (here: one that runs no feed into its own index)
+// carries warning 1931 saying so, instead of an answer that looks
+// complete.
+func TestSearchStatus(t *testing.T) {
+	s := newStack(t)
+	p1 := startConvoy(t, s.etcd.Endpoints(), fmt.Sprintf("search:\n  enabled: true\n  engine: bleve\n  dir: %s\n  runner_ttl: 2s", t.TempDir()))
+	q := startConvoy(t, s.etcd.Endpoints(), fmt.Sprintf("search:\n  enabled: true\n  engine: bleve\n  dir: %s\n  run_indexer: false", t.TempDir()))
+	status := func(p *convoyProc) []map[string]string {
+		t.Helper()
+		db := p.open(t, "convoy", "convoy", "im")
+		rows, err := db.Query("/*+ convoy SHOW SEARCH STATUS */")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		cols, _ := rows.Columns()
+		var out []map[string]string
+		for rows.Next() {
+			vals := make([]sql.NullString, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			m := map[string]string{}
+			for i, c := range cols {
+				m[c] = vals[i].String
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	var st []map[string]string
+	waitFor(t, "every datasource's index built", 30*time.Second, func() bool {
+		st = status(p1)
+		for _, r := range st {
+			if r["ready"] != "yes" {
+				return false
+			}
+		}
+		return len(st) == len(s.ds)
+	})
+	for _, r := range st {
+		if r["feeder"] == "" || r["checkpoint"] == "" || r["behind_seconds"] == "" {
+			t.Errorf("SHOW SEARCH STATUS row %v: want a feeder, a checkpoint and this process's lag", r)
+		}
+	}
+	for _, r := range status(q) {
+		if r["ready"] != "no" {
+			t.Errorf("the unfed index: %v", r)
+		}
+	}
+	admin := q.open(t, "convoy", "convoy", "im")
+	mustExec(t, admin, "INSERT INTO im_conv_member (uid, conv_id, updated_at) VALUES (5, 77, NOW(3))")
+	ctx := context.Background()
+	c, err := admin.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rows, err := c.QueryContext(ctx, searchSQL, 5, "hello", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	var level, msg string
+	var code int
+	if err := c.QueryRowContext(ctx, "SHOW WARNINGS").Scan(&level, &code, &msg); err != nil || code != 1931 || !strings.Contains(msg, "still being built") {
+		t.Fatalf("a search of an index not built: warning %d %q (%v)", code, msg, err)
+	}
+}

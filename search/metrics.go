@@ -1,6 +1,7 @@
 package search
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,7 +13,66 @@ import (
 type Metrics struct {
 	indexed, deleted, skipped *prometheus.CounterVec
 	lag                       *prometheus.HistogramVec
-	behind                    *prometheus.GaugeVec
+	behind                    *behindGauge
+	runs                      *prometheus.CounterVec
+}
+
+// behindGauge is convoy_search_feed_behind_seconds, computed when read:
+// now minus the instant up to which each feed run here is known current
+// (its last applied transaction's commit, or the last time it was idle and
+// connected). A feed that stops applying (its stream broken, reconnecting,
+// stuck) therefore shows a lag that grows, not the last value it set.
+type behindGauge struct {
+	desc    *prometheus.Desc
+	mu      sync.Mutex
+	current map[string]time.Time
+	// paused keeps a stopped feed's instant: when this process runs the
+	// feed again (a restart after an error), its lag goes on from there.
+	paused map[string]time.Time
+}
+
+func (g *behindGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+func (g *behindGauge) Collect(ch chan<- prometheus.Metric) {
+	for ds, v := range g.values() {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, v, ds)
+	}
+}
+
+func (g *behindGauge) values() map[string]float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := time.Now()
+	out := make(map[string]float64, len(g.current))
+	for ds, t := range g.current {
+		out[ds] = max(0, now.Sub(t).Seconds())
+	}
+	return out
+}
+
+func (g *behindGauge) set(ds string, t time.Time) {
+	g.mu.Lock()
+	g.current[ds] = t
+	g.mu.Unlock()
+}
+
+func (g *behindGauge) start(ds string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if t, ok := g.paused[ds]; ok {
+		g.current[ds] = t
+		return
+	}
+	g.current[ds] = time.Now()
+}
+
+func (g *behindGauge) stop(ds string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if t, ok := g.current[ds]; ok {
+		g.paused[ds] = t
+	}
+	delete(g.current, ds)
 }
 
 // NewMetrics registers the feed's metrics on reg (nil: unregistered).
@@ -28,11 +88,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		lag: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "convoy_search_index_lag_seconds",
 			Help:    "Time from a transaction's commit on the datasource to its rows being searchable.",
 			Buckets: []float64{0.5, 1, 2, 3, 5, 10, 30, 60, 300}}, []string{"datasource"}),
-		behind: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "convoy_search_feed_behind_seconds",
-			Help: "How far the index feed is behind its datasource now (0 when caught up)."}, []string{"datasource"}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "convoy_search_feed_runs_total",
+			Help: "Index feed runs this process started, by datasource: more than one every few minutes is a feed failing and restarting."}, []string{"datasource"}),
+		behind: &behindGauge{current: map[string]time.Time{}, paused: map[string]time.Time{}, desc: prometheus.NewDesc("convoy_search_feed_behind_seconds",
+			"How far the index feed this process runs is behind its datasource now: since its last applied commit or its last idle moment connected (0 when caught up; it grows while the feed is stopped or broken).",
+			[]string{"datasource"}, nil)},
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.indexed, m.deleted, m.skipped, m.lag, m.behind} {
+		for _, c := range []prometheus.Collector{m.indexed, m.deleted, m.skipped, m.lag, m.behind, m.runs} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -53,8 +116,36 @@ func (m *Metrics) applied(source string, b Batch, skipped int, txnTimes []time.T
 		m.lag.WithLabelValues(source).Observe(now.Sub(t).Seconds())
 	}
 	if n := len(txnTimes); n > 0 {
-		m.behind.WithLabelValues(source).Set(now.Sub(txnTimes[n-1]).Seconds())
+		m.behind.set(source, txnTimes[n-1])
 	}
+}
+
+// started notes a feed this process now runs: behind from now (or from
+// where its last run here stopped) until it applies or idles; a backfill
+// counts as behind.
+func (m *Metrics) started(source string) {
+	if m != nil {
+		m.behind.start(source)
+		m.runs.WithLabelValues(source).Inc()
+	}
+}
+
+// stopped notes a feed this process no longer runs (it failed, lost its
+// election, or the process is stopping): another process may feed the
+// datasource now, so this one stops reporting its lag.
+func (m *Metrics) stopped(source string) {
+	if m != nil {
+		m.behind.stop(source)
+	}
+}
+
+// Behind is how far behind each feed this process runs is (seconds, by
+// datasource), as the metric reads it.
+func (m *Metrics) Behind() map[string]float64 {
+	if m == nil {
+		return nil
+	}
+	return m.behind.values()
 }
 
 // caughtUp notes an idle, connected feed: nothing is waiting.
@@ -62,5 +153,5 @@ func (m *Metrics) caughtUp(source string, st binlog.Stats) {
 	if m == nil || !st.Connected {
 		return
 	}
-	m.behind.WithLabelValues(source).Set(0)
+	m.behind.set(source, time.Now())
 }

@@ -115,7 +115,7 @@ func readerID(name string) uint32 { return 1<<29 + crc32.ChecksumIEEE([]byte(nam
 // until ctx ends.
 func (r *Runners) feed(ctx context.Context, ds string) {
 	log := r.cfg.Log.With(zap.String("datasource", ds), zap.String("index", r.cfg.Index))
-	prefix := "/convoy/" + r.cfg.Cluster + "/search/indexers/" + r.cfg.Index + "/" + ds
+	prefix := electionPrefix(r.cfg.Cluster, r.cfg.Index, ds)
 	// A feed that keeps failing at once (binlogs purged past the
 	// checkpoint: binlog.ErrPositionUnavailable, until an operator resets
 	// the index) is retried at most every maxBackoff, not in a loop.
@@ -165,6 +165,8 @@ func (r *Runners) run(ctx context.Context, lead *routecfg.Leader, name string) e
 	if err != nil {
 		return err
 	}
+	r.cfg.Metrics.started(name)
+	defer r.cfg.Metrics.stopped(name)
 	ictx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// A lost lease stops the feed at once: another process takes over

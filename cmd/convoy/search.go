@@ -7,6 +7,9 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -24,9 +27,76 @@ import (
 type searchIndex struct {
 	idx search.Engine
 	x   search.Extraction
+	// For Status and Unready: the feeds' elections and this process's
+	// feed metrics (nil when it runs none).
+	cli     *clientv3.Client
+	cluster string
+	name    string
+	routes  func() *router.Snapshot
+	metrics *search.Metrics
+	ready   *readyCache
 }
 
 var _ engine.MessageSearch = searchIndex{}
+
+// readyCache keeps Unready's answer briefly: every search asks, and with
+// SphinxQL each check is a query per datasource. An index, once built,
+// stays built (a rebuild happens at a start), so a ready answer is kept
+// longer than an unready one.
+type readyCache struct {
+	mu      sync.Mutex
+	at      time.Time
+	unready []string
+}
+
+const (
+	unreadyTTL = 2 * time.Second
+	readyTTL   = 30 * time.Second
+)
+
+func (s searchIndex) Unready(ctx context.Context) ([]string, error) {
+	s.ready.mu.Lock()
+	defer s.ready.mu.Unlock()
+	ttl := readyTTL
+	if len(s.ready.unready) > 0 {
+		ttl = unreadyTTL
+	}
+	if !s.ready.at.IsZero() && time.Since(s.ready.at) < ttl {
+		return s.ready.unready, nil
+	}
+	st, err := search.Status(ctx, nil, s.cluster, s.name, s.idx, s.routes(), nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, f := range st {
+		if !f.Ready {
+			out = append(out, f.Datasource)
+		}
+	}
+	s.ready.at, s.ready.unready = time.Now(), out
+	return out, nil
+}
+
+func (s searchIndex) Status(ctx context.Context) ([]string, [][]string, error) {
+	st, err := search.Status(ctx, s.cli, s.cluster, s.name, s.idx, s.routes(), s.metrics)
+	if err != nil {
+		return nil, nil, err
+	}
+	cols := []string{"datasource", "index", "ready", "checkpoint", "feeder", "behind_seconds"}
+	rows := make([][]string, len(st))
+	for i, f := range st {
+		ready, behind := "no", "NULL"
+		if f.Ready {
+			ready = "yes"
+		}
+		if f.HasBehind {
+			behind = strconv.FormatFloat(f.Behind, 'f', 1, 64)
+		}
+		rows[i] = []string{f.Datasource, s.name, ready, f.Checkpoint, f.Feeder, behind}
+	}
+	return cols, rows, nil
+}
 
 func (s searchIndex) Search(ctx context.Context, q engine.SearchQuery) ([]engine.SearchHit, error) {
 	hits, err := s.idx.Search(ctx, search.Query(q))
@@ -94,7 +164,7 @@ func startSearch(c Config, cli *clientv3.Client, routes func() *router.Snapshot,
 	if err != nil {
 		return nil, err
 	}
-	eng.SetSearch(searchIndex{idx: idx, x: c.Search.Extraction}, engine.SearchOptions{FreshWindow: c.Search.FreshWindow})
+	si := searchIndex{idx: idx, x: c.Search.Extraction, cli: cli, cluster: c.Etcd.Cluster, name: name, routes: routes, ready: &readyCache{}}
 	var runners *search.Runners
 	if c.Search.RunIndexer == nil || *c.Search.RunIndexer {
 		metrics, err := search.NewMetrics(reg)
@@ -102,6 +172,7 @@ func startSearch(c Config, cli *clientv3.Client, routes func() *router.Snapshot,
 			idx.Close()
 			return nil, err
 		}
+		si.metrics = metrics
 		rc := search.RunnersConfig{
 			Client: cli, Cluster: c.Etcd.Cluster, ID: id, Index: name, TTL: c.Search.RunnerTTL, Routes: routes,
 			Connect: search.Connector(migrationConnector), Engine: idx, Extract: c.Search.Extraction, Metrics: metrics, Log: log,
@@ -111,6 +182,7 @@ func startSearch(c Config, cli *clientv3.Client, routes func() *router.Snapshot,
 		}
 		runners = search.StartRunners(rc)
 	}
+	eng.SetSearch(si, engine.SearchOptions{FreshWindow: c.Search.FreshWindow})
 	log.Info("message search enabled", zap.String("engine", name), zap.Bool("indexer", runners != nil),
 		zap.Duration("fresh_window", c.Search.FreshWindow))
 	return func() {

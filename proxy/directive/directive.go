@@ -29,6 +29,7 @@ const (
 	ArchiveCommand                   // ARCHIVE SHARD N NOW | ARCHIVE PAUSE | ARCHIVE RESUME
 	Target                           // shard=N | datasource=NAME | all, followed by a statement
 	ShowMigration                    // SHOW MIGRATION N: one job in detail
+	ShowSearchStatus                 // SHOW SEARCH STATUS: the index feeds
 )
 
 var kindNames = [...]string{
@@ -48,6 +49,7 @@ var kindNames = [...]string{
 	ArchiveCommand:   "ARCHIVE",
 	Target:           "TARGET",
 	ShowMigration:    "SHOW MIGRATION",
+	ShowSearchStatus: "SHOW SEARCH STATUS",
 }
 
 // String returns the command words of the kind ("SHOW ROUTES"); Target is
@@ -158,6 +160,7 @@ var (
 	synMigrateRange = "MIGRATE SHARDS A-B TO NAME [DATABASE D] [RATE R] [PARALLEL P] [AUTO]"
 	synMigration    = "MIGRATION N {PAUSE|RESUME|NEXT|ROLLBACK|CANCEL|RATE R|READ PERCENT P|PURGE}"
 	synArchive      = "SHOW ARCHIVE"
+	synSearch       = "SHOW SEARCH STATUS"
 	synArchiveCmd   = "ARCHIVE {SHARD N NOW|PAUSE|RESUME}"
 	synTarget       = "shard=N | datasource=NAME | all, then a statement"
 	maxShard        = strconv.Itoa(router.NumShards - 1)
@@ -169,7 +172,7 @@ var usage = "valid directives /*+ convoy ... */: " + strings.Join([]string{
 	// message (512 bytes); their errors give the full syntax.
 	// SHOW ROUTES, SHOW MIGRATION N and SHOW ARCHIVE in short too; their
 	// own errors give their syntax.
-	synDatasources, synProxies, "SHOW MIGRATIONS|MIGRATION N|ARCHIVE", synReload, "MIGRATE SHARD[S] N[-M] TO NAME [...]", "MIGRATION N VERB",
+	synDatasources, synProxies, "SHOW MIGRATIONS|MIGRATION N|ARCHIVE|SEARCH STATUS", synReload, "MIGRATE SHARD[S] N[-M] TO NAME [...]", "MIGRATION N VERB",
 }, ", ") + "; as a statement prefix: " + synTarget +
 	" (N is a shard 0.." + maxShard + ")"
 
@@ -611,6 +614,12 @@ func (p *parser) show(d *Directive) (string, error) {
 	case t.is("ARCHIVE"):
 		d.Kind = ShowArchive
 		return synArchive, nil
+	case t.is("SEARCH"):
+		if u := p.next(); !u.is("STATUS") {
+			return "", unknown("SHOW SEARCH", u)
+		}
+		d.Kind = ShowSearchStatus
+		return synSearch, nil
 	default:
 		return "", unknown("SHOW", t)
 	}

@@ -363,6 +363,7 @@ func TestParseMigrate(t *testing.T) {
 func TestParseArchive(t *testing.T) {
 	for sql, want := range map[string]Directive{
 		"/*+ convoy SHOW ARCHIVE */":           {Kind: ShowArchive, Shard: -1},
+		"/*+ convoy SHOW SEARCH STATUS */":     {Kind: ShowSearchStatus, Shard: -1},
 		"/*+ convoy show archive */":           {Kind: ShowArchive, Shard: -1},
 		"/*+ convoy ARCHIVE SHARD 441 NOW */":  {Kind: ArchiveCommand, Shard: 441, Verb: "NOW"},
 		"/*+ convoy archive shard 0007 now */": {Kind: ArchiveCommand, Shard: 7, Verb: "NOW"},

@@ -170,6 +170,8 @@ func (s *Session) runDirective(d *directive.Directive) (*mysql.Result, error) {
 		return s.migration(d)
 	case directive.ShowArchive, directive.ArchiveCommand:
 		return s.archive(d)
+	case directive.ShowSearchStatus:
+		return s.showSearchStatus()
 	case directive.Target:
 		return s.targeted(d)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/proxy/backend"
@@ -40,6 +41,13 @@ type MessageSearch interface {
 	// yields text that matches. nil, nil: the text has nothing to match
 	// (the search has no hits, as MATCH ... AGAINST ('') in MySQL).
 	Matcher(text string) (match func(msgType uint8, body []byte) bool, err error)
+	// Unready lists the datasources whose messages the index does not
+	// hold yet (a new or rebuilt index still being built): a search's
+	// answer may miss theirs. Cheap: called by every search.
+	Unready(ctx context.Context) ([]string, error)
+	// Status is SHOW SEARCH STATUS: column names and one row per
+	// datasource.
+	Status(ctx context.Context) ([]string, [][]string, error)
 }
 
 // SearchQuery is one index query; see package search's Query.
@@ -238,9 +246,38 @@ func (s *Session) search(sh *rewrite.Search, args []any, binary bool) (*mysql.Re
 			if hits, err = s.searchConvs(ctx, b, convs, match); err != nil {
 				return nil, err
 			}
+			s.warnUnready(ctx)
 		}
 	}
 	return searchResult(fields, sh.Columns, hits, binary)
+}
+
+// warnUnready adds warning 1931 to a search the index cannot answer in
+// full yet: it is still being built for some datasource.
+func (s *Session) warnUnready(ctx context.Context) {
+	ds, err := s.e.search.idx.Unready(ctx)
+	if err != nil {
+		s.e.log.Warn("msg_search: could not tell whether the index is built", zap.Error(err))
+		return
+	}
+	if len(ds) > 0 {
+		s.warn(Warning{Level: "Warning", Code: ColdWarningCode, Message: fmt.Sprintf(
+			"The query result may be incomplete: the search index is still being built for datasource %s; SHOW SEARCH STATUS says how far", strings.Join(ds, ", "))})
+	}
+}
+
+// showSearchStatus answers SHOW SEARCH STATUS.
+func (s *Session) showSearchStatus() (*mysql.Result, error) {
+	if s.e.search == nil {
+		return nil, errorf(CodeNotSupported, "SHOW SEARCH STATUS: message search is off in this process (search.enabled)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), migrationTimeout)
+	defer cancel()
+	cols, rows, err := s.e.search.idx.Status(ctx)
+	if err != nil {
+		return nil, errorf(CodeBackendUnavailable, "SHOW SEARCH STATUS: %v", err)
+	}
+	return textTable(cols, rows)
 }
 
 // members reads the conversations uid may search from im_conv_member on

@@ -12,6 +12,13 @@ import (
 type fakeIndex struct {
 	queries []SearchQuery
 	hits    []SearchHit
+	unready []string
+}
+
+func (f *fakeIndex) Unready(context.Context) ([]string, error) { return f.unready, nil }
+
+func (f *fakeIndex) Status(context.Context) ([]string, [][]string, error) {
+	return []string{"datasource", "ready"}, [][]string{{"ds0", "yes"}}, nil
 }
 
 func (f *fakeIndex) Search(_ context.Context, q SearchQuery) ([]SearchHit, error) {
@@ -86,6 +93,19 @@ func TestSearchQuery(t *testing.T) {
 		t.Fatalf("member conversation: %v, %v", r, err)
 	}
 	rec.take()
+	if n := s.WarningCount(); n != 0 {
+		t.Fatalf("a search of a built index: %d warnings", n)
+	}
+	// An index still being built for a datasource: the answer says so.
+	idx.unready = []string{"ds1"}
+	if _, err = s.Query("SELECT msg_id FROM msg_search WHERE uid = 7 AND conv_id = 42 AND MATCH(text) AGAINST ('x') LIMIT 5"); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	if n := s.WarningCount(); n != 1 || s.warnings[0].Code != ColdWarningCode || !strings.Contains(s.warnings[0].Message, "still being built for datasource ds1") {
+		t.Fatalf("a search of an index being built: %d warnings %+v", n, s.warnings)
+	}
+	idx.unready = nil
 
 	// Nothing to match: no rows, nothing read.
 	if r, err = s.Query("SELECT msg_id FROM msg_search WHERE uid = 7 AND MATCH(text) AGAINST (' , ') LIMIT 5"); err != nil || len(r.RowDatas) != 0 {
