@@ -169,3 +169,84 @@ func (s *countingStore) ReadRange(ctx context.Context, key string, off, n int64)
 	s.bytes.Add(int64(len(b)))
 	return b, err
 }
+
+// BenchmarkSparsePage (issue 25): a 20-message scroll-up page of a
+// conversation with one message a day, so each message is in its own
+// daily file (each file also holds 30 busier conversations), from a store
+// that adds 30 ms to every request (slowStore): the files read one after another
+// (parallel 1, the reader before issue 25) against the default (8 at
+// once, the fewest that can fill the page). cold-footer uses a new
+// Reader per page (the footer and page index of every file read too, as
+// for a shard's first read); warm keeps them.
+//
+//	go test ./cold -run '^$' -bench SparsePage -benchtime 10x
+func BenchmarkSparsePage(b *testing.B) {
+	const days, busy, delay = 40, 30, 30 * time.Millisecond
+	f := startFixture(b)
+	ctx := context.Background()
+	base, err := cold.OpenStore(ctx, "file://"+b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer base.Close()
+	const sparse = uint64(5000)
+	cat := cold.NewMemCatalog()
+	msgID := uint64(1 << 40)
+	row := func(conv, seq uint64, at string) cold.Row {
+		msgID++
+		id := fmt.Sprint(msgID)
+		return cold.Row{
+			Msg:     [][]byte{[]byte(fmt.Sprint(conv)), []byte(fmt.Sprint(seq)), []byte(id), []byte("7001"), []byte("1"), []byte(at)},
+			Content: [][]byte{[]byte(id), []byte(fmt.Sprint(conv)), []byte("7001"), []byte("1"), []byte("hello there"), []byte(at)},
+		}
+	}
+	for d := range days {
+		day := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, d)
+		at := day.Add(10 * time.Hour).Format("2006-01-02 15:04:05.000")
+		var rows []cold.Row
+		for c := uint64(1); c <= busy; c++ {
+			for k := uint64(1); k <= 20; k++ {
+				rows = append(rows, row(c, uint64(d)*20+k, at))
+			}
+		}
+		rows = append(rows, row(sparse, uint64(d)+1, at))
+		data, info := writeFile(b, f.tables, day, rows, cold.WriterOptions{})
+		info.Key = cold.ObjectKey("sparse", 441, day, 0)
+		if err := base.PutIfAbsent(ctx, info.Key, data); err != nil {
+			b.Fatal(err)
+		}
+		cat.Add(info)
+	}
+	for _, mode := range []string{"cold-footer", "warm"} {
+		for _, parallel := range []int{1, 8} {
+			b.Run(fmt.Sprintf("%s/parallel-%d", mode, parallel), func(b *testing.B) {
+				store := &countingStore{Store: &slowStore{Store: base, delay: delay}} // every key is slow
+				opt := cold.ReaderOptions{Parallel: parallel}
+				r := cold.NewReader(store, cat, opt)
+				if mode == "warm" {
+					if _, err := r.Before(ctx, sparse, days+1, days); err != nil {
+						b.Fatal(err)
+					}
+				}
+				store.reads.Store(0)
+				lat := make([]time.Duration, 0, b.N)
+				b.ResetTimer()
+				for range b.N {
+					if mode == "cold-footer" {
+						r = cold.NewReader(store, cat, opt)
+					}
+					start := time.Now()
+					p, err := r.Before(ctx, sparse, days+1, 20)
+					lat = append(lat, time.Since(start))
+					if err != nil || len(p.Rows) != 20 || p.Rows[0].Seq != days || p.Rows[19].Seq != days-19 {
+						b.Fatalf("page: %v, %d rows", err, len(p.Rows))
+					}
+				}
+				slices.Sort(lat)
+				b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "p50-ms")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "p99-ms")
+				b.ReportMetric(float64(store.reads.Load())/float64(b.N), "reads/page")
+			})
+		}
+	}
+}

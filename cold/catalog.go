@@ -46,7 +46,7 @@ func extend(f *FileInfo, conv, seq, msgID uint64) {
 
 // Range is the FileRange of key that c describes.
 func (c ConvRange) Range(key string) FileRange {
-	return FileRange{Key: key, MinSeq: c.MinSeq, MaxSeq: c.MaxSeq, MinMsgID: c.MinMsgID, MaxMsgID: c.MaxMsgID}
+	return FileRange{Key: key, MinSeq: c.MinSeq, MaxSeq: c.MaxSeq, MinMsgID: c.MinMsgID, MaxMsgID: c.MaxMsgID, Rows: c.Rows}
 }
 
 // FileRange is one file's part of a conversation, as a lookup returns it.
@@ -57,6 +57,10 @@ type FileRange struct {
 	// by msg_id skips files outside them, which with time-ordered ids is
 	// all but one or two of a conversation's files.
 	MinMsgID, MaxMsgID uint64
+	// Rows is how many rows of the conversation the file holds (0:
+	// unknown): at most that many can come from it, which tells a page
+	// read how many files it needs at least.
+	Rows int64
 	// Skip lists seqs (ascending) whose row in the file must not be
 	// served: the warm row was edited or deleted after the file was
 	// written, which the archiver found when it came to delete it (package

@@ -38,9 +38,10 @@ type Page struct {
 // costs one or two rounds of parallel range reads: the key columns of the
 // conversation's row span, then the value columns of the rows chosen.
 type Reader struct {
-	store   Store
-	catalog Catalog
-	cache   *fileCache
+	store    Store
+	catalog  Catalog
+	cache    *fileCache
+	parallel int
 }
 
 // ReaderOptions tunes a Reader; zero values take the defaults.
@@ -48,6 +49,9 @@ type ReaderOptions struct {
 	// CacheFiles bounds the open-file cache (default 1024; a footer and
 	// page index of a default-sized part is some tens of KiB).
 	CacheFiles int
+	// Parallel bounds the files a page read reads at once (default 8; 1
+	// reads them one after another).
+	Parallel int
 }
 
 // NewReader returns a reader of the files catalog lists in store.
@@ -55,7 +59,10 @@ func NewReader(store Store, catalog Catalog, opt ReaderOptions) *Reader {
 	if opt.CacheFiles <= 0 {
 		opt.CacheFiles = 1024
 	}
-	return &Reader{store: store, catalog: catalog, cache: newFileCache(opt.CacheFiles)}
+	if opt.Parallel <= 0 {
+		opt.Parallel = defaultParallel
+	}
+	return &Reader{store: store, catalog: catalog, cache: newFileCache(opt.CacheFiles), parallel: opt.Parallel}
 }
 
 // Before returns up to limit rows of conv with seq < before, seq descending
@@ -74,27 +81,11 @@ func (r *Reader) Before(ctx context.Context, conv, before uint64, limit int, ski
 	// Highest first: once limit rows are held, a file whose MaxSeq is below
 	// all of them cannot contribute, nor can any after it.
 	slices.SortStableFunc(files, func(a, b FileRange) int { return cmp.Compare(b.MaxSeq, a.MaxSeq) })
-	var p Page
-	for i, f := range files {
-		if len(p.Rows) >= limit && f.MaxSeq < p.Rows[limit-1].Seq {
-			break
-		}
-		rows, t, err := r.fileRows(ctx, f, conv, 0, min(before-1, f.MaxSeq), nil, limit, true)
-		if err != nil {
-			if ctx.Err() != nil {
-				// Rows above every unread file's range are final.
-				frontier := min(before-1, files[i].MaxSeq)
-				p.Rows = slices.DeleteFunc(p.Rows, func(r Row) bool { return r.Seq <= frontier })
-				p.More, p.Frontier = true, frontier
-				return p, nil
-			}
-			return Page{}, err
-		}
-		if err := p.merge(t, rows, limit, true); err != nil {
-			return Page{}, err
-		}
-	}
-	return p, nil
+	return r.page(ctx, conv, files, limit, true, pageWalk{
+		bounds:   func(f FileRange) (uint64, uint64) { return 0, min(before-1, f.MaxSeq) },
+		past:     func(f FileRange, last uint64) bool { return f.MaxSeq < last },
+		frontier: func(f FileRange) uint64 { return min(before-1, f.MaxSeq) },
+	})
 }
 
 // After returns up to limit rows of conv with seq > after, seq ascending
@@ -108,24 +99,83 @@ func (r *Reader) After(ctx context.Context, conv, after uint64, limit int, skip 
 		return Page{}, err
 	}
 	files = slices.DeleteFunc(files, func(f FileRange) bool { return f.MaxSeq <= after })
-	var p Page // files are ascending by MinSeq already
-	for i, f := range files {
-		if len(p.Rows) >= limit && f.MinSeq > p.Rows[limit-1].Seq {
+	// Files are ascending by MinSeq already.
+	return r.page(ctx, conv, files, limit, false, pageWalk{
+		bounds:   func(f FileRange) (uint64, uint64) { return max(after+1, f.MinSeq), f.MaxSeq },
+		past:     func(f FileRange, last uint64) bool { return f.MinSeq > last },
+		frontier: func(f FileRange) uint64 { return max(after+1, f.MinSeq) },
+	})
+}
+
+// pageWalk is what a page read (Before, After) tells page about its
+// direction: the seqs to read from a file, whether a file lies past the
+// last row of a full page (it and every later one cannot contribute), and
+// the frontier when the budget cuts the read at a file (the rows on the
+// near side of it are final).
+type pageWalk struct {
+	bounds   func(f FileRange) (lo, hi uint64)
+	past     func(f FileRange, last uint64) bool
+	frontier func(f FileRange) uint64
+}
+
+// page reads up to limit rows from files (in query order) a wave at a
+// time: each wave is the fewest next files whose rows can fill what the
+// page still lacks (FileRange.Rows less its skips, an upper bound of what
+// each can give), at most Parallel of them, read at once and merged in
+// order. A sparse conversation (one message a day, a daily file each)
+// then costs one wave of parallel reads per page instead of one read per
+// file after another; a dense one reads the one or two files it needs.
+// When the budget runs out, the rows before the first file not read are
+// final (More, Frontier).
+func (r *Reader) page(ctx context.Context, conv uint64, files []FileRange, limit int, desc bool, w pageWalk) (Page, error) {
+	var p Page
+	for i := 0; i < len(files); {
+		if len(p.Rows) >= limit && w.past(files[i], p.Rows[limit-1].Seq) {
 			break
 		}
-		rows, t, err := r.fileRows(ctx, f, conv, max(after+1, f.MinSeq), f.MaxSeq, nil, limit, false)
-		if err != nil {
-			if ctx.Err() != nil {
-				frontier := max(after+1, files[i].MinSeq)
-				p.Rows = slices.DeleteFunc(p.Rows, func(r Row) bool { return r.Seq >= frontier })
-				p.More, p.Frontier = true, frontier
-				return p, nil
+		need := int64(max(1, limit-len(p.Rows)))
+		j, can := i, int64(0)
+		for j < len(files) && j-i < r.parallel && (j == i || can < need) {
+			n := files[j].Rows - int64(len(files[j].Skip))
+			if files[j].Rows == 0 {
+				n = need // unknown: it may fill the page
 			}
-			return Page{}, err
+			can += max(n, 0)
+			j++
 		}
-		if err := p.merge(t, rows, limit, false); err != nil {
-			return Page{}, err
+		rows := make([][]Row, j-i)
+		tables := make([]Tables, j-i)
+		errs := make([]error, j-i)
+		var wg sync.WaitGroup
+		for k := i; k < j; k++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				lo, hi := w.bounds(files[k])
+				rows[k-i], tables[k-i], errs[k-i] = r.fileRows(ctx, files[k], conv, lo, hi, nil, limit, desc)
+			}()
 		}
+		wg.Wait()
+		for k := i; k < j; k++ {
+			if err := errs[k-i]; err != nil {
+				if ctx.Err() != nil {
+					frontier := w.frontier(files[k])
+					p.Rows = slices.DeleteFunc(p.Rows, func(r Row) bool {
+						if desc {
+							return r.Seq <= frontier
+						}
+						return r.Seq >= frontier
+					})
+					p.More, p.Frontier = true, frontier
+					return p, nil
+				}
+				return Page{}, err
+			}
+			if err := p.merge(tables[k-i], rows[k-i], limit, desc); err != nil {
+				return Page{}, err
+			}
+		}
+		i = j
 	}
 	return p, nil
 }
@@ -136,10 +186,12 @@ func (r *Reader) ByMsgID(ctx context.Context, conv, msgID uint64, skip ...uint64
 	return r.ByKeys(ctx, conv, nil, []uint64{msgID}, skip...)
 }
 
-// keyFiles is how many files ByKeys searches at once: a lookup by msg_id
-// cannot prune by seq and may have to look into every file of the
-// conversation, each one or two range reads.
-const keyFiles = 8
+// defaultParallel is how many files a read reads at once by default
+// (ReaderOptions.Parallel): a lookup by msg_id cannot prune by seq and may
+// have to look into every file of the conversation, and a sparse
+// conversation's page spans many small files, each one or two range
+// reads.
+const defaultParallel = 8
 
 // ByKeys returns conv's archived rows whose seq is in seqs or whose msg_id
 // is in msgIDs (message bodies fetched by msg_id, writes checking whether
@@ -175,7 +227,7 @@ func (r *Reader) ByKeys(ctx context.Context, conv uint64, seqs, msgIDs []uint64,
 	found := make([][]Row, len(files))
 	tables := make([]Tables, len(files))
 	errs := make([]error, len(files))
-	sem := make(chan struct{}, keyFiles)
+	sem := make(chan struct{}, r.parallel)
 	var wg sync.WaitGroup
 	for i, f := range files {
 		wg.Add(1)
