@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,10 +123,11 @@ func TestArchivedMessagesStaySearchable(t *testing.T) {
 
 
 // TestColdFallbackWarns (issue 25): a read of a conversation with archived
-// rows that the cold tier cannot continue (a COUNT, seq <=, a page
+// rows that the cold tier cannot continue (a COUNT, BETWEEN, a page
 // without its seq column, LIMIT over 2^20) answers from MySQL and says so
 // (warning 1931), instead of silently leaving the archived rows out; a
-// conversation without archived rows costs no warning.
+// conversation without archived rows costs no warning; the inclusive
+// page forms (seq <= ?, seq >= ?) are continued into the archive.
 func TestColdFallbackWarns(t *testing.T) {
 	f := newColdFixture(t, 800*time.Millisecond)
 	a, fresh := uint64(1001), uint64(2002)
@@ -135,7 +137,7 @@ func TestColdFallbackWarns(t *testing.T) {
 	c := f.conn()
 	for _, q := range []string{
 		fmt.Sprintf("SELECT COUNT(*) FROM conv_msg WHERE conv_id = %d", a),
-		fmt.Sprintf("SELECT seq FROM conv_msg WHERE conv_id = %d AND seq <= 40 ORDER BY seq DESC LIMIT 10", a),
+		fmt.Sprintf("SELECT seq FROM conv_msg WHERE conv_id = %d AND seq BETWEEN 10 AND 40", a),
 		fmt.Sprintf("SELECT msg_id FROM conv_msg WHERE conv_id = %d AND seq < 40 ORDER BY seq DESC LIMIT 10", a),
 		fmt.Sprintf("SELECT seq FROM conv_msg WHERE conv_id = %d AND seq < 40 ORDER BY seq DESC LIMIT 2000000", a),
 	} {
@@ -165,4 +167,23 @@ func TestColdFallbackWarns(t *testing.T) {
 			t.Errorf("%s: %v, %d warnings; want none", q, err, r.Warnings)
 		}
 	}
+	for q, want := range map[string][]string{
+		fmt.Sprintf("SELECT seq FROM conv_msg WHERE conv_id = %d AND seq <= 40 ORDER BY seq DESC LIMIT 3", a): {"40", "39", "38"},
+		fmt.Sprintf("SELECT seq FROM conv_msg WHERE conv_id = %d AND seq >= 5 ORDER BY seq LIMIT 3", a):       {"5", "6", "7"},
+		fmt.Sprintf("SELECT seq FROM conv_msg WHERE conv_id = %d AND seq >= 0 ORDER BY seq LIMIT 2", a):       {"1", "2"},
+	} {
+		r, err := c.Execute(q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		var got []string
+		for i := range r.RowDatas {
+			v, _ := r.GetString(i, 0)
+			got = append(got, v)
+		}
+		if !slices.Equal(got, want) || r.Warnings != 0 {
+			t.Errorf("%s: seqs %v, %d warnings; want %v from the archive", q, got, r.Warnings, want)
+		}
+	}
 }
+

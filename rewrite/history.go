@@ -32,8 +32,8 @@ type History struct {
 // read for the hot tier and goes to MySQL.
 func HistoryShape(a *Analysis) (*History, bool) {
 	r, ok := ArchiveShape(a)
-	if !ok || r.Table != "conv_msg" {
-		return nil, false
+	if !ok || r.Table != "conv_msg" || r.Inclusive {
+		return nil, false // (seq <= / >= pages: MySQL and the cold tier only)
 	}
 	h := &History{Dir: r.Dir, ConvID: r.ConvID, Cursor: r.Cursor, Limit: r.Limit}
 	for _, f := range r.fields {
@@ -51,6 +51,7 @@ func HistoryShape(a *Analysis) (*History, bool) {
 //
 //	conv_msg    WHERE conv_id = v AND seq < v ORDER BY seq DESC LIMIT n   (Before)
 //	conv_msg    WHERE conv_id = v AND seq > v ORDER BY seq [ASC] LIMIT n  (After)
+//	            (or seq <= v / seq >= v: Inclusive)
 //	conv_msg    WHERE conv_id = v AND msg_id = v                          (Anchor)
 //	msg_content WHERE conv_id = v AND msg_id = v | msg_id IN (v, ...)     (Dir 0)
 //
@@ -59,10 +60,13 @@ type ArchiveRead struct {
 	Table  string // "conv_msg" or "msg_content"
 	Dir    HistoryDir
 	ConvID Value
-	Cursor Value   // Before/After: the seq bound; Anchor: the msg_id
-	Limit  Value   // Before/After: the page size
-	MsgIDs []Value // msg_content: the msg_ids asked for
-	fields []selectField
+	Cursor Value // Before/After: the seq bound; Anchor: the msg_id
+	// Inclusive: the bound is seq <= Cursor (Before) or seq >= Cursor
+	// (After).
+	Inclusive bool
+	Limit     Value   // Before/After: the page size
+	MsgIDs    []Value // msg_content: the msg_ids asked for
+	fields    []selectField
 }
 
 // selectField is one item of a select list: a column (its name, whether
@@ -148,11 +152,11 @@ func ArchiveShape(a *Analysis) (*ArchiveRead, bool) {
 			haveConv = true
 		case table == "msg_content" && col == "msg_id" && op == opcode.EQ && r.MsgIDs == nil:
 			r.MsgIDs = []Value{v}
-		case table == "conv_msg" && col == "seq" && (op == opcode.LT || op == opcode.GT) && r.Dir == 0:
-			r.Cursor, seqOp = v, op
-			r.Dir = HistoryBefore
-			if op == opcode.GT {
-				r.Dir = HistoryAfter
+		case table == "conv_msg" && col == "seq" && (op == opcode.LT || op == opcode.GT || op == opcode.LE || op == opcode.GE) && r.Dir == 0:
+			r.Cursor, r.Inclusive = v, op == opcode.LE || op == opcode.GE
+			seqOp, r.Dir = opcode.LT, HistoryBefore
+			if op == opcode.GT || op == opcode.GE {
+				seqOp, r.Dir = opcode.GT, HistoryAfter
 			}
 		case table == "conv_msg" && col == "msg_id" && op == opcode.EQ && r.Dir == 0:
 			r.Cursor, r.Dir = v, HistoryAnchor

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -359,6 +360,16 @@ func newColdQuery(c *rewrite.ArchiveRead, args []any, r *mysql.Result, binary bo
 		q.limit = int(limit)
 		if q.cursor, err = keyOf(c.Cursor, args); err != nil {
 			return nil, ""
+		}
+		if c.Inclusive {
+			// seq <= v is seq < v+1; seq >= v is seq > v-1 (seq 0 is never
+			// archived, so seq >= 0 reads as seq > 0 here).
+			switch {
+			case q.shape == shapeBefore && q.cursor < math.MaxUint64:
+				q.cursor++
+			case q.shape == shapeAfter && q.cursor > 0:
+				q.cursor--
+			}
 		}
 	case rewrite.HistoryAnchor:
 		q.shape = shapeAnchor

@@ -40,7 +40,7 @@ type Session struct {
 	// engine's default, cold.partial).
 	coldPartial *bool
 	txn         txnState
-	lastID   uint64 // LAST_INSERT_ID() of this session, from OK packets
+	lastID      uint64 // LAST_INSERT_ID() of this session, from OK packets
 	// found and rowCount answer FOUND_ROWS() and ROW_COUNT() (see
 	// noteResult); calc* collect the running SELECT SQL_CALC_FOUND_ROWS's
 	// total from the backends (a read of several shards sums theirs, from
