@@ -19,7 +19,10 @@ import (
 // afterwards (a second proxy with its own) indexes the archived messages
 // too, without the deleted ones.
 func TestArchivedMessagesStaySearchable(t *testing.T) {
-	f := newColdFixture(t, 800*time.Millisecond,
+	// One archived message a day: a page of them spans 40 daily files. The
+	// budget is not what this test is about: a loaded machine must not
+	// make its pages partial.
+	f := newColdFixture(t, 10*time.Second,
 		fmt.Sprintf("search:\n  enabled: true\n  engine: bleve\n  dir: %s\n  runner_ttl: 2s", t.TempDir()))
 	db := f.p.open(t, "convoy", "convoy", "im")
 	const conv, uid = uint64(4242), uint64(77)
@@ -104,7 +107,7 @@ func TestArchivedMessagesStaySearchable(t *testing.T) {
 
 	// A new index: its backfill reads MySQL and the archive.
 	p2 := startConvoy(t, f.s.etcd.Endpoints(),
-		fmt.Sprintf("cold: {enabled: true, run_jobs: false, store: '%s', budget: 800ms}", f.s3.URL("convoy-cold")),
+		fmt.Sprintf("cold: {enabled: true, run_jobs: false, store: '%s', budget: 10s}", f.s3.URL("convoy-cold")),
 		fmt.Sprintf("search:\n  enabled: true\n  engine: bleve\n  dir: %s\n  runner_ttl: 2s", t.TempDir()))
 	db2 := p2.open(t, "convoy", "convoy", "im")
 	found2 := func(seq int) bool { return len(runSearch(t, db2, uid, word(seq), conv, 10)) == 1 }
@@ -129,7 +132,7 @@ func TestArchivedMessagesStaySearchable(t *testing.T) {
 // conversation without archived rows costs no warning; the inclusive
 // page forms (seq <= ?, seq >= ?) are continued into the archive.
 func TestColdFallbackWarns(t *testing.T) {
-	f := newColdFixture(t, 800*time.Millisecond)
+	f := newColdFixture(t, 10*time.Second) // (not a test of the budget: no partial page)
 	a, fresh := uint64(1001), uint64(2002)
 	f.load([]uint64{a}, func(uint64) (int, int) { return oldN, recentN })
 	f.archiveAll([]uint64{a})
