@@ -167,11 +167,11 @@ var (
 )
 
 var usage = "valid directives /*+ convoy ... */: " + strings.Join([]string{
-	"SHOW ROUTES [WHERE ...]", synShowShardFor, "SHOW SHARD {STATS [WHERE shard = N]|HEALTH [ALL]|SIZES}", "PLAN EXPANSION [...]",
+	"SHOW ROUTES [WHERE ...]", synShowShardFor, "SHOW SHARD {STATS|HEALTH [ALL]|SIZES}", "PLAN EXPANSION [...]",
 	// The MIGRATE forms in short: the list must fit a MySQL error
 	// message (512 bytes); their errors give the full syntax.
-	// SHOW ROUTES, SHOW MIGRATION N and SHOW ARCHIVE in short too; their
-	// own errors give their syntax.
+	// SHOW ROUTES, SHOW SHARD ..., SHOW MIGRATION N and SHOW ARCHIVE in
+	// short too; their own errors give their syntax.
 	synDatasources, synProxies, "SHOW MIGRATIONS|MIGRATION N|ARCHIVE|SEARCH STATUS", synReload, "MIGRATE SHARD[S] N[-M] TO NAME [...]", "MIGRATION N VERB",
 }, ", ") + "; as a statement prefix: " + synTarget +
 	" (N is a shard 0.." + maxShard + ")"

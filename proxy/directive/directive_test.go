@@ -227,7 +227,7 @@ func TestUnknownListsUsage(t *testing.T) {
 		}
 	}
 	for _, word := range []string{"SHOW ROUTES", "SHOW SHARD FOR", "conv_id", "uid", "SHOW SHARD {STATS",
-		"HEALTH [ALL]", "SIZES}", "PLAN EXPANSION", "SHOW DATASOURCES", "SHOW PROXIES", "SHOW MIGRATIONS", "RELOAD ROUTES",
+		"HEALTH [ALL]", "SIZES}", "PLAN EXPANSION", "SHOW DATASOURCES", "SHOW PROXIES", "SHOW MIGRATIONS", "SEARCH STATUS", "RELOAD ROUTES",
 		"MIGRATE SHARD", "shard=N", "datasource=NAME", "all"} {
 		if !strings.Contains(Usage(), word) {
 			t.Errorf("Usage() lacks %q", word)
