@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -499,4 +500,52 @@ func ListProxies(ctx context.Context, cli *clientv3.Client, cluster string) ([]P
 	}
 	slices.SortFunc(out, func(a, b ProxyInfo) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
+}
+
+// RemovePredecessors deletes the registrations that dead predecessors of
+// self left on this host: the same listen address (which self has just
+// bound, so no live process of this host listens there) and an ID of the
+// form "<hostname>-<pid>" with this host's name and a pid that running
+// says is gone. A proxy restarted at its address would otherwise stay
+// listed twice until the dead one's lease expired (the registry TTL), and
+// a migration switch meanwhile waits for an acknowledgement the dead one
+// never sends (the dead-proxy probe finds the address answering: the new
+// process) and aborts once after holding the shard's writes. Each key is
+// deleted only if it still holds what was read. It returns the IDs
+// removed.
+func RemovePredecessors(ctx context.Context, cli *clientv3.Client, cluster string, self ProxyInfo, hostname string, running func(pid int) bool) ([]string, error) {
+	if self.Listen == "" || hostname == "" {
+		return nil, nil
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultReadTimeout)
+		defer cancel()
+	}
+	prefix := ProxiesPrefix(cluster)
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("routecfg: list proxies under %s: %w", prefix, err)
+	}
+	var removed []string
+	for _, kv := range resp.Kvs {
+		p, err := decodeProxy(kv.Value)
+		if err != nil || p.ID == self.ID || p.Listen != self.Listen {
+			continue
+		}
+		pidText, ok := strings.CutPrefix(p.ID, hostname+"-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 || running(pid) {
+			continue
+		}
+		tr, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
+			Then(clientv3.OpDelete(string(kv.Key))).Commit()
+		if err != nil {
+			return removed, fmt.Errorf("routecfg: remove the registration of %s: %w", p.ID, err)
+		}
+		if tr.Succeeded {
+			removed = append(removed, p.ID)
+		}
+	}
+	return removed, nil
 }

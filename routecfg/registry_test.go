@@ -191,3 +191,27 @@ func TestRegistrySurvivesEtcdOutage(t *testing.T) {
 		t.Fatalf("after Close: %+v", ps)
 	}
 }
+
+// A proxy restarted at its address removes the registration its dead
+// predecessor left on this host (same host name, same listen address, a
+// pid no longer running), and nothing else: not a live process's, not one
+// at another address, not another host's.
+func TestRemovePredecessors(t *testing.T) {
+	_, cli := startEtcd(t)
+	const cluster = "pred"
+	dead := map[int]bool{900001: true, 900002: true, 900003: true}
+	running := func(pid int) bool { return !dead[pid] }
+	register(t, cli, cluster, ProxyInfo{ID: "hostA-900001", Listen: "127.0.0.1:3307"}) // the predecessor
+	register(t, cli, cluster, ProxyInfo{ID: "hostA-900002", Listen: "127.0.0.1:3308"}) // dead, another address
+	register(t, cli, cluster, ProxyInfo{ID: "hostB-900003", Listen: "127.0.0.1:3307"}) // another host
+	register(t, cli, cluster, ProxyInfo{ID: "hostA-12", Listen: "127.0.0.1:3307"})     // running (as running says)
+	self := ProxyInfo{ID: "hostA-4242", Listen: "127.0.0.1:3307"}
+	register(t, cli, cluster, self)
+	removed, err := RemovePredecessors(context.Background(), cli, cluster, self, "hostA", running)
+	if err != nil || strings.Join(removed, ",") != "hostA-900001" {
+		t.Fatalf("removed %v, %v; want the predecessor only", removed, err)
+	}
+	if got := proxyIDs(listProxies(t, cli, cluster)); got != "hostA-12,hostA-4242,hostA-900002,hostB-900003" {
+		t.Fatalf("left %s", got)
+	}
+}

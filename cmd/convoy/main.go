@@ -458,6 +458,19 @@ func serve(args []string) error {
 			// No read goes to a migration target before this proxy says
 			// it may send some (a rollback waits for that to end).
 			go ramps.Announce(ctx, r, func(sh int) string { return routecfg.RampingKey(c.Etcd.Cluster, sh, proxyID) }, log.Named("ramp"))
+			// A restart at the same address: the dead predecessor's
+			// registration would make a switch wait for it until its
+			// lease expired.
+			go func() {
+				self := routecfg.ProxyInfo{ID: proxyID, Listen: ln.Addr().String()}
+				removed, err := routecfg.RemovePredecessors(ctx, cli, c.Etcd.Cluster, self, hostname, pidRunning)
+				if err != nil {
+					log.Warn("could not remove a dead predecessor's registration", zap.Error(err))
+				}
+				if len(removed) > 0 {
+					log.Info("removed the registrations of dead predecessors at this address", zap.Strings("proxies", removed))
+				}
+			}()
 		},
 	}
 	if err := ml.start(ctx); err != nil {
@@ -523,4 +536,11 @@ func serve(args []string) error {
 	}
 	_ = srv.Close()
 	return err
+}
+
+// pidRunning reports whether a process with this pid exists on this host
+// (EPERM: it exists, owned by another user).
+func pidRunning(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
