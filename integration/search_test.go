@@ -519,3 +519,118 @@ func TestSearchStatus(t *testing.T) {
 		t.Fatalf("a search of an index not built: warning %d %q (%v)", code, msg, err)
 	}
 }
+
+// TestSearchPaging (issue 25): the pages of a search, through Convoy,
+// with the cursor of the previous page's last hit, newest first and
+// oldest first, text and prepared, cover every match once in order
+// (messages sharing a millisecond included, some inside the fresh window
+// and most older); a sender filter and an upper date bound narrow them.
+func TestSearchPaging(t *testing.T) {
+	s := newStack(t)
+	p := startConvoy(t, s.etcd.Endpoints(), fmt.Sprintf("search:\n  enabled: true\n  engine: bleve\n  dir: %s\n  runner_ttl: 2s", t.TempDir()))
+	db := p.open(t, "convoy", "convoy", "im")
+	const uid, conv = uint64(9), uint64(4343)
+	mustExec(t, db, "INSERT INTO im_conv_member (uid, conv_id, updated_at) VALUES (?, ?, NOW(3))", uid, conv)
+	type msg struct {
+		id     uint64
+		at     string
+		sender uint64
+	}
+	var all []msg
+	base := time.Now().UTC().Add(-48 * time.Hour)
+	for i := range 40 {
+		at := base.Add(time.Duration(i/3) * time.Hour) // three share each instant
+		if i >= 36 {
+			at = time.Now().UTC().Add(-time.Duration(40-i) * time.Second) // inside the fresh window
+		}
+		m := msg{id: 700_000 + uint64(i)*7%40*1000 + uint64(i), at: at.Format("2006-01-02 15:04:05.000"), sender: 100 + uint64(i%3)}
+		mustExec(t, db, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, ?, 1, ?)", conv, m.id, m.sender, m.at)
+		mustExec(t, db, "INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (?, ?, ?, 1, ?, ?)", m.id, conv, m.sender, []byte("wombat news"), m.at)
+		all = append(all, m)
+	}
+	slices.SortFunc(all, func(a, b msg) int { return cmp.Or(strings.Compare(b.at, a.at), cmp.Compare(b.id, a.id)) }) // newest first
+	waitFor(t, "the index to hold the older messages", 30*time.Second, func() bool {
+		var n int
+		rows, err := db.Query("SELECT msg_id FROM msg_search WHERE uid = ? AND MATCH(text) AGAINST ('wombat') LIMIT 100", uid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			n++
+		}
+		return n == len(all)
+	})
+	type hit struct {
+		id uint64
+		at string
+	}
+	page := func(q string, args ...any) []hit {
+		t.Helper()
+		rows, err := db.Query(q, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		defer rows.Close()
+		var out []hit
+		for rows.Next() {
+			var h hit
+			if err := rows.Scan(&h.id, &h.at); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, h)
+		}
+		return out
+	}
+	walk := func(asc bool, extra string, extraArgs ...any) []uint64 {
+		order, cmpOp := "DESC", "<"
+		if asc {
+			order, cmpOp = "ASC", ">"
+		}
+		first := "SELECT msg_id, created_at FROM msg_search WHERE uid = ? AND MATCH(text) AGAINST ('wombat')" + extra +
+			" ORDER BY created_at " + order + ", msg_id " + order + " LIMIT 7"
+		next := "SELECT msg_id, created_at FROM msg_search WHERE uid = ? AND MATCH(text) AGAINST (?)" + extra +
+			" AND (created_at, msg_id) " + cmpOp + " (?, ?) ORDER BY created_at " + order + ", msg_id " + order + " LIMIT 7"
+		var got []uint64
+		hs := page(first, append([]any{uid}, extraArgs...)...)
+		for len(hs) > 0 {
+			for _, h := range hs {
+				got = append(got, h.id)
+			}
+			last := hs[len(hs)-1]
+			hs = page(next, append(append([]any{uid, "wombat"}, extraArgs...), last.at, last.id)...)
+			if len(got) > len(all) {
+				t.Fatalf("paging does not end: %v", got)
+			}
+		}
+		return got
+	}
+	want := func(keep func(msg) bool, asc bool) []uint64 {
+		var out []uint64
+		for _, m := range all {
+			if keep(m) {
+				out = append(out, m.id)
+			}
+		}
+		if asc {
+			slices.Reverse(out)
+		}
+		return out
+	}
+	every := func(msg) bool { return true }
+	for _, asc := range []bool{false, true} {
+		if got, w := walk(asc, ""), want(every, asc); !slices.Equal(got, w) {
+			t.Errorf("pages (asc %v): %v, want %v", asc, got, w)
+		}
+		if got, w := walk(asc, " AND sender_uid = ?", uint64(101)), want(func(m msg) bool { return m.sender == 101 }, asc); !slices.Equal(got, w) {
+			t.Errorf("pages of sender 101 (asc %v): %v, want %v", asc, got, w)
+		}
+		until := all[10].at
+		if got, w := walk(asc, " AND created_at < ?", until), want(func(m msg) bool { return m.at < until }, asc); !slices.Equal(got, w) {
+			t.Errorf("pages before %s (asc %v): %v, want %v", until, asc, got, w)
+		}
+	}
+	if _, err := db.Exec("SELECT msg_id FROM msg_search WHERE uid = 9 AND MATCH(text) AGAINST ('x') AND (created_at, msg_id) > ('2026-01-01 00:00:00', 5) LIMIT 5"); errno(err) == 0 {
+		t.Error("a cursor against the order (> with newest first) is not refused")
+	}
+}

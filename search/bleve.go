@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,6 +64,7 @@ const (
 	fType    = "type"
 	fTs      = "ts"
 	fMid     = "mid"
+	fSender  = "sender"
 	fDeleted = "del"
 	// fHit is stored, not indexed: the hit's anchors in one value
 	// ("conv seq sender type created_ms"), the only field a hit loads.
@@ -105,6 +107,7 @@ func bleveMapping() (mapping.IndexMapping, error) {
 	dm.AddFieldMappingsAt(fTs, ts)
 	dm.AddFieldMappingsAt(fHit, hit)
 	dm.AddFieldMappingsAt(fMid, keyword(false, true))
+	dm.AddFieldMappingsAt(fSender, keyword(false, false))
 	dm.AddFieldMappingsAt(fDeleted, del)
 	im.AddDocumentMapping(docType, dm)
 	im.DefaultMapping = bleve.NewDocumentDisabledMapping()
@@ -137,7 +140,19 @@ func OpenBleve(dir string) (b *Bleve, err error) {
 			lock.Close()
 		}
 	}()
-	path := filepath.Join(dir, "messages.bleve")
+	// The index's directory names the analysis version: an index built by
+	// another (its terms, or its mapping, differ) is dropped and built
+	// again from a snapshot by the feed (it has no checkpoint then).
+	path := filepath.Join(dir, fmt.Sprintf("messages-a%d.bleve", AnalysisVersion))
+	if old, _ := filepath.Glob(filepath.Join(dir, "messages*.bleve")); len(old) > 0 {
+		for _, o := range old {
+			if o != path {
+				if err := os.RemoveAll(o); err != nil {
+					return nil, fmt.Errorf("search: remove the index of another analysis version %s: %w", o, err)
+				}
+			}
+		}
+	}
 	// unsafe_batch: a batch returns once it is searchable, not once it is
 	// fsynced. Safe here because the checkpoint rides in the batch it
 	// covers and scorch persists batches in order: a crash loses the last
@@ -191,6 +206,7 @@ func bleveDoc(d Doc) map[string]interface{} {
 		fHit:     fmt.Sprintf("%d %d %d %d %d", d.ConvID, d.Seq, d.SenderUID, d.MsgType, d.CreatedMs),
 		fTs:      float64(d.CreatedMs),
 		fMid:     fmt.Sprintf("%020d", d.MsgID),
+		fSender:  strconv.FormatUint(d.SenderUID, 10),
 		fDeleted: d.Deleted,
 	}
 	if !d.Deleted {
@@ -285,8 +301,51 @@ func (b *Bleve) Search(ctx context.Context, q Query) ([]Hit, error) {
 		r.SetField(fTs)
 		conj = append(conj, r)
 	}
-	req := bleve.NewSearchRequestOptions(bleve.NewConjunctionQuery(conj...), q.Limit, 0, false)
-	req.SortBy([]string{"-" + fTs, "-" + fMid})
+	if q.HasSender {
+		t := bleve.NewTermQuery(strconv.FormatUint(q.SenderUID, 10))
+		t.SetField(fSender)
+		conj = append(conj, t)
+	}
+	if !q.HasCursor {
+		return b.run(ctx, conj, q.Limit, q.Asc)
+	}
+	// The cursor: the hits beyond its millisecond (a numeric range, cheap),
+	// and those in its millisecond past its msg_id, filtered here (a term
+	// range over msg_ids would enumerate every id in the index). One
+	// millisecond holds a handful of messages; tieMax bounds it anyway.
+	at := float64(q.CursorMs)
+	incl, excl := true, false
+	beyond := bleve.NewNumericRangeInclusiveQuery(nil, &at, nil, &excl)
+	if q.Asc {
+		beyond = bleve.NewNumericRangeInclusiveQuery(&at, nil, &excl, nil)
+	}
+	beyond.SetField(fTs)
+	same := bleve.NewNumericRangeInclusiveQuery(&at, &at, &incl, &incl)
+	same.SetField(fTs)
+	hits, err := b.run(ctx, append(slices.Clone(conj), beyond), q.Limit, q.Asc)
+	if err != nil {
+		return nil, err
+	}
+	ties, err := b.run(ctx, append(conj, same), tieMax, q.Asc)
+	if err != nil {
+		return nil, err
+	}
+	ties = slices.DeleteFunc(ties, func(h Hit) bool { return !q.Keeps(h) })
+	hits = append(ties, hits...) // ties come first in result order
+	return hits[:min(len(hits), q.Limit)], nil
+}
+
+// tieMax bounds the messages of one millisecond a cursor's page reads.
+const tieMax = 10_000
+
+// run is one bleve search of the conjunction, in result order.
+func (b *Bleve) run(ctx context.Context, conj []query.Query, size int, asc bool) ([]Hit, error) {
+	req := bleve.NewSearchRequestOptions(bleve.NewConjunctionQuery(conj...), size, 0, false)
+	if asc {
+		req.SortBy([]string{fTs, fMid})
+	} else {
+		req.SortBy([]string{"-" + fTs, "-" + fMid})
+	}
 	req.Fields = []string{fHit}
 	res, err := b.idx.SearchInContext(ctx, req)
 	if err != nil {

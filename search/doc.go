@@ -58,7 +58,18 @@ type Query struct {
 	HasSince  bool
 	BeforeMs  int64
 	HasBefore bool
-	// Limit is the number of hits wanted, newest first; at most MaxLimit.
+	// SenderUID, when HasSender, keeps the messages of that sender.
+	SenderUID uint64
+	HasSender bool
+	// CursorMs and CursorMsgID, when HasCursor, are the last hit of the
+	// previous page: only hits after it in result order are returned.
+	CursorMs    int64
+	CursorMsgID uint64
+	HasCursor   bool
+	// Asc orders the hits oldest first; else newest first.
+	Asc bool
+	// Limit is the number of hits wanted, in result order; at most
+	// MaxLimit.
 	Limit int
 }
 

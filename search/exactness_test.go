@@ -112,7 +112,7 @@ func (c *corpus) oracle(q Query) []Hit {
 			}
 		}
 	}
-	SortHits(out)
+	q.Order(out)
 	if len(out) > q.Limit {
 		out = out[:q.Limit]
 	}
@@ -140,9 +140,10 @@ func checkExactness(t *testing.T, eng Engine, c *corpus, queries int, seed uint6
 		}
 		// A sample message of a permitted conversation gives the text.
 		conv := q.Convs[g.r.IntN(len(q.Convs))]
-		sample := ""
+		sample, sampleDoc := "", -1
 		if idx := c.byConv[conv]; len(idx) > 0 {
-			sample = c.docs[idx[g.r.IntN(len(idx))]].Text
+			sampleDoc = idx[g.r.IntN(len(idx))]
+			sample = c.docs[sampleDoc].Text
 		}
 		q.Text = g.query(sample)
 		if _, err := ParseQuery(q.Text); err != nil {
@@ -158,6 +159,19 @@ func checkExactness(t *testing.T, eng Engine, c *corpus, queries int, seed uint6
 		if g.r.IntN(5) == 0 {
 			q.HasBefore, q.BeforeMs = true, c.docs[g.r.IntN(len(c.docs))].CreatedMs
 		}
+		// Paging: a cursor from a message of the sampled conversation (ids
+		// below 2^63: see the Sphinx engine), either order; a sender
+		// filter, the sample's sender (so the sample itself can match).
+		q.Asc = g.r.IntN(4) == 0
+		if idx := c.byConv[conv]; len(idx) > 0 && g.r.IntN(4) == 0 {
+			d := c.docs[idx[g.r.IntN(len(idx))]]
+			if d.MsgID < 1<<63 {
+				q.HasCursor, q.CursorMs, q.CursorMsgID = true, d.CreatedMs, d.MsgID
+			}
+		}
+		if sampleDoc >= 0 && g.r.IntN(8) == 0 {
+			q.HasSender, q.SenderUID = true, c.docs[sampleDoc].SenderUID
+		}
 		want := c.oracle(q)
 		got, err := eng.Search(ctx, q)
 		if err != nil {
@@ -167,8 +181,9 @@ func checkExactness(t *testing.T, eng Engine, c *corpus, queries int, seed uint6
 			nonEmpty++
 		}
 		if !slices.Equal(got, want) {
-			t.Fatalf("query %d %q (convs %d, type %v/%d, since %v/%d, before %v/%d, limit %d): %s",
-				qi, q.Text, len(q.Convs), q.HasMsgType, q.MsgType, q.HasSince, q.SinceMs, q.HasBefore, q.BeforeMs, q.Limit, diffHits(got, want))
+			t.Fatalf("query %d %q (convs %d, type %v/%d, since %v/%d, before %v/%d, sender %v/%d, cursor %v/%d/%d, asc %v, limit %d): %s",
+				qi, q.Text, len(q.Convs), q.HasMsgType, q.MsgType, q.HasSince, q.SinceMs, q.HasBefore, q.BeforeMs,
+				q.HasSender, q.SenderUID, q.HasCursor, q.CursorMs, q.CursorMsgID, q.Asc, q.Limit, diffHits(got, want))
 		}
 	}
 	// The comparison proves little if every answer was empty.

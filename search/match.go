@@ -93,7 +93,32 @@ func (q *Query) Keep(d *Doc, convs []uint64) bool {
 	if q.HasBefore && d.CreatedMs >= q.BeforeMs {
 		return false
 	}
+	return q.Keeps(d.Hit)
+}
+
+// Keeps reports whether h passes q's sender and cursor conditions (those
+// the fresh window checks after its MySQL read, as the engines do in
+// their query).
+func (q *Query) Keeps(h Hit) bool {
+	if q.HasSender && h.SenderUID != q.SenderUID {
+		return false
+	}
+	if q.HasCursor {
+		if q.Asc {
+			return h.CreatedMs > q.CursorMs || h.CreatedMs == q.CursorMs && h.MsgID > q.CursorMsgID
+		}
+		return h.CreatedMs < q.CursorMs || h.CreatedMs == q.CursorMs && h.MsgID < q.CursorMsgID
+	}
 	return true
+}
+
+// Order sorts hits in q's result order (newest first, or with Asc oldest
+// first).
+func (q *Query) Order(hs []Hit) {
+	SortHits(hs)
+	if q.Asc {
+		slices.Reverse(hs)
+	}
 }
 
 // SortHits puts hits in result order (Hit.Before).

@@ -319,8 +319,24 @@ func (s *Sphinx) Search(ctx context.Context, q Query) ([]Hit, error) {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "SELECT mid, conv_id, seq, sender_uid, msg_type, created_ms FROM %s WHERE MATCH('%s') AND deleted = 0 AND conv_id IN (%s)",
-		index, sphinxMatch(p), strings.Join(in, ","))
+	b.WriteString("SELECT mid, conv_id, seq, sender_uid, msg_type, created_ms")
+	if q.HasCursor {
+		// Sphinx's WHERE takes no OR: the cursor is an expression of the
+		// select list, filtered by its alias. mid is msg_id as a signed
+		// BIGINT: the order holds for msg_ids below 2^63.
+		cmp := "<"
+		if q.Asc {
+			cmp = ">"
+		}
+		fmt.Fprintf(&b, ", IF(created_ms %[1]s %[2]d OR (created_ms = %[2]d AND mid %[1]s %[3]d), 1, 0) AS cur", cmp, q.CursorMs, int64(q.CursorMsgID))
+	}
+	fmt.Fprintf(&b, " FROM %s WHERE MATCH('%s') AND deleted = 0 AND conv_id IN (%s)", index, sphinxMatch(p), strings.Join(in, ","))
+	if q.HasCursor {
+		b.WriteString(" AND cur = 1")
+	}
+	if q.HasSender {
+		fmt.Fprintf(&b, " AND sender_uid = %s", signed(q.SenderUID))
+	}
 	if q.HasMsgType {
 		fmt.Fprintf(&b, " AND msg_type = %d", q.MsgType)
 	}
@@ -332,7 +348,11 @@ func (s *Sphinx) Search(ctx context.Context, q Query) ([]Hit, error) {
 	}
 	// ranker=none: hits are ordered by attributes, relevance is not
 	// computed; max_matches is the top-N every partition keeps.
-	fmt.Fprintf(&b, " ORDER BY created_ms DESC, id DESC LIMIT 0, %d OPTION ranker=none, max_matches=%d", q.Limit, max(q.Limit, 20))
+	dir := "DESC"
+	if q.Asc {
+		dir = "ASC"
+	}
+	fmt.Fprintf(&b, " ORDER BY created_ms %[1]s, id %[1]s LIMIT 0, %[2]d OPTION ranker=none, max_matches=%[3]d", dir, q.Limit, max(q.Limit, 20))
 	db := s.dbs[0]
 	if part >= 0 {
 		db = s.dbs[part]
@@ -345,8 +365,12 @@ func (s *Sphinx) Search(ctx context.Context, q Query) ([]Hit, error) {
 	var hits []Hit
 	for rows.Next() {
 		var h Hit
-		var mid, conv, seq, sender int64
-		if err := rows.Scan(&mid, &conv, &seq, &sender, &h.MsgType, &h.CreatedMs); err != nil {
+		var mid, conv, seq, sender, cur int64
+		dest := []any{&mid, &conv, &seq, &sender, &h.MsgType, &h.CreatedMs}
+		if q.HasCursor {
+			dest = append(dest, &cur)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("search: sphinx hit: %w", err)
 		}
 		h.MsgID, h.ConvID, h.Seq, h.SenderUID = uint64(mid), uint64(conv), uint64(seq), uint64(sender)

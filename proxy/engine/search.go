@@ -60,7 +60,30 @@ type SearchQuery struct {
 	HasSince   bool
 	BeforeMs   int64
 	HasBefore  bool
-	Limit      int
+	// SenderUID, the cursor (the previous page's last hit) and Asc: see
+	// package search's Query (the fields match it one for one).
+	SenderUID   uint64
+	HasSender   bool
+	CursorMs    int64
+	CursorMsgID uint64
+	HasCursor   bool
+	Asc         bool
+	Limit       int
+}
+
+// keeps reports whether h passes the sender and cursor conditions, and
+// the user's upper bound (untilMs, exclusive, when hasUntil): the fresh
+// window's read leaves those to Go.
+func (q *SearchQuery) keeps(h SearchHit, untilMs int64, hasUntil bool) bool {
+	switch {
+	case q.HasSender && h.SenderUID != q.SenderUID, hasUntil && h.CreatedMs >= untilMs:
+		return false
+	case !q.HasCursor:
+		return true
+	case q.Asc:
+		return h.CreatedMs > q.CursorMs || h.CreatedMs == q.CursorMs && h.MsgID > q.CursorMsgID
+	}
+	return h.CreatedMs < q.CursorMs || h.CreatedMs == q.CursorMs && h.MsgID < q.CursorMsgID
 }
 
 // SearchHit is one message found: the anchors a result row carries.
@@ -144,8 +167,10 @@ type boundSearch struct {
 	conv     uint64
 	hasConv  bool
 	q        SearchQuery
-	sinceMs  int64
+	sinceMs  int64 // inclusive
 	hasSince bool
+	untilMs  int64 // exclusive
+	hasUntil bool
 }
 
 func (s *Session) bindSearch(sh *rewrite.Search, args []any) (*boundSearch, error) {
@@ -177,14 +202,52 @@ func (s *Session) bindSearch(sh *rewrite.Search, args []any) (*boundSearch, erro
 		}
 		b.q.MsgType, b.q.HasMsgType = uint8(t), true
 	}
-	if sh.Since != nil {
-		v, ok := searchString(*sh.Since, args)
-		ms, err := parseSearchTime(v)
+	timeOf := func(v rewrite.Value, what string) (int64, error) {
+		text, ok := searchString(v, args)
+		ms, err := parseSearchTime(text)
 		if !ok || err != nil {
-			return nil, errorf(CodeNotSupported, "msg_search: created_at >= takes a DATETIME ('2026-11-20 08:00:00.000')")
+			return 0, errorf(CodeNotSupported, "msg_search: %s takes a DATETIME ('2026-11-20 08:00:00.000')", what)
+		}
+		return ms, nil
+	}
+	if sh.Since != nil {
+		ms, err := timeOf(*sh.Since, "created_at >=")
+		if err != nil {
+			return nil, err
+		}
+		if sh.SinceAfter {
+			ms++ // DATETIME(3): the next millisecond
 		}
 		b.sinceMs, b.hasSince = ms, true
 	}
+	if sh.Until != nil {
+		ms, err := timeOf(*sh.Until, "created_at <")
+		if err != nil {
+			return nil, err
+		}
+		if sh.UntilIncl {
+			ms++
+		}
+		b.untilMs, b.hasUntil = ms, true
+	}
+	if sh.Sender != nil {
+		if b.q.SenderUID, err = keyOf(*sh.Sender, args); err != nil {
+			return nil, err
+		}
+		b.q.HasSender = true
+	}
+	if c := sh.Cursor; c != nil {
+		ms, err := timeOf(c[0], "the cursor's created_at")
+		if err != nil {
+			return nil, err
+		}
+		id, err := keyOf(c[1], args)
+		if err != nil {
+			return nil, err
+		}
+		b.q.CursorMs, b.q.CursorMsgID, b.q.HasCursor = ms, id, true
+	}
+	b.q.Asc = sh.Asc
 	return b, nil
 }
 
@@ -330,10 +393,13 @@ func (s *Session) searchConvs(ctx context.Context, b *boundSearch, convs []uint6
 	q.Text, q.Convs = b.text, convs
 	q.SinceMs, q.HasSince = b.sinceMs, b.hasSince
 	q.BeforeMs, q.HasBefore = fresh, true
+	if b.hasUntil {
+		q.BeforeMs = min(fresh, b.untilMs)
+	}
 	var wg sync.WaitGroup
 	var idxHits []SearchHit
 	var idxErr error
-	if !b.hasSince || b.sinceMs < fresh {
+	if !b.hasSince || b.sinceMs < q.BeforeMs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -343,9 +409,14 @@ func (s *Session) searchConvs(ctx context.Context, b *boundSearch, convs []uint6
 		}()
 	}
 	from := max(fresh, b.sinceMs)
-	t0 := time.Now()
-	freshHits, err := s.freshWindow(ctx, convs, from, b.q, match)
-	s.e.metrics.observeSearch("fresh", t0, err)
+	var freshHits []SearchHit
+	var err error
+	if !b.hasUntil || from < b.untilMs {
+		t0 := time.Now()
+		freshHits, err = s.freshWindow(ctx, convs, from, b.q, match)
+		s.e.metrics.observeSearch("fresh", t0, err)
+		freshHits = slices.DeleteFunc(freshHits, func(h SearchHit) bool { return !b.q.keeps(h, b.untilMs, b.hasUntil) })
+	}
 	wg.Wait()
 	if idxErr != nil {
 		return nil, errorf(CodeBackendUnavailable, "msg_search: the search index: %v", idxErr)
@@ -353,7 +424,7 @@ func (s *Session) searchConvs(ctx context.Context, b *boundSearch, convs []uint6
 	if err != nil {
 		return nil, err
 	}
-	return mergeSearchHits(b.q.Limit, freshHits, idxHits), nil
+	return mergeSearchHits(b.q.Limit, b.q.Asc, freshHits, idxHits), nil
 }
 
 // freshWindow reads the permitted conversations' messages created since
@@ -469,7 +540,7 @@ func (s *Session) freshRead(ctx context.Context, ds, sql string, match func(uint
 // mergeSearchHits merges hit lists into result order (created_at, then
 // msg_id, both descending), one row per message (the first list's wins),
 // at most limit.
-func mergeSearchHits(limit int, lists ...[]SearchHit) []SearchHit {
+func mergeSearchHits(limit int, asc bool, lists ...[]SearchHit) []SearchHit {
 	seen := map[uint64]bool{}
 	var out []SearchHit
 	for _, l := range lists {
@@ -495,6 +566,9 @@ func mergeSearchHits(limit int, lists ...[]SearchHit) []SearchHit {
 		}
 		return 0
 	})
+	if asc {
+		slices.Reverse(out)
+	}
 	return out[:min(len(out), limit)]
 }
 
