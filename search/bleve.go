@@ -164,7 +164,17 @@ func OpenBleve(dir string) (b *Bleve, err error) {
 		if m, err = bleveMapping(); err != nil {
 			return nil, fmt.Errorf("search: index mapping: %w", err)
 		}
-		idx, err = bleve.NewUsing(path, m, scorch.Name, scorch.Name, cfg)
+		// Created without unsafe_batch, closed, then opened with it: the
+		// mapping is written as an internal batch, and with unsafe_batch a
+		// Close right after creation could leave it unpersisted (an index
+		// no later open can read: "error parsing mapping JSON").
+		created, err := bleve.NewUsing(path, m, scorch.Name, scorch.Name, nil)
+		if err == nil {
+			err = created.Close()
+		}
+		if err == nil {
+			idx, err = bleve.OpenUsing(path, cfg)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("search: open bleve index %s: %w", path, err)
