@@ -124,7 +124,6 @@ func TestArchivedMessagesStaySearchable(t *testing.T) {
 	}
 }
 
-
 // TestColdFallbackWarns (issue 25): a read of a conversation with archived
 // rows that the cold tier cannot continue (a COUNT, BETWEEN, a page
 // without its seq column, LIMIT over 2^20) answers from MySQL and says so
@@ -189,4 +188,3 @@ func TestColdFallbackWarns(t *testing.T) {
 		}
 	}
 }
-

@@ -44,7 +44,7 @@ type RunnersConfig struct {
 	Metrics *Metrics
 	// Archived is IndexerConfig.Archived (nil: no cold tier).
 	Archived func(ctx context.Context, shard int, fn func(ArchivedMessage) error) error
-	Log     *zap.Logger
+	Log      *zap.Logger
 	// Flush is the indexer's batch wait (IndexerConfig.Flush).
 	Flush time.Duration
 }

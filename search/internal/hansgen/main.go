@@ -15,6 +15,7 @@ import (
 	"compress/bzip2"
 	"flag"
 	"fmt"
+	"go/format"
 	"io"
 	"log"
 	"os"
@@ -52,7 +53,11 @@ func main() {
 		fmt.Fprintf(&b, "\t0x%04X: 0x%04X, // %c %c\n", k, m[k], k, m[k])
 	}
 	b.WriteString("}\n")
-	if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
+	code, err := format.Source([]byte(b.String()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(*out, code, 0o644); err != nil {
 		log.Fatal(err)
 	}
 	log.Printf("%d characters written to %s", len(keys), *out)
