@@ -474,6 +474,28 @@ func (r *Registration) Close() error {
 // must not hide the others. Without a deadline on ctx, the read is bounded
 // by DefaultReadTimeout.
 func ListProxies(ctx context.Context, cli *clientv3.Client, cluster string) ([]ProxyInfo, error) {
+	regs, err := registrations(ctx, cli, cluster)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ProxyInfo, len(regs))
+	for i, r := range regs {
+		out[i] = r.info
+	}
+	slices.SortFunc(out, func(a, b ProxyInfo) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// registration is one proxy's key as read, with its revision.
+type registration struct {
+	info   ProxyInfo
+	key    string
+	modRev int64
+}
+
+// registrations reads the cluster's proxy keys (ListProxies' rules: values
+// that do not decode are skipped; DefaultReadTimeout without a deadline).
+func registrations(ctx context.Context, cli *clientv3.Client, cluster string) ([]registration, error) {
 	if err := validKeyPart("cluster name", cluster); err != nil {
 		return nil, err
 	}
@@ -487,7 +509,7 @@ func ListProxies(ctx context.Context, cli *clientv3.Client, cluster string) ([]P
 	if err != nil {
 		return nil, fmt.Errorf("routecfg: list proxies under %s: %w", prefix, err)
 	}
-	out := make([]ProxyInfo, 0, len(resp.Kvs))
+	out := make([]registration, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		p, err := decodeProxy(kv.Value)
 		if err != nil {
@@ -496,9 +518,8 @@ func ListProxies(ctx context.Context, cli *clientv3.Client, cluster string) ([]P
 		if id := strings.TrimPrefix(string(kv.Key), prefix); p.ID == "" {
 			p.ID = id
 		}
-		out = append(out, p)
+		out = append(out, registration{info: p, key: string(kv.Key), modRev: kv.ModRevision})
 	}
-	slices.SortFunc(out, func(a, b ProxyInfo) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
 }
 
@@ -522,15 +543,14 @@ func RemovePredecessors(ctx context.Context, cli *clientv3.Client, cluster strin
 		ctx, cancel = context.WithTimeout(ctx, DefaultReadTimeout)
 		defer cancel()
 	}
-	prefix := ProxiesPrefix(cluster)
-	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
+	regs, err := registrations(ctx, cli, cluster)
 	if err != nil {
-		return nil, fmt.Errorf("routecfg: list proxies under %s: %w", prefix, err)
+		return nil, err
 	}
 	var removed []string
-	for _, kv := range resp.Kvs {
-		p, err := decodeProxy(kv.Value)
-		if err != nil || p.ID == self.ID || p.Listen != self.Listen {
+	for _, r := range regs {
+		p := r.info
+		if p.ID == self.ID || p.Listen != self.Listen {
 			continue
 		}
 		pidText, ok := strings.CutPrefix(p.ID, hostname+"-")
@@ -538,8 +558,8 @@ func RemovePredecessors(ctx context.Context, cli *clientv3.Client, cluster strin
 		if !ok || err != nil || pid <= 0 || running(pid) {
 			continue
 		}
-		tr, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
-			Then(clientv3.OpDelete(string(kv.Key))).Commit()
+		tr, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(r.key), "=", r.modRev)).
+			Then(clientv3.OpDelete(r.key)).Commit()
 		if err != nil {
 			return removed, fmt.Errorf("routecfg: remove the registration of %s: %w", p.ID, err)
 		}
