@@ -78,22 +78,23 @@ func (s searchIndex) Unready(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-func (s searchIndex) Status(ctx context.Context) ([]string, [][]string, error) {
+func (s searchIndex) Status(ctx context.Context) ([]string, [][]any, error) {
 	st, err := search.Status(ctx, s.cli, s.cluster, s.name, s.idx, s.routes(), s.metrics)
 	if err != nil {
 		return nil, nil, err
 	}
 	cols := []string{"datasource", "index", "ready", "checkpoint", "feeder", "behind_seconds"}
-	rows := make([][]string, len(st))
+	rows := make([][]any, len(st))
 	for i, f := range st {
-		ready, behind := "no", "NULL"
+		ready := "no"
 		if f.Ready {
 			ready = "yes"
 		}
+		var behind any // NULL: another process feeds it
 		if f.HasBehind {
 			behind = strconv.FormatFloat(f.Behind, 'f', 1, 64)
 		}
-		rows[i] = []string{f.Datasource, s.name, ready, f.Checkpoint, f.Feeder, behind}
+		rows[i] = []any{f.Datasource, s.name, ready, f.Checkpoint, f.Feeder, behind}
 	}
 	return cols, rows, nil
 }

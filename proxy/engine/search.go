@@ -46,8 +46,8 @@ type MessageSearch interface {
 	// answer may miss theirs. Cheap: called by every search.
 	Unready(ctx context.Context) ([]string, error)
 	// Status is SHOW SEARCH STATUS: column names and one row per
-	// datasource.
-	Status(ctx context.Context) ([]string, [][]string, error)
+	// datasource (nil: NULL).
+	Status(ctx context.Context) ([]string, [][]any, error)
 }
 
 // SearchQuery is one index query; see package search's Query.
@@ -340,7 +340,7 @@ func (s *Session) showSearchStatus() (*mysql.Result, error) {
 	if err != nil {
 		return nil, errorf(CodeBackendUnavailable, "SHOW SEARCH STATUS: %v", err)
 	}
-	return textTable(cols, rows)
+	return table(cols, rows)
 }
 
 // members reads the conversations uid may search from im_conv_member on

@@ -17,8 +17,8 @@ type fakeIndex struct {
 
 func (f *fakeIndex) Unready(context.Context) ([]string, error) { return f.unready, nil }
 
-func (f *fakeIndex) Status(context.Context) ([]string, [][]string, error) {
-	return []string{"datasource", "ready"}, [][]string{{"ds0", "yes"}}, nil
+func (f *fakeIndex) Status(context.Context) ([]string, [][]any, error) {
+	return []string{"datasource", "ready"}, [][]any{{"ds0", "yes"}}, nil
 }
 
 func (f *fakeIndex) Search(_ context.Context, q SearchQuery) ([]SearchHit, error) {
