@@ -207,6 +207,12 @@ func (a *Admin) Command(ctx context.Context, shard int, verb string, rate float6
 			}
 			c.Purge = true
 		case VerbPause:
+			if c.ReadPercent > 0 && job.Step == StepReady {
+				// The dual-write's ACKs wait for the apply (applywait.go):
+				// paused, every write of the share would wait out its
+				// deadline, and the reads would see a stale target.
+				return inputErr("the target of shard %d serves %d%% of its reads, and only its binlog apply keeps it current; set READ PERCENT 0 before PAUSE", shard, c.ReadPercent)
+			}
 			c.Paused = true
 		case VerbResume:
 			c.Paused = false
@@ -230,6 +236,9 @@ func (a *Admin) Command(ctx context.Context, shard int, verb string, rate float6
 			}
 			if rate < 0 || rate > 100 {
 				return inputErr("READ PERCENT %g is outside 0..100", rate)
+			}
+			if c.Paused && rate > 0 {
+				return inputErr("the job of shard %d is paused: its binlog apply does not keep the target current; RESUME before READ PERCENT", shard)
 			}
 			c.ReadPercent = int(rate)
 		default:

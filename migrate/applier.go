@@ -49,10 +49,13 @@ var (
 const (
 	// checkpointEvery bounds how long the checkpoint row may stay behind
 	// source transactions that had nothing of the shard (other shards of a
-	// shared table): writing a target transaction for each of them would
-	// cost the target one commit per write of 127 other shards. Reading
-	// them again after a restart applies nothing.
-	checkpointEvery = time.Second
+	// shared table) while they keep coming: writing a target transaction
+	// for each of them would cost the target one commit per write of 127
+	// other shards. Reading them again after a restart applies nothing;
+	// a dual-write that waits for a position (applywait.go) reaches it
+	// within this much, or checkpointIdle once the source goes quiet.
+	checkpointEvery = 100 * time.Millisecond
+	checkpointIdle  = 20 * time.Millisecond
 	// applyAttempts: a deadlock or a lock wait timeout on the target (a
 	// dual-write or a segment repair holding the same rows) rolls back the
 	// transaction; it is tried again this many times in all.
@@ -169,8 +172,9 @@ type ApplierStats struct {
 // order; it does not show rows of different keys at one source commit
 // (neither did it with the mirror writing beside an image apply).
 //
-// Transactions with nothing of the shard move the checkpoint at most once
-// a second (checkpointEvery), in a transaction of its own.
+// Transactions with nothing of the shard move the checkpoint at most every
+// checkpointEvery while they keep coming, or checkpointIdle after the
+// last, in a transaction of its own.
 type Applier struct {
 	job          string
 	shard        router.Shard
@@ -351,6 +355,9 @@ type applyRun struct {
 	src     *sql.Conn // the source: its rows read under conn's locks
 	saved   binlog.Position
 	savedAt time.Time
+	// skipped is the last transaction with nothing of the shard that the
+	// checkpoint row has not passed yet (nil: none).
+	skipped *binlog.Txn
 }
 
 // Run replays the source's binlog onto the target until ctx ends or an
@@ -427,10 +434,25 @@ func (a *Applier) Run(ctx context.Context, origin binlog.Position) error {
 // (nil) or a batch fails.
 func (a *Applier) applyLoop(ctx context.Context, run *applyRun, q <-chan binlog.Txn) error {
 	batch := make([]binlog.Txn, 0, applyBatchTxns)
+	idle := time.NewTimer(checkpointIdle)
+	defer idle.Stop()
 	for {
+		var quiet <-chan time.Time
+		if run.skipped != nil {
+			idle.Reset(checkpointIdle)
+			quiet = idle.C
+		}
 		select {
 		case t := <-q:
 			batch = append(batch[:0], t)
+		case <-quiet:
+			if err := a.saveSkipped(ctx, run); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			continue
 		case <-ctx.Done():
 			return nil
 		}
@@ -510,6 +532,7 @@ func (a *Applier) handle(ctx context.Context, run *applyRun, batch []binlog.Txn)
 	}
 	items := p.items()
 	if len(items) == 0 && time.Since(run.savedAt) < checkpointEvery {
+		run.skipped = &last
 		a.mu.Lock()
 		a.stats.Position, a.stats.SourceTime = last.Next, last.Time
 		a.stats.Skipped += uint64(len(batch))
@@ -557,7 +580,7 @@ func (a *Applier) handle(ctx context.Context, run *applyRun, batch []binlog.Txn)
 	if err != nil {
 		return fmt.Errorf("migrate: apply source transaction %s: %w", last.GTID, err)
 	}
-	run.saved, run.savedAt = last.Next, time.Now()
+	run.saved, run.savedAt, run.skipped = last.Next, time.Now(), nil
 	a.mu.Lock()
 	a.stats.Position, a.stats.Saved, a.stats.SourceTime = last.Next, last.Next, last.Time
 	a.stats.Txns += uint64(withOps)
@@ -565,6 +588,22 @@ func (a *Applier) handle(ctx context.Context, run *applyRun, batch []binlog.Txn)
 	a.stats.Upserts += uint64(n.upserts)
 	a.stats.Deletes += uint64(n.deletes)
 	a.donePending(len(batch))
+	a.mu.Unlock()
+	return nil
+}
+
+// saveSkipped moves the checkpoint row past run.skipped once the source
+// has been quiet for checkpointIdle, so that a position the apply has
+// passed shows on the target soon (a waiting dual-write), not only with
+// the shard's next write.
+func (a *Applier) saveSkipped(ctx context.Context, run *applyRun) error {
+	t := *run.skipped
+	if err := txn(ctx, run.conn, func(tx *sql.Tx) error { return a.advance(ctx, tx, run.saved, t) }); err != nil {
+		return fmt.Errorf("migrate: move the checkpoint past source transaction %s: %w", t.GTID, err)
+	}
+	run.saved, run.savedAt, run.skipped = t.Next, time.Now(), nil
+	a.mu.Lock()
+	a.stats.Saved = t.Next
 	a.mu.Unlock()
 	return nil
 }

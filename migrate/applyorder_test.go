@@ -32,7 +32,7 @@ func applyAndMirror(t *testing.T, ctx context.Context, e *env, db, cols string, 
 // the test.
 func newMirror(t *testing.T, ctx context.Context, job string, src, dst Side) *Mirror {
 	t.Helper()
-	m, err := NewMirror(ctx, job, []MirrorTable{{Logical: "t", Source: src, Target: dst}})
+	m, err := NewMirror(ctx, job, 0, []MirrorTable{{Logical: "t", Source: src, Target: dst}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,42 +11,38 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/convoy-im/convoy/binlog"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
 
 // Dual-write (step 2, seed 001: "双写"): while reads of a share of the
-// shard's conversations may go to the target (READ PERCENT, ramp.go),
-// every write a proxy commits there of a conversation in that share is
-// mirrored to the target at once: the rows it touched are re-read from the
-// source and made equal on the target (Mirror.Sync), before the client's
-// ACK and within a short deadline. Nothing else is mirrored: the binlog
-// apply and the switch's fence make the target exact, and a mirror only
-// matters to a read served by the target, which must see every write its
-// client was told of (a mirror of every write, from the backfill on, cost
-// the migrating shard's writes 3.5 to 4.5 times their p99, issue 24). The
-// share is read when the write has committed, not when it was planned:
-// the runner confirms a share (lets reads move) only once every proxy
-// mirrors it and the apply passed the moment they all did, so a write
-// committed after that moment is mirrored. The source stays authoritative: a
-// target failure never reaches the client; it goes to the compensation
-// queue in the source database, which the job's runner replays until the
-// switch, and is counted (convoy_migration_dualwrites_total{result="queued"
-// or "lost"}: alert on it, seed: "双写失败必须告警").
-//
-// The binlog apply runs beside it and is what makes the target exact (it
-// also sees writes that never went through Convoy, and the writes whose
-// rows the statement does not name by primary key, counted as "unkeyed");
-// the switch waits for it past a fence. The mirror's part is that a write
-// through Convoy is on the target when its ACK is sent, and that a target
-// failing writes is seen at once, not at the checksum.
+// shard's conversations may go to the target (READ PERCENT, ramp.go), the
+// ACK of every write a proxy commits there of a conversation in that share
+// waits, within a short deadline, until the target shows it (Mirror.Write:
+// the binlog apply's checkpoint passes the write's source transaction).
+// Nothing else waits: the binlog apply and the switch's fence make the
+// target exact, and the wait only matters to a read served by the target,
+// which must see every write its client was told of (a mirror of every
+// write, from the backfill on, cost the migrating shard's writes 3.5 to 4.5
+// times their p99, issue 24). The share is read when the write has
+// committed, not when it was planned: the runner confirms a share (lets
+// reads move) only once every proxy mirrors it and the apply passed the
+// moment they all did, so a write committed after that moment waits. The
+// source stays authoritative: a target that is late never fails the
+// client's write; the rows' keys go to the compensation queue in the source
+// database, which the job's runner replays until the switch, and are
+// counted (convoy_migration_dualwrites_total{result="queued" or "lost"}:
+// alert on it, seed: "双写失败必须告警").
 
 // DualWrite results, the label of MetricDualWrites.
 const (
-	DualWriteMirrored = "mirrored" // the target has the rows
-	DualWriteQueued   = "queued"   // the target failed; the queue has the keys
+	DualWriteMirrored = "mirrored" // the target had the rows before the ACK
+	DualWriteQueued   = "queued"   // the target was late; the queue has the keys
 	DualWriteLost     = "lost"     // neither: only the binlog apply brings the rows
-	DualWriteUnkeyed  = "unkeyed"  // the statement does not name the rows' keys
+	// DualWriteUnkeyed: the target was late and the statement does not
+	// name the rows' keys, so nothing could be queued: left to the apply.
+	DualWriteUnkeyed = "unkeyed"
 	// DualWriteUnopened: this proxy could not open the mirror yet (the
 	// source's table definitions unread): left to the binlog apply.
 	DualWriteUnopened = "unopened"
@@ -70,10 +66,10 @@ type DualWriteMetrics struct {
 func NewDualWriteMetrics(reg prometheus.Registerer) (*DualWriteMetrics, error) {
 	m := &DualWriteMetrics{
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricDualWrites,
-			Help: "Writes of migrating shards mirrored to the target, by result: mirrored, queued (target failed: alert), lost (target and queue failed: alert), unkeyed and unopened (left to the binlog apply)."},
+			Help: "Writes of migrating shards whose ACK waited for the target, by result: mirrored (on the target before the ACK), queued (target late: alert), lost (target late and queue failed: alert), unkeyed and unopened (left to the binlog apply)."},
 			[]string{"result"}),
 		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricDualWriteSeconds,
-			Help:    "Time a mirrored write adds before the client's ACK.",
+			Help:    "Time a mirrored write's ACK waited for the target.",
 			Buckets: []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2}}),
 	}
 	for _, r := range []string{DualWriteMirrored, DualWriteQueued, DualWriteLost, DualWriteUnkeyed, DualWriteUnopened} {
@@ -99,8 +95,8 @@ func (m *DualWriteMetrics) count(result string, n int, d time.Duration) {
 	}
 }
 
-// DualWriteTimeout is how long a mirrored write may add to a client's
-// write before it is queued instead.
+// DualWriteTimeout is how long a mirrored write's ACK may wait for the
+// target before its keys are queued instead.
 const DualWriteTimeout = 500 * time.Millisecond
 
 // DualWriteConfig configures a proxy's dual-write.
@@ -283,7 +279,7 @@ func (d *DualWrites) newMirror(ctx context.Context, sh router.Shard, st *dualSta
 		dst.Table = router.PhysicalTableName(logical, tableIndex(int(sh), st.toTable))
 		tables = append(tables, MirrorTable{Logical: logical, Source: src, Target: dst})
 	}
-	return NewMirror(ctx, st.job, tables)
+	return NewMirror(ctx, st.job, int(sh), tables)
 }
 
 // Any implements engine.DualWrites.
@@ -318,10 +314,10 @@ type TableRows struct {
 }
 
 // Mirror implements engine.DualWrites (through the adapter convoy serve
-// installs): the rows a committed write touched are made equal on the
-// target, every table of it in one target transaction. Each table's rows
-// count once under their result.
-func (d *DualWrites) Mirror(sh router.Shard, writes []TableRows) {
+// installs): the ACK of a committed write waits until the target shows
+// commit, the write's source transaction (its GTID; "" unknown). Each
+// table's rows count once under their result.
+func (d *DualWrites) Mirror(sh router.Shard, writes []TableRows, commit string) {
 	st := d.state(sh)
 	if st == nil || len(writes) == 0 {
 		return
@@ -338,34 +334,36 @@ func (d *DualWrites) Mirror(sh router.Shard, writes []TableRows) {
 		}
 		return
 	}
+	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.Timeout)
+	err := m.await(ctx, binlog.Position(commit))
+	cancel()
+	if err == nil {
+		d.cfg.Metrics.count(DualWriteMirrored, len(writes), time.Since(start))
+		return
+	}
+	// Late: queue the keys, for the runner to make the rows equal.
 	keyed := make([]TableKeys, 0, len(writes))
 	for _, w := range writes {
-		keys, err := m.Keys(w.Table, w.Columns, w.Rows)
-		if err != nil {
+		keys, kerr := m.Keys(w.Table, w.Columns, w.Rows)
+		if kerr != nil || len(keys) == 0 {
 			d.cfg.Metrics.count(DualWriteUnkeyed, 1, 0)
 			continue
 		}
 		keyed = append(keyed, TableKeys{Table: w.Table, Keys: keys})
 	}
+	if now := time.Now().Unix(); st.warned.Swap(now) != now {
+		d.cfg.Log.Warn("dual-write: the target is late; the write's keys are queued for replay", zap.Int("shard", int(sh)), zap.String("job", st.job),
+			zap.String("error", err.Error()))
+	}
 	if len(keyed) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.Timeout)
-	queued, err := m.Write(ctx, keyed...)
-	cancel()
-	switch {
-	case err != nil:
+	if qerr := m.queueKeys(keyed, err); qerr != nil {
 		d.cfg.Metrics.count(DualWriteLost, len(keyed), time.Since(start))
-		d.cfg.Log.Error("dual-write failed and could not be queued; the binlog apply still brings the rows", zap.Int("shard", int(sh)), zap.String("job", st.job), zap.Error(err))
-	case queued != nil:
-		d.cfg.Metrics.count(DualWriteQueued, len(keyed), time.Since(start))
-		if now := time.Now().Unix(); st.warned.Swap(now) != now {
-			d.cfg.Log.Warn("dual-write to the target failed; queued for replay", zap.Int("shard", int(sh)), zap.String("job", st.job),
-				zap.String("error", queued.Error()))
-		}
-	default:
-		d.cfg.Metrics.count(DualWriteMirrored, len(keyed), time.Since(start))
+		d.cfg.Log.Error("dual-write: the target is late and the write could not be queued; the binlog apply still brings the rows", zap.Int("shard", int(sh)), zap.String("job", st.job), zap.Error(qerr))
+		return
 	}
+	d.cfg.Metrics.count(DualWriteQueued, len(keyed), time.Since(start))
 }
 
 // inShare keeps the rows whose shard key's Share is below percent (the

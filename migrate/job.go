@@ -691,7 +691,7 @@ func (j *jobRun) open(ctx context.Context) error {
 		tables = append(tables, MirrorTable{Logical: logical, Source: j.moves[i].Source, Target: j.moves[i].Target})
 	}
 	j.addCompanions(st.Companions)
-	j.mirror, err = NewMirror(ctx, job.ID, tables)
+	j.mirror, err = NewMirror(ctx, job.ID, int(j.shard), tables)
 	return err
 }
 

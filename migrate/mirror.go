@@ -9,25 +9,30 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
+
+	"github.com/convoy-im/convoy/binlog"
 )
 
 // Mirror is the dual-write of a migrating shard (step 2, DESIGN.md section
-// 5): once the old side has committed a write, the rows it touched are made
-// equal on the new side. The old side stays authoritative (its result is
-// the client's), the new side's failures never reach the client: they go
-// to a durable compensation queue, replayed later.
+// 5): once the old side has committed a write, its ACK waits until the new
+// side shows it too. The old side stays authoritative (its result is the
+// client's), the new side's failures never reach the client: a write the
+// target has not taken within the deadline goes to a durable compensation
+// queue, replayed later, and is counted.
 //
-// A mirrored row is never a remembered image of the statement: Sync reads
-// the source's current row under the target's row lock, the protocol the
-// binlog apply and RepairSegment follow too (resync.go), so a late or
-// repeated mirror, a replay from the queue and the binlog apply running
+// The target takes the write from the binlog apply, its only writer until
+// the switch: Write waits for the apply's checkpoint to pass the write's
+// source transaction (applywait.go says why not a second writer). A
+// replay from the queue makes rows equal by the protocol the binlog apply
+// and RepairSegment follow (resync.go: the source's current row, read
+// under the target's row lock), so a late replay and the apply running
 // beside it can only converge on the source's value; none can bring back
-// an older one. The binlog apply stays what makes the
-// target exact (it also sees writes that never went through Convoy); the
-// mirror makes each write through Convoy reach the target at once, and its
-// failures visible (convoy_migration_dualwrite_failures_total, alertable).
+// an older one. The apply is what makes the target exact (it also sees
+// writes that never went through Convoy); the mirror makes each write
+// through Convoy be on the target when its ACK is sent, and a target that
+// falls behind visible at once (convoy_migration_dualwrites_total,
+// alertable).
 //
 // The queue is a table in the source database (the side that just took the
 // write, so it is up): one row per (job, table, primary key), so a key
@@ -38,14 +43,13 @@ type Mirror struct {
 	dst    *sql.DB
 	queue  string // qualified queue table in the source
 	tables map[string]*mirrorTable
+	// applied waits for the apply's checkpoint on the target (Write).
+	applied *applyWatch
 
 	// srcConns and dstConns keep session connections (time zone and
 	// sql_mode set, see sessionConn) between mirrored writes: a write
 	// pays no connection set-up.
 	srcConns, dstConns *sessionPool
-
-	failures atomic.Int64 // target writes that failed (queued or not)
-	lost     atomic.Int64 // failures the queue could not take either
 }
 
 type mirrorTable struct {
@@ -63,8 +67,9 @@ type MirrorTable struct {
 }
 
 // NewMirror loads the source's tables and creates the queue table in the
-// source database if it is missing.
-func NewMirror(ctx context.Context, job string, tables []MirrorTable) (*Mirror, error) {
+// source database if it is missing. job and shard name the binlog apply's
+// checkpoint row, in the target database of tables[0].
+func NewMirror(ctx context.Context, job string, shard int, tables []MirrorTable) (*Mirror, error) {
 	if len(tables) == 0 || job == "" || len(job) > 64 {
 		return nil, errors.New("migrate: a mirror needs a job id (at most 64 bytes) and tables")
 	}
@@ -87,6 +92,7 @@ func NewMirror(ctx context.Context, job string, tables []MirrorTable) (*Mirror, 
 		m.tables[t.Logical] = &mirrorTable{logical: t.Logical, src: st, dst: st.as(t.Target.Database, t.Target.Table)}
 	}
 	m.queue = quoteIdent(tables[0].Source.Database) + "." + quoteIdent(QueueTable)
+	m.applied = newApplyWatch(m.dst, tables[0].Target.Database, job, shard)
 	_, err := m.src.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+m.queue+` (
   job        VARBINARY(64)   NOT NULL,
   tbl        VARBINARY(64)   NOT NULL,
@@ -132,29 +138,37 @@ type TableKeys struct {
 	Keys  []Key
 }
 
-// Write mirrors the rows with these primary keys, of one or more logical
-// tables, in one target transaction (a message's conv_msg row and its
-// conversation's im_conv_seq row: one round of locks, not two). A failure
-// is queued: queued is then why the target failed. Write returns an error
-// only when the queue could not take it either (the caller counts it and
-// alerts: the binlog apply still brings the rows, the checksum proves it).
-// The queue is written under its own short deadline, so a sync that ran
-// out of ctx's time is still queued.
-func (m *Mirror) Write(ctx context.Context, writes ...TableKeys) (queued, _ error) {
-	err := m.sync(ctx, writes, nil)
-	if err == nil {
-		return nil, nil
-	}
-	m.failures.Add(1)
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), queueTimeout)
+// queueKeys puts a late write's keys in the compensation queue, under its
+// own short deadline (a wait that ran out of its time is still queued);
+// cause is why the write is late.
+func (m *Mirror) queueKeys(writes []TableKeys, cause error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), queueTimeout)
 	defer cancel()
 	for _, w := range writes {
-		if qerr := m.push(qctx, w.Table, w.Keys, err); qerr != nil {
-			m.lost.Add(1)
-			return nil, fmt.Errorf("migrate: dual-write of %s failed (%v) and could not be queued: %w", w.Table, err, qerr)
+		if err := m.push(ctx, w.Table, w.Keys, cause); err != nil {
+			return fmt.Errorf("migrate: dual-write of %s was late (%v) and could not be queued: %w", w.Table, cause, err)
 		}
 	}
-	return err, nil
+	return nil
+}
+
+// await waits until the target shows a committed source transaction,
+// commit (its GTID; "" when unknown: then everything the source committed
+// so far), or ctx ends.
+func (m *Mirror) await(ctx context.Context, commit binlog.Position) error {
+	if commit == "" {
+		pos, err := binlog.CurrentPosition(ctx, m.src)
+		if err != nil {
+			return err
+		}
+		commit = pos
+	} else if _, err := binlog.ParsePosition(string(commit)); err != nil {
+		return err
+	}
+	if err := m.applied.wait(ctx, commit); err != nil {
+		return fmt.Errorf("migrate: the target's binlog apply has not reached the write's transaction %s: %w", commit, err)
+	}
+	return nil
 }
 
 // queueTimeout bounds a compensation queue write.
@@ -189,9 +203,6 @@ func (m *Mirror) Keys(logical string, cols []string, rows [][]any) ([]Key, error
 	}
 	return keys, nil
 }
-
-// Failures counts failed target writes; Lost those the queue missed too.
-func (m *Mirror) Failures() (failed, lost int64) { return m.failures.Load(), m.lost.Load() }
 
 // Sync makes the target's rows with these keys equal to the source's, in
 // one target transaction that locks them (rows or gaps) before reading the

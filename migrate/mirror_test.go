@@ -14,9 +14,10 @@ import (
 	"github.com/convoy-im/convoy/routecfg"
 )
 
-// TestMirror: dual-written rows reach the target as the source holds them
-// (insert, update, delete); with the target down the writes are queued,
-// once per key, and a replay after it is back makes the target equal.
+// TestMirror: the compensation queue of late dual-writes holds a key once,
+// and its replay brings the rows to the target as the source holds them
+// (insert, update, delete); with the target down the replay fails and
+// keeps the keys, and once it is back it makes the target equal.
 func TestMirror(t *testing.T) {
 	src, dst := testsvc.StartMariaDB(t), testsvc.StartMariaDB(t)
 	sdb, ddb := src.Open(t, ""), dst.Open(t, "")
@@ -29,7 +30,7 @@ func TestMirror(t *testing.T) {
 	cols := []string{"conv_id", "seq", "msg_id", "sender_uid", "msg_type", "created_at"}
 	insert(t, sdb, "im_0.conv_msg_0007", cols, [][]any{row(9, 1, 901), row(9, 2, 902), row(9, 3, 903), row(10, 1, 1001)})
 
-	m, err := NewMirror(ctx, "job-1", []MirrorTable{{Logical: "conv_msg",
+	m, err := NewMirror(ctx, "job-1", 7, []MirrorTable{{Logical: "conv_msg",
 		Source: Side{DB: sdb, Database: "im_0", Table: "conv_msg_0007"}, Target: Side{DB: ddb, Database: "im_0", Table: "conv_msg_0007"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -50,17 +51,26 @@ func TestMirror(t *testing.T) {
 		return n
 	}
 
-	if _, err := m.Write(ctx, TableKeys{"conv_msg", []Key{key(9, 1), key(9, 2), key(9, 1)}}); err != nil {
+	late := errors.New("late")
+	replay := func(want int) {
+		t.Helper()
+		if done, err := m.Replay(ctx, 10, nil); err != nil || done != want {
+			t.Fatalf("replay: %d, %v; want %d", done, err, want)
+		}
+	}
+	if err := m.queueKeys([]TableKeys{{"conv_msg", []Key{key(9, 1), key(9, 2), key(9, 1)}}}, late); err != nil {
 		t.Fatal(err)
 	}
+	replay(2)
 	if n := count("SELECT COUNT(*) FROM im_0.conv_msg_0007 WHERE conv_id = 9 AND created_at = '2026-01-02 03:04:05.678'"); n != 2 {
-		t.Fatalf("target holds %d of the 2 mirrored rows", n)
+		t.Fatalf("target holds %d of the 2 replayed rows", n)
 	}
-	// An update and a delete on the source, mirrored.
+	// An update and a delete on the source, replayed.
 	src.Exec(t, "UPDATE im_0.conv_msg_0007 SET msg_type = 7 WHERE conv_id = 9 AND seq = 1", "DELETE FROM im_0.conv_msg_0007 WHERE conv_id = 9 AND seq = 2")
-	if _, err := m.Write(ctx, TableKeys{"conv_msg", []Key{key(9, 1), key(9, 2)}}); err != nil {
+	if err := m.queueKeys([]TableKeys{{"conv_msg", []Key{key(9, 1), key(9, 2)}}}, late); err != nil {
 		t.Fatal(err)
 	}
+	replay(2)
 	if n := count("SELECT COUNT(*) FROM im_0.conv_msg_0007 WHERE conv_id = 9 AND seq = 1 AND msg_type = 7"); n != 1 {
 		t.Fatal("the update did not reach the target")
 	}
@@ -68,16 +78,18 @@ func TestMirror(t *testing.T) {
 		t.Fatal("the delete did not reach the target")
 	}
 
-	// Target down: writes are queued (a key twice is one entry), nothing
-	// reaches the caller.
+	// Target down: a wait for it fails by its deadline; the keys queued
+	// (a key twice is one entry) stay until a replay succeeds.
 	dst.Kill()
-	for range 2 {
-		if queued, err := m.Write(ctx, TableKeys{"conv_msg", []Key{key(9, 3), key(10, 1)}}); err != nil || queued == nil {
-			t.Fatalf("a target failure reached the caller (%v) or was not queued (%v)", err, queued)
-		}
+	wctx, wcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	if err := m.await(wctx, "0-1-1"); err == nil {
+		t.Fatal("a wait for a target that is down succeeded")
 	}
-	if failed, lost := m.Failures(); failed != 2 || lost != 0 {
-		t.Fatalf("failures %d lost %d, want 2 and 0", failed, lost)
+	wcancel()
+	for range 2 {
+		if err := m.queueKeys([]TableKeys{{"conv_msg", []Key{key(9, 3), key(10, 1)}}}, late); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if n, err := m.Backlog(ctx); err != nil || n != 2 {
 		t.Fatalf("backlog %d, %v; want 2 (deduplicated)", n, err)
@@ -86,10 +98,7 @@ func TestMirror(t *testing.T) {
 		t.Fatal("a replay with the target down succeeded")
 	}
 	dst.Start()
-	done, err := m.Replay(ctx, 10, nil)
-	if err != nil || done != 2 {
-		t.Fatalf("replay: %d, %v", done, err)
-	}
+	replay(2)
 	if n, _ := m.Backlog(ctx); n != 0 {
 		t.Fatalf("backlog after replay: %d", n)
 	}
@@ -99,9 +108,6 @@ func TestMirror(t *testing.T) {
 	var attempts int
 	if err := sdb.QueryRowContext(ctx, "SELECT COUNT(*) FROM im_0."+QueueTable).Scan(&attempts); err != nil || attempts != 0 {
 		t.Fatalf("queue rows left: %d, %v", attempts, err)
-	}
-	if _, err := m.Write(ctx, TableKeys{"conv_msg", nil}); err != nil {
-		t.Fatalf("an empty write: %v", err)
 	}
 	if err := m.Sync(ctx, "im_inbox", []Key{key(1, 1)}); err == nil {
 		t.Fatal("a table the mirror does not have was accepted")
@@ -123,7 +129,7 @@ func TestMirrorReplayFenced(t *testing.T) {
 	cols := []string{"conv_id", "seq", "msg_id", "sender_uid", "msg_type", "created_at"}
 	insert(t, sdb, "im_0.conv_msg_0007", cols, [][]any{{9, 1, 901, 1, 1, "2026-01-02 03:04:05"}, {9, 2, 902, 1, 1, "2026-01-02 03:04:05"},
 		{9, 3, 903, 1, 1, "2026-01-02 03:04:05"}})
-	m, err := NewMirror(ctx, "job-7", []MirrorTable{{Logical: "conv_msg",
+	m, err := NewMirror(ctx, "job-7", 7, []MirrorTable{{Logical: "conv_msg",
 		Source: Side{DB: sdb, Database: "im_0", Table: "conv_msg_0007"}, Target: Side{DB: ddb, Database: "im_0", Table: "conv_msg_0007"}}})
 	if err != nil {
 		t.Fatal(err)

@@ -382,10 +382,10 @@ func watchFlag(args []string) ([]string, bool) {
 // dual-write (the engine names its own types; migrate does not import it).
 type dualWrites struct{ *migrate.DualWrites }
 
-func (d dualWrites) Mirror(sh router.Shard, writes []engine.MirrorRows) {
+func (d dualWrites) Mirror(sh router.Shard, writes []engine.MirrorRows, commit string) {
 	rows := make([]migrate.TableRows, len(writes))
 	for i, w := range writes {
 		rows[i] = migrate.TableRows(w)
 	}
-	d.DualWrites.Mirror(sh, rows)
+	d.DualWrites.Mirror(sh, rows, commit)
 }

@@ -132,7 +132,9 @@ func (s *Session) coldWrite(pl *plan, p part, args []any, binary bool) (*mysql.R
 	}
 	if err == nil && own {
 		_, err = c.Exec("COMMIT")
-		done = err == nil
+		if done = err == nil; done {
+			s.noteCommit(c, p.shard)
+		}
 	}
 	s.afterError(c, err)
 	if err != nil {

@@ -8,19 +8,20 @@ import (
 )
 
 // DualWrites is step 2 of a shard migration, the dual-write
-// (migrate.DualWrites): a write a migrating shard's source committed is
-// mirrored to the target before the client's ACK. The engine's share is to
-// say which rows a write touched; the mirror re-reads them from the source,
-// so what it is told needs to name rows, not their values.
+// (migrate.DualWrites): the ACK of a write a migrating shard's source
+// committed waits until the target shows it. The engine's share is to say
+// which rows a write touched (the keys queued if the target is late) and
+// which source transaction committed them.
 type DualWrites interface {
 	// Any reports whether any shard is mirrored now (one atomic load).
 	Any() bool
 	// Mirrors reports whether writes of sh that ran at at are mirrored.
 	Mirrors(sh router.Shard, at router.Target) bool
-	// Mirror makes the target's rows equal to the source's, every table
-	// of a committed write at once. It never fails the client's write:
-	// failures are the mirror's to queue and count.
-	Mirror(sh router.Shard, writes []MirrorRows)
+	// Mirror waits until the target shows commit, the source transaction
+	// (its GTID, @@last_gtid; "" unknown) that committed writes, every
+	// table of them. It never fails the client's write: a late target is
+	// the dual-write's to queue and count.
+	Mirror(sh router.Shard, writes []MirrorRows, commit string)
 }
 
 // MirrorRows are a write's rows of one logical table by column values
@@ -72,14 +73,16 @@ func (s *Session) mirrorPlan(pl *plan, args []any) []mirrorWrite {
 	w, ok := pl.a.Written(maxMirrorRows)
 	keyAt := slices.Index(w.Columns, pl.a.KeyColumn)
 	if !ok || keyAt < 0 {
-		// Rows not named by the statement: left to the binlog apply
-		// (the mirror counts it as unkeyed).
+		// Rows not named by the statement: the ACK still waits for the
+		// target, but a late target has no keys to queue (the mirror
+		// counts it as unkeyed, left to the binlog apply).
+		var out []mirrorWrite
 		for _, sh := range s.writeShards(pl, args) {
 			if s.e.dual.Mirrors(sh, snap.Target(sh)) {
-				s.e.dual.Mirror(sh, []MirrorRows{{Table: w.Table}})
+				out = append(out, mirrorWrite{shard: sh, table: w.Table})
 			}
 		}
-		return nil
+		return out
 	}
 	var out []mirrorWrite
 	for r, row := range w.Rows {
@@ -162,7 +165,25 @@ func (s *Session) mirror(ms []txnMirror) {
 		}
 	}
 	for _, sh := range order {
-		s.e.dual.Mirror(sh, byShard[sh])
+		s.e.dual.Mirror(sh, byShard[sh], s.commits[sh])
+	}
+}
+
+// noteCommit records the GTID of the source transaction c has just
+// committed for shard sh, if sh's writes are mirrored (s.commits has it):
+// the dual-write waits for the target to show that transaction. One round
+// trip, on mirrored shards only; a failure leaves it unknown (the wait then
+// covers all the source committed so far).
+func (s *Session) noteCommit(c Conn, sh router.Shard) {
+	if _, ok := s.commits[sh]; !ok {
+		return
+	}
+	r, err := c.Exec("SELECT @@last_gtid")
+	if err != nil || decodeRows(r) != nil || r.Resultset == nil || len(r.Values) != 1 || len(r.Values[0]) != 1 {
+		return
+	}
+	if g, err := r.GetString(0, 0); err == nil {
+		s.commits[sh] = g
 	}
 }
 

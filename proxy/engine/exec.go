@@ -18,7 +18,7 @@ import (
 // run executes a plan. binary selects the prepared-statement protocol (the
 // backend runs the statement prepared, its binary rows go to the client
 // unchanged).
-func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err error) {
+func (s *Session) run(pl *plan, args []any, binary bool) (res *mysql.Result, err error) {
 	if err := s.authorize(pl); err != nil {
 		return nil, err
 	}
@@ -127,16 +127,23 @@ func (s *Session) run(pl *plan, args []any, binary bool) (_ *mysql.Result, err e
 			if rewrite.NeedsSeq(pl.a) {
 				s.seqs = map[int]uint64{}
 			}
+			s.commits = make(map[router.Shard]string, 1)
+			for _, w := range ws {
+				s.commits[w.shard] = ""
+			}
 			defer func() {
 				seqs := s.seqs
 				s.seqs = nil
 				switch {
 				case err != nil:
+				case res != nil && res.AffectedRows == 0 && !res.HasResultset():
+					// Nothing changed: nothing for the target to show.
 				case s.inTxn():
 					s.txn.mirror = append(s.txn.mirror, txnMirror{ws, seqs})
 				default:
 					s.mirror([]txnMirror{{ws, seqs}})
 				}
+				s.commits = nil
 			}()
 		}
 	}
@@ -456,6 +463,9 @@ func (s *Session) single(p part, write, binary bool) (*mysql.Result, error) {
 	s.e.observe(p.shard, c.Datasource(), write, start, err)
 	s.e.observeRamp(p.ramp, p.shard, start, err)
 	s.afterError(c, err)
+	if write && err == nil && !s.inTxn() {
+		s.noteCommit(c, p.shard)
+	}
 	release()
 	if err != nil {
 		return nil, err
@@ -554,6 +564,7 @@ func (s *Session) writeJobs(jobs []job) (*mysql.Result, error) {
 			return nil, errorf(CodeBackendUnavailable, "COMMIT failed on shard %s after shards %s committed: %v", o.sh, strings.Join(committed, ","), classify(err))
 		}
 		committed = append(committed, o.sh.String())
+		s.noteCommit(o.c, o.sh)
 		o.c.Release()
 	}
 	if len(returned) > 0 {

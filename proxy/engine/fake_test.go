@@ -117,6 +117,13 @@ func fakeResult(sql string, binary bool) *mysql.Result {
 		}
 		return &mysql.Result{Resultset: rs}
 	}
+	if sql == "SELECT @@last_gtid" { // the dual-write's note of a commit
+		rs, err := mysql.BuildSimpleResultset([]string{"@@last_gtid"}, [][]any{{"0-1-77"}}, binary)
+		if err != nil {
+			panic(err)
+		}
+		return &mysql.Result{Resultset: rs}
+	}
 	if strings.Contains(sql, "LAST_INSERT_ID(") {
 		return &mysql.Result{AffectedRows: 1, InsertId: 1000}
 	}

@@ -255,6 +255,13 @@ func (s *Session) seqBatch(pl *plan, args []any) (_ *mysql.Result, ok bool, _ er
 	if !inTxn {
 		b.WriteString(";COMMIT")
 	}
+	// A mirrored shard's commit is noted in the same round trip
+	// (noteCommit).
+	_, noteGTID := s.commits[sh]
+	noteGTID = noteGTID && !inTxn
+	if noteGTID {
+		b.WriteString(";SELECT @@last_gtid")
+	}
 	start := time.Now()
 	c, release, err := s.conn(int(sh), snap.Target(sh).Datasource)
 	if err != nil {
@@ -281,11 +288,20 @@ func (s *Session) seqBatch(pl *plan, args []any) (_ *mysql.Result, ok bool, _ er
 	if !inTxn {
 		want++ // COMMIT's OK
 	}
-	if err != nil && !inTxn && len(rs) == want {
-		// COMMIT answered OK and only the trailing COM_SET_OPTION's reply
-		// failed: the message is stored (the connection is dropped). An
-		// error here would make the client send it again.
+	if err != nil && !inTxn && len(rs) >= want {
+		// COMMIT answered OK and only what follows it failed (the
+		// trailing COM_SET_OPTION's reply, the GTID's read): the message
+		// is stored (the connection is dropped). An error here would make
+		// the client send it again.
 		err = nil
+	}
+	if noteGTID && len(rs) > want {
+		if g := rs[want]; decodeRows(g) == nil && g.Resultset != nil && len(g.Values) == 1 && len(g.Values[0]) == 1 {
+			if v, gerr := g.GetString(0, 0); gerr == nil {
+				s.commits[sh] = v
+			}
+		}
+		rs = rs[:want]
 	}
 	s.e.observe(sh, c.Datasource(), true, start, err)
 	s.afterError(c, err)

@@ -76,6 +76,10 @@ type Session struct {
 	// seqs collects the seqs a mirrored conv_msg INSERT was given, by row
 	// index (dualwrite.go); nil when nothing is mirrored.
 	seqs map[int]uint64
+	// commits has a key per shard the current statement's writes are
+	// mirrored on, whose value is the GTID of the source transaction that
+	// committed them once known (noteCommit); nil when nothing is mirrored.
+	commits map[router.Shard]string
 	// oneShard backs the shard list admitWrite hands endWrite for a
 	// single-key write (hold.go), so the common write allocates nothing.
 	oneShard [1]router.Shard
@@ -575,8 +579,12 @@ func (s *Session) endTxn(commit bool) (*mysql.Result, error) {
 	if t.pin >= 0 {
 		s.e.observe(router.Shard(t.pin), t.conn.Datasource(), true, start, err)
 	}
-	if commit && err == nil && len(t.mirror) > 0 {
+	if commit && err == nil && len(t.mirror) > 0 && t.pin >= 0 {
+		sh := router.Shard(t.pin)
+		s.commits = map[router.Shard]string{sh: ""}
+		s.noteCommit(t.conn, sh)
 		s.mirror(t.mirror)
+		s.commits = nil
 	}
 	t.conn.Release()
 	if err != nil {
