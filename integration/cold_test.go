@@ -548,6 +548,10 @@ func TestColdReads(t *testing.T) {
 	}
 	defer strict.Close()
 	strict.SetMaxOpenConns(1)
+	var choice string
+	if err := strict.QueryRow("SELECT @@convoy_cold_partial").Scan(&choice); err != nil || choice != "error" {
+		t.Fatalf("SELECT @@convoy_cold_partial on the strict session: %q, %v; want error", choice, err)
+	}
 	for _, prepared := range []bool{false, true} {
 		var rows *sql.Rows
 		if prepared {
@@ -572,6 +576,9 @@ func TestColdReads(t *testing.T) {
 	}
 	// SET back to the default (the engine's, a warning), and a bad value.
 	mustExec(t, strict, "SET SESSION convoy_cold_partial = DEFAULT")
+	if err := strict.QueryRow("SELECT @@session.convoy_cold_partial").Scan(&choice); err != nil || choice != "warning" {
+		t.Fatalf("SELECT @@session.convoy_cold_partial after DEFAULT: %q, %v; want warning", choice, err)
+	}
 	if n, err := readRows(strict, deep.sql); err != nil || n >= len(full.rows) {
 		t.Fatalf("after SET convoy_cold_partial = DEFAULT: %d rows, %v; want the partial page", n, err)
 	}

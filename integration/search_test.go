@@ -619,3 +619,68 @@ func TestSearchPaging(t *testing.T) {
 		t.Error("a cursor against the order (> with newest first) is not refused")
 	}
 }
+
+// TestSearchSphinxTwoProxies (issue 25): with more than one proxy the
+// SphinxQL engine is the shared index. Two Convoy processes point at the
+// same searchd: one feeds each datasource's binlog into it (SHOW SEARCH
+// STATUS names the same feeder on both), and both answer from it. A
+// message written through one is found through the other; recalled
+// through the other (its body deleted), it is found through neither
+// (search.TestSphinxDeleteDropsText: nor in the index itself).
+func TestSearchSphinxTwoProxies(t *testing.T) {
+	s := newStack(t)
+	sph := testsvc.StartSphinx(t, 2)
+	cfg := fmt.Sprintf("search:\n  enabled: true\n  engine: sphinx\n  sphinx:\n    partitions: [%s]\n  runner_ttl: 2s", strings.Join(sph.Addrs(), ", "))
+	a, b := startConvoy(t, s.etcd.Endpoints(), cfg), startConvoy(t, s.etcd.Endpoints(), cfg)
+	da, db := a.open(t, "convoy", "convoy", "im"), b.open(t, "convoy", "convoy", "im")
+	feeders := func(p *convoyProc) map[string]string {
+		t.Helper()
+		out := map[string]string{}
+		for _, r := range queryRows(t, p.open(t, "convoy", "convoy", "im"), "/*+ convoy SHOW SEARCH STATUS */") {
+			if r[2] == "yes" {
+				out[r[0]] = r[4]
+			}
+		}
+		return out
+	}
+	var fa map[string]string
+	waitFor(t, "both proxies to see every datasource's shared index ready", 30*time.Second, func() bool {
+		fa = feeders(a)
+		return len(fa) == len(s.ds) && len(feeders(b)) == len(s.ds)
+	})
+	if fb := feeders(b); fmt.Sprint(fa) != fmt.Sprint(fb) {
+		t.Errorf("the two proxies name different feeders of the shared index: %v and %v", fa, fb)
+	}
+
+	const uid, conv = 4242, 4243
+	mustExec(t, da, "INSERT INTO im_conv_member (uid, conv_id, updated_at) VALUES (?, ?, NOW(3))", uid, conv)
+	old := time.Now().Add(-time.Hour).UTC().Format("2006-01-02 15:04:05.000") // outside the fresh window: only the index finds it
+	send := func(p *sql.DB, id uint64, text string) {
+		t.Helper()
+		mustExec(t, p, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 1, 1, ?)", conv, id, old)
+		mustExec(t, p, "INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (?, ?, 1, 1, ?, ?)", id, conv, text, old)
+	}
+	found := func(p *sql.DB, word string) string {
+		var ids []string
+		for _, h := range runSearch(t, p, uid, word, 0, 10) {
+			ids = append(ids, strings.SplitN(h, "/", 2)[0])
+		}
+		return strings.Join(ids, ",")
+	}
+	send(da, 91001, "zzshared 周末一起吃饭")
+	send(da, 91002, "zzshared 留下的话")
+	waitFor(t, "the shared index to have both messages, through the other proxy", 20*time.Second, func() bool {
+		return found(db, "zzshared") == "91002,91001"
+	})
+	if got := found(da, "吃饭"); got != "91001" {
+		t.Errorf("through the proxy that wrote it: %q, want 91001", got)
+	}
+	// Recalled through the other proxy: its body deleted.
+	mustExec(t, db, "DELETE FROM msg_content WHERE conv_id = ? AND msg_id = ?", conv, 91001)
+	waitFor(t, "the recalled message to leave the shared index", 20*time.Second, func() bool {
+		return found(da, "zzshared") == "91002" && found(db, "zzshared") == "91002"
+	})
+	if got := found(da, "吃饭") + found(db, "吃饭"); got != "" {
+		t.Errorf("the recalled message's words still found: %q", got)
+	}
+}

@@ -30,6 +30,7 @@ const (
 	RefErrorCount                         // @@error_count
 	RefFoundRows                          // FOUND_ROWS(): rows of the session's last result set
 	RefRowCount                           // ROW_COUNT(): rows its last statement changed (-1: a result set or an error)
+	RefColdPartial                        // @@convoy_cold_partial: Convoy's own variable, unknown to the server
 )
 
 // SessionRefs is a set of SessionRef.
@@ -41,13 +42,14 @@ func (s SessionRefs) Has(r SessionRef) bool { return s&(1<<r) != 0 }
 // sessionVars are the session-scope system variables answered from the
 // session, by lower-case name.
 var sessionVars = map[string]SessionRef{
-	"autocommit":         RefAutocommit,
-	"in_transaction":     RefInTransaction,
-	"last_insert_id":     RefLastInsertID,
-	"identity":           RefLastInsertID,
-	"max_allowed_packet": RefMaxAllowedPacket,
-	"warning_count":      RefWarningCount,
-	"error_count":        RefErrorCount,
+	"autocommit":          RefAutocommit,
+	"in_transaction":      RefInTransaction,
+	"last_insert_id":      RefLastInsertID,
+	"identity":            RefLastInsertID,
+	"max_allowed_packet":  RefMaxAllowedPacket,
+	"warning_count":       RefWarningCount,
+	"error_count":         RefErrorCount,
+	"convoy_cold_partial": RefColdPartial,
 }
 
 // SessionVariable reports whether the session-scope system variable name
@@ -92,9 +94,12 @@ func sessionRef(n ast.Node) (SessionRef, bool) {
 // the expression it stands for: a number is unsigned (`CAST(n AS
 // UNSIGNED)`) unless Signed (@@autocommit is a signed BIGINT; Num then holds
 // an int64, ROW_COUNT() may be -1); Null prints
-// NULL; Keep leaves the expression to the server.
+// NULL; Keep leaves the expression to the server. Own marks a variable
+// only Convoy has: the value is printed alone, since the server would
+// refuse the expression (1193), so the column is typed as the literal.
 type SessionValue struct {
 	Keep   bool
+	Own    bool
 	Str    string
 	Num    uint64
 	IsNum  bool
@@ -148,6 +153,11 @@ type sessionValue struct {
 }
 
 func (s *sessionValue) Restore(ctx *format.RestoreCtx) error {
+	if s.v.Own {
+		b, _ := AppendLiteral(nil, s.v.Str)
+		ctx.WritePlain(string(b))
+		return nil
+	}
 	ctx.WritePlain("IF(0,")
 	if err := s.ExprNode.Restore(ctx); err != nil {
 		return err

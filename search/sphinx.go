@@ -226,17 +226,11 @@ func (s *Sphinx) Apply(ctx context.Context, source string, b Batch, pos string) 
 		rows[p] = append(rows[p], fmt.Sprintf("(%s,'%s','%s',%s,%s,%s,%s,%d,%d,%d)",
 			id, uni, bi, signed(d.MsgID), signed(d.ConvID), signed(d.Seq), signed(d.SenderUID), d.MsgType, d.CreatedMs, del))
 	}
-	for p, rs := range rows {
-		for len(rs) > 0 {
-			n := min(len(rs), sphinxRowsPerWrite)
-			q := "REPLACE INTO " + s.cfg.Index + " (id, uni, bi, mid, conv_id, seq, sender_uid, msg_type, created_ms, deleted) VALUES " +
-				strings.Join(rs[:n], ",")
-			if _, err := s.dbs[p].ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("search: sphinx %s: write %d documents: %w", s.cfg.Partitions[p], n, err)
-			}
-			rs = rs[n:]
-		}
-	}
+	// A deleted message becomes a tombstone without text, as in bleve: the
+	// flag is what queries filter, and the text leaves the index, so no
+	// query of the index itself (another client of searchd, a query that
+	// forgets the flag) can match a recalled message's words. An UPDATE of
+	// the flag alone would keep them matchable.
 	dels := make([][]string, len(s.dbs))
 	for _, r := range b.Deletes {
 		id, err := sphinxID(r.MsgID)
@@ -244,18 +238,19 @@ func (s *Sphinx) Apply(ctx context.Context, source string, b Batch, pos string) 
 			return err
 		}
 		p := s.partition(r.ConvID)
-		dels[p] = append(dels[p], id)
+		dels[p] = append(dels[p], fmt.Sprintf("(%s,'','',%s,%s,0,0,0,0,1)", id, signed(r.MsgID), signed(r.ConvID)))
 	}
-	for p, ids := range dels {
-		for len(ids) > 0 {
-			n := min(len(ids), sphinxRowsPerWrite)
-			// An attribute update: the soft-delete flag. A message not in
-			// the index (its body yielded no text) has nothing to flag.
-			q := "UPDATE " + s.cfg.Index + " SET deleted = 1 WHERE id IN (" + strings.Join(ids[:n], ",") + ")"
-			if _, err := s.dbs[p].ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("search: sphinx %s: delete %d documents: %w", s.cfg.Partitions[p], n, err)
+	for _, list := range [][][]string{rows, dels} {
+		for p, rs := range list {
+			for len(rs) > 0 {
+				n := min(len(rs), sphinxRowsPerWrite)
+				q := "REPLACE INTO " + s.cfg.Index + " (id, uni, bi, mid, conv_id, seq, sender_uid, msg_type, created_ms, deleted) VALUES " +
+					strings.Join(rs[:n], ",")
+				if _, err := s.dbs[p].ExecContext(ctx, q); err != nil {
+					return fmt.Errorf("search: sphinx %s: write %d documents: %w", s.cfg.Partitions[p], n, err)
+				}
+				rs = rs[n:]
 			}
-			ids = ids[n:]
 		}
 	}
 	if source == "" {

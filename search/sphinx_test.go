@@ -65,3 +65,60 @@ func TestSphinxPartitions(t *testing.T) {
 		t.Fatalf("checkpoint of an unknown source %q %v", cp, err)
 	}
 }
+
+// A deleted message leaves the Sphinx index's text, not only its results:
+// a query of the index itself, without the deleted filter, no longer
+// matches its words (before, only an attribute flag changed).
+func TestSphinxDeleteDropsText(t *testing.T) {
+	sph := testsvc.StartSphinx(t, 1)
+	eng, err := OpenSphinx(SphinxConfig{Partitions: sph.Addrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	ctx := context.Background()
+	docs := []Doc{
+		{Hit: Hit{MsgID: 21, ConvID: 42, Seq: 1, MsgType: 1, CreatedMs: 1000}, Text: "撤回的秘密 passphrase"},
+		{Hit: Hit{MsgID: 22, ConvID: 42, Seq: 2, MsgType: 1, CreatedMs: 2000}, Text: "留下的秘密"},
+	}
+	if err := eng.Apply(ctx, "", Batch{Upserts: docs}, ""); err != nil {
+		t.Fatal(err)
+	}
+	raw := func(word string) []uint64 {
+		t.Helper()
+		p, err := ParseQuery(word)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := eng.dbs[0].QueryContext(ctx, "SELECT mid FROM "+eng.cfg.Index+" WHERE MATCH('"+sphinxMatch(p)+"') ORDER BY mid ASC")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rs.Close()
+		var ids []uint64
+		for rs.Next() {
+			var id uint64
+			if err := rs.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	if got := raw("秘密"); len(got) != 2 {
+		t.Fatalf("before the delete the index matches %v, want both", got)
+	}
+	if err := eng.Apply(ctx, "", Batch{Deletes: []Ref{{MsgID: 21, ConvID: 42}}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := raw("秘密"); len(got) != 1 || got[0] != 22 {
+		t.Errorf("after deleting message 21 the index itself matches %v, want only 22", got)
+	}
+	if got := raw("passphrase"); len(got) != 0 {
+		t.Errorf("the deleted message's word still matches %v in the index", got)
+	}
+	hits, err := eng.Search(ctx, Query{Text: "秘密", Convs: []uint64{42}, Limit: 20})
+	if err != nil || len(hits) != 1 || hits[0].MsgID != 22 {
+		t.Errorf("search after the delete: %v %v", hits, err)
+	}
+}

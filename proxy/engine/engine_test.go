@@ -512,3 +512,29 @@ func TestUnparsedRefusals(t *testing.T) {
 	_, err := s.Query("SELEC 1")
 	expectCode(t, err, CodeSyntax)
 }
+
+// @@convoy_cold_partial is Convoy's own variable: a SELECT of it is
+// answered with the session's choice, never sent to the server as is
+// (which would fail with 1193 unknown system variable).
+func TestSelectColdPartialVariable(t *testing.T) {
+	s, rec := newTestSession()
+	for _, c := range []struct{ set, want string }{
+		{"", "'warning'"},
+		{"SET SESSION convoy_cold_partial = 'error'", "'error'"},
+		{"SET convoy_cold_partial = DEFAULT", "'warning'"},
+	} {
+		if c.set != "" {
+			if _, err := s.Query(c.set); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rec.take()
+		if _, err := s.Query("SELECT @@convoy_cold_partial, @@session.convoy_cold_partial AS p"); err != nil {
+			t.Fatal(err)
+		}
+		got := rec.take()
+		if want := "SELECT " + c.want + " AS `@@convoy_cold_partial`," + c.want + " AS `p`"; len(got) != 1 || !strings.HasSuffix(got[0], want) {
+			t.Errorf("after %q: sent %q, want %q", c.set, got, want)
+		}
+	}
+}

@@ -78,6 +78,12 @@ func (s *Session) sessionValue(r rewrite.SessionRef) rewrite.SessionValue {
 		return rewrite.SessionValue{IsNum: true, Signed: true, Num: uint64(s.found)}
 	case rewrite.RefRowCount:
 		return rewrite.SessionValue{IsNum: true, Signed: true, Num: uint64(s.rowCount)}
+	case rewrite.RefColdPartial:
+		v := "warning"
+		if s.coldPartialError() {
+			v = "error"
+		}
+		return rewrite.SessionValue{Str: v, Own: true}
 	}
 	return rewrite.SessionValue{Null: true}
 }
@@ -155,8 +161,11 @@ func (s *Session) variableText(name string) (string, bool) {
 		return "", false
 	}
 	v := s.sessionValue(ref)
-	if ref == rewrite.RefAutocommit {
+	switch {
+	case ref == rewrite.RefAutocommit:
 		return map[uint64]string{0: "OFF", 1: "ON"}[v.Num], true
+	case !v.IsNum:
+		return v.Str, true
 	}
 	return strconv.FormatUint(v.Num, 10), true
 }
