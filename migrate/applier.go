@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
@@ -55,7 +56,7 @@ const (
 	// a dual-write that waits for a position (applywait.go) reaches it
 	// within this much, or checkpointIdle once the source goes quiet.
 	checkpointEvery = 100 * time.Millisecond
-	checkpointIdle  = 20 * time.Millisecond
+	checkpointIdle  = 20 * time.Millisecond // saveIdle
 	// applyAttempts: a deadlock or a lock wait timeout on the target (a
 	// dual-write or a segment repair holding the same rows) rolls back the
 	// transaction; it is tried again this many times in all.
@@ -133,6 +134,14 @@ type ApplierStats struct {
 // live writer of the target (resync.go): lock the keys' target rows, read
 // the source's rows of those keys, write them, in one target transaction.
 //
+// While it is the target's only writer (SetSoleWriter: a ready job, whose
+// dual-write waits for the apply and whose compensation replay writes
+// nothing), the apply writes the binlog's images instead: applied in the
+// source's commit order by the only writer, they can only move a row
+// forward, and a batch costs a third of the round trips (no row locks, no
+// source snapshot, no re-read), which is what a write on the read ramp
+// waits for.
+//
 // Per batch of source transactions (binlog.Txn, delivered in commit order;
 // the ones already received, up to applyBatchTxns): the primary keys of
 // the rows of the shard the batch changed, per mapped table, are synced in
@@ -190,6 +199,39 @@ type Applier struct {
 	pending []string
 
 	lag lagMeter // fed by CaughtUp
+
+	// sole: the apply is the target's only writer (SetSoleWriter). It
+	// changes only between batches: batch is held while one is applied.
+	sole  atomic.Bool
+	batch chan struct{}
+}
+
+// SetSoleWriter says whether the apply is the only writer of the target's
+// rows from its next batch on: it then writes the binlog's row images
+// rather than the source's current rows under the target's row locks.
+// Only a caller that knows no repair, replay or mirror writes the target
+// may turn it on (the job: step ready).
+//
+// Turning it on waits for the batch being applied (or ctx): an earlier
+// batch wrote rows as the source had them when it read them, possibly
+// past its own end, and an image of a change between the two would bring
+// such a row back for a moment. Once this returns, every such read is
+// done, so a position read afterwards is past all of them, and an apply
+// that has reached it has healed any such row (the read ramp's
+// confirmation waits for exactly that: confirmRamp).
+func (a *Applier) SetSoleWriter(ctx context.Context, on bool) error {
+	if !on || a.sole.Load() {
+		a.sole.Store(on)
+		return nil
+	}
+	select {
+	case a.batch <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	a.sole.Store(true)
+	<-a.batch
+	return nil
 }
 
 type tableName struct{ schema, table string }
@@ -216,7 +258,7 @@ func NewApplier(ctx context.Context, cfg ApplierConfig) (*Applier, error) {
 	if len(cfg.Tables) == 0 {
 		return nil, errors.New("migrate: applier without tables")
 	}
-	a := &Applier{job: cfg.Job, shard: cfg.Shard, srcDB: cfg.Tables[0].Source.DB, dstDB: cfg.Tables[0].Target.DB,
+	a := &Applier{job: cfg.Job, shard: cfg.Shard, srcDB: cfg.Tables[0].Source.DB, dstDB: cfg.Tables[0].Target.DB, batch: make(chan struct{}, 1),
 		tables: map[tableName]*applyTable{}}
 	for _, m := range cfg.Tables {
 		if m.Source.DB != a.srcDB || m.Target.DB != a.dstDB {
@@ -437,16 +479,12 @@ func (a *Applier) applyLoop(ctx context.Context, run *applyRun, q <-chan binlog.
 	idle := time.NewTimer(checkpointIdle)
 	defer idle.Stop()
 	for {
-		var quiet <-chan time.Time
-		if run.skipped != nil {
-			idle.Reset(checkpointIdle)
-			quiet = idle.C
-		}
+		idle.Reset(checkpointIdle)
 		select {
 		case t := <-q:
 			batch = append(batch[:0], t)
-		case <-quiet:
-			if err := a.saveSkipped(ctx, run); err != nil {
+		case <-idle.C:
+			if err := a.saveIdle(ctx, run); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
@@ -467,7 +505,10 @@ func (a *Applier) applyLoop(ctx context.Context, run *applyRun, q <-chan binlog.
 				break fill
 			}
 		}
-		if err := a.handle(ctx, run, batch); err != nil {
+		a.batch <- struct{}{}
+		err := a.handle(ctx, run, batch)
+		<-a.batch
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -519,10 +560,18 @@ func (a *Applier) resume(ctx context.Context, conn *sql.Conn, origin binlog.Posi
 // batch (resync.go), and the checkpoint row moved past the batch.
 func (a *Applier) handle(ctx context.Context, run *applyRun, batch []binlog.Txn) error {
 	last := batch[len(batch)-1]
+	sole := a.sole.Load()
 	var p keyPlan
+	var img imagePlan
 	withOps := 0
 	for _, t := range batch {
-		n, err := a.plan(&p, t)
+		var n int
+		var err error
+		if sole {
+			n, err = a.planImages(&img, t)
+		} else {
+			n, err = a.plan(&p, t)
+		}
 		if err != nil {
 			return fmt.Errorf("migrate: source transaction %s: %w", t.GTID, err)
 		}
@@ -531,7 +580,7 @@ func (a *Applier) handle(ctx context.Context, run *applyRun, batch []binlog.Txn)
 		}
 	}
 	items := p.items()
-	if len(items) == 0 && time.Since(run.savedAt) < checkpointEvery {
+	if len(items) == 0 && len(img.tables) == 0 && time.Since(run.savedAt) < checkpointEvery {
 		run.skipped = &last
 		a.mu.Lock()
 		a.stats.Position, a.stats.SourceTime = last.Next, last.Time
@@ -548,6 +597,11 @@ func (a *Applier) handle(ctx context.Context, run *applyRun, batch []binlog.Txn)
 	for attempt := 1; ; attempt++ {
 		err = txn(ctx, run.conn, func(tx *sql.Tx) error {
 			if err := a.advance(ctx, tx, run.saved, last); err != nil {
+				return err
+			}
+			if sole {
+				var err error
+				n, err = img.write(ctx, tx)
 				return err
 			}
 			if len(items) == 0 {
@@ -592,18 +646,40 @@ func (a *Applier) handle(ctx context.Context, run *applyRun, batch []binlog.Txn)
 	return nil
 }
 
-// saveSkipped moves the checkpoint row past run.skipped once the source
-// has been quiet for checkpointIdle, so that a position the apply has
-// passed shows on the target soon (a waiting dual-write), not only with
-// the shard's next write.
-func (a *Applier) saveSkipped(ctx context.Context, run *applyRun) error {
-	t := *run.skipped
-	if err := txn(ctx, run.conn, func(tx *sql.Tx) error { return a.advance(ctx, tx, run.saved, t) }); err != nil {
-		return fmt.Errorf("migrate: move the checkpoint past source transaction %s: %w", t.GTID, err)
-	}
-	run.saved, run.savedAt, run.skipped = t.Next, time.Now(), nil
+// saveIdle moves the checkpoint row to where the binlog reader is, once
+// nothing has arrived for checkpointIdle and every transaction it handed
+// over is applied: past the transactions with nothing of the shard (run.
+// skipped) and those the reader filtered out (other tables: never handed
+// over), so that a position the apply has passed shows on the target soon
+// (a waiting dual-write, a replay's confirmation), not only with the
+// shard's next write. A move by filtered transactions alone is written at
+// most every checkpointEvery.
+//
+// Why the reader's position is safe: the reader notes a transaction as
+// pending before it hands it over and moves its position after, so with
+// nothing pending after the position was read, every transaction up to it
+// is applied or has nothing of the shard.
+func (a *Applier) saveIdle(ctx context.Context, run *applyRun) error {
+	at := a.reader.Stats().Position
 	a.mu.Lock()
-	a.stats.Saved = t.Next
+	busy := len(a.pending) > 0
+	a.mu.Unlock()
+	if busy || at == "" || at == run.saved || run.skipped == nil && time.Since(run.savedAt) < checkpointEvery {
+		return nil
+	}
+	if ok, err := at.Reached(run.saved); err != nil || !ok {
+		return err // a reader restarted behind the row: the row stays
+	}
+	t := binlog.Txn{Next: at}
+	if run.skipped != nil {
+		t.GTID, t.Time = run.skipped.GTID, run.skipped.Time
+	}
+	if err := txn(ctx, run.conn, func(tx *sql.Tx) error { return a.advance(ctx, tx, run.saved, t) }); err != nil {
+		return fmt.Errorf("migrate: move the checkpoint to %s: %w", at, err)
+	}
+	run.saved, run.savedAt, run.skipped = at, time.Now(), nil
+	a.mu.Lock()
+	a.stats.Saved = at
 	a.mu.Unlock()
 	return nil
 }
@@ -714,6 +790,100 @@ func (a *Applier) plan(p *keyPlan, t binlog.Txn) (int, error) {
 		if of {
 			n++
 		}
+	}
+	return n, nil
+}
+
+// imagePlan is what a batch's source transactions leave of the shard's
+// rows, per table in the order the tables first appear: each key's last
+// image (nil: deleted).
+type imagePlan struct {
+	tables []*applyTable
+	rows   map[*applyTable]map[string]imageRow
+}
+
+type imageRow struct {
+	key Key
+	row []any // source column order; nil: deleted
+}
+
+func (p *imagePlan) set(at *applyTable, k Key, row []any) {
+	if p.rows == nil {
+		p.rows = map[*applyTable]map[string]imageRow{}
+	}
+	m := p.rows[at]
+	if m == nil {
+		m = map[string]imageRow{}
+		p.rows[at] = m
+		p.tables = append(p.tables, at)
+	}
+	m[k.String()] = imageRow{key: k, row: row}
+}
+
+// planImages is plan for the sole writer: a change of the shard deletes
+// its Before key and writes its After image, in order, so the batch's
+// last word on each key is kept.
+func (a *Applier) planImages(p *imagePlan, t binlog.Txn) (int, error) {
+	n := 0
+	for i := range t.Changes {
+		c := &t.Changes[i]
+		at := a.tables[tableName{c.Schema, c.Table}]
+		if at == nil {
+			continue
+		}
+		before, after, err := at.images(c)
+		if err != nil {
+			return n, err
+		}
+		of := false
+		for j, img := range [][]any{before, after} {
+			ok, err := at.owns(img)
+			if err != nil {
+				return n, err
+			}
+			if !ok {
+				continue
+			}
+			k, err := at.src.keyOf(img)
+			if err != nil {
+				return n, err
+			}
+			var row []any // the Before key is deleted unless an After image follows
+			if j == 1 {
+				row = after
+			}
+			p.set(at, k, row)
+			of = true
+		}
+		if of {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// write applies the plan in tx: each table's deleted keys first (a row
+// that is gone cannot then block an upsert through a secondary unique
+// key), then its rows.
+func (p *imagePlan) write(ctx context.Context, tx *sql.Tx) (syncCounts, error) {
+	var n syncCounts
+	for _, at := range p.tables {
+		var gone []Key
+		var rows [][]any
+		for _, r := range p.rows[at] {
+			if r.row == nil {
+				gone = append(gone, r.key)
+			} else {
+				rows = append(rows, r.row)
+			}
+		}
+		if err := deleteKeys(ctx, tx, at.dst, distinctKeys(gone)); err != nil {
+			return n, err
+		}
+		if err := upsert(ctx, tx, at.dst, rows); err != nil {
+			return n, err
+		}
+		n.add(syncCounts{upserts: len(rows), deletes: len(gone)})
 	}
 	return n, nil
 }

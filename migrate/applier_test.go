@@ -256,6 +256,7 @@ func testApply(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.applyMode(t, a)
 	origin := currentPosition(t, e.sdb)
 	stop := runApplier(t, ctx, a, origin)
 
@@ -322,6 +323,7 @@ func testApply(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.applyMode(t, b)
 	stop = runApplier(t, ctx, b, origin)
 	e.src.Exec(t, fmt.Sprintf("UPDATE apply.t SET txt = 'after restart' WHERE conv_id = %d AND seq = 3", c0))
 	waitCaughtUp(t, ctx, b.CaughtUp)

@@ -13,9 +13,9 @@ import (
 )
 
 // applyAndMirror creates db.t (cols: its columns and key) on both servers
-// and returns an applier of shard's rows of it (shard key conv_id) and a
-// mirror of it (logical table "t"), both of job db.
-func applyAndMirror(t *testing.T, ctx context.Context, e *env, db, cols string, shard router.Shard) (*Applier, *Mirror, *ShardFilter) {
+// and returns an applier of shard's rows of it (shard key conv_id, job db)
+// and a live writer of it beside the apply.
+func applyAndMirror(t *testing.T, ctx context.Context, e *env, db, cols string, shard router.Shard) (*Applier, *liveWriter, *ShardFilter) {
 	t.Helper()
 	e.database(t, db)
 	e.both(t, "CREATE TABLE "+db+".t ("+cols+")")
@@ -28,16 +28,51 @@ func applyAndMirror(t *testing.T, ctx context.Context, e *env, db, cols string, 
 	return a, newMirror(t, ctx, db, src, dst), f
 }
 
-// newMirror is a mirror of src to dst as logical table "t", closed with
-// the test.
-func newMirror(t *testing.T, ctx context.Context, job string, src, dst Side) *Mirror {
+// liveWriter writes rows of src to dst beside the apply by the protocol of
+// every live writer of the target (resync.go), as a segment repair does
+// (and the dual-write's mirror did): the source's current rows of the
+// keys, under the target's row locks, a deadlock tried again.
+type liveWriter struct {
+	src, dst *sql.DB
+	st, dt   *table
+}
+
+func newMirror(t *testing.T, ctx context.Context, _ string, src, dst Side) *liveWriter {
 	t.Helper()
-	m, err := NewMirror(ctx, job, 0, []MirrorTable{{Logical: "t", Source: src, Target: dst}})
+	st, err := loadTable(ctx, src.DB, src.Database, src.Table)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(m.Close)
-	return m
+	return &liveWriter{src: src.DB, dst: dst.DB, st: st, dt: st.as(dst.Database, dst.Table)}
+}
+
+// Sync makes the target's rows with these keys equal to the source's (the
+// logical table name is the tests' "t").
+func (w *liveWriter) Sync(ctx context.Context, _ string, keys []Key) error {
+	var err error
+	for range 3 {
+		if err = w.syncOnce(ctx, keys); err == nil || mysqlErrno(err) != 1213 {
+			return err
+		}
+	}
+	return err
+}
+
+func (w *liveWriter) syncOnce(ctx context.Context, keys []Key) error {
+	sc, err := sessionConn(ctx, w.src)
+	if err != nil {
+		return err
+	}
+	defer discard(sc)
+	dc, err := sessionConn(ctx, w.dst)
+	if err != nil {
+		return err
+	}
+	defer discard(dc)
+	return txn(ctx, dc, func(tx *sql.Tx) error {
+		_, err := syncKeys(ctx, tx, sourceRead{conn: sc}, []keySync{{src: w.st, dst: w.dt, keys: distinctKeys(keys)}})
+		return err
+	})
 }
 
 // waitFor polls cond every few milliseconds for up to 20 s.

@@ -155,6 +155,11 @@ func ShardMoves(shard router.Shard, src *sql.DB, from router.Target, dst *sql.DB
 // SetRate changes the copy rate (rows per second, <= 0 unlimited) at once.
 func (b *Backfill) SetRate(rowsPerSec float64) { b.limiter.SetRate(rowsPerSec) }
 
+// SetSoleWriter is Applier.SetSoleWriter for the backfill's apply.
+func (b *Backfill) SetSoleWriter(ctx context.Context, on bool) error {
+	return b.applier.SetSoleWriter(ctx, on)
+}
+
 // CaughtUp is the Applier's: every source transaction committed before the
 // call is applied. False while copying.
 func (b *Backfill) CaughtUp(ctx context.Context) (bool, error) {

@@ -16,7 +16,7 @@
 //	checksum.go  verify: segmented checksums and sampled row comparison
 //	repair.go    re-copy one differing segment
 //	resync.go    the one way the live writers of the target (the binlog
-//	             apply, the queue's replay, a repair) write a row: the source's
+//	             apply before ready, a repair) write a row: the source's
 //	             current row, read under the target's row lock, so none
 //	             replaces a newer value with an older one
 //	precheck.go  prepare: server settings compared, target tables created
@@ -36,7 +36,7 @@
 //	admin.go     what directives and the CLI write: jobs and commands
 //	mirror.go    dual-write: a write's ACK waits for the apply to show it
 //	             on the target (applywait.go); late writes' keys go to a
-//	             deduplicated compensation queue, replayed by the runner
+//	             deduplicated compensation queue the runner confirms
 //	ramp.go      the proxies' view of read ramps (step 5), announced in
 //	             etcd before a proxy ramps (a rollback waits for none)
 //	rampstats.go the ramp's reads per side (errors, latency) on every

@@ -201,9 +201,6 @@ func (d *DualWrites) Update(shard int, job *routecfg.Job) {
 	}
 	if cur != nil {
 		cur.stop()
-		if m := cur.mirror.Load(); m != nil {
-			m.Close()
-		}
 		delete(d.shards, sh)
 	}
 	if open && d.ctx.Err() == nil {

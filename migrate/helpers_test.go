@@ -19,6 +19,17 @@ import (
 type env struct {
 	src, dst *testsvc.MariaDB
 	sdb, ddb *sql.DB
+	// soleApply: the tests' appliers write binlog images, as the target's
+	// only writer (Applier.SetSoleWriter), where a test supports it.
+	soleApply bool
+}
+
+// applyMode puts a into the env's apply mode.
+func (e *env) applyMode(t *testing.T, a *Applier) {
+	t.Helper()
+	if err := a.SetSoleWriter(t.Context(), e.soleApply); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func newEnv(t *testing.T) *env {

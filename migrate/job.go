@@ -473,11 +473,6 @@ func (j *jobRun) backoff(ctx context.Context, d time.Duration) error {
 // run drives the job until it is done, rolled back (deleted), the runner
 // loses its election, or ctx ends.
 func (j *jobRun) run(ctx context.Context) error {
-	defer func() {
-		if j.mirror != nil {
-			j.mirror.Close()
-		}
-	}()
 	defer j.bfTask.stop()
 	defer j.thrTask.stop()
 	defer j.revTask.stop()
@@ -504,6 +499,9 @@ func (j *jobRun) run(ctx context.Context) error {
 		}
 		job, cmds, st := j.snapshot()
 		j.applyRate(cmds)
+		if j.bf != nil && (job.Step != StepReady || cmds.Rollback || job.Intent == IntentRollback) {
+			_ = j.bf.SetSoleWriter(ctx, false) // see the ready step
+		}
 		var err error
 		switch {
 		case job.Step == StepDone && !purgePending(cmds, st):
@@ -595,6 +593,14 @@ func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st j
 
 	case StepReady:
 		if err := j.ensureBackfill(ctx); err != nil {
+			return err
+		}
+		// Verified: no repair runs any more, the proxies' dual-write waits
+		// for the apply and the queue's replay only confirms, so the apply
+		// is the target's only writer and writes the binlog's images (a
+		// third of the round trips a ramped write waits for). Before any
+		// ramp is confirmed: see Applier.SetSoleWriter.
+		if err := j.bf.SetSoleWriter(ctx, true); err != nil {
 			return err
 		}
 		if job.Intent != IntentSwitch && cmds.ReadPercent != st.Status.RampPercent {

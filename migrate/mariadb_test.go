@@ -43,6 +43,16 @@ func TestMariaDB(t *testing.T) {
 	}
 }
 
+// TestMariaDBImageApply runs the apply's test of column types and row
+// shapes (updates leaving, entering and re-keying the shard, rows inserted
+// and deleted in one transaction, a restart) with the apply as the
+// target's only writer: binlog images, as a ready job applies.
+func TestMariaDBImageApply(t *testing.T) {
+	e := newEnv(t)
+	e.soleApply = true
+	testApply(t, e)
+}
+
 // The copier and the checksummer filter with CRC32(col) % 1024 in SQL; it
 // must name the shard router.ShardOf names, for router's own vectors and
 // for random keys up to 2^64-1, read from a BIGINT UNSIGNED column.

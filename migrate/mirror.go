@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -23,13 +22,13 @@ import (
 //
 // The target takes the write from the binlog apply, its only writer until
 // the switch: Write waits for the apply's checkpoint to pass the write's
-// source transaction (applywait.go says why not a second writer). A
-// replay from the queue makes rows equal by the protocol the binlog apply
-// and RepairSegment follow (resync.go: the source's current row, read
-// under the target's row lock), so a late replay and the apply running
-// beside it can only converge on the source's value; none can bring back
-// an older one. The apply is what makes the target exact (it also sees
-// writes that never went through Convoy); the mirror makes each write
+// source transaction (applywait.go says why not a second writer). The
+// queue records the writes whose wait ran out; its replay writes nothing
+// either: it confirms, once the apply has passed the source's position,
+// that the target has them, and only then drops them (the apply, being
+// the only writer, can then write the binlog's images: Applier.
+// SetSoleWriter). The apply is what makes the target exact (it also sees
+// writes that never went through Convoy); the dual-write makes each write
 // through Convoy be on the target when its ACK is sent, and a target that
 // falls behind visible at once (convoy_migration_dualwrites_total,
 // alertable).
@@ -43,18 +42,13 @@ type Mirror struct {
 	dst    *sql.DB
 	queue  string // qualified queue table in the source
 	tables map[string]*mirrorTable
-	// applied waits for the apply's checkpoint on the target (Write).
+	// applied waits for the apply's checkpoint on the target.
 	applied *applyWatch
-
-	// srcConns and dstConns keep session connections (time zone and
-	// sql_mode set, see sessionConn) between mirrored writes: a write
-	// pays no connection set-up.
-	srcConns, dstConns *sessionPool
 }
 
 type mirrorTable struct {
-	logical  string
-	src, dst *table
+	logical string
+	src     *table // the source's definition: where a row's key is
 }
 
 // QueueTable is the compensation queue's name in the source database.
@@ -74,7 +68,6 @@ func NewMirror(ctx context.Context, job string, shard int, tables []MirrorTable)
 		return nil, errors.New("migrate: a mirror needs a job id (at most 64 bytes) and tables")
 	}
 	m := &Mirror{job: job, src: tables[0].Source.DB, dst: tables[0].Target.DB, tables: map[string]*mirrorTable{}}
-	m.srcConns, m.dstConns = newSessionPool(m.src), newSessionPool(m.dst)
 	if err := checkDriver(ctx, m.src); err != nil {
 		return nil, fmt.Errorf("migrate: mirror source pool: %w", err)
 	}
@@ -82,14 +75,13 @@ func NewMirror(ctx context.Context, job string, shard int, tables []MirrorTable)
 		if t.Source.DB != m.src || t.Target.DB != m.dst {
 			return nil, errors.New("migrate: a mirror's tables share one source and one target server")
 		}
-		// The source only: prepare created the target's tables from the
-		// source's definitions (and the copier compared them), and a
-		// mirror must exist while the target is down, to queue.
+		// The source only: a mirror must exist while the target is down,
+		// to queue.
 		st, err := loadTable(ctx, t.Source.DB, t.Source.Database, t.Source.Table)
 		if err != nil {
 			return nil, err
 		}
-		m.tables[t.Logical] = &mirrorTable{logical: t.Logical, src: st, dst: st.as(t.Target.Database, t.Target.Table)}
+		m.tables[t.Logical] = &mirrorTable{logical: t.Logical, src: st}
 	}
 	m.queue = quoteIdent(tables[0].Source.Database) + "." + quoteIdent(QueueTable)
 	m.applied = newApplyWatch(m.dst, tables[0].Target.Database, job, shard)
@@ -204,84 +196,6 @@ func (m *Mirror) Keys(logical string, cols []string, rows [][]any) ([]Key, error
 	return keys, nil
 }
 
-// Sync makes the target's rows with these keys equal to the source's, in
-// one target transaction that locks them (rows or gaps) before reading the
-// source.
-func (m *Mirror) Sync(ctx context.Context, logical string, keys []Key) error {
-	return m.sync(ctx, []TableKeys{{Table: logical, Keys: keys}}, nil)
-}
-
-// errNotOwner marks the error of a sync's owner check: the transaction
-// rolled back, and retrying is pointless.
-var errNotOwner = errors.New("migrate: no longer the owner of the job's writes")
-
-// sync makes the target's rows equal to the source's; owner, if set, is
-// checked inside the target transaction just before it commits (Replay).
-func (m *Mirror) sync(ctx context.Context, writes []TableKeys, owner func(context.Context) error) error {
-	byTable := map[string][]Key{}
-	for _, w := range writes {
-		if _, ok := m.tables[w.Table]; !ok {
-			return fmt.Errorf("migrate: the mirror has no table %q", w.Table)
-		}
-		byTable[w.Table] = append(byTable[w.Table], w.Keys...)
-	}
-	// Table and key order: two syncs of overlapping keys lock in the same
-	// order.
-	var items []keySync
-	for _, name := range slices.Sorted(maps.Keys(byTable)) {
-		keys := byTable[name]
-		if len(keys) == 0 {
-			continue
-		}
-		mt := m.tables[name]
-		items = append(items, keySync{src: mt.src, dst: mt.dst, keys: distinctKeys(keys)})
-	}
-	if len(items) == 0 {
-		return nil
-	}
-	var err error
-	for range 3 {
-		if err = m.syncOnce(ctx, items, owner); err == nil || ctx.Err() != nil || errors.Is(err, errNotOwner) {
-			return err
-		}
-		// A deadlock with the binlog apply or another proxy's mirror (both
-		// take the target's gap locks), or a pooled connection the server
-		// closed: again, on fresh terms.
-		if n := mysqlErrno(err); n != 0 && n != 1213 {
-			return err
-		}
-	}
-	return err
-}
-
-// syncOnce is one target transaction of the protocol every live writer of
-// the target follows (resync.go).
-func (m *Mirror) syncOnce(ctx context.Context, items []keySync, owner func(context.Context) error) (err error) {
-	sc, err := m.srcConns.get(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { m.srcConns.put(sc, err) }()
-	dc, err := m.dstConns.get(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { m.dstConns.put(dc, err) }()
-	return txn(ctx, dc, func(tx *sql.Tx) error {
-		// The client's commit returned before the mirror was called: the
-		// source shows it, no binlog point to wait for.
-		if _, err := syncKeys(ctx, tx, sourceRead{conn: sc}, items); err != nil {
-			return err
-		}
-		if owner != nil {
-			if err := owner(ctx); err != nil {
-				return fmt.Errorf("%w: %w", errNotOwner, err)
-			}
-		}
-		return nil
-	})
-}
-
 func (m *Mirror) push(ctx context.Context, logical string, keys []Key, cause error) error {
 	msg := cause.Error()
 	if len(msg) > 500 {
@@ -307,18 +221,14 @@ func (m *Mirror) Backlog(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// Replay syncs up to limit queued keys, oldest first, and removes each one
-// that synced; a key that fails again stays, with its attempts counted. It
-// returns how many it removed and the first error.
+// Replay confirms up to limit queued keys, oldest first: once the apply
+// has passed the source's position read after them, the target shows what
+// their writes committed, and they are dropped. It writes nothing to the
+// target (the apply stays its only writer). A wait that runs out (replayWait)
+// counts an attempt on each key and returns its error; the keys stay.
 //
-// owner (the job runner's election check) is asked before the queue is read
-// and inside each key's target transaction, just before it commits: once it
-// fails, that transaction rolls back and Replay returns its error. A runner
-// whose lease expired unnoticed must not write the target: its successor
-// may have switched the shard since, and a row synced from the old side
-// then would overwrite a write the new side took. The residual window is a
-// stall of the old runner between the check and the commit longer than
-// its successor's election, catch-up and switch.
+// owner (the job runner's election check) is asked first: a runner whose
+// lease expired leaves the queue to its successor.
 func (m *Mirror) Replay(ctx context.Context, limit int, owner func(context.Context) error) (int, error) {
 	if owner != nil {
 		if err := owner(ctx); err != nil {
@@ -329,10 +239,7 @@ func (m *Mirror) Replay(ctx context.Context, limit int, owner func(context.Conte
 	if err != nil {
 		return 0, err
 	}
-	type entry struct {
-		tbl string
-		pk  []byte
-	}
+	type entry struct{ tbl, pk []byte }
 	var entries []entry
 	for rs.Next() {
 		var e entry
@@ -343,83 +250,34 @@ func (m *Mirror) Replay(ctx context.Context, limit int, owner func(context.Conte
 		entries = append(entries, e)
 	}
 	rs.Close()
-	if err := rs.Err(); err != nil {
+	if err := rs.Err(); err != nil || len(entries) == 0 {
 		return 0, err
 	}
-	done := 0
-	var first error
-	for _, e := range entries {
-		var k Key
-		if err := json.Unmarshal(e.pk, &k); err != nil {
-			return done, fmt.Errorf("migrate: queued key %q: %w", e.pk, err)
-		}
-		if err := m.sync(ctx, []TableKeys{{Table: e.tbl, Keys: []Key{k}}}, owner); err != nil {
-			if errors.Is(err, errNotOwner) {
-				return done, err
-			}
-			if first == nil {
-				first = err
-			}
+	// Each key was queued after its write committed on the source: the
+	// position read now covers every one of them.
+	wctx, cancel := context.WithTimeout(ctx, replayWait)
+	err = m.await(wctx, "")
+	cancel()
+	if err != nil {
+		for _, e := range entries {
 			_, _ = m.src.ExecContext(ctx, "UPDATE "+m.queue+" SET attempts = attempts + 1, last_error = LEFT(?, 500) WHERE job = ? AND tbl = ? AND pk = ?",
 				err.Error(), m.job, e.tbl, e.pk)
-			continue
 		}
-		if _, err := m.src.ExecContext(ctx, "DELETE FROM "+m.queue+" WHERE job = ? AND tbl = ? AND pk = ?", m.job, e.tbl, e.pk); err != nil {
-			return done, err
-		}
-		done++
+		return 0, err
 	}
-	return done, first
+	for i, e := range entries {
+		if _, err := m.src.ExecContext(ctx, "DELETE FROM "+m.queue+" WHERE job = ? AND tbl = ? AND pk = ?", m.job, e.tbl, e.pk); err != nil {
+			return i, err
+		}
+	}
+	return len(entries), nil
 }
+
+// replayWait bounds a replay's wait for the apply.
+const replayWait = 2 * time.Second
 
 // DropQueue removes the job's entries (rollback, cleanup).
 func (m *Mirror) DropQueue(ctx context.Context) error {
 	_, err := m.src.ExecContext(ctx, "DELETE FROM "+m.queue+" WHERE job = ?", m.job)
 	return err
-}
-
-// sessionPool keeps a few idle session connections of a pool.
-type sessionPool struct {
-	db   *sql.DB
-	idle chan *sql.Conn
-}
-
-func newSessionPool(db *sql.DB) *sessionPool {
-	return &sessionPool{db: db, idle: make(chan *sql.Conn, 8)}
-}
-
-func (p *sessionPool) get(ctx context.Context) (*sql.Conn, error) {
-	select {
-	case c := <-p.idle:
-		return c, nil
-	default:
-		return sessionConn(ctx, p.db)
-	}
-}
-
-// put keeps c unless it failed (its state is unknown) or enough are idle.
-func (p *sessionPool) put(c *sql.Conn, err error) {
-	if err == nil {
-		select {
-		case p.idle <- c:
-			return
-		default:
-		}
-	}
-	discard(c)
-}
-
-// Close discards the idle session connections (the pools stay open).
-func (m *Mirror) Close() {
-	for _, p := range []*sessionPool{m.srcConns, m.dstConns} {
-		for {
-			select {
-			case c := <-p.idle:
-				discard(c)
-				continue
-			default:
-			}
-			break
-		}
-	}
 }

@@ -11,11 +11,14 @@ import (
 	"github.com/convoy-im/convoy/binlog"
 )
 
-// Besides the copier, three writers bring the source's changes to the
-// target while it is live: the binlog apply, the dual-write mirror and a
-// segment repair. None writes a remembered image of a row: each writes the
-// source's current rows, under one protocol, so that whichever of them runs
-// late none replaces a newer value of a row with an older one:
+// Besides the copier, two writers bring the source's changes to the target
+// while it is live: the binlog apply and a segment repair (the dual-write
+// only waits for the apply, applywait.go). Until the job is ready neither
+// writes a remembered image of a row: each writes the source's current
+// rows, under one protocol, so that whichever of them runs late neither
+// replaces a newer value of a row with an older one (from ready on the
+// apply is the only writer and writes the binlog's images in order:
+// Applier.SetSoleWriter):
 //
 //  1. In one target transaction, lock the keys' rows (SELECT ... FOR
 //     UPDATE; a missing row's gap under REPEATABLE READ).

@@ -146,9 +146,17 @@ type Analysis struct {
 
 // Analyze classifies one statement and extracts routing facts. Refusals are
 // *UnsupportedError (see errors.go). Analyze does not modify stmt.
-func Analyze(stmt ast.StmtNode) (*Analysis, error) {
+func Analyze(stmt ast.StmtNode) (*Analysis, error) { return analyze(stmt, false) }
+
+// AnalyzeOnShard is Analyze for a statement the caller runs on one shard it
+// names (a DBA's /*+ convoy shard=N */): sharded tables of both shard keys
+// may meet in it, since each shard's database holds its share of every
+// sharded table. KeyColumn is then the first table's.
+func AnalyzeOnShard(stmt ast.StmtNode) (*Analysis, error) { return analyze(stmt, true) }
+
+func analyze(stmt ast.StmtNode, oneShard bool) (*Analysis, error) {
 	a := &Analysis{Stmt: stmt}
-	c := collector{a: a}
+	c := collector{a: a, mixedKeys: oneShard}
 	if o, ok := stmt.(*ast.OptimizeTableStmt); ok {
 		c.tables = o.Tables // its Accept does not visit them
 	}
@@ -260,6 +268,8 @@ type collector struct {
 	tables  []*ast.TableName
 	ctes    map[string]bool
 	markers []*test_driver.ParamMarkerExpr
+	// mixedKeys admits sharded tables of both shard keys (AnalyzeOnShard).
+	mixedKeys bool
 }
 
 func (c *collector) Enter(n ast.Node) (ast.Node, bool) {
@@ -307,7 +317,7 @@ func (c *collector) finish() error {
 			}
 			if a.KeyColumn == "" {
 				a.KeyColumn = col
-			} else if a.KeyColumn != col {
+			} else if a.KeyColumn != col && !c.mixedKeys {
 				return unsupportedAs(ErrMixedTables,
 					"statement mixes sharded tables with different shard keys (%s by %s, %s by %s): they live on different shards",
 					a.Sharded[0], a.KeyColumn, tn.Name.L, col)

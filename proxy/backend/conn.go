@@ -52,6 +52,11 @@ func (c *Conn) Release() {
 	c.pool.release(c)
 }
 
+// Retire makes Release close c instead of pooling it: a connection holding
+// state no later owner may inherit (a session's named locks) ends with its
+// owner, and the server releases that state with it.
+func (c *Conn) Retire() { c.retire = true }
+
 // InTxn reports whether the server says a transaction is open.
 func (c *Conn) InTxn() bool { return c.w.status&mysql.SERVER_STATUS_IN_TRANS != 0 }
 

@@ -491,7 +491,11 @@ func (s *Session) targeted(d *directive.Directive) (*mysql.Result, error) {
 		}
 		return r, err
 	}
+	// shard=N names the shard: the statement may join tables of both
+	// shard keys, whose shares of shard N live in the same database.
+	s.onShard = d.Shard >= 0
 	pl, err := s.plan(d.Rest)
+	s.onShard = false
 	if err != nil {
 		return nil, err
 	}

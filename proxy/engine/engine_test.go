@@ -538,3 +538,57 @@ func TestSelectColdPartialVariable(t *testing.T) {
 		}
 	}
 }
+
+// Named-lock statements run on the session's one lock connection, kept
+// between statements (its other statements use pooled ones), and released
+// when the session closes; mixed with a sharded table they are refused.
+func TestNamedLockConnection(t *testing.T) {
+	s, rec := newTestSession()
+	for _, q := range []string{"SELECT GET_LOCK('a', 5)", "SELECT 1", "DO RELEASE_LOCK('a')", "SELECT IS_USED_LOCK('a')"} {
+		if _, err := s.Query(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	got := rec.take()
+	if len(got) != 4 {
+		t.Fatalf("sent %q", got)
+	}
+	connOf := func(l string) string { return l[:strings.Index(l, " ")] }
+	if connOf(got[0]) != connOf(got[2]) || connOf(got[0]) != connOf(got[3]) || connOf(got[1]) == connOf(got[0]) {
+		t.Errorf("the named-lock statements ran on %s, %s and %s, the other one on %s: want one connection of their own",
+			connOf(got[0]), connOf(got[2]), connOf(got[3]), connOf(got[1]))
+	}
+	if s.locks == nil {
+		t.Fatal("no lock connection kept")
+	}
+	if _, err := s.Query("SELECT GET_LOCK('b', 0), seq FROM conv_msg WHERE conv_id = 42"); err == nil {
+		t.Error("a named lock with a sharded table was accepted")
+	}
+	s.Close()
+	if s.locks != nil {
+		t.Error("the lock connection outlived the session")
+	}
+}
+
+// A /*+ convoy shard=N */ statement may join tables of both shard keys
+// (a DBA's per-shard check): shard N's database holds its share of each.
+// Without the directive such a statement is still refused.
+func TestTargetedShardMixedKeys(t *testing.T) {
+	s, rec := newTestSession()
+	s.SetPrivileges(Privileges{Read: true, Write: true, DDL: true, Admin: true})
+	const q = "SELECT COUNT(*) FROM conv_msg c JOIN im_inbox i ON i.conv_id = c.conv_id AND i.seq = c.seq"
+	if _, err := s.Query(q); err == nil {
+		t.Fatal("a statement mixing shard keys without a directive was accepted")
+	}
+	rec.take()
+	if _, err := s.Query("/*+ convoy shard=441 */ " + q); err != nil {
+		t.Fatal(err)
+	}
+	got := rec.take()
+	if len(got) != 1 || !strings.Contains(got[0], "`conv_msg_0441`") || !strings.Contains(got[0], "`im_inbox_0441`") {
+		t.Fatalf("sent %q, want shard 441's conv_msg and im_inbox", got)
+	}
+	if _, err := s.Query(q); err == nil {
+		t.Fatal("after a targeted statement, the same text without the directive was accepted")
+	}
+}

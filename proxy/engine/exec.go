@@ -338,6 +338,17 @@ type part struct {
 	db string
 }
 
+// otherShardRead reports a plain read of sh inside a transaction pinned to
+// another shard (or to the unsharded tables): it reads sh as it is now, on
+// a pooled connection, as a read of several shards reads those other than
+// the pinned one (scatter): one rule whatever their number. There is no
+// distributed snapshot; a locking read or a write of a second shard is
+// still refused.
+func (s *Session) otherShardRead(pl *plan, sh router.Shard) bool {
+	return s.inTxn() && s.txn.conn != nil && !s.txn.aborted && s.txn.pin != int(sh) &&
+		pl.a.Kind == rewrite.KindSelect && !pl.write() && !lockingRead(pl.a.Stmt)
+}
+
 // onShards runs a SELECT / UPDATE / DELETE on the physical tables of shards.
 func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary bool) (*mysql.Result, error) {
 	snap := s.e.routes.Current()
@@ -349,6 +360,14 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 		}
 		p := s.partFor(pl, snap, sh, snap.Target(sh).Datasource, args, binary)
 		p.ramp = side
+		if s.otherShardRead(pl, sh) {
+			r, err := s.autonomous(p, false, binary)
+			if err != nil {
+				return nil, err
+			}
+			fixFields(r, s.db)
+			return r, nil
+		}
 		return s.single(p, pl.write(), binary)
 	}
 	if s.inTxn() && (pl.a.Kind != rewrite.KindSelect || lockingRead(pl.a.Stmt)) {
@@ -802,7 +821,33 @@ func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result,
 		pin = pinAny
 	}
 	def := s.e.routes.Current().DefaultDatasource()
-	c, release, err := s.conn(pin, def)
+	var c Conn
+	release := func() {}
+	var err error
+	switch {
+	case pl.namedLock:
+		pin = pinUnsharded
+		c, err = s.lockConn(def)
+		defer func() { s.afterLockError(err) }()
+	case s.usesTempConn(pl) && !s.inTxn():
+		pin = pinUnsharded
+		c, err = s.tempConn(def)
+	case s.usesTempConn(pl):
+		// In a transaction: it runs on (or opens on) the temporary-table
+		// connection (Session.conn), unless it already runs on another.
+		if pl.temp != nil && pl.temp.create != "" && s.txn.conn != nil && s.txn.conn != s.temp {
+			return nil, errorf(CodeNotSupported, "CREATE TEMPORARY TABLE inside a transaction that has already run a statement: create it before the transaction, or as its first statement")
+		}
+		if s.temp == nil {
+			if _, err = s.tempConn(def); err != nil {
+				return nil, err
+			}
+		}
+		pin = pinUnsharded
+		c, release, err = s.conn(pin, def)
+	default:
+		c, release, err = s.conn(pin, def)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -861,6 +906,11 @@ func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result,
 		err = s.readLastID(c)
 	}
 	s.afterError(c, err)
+	if err == nil {
+		s.noteTemp(pl)
+	} else if c == s.temp && s.txn.conn != c && connLost(classify(err)) {
+		s.dropTemps() // its temporary tables went with it
+	}
 	if err == nil && pl.a.Kind == rewrite.KindShow {
 		s.showSession(pl.a, r, binary)
 	}

@@ -22,6 +22,13 @@ type plan struct {
 	sql  string // the client's text: unsharded statements go out byte for byte
 	a    *rewrite.Analysis
 	tmpl *rewrite.Template // set when the statement names sharded tables
+	// temp is what the statement does to the session's temporary tables
+	// (temptables.go); nil: nothing.
+	temp *tempPlan
+	// namedLock marks a statement on no sharded table calling a named-lock
+	// function (GET_LOCK and its kin): it runs on the session's lock
+	// connection (namedlock.go).
+	namedLock bool
 	// setsLastID marks a passthrough statement calling LAST_INSERT_ID(expr),
 	// which sets the session's value; the connection it ran on is asked for
 	// it afterwards (LAST_INSERT_ID() itself is answered from the session,
@@ -292,7 +299,11 @@ func (s *Session) plan(sql string) (*plan, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
-	a, err := rewrite.Analyze(stmts[0])
+	analyze := rewrite.Analyze
+	if s.onShard {
+		analyze = rewrite.AnalyzeOnShard
+	}
+	a, err := analyze(stmts[0])
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -339,6 +350,17 @@ func (s *Session) plan(sql string) (*plan, error) {
 		v := &funcFinder{name: "last_insert_id", withArgs: true}
 		a.Stmt.Accept(v)
 		pl.setsLastID = v.found
+	}
+	if a.Kind == rewrite.KindDDL {
+		if pl.temp, err = planTemp(a.Stmt, s.db); err != nil {
+			return nil, err
+		}
+	}
+	if callsNamedLock(a, sql) {
+		if pl.tmpl != nil {
+			return nil, errorf(CodeNotSupported, "GET_LOCK, RELEASE_LOCK and the other named-lock functions cannot be combined with sharded tables in one statement: call them in a statement of their own")
+		}
+		pl.namedLock = true
 	}
 	return pl, nil
 }

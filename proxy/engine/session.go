@@ -80,6 +80,16 @@ type Session struct {
 	// mirrored on, whose value is the GTID of the source transaction that
 	// committed them once known (noteCommit); nil when nothing is mirrored.
 	commits map[router.Shard]string
+	// onShard: the statement being planned runs on the one shard a
+	// /*+ convoy shard=N */ names (rewrite.AnalyzeOnShard).
+	onShard bool
+	// temp is the connection the session's temporary tables live on, and
+	// temps their names, db.table lower-case (temptables.go).
+	temp  Conn
+	temps map[string]bool
+	// locks is the connection the session's named locks live on
+	// (namedlock.go); nil until the first GET_LOCK or kin.
+	locks Conn
 	// oneShard backs the shard list admitWrite hands endWrite for a
 	// single-key write (hold.go), so the common write allocates nothing.
 	oneShard [1]router.Shard
@@ -163,9 +173,11 @@ func (s *Session) Close() {
 	s.e.live.remove(s.connID, s)
 	if c := s.txn.conn; c != nil {
 		_, _ = c.Exec("ROLLBACK")
-		c.Release()
+		s.releaseTxnConn(c, false)
 	}
 	s.txn = txnState{}
+	s.dropLocks()
+	s.dropTemps()
 }
 
 // UseDB switches the current database after checking that it exists on the
@@ -312,11 +324,19 @@ func (s *Session) Prepare(sql string) (*Prepared, error) {
 }
 
 func (s *Session) describe(ds, db, sql string, p *Prepared) error {
-	c, err := s.e.acquire(ds)
-	if err != nil {
-		return err
+	var c Conn
+	if t := s.temp; t != nil && t.Datasource() == ds && len(s.temps) > 0 && (s.txn.conn == nil || s.txn.conn == t) {
+		// The session's temporary tables are visible there only (and a
+		// PREPARE on the connection leaves its transaction as it was).
+		c = t
+	} else {
+		pc, err := s.e.acquire(ds)
+		if err != nil {
+			return err
+		}
+		defer pc.Release()
+		c = pc
 	}
-	defer c.Release()
 	if err := c.UseDB(db); err != nil {
 		return err
 	}
@@ -446,7 +466,15 @@ func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
 	}
 	// The transaction's connection also carries the characteristics SET
 	// TRANSACTION gave it; @@tx_isolation read elsewhere stays the session's.
-	c, err := s.acquireVars(ds, mergeVars(s.vars, s.txn.vars))
+	// A session with temporary tables opens its transactions on the default
+	// datasource on their connection (temptables.go).
+	var c Conn
+	var err error
+	if t := s.temp; t != nil && t.Datasource() == ds && pin < 0 {
+		c, err = t, t.SyncVars(mergeVars(s.vars, s.txn.vars))
+	} else {
+		c, err = s.acquireVars(ds, mergeVars(s.vars, s.txn.vars))
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -455,13 +483,13 @@ func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
 		begin = "BEGIN"
 	}
 	if _, err := c.Exec(begin); err != nil {
-		c.Release()
+		s.releaseTxnConn(c, connLost(classify(err)))
 		return nil, nil, err
 	}
 	for _, sp := range s.txn.savepoints {
 		if _, err := c.Exec("SAVEPOINT " + quoteIdent(sp)); err != nil {
 			_, _ = c.Exec("ROLLBACK")
-			c.Release()
+			s.releaseTxnConn(c, connLost(classify(err)))
 			return nil, nil, err
 		}
 	}
@@ -535,7 +563,11 @@ func (s *Session) afterError(c Conn, err error) {
 // (and COMMIT, which fails) to the client; err says why, unless the
 // connection broke (the generic message then says so).
 func (s *Session) abortTxn(err error) {
-	s.txn.conn.Release()
+	lost := connLost(err)
+	if c := s.txn.conn; c == s.temp && !lost {
+		_, _ = c.Exec("ROLLBACK") // kept: its temporary tables live on
+	}
+	s.releaseTxnConn(s.txn.conn, lost)
 	s.txn.conn = nil
 	s.txn.aborted = true
 	if !connLost(err) {
@@ -586,7 +618,7 @@ func (s *Session) endTxn(commit bool) (*mysql.Result, error) {
 		s.mirror(t.mirror)
 		s.commits = nil
 	}
-	t.conn.Release()
+	s.releaseTxnConn(t.conn, err != nil && connLost(classify(err)))
 	if err != nil {
 		if !commit && (connLost(err) || isCode(err, CodeTxnAborted) || isCode(err, CodeTxnRolledBack)) {
 			// The connection is dropped: the server rolls back whatever it
