@@ -44,15 +44,17 @@ func TestKill(t *testing.T) {
 	}
 	// running waits until a datasource runs a statement starting with q and
 	// returns its thread id there.
-	direct := s.ds[0].Open(t, "")
+	direct := []*sql.DB{s.ds[0].Open(t, ""), s.ds[1].Open(t, "")}
 	running := func(q string) uint64 {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
-			var id uint64
-			err := direct.QueryRowContext(ctx, "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE ? ORDER BY ID LIMIT 1", q+"%").Scan(&id)
-			if err == nil {
-				return id
+			for _, d := range direct {
+				var id uint64
+				err := d.QueryRowContext(ctx, "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE ? ORDER BY ID LIMIT 1", q+"%").Scan(&id)
+				if err == nil {
+					return id
+				}
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -175,6 +177,35 @@ func TestKill(t *testing.T) {
 	}
 	if _, err := killer.ExecContext(ctx, "KILL 4000000000"); errno(err) != 1094 {
 		t.Errorf("KILL of an unknown id: %v, want 1094", err)
+	}
+
+	// KILL QUERY mid-transaction (issue 26): the statement stops with 1317,
+	// the transaction stays open with what it did before, as on MariaDB,
+	// and commits (before, the backend connection was dropped: the
+	// transaction was rolled back under the client).
+	if _, err := victim.ExecContext(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := victim.ExecContext(ctx, "INSERT INTO im_conv_seq (conv_id, max_seq) VALUES (9202, 1)"); err != nil {
+		t.Fatal(err)
+	}
+	done = run(victim, "SELECT SLEEP(30) AS in_txn")
+	running("SELECT SLEEP(30) AS in_txn")
+	if _, err := killer.ExecContext(ctx, "KILL QUERY "+uitoa(victimID)); err != nil {
+		t.Fatalf("KILL QUERY %d in a transaction: %v", victimID, err)
+	}
+	if err := within(done, 10*time.Second, "the statement killed in a transaction"); errno(err) != 1317 {
+		t.Errorf("the statement killed in a transaction: %v, want 1317", err)
+	}
+	if _, err := victim.ExecContext(ctx, "UPDATE im_conv_seq SET max_seq = 2 WHERE conv_id = 9202"); err != nil {
+		t.Errorf("the transaction after KILL QUERY: %v", err)
+	}
+	if _, err := victim.ExecContext(ctx, "COMMIT"); err != nil {
+		t.Errorf("COMMIT after KILL QUERY: %v", err)
+	}
+	var kept int
+	if err := app.QueryRowContext(ctx, "SELECT max_seq FROM im_conv_seq WHERE conv_id = 9202").Scan(&kept); err != nil || kept != 2 {
+		t.Errorf("the transaction's row after KILL QUERY and COMMIT: %d (%v), want 2", kept, err)
 	}
 
 	// KILL CONNECTION mid-transaction: the victim's connection ends and its

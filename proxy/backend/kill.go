@@ -55,37 +55,82 @@ const killTimeout = 3 * time.Second
 // KILL QUERY on another connection of the same datasource, so that the
 // server stops working on it too. It returns how many it stopped.
 func (m *Manager) Interrupt(owner uint32) int {
+	return m.eachOwned(owner, func(c *Conn) bool {
+		return c.interrupt(c.w.busy.Load(), claimKilled)
+	}, func(pc poolConn) {
+		// The claimed connection is never used again, so its thread id
+		// cannot belong to anyone else by the time this runs.
+		go pc.p.killThread(pc.c.id)
+	})
+}
+
+// eachOwned calls stop, under the connection's owner lock, for each live
+// connection owner holds; where stop stopped a statement, after runs
+// (outside the lock). It returns how many stop stopped.
+func (m *Manager) eachOwned(owner uint32, stop func(*Conn) bool, after func(poolConn)) int {
 	if owner == 0 {
 		return 0
 	}
+	n := 0
+	for _, pc := range m.liveConns() {
+		pc.c.ownerMu.Lock()
+		stopped := pc.c.owner == owner && stop(pc.c)
+		pc.c.ownerMu.Unlock()
+		if stopped {
+			n++
+			after(pc)
+		}
+	}
+	return n
+}
+
+// poolConn is a live backend connection and its pool.
+type poolConn struct {
+	p *Pool
+	c *Conn
+}
+
+// liveConns lists every live backend connection of every pool.
+func (m *Manager) liveConns() []poolConn {
 	m.mu.RLock()
 	pools := make([]*Pool, 0, len(m.pools))
 	for _, p := range m.pools {
 		pools = append(pools, p)
 	}
 	m.mu.RUnlock()
-	n := 0
+	var out []poolConn
 	for _, p := range pools {
 		p.mu.Lock()
-		conns := make([]*Conn, 0, len(p.live))
 		for c := range p.live {
-			conns = append(conns, c)
+			out = append(out, poolConn{p, c})
 		}
 		p.mu.Unlock()
-		for _, c := range conns {
-			c.ownerMu.Lock()
-			claimed := c.owner == owner && c.interrupt(c.w.busy.Load(), claimKilled)
-			c.ownerMu.Unlock()
-			if !claimed {
-				continue
-			}
-			n++
-			// The claimed connection is never used again, so its thread id
-			// cannot belong to anyone else by the time this runs.
-			go p.killThread(c.id)
-		}
 	}
-	return n
+	return out
+}
+
+// InterruptQuery is KILL QUERY of client connection owner: the server
+// stops each statement the owner has running on a backend (it fails with
+// 1317, ER_QUERY_INTERRUPTED) and the connection stays, with its
+// transaction open, as MariaDB leaves a session's. Until the KILL QUERY
+// sent for it has been answered, the connection starts no other command
+// (wire.killing), so the KILL cannot land on a later statement, whoever
+// runs it. It returns how many statements it interrupted.
+func (m *Manager) InterruptQuery(owner uint32) int {
+	return m.eachOwned(owner, func(c *Conn) bool {
+		if c.w.busy.Load() <= 0 {
+			return false // between commands: nothing to stop
+		}
+		ch := make(chan struct{})
+		return c.w.killing.CompareAndSwap(nil, &ch)
+	}, func(pc poolConn) {
+		ch := pc.c.w.killing.Load()
+		go func() {
+			pc.p.killThread(pc.c.id)
+			pc.c.w.killing.Store(nil)
+			close(*ch)
+		}()
+	})
 }
 
 // killThread sends KILL QUERY id on a connection of p (errors are not the

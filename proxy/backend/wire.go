@@ -50,6 +50,11 @@ type wire struct {
 	// Conn.interrupt) and expiring nc's deadlines; every later read or
 	// write then fails with errInterrupted.
 	busy atomic.Int64
+	// killing is set while a KILL QUERY for this connection's server
+	// thread is on its way (Manager.InterruptQuery): the next command
+	// waits until it has been answered, so that it cannot stop that
+	// command instead of the one it was sent for.
+	killing atomic.Pointer[chan struct{}]
 }
 
 // readBufSize: a point-select result is ~100 bytes, a 50-row history page a
@@ -177,6 +182,9 @@ const refusalWait = 100 * time.Millisecond
 // write sends framed packets in one write; it starts the command's clock
 // (busy) unless the command was already claimed.
 func (w *wire) write(b []byte) error {
+	if ch := w.killing.Load(); ch != nil {
+		<-*ch
+	}
 	now := time.Now()
 	for {
 		start := w.busy.Load()

@@ -130,7 +130,7 @@ retry:
 		g.active.Add(1)
 		if h := g.hold.Load(); h != nil {
 			s.e.leave(shards[:i+1])
-			if err := h.wait(&deadline); err != nil {
+			if err := h.wait(&deadline, s.interrupt); err != nil {
 				return nil, err
 			}
 			goto retry
@@ -341,8 +341,9 @@ func (h *ShardHold) kickDrain() {
 }
 
 // wait queues a write until the hold ends. deadline is the write's time
-// limit, set at its first wait and kept across holds.
-func (h *ShardHold) wait(deadline *time.Time) error {
+// limit, set at its first wait and kept across holds; a KILL of the
+// session (stop) ends the wait at once, the write not sent.
+func (h *ShardHold) wait(deadline *time.Time, stop <-chan struct{}) error {
 	opt, m := h.e.opt, h.e.metrics
 	h.mu.Lock()
 	switch {
@@ -371,19 +372,29 @@ func (h *ShardHold) wait(deadline *time.Time) error {
 	defer m.queueHeld(-1)
 	t := time.NewTimer(time.Until(*deadline))
 	defer t.Stop()
+	leave := func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.released || h.failErr != nil {
+			return false // woken meanwhile
+		}
+		h.queue[at] = nil
+		h.queued--
+		m.waitHeld(time.Since(start))
+		return true
+	}
 	select {
 	case <-ch:
 	case <-t.C:
-		h.mu.Lock()
-		if !h.released && h.failErr == nil {
-			h.queue[at] = nil
-			h.queued--
-			h.mu.Unlock()
-			m.waitHeld(time.Since(start))
+		if leave() {
 			m.refuseHeld("timeout")
 			return errorf(CodeShardHeld, "Lock wait timeout exceeded: shard %s is held for a migration switch; the write waited %s (migration.hold_max_wait); retry the statement", h.shard, opt.HoldMaxWait)
 		}
-		h.mu.Unlock() // woken as the timer fired
+	case <-stop:
+		if leave() {
+			m.refuseHeld("killed")
+			return errorf(CodeQueryInterrupted, "Query execution was interrupted: KILL while the write waited for a migration switch of shard %s; nothing was written", h.shard)
+		}
 	}
 	m.waitHeld(time.Since(start))
 	h.mu.Lock()

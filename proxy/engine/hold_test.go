@@ -764,3 +764,46 @@ func TestFenceSetUpRetried(t *testing.T) {
 		t.Fatal("another missing table was retried away")
 	}
 }
+
+// TestHoldKilledWait: KILL QUERY of a session whose write waits behind a
+// migration hold ends the wait at once with 1317 (CodeQueryInterrupted),
+// the write never sent; a KILL between statements stops none.
+func TestHoldKilledWait(t *testing.T) {
+	e, rec, _ := newHoldEngine(Options{HoldMaxWait: 30 * time.Second})
+	victim, killer := e.NewSession("im"), e.NewSession("im")
+	victim.SetClient("app", "h", 71)
+	killer.SetClient("app", "h", 72)
+	defer victim.Close()
+	defer killer.Close()
+	// A KILL while the victim is idle does not stop its next statement.
+	if _, err := killer.Query("KILL QUERY 71"); err != nil {
+		t.Fatal(err)
+	}
+	h := hold(t, e, heldShard)
+	done := goQuery(victim, "UPDATE conv_msg SET msg_type = 3 WHERE conv_id = 42 AND seq = 1")
+	waitQueued(t, h, 1)
+	start := time.Now()
+	if _, err := killer.Query("KILL QUERY 71"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		expectCode(t, err, CodeQueryInterrupted)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held write did not end on KILL QUERY")
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the killed wait ended after %v", took)
+	}
+	waitQueued(t, h, 0)
+	h.Release()
+	for _, l := range rec.take() {
+		if strings.Contains(l, "UPDATE") {
+			t.Errorf("the killed write was sent: %s", l)
+		}
+	}
+	// The session goes on.
+	if _, err := victim.Query("UPDATE conv_msg SET msg_type = 4 WHERE conv_id = 42 AND seq = 1"); err != nil {
+		t.Fatal(err)
+	}
+}

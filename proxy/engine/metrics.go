@@ -144,8 +144,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		holdRefused: newFixedCounters(prometheus.CounterOpts{
 			Name: "convoy_migration_hold_refused_total",
-			Help: "Writes refused because of a migration hold: timeout (waited migration.hold_max_wait), queue_full (migration.hold_max_queue), unavailable (the switch is unresolved), fenced (every sharded write: the proxy cannot prove its etcd registration).",
-		}, "reason", "timeout", "queue_full", "unavailable", "fenced"),
+			Help: "Writes refused because of a migration hold: timeout (waited migration.hold_max_wait), queue_full (migration.hold_max_queue), unavailable (the switch is unresolved), fenced (every sharded write: the proxy cannot prove its etcd registration), killed (KILL of the waiting session).",
+		}, "reason", "timeout", "queue_full", "unavailable", "fenced", "killed"),
 		searchLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "convoy_search_query_duration_seconds",
 			Help:    "msg_search queries by part: total, members (im_conv_member), index, fresh (the window read from MySQL).",

@@ -75,7 +75,11 @@ func (s *Session) backendCtx() context.Context {
 
 // interrupter is the part of Backends KILL needs (backend.Manager has it).
 type interrupter interface {
+	// Interrupt stops the owner's running statements and drops their
+	// connections (KILL CONNECTION); InterruptQuery has the server stop
+	// them and keeps the connections and their transactions (KILL QUERY).
 	Interrupt(owner uint32) int
+	InterruptQuery(owner uint32) int
 }
 
 // kill answers KILL: the target's running backend statements are stopped
@@ -96,7 +100,15 @@ func (s *Session) kill(pl *plan) (*mysql.Result, bool, error) {
 		return nil, true, errorf(CodeNotThreadOwner, "You are not owner of thread %d", st.ConnectionID)
 	}
 	if in, ok := s.e.backends.(interrupter); ok {
-		in.Interrupt(target.connID)
+		if st.Query {
+			in.InterruptQuery(target.connID)
+		} else {
+			in.Interrupt(target.connID)
+		}
+	}
+	select {
+	case target.interrupt <- struct{}{}: // a wait in Convoy itself ends too
+	default:
 	}
 	if !st.Query && target.closer != nil {
 		target.closer()
@@ -106,6 +118,9 @@ func (s *Session) kill(pl *plan) (*mysql.Result, bool, error) {
 
 // Interrupt implements interrupter.
 func (b managerBackends) Interrupt(owner uint32) int { return b.m.Interrupt(owner) }
+
+// InterruptQuery implements interrupter.
+func (b managerBackends) InterruptQuery(owner uint32) int { return b.m.InterruptQuery(owner) }
 
 var _ interrupter = managerBackends{}
 
@@ -122,8 +137,14 @@ type procState struct {
 }
 
 // startCommand and endCommand bracket one command of the session.
-func (s *Session) startCommand(command, info string) { s.proc.set(command, info, s.db) }
-func (s *Session) endCommand()                       { s.proc.set("Sleep", "", s.db) }
+func (s *Session) startCommand(command, info string) {
+	select {
+	case <-s.interrupt:
+	default:
+	}
+	s.proc.set(command, info, s.db)
+}
+func (s *Session) endCommand() { s.proc.set("Sleep", "", s.db) }
 
 func (p *procState) set(command, info, db string) {
 	p.mu.Lock()

@@ -80,6 +80,11 @@ type Session struct {
 	// mirrored on, whose value is the GTID of the source transaction that
 	// committed them once known (noteCommit); nil when nothing is mirrored.
 	commits map[router.Shard]string
+	// interrupt receives KILL QUERY / KILL CONNECTION of this session
+	// while it waits in Convoy itself (a migration hold): the wait ends at
+	// once. Drained at each command's start (a KILL between statements
+	// stops none, as on MariaDB).
+	interrupt chan struct{}
 	// onShard: the statement being planned runs on the one shard a
 	// /*+ convoy shard=N */ names (rewrite.AnalyzeOnShard).
 	onShard bool
@@ -143,7 +148,7 @@ func (t *txnState) noteHistory(convs []uint64, known bool) {
 // NewSession starts a session with db as its current database.
 func (e *Engine) NewSession(db string) *Session {
 	return &Session{e: e, parser: rewrite.NewParser(), db: db, autocommit: true, vars: map[string]string{}, shard: -1,
-		priv: Privileges{Read: true, Write: true, DDL: true}}
+		priv: Privileges{Read: true, Write: true, DDL: true}, interrupt: make(chan struct{}, 1)}
 }
 
 // StatementShard is the shard the last Query, Prepare or Execute was routed
