@@ -2,7 +2,10 @@ package integration
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"testing"
+	"time"
 )
 
 // TestTemporaryTables (issue 26): a session's temporary table lives on one
@@ -68,5 +71,71 @@ func TestTemporaryTables(t *testing.T) {
 	}
 	if _, err := a.ExecContext(ctx, "CREATE TEMPORARY TABLE conv_msg (id INT)"); errno(err) != 1235 {
 		t.Fatalf("a temporary table named like a sharded table: %v, want 1235", err)
+	}
+}
+
+// TestSessionStatementsAndVariables (issue 26): SQL-level prepared
+// statements (PREPARE / EXECUTE / DEALLOCATE PREPARE) live on the
+// session's own connection and user variables assigned inside a SELECT
+// (`SELECT @n := ...`) are kept by the session, whatever other sessions do
+// to the pool meanwhile (before: EXECUTE got 1243 Unknown prepared
+// statement, and @n read NULL, once another session held the idle
+// connection). A PREPARE of a statement on sharded tables is refused with
+// 1235 (it would run on one datasource, which lacks them).
+func TestSessionStatementsAndVariables(t *testing.T) {
+	s := newStack(t)
+	db := s.convoy.open(t, "convoy", "convoy", "im")
+	ctx := context.Background()
+	a, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	// Each step of a runs while b holds a pooled connection.
+	step := func(q string) (string, error) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() {
+			_, _ = b.ExecContext(ctx, "SELECT SLEEP(0.2)")
+			close(done)
+		}()
+		defer func() { <-done }()
+		time.Sleep(20 * time.Millisecond)
+		var v sql.NullString
+		err := a.QueryRowContext(ctx, q).Scan(&v)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = nil
+		}
+		return v.String, err
+	}
+	for _, c := range []struct{ q, want string }{
+		{"SET @x = 5", ""},
+		{"PREPARE p FROM 'SELECT ? + 1'", ""},
+		{"SELECT @n := 41 + 1", "42"},
+		{"EXECUTE p USING @x", "6"},
+		{"SELECT @n", "42"},
+		{"SELECT CONCAT(@n, '/', @x)", "42/5"},
+		{"DEALLOCATE PREPARE p", ""},
+	} {
+		got, err := step(c.q)
+		if err != nil || got != c.want {
+			t.Fatalf("%s: %q, %v; want %q", c.q, got, err, c.want)
+		}
+	}
+	if _, err := step("EXECUTE p USING @x"); errno(err) != 1243 {
+		t.Fatalf("EXECUTE after DEALLOCATE: %v, want 1243", err)
+	}
+	if _, err := a.ExecContext(ctx, "PREPARE q FROM 'SELECT COUNT(*) FROM conv_msg WHERE conv_id = ?'"); errno(err) != 1235 {
+		t.Fatalf("PREPARE of a statement on a sharded table: %v, want 1235", err)
+	}
+	// Another session never sees the first one's statement.
+	mustExec(t, a, "PREPARE mine FROM 'SELECT 1'")
+	if _, err := b.ExecContext(ctx, "EXECUTE mine"); errno(err) != 1243 {
+		t.Fatalf("another session's EXECUTE of a's statement: %v, want 1243", err)
 	}
 }

@@ -835,8 +835,8 @@ func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result,
 	case s.usesTempConn(pl):
 		// In a transaction: it runs on (or opens on) the temporary-table
 		// connection (Session.conn), unless it already runs on another.
-		if pl.temp != nil && pl.temp.create != "" && s.txn.conn != nil && s.txn.conn != s.temp {
-			return nil, errorf(CodeNotSupported, "CREATE TEMPORARY TABLE inside a transaction that has already run a statement: create it before the transaction, or as its first statement")
+		if pl.temp != nil && (pl.temp.creates() || pl.temp.execute) && s.txn.conn != nil && s.txn.conn != s.temp {
+			return nil, errorf(CodeNotSupported, "CREATE TEMPORARY TABLE, PREPARE and EXECUTE inside a transaction that has already run a statement elsewhere are not supported through Convoy: run them before the transaction, or as its first statement")
 		}
 		if s.temp == nil {
 			if _, err = s.tempConn(def); err != nil {
@@ -908,6 +908,7 @@ func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result,
 	s.afterError(c, err)
 	if err == nil {
 		s.noteTemp(pl)
+		s.readBack(c, pl.assigns)
 	} else if c == s.temp && s.txn.conn != c && connLost(classify(err)) {
 		s.dropTemps() // its temporary tables went with it
 	}

@@ -23,8 +23,12 @@ type plan struct {
 	a    *rewrite.Analysis
 	tmpl *rewrite.Template // set when the statement names sharded tables
 	// temp is what the statement does to the session's temporary tables
-	// (temptables.go); nil: nothing.
+	// and SQL-level prepared statements (temptables.go); nil: nothing.
 	temp *tempPlan
+	// assigns are the user variables a statement on no sharded table
+	// assigns (SELECT @n := ...): read back after it, kept in the session
+	// as SET would keep them (plain names only).
+	assigns []string
 	// namedLock marks a statement on no sharded table calling a named-lock
 	// function (GET_LOCK and its kin): it runs on the session's lock
 	// connection (namedlock.go).
@@ -351,10 +355,16 @@ func (s *Session) plan(sql string) (*plan, error) {
 		a.Stmt.Accept(v)
 		pl.setsLastID = v.found
 	}
-	if a.Kind == rewrite.KindDDL {
+	if a.Kind == rewrite.KindDDL || pl.tmpl == nil {
 		if pl.temp, err = planTemp(a.Stmt, s.db); err != nil {
 			return nil, err
 		}
+		if err := s.checkPrepared(a.Stmt); err != nil {
+			return nil, err
+		}
+	}
+	if pl.tmpl == nil {
+		pl.assigns = assignedUserVars(a.Stmt)
 	}
 	if callsNamedLock(a, sql) {
 		if pl.tmpl != nil {

@@ -88,10 +88,12 @@ type Session struct {
 	// onShard: the statement being planned runs on the one shard a
 	// /*+ convoy shard=N */ names (rewrite.AnalyzeOnShard).
 	onShard bool
-	// temp is the connection the session's temporary tables live on, and
-	// temps their names, db.table lower-case (temptables.go).
+	// temp is the session's own connection (temptables.go): its temporary
+	// tables live there (temps: db.table lower-case) and its SQL-level
+	// prepared statements (stmts: names lower-case).
 	temp  Conn
 	temps map[string]bool
+	stmts map[string]bool
 	// locks is the connection the session's named locks live on
 	// (namedlock.go); nil until the first GET_LOCK or kin.
 	locks Conn
