@@ -760,6 +760,13 @@ func (p *keyPlan) items() []keySync {
 // come; an update of the primary key names both keys. A change of rows of
 // other shards only (a shared table) names nothing.
 func (a *Applier) plan(p *keyPlan, t binlog.Txn) (int, error) {
+	return a.eachOfShard(t, func(at *applyTable, k Key, _ []any) { p.add(at, k) })
+}
+
+// eachOfShard calls fn, in order, for each image of t's changes that is a
+// row of the shard: the Before image's key with a nil row, then the After
+// image's key with the row. It returns how many changes were of the shard.
+func (a *Applier) eachOfShard(t binlog.Txn, fn func(at *applyTable, k Key, after []any)) (int, error) {
 	n := 0
 	for i := range t.Changes {
 		c := &t.Changes[i]
@@ -772,7 +779,7 @@ func (a *Applier) plan(p *keyPlan, t binlog.Txn) (int, error) {
 			return n, err
 		}
 		of := false
-		for _, img := range [][]any{before, after} {
+		for j, img := range [][]any{before, after} {
 			ok, err := at.owns(img)
 			if err != nil {
 				return n, err
@@ -784,7 +791,11 @@ func (a *Applier) plan(p *keyPlan, t binlog.Txn) (int, error) {
 			if err != nil {
 				return n, err
 			}
-			p.add(at, k)
+			var row []any
+			if j == 1 {
+				row = after
+			}
+			fn(at, k, row)
 			of = true
 		}
 		if of {
@@ -824,42 +835,8 @@ func (p *imagePlan) set(at *applyTable, k Key, row []any) {
 // its Before key and writes its After image, in order, so the batch's
 // last word on each key is kept.
 func (a *Applier) planImages(p *imagePlan, t binlog.Txn) (int, error) {
-	n := 0
-	for i := range t.Changes {
-		c := &t.Changes[i]
-		at := a.tables[tableName{c.Schema, c.Table}]
-		if at == nil {
-			continue
-		}
-		before, after, err := at.images(c)
-		if err != nil {
-			return n, err
-		}
-		of := false
-		for j, img := range [][]any{before, after} {
-			ok, err := at.owns(img)
-			if err != nil {
-				return n, err
-			}
-			if !ok {
-				continue
-			}
-			k, err := at.src.keyOf(img)
-			if err != nil {
-				return n, err
-			}
-			var row []any // the Before key is deleted unless an After image follows
-			if j == 1 {
-				row = after
-			}
-			p.set(at, k, row)
-			of = true
-		}
-		if of {
-			n++
-		}
-	}
-	return n, nil
+	// The Before key is deleted unless an After image of it follows.
+	return a.eachOfShard(t, p.set)
 }
 
 // write applies the plan in tx: each table's deleted keys first (a row
