@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"strings"
-
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/convoy-im/convoy/rewrite"
@@ -30,7 +28,7 @@ var namedLockFuncs = map[string]bool{
 
 // callsNamedLock reports whether a statement calls a named-lock function.
 func callsNamedLock(a *rewrite.Analysis, sql string) bool {
-	if !strings.Contains(strings.ToLower(sql), "_lock") {
+	if !containsFold(sql, "_lock") {
 		return false // the common case, without a walk of the AST
 	}
 	v := &lockFinder{}
@@ -63,6 +61,20 @@ func (s *Session) lockConn(ds string) (Conn, error) {
 	// The default datasource changed (a route change): the locks held on
 	// the old one go with its connection.
 	s.dropLocks()
+	c, err := s.acquireOwn(ds)
+	if err != nil {
+		return nil, err
+	}
+	setTimeout(c, 0)
+	s.locks = c
+	return c, nil
+}
+
+// acquireOwn takes a connection of ds for the session's own server-side
+// state (named locks, temporary tables, SQL-level prepared statements):
+// retired, so that its Release closes it and the server drops that state,
+// never handing it to another session through the pool.
+func (s *Session) acquireOwn(ds string) (Conn, error) {
 	c, err := s.acquire(ds)
 	if err != nil {
 		return nil, err
@@ -70,9 +82,22 @@ func (s *Session) lockConn(ds string) (Conn, error) {
 	if r, ok := c.(interface{ Retire() }); ok {
 		r.Retire()
 	}
-	setTimeout(c, 0)
-	s.locks = c
 	return c, nil
+}
+
+// containsFold reports whether s contains the ASCII word sub (lower-case)
+// in any case, without copying s (it runs on every statement planned).
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		j := 0
+		for j < len(sub) && s[i+j]|0x20 == sub[j]|0x20 {
+			j++
+		}
+		if j == len(sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // afterLockError drops the lock connection when it broke: the server has

@@ -364,7 +364,7 @@ func (s *Session) plan(sql string) (*plan, error) {
 		}
 	}
 	if pl.tmpl == nil {
-		pl.assigns = assignedUserVars(a.Stmt)
+		pl.assigns = assignedUserVars(a.Stmt, sql)
 	}
 	if callsNamedLock(a, sql) {
 		if pl.tmpl != nil {

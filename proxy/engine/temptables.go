@@ -106,12 +106,9 @@ func (s *Session) tempConn(ds string) (Conn, error) {
 		}
 		return c, nil
 	}
-	c, err := s.acquire(ds)
+	c, err := s.acquireOwn(ds)
 	if err != nil {
 		return nil, err
-	}
-	if r, ok := c.(interface{ Retire() }); ok {
-		r.Retire()
 	}
 	s.temp = c
 	return c, nil
@@ -205,7 +202,10 @@ func isUnsupportedSharded(err error) bool {
 
 // assignedUserVars lists the user variables stmt assigns with := (plain
 // names only: they are read back by name).
-func assignedUserVars(stmt ast.StmtNode) []string {
+func assignedUserVars(stmt ast.StmtNode, sql string) []string {
+	if !strings.Contains(sql, ":=") {
+		return nil // the common case, without a walk of the AST
+	}
 	v := &assignFinder{}
 	stmt.Accept(v)
 	return v.names
