@@ -290,6 +290,17 @@ func splitLogName(name string) (base string, seq uint64, err error) {
 // the binary log, microseconds normally, longer on a starved CPU.
 const snapshotRetry = 20 * time.Millisecond
 
+// snapshotStatementTimeout bounds one statement of SnapshotCovering.
+const snapshotStatementTimeout = 10 * time.Second
+
+// snapshotAttempt opens the snapshot and reads its binlog offset.
+func snapshotAttempt(ctx context.Context, conn *sql.Conn) (FileOffset, error) {
+	if _, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
+		return FileOffset{}, fmt.Errorf("binlog: snapshot: %w", err)
+	}
+	return snapshotOffset(ctx, conn)
+}
+
 // SnapshotCovering opens a consistent, read-only snapshot transaction on
 // conn that sees the transaction ending at end (a delivered Txn.End) and
 // every one before it in the binary log. A snapshot right after the
@@ -306,12 +317,18 @@ const snapshotRetry = 20 * time.Millisecond
 // and end it with COMMIT. Under REPEATABLE READ every read in it sees the
 // snapshot; under READ COMMITTED each read sees a newer view, which still
 // includes end.
+//
+// ctx is checked between attempts, not inside a statement: a deadline that
+// ran out mid-statement would make the driver drop conn, whose owner may
+// go on using it (each statement is bounded by snapshotStatementTimeout).
 func SnapshotCovering(ctx context.Context, conn *sql.Conn, end FileOffset) error {
 	for wait := 250 * time.Microsecond; ; wait = min(2*wait, snapshotRetry) {
-		if _, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
-			return fmt.Errorf("binlog: snapshot: %w", err)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("binlog: the server's snapshots stay before the streamed transaction ending at %s: %w", end, err)
 		}
-		at, err := snapshotOffset(ctx, conn)
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snapshotStatementTimeout)
+		at, err := snapshotAttempt(qctx, conn)
+		cancel()
 		c := 0
 		if err == nil {
 			c, err = at.compare(end)
@@ -319,7 +336,7 @@ func SnapshotCovering(ctx context.Context, conn *sql.Conn, end FileOffset) error
 		if err == nil && c >= 0 {
 			return nil
 		}
-		// The context may be why it failed; roll back regardless of it.
+		// Whatever the attempt opened goes, whatever made it fail.
 		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 		if err != nil {
 			return err
