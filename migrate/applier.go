@@ -393,8 +393,9 @@ func (a *Applier) Reset(ctx context.Context, origin binlog.Position) error {
 
 // applyRun is one Run's connections and what it last wrote.
 type applyRun struct {
-	conn    *sql.Conn // the target: the checkpoint and the rows
-	src     *sql.Conn // the source: its rows read under conn's locks
+	conn    *sql.Conn     // the target: the checkpoint and the rows
+	dst     *preparedConn // conn's statements, prepared once
+	src     *sql.Conn     // the source: its rows read under conn's locks
 	saved   binlog.Position
 	savedAt time.Time
 	// skipped is the last transaction with nothing of the shard that the
@@ -436,7 +437,8 @@ func (a *Applier) Run(ctx context.Context, origin binlog.Position) error {
 	a.mu.Lock()
 	a.stats.Position, a.stats.Saved = from, from
 	a.mu.Unlock()
-	run := &applyRun{conn: conn, src: sconn, saved: from, savedAt: time.Now()}
+	run := &applyRun{conn: conn, dst: newPreparedConn(conn), src: sconn, saved: from, savedAt: time.Now()}
+	defer run.dst.close()
 	// The reader receives while the target applies: what arrives meanwhile
 	// is the next batch. Either side's error ends both.
 	sctx, stop := context.WithCancel(ctx)
@@ -595,7 +597,7 @@ func (a *Applier) handle(ctx context.Context, run *applyRun, batch []binlog.Txn)
 	var n syncCounts
 	var err error
 	for attempt := 1; ; attempt++ {
-		err = txn(ctx, run.conn, func(tx *sql.Tx) error {
+		err = run.dst.txn(ctx, func(tx queryer) error {
 			if err := a.advance(ctx, tx, run.saved, last); err != nil {
 				return err
 			}
@@ -674,7 +676,7 @@ func (a *Applier) saveIdle(ctx context.Context, run *applyRun) error {
 	if run.skipped != nil {
 		t.GTID, t.Time = run.skipped.GTID, run.skipped.Time
 	}
-	if err := txn(ctx, run.conn, func(tx *sql.Tx) error { return a.advance(ctx, tx, run.saved, t) }); err != nil {
+	if err := run.dst.txn(ctx, func(tx queryer) error { return a.advance(ctx, tx, run.saved, t) }); err != nil {
 		return fmt.Errorf("migrate: move the checkpoint to %s: %w", at, err)
 	}
 	run.saved, run.savedAt, run.skipped = at, time.Now(), nil
@@ -692,7 +694,7 @@ func (a *Applier) donePending(n int) {
 
 // advance moves the checkpoint row from prev to t.Next inside tx, first
 // in tx so that its row lock serialises appliers of one job and shard.
-func (a *Applier) advance(ctx context.Context, tx *sql.Tx, prev binlog.Position, t binlog.Txn) error {
+func (a *Applier) advance(ctx context.Context, tx queryer, prev binlog.Position, t binlog.Txn) error {
 	var srcTime any
 	if !t.Time.IsZero() {
 		srcTime = t.Time.UTC().Format(time.DateTime)
@@ -842,7 +844,7 @@ func (a *Applier) planImages(p *imagePlan, t binlog.Txn) (int, error) {
 // write applies the plan in tx: each table's deleted keys first (a row
 // that is gone cannot then block an upsert through a secondary unique
 // key), then its rows.
-func (p *imagePlan) write(ctx context.Context, tx *sql.Tx) (syncCounts, error) {
+func (p *imagePlan) write(ctx context.Context, tx queryer) (syncCounts, error) {
 	var n syncCounts
 	for _, at := range p.tables {
 		var gone []Key

@@ -28,7 +28,14 @@ import (
 //
 // One poller per watch reads the checkpoint row while anyone waits (every
 // pollEvery), so the cost is one primary-key read per poll whatever the
-// number of waiting writes, and nothing while nobody waits.
+// number of waiting writes, and nothing while nobody waits. The read takes
+// the row's shared lock: the apply moves the checkpoint first in each
+// batch's transaction, so a read that comes while a batch is being applied
+// waits for its COMMIT and returns the new position at once, instead of
+// the old one and a pause (a wake-up on the apply's commit, without a
+// channel between the runner's process and the proxies'). The lock is
+// held for the read only (autocommit), and a lock wait longer than a
+// second (a stalled apply) ends the read, not the connection.
 type applyWatch struct {
 	db    *sql.DB
 	query string
@@ -51,8 +58,9 @@ const applyPollEvery = 2 * time.Millisecond
 
 func newApplyWatch(db *sql.DB, database, job string, shard int) *applyWatch {
 	return &applyWatch{db: db,
-		query: "SELECT position FROM " + quoteIdent(database) + "." + quoteIdent(CheckpointTable) + " WHERE job = ? AND shard = ?",
-		args:  []any{job, uint64(shard)}}
+		query: "SET STATEMENT innodb_lock_wait_timeout = 1 FOR SELECT position FROM " + quoteIdent(database) + "." + quoteIdent(CheckpointTable) +
+			" WHERE job = ? AND shard = ? LOCK IN SHARE MODE",
+		args: []any{job, uint64(shard)}}
 }
 
 // wait returns once the checkpoint reaches pos, or ctx's error.
@@ -86,7 +94,7 @@ func (w *applyWatch) wait(ctx context.Context, pos binlog.Position) error {
 // deadlines end their wait.
 func (w *applyWatch) poll() {
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		var at string
 		err := w.db.QueryRowContext(ctx, w.query, w.args...).Scan(&at)
 		cancel()

@@ -91,7 +91,7 @@ func (c *syncCounts) add(o syncCounts) { c.upserts += o.upserts; c.deletes += o.
 // syncKeys makes the target's rows with the items' keys equal to the
 // source's current ones (steps 1 to 4) in tx, a transaction on the target.
 // The caller commits tx.
-func syncKeys(ctx context.Context, tx *sql.Tx, src sourceRead, items []keySync) (syncCounts, error) {
+func syncKeys(ctx context.Context, tx queryer, src sourceRead, items []keySync) (syncCounts, error) {
 	s, err := lockAndRead(ctx, tx, src, items)
 	if err != nil {
 		return syncCounts{}, err
@@ -110,7 +110,7 @@ type syncState []syncRead
 
 // lockAndRead is steps 1 and 2: every lock first, then every read, so that
 // what is read cannot change on the target before it is written.
-func lockAndRead(ctx context.Context, tx *sql.Tx, src sourceRead, items []keySync) (syncState, error) {
+func lockAndRead(ctx context.Context, tx queryer, src sourceRead, items []keySync) (syncState, error) {
 	s := make(syncState, len(items))
 	for i, it := range items {
 		locked, err := selectKeys(ctx, tx, it.dst, it.dst.pkList(), len(it.dst.PK), nil, it.keys, " FOR UPDATE")
@@ -159,7 +159,7 @@ func lockAndRead(ctx context.Context, tx *sql.Tx, src sourceRead, items []keySyn
 }
 
 // write is steps 3 and 4.
-func (s syncState) write(ctx context.Context, tx *sql.Tx, src sourceRead) (syncCounts, error) {
+func (s syncState) write(ctx context.Context, tx queryer, src sourceRead) (syncCounts, error) {
 	var n syncCounts
 	inserted := make([][][]any, len(s))
 	for i, r := range s {
@@ -206,7 +206,7 @@ func heldKeys(locked [][]any) (map[string]Key, error) {
 // so that a row that should be gone cannot block an upsert through a
 // secondary unique key, and so that a key equal only under the collation
 // (abc vs ABC) ends as the source has it.
-func writeRows(ctx context.Context, tx *sql.Tx, src, dst *table, held map[string]Key, rows [][]any) (syncCounts, [][]any, error) {
+func writeRows(ctx context.Context, tx queryer, src, dst *table, held map[string]Key, rows [][]any) (syncCounts, [][]any, error) {
 	have := make(map[string]bool, len(rows))
 	var inserted [][]any
 	for _, r := range rows {
@@ -237,7 +237,7 @@ func writeRows(ctx context.Context, tx *sql.Tx, src, dst *table, held map[string
 // recheck is step 4 for one table: it reads the source's rows of the keys
 // of written (rows just inserted into keys without a target row, source
 // column order) again and writes those that changed since the first read.
-func recheck(ctx context.Context, tx *sql.Tx, src queryer, it keySync, written [][]any) (syncCounts, error) {
+func recheck(ctx context.Context, tx queryer, src queryer, it keySync, written [][]any) (syncCounts, error) {
 	if len(written) == 0 {
 		return syncCounts{}, nil
 	}
