@@ -133,6 +133,37 @@ func TestSessionStatementsAndVariables(t *testing.T) {
 	if _, err := a.ExecContext(ctx, "PREPARE q FROM 'SELECT COUNT(*) FROM conv_msg WHERE conv_id = ?'"); errno(err) != 1235 {
 		t.Fatalf("PREPARE of a statement on a sharded table: %v, want 1235", err)
 	}
+	// A SELECT on one shard assigns on the connection it ran on; the
+	// session keeps the value (before: @last read NULL, the assignment was
+	// left on a pooled connection). Text and prepared.
+	for i := 1; i <= 3; i++ {
+		mustExec(t, a, "INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (7707, ?, ?, 1, 1, NOW())", i, 770700+i)
+	}
+	for _, c := range []struct {
+		q    string
+		args []any
+		want string
+	}{
+		{"SELECT @last := seq FROM conv_msg WHERE conv_id = 7707 ORDER BY seq DESC LIMIT 1", nil, "3"},
+		{"SELECT @last", nil, "3"},
+		{"SELECT @first := msg_id FROM conv_msg WHERE conv_id = ? ORDER BY seq LIMIT 1", []any{7707}, "770701"},
+		{"SELECT CONCAT(@first, '/', @last)", nil, "770701/3"},
+	} {
+		var v sql.NullString
+		if err := a.QueryRowContext(ctx, c.q, c.args...).Scan(&v); err != nil || v.String != c.want {
+			t.Fatalf("%s: %q, %v; want %q", c.q, v.String, err, c.want)
+		}
+	}
+	// Over several shards the value MariaDB would keep (the last row's) is
+	// unknowable, and an INSERT's assignment is not read back: refused.
+	for _, q := range []string{
+		"SELECT @z := seq FROM conv_msg WHERE seq > 0",
+		"UPDATE conv_msg SET msg_type = (@z := 2) WHERE conv_id = 7707 AND seq = 1",
+	} {
+		if _, err := a.ExecContext(ctx, q); errno(err) != 1235 {
+			t.Fatalf("%s: %v, want 1235", q, err)
+		}
+	}
 	// Another session never sees the first one's statement.
 	mustExec(t, a, "PREPARE mine FROM 'SELECT 1'")
 	if _, err := b.ExecContext(ctx, "EXECUTE mine"); errno(err) != 1243 {

@@ -330,6 +330,9 @@ type part struct {
 	// quiet: Convoy's own statement (CREATE DATABASE before a sharded
 	// CREATE TABLE), whose conditions are not the client's.
 	quiet bool
+	// assigns are the user variables the statement assigns (plan.assigns),
+	// read back from the connection once it ran.
+	assigns []string
 	// db, when set, becomes the connection's current database first: a
 	// multi-table DELETE names its targets by alias (DELETE m FROM conv_msg
 	// m JOIN ...), which MariaDB resolves only under a current database
@@ -405,7 +408,7 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 // client's own literals; for a prepared statement when inlinable), else
 // with placeholders and the arguments in the order they are printed.
 func (s *Session) partFor(pl *plan, snap *router.Snapshot, sh router.Shard, ds string, args []any, binary bool) part {
-	p := part{shard: sh, ds: ds, args: pl.tmpl.Bind(args)}
+	p := part{shard: sh, ds: ds, args: pl.tmpl.Bind(args), assigns: pl.assigns}
 	switch {
 	case pl.textArgs:
 		p.sql = pl.renderInline(s, snap, sh, args) // inlinable was checked at lookup
@@ -484,6 +487,9 @@ func (s *Session) single(p part, write, binary bool) (*mysql.Result, error) {
 	s.afterError(c, err)
 	if write && err == nil && !s.inTxn() {
 		s.noteCommit(c, p.shard)
+	}
+	if err == nil {
+		s.readBack(c, p.assigns)
 	}
 	release()
 	if err != nil {

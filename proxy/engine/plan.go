@@ -25,9 +25,10 @@ type plan struct {
 	// temp is what the statement does to the session's temporary tables
 	// and SQL-level prepared statements (temptables.go); nil: nothing.
 	temp *tempPlan
-	// assigns are the user variables a statement on no sharded table
-	// assigns (SELECT @n := ...): read back after it, kept in the session
-	// as SET would keep them (plain names only).
+	// assigns are the user variables the statement assigns (SELECT @n :=
+	// ...): read back after it from the connection it ran on, kept in the
+	// session as SET would keep them (plain names only). On sharded
+	// tables only a SELECT of one physical table may assign them.
 	assigns []string
 	// namedLock marks a statement on no sharded table calling a named-lock
 	// function (GET_LOCK and its kin): it runs on the session's lock
@@ -335,12 +336,21 @@ func (s *Session) plan(sql string) (*plan, error) {
 		if pl.tmpl, err = rewrite.NewTemplate(a); err != nil {
 			return nil, classify(err)
 		}
-		if s.e.hot != nil && a.Kind == rewrite.KindSelect && !pl.calcFound { // a cached page knows no total
+		if pl.assigns = assignedUserVars(a.Stmt, sql); len(pl.assigns) > 0 && (a.Kind != rewrite.KindSelect || pl.calcFound) {
+			return nil, errorf(CodeNotSupported, "assigning user variables (@%s := ...) in %s on the sharded table %s is not supported: select the value, then SET the variable", pl.assigns[0], a.Kind, a.Sharded[0])
+		}
+		// A SELECT assigning user variables runs on MySQL, never from the
+		// hot or cold tier (they would not assign them), and the
+		// connection it ran on is asked for the values after it (see
+		// single): MariaDB keeps them in the session.
+		if s.e.hot != nil && a.Kind == rewrite.KindSelect && !pl.calcFound && len(pl.assigns) == 0 { // a cached page knows no total
 			if pl.hist, _ = rewrite.HistoryShape(a); pl.hist != nil {
 				pl.histCols = fmt.Sprint(pl.hist.Columns)
 			}
 		}
-		s.e.planCold(pl)
+		if len(pl.assigns) == 0 {
+			s.e.planCold(pl)
+		}
 		if a.ParamCount > 0 && a.Returning == "" {
 			// (A write returning rows runs prepared on the backend: its rows
 			// are then binary as the client expects, and a write is never

@@ -266,11 +266,12 @@ func (s *Session) followTxn(c Conn, status uint16) (keep bool) {
 	return false
 }
 
-// readBack learns the user variables a CALL named (its OUT parameters, as
-// in `CALL p(@total)`) from c and keeps them in the session, so the next
-// statement sees them on whichever connection it runs. Variables the
-// routine's own body sets are not seen (it is not parsed). A failure leaves
-// the session's variables as they were: the CALL itself succeeded.
+// readBack learns the user variables a statement assigned on c (a CALL's
+// OUT parameters, as in `CALL p(@total)`; `SELECT @n := ...`) and keeps them
+// in the session, so the next statement sees them on whichever connection
+// it runs. Variables a routine's own body sets are not seen (it is not
+// parsed). A failure leaves the session's variables as they were: the
+// statement itself succeeded.
 func (s *Session) readBack(c Conn, names []string) {
 	if len(names) == 0 {
 		return

@@ -65,6 +65,11 @@ func (s *Session) scatterPlanFor(pl *plan) (*scatterPlan, error) {
 // UPDATE, LOCK IN SHARE MODE) would take locks outside the transaction and
 // is refused.
 func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bool) (*mysql.Result, error) {
+	if len(pl.assigns) > 0 {
+		// Each shard would assign its own value, in an order no merge can
+		// reproduce: MariaDB's answer (the last row's value) is unknowable.
+		return nil, errorf(CodeNotSupported, "assigning user variables (@%s := ...) in a SELECT reaching several shards is not supported: select the value, then SET the variable", pl.assigns[0])
+	}
 	if s.inTxn() && lockingRead(pl.a.Stmt) {
 		return nil, errorf(CodeCrossShardTxn, "this locking SELECT reads several shards; inside a transaction locks can only be taken on the transaction's shard (no distributed transactions)")
 	}
