@@ -143,6 +143,7 @@ func TestArchiver(t *testing.T) {
 	t.Run("CatalogCurrent", func(t *testing.T) { testCatalogCurrent(t, s) })
 	t.Run("CatalogLoadRace", func(t *testing.T) { testCatalogLoadRace(t, s) })
 	t.Run("StaleDeleter", func(t *testing.T) { testStaleDeleter(t, s) })
+	t.Run("DeleteEtcdWrites", func(t *testing.T) { testDeleteEtcdWrites(t, s) })
 	t.Run("LocalStore", func(t *testing.T) { testLocalStore(t, s) })
 	t.Run("InboxTTL", func(t *testing.T) { testInboxTTL(t, s) })
 	t.Run("ScanPasses", func(t *testing.T) { testScanPasses(t, s) })
@@ -360,7 +361,20 @@ func testCatalogCurrent(t *testing.T, s *services) {
 	if _, rows := f.query(fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE conv_id IN (%d, %d)", ConvTable, f.others[0], f.others[1])); string(rows[0][0]) != "0" {
 		t.Fatalf("conversations of other shards have archived ranges")
 	}
-	// The unwatched catalog still answers from what it loaded...
+	// The read bounds came with the deletes: each conversation's archived
+	// seqs, file by file, and nothing of the files is in etcd's catalog.
+	for _, c := range f.convs {
+		_, rows := f.query(fmt.Sprintf("SELECT SUM(max_seq - min_seq + 1), SUM(n_rows), MIN(min_seq), MAX(max_seq) FROM %s WHERE conv_id = %d", FilesTable, c))
+		if want := fmt.Sprint(archivedMax); string(rows[0][0]) != want || string(rows[0][1]) != want || string(rows[0][2]) != "1" || string(rows[0][3]) != want {
+			t.Fatalf("conversation %d: read bounds %q, want 1..%d in files covering %d rows", c, rows, archivedMax, archivedMax)
+		}
+	}
+	if files, _ := NewCatalog(s.cli, f.cluster, f.store).Files(ctx, f.convs[0]); len(files) != 0 {
+		t.Fatalf("etcd's catalog answers for files whose bounds are in MySQL: %v", files)
+	}
+	// Records of the former layout (bounds in etcd) are still read from
+	// etcd. The unwatched catalog still answers from what it loaded...
+	f.makeLegacy()
 	if files, _ := unwatched.Files(ctx, f.convs[0]); len(files) != 0 {
 		t.Fatalf("an unwatched catalog reloaded by itself: %v", files)
 	}
@@ -426,7 +440,7 @@ func testArchive(t *testing.T, s *services, store string) {
 	if got := f.archivedKeys(); len(got) != archivedNow {
 		t.Fatalf("%d rows archived, want %d", len(got), archivedNow)
 	}
-	cat := NewCatalog(s.cli, f.cluster, f.store)
+	cat := f.readCatalog(nil)
 	for _, c := range f.convs {
 		files, err := cat.Files(context.Background(), c)
 		if err != nil {
@@ -503,9 +517,12 @@ func testCrash(t *testing.T, s *services, step string) {
 		t.Fatalf("archived keys after a crash at %s: %d distinct (%d more than once), want %d once each", step, len(got), dup, len(want))
 	}
 	for _, r := range f.records() {
-		if r.State != StateDeleted || len(r.Skips) != 0 {
-			t.Fatalf("%s: state %s, skips %v", r.Key, r.State, r.Skips)
+		if r.State != StateDeleted || r.Kept+r.Gone != 0 {
+			t.Fatalf("%s: state %s, kept %d gone %d", r.Key, r.State, r.Kept, r.Gone)
 		}
+	}
+	if tomb := f.tombstones(); len(tomb) != 0 {
+		t.Fatalf("rows kept out of cold reads after a crash at %s: %v", step, tomb)
 	}
 	if n := f.count("TRUE"); n != total-len(f.wantArchived()) {
 		t.Fatalf("warm rows left %d, want %d", n, total-len(f.wantArchived()))
@@ -547,15 +564,8 @@ func testChanged(t *testing.T, s *services) {
 	}
 	kept, gone := 0, 0
 	for _, r := range f.records() {
-		for _, sk := range r.Skips {
-			for _, k := range sk {
-				if k.Conv != c || k.Seq < 10 || k.Seq > 12 {
-					t.Fatalf("%s skips %+v", r.Key, k)
-				}
-				if k.Gone != (k.Seq == 12) {
-					t.Fatalf("%s: skip %+v misclassified", r.Key, k)
-				}
-			}
+		if len(r.Skips) != 0 || r.Bounds != BoundsMySQL {
+			t.Fatalf("%s: skips in etcd %v, bounds %q", r.Key, r.Skips, r.Bounds)
 		}
 		kept += int(r.Kept)
 		gone += int(r.Gone)
@@ -563,10 +573,20 @@ func testChanged(t *testing.T, s *services) {
 	if kept != 2 || gone != 1 {
 		t.Fatalf("kept %d gone %d, want 2 and 1", kept, gone)
 	}
+	// The three rows are tombstoned in the delete's transaction (both
+	// tables: each had a body when archived).
+	want := []string{}
+	for _, tbl := range []string{"conv_msg", "msg_content"} {
+		for seq := 10; seq <= 12; seq++ {
+			want = append(want, fmt.Sprintf("%s/%d/%d", tbl, c, seq))
+		}
+	}
+	if got := f.tombstones(); !slices.Equal(got, want) {
+		t.Fatalf("tombstones %v, want %v", got, want)
+	}
 	// Cold pages skip the three rows; merged with what MySQL still holds
 	// (the edited rows) they are MySQL's pages from before the delete.
-	cat := NewCatalog(s.cli, f.cluster, f.store)
-	r := cold.NewReader(f.store, cat, cold.ReaderOptions{})
+	r := cold.NewReader(f.store, f.readCatalog(nil), cold.ReaderOptions{})
 	for _, p := range pages {
 		if p.conv != c {
 			continue
@@ -823,7 +843,7 @@ func (g *gatedStore) ReadRange(ctx context.Context, key string, off, n int64) ([
 }
 
 // testCatalogLoadRace (issue 25): while one reader loads a shard's newer
-// records (its catalog objects slow to read), a second reader of the shard
+// records of the former layout (its catalog objects slow to read), a second reader of the shard
 // waits for that load instead of answering from the older table, which
 // lacks the files whose warm rows are already deleted: it would return a
 // short page as complete.
@@ -840,6 +860,7 @@ func testCatalogLoadRace(t *testing.T, s *services) {
 	f.run(a)
 	f.advance(2 * time.Hour)
 	f.run(a) // the warm rows are deleted: only the files hold them now
+	f.makeLegacy()
 	gated.close()
 	if err := cat.Fresh(ctx, f.convs[0]); err != nil {
 		t.Fatal(err)
@@ -866,7 +887,7 @@ func testCatalogLoadRace(t *testing.T, s *services) {
 	}
 }
 
-// testStaleDeleter (issue 25): archiver A has noted a delete chunk in etcd
+// testStaleDeleter (issue 25): archiver A has compared a delete chunk
 // and holds its rows' locks when its lease runs out (its etcd client
 // gone: a partition, a long pause); its MySQL statements are not fenced
 // by the election, so it still deletes the rows and commits. Archiver B,
@@ -935,9 +956,12 @@ func testStaleDeleter(t *testing.T, s *services) {
 	}
 	f.run(b) // resumes after the chunk A committed
 	for _, r := range f.records() {
-		if r.State != StateDeleted || len(r.Skips) != 0 {
-			t.Fatalf("%s: state %s, skips %v (rows the stale archiver deleted taken for users' deletes)", r.Key, r.State, r.Skips)
+		if r.State != StateDeleted || r.Gone != 0 {
+			t.Fatalf("%s: state %s, %d gone (rows the stale archiver deleted taken for users' deletes)", r.Key, r.State, r.Gone)
 		}
+	}
+	if tomb := f.tombstones(); len(tomb) != 0 {
+		t.Fatalf("rows the stale archiver deleted kept out of cold reads: %v", tomb)
 	}
 	if got, want := f.archivedKeys(), f.wantArchived(); !maps.Equal(got, want) {
 		t.Fatalf("archived %d keys, want %d", len(got), len(want))
@@ -979,4 +1003,48 @@ func testLocalStore(t *testing.T, s *services) {
 	if len(f.records()) == 0 {
 		t.Fatal("the run with one process registered archived nothing")
 	}
+}
+
+// testDeleteEtcdWrites (issue 25): the warm delete writes etcd twice per
+// file (deleting, deleted), whatever its number of chunks: the chunks'
+// read bounds and skipped rows go to MySQL in their own transactions.
+// Before, every chunk rewrote the file's record with its skip lists so
+// far, the job record and the shard's marker.
+func testDeleteEtcdWrites(t *testing.T, s *services) {
+	f := newFixture(t, s, "file")
+	a := f.archiver(func(c *Config) { c.DeleteAfter = time.Hour; c.ChunkRows = 2 })
+	f.run(a)
+	files := len(f.records())
+	rev := func() int64 {
+		resp, err := s.cli.Get(context.Background(), "revision")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Revision
+	}
+	before := rev()
+	f.advance(2 * time.Hour)
+	f.run(a)
+	writes := rev() - before
+	chunks := 0
+	for _, r := range f.records() {
+		if r.State != StateDeleted || r.Bounds != BoundsMySQL || r.Bound != nil || len(r.Skips) != 0 {
+			t.Fatalf("%s: state %s, bounds %q, bound %v, skips %v", r.Key, r.State, r.Bounds, r.Bound, r.Skips)
+		}
+		chunks += r.Chunks
+	}
+	// (The run's own job saves: its start, steps and end, a handful.)
+	if limit := int64(2*files + 10); writes > limit || chunks < 3*files {
+		t.Fatalf("the delete of %d files in %d chunks wrote etcd %d times, want at most %d", files, chunks, writes, limit)
+	}
+	pages := 0
+	r := cold.NewReader(f.store, f.readCatalog(nil), cold.ReaderOptions{})
+	for _, c := range f.convs {
+		p, err := r.Before(context.Background(), c, archivedMax+1, int(archivedMax))
+		if err != nil || len(p.Rows) != archivedMax {
+			t.Fatalf("conversation %d: %d archived rows read back, %v; want %d", c, len(p.Rows), err, archivedMax)
+		}
+		pages++
+	}
+	t.Logf("%d files in %d chunks: %d etcd writes; %d conversations read back whole", files, chunks, writes, pages)
 }

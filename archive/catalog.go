@@ -19,8 +19,9 @@ const (
 	// StateCatalogued: written, verified, recorded; the warm rows are all
 	// still in MySQL, which alone answers reads.
 	StateCatalogued = "catalogued"
-	// StateDeleting: the warm rows are being deleted chunk by chunk; rows
-	// up to Bound may be read from the file (see Catalog).
+	// StateDeleting: the warm rows are being deleted chunk by chunk; a
+	// reader takes from the file only what the shard database's read
+	// bounds cover (FilesTable).
 	StateDeleting = "deleting"
 	// StateDeleted: every warm row the file holds is deleted, except those
 	// in Skips (edited or deleted by users after archiving).
@@ -44,19 +45,23 @@ type Record struct {
 	SHA256       string    `json:"sha256"`
 	CataloguedAt time.Time `json:"catalogued_at"`
 	State        string    `json:"state"`
-	// Delete step. Chunks is how many chunks the file's rows make; Done a
-	// lower bound of those committed (the shard database's progress row is
-	// exact); Bound the last key of the chunk being deleted, written
-	// before its transaction commits, so every deleted row is at or below
-	// it; Location the datasource/database the delete runs on.
+	// Delete step. Chunks is how many chunks the file's rows make;
+	// Location the datasource/database the delete runs on. Which chunks
+	// committed, and what a reader may take from the file, is in the
+	// shard's database (the progress row, FilesTable, tombstones), written
+	// in each chunk's transaction: Bounds is BoundsMySQL.
 	Chunks   int    `json:"chunks,omitempty"`
-	Done     int    `json:"done,omitempty"`
-	Bound    *key   `json:"bound,omitempty"`
 	Location string `json:"location,omitempty"`
-	// Skips, per chunk, are the file's rows that must not be read from it:
-	// their warm row was changed (kept in MySQL, which then serves it) or
-	// deleted by a user after archiving. A chunk's list is written before
-	// its delete commits and replaced when the chunk is redone.
+	Bounds   string `json:"bounds,omitempty"`
+	// The former layout (Bounds ""), kept for the records it wrote: etcd
+	// got every chunk, before its delete committed. Done was a lower
+	// bound of the chunks committed; Bound the last key of the chunk being
+	// deleted, so every deleted row was at or below it; Skips, per chunk,
+	// the rows not to read from the file (changed, or deleted by a user).
+	// A record of that layout keeps them for its readers (Catalog.Files):
+	// chunks deleted since are read through MySQL's bounds.
+	Done      int               `json:"done,omitempty"`
+	Bound     *key              `json:"bound,omitempty"`
 	Skips     map[int][]skipped `json:"skips,omitempty"`
 	Kept      int64             `json:"kept,omitempty"`
 	Gone      int64             `json:"gone,omitempty"`
@@ -64,6 +69,10 @@ type Record struct {
 
 	revision int64
 }
+
+// BoundsMySQL marks a record whose read bounds and skipped rows are in
+// the shard's database (FilesTable and the tombstones), not in etcd.
+const BoundsMySQL = "mysql"
 
 // Record kinds: conv_msg files (with msg_content bodies) and im_inbox
 // files.
@@ -133,6 +142,10 @@ func (r Record) skippedKeys() []key {
 
 // readable says whether a proxy may serve rows from the file.
 func (r Record) readable() bool { return r.State == StateDeleting || r.State == StateDeleted }
+
+// legacy: a record of the former layout, whose read bound and skips etcd
+// holds (Catalog reads them).
+func (r Record) legacy() bool { return r.Bounds != BoundsMySQL }
 
 func decodeRecord(b []byte, rev int64) (Record, error) {
 	var r Record

@@ -35,8 +35,9 @@ func (u *run) deleteDue(ctx context.Context) error {
 }
 
 // deleteFile deletes exactly the warm rows rec's file holds and nothing
-// else, in chunks of ChunkRows in the file's key order. Each chunk is one
-// transaction on the shard's database:
+// else, in chunks of ChunkRows in the file's key order. etcd is written
+// twice per file (the record's state deleting, then deleted), never per
+// chunk. Each chunk is one transaction on the shard's database:
 //
 //  0. lock the file's progress row and check it still says the chunk is
 //     next: an archiver whose lease ran out while its chunk transaction
@@ -50,20 +51,25 @@ func (u *run) deleteDue(ctx context.Context) error {
 //     compare each with the file's copy (cold.SameRow): equal rows will be
 //     deleted; a row changed since it was archived (edited message, body
 //     changed or gone) stays in MySQL, and a row no longer there (deleted
-//     by a user) stays deleted; both go to the chunk's skip list, so the
-//     file's stale copy is never read;
-//  2. write the skip list and the chunk's last key as the file's read
-//     bound to etcd (fenced by the election), before anything is deleted:
-//     a proxy then knows, for every row missing from MySQL, whether the
-//     file may stand in for it;
-//  3. delete the equal rows and advance the progress row, commit.
+//     by a user) stays deleted;
+//  2. history files: tombstone the rows of step 1 that are not deleted
+//     (the file's copy is stale: MySQL serves the row, or nobody does)
+//     and move each conversation's read bound (FilesTable) past the
+//     chunk;
+//  3. delete the equal rows, widen the conversations' archived ranges and
+//     advance the progress row (with the chunk's kept and gone counts),
+//     commit.
 //
-// A crash before the commit rolls the chunk back (its locks end with the
-// connection) and the chunk is redone, its skip list recomputed; after it,
-// the progress row says the chunk is done. The rows are locked from the
-// comparison to the delete, so a user's edit either happens before the
-// comparison (the row is kept) or waits for the delete (and finds the row
-// gone, as it would have after 180 days anyway).
+// A reader reads MySQL's rows first, then the read bounds and the
+// tombstones (proxy/engine/cold.go): a row missing from its first read is
+// either deleted by a chunk committed before the second, whose bound and
+// tombstones it sees, or by a user and never under a bound. A crash before
+// the commit rolls the chunk back (its locks end with the connection) and
+// the chunk is redone; after it, the progress row and the bounds say the
+// chunk is done. The rows are locked from the comparison to the delete,
+// so a user's edit either happens before the comparison (the row is kept)
+// or waits for the delete (and finds the row gone, as it would have after
+// 180 days anyway).
 func (u *run) deleteFile(ctx context.Context, rec Record) error {
 	var rows []cold.Row
 	sctx, cancel := u.storeCtx(ctx)
@@ -78,29 +84,59 @@ func (u *run) deleteFile(ctx context.Context, rec Record) error {
 	if int64(len(rows)) != rec.Rows {
 		return fmt.Errorf("archive: %s holds %d rows, its record says %d", rec.Key, len(rows), rec.Rows)
 	}
+	if rec.State == StateCatalogued {
+		rec.Bounds = BoundsMySQL // (a record from before the bounds were kept in MySQL keeps its own)
+	}
+	chunk := u.a.cfg.ChunkRows
+	rec.Chunks = (len(rows) + chunk - 1) / chunk
 	done, err := u.src.chunksDone(rec.Key)
 	if err != nil {
 		return err
 	}
 	// A shard moved (by a finished migration) while a delete was under
-	// way: the progress row stayed behind on the old server. etcd's Done
-	// is then where to resume, and chunk Done may have committed there
-	// before the move: its missing rows are taken as deleted by us, not
-	// by a user (the other guess would hide archived rows from reads).
+	// way: the progress row stayed behind on the old server. A history
+	// file's read bounds moved with the shard (FilesTable is a companion
+	// table) and say exactly which chunks committed.
 	ambiguous := -1
-	if rec.Location != "" && rec.Location != u.location() && done == 0 {
-		done, ambiguous = rec.Done, rec.Done
+	moved := rec.Location != "" && rec.Location != u.location()
+	switch k := kindNamed(rec.Kind); {
+	case k == history:
+		b, err := u.src.bounds(rec.Key)
+		if err != nil {
+			return err
+		}
+		done = max(done, chunksDealt(rows, chunk, b))
+		if moved && rec.Bounds != BoundsMySQL && done == 0 {
+			// A record of the former layout, whose chunks etcd counted:
+			// chunk Done may have committed there before the move, its
+			// missing rows are taken as deleted by us, not by a user (the
+			// other guess would hide archived rows from reads).
+			done, ambiguous = rec.Done, rec.Done
+		}
+	case moved && done == 0:
+		// Inbox files are never read back: their missing rows are taken
+		// as deleted by us; only SHOW ARCHIVE's counts could be off.
+		ambiguous = rec.Chunks
 	}
 	rec.Location = u.location()
 	if err := u.src.startProgress(rec.Key, done); err != nil {
 		return err
 	}
-	chunk := u.a.cfg.ChunkRows
-	rec.Chunks = (len(rows) + chunk - 1) / chunk
 	if rec.Skips == nil {
-		rec.Skips = map[int][]skipped{}
+		rec.Skips = map[int][]skipped{} // the former layout's, kept for its readers
 	}
 	u.job.Step = StepDeleting
+	if rec.State != StateDeleting {
+		rec.State, rec.Done = StateDeleting, done
+		u.job.Intent = "delete " + rec.Key
+		ops := []clientv3.Op{rec.put(u.a.cfg.Cluster)}
+		if rec.Kind == kindHistory {
+			ops = append(ops, markShard(u.a.cfg.Cluster, u.shard))
+		}
+		if err := u.save(ctx, ops...); err != nil {
+			return err
+		}
+	}
 	for i := done; i < rec.Chunks; i++ {
 		if err := u.check(ctx); err != nil {
 			return err
@@ -109,7 +145,7 @@ func (u *run) deleteFile(ctx context.Context, rec Record) error {
 		if err := u.a.rows.Wait(ctx, len(part)); err != nil {
 			return err
 		}
-		n, err := u.deleteChunk(ctx, &rec, i, part, i == ambiguous)
+		n, err := u.deleteChunk(ctx, &rec, i, part, i <= ambiguous)
 		if err != nil {
 			return err
 		}
@@ -119,17 +155,24 @@ func (u *run) deleteFile(ctx context.Context, rec Record) error {
 			return err
 		}
 	}
-	rec.State, rec.Done, rec.Bound, rec.DeletedAt = StateDeleted, rec.Chunks, nil, u.a.cfg.Now().UTC()
-	rec.Kept, rec.Gone = 0, 0
+	kept, gone, err := u.src.counts(rec.Key)
+	if err != nil {
+		return err
+	}
 	for _, ss := range rec.Skips {
 		for _, sk := range ss {
 			if sk.Gone {
-				rec.Gone++
+				gone++
 			} else {
-				rec.Kept++
+				kept++
 			}
 		}
 	}
+	rec.State, rec.Done, rec.DeletedAt = StateDeleted, rec.Chunks, u.a.cfg.Now().UTC()
+	rec.Kept, rec.Gone = kept, gone
+	if rec.Bounds == BoundsMySQL {
+		rec.Bound = nil
+	} // else the former layout's readers keep its last bound: later chunks are read through MySQL's
 	pr := u.progress(kindNamed(rec.Kind))
 	pr.Kept += rec.Kept
 	pr.Gone += rec.Gone
@@ -140,6 +183,22 @@ func (u *run) deleteFile(ctx context.Context, rec Record) error {
 	// The progress row has served its purpose; a crash before this leaves
 	// a row nobody reads again.
 	return u.src.forget(rec.Key)
+}
+
+// chunksDealt is how many of the file's first chunks the read bounds
+// cover: chunk i is committed when its last row's conversation's bound
+// reaches that row (chunks commit in order, each moving the bounds of all
+// its conversations).
+func chunksDealt(rows []cold.Row, chunk int, bounds map[uint64]uint64) int {
+	n := 0
+	for i := 0; i*chunk < len(rows); i++ {
+		last := rows[min(len(rows), (i+1)*chunk)-1]
+		if b, ok := bounds[last.ConvID]; !ok || b < last.Seq {
+			break
+		}
+		n++
+	}
+	return n
 }
 
 // errChunkMoved: another archiver committed a delete chunk of the file
@@ -190,24 +249,15 @@ func (u *run) deleteChunk(ctx context.Context, rec *Record, i int, rows []cold.R
 			skip, gone = append(skip, skipped{key: keyOf(r), Gone: true}), gone+1
 		}
 	}
-	if len(skip) > 0 {
-		rec.Skips[i] = skip
-	} else {
-		delete(rec.Skips, i)
-	}
-	rec.State, rec.Done, rec.Bound = StateDeleting, i, &keys[len(keys)-1]
-	u.job.Intent = fmt.Sprintf("delete chunk %d/%d of %s", i+1, rec.Chunks, rec.Key)
-	ops := []clientv3.Op{rec.put(u.a.cfg.Cluster)}
 	if k == history {
-		ops = append(ops, markShard(u.a.cfg.Cluster, u.shard))
-	}
-	if err := u.save(ctx, ops...); err != nil {
-		return 0, err
+		if err := u.src.noteChunk(rec.Key, rows, skip); err != nil {
+			return 0, err
+		}
 	}
 	if err := u.hook(HookChunkNoted); err != nil {
 		return 0, err
 	}
-	if err := u.src.deleteChunk(k, del, rec.Key, i+1); err != nil {
+	if err := u.src.deleteChunk(k, del, rec.Key, i+1, kept, gone); err != nil {
 		return 0, err
 	}
 	if _, err := u.src.exec("COMMIT"); err != nil {

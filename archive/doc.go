@@ -76,40 +76,44 @@
 // exactly the rows it holds, by primary key, read back from the stored
 // file, in chunks of 500, each one transaction on the shard's database:
 // lock the rows (SELECT ... FOR UPDATE, both tables), compare each with
-// the file's copy value by value; write the chunk's skip list and the
-// file's read bound to etcd; delete the equal rows, widen their
+// the file's copy value by value; tombstone the rows that are not equal
+// (changed or gone) and move each conversation's read bound in the file
+// (FilesTable) past the chunk; delete the equal rows, widen their
 // conversations' archived ranges (ConvTable, history only) and bump a
-// progress row (_convoy_archive_progress in the shard's database) in the
-// same transaction; commit. A crash rolls the chunk back (redone, its skip
-// list recomputed) or leaves it committed with the progress row saying
-// so; etcd cannot join the MySQL transaction, which is why the progress
-// row exists.
+// progress row (_convoy_archive_progress, with the chunk's kept and gone
+// counts); commit. etcd hears of it twice per file: the record's state
+// deleting before the first chunk, deleted after the last. A crash rolls
+// the chunk back (redone) or leaves it committed with the progress row
+// and the bounds saying so.
 //
 // A row edited after it was archived (msg_type, the body, a recalled
 // message's content) is not deleted: it stays in MySQL with the edit, and
-// the file's stale copy is skipped by reads. A row deleted by a user after
-// archiving stays deleted and is skipped too, so it never comes back from
-// cold. Both are counted in SHOW ARCHIVE (edited_kept, deleted_by_users)
-// and logged. Rows deleted through Convoy once their warm row is gone get
-// a tombstone (TombstoneTable, written by the engine in the deleting
-// statement's transaction); updating them is refused: archived files are
-// immutable.
+// the file's stale copy is tombstoned. A row deleted by a user after
+// archiving stays deleted and is tombstoned too, so it never comes back
+// from cold. Both are counted in SHOW ARCHIVE (edited_kept,
+// deleted_by_users) and logged. Rows deleted through Convoy once their
+// warm row is gone get a tombstone (TombstoneTable, written by the engine
+// in the deleting statement's transaction); updating them is refused:
+// archived files are immutable.
 //
 // # Catalog
 //
 // The store holds the archive's truth: each Parquet object and its
-// immutable catalog object. etcd holds the mutable part per file (state,
-// read bound, skip lists) and is the index proxies follow. Catalog is the
-// proxies' cold.Catalog: a file is readable once its delete step has
-// begun (deleting or deleted; before that MySQL holds every row and alone
-// answers); while deleting, only rows at or below the read bound (the last
-// key of the chunk being deleted, written before its commit) may be read
-// from it; skipped rows never. So for any row missing from MySQL, the
-// catalog knows whether a file stands in for it. The cold read path
-// (phase 2) merges warm and cold over a conversation's archived range, a
-// warm row superseding its cold copy. Loading is lazy per shard (see
-// Catalog for the cost and the trade-off).
+// immutable catalog object. etcd holds one record per file (state, sizes,
+// the catalogue time the delete waits for) for the archiver and SHOW
+// ARCHIVE, and the shards' marker keys proxies follow (Catalog.Archived).
+// What a reader may take from a file is in the shard's database, beside
+// the rows, written with their delete: the read bounds (FilesTable: per
+// conversation and file, the seqs whose warm row is gone) and the
+// tombstones. The engine reads MySQL's rows, then the bounds, then the
+// tombstones (proxy/engine/cold.go), so for any row missing from MySQL it
+// knows whether a file stands in for it; the cold read path merges warm
+// and cold over the bounds, a warm row superseding its cold copy. A shard
+// migration moves the bounds with the shard (router.CompanionTables).
+// Records written by the version before carry their own read bound and
+// skip lists (Record.legacy), which Catalog reads from etcd as before.
 //
-// Not built: retention of cold files, removing orphans, rebuilding etcd's
-// records from the catalog objects.
+// Not built: retention of cold files, removing orphans, the file records
+// out of etcd (a manifest per shard in the store), rebuilding them from the
+// catalog objects.
 package archive

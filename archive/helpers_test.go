@@ -1,9 +1,11 @@
 package archive
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/convoy-im/convoy/cold"
 	"github.com/convoy-im/convoy/internal/testsvc"
+	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 	"github.com/convoy-im/convoy/schema"
@@ -266,3 +269,88 @@ func imTable(t testing.TB, logical, db, physical string) string {
 
 // keysOfShard returns n keys from `from` upwards whose shard is sh.
 func keysOfShard(sh router.Shard, n int, from uint64) []uint64 { return router.KeysOf(sh, n, from) }
+
+// mysqlCatalog is the catalog a cold read sees, built as the engine builds
+// it (proxy/engine/cold.go): the shard database's read bounds of the
+// conversation (FilesTable), read after MySQL's rows, then its conv_msg
+// tombstones as rows to skip, with the former layout's files from legacy
+// (nil: none).
+type mysqlCatalog struct {
+	f      *fixture
+	legacy *Catalog
+}
+
+func (f *fixture) readCatalog(legacy *Catalog) cold.Catalog { return mysqlCatalog{f, legacy} }
+
+func (m mysqlCatalog) Files(ctx context.Context, conv uint64) ([]cold.FileRange, error) {
+	_, rows := m.f.query(fmt.Sprintf("SELECT file, min_seq, max_seq, min_msg_id, max_msg_id, n_rows FROM %s WHERE conv_id = %d", FilesTable, conv))
+	_, tomb := m.f.query(fmt.Sprintf("SELECT seq FROM %s WHERE conv_id = %d AND tbl = 'conv_msg' ORDER BY seq", TombstoneTable, conv))
+	var skip []uint64
+	for _, r := range tomb {
+		var s uint64
+		fmt.Sscan(string(r[0]), &s)
+		skip = append(skip, s)
+	}
+	var out []cold.FileRange
+	for _, r := range rows {
+		fr := cold.FileRange{Key: string(r[0])}
+		fmt.Sscan(string(r[1]), &fr.MinSeq)
+		fmt.Sscan(string(r[2]), &fr.MaxSeq)
+		fmt.Sscan(string(r[3]), &fr.MinMsgID)
+		fmt.Sscan(string(r[4]), &fr.MaxMsgID)
+		fmt.Sscan(string(r[5]), &fr.Rows)
+		out = append(out, fr)
+	}
+	if m.legacy != nil {
+		if err := m.legacy.Fresh(ctx, conv); err != nil {
+			return nil, err
+		}
+		old, err := m.legacy.Files(ctx, conv)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, old...)
+	}
+	for i := range out {
+		for _, s := range skip {
+			if s >= out[i].MinSeq && s <= out[i].MaxSeq {
+				out[i].Skip = append(out[i].Skip, s)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b cold.FileRange) int { return cmp.Compare(a.MinSeq, b.MinSeq) })
+	return out, nil
+}
+
+// makeLegacy rewrites the shard's deleted history records in the former
+// layout (read bounds and skips in etcd; nothing in FilesTable), as an
+// archiver of the version before wrote them.
+func (f *fixture) makeLegacy() {
+	f.t.Helper()
+	var ops []clientv3.Op
+	for _, r := range f.records() {
+		if r.Kind != kindHistory || r.State != StateDeleted {
+			continue
+		}
+		r.Bounds = ""
+		ops = append(ops, r.put(f.cluster))
+		f.query(fmt.Sprintf("DELETE FROM %s WHERE file = %s", FilesTable, rewrite.QuoteString(r.Key)))
+	}
+	if len(ops) == 0 {
+		f.t.Fatal("no deleted history record to rewrite")
+	}
+	if _, err := f.svc.cli.Txn(context.Background()).Then(ops...).Commit(); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// tombstones lists the shard database's tombstones (tbl, conv_id, seq).
+func (f *fixture) tombstones() []string {
+	f.t.Helper()
+	_, rows := f.query("SELECT tbl, conv_id, seq FROM " + TombstoneTable + " ORDER BY tbl, conv_id, seq")
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = fmt.Sprintf("%s/%s/%s", r[0], r[1], r[2])
+	}
+	return out
+}

@@ -111,7 +111,7 @@ const (
 	HookWritten    = "written"     // the Parquet object is stored
 	HookVerified   = "verified"    // it was read back and checked
 	HookCatalogued = "catalogued"  // its record and the checkpoint are in etcd
-	HookChunkNoted = "chunk-noted" // a delete chunk's skips and bound are in etcd, rows locked, not deleted
+	HookChunkNoted = "chunk-noted" // a delete chunk's rows locked, its tombstones and read bounds written, not committed
 	HookDeleted    = "deleted"     // a delete chunk committed
 )
 

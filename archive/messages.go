@@ -19,15 +19,20 @@ type Message struct {
 	Body []byte
 }
 
+// ReadBounds are a shard database's read bounds as a reader loads them
+// (FilesTable): per cold file, per conversation, the last seq the file
+// may serve.
+type ReadBounds map[string]map[uint64]uint64
+
 // Messages calls fn with every message of shard that only the cold tier
-// holds: the rows of its readable history files up to their read bound
-// (a file being deleted still has its later rows in MySQL), except those
-// the files' skip lists name (changed before their delete, so MySQL holds
-// them, or deleted by a user). Rows deleted through Convoy after their
-// warm delete are tombstones in the shard's database: the caller, which
-// reads MySQL anyway, skips them. One etcd read and one object read per
-// readable file.
-func (c *Catalog) Messages(ctx context.Context, shard int, fn func(Message) error) error {
+// holds: the rows of its history files up to their read bound (bounds,
+// read by the caller from the shard's database after the MySQL rows it
+// reads anyway; the former layout's records carry their own), except
+// those the former layout's skip lists name. Rows not to read from a file
+// of the current layout (changed before their delete, deleted by a user)
+// are tombstones in the shard's database: the caller skips them. One etcd
+// read and one object read per file with readable rows.
+func (c *Catalog) Messages(ctx context.Context, shard int, bounds ReadBounds, fn func(Message) error) error {
 	if !c.Archived(shard) {
 		return nil
 	}
@@ -36,12 +41,25 @@ func (c *Catalog) Messages(ctx context.Context, shard int, fn func(Message) erro
 		return err
 	}
 	for _, r := range recs {
-		if r.Kind != kindHistory || !r.readable() {
+		if r.Kind != kindHistory {
+			continue
+		}
+		fb := bounds[r.Key]
+		if r.legacy() && !r.readable() || !r.legacy() && len(fb) == 0 {
 			continue
 		}
 		skip := map[key]bool{}
 		for _, k := range r.skippedKeys() {
 			skip[k] = true
+		}
+		readable := func(k key) bool {
+			if skip[k] {
+				return false
+			}
+			if b, ok := fb[k.Conv]; ok && k.Seq <= b {
+				return true // (MySQL's bound: also past a former-layout record's own)
+			}
+			return r.legacy() && (r.Bound == nil || !r.Bound.less(k))
 		}
 		var idx map[string]int
 		var bodyIdx = -1
@@ -57,8 +75,7 @@ func (c *Catalog) Messages(ctx context.Context, shard int, fn func(Message) erro
 					}
 				}
 			}
-			k := keyOf(row)
-			if skip[k] || r.State == StateDeleting && r.Bound != nil && r.Bound.less(k) {
+			if !readable(keyOf(row)) {
 				return nil
 			}
 			m := Message{ConvID: row.ConvID, Seq: row.Seq, MsgID: row.MsgID}

@@ -19,34 +19,32 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-// Catalog is the persistent catalog as a proxy reads it (cold.Catalog):
-// which readable files hold conversation c, with their seq ranges, the
-// rows to skip, and the read bound of a file whose warm rows are being
-// deleted.
+// Catalog is what a proxy reads of the catalog in etcd: which shards have
+// archived history (Archived, from the shards' marker keys), and the files
+// whose read bounds etcd still holds (records of the former layout, see
+// Record.legacy): their seq ranges, the rows to skip and the read bound,
+// as a cold.Catalog. A file of the current layout is found through the
+// shard database's read bounds (FilesTable), which the engine reads beside
+// MySQL's rows and passes with each cold read; this catalog answers
+// nothing for it.
 //
 // Loading is lazy, per shard: nothing at start; a shard's first lookup
 // reads its file records from etcd (one range read) and the catalog
-// objects of its readable files from the store (in parallel, each object
-// once per process: they never change), then answers from memory. One
-// watch on the records of all shards notes the revision of every change
-// of a shard's records (a new readable file, a delete chunk), and the next
-// lookup of the shard reloads them: one load per shard at a time, which
-// every reader needing it waits for, so no reader takes an older table
-// for a current one (it would miss the rows a delete chunk just moved
-// from MySQL to a file, and return a short page as complete). The trade-off: a proxy start reads
-// nothing however many files exist, and a shard nobody reads costs
-// nothing; the first cold read of a shard pays one object read per
-// archived part of that shard (a year of daily parts: about 365 small
-// reads, 16 at a time), and memory grows with the conversation ranges of
-// the shards read. A per-shard directory (one object mapping conversation
-// to files, merged as days are added) would bound that first read; it is
-// not built.
+// objects of its former-layout readable files from the store (in
+// parallel, each object once per process: they never change), then
+// answers from memory. One watch on the records of all shards notes the
+// revision of every change of a shard's records, and the next lookup of
+// the shard reloads them: one load per shard at a time, which every
+// reader needing it waits for, so no reader takes an older table for a
+// current one (it would miss the rows a delete chunk just moved from MySQL
+// to a file, and return a short page as complete).
 //
 // Archived answers "may shard s have archived rows" from memory (one
 // atomic load): the engine asks it before anything else, so shards never
 // archived cost nothing. Fresh makes a shard's loaded records current
 // with etcd (one linearizable read) before a cold read: the watch may lag
-// a delete that the read just saw in MySQL.
+// a delete that the read just saw in MySQL (an archiver of the former
+// layout, during a rolling upgrade, still writes its bounds there).
 type Catalog struct {
 	cli     *clientv3.Client
 	cluster string
@@ -222,7 +220,7 @@ func (c *Catalog) load(ctx context.Context, shard int) (*shardCatalog, error) {
 	if err != nil {
 		return nil, err
 	}
-	recs := slices.DeleteFunc(slices.Clone(all), func(r Record) bool { return !r.readable() || r.Kind != kindHistory })
+	recs := slices.DeleteFunc(slices.Clone(all), func(r Record) bool { return !r.readable() || r.Kind != kindHistory || !r.legacy() })
 	infos := make([]*cold.FileInfo, len(recs))
 	errs := make([]error, len(recs))
 	sem := make(chan struct{}, 16) // object reads in flight
@@ -265,9 +263,10 @@ func (c *Catalog) load(ctx context.Context, shard int) (*shardCatalog, error) {
 		for _, cr := range infos[i].Convs {
 			fr := cr.Range(r.Key)
 			fr.Skip = skip[cr.ConvID]
-			if b := r.Bound; r.State == StateDeleting && b != nil {
-				// Rows after the bound are still in MySQL, which alone
-				// answers for them.
+			if b := r.Bound; b != nil {
+				// Rows after the bound were still in MySQL when the
+				// record's layout changed: MySQL's read bounds, which the
+				// engine passes with each read, say what is deleted since.
 				if cr.ConvID > b.Conv || cr.ConvID == b.Conv && cr.MinSeq > b.Seq {
 					continue
 				}

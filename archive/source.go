@@ -55,6 +55,7 @@ type source struct {
 	progress        string // quoted db._convoy_archive_progress
 	convs           string // quoted db._convoy_cold_conv
 	tombstones      string // quoted db._convoy_cold_tombstone
+	files           string // quoted db._convoy_cold_files
 	shared          bool   // the physical table holds other shards too
 	timeout         time.Duration
 	msgIdx, bodyIdx int // msg_id's position in conv_msg's / msg_content's columns
@@ -74,10 +75,25 @@ const progressTable = router.ArchiveProgressTable
 // cold tier" check (proxy/engine/cold.go reads it under this name).
 const ConvTable = router.ColdRangesTable
 
-// TombstoneTable lists archived rows deleted through Convoy after their
-// warm copy was gone (the engine writes it in the deleting statement's
-// transaction; cold reads skip its rows). The archiver only creates it.
+// TombstoneTable lists archived rows cold reads must skip: rows deleted
+// through Convoy after their warm copy was gone (the engine writes them in
+// the deleting statement's transaction), and the rows of a file whose warm
+// row the archiver found changed or deleted by a user when it came to
+// delete it (written in the chunk's delete transaction: the file's copy is
+// stale, MySQL serves the row or nothing does).
 const TombstoneTable = router.ColdTombstoneTable
+
+// FilesTable is the cold catalog's MySQL part, per conversation and cold
+// history file: the seqs of the conversation's rows in the file whose warm
+// copy the archiver has dealt with (deleted, or tombstoned as changed or
+// gone), written in the transaction that deletes them. A cold read finds
+// here, in the same database as the rows and after reading them, which
+// files may stand in for a row missing from MySQL and up to which seq:
+// nothing in etcd is on that path, and a delete chunk costs etcd nothing.
+// Within a file a conversation's rows are contiguous in key order, and
+// chunks go in that order, so the dealt-with rows are a prefix:
+// [min_seq, max_seq] of the file's rows of the conversation.
+const FilesTable = router.ColdFilesTable
 
 func newSource(conn *client.Conn, snap *router.Snapshot, shard router.Shard, timeout time.Duration) *source {
 	q := func(p router.Physical) string {
@@ -94,7 +110,7 @@ func newSource(conn *client.Conn, snap *router.Snapshot, shard router.Shard, tim
 	conn.ReadTimeout, conn.WriteTimeout = timeout, timeout
 	in := func(table string) string { return rewrite.QuoteIdent(m.Database) + "." + rewrite.QuoteIdent(table) }
 	return &source{conn: conn, shard: shard, msg: q(m), content: q(c), inbox: q(ib), member: q(mb), shared: shared, timeout: timeout,
-		progress: in(progressTable), convs: in(ConvTable), tombstones: in(TombstoneTable), msgIdx: -1, bodyIdx: -1}
+		progress: in(progressTable), convs: in(ConvTable), tombstones: in(TombstoneTable), files: in(FilesTable), msgIdx: -1, bodyIdx: -1}
 }
 
 func (s *source) exec(sql string) (*mysql.Result, error) {
@@ -357,11 +373,26 @@ func uintColumn(cols []cold.Column, r [][]byte, table, name string) (uint64, err
 // shard has files finds them.
 func (s *source) ensureTables() error {
 	for _, ddl := range []string{"CREATE TABLE IF NOT EXISTS " + s.progress + ` (
-  file        VARCHAR(512) NOT NULL,
-  chunks_done INT UNSIGNED NOT NULL,
-  updated_at  DATETIME(3)  NOT NULL,
+  file        VARCHAR(512)    NOT NULL,
+  chunks_done INT UNSIGNED    NOT NULL,
+  kept        BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'rows found edited since archived: kept warm',
+  gone        BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'rows found deleted by users since archived',
+  updated_at  DATETIME(3)     NOT NULL,
   PRIMARY KEY (file)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='Convoy archiver: delete chunks committed per cold file'`,
+		// (Tables made before the counts were kept there.)
+		"ALTER TABLE " + s.progress + " ADD COLUMN IF NOT EXISTS kept BIGINT UNSIGNED NOT NULL DEFAULT 0, ADD COLUMN IF NOT EXISTS gone BIGINT UNSIGNED NOT NULL DEFAULT 0",
+		"CREATE TABLE IF NOT EXISTS " + s.files + ` (
+  conv_id    BIGINT UNSIGNED NOT NULL,
+  file       VARCHAR(512)    NOT NULL COMMENT 'the cold file (object key)',
+  min_seq    BIGINT UNSIGNED NOT NULL,
+  max_seq    BIGINT UNSIGNED NOT NULL COMMENT 'read bound: the file may serve seqs min_seq..max_seq of conv_id',
+  min_msg_id BIGINT UNSIGNED NOT NULL,
+  max_msg_id BIGINT UNSIGNED NOT NULL,
+  n_rows     BIGINT UNSIGNED NOT NULL,
+  updated_at DATETIME(3)     NOT NULL,
+  PRIMARY KEY (conv_id, file)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='Convoy cold tier: per conversation, the rows of each cold file whose warm copy the archiver deleted'`,
 		"CREATE TABLE IF NOT EXISTS " + s.convs + ` (
   conv_id    BIGINT UNSIGNED NOT NULL,
   min_seq    BIGINT UNSIGNED NOT NULL,
@@ -409,11 +440,99 @@ func (s *source) lockProgress(file string) (int, error) {
 	return int(n), err
 }
 
+// noteChunk records, in the caller's transaction, that a history file's
+// chunk (all its rows, in the file's key order) is dealt with: its rows
+// that must not be read from the file (skip: changed or deleted since
+// archived) as tombstones, and each conversation's read bound in the file
+// (FilesTable) moved past the chunk. Nothing is read from the file beyond
+// a bound, so a reader never takes a row the archiver has not compared
+// yet (deleted by a user meanwhile, say) from the file.
+func (s *source) noteChunk(file string, all []cold.Row, skip []skipped) error {
+	if len(skip) > 0 {
+		gone := make(map[key]bool, len(skip))
+		for _, sk := range skip {
+			gone[sk.key] = true
+		}
+		var b strings.Builder
+		b.WriteString("INSERT IGNORE INTO " + s.tombstones + " (conv_id, tbl, seq, msg_id, deleted_at) VALUES ")
+		n := 0
+		for _, r := range all {
+			if !gone[keyOf(r)] {
+				continue
+			}
+			tbls := []string{"conv_msg"}
+			if r.Content != nil {
+				tbls = append(tbls, "msg_content")
+			}
+			for _, tbl := range tbls {
+				if n > 0 {
+					b.WriteString(",")
+				}
+				fmt.Fprintf(&b, "(%d,'%s',%d,%d,UTC_TIMESTAMP(3))", r.ConvID, tbl, r.Seq, r.MsgID)
+				n++
+			}
+		}
+		if _, err := s.exec(b.String()); err != nil {
+			return err
+		}
+	}
+	var b strings.Builder
+	b.WriteString("INSERT INTO " + s.files + " (conv_id, file, min_seq, max_seq, min_msg_id, max_msg_id, n_rows, updated_at) VALUES ")
+	for i := 0; i < len(all); {
+		j := i
+		lo, hi := all[i].MsgID, all[i].MsgID
+		for j+1 < len(all) && all[j+1].ConvID == all[i].ConvID {
+			j++
+			lo, hi = min(lo, all[j].MsgID), max(hi, all[j].MsgID)
+		}
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, "(%d,%s,%d,%d,%d,%d,%d,UTC_TIMESTAMP(3))", all[i].ConvID, rewrite.QuoteString(file), all[i].Seq, all[j].Seq, lo, hi, j-i+1)
+		i = j + 1
+	}
+	b.WriteString(" ON DUPLICATE KEY UPDATE min_seq = LEAST(min_seq, VALUES(min_seq)), max_seq = GREATEST(max_seq, VALUES(max_seq))," +
+		" min_msg_id = LEAST(min_msg_id, VALUES(min_msg_id)), max_msg_id = GREATEST(max_msg_id, VALUES(max_msg_id))," +
+		" n_rows = n_rows + VALUES(n_rows), updated_at = VALUES(updated_at)")
+	_, err := s.exec(b.String())
+	return err
+}
+
+// bounds reads file's read bounds (FilesTable): per conversation, the
+// last seq dealt with.
+func (s *source) bounds(file string) (map[uint64]uint64, error) {
+	_, rows, err := s.query("SELECT conv_id, max_seq FROM " + s.files + " WHERE file = " + rewrite.QuoteString(file))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[uint64]uint64, len(rows))
+	for _, v := range rows {
+		c, err1 := strconv.ParseUint(string(v[0]), 10, 64)
+		m, err2 := strconv.ParseUint(string(v[1]), 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("archive: %s row %q: %w", s.files, v, err)
+		}
+		out[c] = m
+	}
+	return out, nil
+}
+
+// counts reads the kept and gone rows the file's committed chunks found.
+func (s *source) counts(file string) (kept, gone int64, err error) {
+	_, rows, err := s.query("SELECT kept, gone FROM " + s.progress + " WHERE file = " + rewrite.QuoteString(file))
+	if err != nil || len(rows) == 0 {
+		return 0, 0, err
+	}
+	k, err1 := strconv.ParseInt(string(rows[0][0]), 10, 64)
+	g, err2 := strconv.ParseInt(string(rows[0][1]), 10, 64)
+	return k, g, errors.Join(err1, err2)
+}
+
 // deleteChunk deletes k's rows (whose locks the caller's transaction
-// holds) and records chunk `done` of file as committed, in that
-// transaction; deleting history rows also widens their conversations'
-// archived ranges (ConvTable).
-func (s *source) deleteChunk(k *kind, rows []cold.Row, file string, done int) error {
+// holds) and records chunk `done` of file as committed with the rows it
+// found kept and gone, in that transaction; deleting history rows also
+// widens their conversations' archived ranges (ConvTable).
+func (s *source) deleteChunk(k *kind, rows []cold.Row, file string, done int, kept, gone int) error {
 	if len(rows) > 0 {
 		keys := make([]key, len(rows))
 		var ids []string
@@ -447,8 +566,9 @@ func (s *source) deleteChunk(k *kind, rows []cold.Row, file string, done int) er
 			}
 		}
 	}
-	_, err := s.exec(fmt.Sprintf("INSERT INTO %s (file, chunks_done, updated_at) VALUES (%s, %d, UTC_TIMESTAMP(3)) "+
-		"ON DUPLICATE KEY UPDATE chunks_done = VALUES(chunks_done), updated_at = VALUES(updated_at)", s.progress, rewrite.QuoteString(file), done))
+	_, err := s.exec(fmt.Sprintf("INSERT INTO %s (file, chunks_done, kept, gone, updated_at) VALUES (%s, %d, %d, %d, UTC_TIMESTAMP(3)) "+
+		"ON DUPLICATE KEY UPDATE chunks_done = VALUES(chunks_done), kept = kept + VALUES(kept), gone = gone + VALUES(gone), updated_at = VALUES(updated_at)",
+		s.progress, rewrite.QuoteString(file), done, kept, gone))
 	return err
 }
 

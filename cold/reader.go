@@ -65,6 +65,15 @@ func NewReader(store Store, catalog Catalog, opt ReaderOptions) *Reader {
 	return &Reader{store: store, catalog: catalog, cache: newFileCache(opt.CacheFiles), parallel: opt.Parallel}
 }
 
+// With returns a reader of the files c lists, sharing r's store, open-file
+// cache and options: a catalog made for one read (the files a read's own
+// lookups found) costs one small allocation.
+func (r *Reader) With(c Catalog) *Reader {
+	cp := *r
+	cp.catalog = c
+	return &cp
+}
+
 // Before returns up to limit rows of conv with seq < before, seq descending
 // (the scroll-up read). skip (ascending) are seqs to treat as absent on
 // top of the catalog's own Skip lists: the engine's tombstones of archived

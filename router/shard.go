@@ -60,10 +60,14 @@ func ShardedTables() []string {
 // range of its archived rows whose warm copy is gone (written by the
 // archiver in the transaction that deletes them), and the archived rows
 // deleted through Convoy (written by the engine in the deleting
-// statement's transaction); cold reads need both.
+// statement's transaction, and by the archiver for the rows of a file it
+// must not serve), and per conversation and cold file the part of the
+// file's rows whose warm copy the archiver deleted (its read bound,
+// written in the deleting transaction); cold reads need all three.
 const (
 	ColdRangesTable    = "_convoy_cold_conv"
 	ColdTombstoneTable = "_convoy_cold_tombstone"
+	ColdFilesTable     = "_convoy_cold_files"
 )
 
 // ArchiveProgressTable is the archiver's own table in a shard database:
@@ -86,7 +90,9 @@ func KeysOf(sh Shard, n int, from uint64) []uint64 {
 }
 
 // CompanionTables lists the companion tables, all keyed by CompanionKey.
-func CompanionTables() []string { return []string{ColdRangesTable, ColdTombstoneTable} }
+func CompanionTables() []string {
+	return []string{ColdRangesTable, ColdTombstoneTable, ColdFilesTable}
+}
 
 // CompanionKey is the companion tables' shard key column.
 const CompanionKey = "conv_id"

@@ -126,6 +126,7 @@ func (ix *Indexer) backfillArchived(ctx context.Context, conn *sql.Conn, snap *r
 		return 0, nil
 	}
 	tombstoned := map[uint64]bool{}
+	bounds := ReadBounds{}
 	dbs := map[string]bool{}
 	var shards []int
 	for sh := range router.NumShards {
@@ -157,6 +158,9 @@ func (ix *Indexer) backfillArchived(ctx context.Context, conn *sql.Conn, snap *r
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 			return 0, fmt.Errorf("search: %s: backfill: tombstones of %s: %w", ix.cfg.Source, p.Database, err)
 		}
+		if err := readBounds(ctx, conn, p.Database, bounds); err != nil {
+			return 0, fmt.Errorf("search: %s: backfill: cold read bounds of %s: %w", ix.cfg.Source, p.Database, err)
+		}
 	}
 	var b Batch
 	total, skipped := 0, 0
@@ -173,7 +177,7 @@ func (ix *Indexer) backfillArchived(ctx context.Context, conn *sql.Conn, snap *r
 		return nil
 	}
 	for _, sh := range shards {
-		err := ix.cfg.Archived(ctx, sh, func(m ArchivedMessage) error {
+		err := ix.cfg.Archived(ctx, sh, bounds, func(m ArchivedMessage) error {
 			if tombstoned[m.MsgID] || m.Body == nil {
 				return nil
 			}
@@ -204,4 +208,31 @@ func (ix *Indexer) backfillArchived(ctx context.Context, conn *sql.Conn, snap *r
 		ix.log.Info("search backfill: archived messages indexed", zap.Int("messages", total))
 	}
 	return total, nil
+}
+
+// readBounds adds database's cold read bounds (router.ColdFilesTable) to
+// into, read in the caller's snapshot; a database without the table has
+// none.
+func readBounds(ctx context.Context, conn *sql.Conn, database string, into ReadBounds) error {
+	rows, err := conn.QueryContext(ctx, fmt.Sprintf("SELECT file, conv_id, max_seq FROM %s.%s", quoteIdent(database), quoteIdent(router.ColdFilesTable)))
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1146 {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var file string
+		var conv, seq uint64
+		if err := rows.Scan(&file, &conv, &seq); err != nil {
+			rows.Close()
+			return err
+		}
+		if into[file] == nil {
+			into[file] = map[uint64]uint64{}
+		}
+		into[file][conv] = seq
+	}
+	return errors.Join(rows.Err(), rows.Close())
 }

@@ -53,15 +53,24 @@ type IndexerConfig struct {
 	Metrics *Metrics
 	Log     *zap.Logger
 	// Archived, when the cold tier is on, calls fn with every message of
-	// a shard that only the archive holds (archive.Catalog.Messages): the
-	// backfill indexes them too, or a rebuilt index would cover the warm
-	// window only. Nil: no cold tier.
-	Archived func(ctx context.Context, shard int, fn func(ArchivedMessage) error) error
+	// a shard that only the archive holds (archive.Catalog.Messages) up to
+	// the files' read bounds, which the backfill reads in its snapshot:
+	// the backfill indexes them too, or a rebuilt index would cover the
+	// warm window only. Nil: no cold tier.
+	Archived ArchivedFunc
 	// MaxBatch bounds the documents of one Apply (default 2000); Flush the
 	// time a document waits for a fuller batch (default 200ms).
 	MaxBatch int
 	Flush    time.Duration
 }
+
+// ReadBounds are a database's cold read bounds (router.ColdFilesTable):
+// per cold file, per conversation, the last seq the file may serve.
+type ReadBounds = map[string]map[uint64]uint64
+
+// ArchivedFunc calls fn with the messages of shard only the cold tier
+// holds, within bounds.
+type ArchivedFunc func(ctx context.Context, shard int, bounds ReadBounds, fn func(ArchivedMessage) error) error
 
 // ArchivedMessage is a message only the cold tier holds (see
 // IndexerConfig.Archived).
@@ -354,6 +363,11 @@ func (ix *Indexer) txn(ctx context.Context, t binlog.Txn, b *pending) error {
 		r := row{c: c, img: img}
 		conv, msgID := r.u("conv_id"), r.u("msg_id")
 		if c.Table == router.ColdTombstoneTable {
+			if archival {
+				// The archiver's: a row changed since archived (MySQL
+				// holds it, indexed) or already deleted (removed then).
+				continue
+			}
 			p := snap.Physical("conv_msg", router.ShardOf(conv))
 			if c.Kind == binlog.Insert && p.Datasource == ix.cfg.Source && p.Database == c.Schema {
 				o := b.get(msgID)

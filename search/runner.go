@@ -43,7 +43,7 @@ type RunnersConfig struct {
 	Extract Extraction
 	Metrics *Metrics
 	// Archived is IndexerConfig.Archived (nil: no cold tier).
-	Archived func(ctx context.Context, shard int, fn func(ArchivedMessage) error) error
+	Archived ArchivedFunc
 	Log      *zap.Logger
 	// Flush is the indexer's batch wait (IndexerConfig.Flush).
 	Flush time.Duration

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -118,8 +120,10 @@ func (t *coldTier) Close() {
 	t.store.Close()
 }
 
-// coldReads is the engine's ColdTier: the catalog made current with etcd
-// before each read (Catalog.Fresh), then the reader.
+// coldReads is the engine's ColdTier: the files the engine's lookup found
+// through the shard database's read bounds, with the files whose bounds
+// etcd holds (the archive's former layout: the catalog made current with
+// etcd first, Catalog.Fresh), then the reader.
 type coldReads struct {
 	cat *archive.Catalog
 	r   *cold.Reader
@@ -129,27 +133,71 @@ var _ engine.ColdTier = coldReads{}
 
 func (c coldReads) Archived(sh router.Shard) bool { return c.cat.Archived(int(sh)) }
 
-func (c coldReads) Before(ctx context.Context, conv, before uint64, limit int, skip []uint64) (engine.ColdPage, error) {
-	if err := c.cat.Fresh(ctx, conv); err != nil {
+func (c coldReads) Before(ctx context.Context, conv, before uint64, limit int, files []engine.ColdFile, skip []uint64) (engine.ColdPage, error) {
+	r, err := c.reader(ctx, conv, files)
+	if err != nil {
 		// Nothing read: with the budget spent that is a partial page with
 		// nothing final, else the archive's failure.
 		return engine.ColdPage{More: true, Frontier: before - 1}, budgetOr(ctx, err)
 	}
-	return pageOf(c.r.Before(ctx, conv, before, limit, skip...))
+	return pageOf(r.Before(ctx, conv, before, limit, skip...))
 }
 
-func (c coldReads) After(ctx context.Context, conv, after uint64, limit int, skip []uint64) (engine.ColdPage, error) {
-	if err := c.cat.Fresh(ctx, conv); err != nil {
+func (c coldReads) After(ctx context.Context, conv, after uint64, limit int, files []engine.ColdFile, skip []uint64) (engine.ColdPage, error) {
+	r, err := c.reader(ctx, conv, files)
+	if err != nil {
 		return engine.ColdPage{More: true, Frontier: after + 1}, budgetOr(ctx, err)
 	}
-	return pageOf(c.r.After(ctx, conv, after, limit, skip...))
+	return pageOf(r.After(ctx, conv, after, limit, skip...))
 }
 
-func (c coldReads) ByKeys(ctx context.Context, conv uint64, seqs, msgIDs, skip []uint64) (engine.ColdPage, error) {
-	if err := c.cat.Fresh(ctx, conv); err != nil {
+func (c coldReads) ByKeys(ctx context.Context, conv uint64, seqs, msgIDs []uint64, files []engine.ColdFile, skip []uint64) (engine.ColdPage, error) {
+	r, err := c.reader(ctx, conv, files)
+	if err != nil {
 		return engine.ColdPage{More: true}, budgetOr(ctx, err)
 	}
-	return pageOf(c.r.ByKeys(ctx, conv, seqs, msgIDs, skip...))
+	return pageOf(r.ByKeys(ctx, conv, seqs, msgIDs, skip...))
+}
+
+// reader is c.r over conv's files: the engine's, and the former layout's
+// from etcd; a file in both (deleted partly before the layout changed)
+// serves the union of its two ranges, which are adjacent in the file.
+func (c coldReads) reader(ctx context.Context, conv uint64, files []engine.ColdFile) (*cold.Reader, error) {
+	if err := c.cat.Fresh(ctx, conv); err != nil {
+		return nil, err
+	}
+	legacy, err := c.cat.Files(ctx, conv)
+	if err != nil {
+		return nil, err
+	}
+	all := make([]cold.FileRange, 0, len(files)+len(legacy))
+	for _, f := range files {
+		all = append(all, cold.FileRange{Key: f.Key, MinSeq: f.MinSeq, MaxSeq: f.MaxSeq, MinMsgID: f.MinMsgID, MaxMsgID: f.MaxMsgID, Rows: f.Rows})
+	}
+	for _, l := range legacy {
+		i := slices.IndexFunc(all, func(f cold.FileRange) bool { return f.Key == l.Key })
+		if i < 0 {
+			all = append(all, l)
+			continue
+		}
+		f := &all[i]
+		f.MinSeq, f.MaxSeq = min(f.MinSeq, l.MinSeq), max(f.MaxSeq, l.MaxSeq)
+		if l.MinMsgID != 0 || l.MaxMsgID != 0 {
+			f.MinMsgID, f.MaxMsgID = min(f.MinMsgID, l.MinMsgID), max(f.MaxMsgID, l.MaxMsgID)
+		}
+		f.Rows, f.Skip = max(f.Rows, l.Rows), l.Skip
+	}
+	slices.SortFunc(all, func(a, b cold.FileRange) int {
+		return cmp.Or(cmp.Compare(a.MinSeq, b.MinSeq), cmp.Compare(a.Key, b.Key))
+	})
+	return c.r.With(fixedFiles(all)), nil
+}
+
+// fixedFiles is a cold.Catalog of one read: its conversation's files.
+type fixedFiles []cold.FileRange
+
+func (f fixedFiles) Files(context.Context, uint64) ([]cold.FileRange, error) {
+	return slices.Clone(f), nil
 }
 
 // budgetOr is nil when ctx's deadline (the budget) is what failed.

@@ -197,9 +197,9 @@ func startSearch(c Config, cli *clientv3.Client, routes func() *router.Snapshot,
 }
 
 // archivedMessages feeds a search backfill the cold tier's messages.
-func archivedMessages(cat *archive.Catalog) func(context.Context, int, func(search.ArchivedMessage) error) error {
-	return func(ctx context.Context, shard int, fn func(search.ArchivedMessage) error) error {
-		return cat.Messages(ctx, shard, func(m archive.Message) error {
+func archivedMessages(cat *archive.Catalog) search.ArchivedFunc {
+	return func(ctx context.Context, shard int, bounds search.ReadBounds, fn func(search.ArchivedMessage) error) error {
+		return cat.Messages(ctx, shard, bounds, func(m archive.Message) error {
 			return fn(search.ArchivedMessage{ConvID: m.ConvID, Seq: m.Seq, MsgID: m.MsgID, SenderUID: m.SenderUID,
 				MsgType: m.MsgType, CreatedAt: m.CreatedAt, Body: m.Body})
 		})

@@ -30,11 +30,25 @@ type ColdTier interface {
 	Archived(sh router.Shard) bool
 	// Before / After: up to limit archived rows of conv with seq < before
 	// (descending) / > after (ascending), seqs in skip left out.
-	Before(ctx context.Context, conv, before uint64, limit int, skip []uint64) (ColdPage, error)
-	After(ctx context.Context, conv, after uint64, limit int, skip []uint64) (ColdPage, error)
+	// files are the shard database's read bounds of conv (ColdFile), read
+	// after MySQL's rows: the rows a file may serve. (The tier adds files
+	// whose bounds etcd holds, from the archive's former layout.)
+	Before(ctx context.Context, conv, before uint64, limit int, files []ColdFile, skip []uint64) (ColdPage, error)
+	After(ctx context.Context, conv, after uint64, limit int, files []ColdFile, skip []uint64) (ColdPage, error)
 	// ByKeys: conv's archived rows with a seq in seqs or a msg_id in
 	// msgIDs, ascending by seq.
-	ByKeys(ctx context.Context, conv uint64, seqs, msgIDs, skip []uint64) (ColdPage, error)
+	ByKeys(ctx context.Context, conv uint64, seqs, msgIDs []uint64, files []ColdFile, skip []uint64) (ColdPage, error)
+}
+
+// ColdFile is what a cold file may serve of a conversation, as the shard
+// database's read bounds say (ColdFilesTable, written by the archiver in
+// the transaction that deletes the warm rows): seqs MinSeq..MaxSeq, msg_ids
+// within MinMsgID..MaxMsgID, at most Rows rows.
+type ColdFile struct {
+	Key                string
+	MinSeq, MaxSeq     uint64
+	MinMsgID, MaxMsgID uint64
+	Rows               int64
 }
 
 // ColdColumn is a column definition an archived row was stored with.
@@ -71,6 +85,7 @@ type ColdRow struct {
 const (
 	ColdRangesTable    = router.ColdRangesTable
 	ColdTombstoneTable = router.ColdTombstoneTable
+	ColdFilesTable     = router.ColdFilesTable
 )
 
 // coldState is the engine side of the cold tier.
@@ -581,6 +596,47 @@ func fieldUint(v mysql.FieldValue) (uint64, bool) {
 	return 0, false
 }
 
+// files reads conv's read bounds (ColdFilesTable): the files that may
+// serve seqs in [lo, hi], or (ids set) msg_ids among ids. Read after
+// MySQL's rows and before the tombstones: a delete chunk committed in
+// between has its tombstones seen, one committed after left its rows in
+// the read of MySQL.
+func (lk *coldLookup) files(conv uint64, lo, hi uint64, ids []uint64) ([]ColdFile, error) {
+	where := fmt.Sprintf("max_seq >= %d AND min_seq <= %d", lo, hi)
+	if ids != nil {
+		where = fmt.Sprintf("max_msg_id >= %d AND min_msg_id <= %d", slices.Min(ids), slices.Max(ids))
+	}
+	r, err := lk.c.Exec(fmt.Sprintf("SELECT file, min_seq, max_seq, min_msg_id, max_msg_id, n_rows FROM %s.%s WHERE conv_id = %d AND %s",
+		lk.db, quoteIdent(ColdFilesTable), conv, where))
+	var me *mysql.MyError
+	if errors.As(err, &me) && me.Code == mysql.ER_NO_SUCH_TABLE {
+		return nil, nil // made by an archiver of this version: none deleted since
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := decodeRows(r); err != nil {
+		return nil, err
+	}
+	out := make([]ColdFile, 0, len(r.Values))
+	for _, v := range r.Values {
+		f := ColdFile{Key: string(v[0].AsString())}
+		var ok [5]bool
+		f.MinSeq, ok[0] = fieldUint(v[1])
+		f.MaxSeq, ok[1] = fieldUint(v[2])
+		f.MinMsgID, ok[2] = fieldUint(v[3])
+		f.MaxMsgID, ok[3] = fieldUint(v[4])
+		var n uint64
+		n, ok[4] = fieldUint(v[5])
+		if slices.Contains(ok[:], false) || f.Key == "" {
+			return nil, fmt.Errorf("[BUG] cold read bounds row %v", v)
+		}
+		f.Rows = int64(n)
+		out = append(out, f)
+	}
+	return out, nil
+}
+
 // tombstones returns the archived rows of conv deleted through Convoy, in
 // table tbl: the seqs in [lo, hi] (conv_msg pages), or of the given msg_ids
 // (anchors, bodies), as (seq, msg_id) pairs ascending by seq.
@@ -627,20 +683,28 @@ func joinUints(xs []uint64) string {
 func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *coldLookup, rg coldRange, lo, hi uint64, deadline time.Time) (*mysql.Result, string, error) {
 	tier := s.e.cold.tier
 	tbl := historyTable
+	var files []ColdFile
 	var tomb [][2]uint64
 	var err error
+	// The read bounds first, then the tombstones (see coldLookup.files).
 	switch q.shape {
 	case shapeBefore, shapeAfter:
-		tomb, err = lk.tombstones(q.conv, tbl, lo, hi, nil)
+		if files, err = lk.files(q.conv, lo, hi, nil); err == nil {
+			tomb, err = lk.tombstones(q.conv, tbl, lo, hi, nil)
+		}
 	case shapeAnchor:
-		tomb, err = lk.tombstones(q.conv, tbl, 0, 0, []uint64{q.cursor})
+		if files, err = lk.files(q.conv, 0, 0, []uint64{q.cursor}); err == nil {
+			tomb, err = lk.tombstones(q.conv, tbl, 0, 0, []uint64{q.cursor})
+		}
 	case shapeBodies:
 		tbl = "msg_content"
-		tomb, err = lk.tombstones(q.conv, tbl, 0, 0, q.missingIDs())
+		if files, err = lk.files(q.conv, 0, 0, q.missingIDs()); err == nil {
+			tomb, err = lk.tombstones(q.conv, tbl, 0, 0, q.missingIDs())
+		}
 	}
 	if err != nil {
 		s.afterError(lk.c, err)
-		s.e.log.Warn("cold tier: the tombstones could not be read; the page is MySQL's alone", zap.Error(err))
+		s.e.log.Warn("cold tier: the read bounds or tombstones could not be read; the page is MySQL's alone", zap.Error(err))
 		return r, "unavailable", s.coldIncomplete(q.incomplete("its deleted-row list could not be read", q.cursor))
 	}
 	skip := make([]uint64, len(tomb))
@@ -653,18 +717,18 @@ func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *cold
 	var ids []uint64 // the msg_ids looked up
 	switch q.shape {
 	case shapeBefore:
-		page, err = tier.Before(ctx, q.conv, q.cursor, q.limit, skip)
+		page, err = tier.Before(ctx, q.conv, q.cursor, q.limit, files, skip)
 	case shapeAfter:
-		page, err = tier.After(ctx, q.conv, q.cursor, q.limit, skip)
+		page, err = tier.After(ctx, q.conv, q.cursor, q.limit, files, skip)
 	case shapeAnchor:
 		ids = []uint64{q.cursor}
-		page, err = tier.ByKeys(ctx, q.conv, nil, ids, skip)
+		page, err = tier.ByKeys(ctx, q.conv, nil, ids, files, skip)
 	case shapeBodies:
 		ids = slices.DeleteFunc(q.missingIDs(), func(id uint64) bool {
 			return slices.ContainsFunc(tomb, func(t [2]uint64) bool { return t[1] == id })
 		})
 		if len(ids) > 0 {
-			page, err = tier.ByKeys(ctx, q.conv, nil, ids, nil)
+			page, err = tier.ByKeys(ctx, q.conv, nil, ids, files, nil)
 		}
 	}
 	result := "complete"

@@ -189,9 +189,19 @@ func (s *Session) archivedKeys(c Conn, db, table, logical string, conv uint64, s
 	if !rg.has || len(missing) == 0 {
 		return nil, nil
 	}
-	// Rows this table already has tombstones for are deleted: nothing to
+	// The files that may serve them (read bounds), then the tombstones:
+	// rows this table already has tombstones for are deleted, nothing to
 	// do for them (a conv_msg tombstone leaves the body row, which a
 	// msg_content delete tombstones in turn).
+	var files []ColdFile
+	if keyCol == "seq" {
+		files, err = lk.files(conv, slices.Min(missing), slices.Max(missing), nil)
+	} else {
+		files, err = lk.files(conv, 0, 0, missing)
+	}
+	if err != nil {
+		return nil, err
+	}
 	r, err = c.Exec(fmt.Sprintf("SELECT %s FROM %s.%s WHERE conv_id = %d AND tbl = '%s' AND %s IN (%s)",
 		keyCol, db, quoteIdent(ColdTombstoneTable), conv, logical, keyCol, joinUints(missing)))
 	if err != nil {
@@ -211,9 +221,9 @@ func (s *Session) archivedKeys(c Conn, db, table, logical string, conv uint64, s
 	defer cancel()
 	var page ColdPage
 	if keyCol == "seq" {
-		page, err = s.e.cold.tier.ByKeys(ctx, conv, missing, nil, nil)
+		page, err = s.e.cold.tier.ByKeys(ctx, conv, missing, nil, files, nil)
 	} else {
-		page, err = s.e.cold.tier.ByKeys(ctx, conv, nil, missing, nil)
+		page, err = s.e.cold.tier.ByKeys(ctx, conv, nil, missing, files, nil)
 	}
 	if err == nil && page.More {
 		err = fmt.Errorf("the archive did not answer within %s", s.e.cold.writeTimeout)
