@@ -391,13 +391,13 @@ func (p *partBuilder) flush(ctx context.Context) error {
 	pr.Bytes += info.Bytes
 	pr.Rows += info.Digest.Rows
 	u.job.Intent = ""
-	ops := []clientv3.Op{rec.put(u.a.cfg.Cluster)}
+	var ops []clientv3.Op
 	if p.k == history {
 		// (Inbox rows are not read back: a shard with inbox files alone
 		// has nothing for a history read to check.)
 		ops = append(ops, markShard(u.a.cfg.Cluster, u.shard))
 	}
-	if err := u.save(ctx, ops...); err != nil {
+	if err := u.putRecord(ctx, rec, ops...); err != nil {
 		return err
 	}
 	u.rows += info.Digest.Rows

@@ -1007,9 +1007,11 @@ func testLocalStore(t *testing.T, s *services) {
 
 // testDeleteEtcdWrites (issue 25): the warm delete writes etcd twice per
 // file (deleting, deleted), whatever its number of chunks: the chunks'
-// read bounds and skipped rows go to MySQL in their own transactions.
-// Before, every chunk rewrote the file's record with its skip lists so
-// far, the job record and the shard's marker.
+// read bounds and skipped rows go to MySQL in their own transactions, and
+// each write is the job record's pointer to the store's next catalog
+// manifest, never a key per file. Before, every chunk rewrote the file's
+// record in etcd with its skip lists so far, the job record and the
+// shard's marker.
 func testDeleteEtcdWrites(t *testing.T, s *services) {
 	f := newFixture(t, s, "file")
 	a := f.archiver(func(c *Config) { c.DeleteAfter = time.Hour; c.ChunkRows = 2 })
@@ -1036,6 +1038,19 @@ func testDeleteEtcdWrites(t *testing.T, s *services) {
 	// (The run's own job saves: its start, steps and end, a handful.)
 	if limit := int64(2*files + 10); writes > limit || chunks < 3*files {
 		t.Fatalf("the delete of %d files in %d chunks wrote etcd %d times, want at most %d", files, chunks, writes, limit)
+	}
+	// The file records are in the store's manifest, the last two versions
+	// of it kept; etcd holds none of them.
+	resp, err := s.cli.Get(context.Background(), FilesPrefix(f.cluster), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Fatalf("%d file records in etcd (%v), want none", resp.Count, err)
+	}
+	var versions []string
+	if err := f.store.List(context.Background(), fmt.Sprintf("hist/%04d/catalog/", f.shard), func(k string) error {
+		versions = append(versions, k)
+		return nil
+	}); err != nil || len(versions) != 2 {
+		t.Fatalf("manifest versions in the store: %v (%v), want the last two", versions, err)
 	}
 	pages := 0
 	r := cold.NewReader(f.store, f.readCatalog(nil), cold.ReaderOptions{})

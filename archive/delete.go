@@ -16,7 +16,7 @@ import (
 // inbox) catalogued at least DeleteAfter ago (and finishes any delete a
 // crash interrupted).
 func (u *run) deleteDue(ctx context.Context) error {
-	recs, _, err := listRecords(ctx, u.a.cfg.Client, u.a.cfg.Cluster, u.shard)
+	recs, err := u.records(ctx)
 	if err != nil {
 		return err
 	}
@@ -129,11 +129,11 @@ func (u *run) deleteFile(ctx context.Context, rec Record) error {
 	if rec.State != StateDeleting {
 		rec.State, rec.Done = StateDeleting, done
 		u.job.Intent = "delete " + rec.Key
-		ops := []clientv3.Op{rec.put(u.a.cfg.Cluster)}
+		var ops []clientv3.Op
 		if rec.Kind == kindHistory {
 			ops = append(ops, markShard(u.a.cfg.Cluster, u.shard))
 		}
-		if err := u.save(ctx, ops...); err != nil {
+		if err := u.putRecord(ctx, rec, ops...); err != nil {
 			return err
 		}
 	}
@@ -177,7 +177,7 @@ func (u *run) deleteFile(ctx context.Context, rec Record) error {
 	pr.Kept += rec.Kept
 	pr.Gone += rec.Gone
 	u.job.Intent = ""
-	if err := u.save(ctx, rec.put(u.a.cfg.Cluster)); err != nil {
+	if err := u.putRecord(ctx, rec); err != nil {
 		return err
 	}
 	// The progress row has served its purpose; a crash before this leaves

@@ -215,7 +215,7 @@ func (f *fixture) count(where string) int {
 
 func (f *fixture) records() []Record {
 	f.t.Helper()
-	recs, _, err := listRecords(context.Background(), f.svc.cli, f.cluster, f.shard)
+	recs, err := shardRecords(context.Background(), f.svc.cli, f.cluster, f.store, f.shard)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -322,24 +322,41 @@ func (m mysqlCatalog) Files(ctx context.Context, conv uint64) ([]cold.FileRange,
 	return out, nil
 }
 
-// makeLegacy rewrites the shard's deleted history records in the former
-// layout (read bounds and skips in etcd; nothing in FilesTable), as an
-// archiver of the version before wrote them.
+// makeLegacy rewrites the shard's records in the former layout: in etcd,
+// no manifest, the deleted history files' read bounds and skips in their
+// records (nothing in FilesTable), as an archiver of the version before
+// wrote them.
 func (f *fixture) makeLegacy() {
 	f.t.Helper()
+	ctx := context.Background()
 	var ops []clientv3.Op
+	deleted := 0
 	for _, r := range f.records() {
-		if r.Kind != kindHistory || r.State != StateDeleted {
-			continue
+		if r.Kind == kindHistory && r.State == StateDeleted {
+			r.Bounds = ""
+			f.query(fmt.Sprintf("DELETE FROM %s WHERE file = %s", FilesTable, rewrite.QuoteString(r.Key)))
+			deleted++
 		}
-		r.Bounds = ""
 		ops = append(ops, r.put(f.cluster))
-		f.query(fmt.Sprintf("DELETE FROM %s WHERE file = %s", FilesTable, rewrite.QuoteString(r.Key)))
 	}
-	if len(ops) == 0 {
+	if deleted == 0 {
 		f.t.Fatal("no deleted history record to rewrite")
 	}
-	if _, err := f.svc.cli.Txn(context.Background()).Then(ops...).Commit(); err != nil {
+	jobs := routecfg.NewArchiveJobStore(f.svc.cli, f.cluster)
+	job, err := jobs.Get(ctx, f.shard)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	st, err := decodeState(job)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	st.Catalog, st.CatalogVersion = "", 0
+	job.Progress = encodeState(st)
+	if _, err := f.svc.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := jobs.Update(ctx, job); err != nil {
 		f.t.Fatal(err)
 	}
 }

@@ -211,6 +211,10 @@ type state struct {
 	LastSuccess time.Time `json:"last_success,omitzero"`
 	// Now is set by ARCHIVE SHARD n NOW and cleared by the run it starts.
 	Now bool `json:"now,omitempty"`
+	// Catalog is the shard's current catalog manifest (manifest.go):
+	// object key and version.
+	Catalog        string `json:"catalog,omitempty"`
+	CatalogVersion int    `json:"catalog_version,omitempty"`
 }
 
 // progress is one kind's checkpoint and figures.
@@ -270,6 +274,10 @@ type run struct {
 	at    router.Target
 	start time.Time
 	rows  int64 // archived by this run, for RowsPerSec
+	// files are the shard's file records (records), read once per run;
+	// inEtcd marks those of the former layout, which etcd holds.
+	files  []Record
+	inEtcd map[string]bool
 	// floors: per conversation, the lowest seq among its KeepNewest newest
 	// rows when the run first looked (0: it has fewer, all are kept). A
 	// floor only rises as messages arrive, so an old one keeps more.

@@ -36,7 +36,7 @@ func (c *Catalog) Messages(ctx context.Context, shard int, bounds ReadBounds, fn
 	if !c.Archived(shard) {
 		return nil
 	}
-	recs, _, err := listRecords(ctx, c.cli, c.cluster, shard)
+	recs, err := shardRecords(ctx, c.cli, c.cluster, c.store, shard)
 	if err != nil {
 		return err
 	}

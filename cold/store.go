@@ -23,8 +23,8 @@ import (
 )
 
 // Store is the object storage the cold tier needs: immutable objects written
-// once and read back by byte range. Everything else (listing, deleting) is
-// the archiver's business and is added when it is needed.
+// once and read back by byte range; listing and deleting are the
+// archiver's (its catalog manifests, a rebuild of the catalog).
 type Store interface {
 	// PutIfAbsent creates key with data. If key already exists with the same
 	// bytes it returns nil (a rerun of an archive step is idempotent); if it
@@ -36,6 +36,12 @@ type Store interface {
 	ReadRange(ctx context.Context, key string, off, length int64) ([]byte, error)
 	// Size is the object's length in bytes.
 	Size(ctx context.Context, key string) (int64, error)
+	// List calls fn with the key of every object under prefix, in key
+	// order (the archiver's catalog rebuild).
+	List(ctx context.Context, prefix string, fn func(key string) error) error
+	// Delete removes key; a missing key is not an error (the archiver's
+	// superseded catalog manifests).
+	Delete(ctx context.Context, key string) error
 	Close() error
 }
 
@@ -214,6 +220,33 @@ func (s *blobStore) Size(ctx context.Context, key string) (int64, error) {
 		return 0, fmt.Errorf("cold: stat %s: %w", key, err)
 	}
 	return a.Size, nil
+}
+
+func (s *blobStore) List(ctx context.Context, prefix string, fn func(key string) error) error {
+	it := s.b.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		o, err := it.Next(ctx)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("cold: list %s: %w", prefix, err)
+		}
+		if o.IsDir {
+			continue
+		}
+		if err := fn(o.Key); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *blobStore) Delete(ctx context.Context, key string) error {
+	err := s.b.Delete(ctx, key)
+	if err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return fmt.Errorf("cold: delete %s: %w", key, err)
+	}
+	return nil
 }
 
 func (s *blobStore) Close() error { return s.b.Close() }
