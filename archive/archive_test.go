@@ -144,6 +144,7 @@ func TestArchiver(t *testing.T) {
 	t.Run("CatalogLoadRace", func(t *testing.T) { testCatalogLoadRace(t, s) })
 	t.Run("StaleDeleter", func(t *testing.T) { testStaleDeleter(t, s) })
 	t.Run("DeleteEtcdWrites", func(t *testing.T) { testDeleteEtcdWrites(t, s) })
+	t.Run("RebuildCatalog", func(t *testing.T) { testRebuildCatalog(t, s) })
 	t.Run("LocalStore", func(t *testing.T) { testLocalStore(t, s) })
 	t.Run("InboxTTL", func(t *testing.T) { testInboxTTL(t, s) })
 	t.Run("ScanPasses", func(t *testing.T) { testScanPasses(t, s) })
@@ -1062,4 +1063,119 @@ func testDeleteEtcdWrites(t *testing.T, s *services) {
 		pages++
 	}
 	t.Logf("%d files in %d chunks: %d etcd writes; %d conversations read back whole", files, chunks, writes, pages)
+}
+
+// testRebuildCatalog (issue 25): the catalog is lost (every manifest
+// version deleted from the bucket and the job record from etcd) while a
+// warm delete is half done; RebuildCatalog names the bucket's files again
+// and the next runs finish the delete from the shard database's read
+// bounds: every archived row readable from the files exactly once, none
+// taken for deleted by a user, no day archived twice. A stray copy of a
+// file (an orphan nothing lists) is refused until removed.
+func testRebuildCatalog(t *testing.T, s *services) {
+	f := newFixture(t, s, "file")
+	ctx := context.Background()
+	total := f.count("TRUE")
+	pages := f.capture()
+	seen := 0
+	crashed := errors.New("crash")
+	a := f.archiver(func(c *Config) {
+		c.ChunkRows = 3
+		c.Hook = func(at string, _ int) error {
+			if at == HookDeleted {
+				if seen++; seen == 42 { // (mid-file: part 0 of a day is chunks of 3, 3 and 1 rows, part 1 of 3 and 2)
+					return crashed
+				}
+			}
+			return nil
+		}
+	})
+	a.cfg.DeleteAfter = 7 * 24 * time.Hour
+	f.run(a) // archive only
+	files := len(f.records())
+	a.cfg.DeleteAfter = time.Hour
+	f.advance(2 * time.Hour)
+	if err := a.RunShard(ctx, f.shard); !errors.Is(err, crashed) {
+		t.Fatalf("run with a crash: %v", err)
+	}
+	// The catalog is lost.
+	var manifests []string
+	if err := f.store.List(ctx, fmt.Sprintf("hist/%04d/catalog/", f.shard), func(k string) error {
+		manifests = append(manifests, k)
+		return nil
+	}); err != nil || len(manifests) == 0 {
+		t.Fatalf("manifests %v, %v", manifests, err)
+	}
+	for _, k := range manifests {
+		if err := f.store.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobs := routecfg.NewArchiveJobStore(s.cli, f.cluster)
+	job, err := jobs.Get(ctx, f.shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jobs.Delete(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.records()); n != 0 {
+		t.Fatalf("%d records after the catalog was lost", n)
+	}
+	// A stray copy of a file under another part number: refused.
+	var first string
+	if err := f.store.List(ctx, fmt.Sprintf("hist/%04d/", f.shard), func(k string) error {
+		if first == "" && strings.HasSuffix(k, ".parquet") {
+			first = k
+		}
+		return nil
+	}); err != nil || first == "" {
+		t.Fatalf("no file in the bucket: %v", err)
+	}
+	stray := strings.Replace(first, "part-0000", "part-0099", 1)
+	m, err := readMeta(ctx, f.store, metaKey(first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := f.store.ReadRange(ctx, first, 0, m.Info.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Info.Key = stray
+	if err := errors.Join(f.store.PutIfAbsent(ctx, stray, data), f.store.PutIfAbsent(ctx, metaKey(stray), encodeMeta(m.Kind, m.Info))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.RebuildCatalog(ctx, f.shard); !errors.Is(err, ErrCatalogOverlap) {
+		t.Fatalf("rebuild with a stray copy of %s: %v, want ErrCatalogOverlap", first, err)
+	}
+	if err := errors.Join(f.store.Delete(ctx, stray), f.store.Delete(ctx, metaKey(stray))); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := a.RebuildCatalog(ctx, f.shard)
+	if err != nil || len(rep.Added) != files || rep.Files != files || rep.Version == 0 {
+		t.Fatalf("rebuild: %+v, %v; want %d files added", rep, err, files)
+	}
+	if again, err := a.RebuildCatalog(ctx, f.shard); err != nil || len(again.Added) != 0 || again.Version != 0 {
+		t.Fatalf("a second rebuild: %+v, %v; want nothing to do", again, err)
+	}
+	// The deletes resume once due again, from the read bounds.
+	a.cfg.Hook = func(string, int) error { return nil }
+	f.run(a)
+	f.advance(2 * time.Hour)
+	f.run(a)
+	if got, want := f.archivedKeys(), f.wantArchived(); !maps.Equal(got, want) {
+		t.Fatalf("archived keys after the rebuild: %d distinct, want %d once each", len(got), len(want))
+	}
+	if n := f.count("TRUE"); n != total-len(f.wantArchived()) {
+		t.Fatalf("warm rows left %d, want %d", n, total-len(f.wantArchived()))
+	}
+	if tomb := f.tombstones(); len(tomb) != 0 {
+		t.Fatalf("rows taken for deleted by users after the rebuild: %v", tomb)
+	}
+	for _, r := range f.records() {
+		if r.State != StateDeleted {
+			t.Fatalf("%s: state %s", r.Key, r.State)
+		}
+	}
+	f.checkPages(pages, cold.NewReader(f.store, f.readCatalog(nil), cold.ReaderOptions{}))
 }

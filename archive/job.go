@@ -330,14 +330,8 @@ func (a *Archiver) RunShard(ctx context.Context, shard int) error { return a.run
 // says so of the record it then reads, which another process may just
 // have updated.
 func (a *Archiver) runShard(ctx context.Context, shard int, due func(routecfg.Job, state) bool) error {
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	r, err := routecfg.CampaignRunner(cctx, a.jobs, shard, a.cfg.ID,
-		routecfg.WithRunnerTTL(a.cfg.RunnerTTL), routecfg.WithRunnerLogger(a.log.Named("runner")))
-	cancel()
+	r, err := a.campaign(ctx, shard, 2*time.Second)
 	if err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			return ErrNotElected
-		}
 		return err
 	}
 	defer r.Close()
@@ -351,6 +345,18 @@ func (a *Archiver) runShard(ctx context.Context, shard int, due func(routecfg.Jo
 		}
 	}()
 	return a.runElected(rctx, r, due)
+}
+
+// campaign wins shard's election within wait, or returns ErrNotElected.
+func (a *Archiver) campaign(ctx context.Context, shard int, wait time.Duration) (*routecfg.Runner, error) {
+	cctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	r, err := routecfg.CampaignRunner(cctx, a.jobs, shard, a.cfg.ID,
+		routecfg.WithRunnerTTL(a.cfg.RunnerTTL), routecfg.WithRunnerLogger(a.log.Named("runner")))
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil, ErrNotElected
+	}
+	return r, err
 }
 
 func (a *Archiver) runElected(ctx context.Context, r *routecfg.Runner, due func(routecfg.Job, state) bool) error {

@@ -127,26 +127,39 @@ func (u *run) records(ctx context.Context) ([]Record, error) {
 }
 
 // putRecord records rec (new, or a change of a file's record) with the
-// job record and ops in one etcd transaction, fenced by the election: a
-// record etcd holds is updated there; any other goes into the next
-// manifest version, which is written first (a crash before the etcd
-// transaction leaves a version nothing points to, which the next write
-// passes over). The version before the previous one is deleted once the
-// pointer has moved (a reader that has just read the previous pointer
-// still finds its object).
+// job record and ops in one etcd transaction (putRecords).
 func (u *run) putRecord(ctx context.Context, rec Record, ops ...clientv3.Op) error {
+	return u.putRecords(ctx, []Record{rec}, ops...)
+}
+
+// putRecords records recs with the job record and ops in one etcd
+// transaction, fenced by the election: a record etcd holds is updated
+// there; the others go into the next manifest version, which is written
+// first (a crash before the etcd transaction leaves a version nothing
+// points to, which the next write passes over). The version before the
+// previous one is deleted once the pointer has moved (a reader that has
+// just read the previous pointer still finds its object).
+func (u *run) putRecords(ctx context.Context, recs []Record, ops ...clientv3.Op) error {
 	all, err := u.records(ctx)
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(all, func(r Record) bool { return r.Key == rec.Key })
-	if i >= 0 {
-		all[i] = rec
-	} else {
-		all = sortRecords(append(all, rec))
+	inManifest := false
+	for _, rec := range recs {
+		if i := slices.IndexFunc(all, func(r Record) bool { return r.Key == rec.Key }); i >= 0 {
+			all[i] = rec
+		} else {
+			all = append(all, rec)
+		}
+		if u.inEtcd[rec.Key] {
+			ops = append(ops, rec.put(u.a.cfg.Cluster))
+		} else {
+			inManifest = true
+		}
 	}
-	if u.inEtcd[rec.Key] {
-		if err := u.save(ctx, append(ops, rec.put(u.a.cfg.Cluster))...); err != nil {
+	all = sortRecords(all)
+	if !inManifest {
+		if err := u.save(ctx, ops...); err != nil {
 			return err
 		}
 		u.files = all

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os/exec"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -1072,4 +1073,70 @@ func joinSeqs(xs []uint64) string {
 		s = append(s, fmt.Sprint(x))
 	}
 	return strings.Join(s, ",")
+}
+
+// TestArchiveRebuildCommand (issue 25): a cold read needs nothing of the
+// catalog but the read bounds in the shard's database, so losing the
+// shard's catalog manifests loses no page; `convoy archive rebuild` names
+// the bucket's files again, and the archiver goes on with them without
+// writing any file twice.
+func TestArchiveRebuildCommand(t *testing.T) {
+	f := newColdFixture(t, 5*time.Second)
+	const conv = uint64(1001)
+	f.load([]uint64{conv}, func(uint64) (int, int) { return oldN, recentN })
+	f.archiveAll([]uint64{conv})
+	db := f.p.open(t, "convoy", "convoy", "im")
+	page := func(when string) {
+		t.Helper()
+		n, err := readRows(db, "SELECT seq, msg_id FROM conv_msg WHERE conv_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 500", conv, coldBound)
+		if err != nil || n != coldBound {
+			t.Fatalf("%s: %d of the %d archived messages on their page (%v)", when, n, coldBound, err)
+		}
+	}
+	page("archived")
+	ctx := context.Background()
+	sh := router.ShardOf(conv)
+	objects := func(sub string) []string {
+		t.Helper()
+		var out []string
+		if err := f.store.List(ctx, fmt.Sprintf("history/%04d/%s", sh, sub), func(k string) error {
+			out = append(out, k)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	manifests := objects("catalog/")
+	if len(manifests) == 0 {
+		t.Fatal("no catalog manifest in the store")
+	}
+	for _, k := range manifests {
+		if err := f.store.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page("the catalog manifests deleted")
+	parquet := func() int {
+		n := 0
+		for _, k := range objects("") {
+			if strings.HasSuffix(k, ".parquet") {
+				n++
+			}
+		}
+		return n
+	}
+	files := parquet()
+	out, err := exec.Command(convoyBin, "archive", "--config", f.p.cfgPath, "rebuild", fmt.Sprint(int(sh))).CombinedOutput()
+	if want := fmt.Sprintf("1 shards: %d files catalogued, %d of them named again", files, files); err != nil || !strings.Contains(string(out), want) {
+		t.Fatalf("convoy archive rebuild: %v\n%s\nwant %q", err, out, want)
+	}
+	f.advance(2 * time.Hour)
+	if err := f.arch.RunShard(ctx, int(sh)); err != nil {
+		t.Fatalf("an archiver run after the rebuild: %v", err)
+	}
+	if n := parquet(); n != files || len(objects("catalog/")) == 0 {
+		t.Fatalf("%d files after the rebuild and a run, want %d; manifests %v", n, files, objects("catalog/"))
+	}
+	page("rebuilt")
 }

@@ -3,10 +3,15 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/client"
@@ -234,4 +239,84 @@ func archiveAdmin(cli *clientv3.Client, c Config) engine.ArchiveAdmin {
 		return nil
 	}
 	return archive.NewAdmin(cli, c.Etcd.Cluster)
+}
+
+const archiveUsage = `usage: convoy archive [--config FILE] [--etcd HOST:PORT,...] [--cluster NAME] rebuild [SHARD|FROM-TO]
+
+rebuild  names again, in each shard's catalog, the cold files the store
+         holds that the catalog lost (its manifest deleted, the archive job
+         records lost with etcd): they are catalogued as files whose warm
+         delete has not begun, which the archiver then resumes from the read
+         bounds in the shard's database. Every shard (0-1023) by default.
+         The store and prefix are the config's cold.store and cold.prefix.
+`
+
+// archiveCmd runs the archive maintenance commands.
+func archiveCmd(args []string) error {
+	c, rest, err := subcommand("archive", archiveUsage, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) == 0 || len(rest) > 2 || strings.ToLower(rest[0]) != "rebuild" {
+		return errors.New(archiveUsage)
+	}
+	from, to := 0, router.NumShards-1
+	if len(rest) == 2 {
+		if from, to, err = shardSpan(rest[1]); err != nil {
+			return fmt.Errorf("%w\n%s", err, archiveUsage)
+		}
+	}
+	log := zap.NewNop()
+	cli, err := etcdClient(c, log)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	url, err := coldStoreURL(c)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	store, err := cold.OpenStore(ctx, url)
+	if err != nil {
+		return fmt.Errorf("cold.store: %w", err)
+	}
+	defer store.Close()
+	host, _ := os.Hostname()
+	a, err := archive.New(archive.Config{Client: cli, Cluster: c.Etcd.Cluster, ID: "rebuild@" + host, Store: store,
+		Connect: archiveConnector, Prefix: c.Cold.Prefix, Log: log})
+	if err != nil {
+		return err
+	}
+	total, added := 0, 0
+	for sh := from; sh <= to; sh++ {
+		rep, err := a.RebuildCatalog(ctx, sh)
+		if err != nil {
+			return fmt.Errorf("shard %04d: %w", sh, err)
+		}
+		total, added = total+rep.Files, added+len(rep.Added)
+		if len(rep.Added) > 0 || len(rep.Skipped) > 0 {
+			fmt.Printf("shard %04d: %d files, %d named again (manifest version %d)\n", sh, rep.Files, len(rep.Added), rep.Version)
+			for _, k := range rep.Skipped {
+				fmt.Printf("  skipped %s\n", k)
+			}
+		}
+	}
+	fmt.Printf("%d shards: %d files catalogued, %d of them named again\n", to-from+1, total, added)
+	return nil
+}
+
+// shardSpan reads SHARD or FROM-TO.
+func shardSpan(s string) (int, int, error) {
+	a, b, ok := strings.Cut(s, "-")
+	if !ok {
+		b = a
+	}
+	from, err1 := strconv.Atoi(a)
+	to, err2 := strconv.Atoi(b)
+	if err1 != nil || err2 != nil || from < 0 || to >= router.NumShards || from > to {
+		return 0, 0, fmt.Errorf("%q: want a shard or a range of shards within 0-%d", s, router.NumShards-1)
+	}
+	return from, to, nil
 }

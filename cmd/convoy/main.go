@@ -48,6 +48,7 @@ const usage = `usage:
   convoy routes [--config FILE] [--etcd HOST:PORT,...] [--cluster NAME] init|show|apply FILE ...
   convoy migrate [--config FILE] [--etcd HOST:PORT,...] [--cluster NAME] start|plan|apply|status|watch|next|pause|resume|rollback|cancel|rate|purge|worker ...
   convoy plan   [--simulate] [--rate N] [--parallel N] [--out FILE] ...   (convoy plan -h)
+  convoy archive [--config FILE] [--etcd HOST:PORT,...] [--cluster NAME] rebuild [SHARD|FROM-TO]
 `
 
 func main() {
@@ -65,6 +66,8 @@ func main() {
 		err = migrateCmd(os.Args[2:])
 	case "plan":
 		err = plan(os.Args[2:])
+	case "archive":
+		err = archiveCmd(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
@@ -92,6 +95,18 @@ func newFlags(name string) commonFlags {
 		etcd:    fs.String("etcd", "", "comma-separated etcd endpoints (overrides config)"),
 		cluster: fs.String("cluster", "", "cluster name: routes live at /convoy/<cluster>/routes (overrides config)"),
 	}
+}
+
+// subcommand parses a maintenance command's flags (usage on -h) and loads
+// the config; rest are its words after the flags.
+func subcommand(name, usage string, args []string) (c Config, rest []string, err error) {
+	f := newFlags(name)
+	f.fs.Usage = func() { fmt.Fprint(os.Stderr, usage) }
+	if err := f.fs.Parse(args); err != nil {
+		return c, nil, err
+	}
+	c, err = f.load()
+	return c, f.fs.Args(), err
 }
 
 func (f commonFlags) load() (Config, error) {

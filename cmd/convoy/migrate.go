@@ -94,16 +94,10 @@ func migrationConnector(_ context.Context, ds router.Datasource) (*sql.DB, binlo
 }
 
 func migrateCmd(args []string) error {
-	f := newFlags("migrate")
-	f.fs.Usage = func() { fmt.Fprint(os.Stderr, migrateUsage) }
-	if err := f.fs.Parse(args); err != nil {
-		return err
-	}
-	c, err := f.load()
+	c, rest, err := subcommand("migrate", migrateUsage, args)
 	if err != nil {
 		return err
 	}
-	rest := f.fs.Args()
 	if len(rest) == 0 {
 		return errors.New(migrateUsage)
 	}
