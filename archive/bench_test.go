@@ -1,6 +1,8 @@
 package archive
 
 import (
+	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -8,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/router"
 )
@@ -92,5 +96,96 @@ func benchArchive(b *testing.B, s *services, scanKeys int) {
 		b.ReportMetric(float64(parquet)/float64(rows), "parquet_B/msg")
 		b.ReportMetric(float64(innodb)/float64(rows), "innodb_B/msg")
 		b.ReportMetric(testutil.ToFloat64(m.scans.WithLabelValues("conv_msg"))/float64((i+1)*rows), "keys_scanned/row")
+	}
+}
+
+var footprintRows = flag.Int("archive.rows", 1_000_000, "BenchmarkArchiveEtcdFootprint: messages archived")
+
+// BenchmarkArchiveEtcdFootprint (issue 25) archives and deletes one
+// shard's -archive.rows messages (default 1,000,000: 2,000 conversations,
+// bodies of 100-300 random bytes, over ten days) unthrottled to file://,
+// in parts of 2,000 rows and delete chunks of 500, and reports what etcd
+// holds before and after: its keys, its database size (etcd's own figure,
+// uncompacted during the run), and the writes the run made. The catalog
+// lives in the store (one manifest per shard) and in the shard's database
+// (read bounds, tombstones): etcd keeps the shard's job record and marker
+// whatever the number of files. Run with -benchtime 1x.
+func BenchmarkArchiveEtcdFootprint(b *testing.B) {
+	s := startServices(b)
+	ctx := context.Background()
+	footprint := func() (keys, size, rev int64) {
+		all, err := s.cli.Get(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithCountOnly())
+		if err != nil {
+			b.Fatal(err)
+		}
+		st, err := s.cli.Status(ctx, s.etcd.Endpoints()[0])
+		if err != nil {
+			b.Fatal(err)
+		}
+		return all.Count, st.DbSize, all.Header.Revision
+	}
+	for i := 0; i < b.N; i++ {
+		f := newEmptyFixture(b, s, "file")
+		convs := 2000
+		per := max(1, *footprintRows/convs)
+		rng := rand.New(rand.NewPCG(2, uint64(i)))
+		var vals, bodies []string
+		flush := func() {
+			if len(vals) > 0 {
+				f.svc.db.Exec(b, "INSERT INTO "+f.dbName+".conv_msg_0000 VALUES "+strings.Join(vals, ","),
+					"INSERT INTO "+f.dbName+".msg_content_0000 VALUES "+strings.Join(bodies, ","))
+			}
+			vals, bodies = vals[:0], bodies[:0]
+		}
+		step := 240 * time.Hour / time.Duration(per)
+		for _, c := range keysOfShard(router.Shard(f.shard), convs, 1000) {
+			for seq := uint64(1); seq <= uint64(per); seq++ {
+				at := dataStart.Add(time.Duration(seq) * step).Format("2006-01-02 15:04:05.000")
+				body := make([]byte, 100+rng.IntN(200))
+				for j := range body {
+					body[j] = byte(rng.UintN(256))
+				}
+				vals = append(vals, fmt.Sprintf("(%d,%d,%d,%d,%d,'%s')", c, seq, c*100000+seq, 7000+rng.IntN(50), 1+rng.IntN(3), at))
+				bodies = append(bodies, fmt.Sprintf("(%d,%d,%d,%d,X'%x','%s')", c*100000+seq, c, 7000+rng.IntN(50), 1+rng.IntN(3), body, at))
+				if len(vals) == 2000 {
+					flush()
+				}
+			}
+		}
+		flush()
+		rows := convs * per
+		a := f.archiver(func(c *Config) {
+			c.PartRows, c.ChunkRows, c.ScanRows, c.ScanKeys = 2000, 500, 0, 0
+			c.Log = zap.NewNop()
+		})
+		keys0, size0, rev0 := footprint()
+		b.ResetTimer()
+		t0 := time.Now()
+		f.run(a)
+		a.cfg.DeleteAfter = time.Hour
+		f.advance(2 * time.Hour)
+		f.run(a)
+		secs := time.Since(t0).Seconds()
+		b.StopTimer()
+		if left := f.count("TRUE"); left != 0 {
+			b.Fatalf("%d warm rows left", left)
+		}
+		keys1, size1, rev1 := footprint()
+		recs := f.records()
+		n := 0
+		for _, r := range recs {
+			n += int(r.Rows)
+		}
+		if n != rows {
+			b.Fatalf("%d rows archived, want %d", n, rows)
+		}
+		b.ReportMetric(float64(rows), "rows")
+		b.ReportMetric(float64(len(recs)), "files")
+		b.ReportMetric(float64(rows)/secs, "rows/s")
+		b.ReportMetric(float64(keys0), "etcd_keys_before")
+		b.ReportMetric(float64(keys1), "etcd_keys_after")
+		b.ReportMetric(float64(size0)/(1<<20), "etcd_MiB_before")
+		b.ReportMetric(float64(size1)/(1<<20), "etcd_MiB_after")
+		b.ReportMetric(float64(rev1-rev0), "etcd_writes")
 	}
 }

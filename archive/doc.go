@@ -57,9 +57,10 @@
 //  3. cold.Verify from storage (SHA-256, every row decoded, digest);
 //  4. the catalog object next to it (<key>.json: cold.FileInfo), also
 //     create-if-absent;
-//  5. in one etcd transaction, the file's record
-//     (.../archive/files/<shard>/<day>-<part>, state catalogued) and the
-//     checkpoint (next part, last key).
+//  5. the next version of the shard's catalog manifest with the file's
+//     record in it (state catalogued; manifest.go), create-if-absent,
+//     then in one etcd transaction the job record: the manifest pointer
+//     and the checkpoint (next part, last key).
 //
 // A crash before 5 redoes the part from the previous checkpoint: the
 // Writer is deterministic, so the same rows give the same bytes and 2 and
@@ -99,9 +100,12 @@
 // # Catalog
 //
 // The store holds the archive's truth: each Parquet object and its
-// immutable catalog object. etcd holds one record per file (state, sizes,
-// the catalogue time the delete waits for) for the archiver and SHOW
-// ARCHIVE, and the shards' marker keys proxies follow (Catalog.Archived).
+// immutable catalog object, and per shard the catalog manifest listing
+// every file's record (state, sizes, the catalogue time the delete waits
+// for), one immutable object per version. etcd holds per shard the job
+// record (checkpoint, pointer to the manifest) and the marker key proxies
+// follow (Catalog.Archived): nothing per file. RebuildCatalog makes a lost
+// manifest again from the catalog objects.
 // What a reader may take from a file is in the shard's database, beside
 // the rows, written with their delete: the read bounds (FilesTable: per
 // conversation and file, the seqs whose warm row is gone) and the
@@ -113,7 +117,6 @@
 // Records written by the version before carry their own read bound and
 // skip lists (Record.legacy), which Catalog reads from etcd as before.
 //
-// Not built: retention of cold files, removing orphans, the file records
-// out of etcd (a manifest per shard in the store), rebuilding them from the
-// catalog objects.
+// Not built: retention of cold files, removing orphans (files and
+// manifest versions nothing names), compacting small files.
 package archive

@@ -1140,3 +1140,59 @@ func TestArchiveRebuildCommand(t *testing.T) {
 	}
 	page("rebuilt")
 }
+
+// TestColdReadKilled (issue 26): KILL QUERY ends a history read waiting
+// for a slow archive at once with MariaDB's 1317, not at the end of
+// cold.budget, and the connection goes on.
+func TestColdReadKilled(t *testing.T) {
+	f := newColdFixture(t, 20*time.Second)
+	const conv = uint64(1001)
+	f.load([]uint64{conv}, func(uint64) (int, int) { return oldN, recentN })
+	f.archiveAll([]uint64{conv})
+	f.s3.SetLatency(t, 5*time.Second)
+	defer f.s3.SetLatency(t, 0)
+	db := f.p.open(t, "convoy", "convoy", "im")
+	ctx := context.Background()
+	a, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var id int64
+	if err := a.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := readRowsConn(a, "SELECT seq, msg_id FROM conv_msg WHERE conv_id = 1001 AND seq < 50 ORDER BY seq DESC LIMIT 20")
+		done <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	mustExec(t, db, fmt.Sprintf("KILL QUERY %d", id))
+	select {
+	case err := <-done:
+		if errno(err) != 1317 {
+			t.Fatalf("the killed cold read: %v, want 1317", err)
+		}
+	case <-time.After(4 * time.Second):
+		t.Fatalf("the killed cold read still runs %s after it started (the store answers after 5 s)", time.Since(start).Round(time.Millisecond))
+	}
+	var one int
+	if err := a.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
+		t.Fatalf("the connection after its KILL QUERY: %v", err)
+	}
+}
+
+func readRowsConn(c *sql.Conn, q string) (int, error) {
+	rows, err := c.QueryContext(context.Background(), q)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	return n, rows.Err()
+}

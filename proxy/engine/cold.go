@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -713,6 +714,7 @@ func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *cold
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	ctx, killed := s.interruptible(ctx)
 	var page ColdPage
 	var ids []uint64 // the msg_ids looked up
 	switch q.shape {
@@ -730,6 +732,9 @@ func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *cold
 		if len(ids) > 0 {
 			page, err = tier.ByKeys(ctx, q.conv, nil, ids, files, nil)
 		}
+	}
+	if killed() {
+		return nil, "killed", errorf(CodeQueryInterrupted, "Query execution was interrupted: KILL while the archive (cold tier) of conversation %d was read", q.conv)
 	}
 	result := "complete"
 	var reason string
@@ -755,6 +760,25 @@ func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *cold
 		return out, result, s.coldIncomplete(q.incomplete(reason, cont))
 	}
 	return out, result, nil
+}
+
+// interruptible returns ctx, also ended by a KILL QUERY of the session
+// (its interrupt channel) while it lasts, and whether that is what ended
+// it: a wait for the archive (up to cold.budget) stops at once, as a
+// statement on MariaDB does. The watcher ends with ctx's parent, which
+// the caller must end.
+func (s *Session) interruptible(ctx context.Context) (context.Context, func() bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	var hit atomic.Bool
+	go func() {
+		select {
+		case <-s.interrupt:
+			hit.Store(true)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, hit.Load
 }
 
 // allFound: a lookup by msg_id cut short still found every row it was

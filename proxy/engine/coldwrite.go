@@ -219,11 +219,15 @@ func (s *Session) archivedKeys(c Conn, db, table, logical string, conv uint64, s
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.e.cold.writeTimeout)
 	defer cancel()
+	ctx, killed := s.interruptible(ctx)
 	var page ColdPage
 	if keyCol == "seq" {
 		page, err = s.e.cold.tier.ByKeys(ctx, conv, missing, nil, files, nil)
 	} else {
 		page, err = s.e.cold.tier.ByKeys(ctx, conv, nil, missing, files, nil)
+	}
+	if killed() {
+		return nil, errorf(CodeQueryInterrupted, "Query execution was interrupted: KILL while the archive (cold tier) of conversation %d was checked; nothing was changed", conv)
 	}
 	if err == nil && page.More {
 		err = fmt.Errorf("the archive did not answer within %s", s.e.cold.writeTimeout)
