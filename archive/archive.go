@@ -111,8 +111,9 @@ func (u *run) dayDone(ctx context.Context, k *kind, day string) error {
 // A later day's keys are those of the scan, fetched again when their day
 // is written: a row deleted or moved to another day meanwhile is left
 // out (fetch), as in the first day; a row inserted with an old time
-// after the scan passed its key stays warm, as it would have had the
-// scan of its own day passed it.
+// after the scan passed its key is left to a later pass (archiveLate), as
+// are the rows of days before the first: a whole pass gathers those that
+// have become eligible since their day was archived.
 func (u *run) archivePass(ctx context.Context, k *kind, day, cut string) (string, error) {
 	pr := u.progress(k)
 	if pr.Day != day {
@@ -125,6 +126,10 @@ func (u *run) archivePass(ctx context.Context, k *kind, day, cut string) (string
 	}
 	later := map[string][]key{}
 	kept := 0
+	// late: rows of days already archived that may be archived now (see
+	// archiveLate), gathered by a whole pass of history.
+	late := map[string][]key{}
+	nlate := 0
 	next := "" // the first day at or after horizon the scan saw
 	seen := func(d string) {
 		if next == "" || d < next {
@@ -148,7 +153,18 @@ func (u *run) archivePass(ctx context.Context, k *kind, day, cut string) (string
 		var keys []key
 		for _, s := range batch {
 			d, ok := dayOf(s.at)
-			if !ok || d < day || !u.src.mine(k, s.key) {
+			if !ok || !u.src.mine(k, s.key) {
+				continue
+			}
+			if d < day {
+				if whole && k == history && nlate < u.a.cfg.ScanKeys {
+					if ok, err := u.eligible(k, s); err != nil {
+						return "", err
+					} else if ok {
+						late[d] = append(late[d], s.key)
+						nlate++
+					}
+				}
 				continue
 			}
 			if d >= horizon {
@@ -202,7 +218,71 @@ func (u *run) archivePass(ctx context.Context, k *kind, day, cut string) (string
 		}
 		delete(later, d)
 	}
+	if err := u.archiveLate(ctx, k, late); err != nil {
+		return "", err
+	}
 	return next, nil
+}
+
+// archiveLate archives history rows of days the checkpoint has passed
+// that have become eligible since (late[day], in key order): rows a day's
+// archive kept among their conversation's newest KeepNewest, which the
+// conversation has outgrown since, and rows written later with an old
+// time (an import). Without it such rows would stay warm for good, and a
+// small conversation's oldest messages would never leave MySQL.
+//
+// They go into new parts of their day, numbered after the day's parts in
+// the catalog, and then through the delete step like any file. Left out:
+// rows a file not yet deleted holds (within its conversation's seq range:
+// warm until its delete step reaches them), and rows with a tombstone (a
+// file's stale copy of an edited row, kept warm by a delete step: a new
+// copy would be hidden by that tombstone once its warm row is deleted).
+// No checkpoint is needed: a run that crashed after cataloguing a late
+// part finds its rows in a file not yet deleted and leaves them out.
+func (u *run) archiveLate(ctx context.Context, k *kind, late map[string][]key) error {
+	if len(late) == 0 {
+		return nil
+	}
+	recs, err := u.records(ctx)
+	if err != nil {
+		return err
+	}
+	pending := map[uint64][][2]uint64{} // conversation -> seq ranges of files not yet deleted
+	nextPart := map[string]int{}
+	for _, r := range recs {
+		if r.Kind != k.name {
+			continue
+		}
+		nextPart[r.Day] = max(nextPart[r.Day], r.Part+1)
+		if r.State == StateDeleted {
+			continue
+		}
+		sctx, cancel := u.storeCtx(ctx)
+		m, err := readMeta(sctx, u.a.cfg.Store, r.Meta)
+		cancel()
+		if err != nil {
+			return err
+		}
+		for _, c := range m.Info.Convs {
+			pending[c.ConvID] = append(pending[c.ConvID], [2]uint64{c.MinSeq, c.MaxSeq})
+		}
+	}
+	for _, d := range slices.Sorted(maps.Keys(late)) {
+		keys := slices.DeleteFunc(late[d], func(k key) bool {
+			return slices.ContainsFunc(pending[k.Conv], func(r [2]uint64) bool { return k.Seq >= r[0] && k.Seq <= r[1] })
+		})
+		if keys, err = u.src.untombstoned(keys, u.a.cfg.ChunkRows); err != nil {
+			return err
+		}
+		if len(keys) == 0 {
+			continue
+		}
+		p := &partBuilder{u: u, k: k, day: d, ck: &progress{Day: d, Part: nextPart[d]}}
+		if err := p.addGathered(ctx, keys); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // archiveGathered writes a later day of a pass from the keys its scan
@@ -211,6 +291,16 @@ func (u *run) archiveGathered(ctx context.Context, k *kind, day string, keys []k
 	pr := u.progress(k)
 	pr.Day, pr.Part, pr.After = day, 0, nil
 	p := &partBuilder{u: u, k: k, day: day}
+	if err := p.addGathered(ctx, keys); err != nil {
+		return err
+	}
+	return u.dayDone(ctx, k, day)
+}
+
+// addGathered adds keys a scan gathered (in key order) and stores the
+// last part.
+func (p *partBuilder) addGathered(ctx context.Context, keys []key) error {
+	u := p.u
 	for len(keys) > 0 {
 		// As often as the scan looks: every ScanRows keys.
 		if err := u.check(ctx); err != nil {
@@ -226,10 +316,7 @@ func (u *run) archiveGathered(ctx context.Context, k *kind, day string, keys []k
 			batch = batch[n:]
 		}
 	}
-	if err := p.flush(ctx); err != nil {
-		return err
-	}
-	return u.dayDone(ctx, k, day)
+	return p.flush(ctx)
 }
 
 // eligible reports whether a row of the day may be archived: a history
@@ -273,9 +360,12 @@ func (u *run) outsideNewest(k key) (bool, error) {
 
 // partBuilder accumulates one day's rows of a kind into parts of PartRows.
 type partBuilder struct {
-	u      *run
-	k      *kind
-	day    string
+	u   *run
+	k   *kind
+	day string
+	// ck numbers the parts and records the last key of each: the kind's
+	// checkpoint (nil), or a late part's own (archiveLate).
+	ck     *progress
 	w      *cold.Writer
 	tables cold.Tables
 	last   key
@@ -340,13 +430,17 @@ func (p *partBuilder) flush(ctx context.Context) error {
 	}
 	u := p.u
 	pr := u.progress(p.k)
+	ck := pr
+	if p.ck != nil {
+		ck = p.ck
+	}
 	data, info, err := p.w.Finish()
 	p.w = nil
 	if err != nil {
 		return err
 	}
 	for {
-		info.Key = p.k.objectKey(u.a.cfg.Prefix, u.shard, info.Day, pr.Part)
+		info.Key = p.k.objectKey(u.a.cfg.Prefix, u.shard, info.Day, ck.Part)
 		u.job.Step, u.job.Intent = StepArchiving, "write "+info.Key
 		if err := u.save(ctx); err != nil {
 			return err
@@ -364,7 +458,7 @@ func (p *partBuilder) flush(ctx context.Context) error {
 		// changed since): leave that object, never catalogued, and take
 		// the next part number.
 		u.st.Orphans = append(u.st.Orphans, info.Key)
-		pr.Part++
+		ck.Part++
 		u.log.Warn("archive part taken by an uncatalogued earlier attempt; writing the next part number")
 	}
 	if err := u.hook(HookWritten); err != nil {
@@ -382,11 +476,11 @@ func (p *partBuilder) flush(ctx context.Context) error {
 	if err := u.a.cfg.Store.PutIfAbsent(sctx, mk, encodeMeta(p.k.name, info)); err != nil {
 		return fmt.Errorf("archive: store %s: %w", mk, err)
 	}
-	rec := Record{Kind: p.k.name, Key: info.Key, Meta: mk, Shard: u.shard, Day: p.day, Part: pr.Part,
+	rec := Record{Kind: p.k.name, Key: info.Key, Meta: mk, Shard: u.shard, Day: p.day, Part: ck.Part,
 		Rows: info.Digest.Rows, Bytes: info.Bytes, SHA256: info.SHA256, CataloguedAt: u.a.cfg.Now().UTC(), State: StateCatalogued}
-	pr.Part++
+	ck.Part++
 	last := p.last // p.last moves on with the next part's rows
-	pr.After = &last
+	ck.After = &last
 	pr.Files++
 	pr.Bytes += info.Bytes
 	pr.Rows += info.Digest.Rows

@@ -145,6 +145,7 @@ func TestArchiver(t *testing.T) {
 	t.Run("StaleDeleter", func(t *testing.T) { testStaleDeleter(t, s) })
 	t.Run("DeleteEtcdWrites", func(t *testing.T) { testDeleteEtcdWrites(t, s) })
 	t.Run("RebuildCatalog", func(t *testing.T) { testRebuildCatalog(t, s) })
+	t.Run("LateRows", func(t *testing.T) { testLateRows(t, s) })
 	t.Run("LocalStore", func(t *testing.T) { testLocalStore(t, s) })
 	t.Run("InboxTTL", func(t *testing.T) { testInboxTTL(t, s) })
 	t.Run("ScanPasses", func(t *testing.T) { testScanPasses(t, s) })
@@ -1178,4 +1179,94 @@ func testRebuildCatalog(t *testing.T, s *services) {
 		}
 	}
 	f.checkPages(pages, cold.NewReader(f.store, f.readCatalog(nil), cold.ReaderOptions{}))
+}
+
+// testLateRows (issue 25): rows a day's archive kept among their
+// conversation's newest are archived once the conversation has outgrown
+// them, although the checkpoint has passed their day; a row a file not
+// yet deleted holds is not archived again, nor is the warm row of a
+// file's stale copy (edited before its delete), whose tombstone would
+// hide a second copy.
+func testLateRows(t *testing.T, s *services) {
+	f := newFixture(t, s, "file")
+	ctx := context.Background()
+	a := f.archiver(func(c *Config) { c.KeepNewest = 100; c.DeleteAfter = 7 * 24 * time.Hour })
+	f.run(a) // seqs 1..50 catalogued; 51..93 are old but among the newest 100
+	c0 := f.convs[0]
+	// An edit of an archived row before its delete: kept warm, tombstoned.
+	f.svc.db.Exec(t, fmt.Sprintf("UPDATE %s.conv_msg_0000 SET msg_type = 9 WHERE conv_id = %d AND seq = 10", f.dbName, c0))
+	// 40 new messages a conversation: the newest 100 are now 91..190.
+	var sb strings.Builder
+	for _, c := range f.convs {
+		for seq := uint64(perConv + 1); seq <= perConv+40; seq++ {
+			fmt.Fprintf(&sb, "INSERT INTO %s.conv_msg_0000 VALUES (%d,%d,%d,7001,1,'%s');\n", f.dbName, c, seq, c*1000+seq, clock0.Format("2006-01-02 15:04:05.000"))
+		}
+	}
+	f.svc.db.Exec(t, sb.String())
+	// A day later (one more day to archive, so the table is scanned): the
+	// files of the first run are not deleted yet, their rows still warm.
+	f.advance(24 * time.Hour)
+	f.run(a)
+	want := map[key]int{}
+	for _, c := range f.convs {
+		for seq := uint64(1); seq <= 90; seq++ {
+			want[key{Conv: c, Seq: seq}] = 1
+		}
+	}
+	if got := f.archivedKeys(); !maps.Equal(got, want) {
+		extra, twice := 0, 0
+		for k, n := range got {
+			if want[k] == 0 {
+				extra++
+			}
+			if n > 1 {
+				twice++
+			}
+		}
+		t.Fatalf("archived %d keys (%d unexpected, %d in two files), want seqs 1..90 of each conversation once", len(got), extra, twice)
+	}
+	// The delete: seq 10 of c0 is kept (edited, tombstoned), and a later
+	// run must not archive it again.
+	a.cfg.DeleteAfter = time.Hour
+	f.advance(2 * time.Hour)
+	f.run(a)
+	f.advance(24 * time.Hour)
+	f.run(a)
+	f.advance(2 * time.Hour)
+	f.run(a)
+	if tomb := f.tombstones(); !slices.Equal(tomb, []string{fmt.Sprintf("conv_msg/%d/10", c0), fmt.Sprintf("msg_content/%d/10", c0)}) {
+		t.Fatalf("tombstones %v, want the edited row's", tomb)
+	}
+	got := f.archivedKeys()
+	for k, n := range got {
+		if n > 1 {
+			t.Fatalf("%v archived %d times", k, n)
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("after the deletes: %d keys archived, want %d", len(got), len(want))
+	}
+	for _, c := range f.convs {
+		n := f.count(fmt.Sprintf("conv_id = %d", c))
+		if want := 100 + map[bool]int{true: 1}[c == c0]; n != want {
+			t.Fatalf("conversation %d: %d warm rows, want %d (its newest 100, and the edited row)", c, n, want)
+		}
+	}
+	// Every archived row reads back from the files under their bounds.
+	r := cold.NewReader(f.store, f.readCatalog(nil), cold.ReaderOptions{})
+	for _, c := range f.convs {
+		p, err := r.After(ctx, c, 0, 200)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs := map[uint64]bool{}
+		for _, row := range p.Rows {
+			seqs[row.Seq] = true
+		}
+		for seq := uint64(1); seq <= 90; seq++ {
+			if !seqs[seq] && !(c == c0 && seq == 10) {
+				t.Fatalf("conversation %d: archived seq %d does not read back", c, seq)
+			}
+		}
+	}
 }

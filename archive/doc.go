@@ -48,8 +48,11 @@
 // are fetched by primary key, 500 at a time, with their msg_content rows
 // (two statements in the text protocol, so the values and column
 // definitions are exactly what a client of Convoy gets), at cold.rate
-// rows/s (migrate's Limiter; the key scan may go 50 times faster). A row
-// written later with a time on a day already archived stays warm. Rows go
+// rows/s (migrate's Limiter; the key scan may go 50 times faster). A
+// whole pass also gathers the old days' warm rows that have become
+// eligible since their day was archived (kept among their conversation's
+// newest, written later with an old time) and writes them as new parts of
+// their day (archiveLate). Rows go
 // into parts of up to 20000 rows in (conv_id, seq) order. For each part:
 //
 //  1. intent "write <key>" in the job record;

@@ -498,6 +498,29 @@ func (s *source) noteChunk(file string, all []cold.Row, skip []skipped) error {
 	return err
 }
 
+// untombstoned returns the history keys without a conv_msg tombstone, n
+// keys a statement.
+func (s *source) untombstoned(keys []key, n int) ([]key, error) {
+	gone := map[key]bool{}
+	for rest := keys; len(rest) > 0; {
+		batch := rest[:min(len(rest), n)]
+		rest = rest[len(batch):]
+		_, rows, err := s.query("SELECT conv_id, seq FROM " + s.tombstones + " WHERE tbl = 'conv_msg' AND (" + keysWhere(history, batch) + ")")
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range rows {
+			c, err1 := strconv.ParseUint(string(v[0]), 10, 64)
+			q, err2 := strconv.ParseUint(string(v[1]), 10, 64)
+			if err := errors.Join(err1, err2); err != nil {
+				return nil, fmt.Errorf("archive: %s row %q: %w", s.tombstones, v, err)
+			}
+			gone[key{Conv: c, Seq: q}] = true
+		}
+	}
+	return slices.DeleteFunc(keys, func(k key) bool { return gone[k] }), nil
+}
+
 // bounds reads file's read bounds (FilesTable): per conversation, the
 // last seq dealt with.
 func (s *source) bounds(file string) (map[uint64]uint64, error) {
