@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/convoy-im/convoy/router"
@@ -31,6 +32,10 @@ const (
 	// RoutineShow reads routine metadata (SHOW CREATE PROCEDURE, SHOW
 	// PROCEDURE STATUS, SHOW TRIGGERS, ...).
 	RoutineShow
+	// RoutineUnparsed is a statement of MariaDB's the parser does not know
+	// (ClassifyUnparsed): a read, a write or DDL on unsharded tables, run
+	// byte for byte like a CALL.
+	RoutineUnparsed
 )
 
 // Routine is a routine statement found by ClassifyRoutine.
@@ -48,6 +53,12 @@ type Routine struct {
 	// plain names only), for RoutineCall: after it runs they are read back,
 	// so `CALL p(@out); SELECT @out` sees the OUT value.
 	UserVars []string
+	// Need is the privilege a RoutineUnparsed statement needs: "read",
+	// "write", "ddl" or "admin"; Qualifiers are the names it qualifies
+	// others with (`x` of x.y: a database, or a table's alias), checked
+	// against the account's databases.
+	Need       string
+	Qualifiers []string
 }
 
 // maxReadBack bounds the user variables read back after one CALL.
@@ -374,4 +385,83 @@ func (sc *scanner) skipUser() bool {
 		*sc = save
 	}
 	return true
+}
+
+// unparsedNeeds are the leading keywords of the statements the parser does
+// not know that Convoy passes on (ClassifyUnparsed), with the privilege
+// each needs. Statements that change the session (SET, USE, LOCK, ...) or
+// the server (GRANT, FLUSH, ...) are not among them: on a pooled
+// connection they would reach whichever session runs there next.
+var unparsedNeeds = map[string]string{
+	"SELECT": "read", "WITH": "read", "VALUES": "read", "TABLE": "read",
+	"SHOW": "admin", // (SHOW BINLOG EVENTS, SHOW SLAVE STATUS: the server's, every shard's data)
+	"DESC": "read", "DESCRIBE": "read", "EXPLAIN": "read",
+	"INSERT": "write", "UPDATE": "write", "DELETE": "write", "REPLACE": "write",
+	"CREATE": "ddl", "ALTER": "ddl", "DROP": "ddl", "RENAME": "ddl", "TRUNCATE": "ddl",
+}
+
+// unparsedAdmin are words that make a DDL statement the server's business.
+var unparsedAdmin = map[string]bool{"USER": true, "ROLE": true, "SERVER": true, "PLUGIN": true, "SONAME": true}
+
+// unparsedSession are words whose statement keeps state in the session
+// that runs it (named locks, LAST_INSERT_ID, temporary tables) or reads or
+// writes the server's files: Convoy follows them only in statements it
+// parses.
+var unparsedSession = map[string]bool{
+	"GET_LOCK": true, "RELEASE_LOCK": true, "RELEASE_ALL_LOCKS": true, "IS_FREE_LOCK": true, "IS_USED_LOCK": true,
+	"LAST_INSERT_ID": true, "TEMPORARY": true, "LOAD_FILE": true, "OUTFILE": true, "DUMPFILE": true,
+}
+
+// ClassifyUnparsed recognises a statement the parser refused that Convoy
+// may still run: MariaDB syntax the TiDB parser does not know (system
+// versioning's FOR SYSTEM_TIME, DELETE HISTORY, ...) in a read, a write or
+// a DDL statement (unparsedNeeds) that names no sharded table. It runs
+// byte for byte on the default datasource, where MariaDB reads it and
+// answers with its own error if it is not SQL after all. nil: the
+// parser's syntax error stands, as for a statement naming a sharded table
+// (Convoy could not route it), or doing what Convoy follows only in
+// statements it parses (named locks, := assignments, LAST_INSERT_ID,
+// temporary tables, the server's files): Convoy cannot tell MariaDB syntax
+// from a typo there, and a typo must get MariaDB's 1064. CheckComments
+// must have accepted sql.
+func ClassifyUnparsed(sql string) *Routine {
+	sc := scanner{s: sql}
+	first := sc.next()
+	need, ok := unparsedNeeds[strings.ToUpper(first.text)]
+	if first.kind != tokWord || !ok {
+		return nil
+	}
+	r := &Routine{Kind: RoutineUnparsed, What: strings.ToUpper(first.text), Need: need}
+	var prev token
+	for t := sc.next(); t.kind != tokEnd; prev, t = t, sc.next() {
+		if t.isPunct('.') && (prev.kind == tokWord || prev.kind == tokQuoted) && !slices.Contains(r.Qualifiers, prev.text) {
+			r.Qualifiers = append(r.Qualifiers, prev.text)
+		}
+		switch t.kind {
+		case tokParam:
+			r.Params++
+		case tokPunct:
+			if t.text == ":" && strings.HasPrefix(sql[t.at:], ":=") {
+				return nil
+			}
+		case tokWord, tokQuoted:
+			if _, sharded := router.ShardKeyColumn(t.text); sharded {
+				return nil
+			}
+			if t.kind != tokWord {
+				continue
+			}
+			u := strings.ToUpper(t.text)
+			if unparsedSession[u] {
+				return nil
+			}
+			if (u == "NEXTVAL" || u == "SETVAL" || u == "NEXT") && r.Need == "read" {
+				r.Need = "write" // a sequence's next value changes it
+			}
+			if unparsedAdmin[u] && r.Need == "ddl" {
+				r.Need = "admin" // accounts, servers, plugins, shared libraries: the server's, not a schema's
+			}
+		}
+	}
+	return r
 }

@@ -283,6 +283,11 @@ func (s *Session) plan(sql string) (*plan, error) {
 		if selectIntoVar.MatchString(sql) {
 			return nil, errorf(CodeNotSupported, "SELECT ... INTO @variable is not supported through Convoy: select the value and SET the variable from it")
 		}
+		// MariaDB syntax the parser does not know, on unsharded tables:
+		// MariaDB reads it (rewrite.ClassifyUnparsed).
+		if r := rewrite.ClassifyUnparsed(sql); r != nil {
+			return &plan{sql: sql, a: &rewrite.Analysis{Kind: rewrite.KindOther, ParamCount: r.Params}, routine: r}, nil
+		}
 		return nil, classify(err)
 	}
 	switch len(stmts) {

@@ -128,6 +128,19 @@ func (s *Session) authorize(pl *plan) error {
 			return s.dbDenied(strings.Trim(db, "`"))
 		}
 	}
+	if r := pl.routine; r != nil && r.Kind == rewrite.RoutineUnparsed && !p.Admin {
+		// Without the statement's tree a qualifier may be a database or a
+		// table's alias: the datasources' own databases are refused either
+		// way, and so is any qualifier outside an account's databases.
+		for _, q := range r.Qualifiers {
+			switch {
+			case slices.ContainsFunc([]string{"mysql", "sys", "performance_schema", "information_schema"}, func(db string) bool { return strings.EqualFold(q, db) }):
+				return s.dbDenied(q)
+			case !p.MayUseDatabase(q):
+				return errorf(CodeNotSupported, "this statement's syntax is one Convoy's parser does not know, and it qualifies a name with %s.: Convoy cannot tell a database from a table's alias there, and this account may use only %s", q, strings.Join(p.Databases, ", "))
+			}
+		}
+	}
 	if st, ok := pl.a.Stmt.(*ast.ShowStmt); ok && st.DBName != "" && !p.MayUseDatabase(st.DBName) {
 		return s.dbDenied(st.DBName) // SHOW TABLES / TABLE STATUS / ... FROM db
 	}
@@ -161,6 +174,8 @@ func requiredPrivilege(pl *plan) (need, command string) {
 			return "write", "EXECUTE"
 		case rewrite.RoutineShow:
 			return "read", "SHOW"
+		case rewrite.RoutineUnparsed:
+			return r.Need, r.What
 		}
 		return "ddl", r.What
 	}

@@ -103,8 +103,20 @@ func (s *Session) splitRoutines(sql string, parts []string) ([]string, error) {
 func (s *Session) runRoutine(pl *plan, args []any, binary bool) (*mysql.Result, error) {
 	s.e.metrics.countStatement("unsharded")
 	s.rt.leading = nil
-	switch pl.routine.Kind {
-	case rewrite.RoutineDefine, rewrite.RoutineDrop:
+	switch r := pl.routine; {
+	case r.Kind == rewrite.RoutineUnparsed && (r.Need == "read" || r.Need == "write"):
+		// A read or a write: like a CALL, in the transaction (pinned to
+		// the default datasource) or on a pooled connection.
+		return s.call(pl, args, binary)
+	case r.Kind == rewrite.RoutineShow || r.Kind == rewrite.RoutineUnparsed && r.What == "SHOW":
+		var res *mysql.Result
+		err := s.withDefaultConn(func(c Conn) (err error) {
+			res, err = s.execIn(c, pl.sql, args, binary)
+			s.afterError(c, err)
+			return err
+		})
+		return res, err
+	case r.Kind == rewrite.RoutineDefine || r.Kind == rewrite.RoutineDrop || r.Kind == rewrite.RoutineUnparsed:
 		// MariaDB commits an open transaction before these; so do we.
 		if s.txn.explicit || s.txn.conn != nil {
 			if _, err := s.endTxn(true); err != nil {
@@ -117,14 +129,6 @@ func (s *Session) runRoutine(pl *plan, args []any, binary bool) (*mysql.Result, 
 		}
 		defer c.Release()
 		return s.execIn(c, pl.sql, args, binary)
-	case rewrite.RoutineShow:
-		var r *mysql.Result
-		err := s.withDefaultConn(func(c Conn) (err error) {
-			r, err = s.execIn(c, pl.sql, args, binary)
-			s.afterError(c, err)
-			return err
-		})
-		return r, err
 	}
 	return s.call(pl, args, binary)
 }
