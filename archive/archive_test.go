@@ -3,6 +3,7 @@ package archive
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -18,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/cold"
+	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
@@ -146,6 +148,7 @@ func TestArchiver(t *testing.T) {
 	t.Run("DeleteEtcdWrites", func(t *testing.T) { testDeleteEtcdWrites(t, s) })
 	t.Run("RebuildCatalog", func(t *testing.T) { testRebuildCatalog(t, s) })
 	t.Run("LateRows", func(t *testing.T) { testLateRows(t, s) })
+	t.Run("LegacyResume", func(t *testing.T) { testLegacyResume(t, s) })
 	t.Run("LocalStore", func(t *testing.T) { testLocalStore(t, s) })
 	t.Run("InboxTTL", func(t *testing.T) { testInboxTTL(t, s) })
 	t.Run("ScanPasses", func(t *testing.T) { testScanPasses(t, s) })
@@ -1269,4 +1272,79 @@ func testLateRows(t *testing.T, s *services) {
 			}
 		}
 	}
+}
+
+// testLegacyResume (issue 25, a rolling upgrade): an archiver of the
+// former layout (read bounds in etcd) deleted some files and part of
+// another; the new one finishes that file with bounds in MySQL. Every
+// archived row reads back exactly once through the two merged (the
+// file's etcd bound up to where the former stopped, MySQL's after).
+func testLegacyResume(t *testing.T, s *services) {
+	f := newFixture(t, s, "file")
+	ctx := context.Background()
+	pages := f.capture()
+	seen := 0
+	crashed := errors.New("crash")
+	a := f.archiver(func(c *Config) {
+		c.ChunkRows = 2
+		c.Hook = func(at string, _ int) error {
+			if at == HookDeleted {
+				if seen++; seen == 6 { // the first day: part 0 (4 chunks), part 1 (2 of its 3)
+					return crashed
+				}
+			}
+			return nil
+		}
+	})
+	a.cfg.DeleteAfter = 7 * 24 * time.Hour
+	f.run(a)
+	a.cfg.DeleteAfter = time.Hour
+	f.advance(2 * time.Hour)
+	if err := a.RunShard(ctx, f.shard); !errors.Is(err, crashed) {
+		t.Fatalf("run with a crash: %v", err)
+	}
+	// What the former layout would have left: the deleted file's and the
+	// half-deleted file's bounds in their etcd records, none in MySQL.
+	f.makeLegacy()
+	var half Record
+	for _, r := range f.records() {
+		if r.State == StateDeleting {
+			half = r
+		}
+	}
+	if half.Key == "" {
+		t.Fatal("no file half deleted")
+	}
+	var rows []cold.Row
+	if err := cold.ScanFile(ctx, f.store, cold.FileInfo{Key: half.Key, SHA256: half.SHA256}, func(_ cold.Tables, r cold.Row) error {
+		rows = append(rows, r)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	bound := keyOf(rows[3]) // two chunks of two rows deleted
+	half.Bounds, half.Bound, half.Done = "", &bound, 2
+	f.query(fmt.Sprintf("DELETE FROM %s WHERE file = %s", FilesTable, rewrite.QuoteString(half.Key)))
+	if _, err := s.cli.Put(ctx, recordKey(f.cluster, half.Kind, half.Shard, half.Day, half.Part), string(mustJSON(t, half))); err != nil {
+		t.Fatal(err)
+	}
+	a.cfg.Hook = func(string, int) error { return nil }
+	f.run(a)
+	if got, want := f.archivedKeys(), f.wantArchived(); !maps.Equal(got, want) {
+		t.Fatalf("archived %d keys, want %d once each", len(got), len(want))
+	}
+	if tomb := f.tombstones(); len(tomb) != 0 {
+		t.Fatalf("rows taken for deleted by users: %v", tomb)
+	}
+	legacy := NewCatalog(s.cli, f.cluster, f.store)
+	f.checkPages(pages, cold.NewReader(f.store, f.readCatalog(legacy), cold.ReaderOptions{}))
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -309,7 +309,7 @@ func (m mysqlCatalog) Files(ctx context.Context, conv uint64) ([]cold.FileRange,
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, old...)
+		out = MergeRanges(out, old)
 	}
 	for i := range out {
 		for _, s := range skip {

@@ -285,3 +285,31 @@ func (c *Catalog) load(ctx context.Context, shard int) (*shardCatalog, error) {
 	}
 	return s, nil
 }
+
+// MergeRanges joins the files a read found through the shard database's
+// read bounds (current) with the former layout's (legacy, Catalog.Files):
+// a file in both, partly deleted before the layout changed, serves the
+// union of its two ranges, which are adjacent in the file (the legacy
+// bound ends where the first chunk of the current layout begins), and
+// keeps the legacy skips. The result is in MinSeq order.
+func MergeRanges(current, legacy []cold.FileRange) []cold.FileRange {
+	all := slices.Clone(current)
+	for _, l := range legacy {
+		i := slices.IndexFunc(all, func(f cold.FileRange) bool { return f.Key == l.Key })
+		if i < 0 {
+			all = append(all, l)
+			continue
+		}
+		f := &all[i]
+		f.MinSeq, f.MaxSeq = min(f.MinSeq, l.MinSeq), max(f.MaxSeq, l.MaxSeq)
+		if l.MinMsgID != 0 || l.MaxMsgID != 0 {
+			f.MinMsgID, f.MaxMsgID = min(f.MinMsgID, l.MinMsgID), max(f.MaxMsgID, l.MaxMsgID)
+		}
+		f.Rows = max(f.Rows, l.Rows)
+		f.Skip = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(f.Skip), l.Skip...))))
+	}
+	slices.SortFunc(all, func(a, b cold.FileRange) int {
+		return cmp.Or(cmp.Compare(a.MinSeq, b.MinSeq), cmp.Compare(a.Key, b.Key))
+	})
+	return all
+}

@@ -47,6 +47,7 @@ func TestPrivileges(t *testing.T) {
 		{"writer", "w", "SHOW TABLE STATUS FROM test", 1044, "to database 'test'"},
 		{"convoy", "convoy", "SELECT COUNT(*) FROM mysql.user", 0, ""},
 		{"writer", "w", "CREATE USER evil@'%'", 1227, "admin"},
+		{"dba", "d", "CREATE FUNCTION f_udf RETURNS INTEGER SONAME 'f_udf.so'", 1227, "admin"}, // a shared library
 		{"dba", "d", "CREATE TABLE IF NOT EXISTS app_notes (id INT PRIMARY KEY)", 0, ""},
 		{"dba", "d", "TRUNCATE TABLE conv_msg", 1227, "sharded table conv_msg"},
 		{"dba", "d", "DROP TABLE conv_msg", 1227, "all 1024 shards"},

@@ -684,3 +684,91 @@ func TestSearchSphinxTwoProxies(t *testing.T) {
 		t.Errorf("the recalled message's words still found: %q", got)
 	}
 }
+
+// TestSearchCounts (issue 25): per-conversation hit counts of a search,
+// `SELECT conv_id, COUNT(*) FROM msg_search ... GROUP BY conv_id`, text and
+// prepared: every match of the searching user's conversations (the index's
+// older ones and the fresh window's from MySQL), the most hits first or by
+// conv_id, filters applied, other users' conversations never counted.
+func TestSearchCounts(t *testing.T) {
+	s := newStack(t)
+	p := startConvoy(t, s.etcd.Endpoints(), fmt.Sprintf("search:\n  enabled: true\n  engine: bleve\n  dir: %s\n  runner_ttl: 2s", t.TempDir()))
+	db := p.open(t, "convoy", "convoy", "im")
+	const uid = uint64(12)
+	convA, convB, convC, convD := uint64(5101), uint64(5102), uint64(5103), uint64(5104)
+	for _, c := range []uint64{convA, convB, convC} {
+		mustExec(t, db, "INSERT INTO im_conv_member (uid, conv_id, updated_at) VALUES (?, ?, NOW(3))", uid, c)
+	}
+	id := uint64(900_000)
+	send := func(conv, sender uint64, text string, at time.Time) {
+		t.Helper()
+		id++
+		ts := at.UTC().Format("2006-01-02 15:04:05.000")
+		mustExec(t, db, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, ?, 1, ?)", conv, id, sender, ts)
+		mustExec(t, db, "INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (?, ?, ?, 1, ?, ?)", id, conv, sender, []byte(text), ts)
+	}
+	old := time.Now().Add(-24 * time.Hour)
+	for i := range 3 {
+		send(convA, 1, "wombat sighting", old.Add(time.Duration(i)*time.Minute))
+	}
+	send(convA, 2, "koala only", old)
+	send(convB, 2, "a wombat", old)
+	send(convB, 1, "wombat again", old.Add(time.Minute))
+	send(convC, 1, "nothing here", old)
+	for range 4 {
+		send(convD, 1, "wombat elsewhere", old) // not uid's conversation
+	}
+	send(convA, 2, "fresh wombat", time.Now().Add(-10*time.Second)) // the fresh window
+	send(convA, 1, "wombat fresh too", time.Now().Add(-5*time.Second))
+	counts := func(q string, args ...any) [][2]any {
+		t.Helper()
+		rows, err := db.Query(q, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		defer rows.Close()
+		cols, _ := rows.Columns()
+		var out [][2]any
+		for rows.Next() {
+			var a, b uint64
+			if err := rows.Scan(&a, &b); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, [2]any{a, b})
+		}
+		if len(out) > 0 && fmt.Sprint(cols) != "[conv_id COUNT(*)]" && fmt.Sprint(cols) != "[conv_id hits]" {
+			t.Fatalf("%s: columns %v", q, cols)
+		}
+		return out
+	}
+	const all = "SELECT conv_id, COUNT(*) FROM msg_search WHERE uid = %d AND MATCH(text) AGAINST ('wombat') GROUP BY conv_id"
+	want := fmt.Sprint([][2]any{{convA, uint64(5)}, {convB, uint64(2)}})
+	waitFor(t, "the index to hold the older messages", 30*time.Second, func() bool {
+		return fmt.Sprint(counts(fmt.Sprintf(all, uid))) == want
+	})
+	if got := counts("SELECT conv_id, COUNT(*) FROM msg_search WHERE uid = ? AND MATCH(text) AGAINST (?) GROUP BY conv_id", uid, "wombat"); fmt.Sprint(got) != want {
+		t.Fatalf("prepared: %v, want %v", got, want)
+	}
+	for _, c := range []struct {
+		q    string
+		want [][2]any
+	}{
+		{fmt.Sprintf("SELECT conv_id, COUNT(*) AS hits FROM msg_search WHERE uid = %d AND MATCH(text) AGAINST ('wombat') GROUP BY conv_id ORDER BY conv_id DESC LIMIT 1", uid), [][2]any{{convB, uint64(2)}}},
+		{fmt.Sprintf("SELECT conv_id, COUNT(*) FROM msg_search WHERE uid = %d AND MATCH(text) AGAINST ('wombat') AND sender_uid = 2 GROUP BY conv_id", uid), [][2]any{{convA, uint64(1)}, {convB, uint64(1)}}},
+		{fmt.Sprintf("SELECT conv_id, COUNT(*) FROM msg_search WHERE uid = %d AND MATCH(text) AGAINST ('wombat') AND conv_id = %d GROUP BY conv_id", uid, convD), nil},
+		{fmt.Sprintf("SELECT conv_id, COUNT(*) FROM msg_search WHERE uid = %d AND MATCH(text) AGAINST ('koala') GROUP BY conv_id ORDER BY COUNT(*) DESC", uid), [][2]any{{convA, uint64(1)}}},
+	} {
+		if got := counts(c.q); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: %v, want %v", c.q, got, c.want)
+		}
+	}
+	for _, q := range []string{
+		"SELECT conv_id, seq, COUNT(*) FROM msg_search WHERE uid = 12 AND MATCH(text) AGAINST ('wombat') GROUP BY conv_id",
+		"SELECT conv_id, COUNT(*) FROM msg_search WHERE uid = 12 AND MATCH(text) AGAINST ('wombat') GROUP BY sender_uid",
+		"SELECT conv_id, COUNT(*) FROM msg_search WHERE uid = 12 AND MATCH(text) AGAINST ('wombat') AND (created_at, msg_id) < ('2030-01-01', 1) GROUP BY conv_id",
+	} {
+		if _, err := db.Exec(q); errno(err) != 1235 {
+			t.Errorf("%s: %v, want 1235", q, err)
+		}
+	}
+}

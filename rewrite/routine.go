@@ -54,7 +54,8 @@ type Routine struct {
 	// so `CALL p(@out); SELECT @out` sees the OUT value.
 	UserVars []string
 	// Need is the privilege a RoutineUnparsed statement needs: "read",
-	// "write", "ddl" or "admin"; Qualifiers are the names it qualifies
+	// "write", "ddl" or "admin" (and "admin" for a CREATE FUNCTION ...
+	// SONAME); Qualifiers are the names it qualifies
 	// others with (`x` of x.y: a database, or a table's alias), checked
 	// against the account's databases.
 	Need       string
@@ -97,6 +98,9 @@ func ClassifyRoutine(sql string) (*Routine, error) {
 			}
 			if t.kind == tokWord && (strings.EqualFold(t.text, "PREPARE") || strings.EqualFold(t.text, "EXECUTE")) {
 				return nil, unsupported("%s with dynamic SQL (PREPARE / EXECUTE) is not supported through Convoy: nobody can see which tables it would touch, and stored code cannot see the sharded tables", r.What)
+			}
+			if r.Kind == RoutineDefine && t.isWord("SONAME") {
+				r.Need = "admin" // a UDF: a shared library loaded into the datasource
 			}
 		}
 	}

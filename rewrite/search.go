@@ -27,8 +27,24 @@ var SearchColumns = []string{"msg_id", "conv_id", "seq", "sender_uid", "msg_type
 // the conditions in any order. Values are literals or placeholders. The
 // row comparison is the page cursor: the last hit of the previous page,
 // "<" with newest-first order (older pages), ">" with oldest-first.
+//
+// Hit counts per conversation (Counts):
+//
+//	SELECT conv_id, COUNT(*) [AS n] FROM msg_search WHERE (the conditions
+//	  above but the cursor) GROUP BY conv_id
+//	  [ORDER BY COUNT(*) | n DESC | conv_id [ASC | DESC]] [LIMIT n]
+//
+// the most hits first by default (ties: the lower conv_id first).
 type Search struct {
 	Columns []string
+	// Counts: a GROUP BY conv_id query; Columns then hold "conv_id" and
+	// CountName, the COUNT(*) column's name as the result names it.
+	// ByConv orders by conv_id (descending with Desc) instead of the
+	// count; HasLimit says whether Limit is set.
+	Counts         bool
+	CountName      string
+	ByConv, Desc   bool
+	HasLimit       bool
 	UID     Value
 	Text    Value
 	ConvID  *Value
@@ -60,15 +76,16 @@ func NamesSearchTable(a *Analysis) bool {
 func SearchShape(a *Analysis) (*Search, error) {
 	const shape = "msg_search answers SELECT msg_id, conv_id, seq, created_at FROM msg_search WHERE uid = ? AND MATCH(text) AGAINST (?) " +
 		"[AND conv_id = ?] [AND msg_type = ?] [AND sender_uid = ?] [AND created_at >= ?] [AND created_at < ?] " +
-		"[AND (created_at, msg_id) < (?, ?)] [ORDER BY created_at DESC, msg_id DESC | ASC, ASC] LIMIT n"
+		"[AND (created_at, msg_id) < (?, ?)] [ORDER BY created_at DESC, msg_id DESC | ASC, ASC] LIMIT n, " +
+		"or hit counts: SELECT conv_id, COUNT(*) FROM msg_search WHERE ... GROUP BY conv_id"
 	no := func(why string) (*Search, error) { return nil, unsupported("%s; %s", why, shape) }
 	sel, ok := a.Stmt.(*ast.SelectStmt)
 	if !ok || len(a.Unsharded) != 1 {
 		return no("msg_search is a virtual table: only a SELECT of it alone is served")
 	}
-	if sel.Distinct || sel.GroupBy != nil || sel.Having != nil || sel.LockInfo != nil || sel.With != nil ||
+	if sel.Distinct || sel.Having != nil || sel.LockInfo != nil || sel.With != nil ||
 		sel.WindowSpecs != nil || sel.SelectIntoOpt != nil || sel.From == nil || sel.Fields == nil {
-		return no("msg_search takes no DISTINCT, GROUP BY, HAVING, WITH, window, locking or INTO")
+		return no("msg_search takes no DISTINCT, HAVING, WITH, window, locking or INTO")
 	}
 	join := sel.From.TableRefs
 	if join == nil || join.Right != nil {
@@ -82,7 +99,34 @@ func SearchShape(a *Analysis) (*Search, error) {
 		return no("msg_search must be read directly")
 	}
 	s := &Search{}
+	if sel.GroupBy != nil {
+		const counts = "per-conversation hit counts are SELECT conv_id, COUNT(*) FROM msg_search WHERE ... GROUP BY conv_id [ORDER BY COUNT(*) DESC | conv_id] [LIMIT n]"
+		if g := sel.GroupBy.Items; len(g) != 1 || !isColumn(g[0].Expr, "conv_id") {
+			return no(counts)
+		}
+		for _, f := range sel.Fields.Fields {
+			switch {
+			case f.WildCard == nil && isColumn(f.Expr, "conv_id") && f.AsName.O == "":
+				s.Columns = append(s.Columns, "conv_id")
+			case f.WildCard == nil && isCountStar(f.Expr) && s.CountName == "":
+				s.CountName = f.AsName.O
+				if s.CountName == "" {
+					s.CountName = f.Text()
+				}
+				s.Columns = append(s.Columns, s.CountName)
+			default:
+				return no(counts)
+			}
+		}
+		if len(s.Columns) != 2 || s.CountName == "" {
+			return no(counts)
+		}
+		s.Counts = true
+	}
 	for _, f := range sel.Fields.Fields {
+		if s.Counts {
+			break
+		}
 		if f.WildCard != nil {
 			s.Columns = append(s.Columns, SearchColumns...)
 			continue
@@ -152,6 +196,9 @@ func SearchShape(a *Analysis) (*Search, error) {
 	if !haveText {
 		return no("MATCH(text) AGAINST (...) is required")
 	}
+	if s.Counts {
+		return countsTail(a, sel, s, no)
+	}
 	if ob := sel.OrderBy; ob != nil {
 		const order = "results are ordered by created_at DESC, msg_id DESC (newest first) or created_at ASC, msg_id ASC"
 		if len(ob.Items) > 2 {
@@ -213,4 +260,52 @@ func isCursorColumns(e ast.ExprNode) bool {
 		}
 	}
 	return true
+}
+
+// countsTail reads a counts query's order and limit (SearchShape).
+func countsTail(a *Analysis, sel *ast.SelectStmt, s *Search, no func(string) (*Search, error)) (*Search, error) {
+	if s.Cursor != nil {
+		return no("per-conversation counts take no cursor")
+	}
+	if ob := sel.OrderBy; ob != nil {
+		const order = "per-conversation counts are ordered by COUNT(*) DESC (the default) or by conv_id"
+		if len(ob.Items) != 1 {
+			return no(order)
+		}
+		it := ob.Items[0]
+		switch {
+		case isColumn(it.Expr, "conv_id"):
+			s.ByConv, s.Desc = true, it.Desc
+		case (isCountStar(it.Expr) || isColumn(it.Expr, strings.ToLower(s.CountName))) && it.Desc:
+		default:
+			return no(order)
+		}
+	}
+	if sel.Limit != nil {
+		if sel.Limit.Offset != nil {
+			return no("per-conversation counts take LIMIT n without OFFSET")
+		}
+		lim, ok := a.value(sel.Limit.Count)
+		if !ok {
+			return no("LIMIT takes a number or a placeholder")
+		}
+		s.Limit, s.HasLimit = lim, true
+	}
+	return s, nil
+}
+
+// isColumn: e is the plain column name.
+func isColumn(e ast.ExprNode, name string) bool {
+	c, ok := unparen(e).(*ast.ColumnNameExpr)
+	return ok && c.Name.Table.L == "" && c.Name.Name.L == name
+}
+
+// isCountStar: e is COUNT(*).
+func isCountStar(e ast.ExprNode) bool {
+	f, ok := unparen(e).(*ast.AggregateFuncExpr)
+	if !ok || !strings.EqualFold(f.F, ast.AggFuncCount) || f.Distinct || len(f.Args) != 1 {
+		return false
+	}
+	v, ok := f.Args[0].(ast.ValueExpr)
+	return ok && v.GetValue() != nil // COUNT(*) is COUNT(1) in the tree
 }

@@ -264,13 +264,77 @@ func (b *Bleve) Checkpoint(_ context.Context, source string) (string, error) {
 // Search runs q as a conjunction: every clause of the text, one of the
 // permitted conversations, not deleted, and the optional filters.
 func (b *Bleve) Search(ctx context.Context, q Query) ([]Hit, error) {
-	p, convs, err := checkQuery(&q)
+	conj, err := b.conjunction(&q)
+	if err != nil || conj == nil {
+		return nil, err
+	}
+	if !q.HasCursor {
+		return b.run(ctx, conj, q.Limit, q.Asc)
+	}
+	// The cursor: the hits beyond its millisecond (a numeric range, cheap),
+	// and those in its millisecond past its msg_id, filtered here (a term
+	// range over msg_ids would enumerate every id in the index). One
+	// millisecond holds a handful of messages; tieMax bounds it anyway.
+	at := float64(q.CursorMs)
+	incl, excl := true, false
+	beyond := bleve.NewNumericRangeInclusiveQuery(nil, &at, nil, &excl)
+	if q.Asc {
+		beyond = bleve.NewNumericRangeInclusiveQuery(&at, nil, &excl, nil)
+	}
+	beyond.SetField(fTs)
+	same := bleve.NewNumericRangeInclusiveQuery(&at, &at, &incl, &incl)
+	same.SetField(fTs)
+	hits, err := b.run(ctx, append(slices.Clone(conj), beyond), q.Limit, q.Asc)
+	if err != nil {
+		return nil, err
+	}
+	ties, err := b.run(ctx, append(conj, same), tieMax, q.Asc)
+	if err != nil {
+		return nil, err
+	}
+	ties = slices.DeleteFunc(ties, func(h Hit) bool { return !q.Keeps(h) })
+	hits = append(ties, hits...) // ties come first in result order
+	return hits[:min(len(hits), q.Limit)], nil
+}
+
+// Counts implements Engine: a terms facet on the conversation field of
+// the query's matches (no hit is loaded).
+func (b *Bleve) Counts(ctx context.Context, q Query) (map[uint64]int64, error) {
+	q.HasCursor, q.Limit = false, 1
+	conj, err := b.conjunction(&q)
+	if err != nil || conj == nil {
+		return nil, err
+	}
+	req := bleve.NewSearchRequestOptions(bleve.NewConjunctionQuery(conj...), 0, 0, false)
+	req.AddFacet("convs", bleve.NewFacetRequest(fConv, len(q.Convs)))
+	res, err := b.idx.SearchInContext(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("search: bleve: %w", err)
+	}
+	out := map[uint64]int64{}
+	if f := res.Facets["convs"]; f != nil && f.Terms != nil {
+		for _, t := range f.Terms.Terms() {
+			c, err := strconv.ParseUint(t.Term, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("search: [BUG] bleve conversation term %q", t.Term)
+			}
+			out[c] = int64(t.Count)
+		}
+	}
+	return out, nil
+}
+
+// conjunction is q's query as the conjunction of its clauses, without its
+// cursor (nil, nil: it can match nothing).
+func (b *Bleve) conjunction(q *Query) ([]query.Query, error) {
+	p, convs, err := checkQuery(q)
 	if err != nil {
 		return nil, err
 	}
 	if len(convs) == 0 {
 		return nil, nil
 	}
+	q.Convs = convs
 	var conj []query.Query
 	for _, c := range p.clauses {
 		if len(c.terms) == 1 {
@@ -316,33 +380,7 @@ func (b *Bleve) Search(ctx context.Context, q Query) ([]Hit, error) {
 		t.SetField(fSender)
 		conj = append(conj, t)
 	}
-	if !q.HasCursor {
-		return b.run(ctx, conj, q.Limit, q.Asc)
-	}
-	// The cursor: the hits beyond its millisecond (a numeric range, cheap),
-	// and those in its millisecond past its msg_id, filtered here (a term
-	// range over msg_ids would enumerate every id in the index). One
-	// millisecond holds a handful of messages; tieMax bounds it anyway.
-	at := float64(q.CursorMs)
-	incl, excl := true, false
-	beyond := bleve.NewNumericRangeInclusiveQuery(nil, &at, nil, &excl)
-	if q.Asc {
-		beyond = bleve.NewNumericRangeInclusiveQuery(&at, nil, &excl, nil)
-	}
-	beyond.SetField(fTs)
-	same := bleve.NewNumericRangeInclusiveQuery(&at, &at, &incl, &incl)
-	same.SetField(fTs)
-	hits, err := b.run(ctx, append(slices.Clone(conj), beyond), q.Limit, q.Asc)
-	if err != nil {
-		return nil, err
-	}
-	ties, err := b.run(ctx, append(conj, same), tieMax, q.Asc)
-	if err != nil {
-		return nil, err
-	}
-	ties = slices.DeleteFunc(ties, func(h Hit) bool { return !q.Keeps(h) })
-	hits = append(ties, hits...) // ties come first in result order
-	return hits[:min(len(hits), q.Limit)], nil
+	return conj, nil
 }
 
 // tieMax bounds the messages of one millisecond a cursor's page reads.

@@ -21,6 +21,10 @@ type Engine interface {
 	// Search returns the hits of q in result order (Hit.Before), at most
 	// q.Limit, never a deleted message or one outside q.Convs.
 	Search(ctx context.Context, q Query) ([]Hit, error)
+	// Counts returns how many messages of each conversation of q.Convs
+	// match q (its text and filters; not its cursor, order or limit):
+	// conversations without one are absent.
+	Counts(ctx context.Context, q Query) (map[uint64]int64, error)
 	Close() error
 }
 

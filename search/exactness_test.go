@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"testing"
@@ -119,6 +120,17 @@ func (c *corpus) oracle(q Query) []Hit {
 	return out
 }
 
+// oracleCounts is the brute-force answer of Counts: q's matches per
+// conversation, its cursor, order and limit aside.
+func (c *corpus) oracleCounts(q Query) map[uint64]int64 {
+	q.HasCursor, q.Limit = false, len(c.docs)+1
+	out := map[uint64]int64{}
+	for _, h := range c.oracle(q) {
+		out[h.ConvID]++
+	}
+	return out
+}
+
 // checkExactness runs random searches (random permitted conversation sets,
 // single conversations, filters, limits) and compares every answer with
 // the oracle's, hit for hit.
@@ -126,7 +138,7 @@ func checkExactness(t *testing.T, eng Engine, c *corpus, queries int, seed uint6
 	t.Helper()
 	ctx := context.Background()
 	g := newCorpusGen(seed)
-	nonEmpty := 0
+	nonEmpty, countChecks := 0, 0
 	for qi := range queries {
 		var q Query
 		switch g.r.IntN(3) {
@@ -185,12 +197,23 @@ func checkExactness(t *testing.T, eng Engine, c *corpus, queries int, seed uint6
 				qi, q.Text, len(q.Convs), q.HasMsgType, q.MsgType, q.HasSince, q.SinceMs, q.HasBefore, q.BeforeMs,
 				q.HasSender, q.SenderUID, q.HasCursor, q.CursorMs, q.CursorMsgID, q.Asc, q.Limit, diffHits(got, want))
 		}
+		// Per-conversation hit counts: every match, whatever the page.
+		if qi%4 == 0 {
+			counts, err := eng.Counts(ctx, q)
+			if err != nil {
+				t.Fatalf("query %d %q: counts: %v", qi, q.Text, err)
+			}
+			if wantCounts := c.oracleCounts(q); !maps.Equal(counts, wantCounts) {
+				t.Fatalf("query %d %q (convs %d): counts %v, want %v", qi, q.Text, len(q.Convs), counts, wantCounts)
+			}
+			countChecks++
+		}
 	}
 	// The comparison proves little if every answer was empty.
 	if nonEmpty < queries/2 {
 		t.Fatalf("only %d of %d queries had hits: the generator no longer exercises the engine", nonEmpty, queries)
 	}
-	t.Logf("%d queries equal to the brute-force oracle (%d with hits)", queries, nonEmpty)
+	t.Logf("%d queries equal to the brute-force oracle (%d with hits; %d per-conversation counts too)", queries, nonEmpty, countChecks)
 }
 
 func diffHits(got, want []Hit) string {

@@ -305,14 +305,7 @@ func (s *Sphinx) Search(ctx context.Context, q Query) ([]Hit, error) {
 	if len(convs) == 0 {
 		return nil, nil
 	}
-	part, index := s.partition(convs[0]), s.cfg.Index
-	in := make([]string, len(convs))
-	for i, c := range convs {
-		in[i] = signed(c)
-		if s.partition(c) != part {
-			part, index = -1, s.cfg.Distributed
-		}
-	}
+	db, index, in := s.target(convs)
 	var b strings.Builder
 	b.WriteString("SELECT mid, conv_id, seq, sender_uid, msg_type, created_ms")
 	if q.HasCursor {
@@ -325,21 +318,9 @@ func (s *Sphinx) Search(ctx context.Context, q Query) ([]Hit, error) {
 		}
 		fmt.Fprintf(&b, ", IF(created_ms %[1]s %[2]d OR (created_ms = %[2]d AND mid %[1]s %[3]d), 1, 0) AS cur", cmp, q.CursorMs, int64(q.CursorMsgID))
 	}
-	fmt.Fprintf(&b, " FROM %s WHERE MATCH('%s') AND deleted = 0 AND conv_id IN (%s)", index, sphinxMatch(p), strings.Join(in, ","))
+	b.WriteString(sphinxWhere(index, p, in, &q))
 	if q.HasCursor {
 		b.WriteString(" AND cur = 1")
-	}
-	if q.HasSender {
-		fmt.Fprintf(&b, " AND sender_uid = %s", signed(q.SenderUID))
-	}
-	if q.HasMsgType {
-		fmt.Fprintf(&b, " AND msg_type = %d", q.MsgType)
-	}
-	if q.HasSince {
-		fmt.Fprintf(&b, " AND created_ms >= %d", q.SinceMs)
-	}
-	if q.HasBefore {
-		fmt.Fprintf(&b, " AND created_ms < %d", q.BeforeMs)
 	}
 	// ranker=none: hits are ordered by attributes, relevance is not
 	// computed; max_matches is the top-N every partition keeps.
@@ -348,10 +329,6 @@ func (s *Sphinx) Search(ctx context.Context, q Query) ([]Hit, error) {
 		dir = "ASC"
 	}
 	fmt.Fprintf(&b, " ORDER BY created_ms %[1]s, id %[1]s LIMIT 0, %[2]d OPTION ranker=none, max_matches=%[3]d", dir, q.Limit, max(q.Limit, 20))
-	db := s.dbs[0]
-	if part >= 0 {
-		db = s.dbs[part]
-	}
 	rows, err := db.QueryContext(ctx, b.String())
 	if err != nil {
 		return nil, fmt.Errorf("search: sphinx query on %s: %w", index, err)
@@ -375,6 +352,74 @@ func (s *Sphinx) Search(ctx context.Context, q Query) ([]Hit, error) {
 		return nil, fmt.Errorf("search: sphinx query on %s: %w", index, err)
 	}
 	return hits, nil
+}
+
+// sphinxWhere is the FROM and WHERE of q on index (its cursor aside).
+func sphinxWhere(index string, p *Parsed, in []string, q *Query) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, " FROM %s WHERE MATCH('%s') AND deleted = 0 AND conv_id IN (%s)", index, sphinxMatch(p), strings.Join(in, ","))
+	if q.HasSender {
+		fmt.Fprintf(&b, " AND sender_uid = %s", signed(q.SenderUID))
+	}
+	if q.HasMsgType {
+		fmt.Fprintf(&b, " AND msg_type = %d", q.MsgType)
+	}
+	if q.HasSince {
+		fmt.Fprintf(&b, " AND created_ms >= %d", q.SinceMs)
+	}
+	if q.HasBefore {
+		fmt.Fprintf(&b, " AND created_ms < %d", q.BeforeMs)
+	}
+	return b.String()
+}
+
+// Counts implements Engine: the matches grouped by conversation, on the
+// partition holding them all or the distributed index (each partition
+// counts its own conversations: the groups are exact).
+func (s *Sphinx) Counts(ctx context.Context, q Query) (map[uint64]int64, error) {
+	q.HasCursor, q.Limit = false, 1
+	p, convs, err := checkQuery(&q)
+	if err != nil || len(convs) == 0 {
+		return nil, err
+	}
+	db, index, in := s.target(convs)
+	n := len(convs)
+	rows, err := db.QueryContext(ctx, fmt.Sprintf("SELECT conv_id, COUNT(*) AS n%s GROUP BY conv_id LIMIT 0, %d OPTION ranker=none, max_matches=%d",
+		sphinxWhere(index, p, in, &q), n, max(n, 20)))
+	if err != nil {
+		return nil, fmt.Errorf("search: sphinx query on %s: %w", index, err)
+	}
+	defer rows.Close()
+	out := map[uint64]int64{}
+	for rows.Next() {
+		var conv, count int64
+		if err := rows.Scan(&conv, &count); err != nil {
+			return nil, fmt.Errorf("search: sphinx count: %w", err)
+		}
+		out[uint64(conv)] = count
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("search: sphinx query on %s: %w", index, err)
+	}
+	return out, nil
+}
+
+// target is where a query of convs goes: the one partition holding them
+// all, or the distributed index; in are the conversations as Sphinx's
+// signed BIGINTs.
+func (s *Sphinx) target(convs []uint64) (*sql.DB, string, []string) {
+	part, index := s.partition(convs[0]), s.cfg.Index
+	in := make([]string, len(convs))
+	for i, c := range convs {
+		in[i] = signed(c)
+		if s.partition(c) != part {
+			part, index = -1, s.cfg.Distributed
+		}
+	}
+	if part < 0 {
+		return s.dbs[0], index, in
+	}
+	return s.dbs[part], index, in
 }
 
 // Close closes the connections.

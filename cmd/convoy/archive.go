@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -165,8 +164,7 @@ func (c coldReads) ByKeys(ctx context.Context, conv uint64, seqs, msgIDs []uint6
 }
 
 // reader is c.r over conv's files: the engine's, and the former layout's
-// from etcd; a file in both (deleted partly before the layout changed)
-// serves the union of its two ranges, which are adjacent in the file.
+// from etcd (archive.MergeRanges).
 func (c coldReads) reader(ctx context.Context, conv uint64, files []engine.ColdFile) (*cold.Reader, error) {
 	if err := c.cat.Fresh(ctx, conv); err != nil {
 		return nil, err
@@ -175,26 +173,11 @@ func (c coldReads) reader(ctx context.Context, conv uint64, files []engine.ColdF
 	if err != nil {
 		return nil, err
 	}
-	all := make([]cold.FileRange, 0, len(files)+len(legacy))
-	for _, f := range files {
-		all = append(all, cold.FileRange{Key: f.Key, MinSeq: f.MinSeq, MaxSeq: f.MaxSeq, MinMsgID: f.MinMsgID, MaxMsgID: f.MaxMsgID, Rows: f.Rows})
+	current := make([]cold.FileRange, len(files))
+	for i, f := range files {
+		current[i] = cold.FileRange{Key: f.Key, MinSeq: f.MinSeq, MaxSeq: f.MaxSeq, MinMsgID: f.MinMsgID, MaxMsgID: f.MaxMsgID, Rows: f.Rows}
 	}
-	for _, l := range legacy {
-		i := slices.IndexFunc(all, func(f cold.FileRange) bool { return f.Key == l.Key })
-		if i < 0 {
-			all = append(all, l)
-			continue
-		}
-		f := &all[i]
-		f.MinSeq, f.MaxSeq = min(f.MinSeq, l.MinSeq), max(f.MaxSeq, l.MaxSeq)
-		if l.MinMsgID != 0 || l.MaxMsgID != 0 {
-			f.MinMsgID, f.MaxMsgID = min(f.MinMsgID, l.MinMsgID), max(f.MaxMsgID, l.MaxMsgID)
-		}
-		f.Rows, f.Skip = max(f.Rows, l.Rows), l.Skip
-	}
-	slices.SortFunc(all, func(a, b cold.FileRange) int {
-		return cmp.Or(cmp.Compare(a.MinSeq, b.MinSeq), cmp.Compare(a.Key, b.Key))
-	})
+	all := archive.MergeRanges(current, legacy)
 	return c.r.With(fixedFiles(all)), nil
 }
 

@@ -111,6 +111,10 @@ func (s searchIndex) Search(ctx context.Context, q engine.SearchQuery) ([]engine
 	return out, nil
 }
 
+func (s searchIndex) Counts(ctx context.Context, q engine.SearchQuery) (map[uint64]int64, error) {
+	return s.idx.Counts(ctx, search.Query(q))
+}
+
 func (s searchIndex) Matcher(text string) (func(uint8, []byte) bool, error) {
 	m, err := search.NewMatcher(text)
 	if errors.Is(err, search.ErrEmptyQuery) {

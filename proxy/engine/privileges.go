@@ -169,13 +169,14 @@ func backendActivity(table, db string) bool {
 // command as MariaDB's messages name it.
 func requiredPrivilege(pl *plan) (need, command string) {
 	if r := pl.routine; r != nil {
+		if r.Need != "" {
+			return r.Need, r.What
+		}
 		switch r.Kind {
 		case rewrite.RoutineCall:
 			return "write", "EXECUTE"
 		case rewrite.RoutineShow:
 			return "read", "SHOW"
-		case rewrite.RoutineUnparsed:
-			return r.Need, r.What
 		}
 		return "ddl", r.What
 	}

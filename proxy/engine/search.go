@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,6 +39,9 @@ import (
 type MessageSearch interface {
 	// Search returns the index's hits for q, newest first.
 	Search(ctx context.Context, q SearchQuery) ([]SearchHit, error)
+	// Counts returns the index's matches of q per conversation (its
+	// cursor, order and limit aside); conversations without one absent.
+	Counts(ctx context.Context, q SearchQuery) (map[uint64]int64, error)
 	// Matcher compiles a query text for the fresh window: match reports
 	// whether a body read from msg_content (its msg_type and content)
 	// yields text that matches. nil, nil: the text has nothing to match
@@ -171,6 +177,8 @@ type boundSearch struct {
 	hasSince bool
 	untilMs  int64 // exclusive
 	hasUntil bool
+	// limit is a counts query's LIMIT (0: none).
+	limit int
 }
 
 func (s *Session) bindSearch(sh *rewrite.Search, args []any) (*boundSearch, error) {
@@ -190,11 +198,22 @@ func (s *Session) bindSearch(sh *rewrite.Search, args []any) (*boundSearch, erro
 		return nil, errorf(CodeNotSupported, "msg_search: AGAINST takes a string")
 	}
 	b.text = text
-	lim, err := keyOf(sh.Limit, args)
-	if err != nil || lim == 0 || lim > searchMaxLimit {
-		return nil, errorf(CodeNotSupported, "msg_search: LIMIT must be 1 to %d", searchMaxLimit)
+	switch {
+	case sh.Counts && !sh.HasLimit:
+		b.q.Limit = 1 // (not a page: the index's counts take no limit)
+	case sh.Counts:
+		lim, err := keyOf(sh.Limit, args)
+		if err != nil || lim == 0 || lim > math.MaxInt32 {
+			return nil, errorf(CodeNotSupported, "msg_search: LIMIT must be a positive number")
+		}
+		b.q.Limit, b.limit = 1, int(lim)
+	default:
+		lim, err := keyOf(sh.Limit, args)
+		if err != nil || lim == 0 || lim > searchMaxLimit {
+			return nil, errorf(CodeNotSupported, "msg_search: LIMIT must be 1 to %d", searchMaxLimit)
+		}
+		b.q.Limit = int(lim)
 	}
-	b.q.Limit = int(lim)
 	if sh.MsgType != nil {
 		t, err := keyOf(*sh.MsgType, args)
 		if err != nil || t > 255 {
@@ -300,19 +319,64 @@ func (s *Session) search(sh *rewrite.Search, args []any, binary bool) (*mysql.Re
 		return nil, errorf(CodeInternal, "msg_search: %v", err)
 	}
 	var hits []SearchHit
+	counts := map[uint64]int64{}
 	if match != nil {
 		convs, err := s.members(b)
 		if err != nil {
 			return nil, err
 		}
 		if len(convs) > 0 {
-			if hits, err = s.searchConvs(ctx, b, convs, match); err != nil {
+			if sh.Counts {
+				counts, err = s.searchCounts(ctx, b, convs, match)
+			} else {
+				hits, err = s.searchConvs(ctx, b, convs, match)
+			}
+			if err != nil {
 				return nil, err
 			}
 			s.warnUnready(ctx)
 		}
 	}
+	if sh.Counts {
+		return countsResult(sh, b, counts, binary)
+	}
 	return searchResult(fields, sh.Columns, hits, binary)
+}
+
+// countsResult is a counts query's answer: conv_id and its hits, the
+// most hits first (ties: the lower conv_id first) or by conv_id, up to
+// the query's limit.
+func countsResult(sh *rewrite.Search, b *boundSearch, counts map[uint64]int64, binary bool) (*mysql.Result, error) {
+	convs := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(convs, func(x, y uint64) int {
+		switch {
+		case sh.ByConv && sh.Desc:
+			return cmp.Compare(y, x)
+		case sh.ByConv:
+			return cmp.Compare(x, y)
+		}
+		return cmp.Or(cmp.Compare(counts[y], counts[x]), cmp.Compare(x, y))
+	})
+	if b.limit > 0 && len(convs) > b.limit {
+		convs = convs[:b.limit]
+	}
+	rows := make([][]any, len(convs))
+	for i, c := range convs {
+		row := []any{c, counts[c]}
+		if sh.Columns[0] != "conv_id" {
+			row[0], row[1] = row[1], row[0]
+		}
+		rows[i] = row
+	}
+	rs, err := mysql.BuildSimpleResultset(sh.Columns, rows, binary)
+	if err != nil {
+		return nil, errorf(CodeInternal, "[BUG] msg_search counts: %v", err)
+	}
+	for _, f := range rs.Fields {
+		f.Table, f.OrgTable = []byte(rewrite.SearchTable), []byte(rewrite.SearchTable)
+		f.Flag |= mysql.NOT_NULL_FLAG
+	}
+	return &mysql.Result{Resultset: rs, AffectedRows: uint64(len(convs))}, nil
 }
 
 // warnUnready adds warning 1931 to a search the index cannot answer in
@@ -388,6 +452,43 @@ func (s *Session) members(b *boundSearch) ([]uint64, error) {
 // fresh window's MySQL read at once and merges them.
 func (s *Session) searchConvs(ctx context.Context, b *boundSearch, convs []uint64, match func(uint8, []byte) bool) ([]SearchHit, error) {
 	st := s.e.search
+	var idxHits []SearchHit
+	freshHits, err := s.searchSplit(ctx, b, convs, match, func(q SearchQuery) (err error) {
+		idxHits, err = st.idx.Search(ctx, q)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return mergeSearchHits(b.q.Limit, b.q.Asc, freshHits, idxHits), nil
+}
+
+// searchCounts is searchConvs for per-conversation hit counts: the
+// index's counts older than the fresh window, plus the window's hits.
+func (s *Session) searchCounts(ctx context.Context, b *boundSearch, convs []uint64, match func(uint8, []byte) bool) (map[uint64]int64, error) {
+	counts := map[uint64]int64{}
+	freshHits, err := s.searchSplit(ctx, b, convs, match, func(q SearchQuery) (err error) {
+		if c, err := s.e.search.idx.Counts(ctx, q); err != nil {
+			return err
+		} else if c != nil {
+			counts = c
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range freshHits {
+		counts[h.ConvID]++
+	}
+	return counts, nil
+}
+
+// searchSplit runs index (given the index's part of b: messages older than
+// the fresh window) while it reads the fresh window from MySQL, and
+// returns the window's hits.
+func (s *Session) searchSplit(ctx context.Context, b *boundSearch, convs []uint64, match func(uint8, []byte) bool, index func(SearchQuery) error) ([]SearchHit, error) {
+	st := s.e.search
 	fresh := time.Now().Add(-st.opt.FreshWindow).UnixMilli()
 	q := b.q
 	q.Text, q.Convs = b.text, convs
@@ -397,14 +498,13 @@ func (s *Session) searchConvs(ctx context.Context, b *boundSearch, convs []uint6
 		q.BeforeMs = min(fresh, b.untilMs)
 	}
 	var wg sync.WaitGroup
-	var idxHits []SearchHit
 	var idxErr error
 	if !b.hasSince || b.sinceMs < q.BeforeMs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			t0 := time.Now()
-			idxHits, idxErr = st.idx.Search(ctx, q)
+			idxErr = index(q)
 			s.e.metrics.observeSearch("index", t0, idxErr)
 		}()
 	}
@@ -421,10 +521,7 @@ func (s *Session) searchConvs(ctx context.Context, b *boundSearch, convs []uint6
 	if idxErr != nil {
 		return nil, errorf(CodeBackendUnavailable, "msg_search: the search index: %v", idxErr)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return mergeSearchHits(b.q.Limit, b.q.Asc, freshHits, idxHits), nil
+	return freshHits, err
 }
 
 // freshWindow reads the permitted conversations' messages created since

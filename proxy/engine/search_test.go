@@ -32,6 +32,15 @@ func (f *fakeIndex) Search(_ context.Context, q SearchQuery) ([]SearchHit, error
 	return out, nil
 }
 
+func (f *fakeIndex) Counts(ctx context.Context, q SearchQuery) (map[uint64]int64, error) {
+	hits, _ := f.Search(ctx, q)
+	out := map[uint64]int64{}
+	for _, h := range hits {
+		out[h.ConvID]++
+	}
+	return out, nil
+}
+
 func (f *fakeIndex) Matcher(text string) (func(uint8, []byte) bool, error) {
 	if strings.Trim(text, " ,.") == "" {
 		return nil, nil
