@@ -41,15 +41,15 @@ type Search struct {
 	// CountName, the COUNT(*) column's name as the result names it.
 	// ByConv orders by conv_id (descending with Desc) instead of the
 	// count; HasLimit says whether Limit is set.
-	Counts         bool
-	CountName      string
-	ByConv, Desc   bool
-	HasLimit       bool
-	UID     Value
-	Text    Value
-	ConvID  *Value
-	MsgType *Value
-	Sender  *Value
+	Counts       bool
+	CountName    string
+	ByConv, Desc bool
+	HasLimit     bool
+	UID          Value
+	Text         Value
+	ConvID       *Value
+	MsgType      *Value
+	Sender       *Value
 	// Since is the lower bound on created_at (SinceAfter: exclusive),
 	// Until the upper one (UntilIncl: inclusive).
 	Since, Until          *Value
