@@ -149,6 +149,7 @@ func TestArchiver(t *testing.T) {
 	t.Run("RebuildCatalog", func(t *testing.T) { testRebuildCatalog(t, s) })
 	t.Run("LateRows", func(t *testing.T) { testLateRows(t, s) })
 	t.Run("LegacyResume", func(t *testing.T) { testLegacyResume(t, s) })
+	t.Run("Sweep", func(t *testing.T) { testSweep(t, s) })
 	t.Run("LocalStore", func(t *testing.T) { testLocalStore(t, s) })
 	t.Run("InboxTTL", func(t *testing.T) { testInboxTTL(t, s) })
 	t.Run("ScanPasses", func(t *testing.T) { testScanPasses(t, s) })
@@ -1347,4 +1348,92 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// testSweep (issue 25): the daily sweep deletes a crashed attempt's part
+// (its rows changed before it was catalogued: an orphan the job record
+// lists) and manifest versions older than the one before the current,
+// keeps every file the catalog names, and keeps (and counts in SHOW
+// ARCHIVE) a file with a catalog object the catalog does not name.
+func testSweep(t *testing.T, s *services) {
+	f := newFixture(t, s, "file")
+	ctx := context.Background()
+	crashed := errors.New("crash")
+	var orphanKey string
+	a := f.archiver(func(c *Config) {
+		c.DeleteAfter = 30 * 24 * time.Hour
+		c.Hook = func(at string, _ int) error {
+			if at == HookWritten && orphanKey == "" {
+				orphanKey = "x"
+				return crashed
+			}
+			return nil
+		}
+	})
+	if err := a.RunShard(ctx, f.shard); !errors.Is(err, crashed) {
+		t.Fatalf("run with a crash after the first part's write: %v", err)
+	}
+	// The part's rows change before the rerun: its object cannot be reused.
+	c0 := f.convs[0]
+	f.svc.db.Exec(t, fmt.Sprintf("UPDATE %s.conv_msg_0000 SET msg_type = 9 WHERE conv_id = %d AND seq = 1", f.dbName, c0))
+	objects := func(sub string) map[string]bool {
+		t.Helper()
+		out := map[string]bool{}
+		if err := f.store.List(ctx, fmt.Sprintf("hist/%04d/%s", f.shard, sub), func(k string) error {
+			out[k] = true
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	before := objects("")
+	f.run(a) // catalogues the next part number, sweeps the orphan
+	st := f.status()
+	var orphans []string
+	for k := range before {
+		if !strings.Contains(k, "/catalog/") && !objects("")[k] {
+			orphans = append(orphans, k)
+		}
+	}
+	if len(orphans) != 1 || !strings.HasSuffix(orphans[0], ".parquet") || st["unnamed_files"] != "0" {
+		t.Fatalf("swept %v (want the orphan part: it crashed before its catalog object), unnamed %q", orphans, st["unnamed_files"])
+	}
+	if got, want := f.archivedKeys(), f.wantArchived(); !maps.Equal(got, want) {
+		t.Fatalf("archived %d keys after the sweep, want %d once each", len(got), len(want))
+	}
+	// A stray copy of a file nobody names, and an old manifest version.
+	recs := f.records()
+	m, err := readMeta(ctx, f.store, recs[0].Meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := f.store.ReadRange(ctx, recs[0].Key, 0, m.Info.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stray := strings.Replace(recs[0].Key, ".parquet", "-copy.parquet", 1)
+	m.Info.Key = stray
+	old := fmt.Sprintf("hist/%04d/catalog/%08d.json", f.shard, 1)
+	if err := errors.Join(f.store.PutIfAbsent(ctx, stray, data), f.store.PutIfAbsent(ctx, metaKey(stray), encodeMeta(m.Kind, m.Info)),
+		f.store.PutIfAbsent(ctx, old, []byte(`{"shard":0,"version":1,"files":[]}`))); err != nil {
+		t.Fatal(err)
+	}
+	f.advance(25 * time.Hour)
+	f.run(a)
+	left := objects("")
+	switch {
+	case left[old]:
+		t.Fatal("an old manifest version was not swept")
+	case !left[stray] || f.status()["unnamed_files"] != "1":
+		t.Fatalf("the unnamed file: kept %v, counted %q; want kept and 1", left[stray], f.status()["unnamed_files"])
+	}
+	for _, r := range f.records() {
+		if !left[r.Key] || !left[r.Meta] {
+			t.Fatalf("a catalogued file's objects were swept: %s", r.Key)
+		}
+	}
+	if n := len(objects("catalog/")); n != 2 {
+		t.Fatalf("%d manifest versions kept, want the current and the one before", n)
+	}
 }

@@ -215,6 +215,10 @@ type state struct {
 	// object key and version.
 	Catalog        string `json:"catalog,omitempty"`
 	CatalogVersion int    `json:"catalog_version,omitempty"`
+	// SweptAt is the last sweep (sweep.go); Unnamed the files with a
+	// catalog object that the catalog did not name then.
+	SweptAt time.Time `json:"swept_at,omitzero"`
+	Unnamed int       `json:"unnamed,omitempty"`
 }
 
 // progress is one kind's checkpoint and figures.
@@ -449,7 +453,10 @@ func (u *run) do(ctx context.Context) error {
 			return err
 		}
 	}
-	return u.deleteDue(ctx)
+	if err := u.deleteDue(ctx); err != nil {
+		return err
+	}
+	return u.sweep(ctx)
 }
 
 // check stops the run when archiving is paused, the shard is migrating
