@@ -315,14 +315,21 @@ func quote(s string) string {
 	if s == "" {
 		return "end of directive"
 	}
-	if len(s) > maxQuote {
-		cut := maxQuote
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		return strconv.Quote(s[:cut]) + "..."
+	q := strconv.Quote(s)
+	if len(q) <= maxQuote+2 {
+		return q
 	}
-	return strconv.Quote(s)
+	// Cut the text so that its quoted form (bytes that are not UTF-8
+	// take four characters there) stays within maxQuote, at a rune start.
+	for cut := min(len(s), maxQuote); cut > 0; cut-- {
+		if cut < len(s) && !utf8.RuneStart(s[cut]) {
+			continue
+		}
+		if q := strconv.Quote(s[:cut]); len(q) <= maxQuote+2 {
+			return q + "..."
+		}
+	}
+	return `"..."`
 }
 
 type tokKind int
