@@ -141,11 +141,47 @@ func TestSplitRoutines(t *testing.T) {
 }
 
 func FuzzClassifyRoutine(f *testing.F) {
-	for _, s := range []string{"CREATE PROCEDURE p() BEGIN SELECT 1; END", "CALL p(@x, ?)", "/*!50003 CREATE*/ /*!50017 DEFINER=`a`@`b`*/ /*!50003 TRIGGER", "CREATE DEFINER='a'@", "@", "`", "'", "x:", "/*!"} {
+	for _, s := range []string{"CREATE PROCEDURE p() BEGIN SELECT 1; END", "CALL p(@x, ?)", "SELECT a FROM t FOR SYSTEM_TIME ALL WHERE x := 1", "DELETE HISTORY FROM db.t", "/*!50003 CREATE*/ /*!50017 DEFINER=`a`@`b`*/ /*!50003 TRIGGER", "CREATE DEFINER='a'@", "@", "`", "'", "x:", "/*!"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		_, _ = ClassifyRoutine(s) // must not panic or hang
 		_, _ = SplitRoutines(s)
+		if r := ClassifyUnparsed(s); r != nil {
+			if r.Kind != RoutineUnparsed || r.Need == "" {
+				t.Fatalf("ClassifyUnparsed(%q) = %+v", s, r)
+			}
+		}
 	})
+}
+
+func TestClassifyUnparsed(t *testing.T) {
+	for _, c := range []struct {
+		sql, need  string // "": the parser's error stands
+		qualifiers string
+	}{
+		{"SELECT * FROM t FOR SYSTEM_TIME ALL", "read", ""},
+		{"  /* c */ select x.a FROM im.t x FOR SYSTEM_TIME ALL", "read", "x im"},
+		{"SELECT NEXTVAL(s)", "write", ""},
+		{"DELETE HISTORY FROM t", "write", ""},
+		{"CREATE OR REPLACE TABLE t (a INT) WITH SYSTEM VERSIONING", "ddl", ""},
+		{"CREATE USER u IDENTIFIED VIA x", "admin", ""},
+		{"SHOW ENGINE whatever", "admin", ""},
+		{"SELECT * FROM conv_msg FOR SYSTEM_TIME ALL", "", ""},   // a sharded table
+		{"SELECT * FROM `im_inbox` FOR SYSTEM_TIME ALL", "", ""}, // quoted too
+		{"SELECT GET_LOCK('a', 1) FOR SYSTEM_TIME", "", ""},      // a named lock
+		{"SELECT @a := 1 FROM t FOR SYSTEM_TIME ALL", "", ""},    // an assignment
+		{"CREATE TEMPORARY TABLE t (a INT) WITH SYSTEM VERSIONING", "", ""},
+		{"SELECT 1 INTO OUTFILE '/tmp/x' FOR SYSTEM_TIME", "", ""},
+		{"SET x = 1", "", ""}, // changes the session
+		{"SELEC 1", "", ""},   // not a statement Convoy passes
+	} {
+		r := ClassifyUnparsed(c.sql)
+		switch {
+		case c.need == "" && r != nil:
+			t.Errorf("%s: passed on (%+v), want the syntax error", c.sql, r)
+		case c.need != "" && (r == nil || r.Need != c.need || strings.Join(r.Qualifiers, " ") != c.qualifiers):
+			t.Errorf("%s: %+v, want need %s, qualifiers %q", c.sql, r, c.need, c.qualifiers)
+		}
+	}
 }
