@@ -605,6 +605,9 @@ func fieldUint(v mysql.FieldValue) (uint64, bool) {
 func (lk *coldLookup) files(conv uint64, lo, hi uint64, ids []uint64) ([]ColdFile, error) {
 	where := fmt.Sprintf("max_seq >= %d AND min_seq <= %d", lo, hi)
 	if ids != nil {
+		if len(ids) == 0 {
+			return nil, nil
+		}
 		where = fmt.Sprintf("max_msg_id >= %d AND min_msg_id <= %d", slices.Min(ids), slices.Max(ids))
 	}
 	r, err := lk.c.Exec(fmt.Sprintf("SELECT file, min_seq, max_seq, min_msg_id, max_msg_id, n_rows FROM %s.%s WHERE conv_id = %d AND %s",
