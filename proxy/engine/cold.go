@@ -325,6 +325,9 @@ func (s *Session) coldRead(c *rewrite.ArchiveRead, args []any, binary bool, r *m
 			s.afterError(lk.c, err)
 		}
 	}
+	if interrupted(err) {
+		return nil, err // KILL QUERY: the statement fails, as on MariaDB
+	}
 	if err != nil {
 		s.e.log.Warn("cold tier: the archived ranges could not be read; the page is MySQL's alone", zap.Error(err))
 		m.coldRead(q.shape, false, "unavailable", 0)
@@ -708,6 +711,9 @@ func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *cold
 	}
 	if err != nil {
 		s.afterError(lk.c, err)
+		if interrupted(err) {
+			return nil, "killed", err
+		}
 		s.e.log.Warn("cold tier: the read bounds or tombstones could not be read; the page is MySQL's alone", zap.Error(err))
 		return r, "unavailable", s.coldIncomplete(q.incomplete("its deleted-row list could not be read", q.cursor))
 	}
@@ -763,6 +769,12 @@ func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *cold
 		return out, result, s.coldIncomplete(q.incomplete(reason, cont))
 	}
 	return out, result, nil
+}
+
+// interrupted: err is the server's 1317, a statement KILL QUERY stopped.
+func interrupted(err error) bool {
+	var me *mysql.MyError
+	return errors.As(err, &me) && me.Code == mysql.ER_QUERY_INTERRUPTED
 }
 
 // interruptible returns ctx, also ended by a KILL QUERY of the session
