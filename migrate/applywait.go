@@ -52,9 +52,11 @@ type applyWaiter struct {
 }
 
 // applyPollEvery is the pause between two reads of the checkpoint row
-// while writes wait: a few milliseconds against an apply that commits a
-// batch every few.
-const applyPollEvery = 2 * time.Millisecond
+// while writes wait, when a read found no batch under way (one that is
+// under way wakes the read at its COMMIT): a millisecond, against an apply
+// that takes about two to show a write; one primary-key read a
+// millisecond per proxy and migrating shard, only while writes wait.
+const applyPollEvery = time.Millisecond
 
 func newApplyWatch(db *sql.DB, database, job string, shard int) *applyWatch {
 	return &applyWatch{db: db,
