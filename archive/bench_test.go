@@ -39,30 +39,7 @@ func benchArchive(b *testing.B, s *services, scanKeys int) {
 	for i := 0; i < b.N; i++ {
 		f := newEmptyFixture(b, s, "file")
 		const convs, per = 200, 200
-		rng := rand.New(rand.NewPCG(1, uint64(i)))
-		var vals, bodies []string
-		flush := func() {
-			if len(vals) > 0 {
-				f.svc.db.Exec(b, "INSERT INTO "+f.dbName+".conv_msg_0000 VALUES "+strings.Join(vals, ","),
-					"INSERT INTO "+f.dbName+".msg_content_0000 VALUES "+strings.Join(bodies, ","))
-			}
-			vals, bodies = vals[:0], bodies[:0]
-		}
-		for _, c := range keysOfShard(router.Shard(f.shard), convs, 1000) {
-			for seq := uint64(1); seq <= per; seq++ {
-				at := dataStart.Add(time.Duration(seq) * 2 * time.Hour).Add(time.Duration(rng.IntN(7200000)) * time.Millisecond).Format("2006-01-02 15:04:05.000")
-				body := make([]byte, 100+rng.IntN(200))
-				for j := range body {
-					body[j] = byte(rng.UintN(256))
-				}
-				vals = append(vals, fmt.Sprintf("(%d,%d,%d,%d,%d,'%s')", c, seq, c*1000+seq, 7000+rng.IntN(50), 1+rng.IntN(3), at))
-				bodies = append(bodies, fmt.Sprintf("(%d,%d,%d,%d,X'%x','%s')", c*1000+seq, c, 7000+rng.IntN(50), 1+rng.IntN(3), body, at))
-				if len(vals) == 1000 {
-					flush()
-				}
-			}
-		}
-		flush()
+		fillRandom(b, f, convs, per, 2*time.Hour, 2*time.Hour, rand.New(rand.NewPCG(1, uint64(i))))
 		rows := convs * per
 		f.svc.db.Exec(b, "ANALYZE TABLE "+f.dbName+".conv_msg_0000, "+f.dbName+".msg_content_0000")
 		_, st := f.query("SELECT SUM(data_length + index_length) FROM information_schema.tables WHERE table_schema = '" + f.dbName + "'")
@@ -129,31 +106,7 @@ func BenchmarkArchiveEtcdFootprint(b *testing.B) {
 		f := newEmptyFixture(b, s, "file")
 		convs := 2000
 		per := max(1, *footprintRows/convs)
-		rng := rand.New(rand.NewPCG(2, uint64(i)))
-		var vals, bodies []string
-		flush := func() {
-			if len(vals) > 0 {
-				f.svc.db.Exec(b, "INSERT INTO "+f.dbName+".conv_msg_0000 VALUES "+strings.Join(vals, ","),
-					"INSERT INTO "+f.dbName+".msg_content_0000 VALUES "+strings.Join(bodies, ","))
-			}
-			vals, bodies = vals[:0], bodies[:0]
-		}
-		step := 240 * time.Hour / time.Duration(per)
-		for _, c := range keysOfShard(router.Shard(f.shard), convs, 1000) {
-			for seq := uint64(1); seq <= uint64(per); seq++ {
-				at := dataStart.Add(time.Duration(seq) * step).Format("2006-01-02 15:04:05.000")
-				body := make([]byte, 100+rng.IntN(200))
-				for j := range body {
-					body[j] = byte(rng.UintN(256))
-				}
-				vals = append(vals, fmt.Sprintf("(%d,%d,%d,%d,%d,'%s')", c, seq, c*100000+seq, 7000+rng.IntN(50), 1+rng.IntN(3), at))
-				bodies = append(bodies, fmt.Sprintf("(%d,%d,%d,%d,X'%x','%s')", c*100000+seq, c, 7000+rng.IntN(50), 1+rng.IntN(3), body, at))
-				if len(vals) == 2000 {
-					flush()
-				}
-			}
-		}
-		flush()
+		fillRandom(b, f, convs, per, 240*time.Hour/time.Duration(per), 0, rand.New(rand.NewPCG(2, uint64(i))))
 		rows := convs * per
 		a := f.archiver(func(c *Config) {
 			c.PartRows, c.ChunkRows, c.ScanRows, c.ScanKeys = 2000, 500, 0, 0
@@ -196,4 +149,37 @@ func BenchmarkArchiveEtcdFootprint(b *testing.B) {
 		b.ReportMetric(float64(live)/(1<<10), "etcd_KiB_in_use_compacted")
 		b.ReportMetric(float64(rev1-rev0), "etcd_writes")
 	}
+}
+
+// fillRandom gives each of n conversations of the fixture's shard per
+// messages, one every step (plus up to jitter), with bodies of 100-300
+// random bytes as encrypted payloads are, 1000 rows a statement.
+func fillRandom(b *testing.B, f *fixture, n, per int, step, jitter time.Duration, rng *rand.Rand) {
+	var vals, bodies []string
+	flush := func() {
+		if len(vals) > 0 {
+			f.svc.db.Exec(b, "INSERT INTO "+f.dbName+".conv_msg_0000 VALUES "+strings.Join(vals, ","),
+				"INSERT INTO "+f.dbName+".msg_content_0000 VALUES "+strings.Join(bodies, ","))
+		}
+		vals, bodies = vals[:0], bodies[:0]
+	}
+	for _, c := range keysOfShard(router.Shard(f.shard), n, 1000) {
+		for seq := uint64(1); seq <= uint64(per); seq++ {
+			at := dataStart.Add(time.Duration(seq) * step)
+			if jitter > 0 {
+				at = at.Add(time.Duration(rng.Int64N(int64(jitter/time.Millisecond))) * time.Millisecond)
+			}
+			body := make([]byte, 100+rng.IntN(200))
+			for j := range body {
+				body[j] = byte(rng.UintN(256))
+			}
+			ts := at.Format("2006-01-02 15:04:05.000")
+			vals = append(vals, fmt.Sprintf("(%d,%d,%d,%d,%d,'%s')", c, seq, c*100000+seq, 7000+rng.IntN(50), 1+rng.IntN(3), ts))
+			bodies = append(bodies, fmt.Sprintf("(%d,%d,%d,%d,X'%x','%s')", c*100000+seq, c, 7000+rng.IntN(50), 1+rng.IntN(3), body, ts))
+			if len(vals) == 1000 {
+				flush()
+			}
+		}
+	}
+	flush()
 }

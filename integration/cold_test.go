@@ -992,9 +992,11 @@ func BenchmarkColdPages(b *testing.B) {
 	}
 }
 
-// readRows runs a query and counts its rows.
-func readRows(db *sql.DB, q string, args ...any) (int, error) {
-	rows, err := db.Query(q, args...)
+// readRows runs a query (on a pool or one connection) and counts its rows.
+func readRows(db interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, q string, args ...any) (int, error) {
+	rows, err := db.QueryContext(context.Background(), q, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -1165,7 +1167,7 @@ func TestColdReadKilled(t *testing.T) {
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		_, err := readRowsConn(a, "SELECT seq, msg_id FROM conv_msg WHERE conv_id = 1001 AND seq < 50 ORDER BY seq DESC LIMIT 20")
+		_, err := readRows(a, "SELECT seq, msg_id FROM conv_msg WHERE conv_id = 1001 AND seq < 50 ORDER BY seq DESC LIMIT 20")
 		done <- err
 	}()
 	time.Sleep(500 * time.Millisecond)
@@ -1182,17 +1184,4 @@ func TestColdReadKilled(t *testing.T) {
 	if err := a.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
 		t.Fatalf("the connection after its KILL QUERY: %v", err)
 	}
-}
-
-func readRowsConn(c *sql.Conn, q string) (int, error) {
-	rows, err := c.QueryContext(context.Background(), q)
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		n++
-	}
-	return n, rows.Err()
 }
