@@ -56,6 +56,7 @@ type source struct {
 	convs           string // quoted db._convoy_cold_conv
 	tombstones      string // quoted db._convoy_cold_tombstone
 	files           string // quoted db._convoy_cold_files
+	erasures        string // quoted db._convoy_cold_erasure
 	shared          bool   // the physical table holds other shards too
 	timeout         time.Duration
 	msgIdx, bodyIdx int // msg_id's position in conv_msg's / msg_content's columns
@@ -95,6 +96,11 @@ const TombstoneTable = router.ColdTombstoneTable
 // [min_seq, max_seq] of the file's rows of the conversation.
 const FilesTable = router.ColdFilesTable
 
+// ErasureTable lists the seq ranges of a conversation's archived rows a
+// DELETE of the conversation's rows erased (the engine writes them in the
+// deleting statement's transaction): cold reads treat them as absent.
+const ErasureTable = router.ColdErasureTable
+
 func newSource(conn *client.Conn, snap *router.Snapshot, shard router.Shard, timeout time.Duration) *source {
 	q := func(p router.Physical) string {
 		return rewrite.QuoteIdent(p.Database) + "." + rewrite.QuoteIdent(p.Table)
@@ -110,7 +116,7 @@ func newSource(conn *client.Conn, snap *router.Snapshot, shard router.Shard, tim
 	conn.ReadTimeout, conn.WriteTimeout = timeout, timeout
 	in := func(table string) string { return rewrite.QuoteIdent(m.Database) + "." + rewrite.QuoteIdent(table) }
 	return &source{conn: conn, shard: shard, msg: q(m), content: q(c), inbox: q(ib), member: q(mb), shared: shared, timeout: timeout,
-		progress: in(progressTable), convs: in(ConvTable), tombstones: in(TombstoneTable), files: in(FilesTable), msgIdx: -1, bodyIdx: -1}
+		progress: in(progressTable), convs: in(ConvTable), tombstones: in(TombstoneTable), files: in(FilesTable), erasures: in(ErasureTable), msgIdx: -1, bodyIdx: -1}
 }
 
 func (s *source) exec(sql string) (*mysql.Result, error) {
@@ -408,7 +414,16 @@ func (s *source) ensureTables() error {
   deleted_at DATETIME(3)     NOT NULL,
   PRIMARY KEY (conv_id, tbl, seq),
   KEY by_msg (conv_id, tbl, msg_id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='Convoy cold tier: archived rows deleted through Convoy (skipped by cold reads)'`} {
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='Convoy cold tier: archived rows deleted through Convoy (skipped by cold reads)'`,
+		"CREATE TABLE IF NOT EXISTS " + s.erasures + ` (
+  conv_id      BIGINT UNSIGNED NOT NULL,
+  tbl          VARCHAR(16)     NOT NULL COMMENT 'conv_msg or msg_content',
+  min_seq      BIGINT UNSIGNED NOT NULL,
+  max_seq      BIGINT UNSIGNED NOT NULL,
+  requested_at DATETIME(3)     NOT NULL,
+  erased_at    DATETIME(3)     NULL COMMENT 'when no cold file held the rows any more (NULL: pending)',
+  PRIMARY KEY (conv_id, tbl, min_seq, max_seq)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='Convoy cold tier: seq ranges of archived rows a DELETE erased (skipped by cold reads)'`} {
 		if _, err := s.exec(ddl); err != nil {
 			return err
 		}

@@ -66,6 +66,47 @@ type FileRange struct {
 	// written, which the archiver found when it came to delete it (package
 	// archive). A read treats them as absent from the file.
 	Skip []uint64
+	// Gaps are seq ranges (inclusive, ascending, disjoint) erased from
+	// the conversation (a "clear chat" of archived rows): a read treats
+	// every row of the file in them as absent.
+	Gaps [][2]uint64
+}
+
+// inGaps reports whether seq is in one of the sorted ranges gaps.
+func inGaps(gaps [][2]uint64, seq uint64) bool {
+	i, _ := slices.BinarySearchFunc(gaps, seq, func(g [2]uint64, s uint64) int { return cmp.Compare(g[1], s) })
+	return i < len(gaps) && gaps[i][0] <= seq
+}
+
+// outOfGaps moves a read's near end out of the gaps it lies in (Before's
+// hi down, After's lo up); lo > hi when nothing is left.
+func outOfGaps(gaps [][2]uint64, lo, hi uint64, desc bool) (uint64, uint64) {
+	if desc {
+		// Descending: lowering hi may land it in an earlier gap.
+		for i := len(gaps) - 1; i >= 0; i-- {
+			if g := gaps[i]; g[0] <= hi && hi <= g[1] {
+				if g[0] == 0 {
+					return 1, 0
+				}
+				hi = g[0] - 1
+			}
+		}
+		return lo, hi
+	}
+	for _, g := range gaps {
+		if g[0] <= lo && lo <= g[1] {
+			if g[1] == ^uint64(0) {
+				return 1, 0
+			}
+			lo = g[1] + 1
+		}
+	}
+	return lo, hi
+}
+
+// gapsWithin reports whether a gap meets [lo, hi].
+func gapsWithin(gaps [][2]uint64, lo, hi uint64) bool {
+	return slices.ContainsFunc(gaps, func(g [2]uint64) bool { return g[0] <= hi && g[1] >= lo })
 }
 
 // skipped reports whether seq is in the sorted list skip.

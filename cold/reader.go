@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
@@ -236,17 +237,9 @@ func (r *Reader) ByKeys(ctx context.Context, conv uint64, seqs, msgIDs []uint64,
 	found := make([][]Row, len(files))
 	tables := make([]Tables, len(files))
 	errs := make([]error, len(files))
-	sem := make(chan struct{}, r.parallel)
-	var wg sync.WaitGroup
-	for i, f := range files {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			found[i], tables[i], errs[i] = r.fileRows(ctx, f, conv, f.MinSeq, f.MaxSeq, match, limit, false)
-		}()
-	}
-	wg.Wait()
+	r.eachFile(len(files), func(i int) {
+		found[i], tables[i], errs[i] = r.fileRows(ctx, files[i], conv, files[i].MinSeq, files[i].MaxSeq, match, limit, false)
+	})
 	var p Page
 	for i := range files {
 		if errs[i] != nil {
@@ -332,6 +325,14 @@ func (r *Reader) fileRows(ctx context.Context, fr FileRange, conv, lo, hi uint64
 	if desc {
 		slices.Reverse(order)
 	}
+	if match == nil {
+		if lo, hi = outOfGaps(fr.Gaps, lo, hi, desc); lo > hi {
+			return nil, f.tables, nil
+		}
+	}
+	// Erased rows inside the range take room in the pages narrow counts,
+	// as skipped ones do, but how many is not known: no count bound then.
+	gapped := gapsWithin(fr.Gaps, lo, hi)
 	var out []Row
 	for _, g := range order {
 		rg := groups[g]
@@ -341,7 +342,11 @@ func (r *Reader) fileRows(ctx context.Context, fr FileRange, conv, lo, hi uint64
 		}
 		if match == nil {
 			// Skipped rows take room in the pages narrow counts.
-			a, b, err = narrow(rg, f.lay, conv, a, b, lo, hi, limit-len(out)+len(fr.Skip), desc)
+			bound := limit - len(out) + len(fr.Skip)
+			if gapped {
+				bound = 0
+			}
+			a, b, err = narrow(rg, f.lay, conv, a, b, lo, hi, bound, desc)
 			if err != nil {
 				return nil, Tables{}, fmt.Errorf("cold: %s row group %d: %w", key, g, err)
 			}
@@ -356,7 +361,7 @@ func (r *Reader) fileRows(ctx context.Context, fr FileRange, conv, lo, hi uint64
 		var hits []int64 // row offsets from a, ascending
 		for j := range keys[0] {
 			c, s, m := keys[0][j], keys[1][j], keys[2][j]
-			if c == conv && s >= lo && s <= hi && (match == nil || match(s, m)) && !skipped(fr.Skip, s) {
+			if c == conv && s >= lo && s <= hi && (match == nil || match(s, m)) && !skipped(fr.Skip, s) && !inGaps(fr.Gaps, s) {
 				hits = append(hits, int64(j))
 			}
 		}
@@ -675,4 +680,103 @@ func (s *spanReader) ReadAt(p []byte, off int64) (int, error) {
 		}
 	}
 	return s.storeReaderAt.ReadAt(p, off)
+}
+
+// Key is what Keys returns of one archived row: its keys, its sender and
+// whether a body row (msg_content) was archived with it.
+type Key struct {
+	Seq, MsgID, Sender uint64
+	Body               bool
+}
+
+// Keys returns the keys of conv's archived rows with seq in [lo, hi] that
+// the files' Skip and Gaps and skip (as for Before) leave, ascending by seq, reading key columns
+// only (no message values): what a DELETE of a conversation's archived
+// rows by range or by sender counts and names. All or nothing: a read
+// that ctx cuts short is an error.
+func (r *Reader) Keys(ctx context.Context, conv, lo, hi uint64, skip ...uint64) ([]Key, error) {
+	files, err := r.files(ctx, conv, skip)
+	if err != nil {
+		return nil, err
+	}
+	files = slices.DeleteFunc(files, func(f FileRange) bool { return f.MaxSeq < lo || f.MinSeq > hi })
+	found := make([][]Key, len(files))
+	errs := make([]error, len(files))
+	r.eachFile(len(files), func(i int) {
+		found[i], errs[i] = r.fileKeys(ctx, files[i], conv, max(lo, files[i].MinSeq), min(hi, files[i].MaxSeq))
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var out []Key
+	for _, k := range found {
+		out = append(out, k...)
+	}
+	slices.SortFunc(out, func(a, b Key) int { return cmp.Compare(a.Seq, b.Seq) })
+	return slices.CompactFunc(out, func(a, b Key) bool { return a.Seq == b.Seq }), nil
+}
+
+// eachFile calls fn(0..n-1), at most Parallel at once, and returns when
+// all have.
+func (r *Reader) eachFile(n int, fn func(i int)) {
+	sem := make(chan struct{}, r.parallel)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// fileKeys is Keys in one file.
+func (r *Reader) fileKeys(ctx context.Context, fr FileRange, conv, lo, hi uint64) ([]Key, error) {
+	f, err := r.open(ctx, fr.Key)
+	if err != nil {
+		return nil, err
+	}
+	if f.lay.uid >= 0 {
+		return nil, fmt.Errorf("[BUG] cold: %s is an inbox file, not history", fr.Key)
+	}
+	sender := slices.IndexFunc(f.tables.Msg, func(c Column) bool { return c.Name == "sender_uid" })
+	body := slices.IndexFunc(f.tables.Content, func(c Column) bool { return c.Name == "msg_id" })
+	if sender < 0 || body < 0 {
+		return nil, fmt.Errorf("cold: %s has no sender_uid or body msg_id column", fr.Key)
+	}
+	var out []Key
+	for g, rg := range f.pf.RowGroups() {
+		a, b, err := convSpan(rg.ColumnChunks()[f.lay.convID], conv, rg.NumRows())
+		if err == nil {
+			a, b, err = narrow(rg, f.lay, conv, a, b, lo, hi, 0, false)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cold: %s row group %d: %w", fr.Key, g, err)
+		}
+		if a >= b {
+			continue
+		}
+		keys, err := readColumns(ctx, r, f, rg, a, b, []int{f.lay.convID, f.lay.seq, f.lay.msgID}, parquet.Value.Uint64)
+		if err != nil {
+			return nil, err
+		}
+		vals, err := readColumns(ctx, r, f, rg, a, b, []int{f.lay.msg[sender], f.lay.content[body]}, textValue)
+		if err != nil {
+			return nil, err
+		}
+		for j := range keys[0] {
+			c, s, m := keys[0][j], keys[1][j], keys[2][j]
+			if c != conv || s < lo || s > hi || skipped(fr.Skip, s) || inGaps(fr.Gaps, s) {
+				continue
+			}
+			u, err := strconv.ParseUint(string(vals[0][j]), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("cold: %s: sender_uid %q of seq %d: %w", fr.Key, vals[0][j], s, err)
+			}
+			out = append(out, Key{Seq: s, MsgID: m, Sender: u, Body: vals[1][j] != nil})
+		}
+	}
+	return out, nil
 }

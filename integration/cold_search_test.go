@@ -16,7 +16,8 @@ import (
 // archiver deletes their warm rows) leaves them searchable: the indexer
 // tells the archiver's deletes from users'. A user's delete of an
 // archived message (a tombstone, its warm row being gone) removes it from
-// search; so does a user's delete of a message still warm. An index built
+// search; so does a user's delete of a message still warm, and a DELETE
+// of a range of archived ones (one erasure row). An index built
 // afterwards (a second proxy with its own) indexes the archived messages
 // too, without the deleted ones.
 func TestArchivedMessagesStaySearchable(t *testing.T) {
@@ -114,6 +115,15 @@ func TestArchivedMessagesStaySearchable(t *testing.T) {
 			t.Errorf("message %d, not deleted, is no longer searchable", seq)
 		}
 	}
+	// A range of archived messages deleted (one erasure row, no row
+	// delete in the binlog for them): they leave search too.
+	mustExec(t, db, "DELETE FROM conv_msg WHERE conv_id = ? AND seq BETWEEN ? AND ?", conv, 5, 10)
+	sync("the range delete")
+	for seq := 4; seq <= 11; seq++ {
+		if want := seq < 5 || seq > 10; found(seq) != want {
+			t.Errorf("after the range delete of 5..10, message %d found: %v", seq, !want)
+		}
+	}
 
 	if t.Failed() {
 		return
@@ -131,7 +141,7 @@ func TestArchivedMessagesStaySearchable(t *testing.T) {
 			t.Errorf("message %d is not in the new index", seq)
 		}
 	}
-	for _, seq := range []int{20, 100} {
+	for _, seq := range []int{5, 7, 10, 20, 100} {
 		if found2(seq) {
 			t.Errorf("message %d, deleted by its user, is in the new index", seq)
 		}

@@ -748,17 +748,191 @@ func TestColdWrites(t *testing.T) {
 	if f.metric(`convoy_cold_checks_total{decision="cold"}`) != coldReads || f.metric(`convoy_cold_writes_total{result="warm"}`) != warm+2 {
 		t.Fatal("a young message's recall or delete read the archive")
 	}
-	// Not by key: refused where archived rows could match, allowed where none can.
-	_, err = db.Exec("DELETE FROM conv_msg WHERE conv_id = ? AND seq < 10", a)
+	// Not by key nor by range: refused where archived rows could match
+	// (TestColdErase has the ranges), allowed where none can.
+	_, err = db.Exec("DELETE FROM conv_msg WHERE conv_id = ? AND seq < 10 AND msg_type = 2", a)
 	var me *sqldriver.MySQLError
 	if !errors.As(err, &me) || me.Number != 1235 || !strings.Contains(me.Message, "archived") {
-		t.Fatalf("a range delete over archived rows: %v, want 1235", err)
+		t.Fatalf("a delete by a column the archive cannot filter: %v, want 1235", err)
 	}
 	eq("after the refused range delete", seqs(a, 10, 20), []uint64{9, 8, 7, 6, 5, 4, 3, 2, 1})
 	small := uint64(5005)
 	f.load([]uint64{small}, func(uint64) (int, int) { return 0, 5 })
 	if n := affected("DELETE FROM conv_msg WHERE conv_id = ? AND seq < 3", small); n != 2 {
 		t.Fatalf("a range delete of a conversation without archived rows affected %d", n)
+	}
+}
+
+// TestColdErase: DELETEs of a conversation's rows that reach archived
+// ones (clear chat, a range of history, a member's messages) delete them
+// all, warm and archived, in the statement's transaction: the affected
+// rows count both, pages and lookups by msg_id never show them again
+// (also after a Convoy restart), a rolled-back one erases nothing, the
+// other conversations of the shard keep theirs, and bodies go only with
+// a DELETE of msg_content, as on MariaDB.
+func TestColdErase(t *testing.T) {
+	f := newColdFixture(t, 800*time.Millisecond)
+	rng, clear, member, txn, other := uint64(1001), uint64(2002), uint64(3003), uint64(4004), uint64(42)
+	convs := []uint64{rng, clear, member, txn, other}
+	f.load(convs, func(uint64) (int, int) { return oldN, recentN })
+	f.archiveAll(convs)
+	db := f.p.open(t, "convoy", "convoy", "im")
+	query := func(q string, args ...any) [][2]uint64 {
+		t.Helper()
+		rows, err := db.Query(q, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		defer rows.Close()
+		var out [][2]uint64
+		for rows.Next() {
+			var a, b uint64
+			if err := rows.Scan(&a, &b); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, [2]uint64{a, b})
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// page: every row of conv below seq 1000 (seq, sender), newest first,
+	// read in pages of 25 through the archive.
+	page := func(conv uint64) [][2]uint64 {
+		t.Helper()
+		var out [][2]uint64
+		for cur := uint64(1000); ; {
+			p := query("SELECT seq, sender_uid FROM conv_msg WHERE conv_id = ? AND seq < ? ORDER BY seq DESC LIMIT 25", conv, cur)
+			out = append(out, p...)
+			if len(p) < 25 {
+				return out
+			}
+			cur = p[len(p)-1][0]
+		}
+	}
+	// model: the loaded rows of a conversation that keep passes.
+	model := func(keep func(seq, sender uint64) bool) [][2]uint64 {
+		var out [][2]uint64
+		for s := uint64(oldN + recentN); s >= 1; s-- {
+			if sender := 7000 + (s-1)%5; keep(s, sender) {
+				out = append(out, [2]uint64{s, sender})
+			}
+		}
+		return out
+	}
+	all := func(uint64, uint64) bool { return true }
+	jump := func(conv, seq uint64) int {
+		return len(query("SELECT seq, msg_id FROM conv_msg WHERE conv_id = ? AND msg_id = ?", conv, conv*100_000+seq))
+	}
+	body := func(conv, seq uint64) int {
+		return len(query("SELECT msg_id, conv_id FROM msg_content WHERE conv_id = ? AND msg_id IN (?)", conv, conv*100_000+seq))
+	}
+	affected := func(q string, args ...any) int64 {
+		t.Helper()
+		r := mustExec(t, db, q, args...)
+		n, _ := r.RowsAffected()
+		return n
+	}
+	hasBody := func(s uint64) bool { return s%17 != 0 }
+	if got, want := page(clear), model(all); fmt.Sprint(got) != fmt.Sprint(want) || jump(clear, 5) != 1 {
+		t.Fatalf("the history is not there to begin with: %d rows, want %d", len(got), len(want))
+	}
+	erased := f.metric(`convoy_cold_writes_total{result="erased"}`)
+
+	// A range across the warm/cold boundary (text protocol).
+	if n := affected(fmt.Sprintf("DELETE FROM conv_msg WHERE conv_id = %d AND seq BETWEEN 100 AND %d", rng, coldBound+10)); n != coldBound+10-100+1 {
+		t.Fatalf("a range delete affected %d rows, want %d", n, coldBound+10-100+1)
+	}
+	// Clear chat (prepared): every row; bodies stay until their DELETE.
+	if n := affected("DELETE FROM conv_msg WHERE conv_id = ?", clear); n != oldN+recentN {
+		t.Fatalf("clear chat affected %d rows, want %d", n, oldN+recentN)
+	}
+	if body(clear, 5) != 1 {
+		t.Fatal("clearing conv_msg took an archived body with it")
+	}
+	bodies := 0
+	for s := uint64(1); s <= oldN+recentN; s++ {
+		if hasBody(s) {
+			bodies++
+		}
+	}
+	if n := affected("DELETE FROM msg_content WHERE conv_id = ?", clear); n != int64(bodies) {
+		t.Fatalf("clearing msg_content affected %d rows, want %d", n, bodies)
+	}
+	if n := affected("DELETE FROM conv_msg WHERE conv_id = ?", clear); n != 0 {
+		t.Fatalf("clearing a cleared conversation again affected %d rows", n)
+	}
+	// A member's messages: archived ones named one by one.
+	if n := affected("DELETE FROM conv_msg WHERE conv_id = ? AND sender_uid = ?", member, 7002); n != (oldN+recentN)/5 {
+		t.Fatalf("deleting a member's messages affected %d rows, want %d", n, (oldN+recentN)/5)
+	}
+	// A transaction: a rolled-back clear erases nothing, a committed one
+	// does; a failing DELETE after it takes back nothing of it.
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("DELETE FROM conv_msg WHERE conv_id = ?", txn); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	tx, _ = db.Begin()
+	if r, err := tx.Exec("DELETE FROM conv_msg WHERE conv_id = ? AND seq < ?", txn, 11); err != nil {
+		t.Fatal(err)
+	} else if n, _ := r.RowsAffected(); n != 10 {
+		t.Fatalf("a range delete in a transaction affected %d rows, want 10", n)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.metric(`convoy_cold_writes_total{result="erased"}`) - erased; n != 7 {
+		t.Fatalf("%v erased writes counted, want 7", n)
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, c := range []struct {
+			conv uint64
+			keep func(seq, sender uint64) bool
+		}{
+			{rng, func(s, _ uint64) bool { return s < 100 || s > coldBound+10 }},
+			{clear, func(uint64, uint64) bool { return false }},
+			{member, func(_, sender uint64) bool { return sender != 7002 }},
+			{txn, func(s, _ uint64) bool { return s >= 11 }},
+			{other, all},
+		} {
+			if got, want := page(c.conv), model(c.keep); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("%s: conversation %d: %d rows\n%v\nwant %d\n%v", when, c.conv, len(got), got, len(want), want)
+			}
+		}
+		if jump(rng, 150) != 0 || jump(rng, 99) != 1 || jump(clear, 5) != 0 || jump(member, 3) != 0 || jump(member, 4) != 1 || jump(txn, 10) != 0 {
+			t.Fatalf("%s: a lookup by msg_id disagrees with the erasures", when)
+		}
+		if body(clear, 5) != 0 || body(rng, 150) != 1 || body(member, 3) != 1 {
+			t.Fatalf("%s: bodies: cleared %d (want 0), of erased conv_msg rows %d, %d (want 1)", when, body(clear, 5), body(rng, 150), body(member, 3))
+		}
+	}
+	check("after the deletes")
+	f.p.kill()
+	f.p.start(t)
+	check("after a Convoy restart")
+
+	// WHERE shapes the archive cannot decide stay refused, nothing changed.
+	for _, q := range []string{
+		"DELETE FROM conv_msg WHERE conv_id = ? AND msg_type = 2",
+		"DELETE FROM conv_msg WHERE conv_id = ? AND seq < 50 ORDER BY seq LIMIT 5",
+		"DELETE FROM conv_msg WHERE conv_id = ? AND sender_uid <> 7001",
+	} {
+		_, err := db.Exec(q, other)
+		var me *sqldriver.MySQLError
+		if !errors.As(err, &me) || me.Number != 1235 {
+			t.Fatalf("%s: %v, want 1235", q, err)
+		}
+	}
+	if got, want := page(other), model(all); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatal("a refused DELETE changed the conversation")
 	}
 }
 

@@ -200,6 +200,9 @@ type ArchiveWrite struct {
 	Keyed  bool
 	Seqs   []Value // conv_msg by seq
 	MsgIDs []Value // by msg_id
+	// Erase: an unkeyed DELETE of one conversation the cold tier can
+	// apply to archived rows (nil for any other write).
+	Erase *ArchiveErase
 }
 
 // ArchiveWriteShape returns the ArchiveWrite of an UPDATE or DELETE that
@@ -231,6 +234,10 @@ func ArchiveWriteShape(a *Analysis) (*ArchiveWrite, bool) {
 	w.Keyed = w.Keyed && len(a.Sharded) == 1 && len(a.Keys) == 1 && w.keys(a, where)
 	if !w.Keyed {
 		w.Seqs, w.MsgIDs = nil, nil
+		if st, ok := a.Stmt.(*ast.DeleteStmt); ok && st.Order == nil && st.Limit == nil && !st.IsMultiTable &&
+			len(a.Sharded) == 1 && len(a.Keys) == 1 {
+			w.Erase = eraseShape(a, w.Table, where)
+		}
 	}
 	return w, true
 }
@@ -298,4 +305,71 @@ func columnCompare(b *ast.BinaryOperationExpr) (string, ast.ExprNode, opcode.Op,
 		return c.Name.Name.L, b.L, op, ok
 	}
 	return "", nil, 0, false
+}
+
+// ArchiveErase is an unkeyed DELETE of one conversation's rows that the
+// cold tier applies to its archived rows too ("clear chat", a member's
+// messages removed): WHERE conv_id = v AND-ed with any of comparisons of
+// seq (conv_msg) or msg_id (=, <, <=, >, >=, BETWEEN) and sender_uid = v.
+// Anything else in the WHERE (or ORDER BY / LIMIT, another table) cannot
+// be decided for archived rows, and such a DELETE has no ArchiveErase.
+type ArchiveErase struct {
+	Bounds []EraseBound
+	Sender *Value
+}
+
+// EraseBound is one comparison of an ArchiveErase: Column Op V, Column
+// "seq" or "msg_id", Op one of "=", "<", "<=", ">", ">=".
+type EraseBound struct {
+	Column string
+	Op     string
+	V      Value
+}
+
+// eraseShape reads where as an ArchiveErase of table (nil when it is not one).
+func eraseShape(a *Analysis, table string, where ast.ExprNode) *ArchiveErase {
+	e := &ArchiveErase{}
+	haveConv := false
+	ops := map[opcode.Op]string{opcode.EQ: "=", opcode.LT: "<", opcode.LE: "<=", opcode.GT: ">", opcode.GE: ">="}
+	bounded := func(col string) bool { return col == "msg_id" || col == "seq" && table == "conv_msg" }
+	for _, c := range conjuncts(where, nil) {
+		switch x := unparen(c).(type) {
+		case *ast.BetweenExpr:
+			cn, ok := unparen(x.Expr).(*ast.ColumnNameExpr)
+			if !ok || x.Not || !bounded(cn.Name.Name.L) {
+				return nil
+			}
+			lo, ok1 := a.value(x.Left)
+			hi, ok2 := a.value(x.Right)
+			if !ok1 || !ok2 {
+				return nil
+			}
+			e.Bounds = append(e.Bounds, EraseBound{cn.Name.Name.L, ">=", lo}, EraseBound{cn.Name.Name.L, "<=", hi})
+		case *ast.BinaryOperationExpr:
+			name, val, op, ok := columnCompare(x)
+			if !ok {
+				return nil
+			}
+			v, ok := a.value(val)
+			if !ok {
+				return nil
+			}
+			switch {
+			case name == "conv_id" && op == opcode.EQ && !haveConv:
+				haveConv = true
+			case name == "sender_uid" && op == opcode.EQ && e.Sender == nil:
+				e.Sender = &v
+			case bounded(name) && ops[op] != "":
+				e.Bounds = append(e.Bounds, EraseBound{name, ops[op], v})
+			default:
+				return nil
+			}
+		default:
+			return nil
+		}
+	}
+	if !haveConv {
+		return nil
+	}
+	return e
 }

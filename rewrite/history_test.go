@@ -122,6 +122,35 @@ func TestArchiveWriteShape(t *testing.T) {
 	})
 }
 
+// TestArchiveEraseShape: the DELETEs of one conversation's rows the cold
+// tier can apply to archived rows (clear chat, ranges, a sender's).
+func TestArchiveEraseShape(t *testing.T) {
+	cases := []shapeCase{ // want "-": no ArchiveErase
+		{"DELETE FROM conv_msg WHERE conv_id = ?", "bounds=[] sender=<nil>"},
+		{"DELETE FROM conv_msg WHERE conv_id = 3 AND seq < 100", "bounds=[{seq < {-1 100}}] sender=<nil>"},
+		{"DELETE FROM conv_msg WHERE 100 >= seq AND conv_id = 3 AND seq > ?", "bounds=[{seq <= {-1 100}} {seq > {0 <nil>}}] sender=<nil>"},
+		{"DELETE FROM conv_msg WHERE conv_id = 3 AND seq BETWEEN 5 AND 9 AND sender_uid = 7", "bounds=[{seq >= {-1 5}} {seq <= {-1 9}}] sender=&{-1 7}"},
+		{"DELETE FROM msg_content WHERE conv_id = 3 AND msg_id >= 10", "bounds=[{msg_id >= {-1 10}}] sender=<nil>"},
+		{"DELETE FROM msg_content WHERE conv_id = 3 AND sender_uid = ?", "bounds=[] sender=&{0 <nil>}"},
+		{"DELETE FROM msg_content WHERE conv_id = 3 AND seq < 5", "-"}, // msg_content has no seq
+		{"DELETE FROM conv_msg WHERE conv_id = 3 AND seq NOT BETWEEN 5 AND 9", "-"},
+		{"DELETE FROM conv_msg WHERE conv_id = 3 AND msg_type = 2", "-"},
+		{"DELETE FROM conv_msg WHERE conv_id = 3 AND sender_uid <> 7", "-"},
+		{"DELETE FROM conv_msg WHERE conv_id = 3 AND (seq < 5 OR seq > 9)", "-"},
+		{"DELETE FROM conv_msg WHERE conv_id = 3 ORDER BY seq LIMIT 10", "-"},
+		{"DELETE FROM conv_msg WHERE conv_id IN (3, 4)", "-"},
+		{"DELETE FROM conv_msg WHERE conv_id = 3 AND seq = 5", "-"}, // keyed: coldWrite
+		{"UPDATE conv_msg SET msg_type = 1 WHERE conv_id = 3", "-"},
+	}
+	checkShapes(t, cases, func(a *Analysis) string {
+		w, ok := ArchiveWriteShape(a)
+		if !ok || w.Erase == nil {
+			return "-"
+		}
+		return fmt.Sprintf("bounds=%v sender=%v", w.Erase.Bounds, w.Erase.Sender)
+	})
+}
+
 func TestSeqInsert(t *testing.T) {
 	p := NewParser()
 	a, err := parseOne(t, p, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 1, 1, NOW()), (7, 8, ?, 1, NOW()), (9, 9, 9, 9, NOW())")

@@ -68,6 +68,10 @@ const (
 	ColdRangesTable    = "_convoy_cold_conv"
 	ColdTombstoneTable = "_convoy_cold_tombstone"
 	ColdFilesTable     = "_convoy_cold_files"
+	// ColdErasureTable: per conversation and table, the seq ranges of its
+	// archived rows a DELETE erased (clear chat), written in the deleting
+	// statement's transaction; cold reads treat them as absent.
+	ColdErasureTable = "_convoy_cold_erasure"
 )
 
 // ArchiveProgressTable is the archiver's own table in a shard database:
@@ -91,7 +95,7 @@ func KeysOf(sh Shard, n int, from uint64) []uint64 {
 
 // CompanionTables lists the companion tables, all keyed by CompanionKey.
 func CompanionTables() []string {
-	return []string{ColdRangesTable, ColdTombstoneTable, ColdFilesTable}
+	return []string{ColdRangesTable, ColdTombstoneTable, ColdFilesTable, ColdErasureTable}
 }
 
 // CompanionKey is the companion tables' shard key column.

@@ -126,6 +126,7 @@ func (ix *Indexer) backfillArchived(ctx context.Context, conn *sql.Conn, snap *r
 		return 0, nil
 	}
 	tombstoned := map[uint64]bool{}
+	erased := map[uint64][][2]uint64{} // per conversation: seq ranges
 	bounds := ReadBounds{}
 	dbs := map[string]bool{}
 	var shards []int
@@ -161,6 +162,9 @@ func (ix *Indexer) backfillArchived(ctx context.Context, conn *sql.Conn, snap *r
 		if err := readBounds(ctx, conn, p.Database, bounds); err != nil {
 			return 0, fmt.Errorf("search: %s: backfill: cold read bounds of %s: %w", ix.cfg.Source, p.Database, err)
 		}
+		if err := readErasures(ctx, conn, p.Database, erased); err != nil {
+			return 0, fmt.Errorf("search: %s: backfill: erased ranges of %s: %w", ix.cfg.Source, p.Database, err)
+		}
 	}
 	var b Batch
 	total, skipped := 0, 0
@@ -178,7 +182,7 @@ func (ix *Indexer) backfillArchived(ctx context.Context, conn *sql.Conn, snap *r
 	}
 	for _, sh := range shards {
 		err := ix.cfg.Archived(ctx, sh, bounds, func(m ArchivedMessage) error {
-			if tombstoned[m.MsgID] || m.Body == nil {
+			if tombstoned[m.MsgID] || m.Body == nil || slices.ContainsFunc(erased[m.ConvID], func(g [2]uint64) bool { return g[0] <= m.Seq && m.Seq <= g[1] }) {
 				return nil
 			}
 			text, ok := ix.cfg.Extract.Text(m.MsgType, m.Body)
@@ -208,6 +212,29 @@ func (ix *Indexer) backfillArchived(ctx context.Context, conn *sql.Conn, snap *r
 		ix.log.Info("search backfill: archived messages indexed", zap.Int("messages", total))
 	}
 	return total, nil
+}
+
+// readErasures adds database's erased ranges (router.ColdErasureTable:
+// conv_msg's and msg_content's, either takes a message out of search) to
+// into, read in the caller's snapshot.
+func readErasures(ctx context.Context, conn *sql.Conn, database string, into map[uint64][][2]uint64) error {
+	rows, err := conn.QueryContext(ctx, fmt.Sprintf("SELECT conv_id, min_seq, max_seq FROM %s.%s", quoteIdent(database), quoteIdent(router.ColdErasureTable)))
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1146 {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var conv, lo, hi uint64
+		if err := rows.Scan(&conv, &lo, &hi); err != nil {
+			rows.Close()
+			return err
+		}
+		into[conv] = append(into[conv], [2]uint64{lo, hi})
+	}
+	return errors.Join(rows.Err(), rows.Close())
 }
 
 // readBounds adds database's cold read bounds (router.ColdFilesTable) to

@@ -422,6 +422,45 @@ func bleveHit(id string, f map[string]interface{}) (Hit, error) {
 	return h, nil
 }
 
+// Live implements Engine: the conversation's live documents, a page at a
+// time in msg_id order (the seq is in the stored hit field only).
+func (b *Bleve) Live(ctx context.Context, conv, lo, hi uint64) ([]uint64, error) {
+	t := bleve.NewTermQuery(strconv.FormatUint(conv, 10))
+	t.SetField(fConv)
+	live := bleve.NewBoolFieldQuery(false)
+	live.SetField(fDeleted)
+	var out []uint64
+	var after []string
+	for {
+		req := bleve.NewSearchRequestOptions(bleve.NewConjunctionQuery(t, live), liveBatch, 0, false)
+		req.SortBy([]string{fMid})
+		req.Fields = []string{fHit}
+		if after != nil {
+			req.SearchAfter = after
+		}
+		res, err := b.idx.SearchInContext(ctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("search: bleve: %w", err)
+		}
+		for _, h := range res.Hits {
+			hit, err := bleveHit(h.ID, h.Fields)
+			if err != nil {
+				return nil, err
+			}
+			if hit.Seq >= lo && hit.Seq <= hi {
+				out = append(out, hit.MsgID)
+			}
+		}
+		if len(res.Hits) < liveBatch {
+			return out, nil
+		}
+		after = res.Hits[len(res.Hits)-1].Sort
+	}
+}
+
+// liveBatch is one page of Live (a variable: tests page in small steps).
+var liveBatch = 5000
+
 // DocCount is the number of documents, tombstones included.
 func (b *Bleve) DocCount() (uint64, error) { return b.idx.DocCount() }
 

@@ -25,6 +25,10 @@ type Engine interface {
 	// match q (its text and filters; not its cursor, order or limit):
 	// conversations without one are absent.
 	Counts(ctx context.Context, q Query) (map[uint64]int64, error)
+	// Live returns the msg_ids of conv's documents not deleted whose seq
+	// is in [lo, hi]: what a range of the conversation erased (a "clear
+	// chat" of archived messages) removes from the index.
+	Live(ctx context.Context, conv, lo, hi uint64) ([]uint64, error)
 	Close() error
 }
 

@@ -138,6 +138,31 @@ func checkExactness(t *testing.T, eng Engine, c *corpus, queries int, seed uint6
 	t.Helper()
 	ctx := context.Background()
 	g := newCorpusGen(seed)
+	// Live: a conversation's documents not deleted in a seq range (the
+	// big groups first: they have the most), in pages of 97.
+	defer func(n int) { liveBatch = n }(liveBatch)
+	liveBatch = 97
+	for i, conv := range c.convs[:min(len(c.convs), 25)] {
+		lo, hi := uint64(1+i), uint64(1+i*40)
+		if i%5 == 0 {
+			hi = ^uint64(0)
+		}
+		var want []uint64
+		for _, d := range c.byConv[conv] {
+			if doc := c.docs[d]; !doc.Deleted && doc.Seq >= lo && doc.Seq <= hi {
+				want = append(want, doc.MsgID)
+			}
+		}
+		got, err := eng.Live(ctx, conv, lo, hi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("Live(%d, %d, %d): %d ids, want %d", conv, lo, hi, len(got), len(want))
+		}
+	}
 	nonEmpty, countChecks := 0, 0
 	for qi := range queries {
 		var q Query

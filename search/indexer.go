@@ -106,7 +106,7 @@ func NewIndexer(cfg IndexerConfig) (*Indexer, error) {
 	}
 	cfg.Binlog.Filter = func(_, table string) bool {
 		_, ok := logicalOf(table)
-		return ok || table == router.ArchiveProgressTable || table == router.ColdTombstoneTable
+		return ok || table == router.ArchiveProgressTable || table == router.ColdTombstoneTable || table == router.ColdErasureTable
 	}
 	cfg.Binlog.Log = cfg.Log
 	return &Indexer{cfg: cfg, log: cfg.Log.With(zap.String("datasource", cfg.Source))}, nil
@@ -338,6 +338,25 @@ func (r row) ms(col string) int64 {
 	return t.UnixMilli()
 }
 
+// eraseRange deletes conv's documents with seq in [lo, hi]: those in the
+// index and those b holds for it.
+func (ix *Indexer) eraseRange(ctx context.Context, b *pending, conv, lo, hi uint64) error {
+	ids, err := ix.cfg.Engine.Live(ctx, conv, lo, hi)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		o := b.get(id)
+		o.del, o.doc.ConvID = true, conv
+	}
+	for _, o := range b.ops {
+		if !o.del && o.doc.ConvID == conv && o.haveSeq && o.doc.Seq >= lo && o.doc.Seq <= hi {
+			o.del = true
+		}
+	}
+	return nil
+}
+
 // txn adds one transaction's changes to b.
 //
 // The cold tier changes what a delete means. The archiver deletes warm
@@ -345,8 +364,9 @@ func (r row) ms(col string) int64 {
 // write its progress table (router.ArchiveProgressTable): those messages
 // still exist (a history page reads them from the file) and stay in the
 // index. A user's delete of a message whose warm row is already gone
-// writes a tombstone (router.ColdTombstoneTable) instead of a row delete:
-// that removes it from the index.
+// writes a tombstone (router.ColdTombstoneTable) instead of a row delete,
+// and a delete of a range of them (clear chat) one row of
+// router.ColdErasureTable: those remove them from the index.
 func (ix *Indexer) txn(ctx context.Context, t binlog.Txn, b *pending) error {
 	b.txnTimes = append(b.txnTimes, t.Time)
 	snap := ix.cfg.Routes()
@@ -362,6 +382,17 @@ func (ix *Indexer) txn(ctx context.Context, t binlog.Txn, b *pending) error {
 		}
 		r := row{c: c, img: img}
 		conv, msgID := r.u("conv_id"), r.u("msg_id")
+		if c.Table == router.ColdErasureTable {
+			// A range of archived messages erased (clear chat): the
+			// index's live documents of it, and pending ones, go.
+			p := snap.Physical("conv_msg", router.ShardOf(conv))
+			if c.Kind == binlog.Insert && p.Datasource == ix.cfg.Source && p.Database == c.Schema {
+				if err := ix.eraseRange(ctx, b, conv, r.u("min_seq"), r.u("max_seq")); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		if c.Table == router.ColdTombstoneTable {
 			if archival {
 				// The archiver's: a row changed since archived (MySQL

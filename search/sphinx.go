@@ -404,6 +404,43 @@ func (s *Sphinx) Counts(ctx context.Context, q Query) (map[uint64]int64, error) 
 	return out, nil
 }
 
+// Live implements Engine, on the conversation's partition, a page at a
+// time in mid order (msg_id as the signed BIGINT attribute: ids past 2^63
+// come first).
+func (s *Sphinx) Live(ctx context.Context, conv, lo, hi uint64) ([]uint64, error) {
+	db := s.dbs[s.partition(conv)]
+	var out []uint64
+	after := ""
+	for {
+		rows, err := db.QueryContext(ctx, fmt.Sprintf("SELECT mid, seq FROM %s WHERE conv_id = %s AND deleted = 0%s ORDER BY mid ASC LIMIT 0, %d OPTION max_matches=%d",
+			s.cfg.Index, signed(conv), after, liveBatch, liveBatch))
+		if err != nil {
+			return nil, fmt.Errorf("search: sphinx query on %s: %w", s.cfg.Index, err)
+		}
+		n, last := 0, int64(0)
+		for rows.Next() {
+			var mid, seq int64
+			if err := rows.Scan(&mid, &seq); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("search: sphinx live documents: %w", err)
+			}
+			n, last = n+1, mid
+			if uint64(seq) >= lo && uint64(seq) <= hi {
+				out = append(out, uint64(mid))
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("search: sphinx query on %s: %w", s.cfg.Index, err)
+		}
+		if n < liveBatch {
+			return out, nil
+		}
+		after = fmt.Sprintf(" AND mid > %d", last)
+	}
+}
+
 // target is where a query of convs goes: the one partition holding them
 // all, or the distributed index; in are the conversations as Sphinx's
 // signed BIGINTs.

@@ -137,35 +137,52 @@ var _ engine.ColdTier = coldReads{}
 
 func (c coldReads) Archived(sh router.Shard) bool { return c.cat.Archived(int(sh)) }
 
-func (c coldReads) Before(ctx context.Context, conv, before uint64, limit int, files []engine.ColdFile, skip []uint64) (engine.ColdPage, error) {
-	r, err := c.reader(ctx, conv, files)
+func (c coldReads) Before(ctx context.Context, conv, before uint64, limit int, files []engine.ColdFile, skip engine.ColdSkip) (engine.ColdPage, error) {
+	r, err := c.reader(ctx, conv, files, skip)
 	if err != nil {
 		// Nothing read: with the budget spent that is a partial page with
 		// nothing final, else the archive's failure.
 		return engine.ColdPage{More: true, Frontier: before - 1}, budgetOr(ctx, err)
 	}
-	return pageOf(r.Before(ctx, conv, before, limit, skip...))
+	return pageOf(r.Before(ctx, conv, before, limit, skip.Seqs...))
 }
 
-func (c coldReads) After(ctx context.Context, conv, after uint64, limit int, files []engine.ColdFile, skip []uint64) (engine.ColdPage, error) {
-	r, err := c.reader(ctx, conv, files)
+func (c coldReads) After(ctx context.Context, conv, after uint64, limit int, files []engine.ColdFile, skip engine.ColdSkip) (engine.ColdPage, error) {
+	r, err := c.reader(ctx, conv, files, skip)
 	if err != nil {
 		return engine.ColdPage{More: true, Frontier: after + 1}, budgetOr(ctx, err)
 	}
-	return pageOf(r.After(ctx, conv, after, limit, skip...))
+	return pageOf(r.After(ctx, conv, after, limit, skip.Seqs...))
 }
 
-func (c coldReads) ByKeys(ctx context.Context, conv uint64, seqs, msgIDs []uint64, files []engine.ColdFile, skip []uint64) (engine.ColdPage, error) {
-	r, err := c.reader(ctx, conv, files)
+func (c coldReads) ByKeys(ctx context.Context, conv uint64, seqs, msgIDs []uint64, files []engine.ColdFile, skip engine.ColdSkip) (engine.ColdPage, error) {
+	r, err := c.reader(ctx, conv, files, skip)
 	if err != nil {
 		return engine.ColdPage{More: true}, budgetOr(ctx, err)
 	}
-	return pageOf(r.ByKeys(ctx, conv, seqs, msgIDs, skip...))
+	return pageOf(r.ByKeys(ctx, conv, seqs, msgIDs, skip.Seqs...))
+}
+
+func (c coldReads) Keys(ctx context.Context, conv, lo, hi uint64, files []engine.ColdFile, skip engine.ColdSkip) ([]engine.ColdKey, error) {
+	r, err := c.reader(ctx, conv, files, skip)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := r.Keys(ctx, conv, lo, hi, skip.Seqs...)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]engine.ColdKey, len(keys))
+	for i, k := range keys {
+		out[i] = engine.ColdKey{Seq: k.Seq, MsgID: k.MsgID, Sender: k.Sender, Body: k.Body}
+	}
+	return out, nil
 }
 
 // reader is c.r over conv's files: the engine's, and the former layout's
-// from etcd (archive.MergeRanges).
-func (c coldReads) reader(ctx context.Context, conv uint64, files []engine.ColdFile) (*cold.Reader, error) {
+// from etcd (archive.MergeRanges), with the erased ranges as gaps (a file
+// they cover wholly is not read at all).
+func (c coldReads) reader(ctx context.Context, conv uint64, files []engine.ColdFile, skip engine.ColdSkip) (*cold.Reader, error) {
 	if err := c.cat.Fresh(ctx, conv); err != nil {
 		return nil, err
 	}
@@ -178,6 +195,14 @@ func (c coldReads) reader(ctx context.Context, conv uint64, files []engine.ColdF
 		current[i] = cold.FileRange{Key: f.Key, MinSeq: f.MinSeq, MaxSeq: f.MaxSeq, MinMsgID: f.MinMsgID, MaxMsgID: f.MaxMsgID, Rows: f.Rows}
 	}
 	all := archive.MergeRanges(current, legacy)
+	if len(skip.Erased) > 0 {
+		all = slices.DeleteFunc(all, func(f cold.FileRange) bool {
+			return slices.ContainsFunc(skip.Erased, func(g [2]uint64) bool { return g[0] <= f.MinSeq && f.MaxSeq <= g[1] })
+		})
+		for i := range all {
+			all[i].Gaps = skip.Erased
+		}
+	}
 	return c.r.With(fixedFiles(all)), nil
 }
 

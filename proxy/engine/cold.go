@@ -34,11 +34,31 @@ type ColdTier interface {
 	// files are the shard database's read bounds of conv (ColdFile), read
 	// after MySQL's rows: the rows a file may serve. (The tier adds files
 	// whose bounds etcd holds, from the archive's former layout.)
-	Before(ctx context.Context, conv, before uint64, limit int, files []ColdFile, skip []uint64) (ColdPage, error)
-	After(ctx context.Context, conv, after uint64, limit int, files []ColdFile, skip []uint64) (ColdPage, error)
+	Before(ctx context.Context, conv, before uint64, limit int, files []ColdFile, skip ColdSkip) (ColdPage, error)
+	After(ctx context.Context, conv, after uint64, limit int, files []ColdFile, skip ColdSkip) (ColdPage, error)
 	// ByKeys: conv's archived rows with a seq in seqs or a msg_id in
 	// msgIDs, ascending by seq.
-	ByKeys(ctx context.Context, conv uint64, seqs, msgIDs []uint64, files []ColdFile, skip []uint64) (ColdPage, error)
+	ByKeys(ctx context.Context, conv uint64, seqs, msgIDs []uint64, files []ColdFile, skip ColdSkip) (ColdPage, error)
+	// Keys: the keys of conv's archived rows with seq in [lo, hi],
+	// ascending by seq, all of them or an error (a DELETE of a
+	// conversation's rows counts and names its archived ones this way).
+	Keys(ctx context.Context, conv, lo, hi uint64, files []ColdFile, skip ColdSkip) ([]ColdKey, error)
+}
+
+// ColdSkip is what a read treats as absent from the archive: the seqs of
+// rows deleted through Convoy (tombstones, ascending) and the seq ranges
+// erased from the conversation (ColdErasureTable: inclusive, ascending,
+// disjoint).
+type ColdSkip struct {
+	Seqs   []uint64
+	Erased [][2]uint64
+}
+
+// ColdKey is one archived row as Keys returns it: its keys, its sender,
+// and whether it has a body (msg_content) row.
+type ColdKey struct {
+	Seq, MsgID, Sender uint64
+	Body               bool
 }
 
 // ColdFile is what a cold file may serve of a conversation, as the shard
@@ -87,6 +107,7 @@ const (
 	ColdRangesTable    = router.ColdRangesTable
 	ColdTombstoneTable = router.ColdTombstoneTable
 	ColdFilesTable     = router.ColdFilesTable
+	ColdErasureTable   = router.ColdErasureTable
 )
 
 // coldState is the engine side of the cold tier.
@@ -672,6 +693,42 @@ func (lk *coldLookup) tombstones(conv uint64, tbl string, lo, hi uint64, ids []u
 	return out, nil
 }
 
+// erasures returns the seq ranges of conv erased from table tbl's
+// archived rows (ColdErasureTable), merged: ascending and disjoint.
+func (lk *coldLookup) erasures(conv uint64, tbl string) ([][2]uint64, error) {
+	r, err := lk.c.Exec(fmt.Sprintf("SELECT min_seq, max_seq FROM %s.%s WHERE conv_id = %d AND tbl = '%s' ORDER BY min_seq",
+		lk.db, quoteIdent(ColdErasureTable), conv, tbl))
+	var me *mysql.MyError
+	if errors.As(err, &me) && me.Code == mysql.ER_NO_SUCH_TABLE {
+		return nil, nil // made by an archiver before erasures: none
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := decodeRows(r); err != nil {
+		return nil, err
+	}
+	var out [][2]uint64
+	for _, v := range r.Values {
+		lo, ok1 := fieldUint(v[0])
+		hi, ok2 := fieldUint(v[1])
+		if !ok1 || !ok2 || lo > hi {
+			return nil, fmt.Errorf("[BUG] erasure row %v", v)
+		}
+		if n := len(out); n > 0 && (out[n-1][1] == math.MaxUint64 || lo <= out[n-1][1]+1) {
+			out[n-1][1] = max(out[n-1][1], hi)
+			continue
+		}
+		out = append(out, [2]uint64{lo, hi})
+	}
+	return out, nil
+}
+
+// erasedSeq reports whether seq is in one of the ranges erased.
+func erasedSeq(erased [][2]uint64, seq uint64) bool {
+	return slices.ContainsFunc(erased, func(g [2]uint64) bool { return g[0] <= seq && seq <= g[1] })
+}
+
 func joinUints(xs []uint64) string {
 	var b strings.Builder
 	for i, x := range xs {
@@ -709,6 +766,10 @@ func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *cold
 			tomb, err = lk.tombstones(q.conv, tbl, 0, 0, q.missingIDs())
 		}
 	}
+	var erased [][2]uint64
+	if err == nil {
+		erased, err = lk.erasures(q.conv, tbl)
+	}
 	if err != nil {
 		s.afterError(lk.c, err)
 		if interrupted(err) {
@@ -717,9 +778,9 @@ func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *cold
 		s.e.log.Warn("cold tier: the read bounds or tombstones could not be read; the page is MySQL's alone", zap.Error(err))
 		return r, "unavailable", s.coldIncomplete(q.incomplete("its deleted-row list could not be read", q.cursor))
 	}
-	skip := make([]uint64, len(tomb))
+	skip := ColdSkip{Seqs: make([]uint64, len(tomb)), Erased: erased}
 	for i, t := range tomb {
-		skip[i] = t[0]
+		skip.Seqs[i] = t[0]
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
@@ -739,7 +800,7 @@ func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *cold
 			return slices.ContainsFunc(tomb, func(t [2]uint64) bool { return t[1] == id })
 		})
 		if len(ids) > 0 {
-			page, err = tier.ByKeys(ctx, q.conv, nil, ids, files, nil)
+			page, err = tier.ByKeys(ctx, q.conv, nil, ids, files, ColdSkip{Erased: erased})
 		}
 	}
 	if killed() {

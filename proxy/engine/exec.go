@@ -215,7 +215,7 @@ func (s *Session) runSharded(pl *plan, args []any, binary bool) (*mysql.Result, 
 		return nil, errorf(CodeNotSupported, "%s on %s needs a %s = ... or %s IN (...) condition; refusing to touch every shard",
 			a.Kind, a.Sharded[0], a.KeyColumn, a.KeyColumn)
 	}
-	keyed, err := s.coldWriteCheck(pl, args)
+	mode, err := s.coldWriteCheck(pl, args)
 	if err != nil {
 		return nil, err
 	}
@@ -226,9 +226,13 @@ func (s *Session) runSharded(pl *plan, args []any, binary bool) (*mysql.Result, 
 	if err := s.colocated(shards, others, args); err != nil {
 		return nil, err
 	}
-	if keyed && len(shards) == 1 {
+	if mode != coldWarm && len(shards) == 1 {
 		snap := s.e.routes.Current()
-		return s.coldWrite(pl, s.partFor(pl, snap, shards[0], snap.Target(shards[0]).Datasource, args, binary), args, binary)
+		p := s.partFor(pl, snap, shards[0], snap.Target(shards[0]).Datasource, args, binary)
+		if mode == coldErase {
+			return s.coldErase(pl, p, args, binary)
+		}
+		return s.coldWrite(pl, p, args, binary)
 	}
 	return s.onShards(pl, shards, args, binary)
 }

@@ -172,8 +172,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, "decision", "page", "ranges", "cold", "mysql_only"),
 		coldWrites: newFixedCounters(prometheus.CounterOpts{
 			Name: "convoy_cold_writes_total",
-			Help: "UPDATE / DELETE of conv_msg or msg_content on archived shards by outcome: warm (named no archived row), tombstoned (a DELETE hid archived rows), refused (an UPDATE of archived rows, or a DELETE not by key that could reach them), unavailable (the archive could not be checked; nothing changed).",
-		}, "result", "warm", "tombstoned", "refused", "unavailable"),
+			Help: "UPDATE / DELETE of conv_msg or msg_content on archived shards by outcome: warm (named no archived row), tombstoned (a DELETE by key hid archived rows), erased (a DELETE of a conversation's rows by range or sender erased its archived ones), refused (an UPDATE of archived rows, or a DELETE whose WHERE Convoy cannot apply to them), unavailable (the archive could not be checked; nothing changed).",
+		}, "result", "warm", "tombstoned", "erased", "refused", "unavailable"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.queries, m.errors, m.latency, m.dsErrors, m.statement.vec, m.scatters, m.scatterN, m.plans.vec, m.backendPS.vec,
