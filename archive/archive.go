@@ -254,7 +254,7 @@ func (u *run) archiveLate(ctx context.Context, k *kind, late map[string][]key) e
 			continue
 		}
 		nextPart[r.Day] = max(nextPart[r.Day], r.Part+1)
-		if r.State == StateDeleted {
+		if r.State == StateDeleted || r.State == StateSuperseded {
 			continue
 		}
 		sctx, cancel := u.storeCtx(ctx)

@@ -150,6 +150,7 @@ func TestArchiver(t *testing.T) {
 	t.Run("LateRows", func(t *testing.T) { testLateRows(t, s) })
 	t.Run("LegacyResume", func(t *testing.T) { testLegacyResume(t, s) })
 	t.Run("Sweep", func(t *testing.T) { testSweep(t, s) })
+	t.Run("Erase", func(t *testing.T) { testErase(t, s) })
 	t.Run("LocalStore", func(t *testing.T) { testLocalStore(t, s) })
 	t.Run("InboxTTL", func(t *testing.T) { testInboxTTL(t, s) })
 	t.Run("ScanPasses", func(t *testing.T) { testScanPasses(t, s) })
@@ -1436,4 +1437,194 @@ func testSweep(t *testing.T, s *services) {
 	if n := len(objects("catalog/")); n != 2 {
 		t.Fatalf("%d manifest versions kept, want the current and the one before", n)
 	}
+}
+
+// testErase: archived rows deleted through Convoy (tombstones, erased
+// ranges) leave their files once the deletes are EraseAfter old: the
+// files are rewritten without them and everything else byte for byte,
+// reads answer the same before and after, the superseded files go from
+// the store supersededGrace later, deletes not yet due and other shards'
+// stay, and a crash between the rewrite's record and its read-bound swap
+// is undone by the next run.
+func testErase(t *testing.T, s *services) {
+	f := newFixture(t, s, "file")
+	ctx := context.Background()
+	crashed := errors.New("crash")
+	crash := false
+	a := f.archiver(func(c *Config) {
+		c.DeleteAfter, c.EraseAfter = time.Hour, time.Hour
+		c.Hook = func(at string, _ int) error {
+			if at == HookRewritten && crash {
+				crash = false
+				return crashed
+			}
+			return nil
+		}
+	})
+	f.run(a)
+	f.advance(2 * time.Hour)
+	f.run(a) // the warm rows are deleted
+	// scan reads every file the catalog names and does not supersede.
+	scan := func() map[key]cold.Row {
+		t.Helper()
+		out := map[key]cold.Row{}
+		for _, r := range f.records() {
+			if r.Kind != kindHistory || r.State == StateSuperseded {
+				continue
+			}
+			if err := cold.ScanFile(ctx, f.store, cold.FileInfo{Key: r.Key, SHA256: r.SHA256}, func(_ cold.Tables, row cold.Row) error {
+				if _, dup := out[keyOf(row)]; dup {
+					t.Fatalf("%v is in two files", keyOf(row))
+				}
+				out[keyOf(row)] = row
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
+	before := scan()
+	c0, c1, c2 := f.convs[0], f.convs[1], f.convs[2]
+	tomb := func(conv, seq uint64, tbl string, age string) {
+		f.svc.db.Exec(t, fmt.Sprintf("INSERT INTO %s.%s (conv_id, tbl, seq, msg_id, deleted_at) VALUES (%d, '%s', %d, %d, UTC_TIMESTAMP(3) - INTERVAL %s)",
+			f.dbName, TombstoneTable, conv, tbl, seq, conv*1000+seq, age))
+	}
+	erase := func(conv, lo, hi uint64, tbl string, age string) {
+		f.svc.db.Exec(t, fmt.Sprintf("INSERT INTO %s.%s (conv_id, tbl, min_seq, max_seq, requested_at) VALUES (%d, '%s', %d, %d, UTC_TIMESTAMP(3) - INTERVAL %s)",
+			f.dbName, ErasureTable, conv, tbl, lo, hi, age))
+	}
+	// Due (two hours old): a whole message; a body alone (seq 5 has one);
+	// a conv_msg row whose body stays (kept whole); a range of both tables.
+	tomb(c0, 3, "conv_msg", "2 HOUR")
+	tomb(c0, 3, "msg_content", "2 HOUR")
+	tomb(c0, 5, "msg_content", "2 HOUR")
+	tomb(c0, 6, "conv_msg", "2 HOUR")
+	erase(c1, 10, 30, "conv_msg", "2 HOUR")
+	erase(c1, 10, 30, "msg_content", "2 HOUR")
+	// Not due (just now), and another shard's conversation in the same
+	// table: left alone.
+	tomb(c2, 7, "conv_msg", "0 SECOND")
+	tomb(c2, 7, "msg_content", "0 SECOND")
+	erase(f.others[0], 1, 40, "conv_msg", "2 HOUR")
+	erase(f.others[0], 1, 40, "msg_content", "2 HOUR")
+	cat := f.readCatalog(nil)
+	pages := f.readPages(cat)
+
+	// want is before without the rows the due deletes erase.
+	want := map[key]cold.Row{}
+	for k, r := range before {
+		switch {
+		case k.Conv == c0 && k.Seq == 3, k.Conv == c1 && k.Seq >= 10 && k.Seq <= 30 && k.Seq <= archivedMax:
+			continue
+		case k.Conv == c0 && k.Seq == 5:
+			r.Content = nil
+		}
+		want[k] = r
+	}
+	if len(want) >= len(before) {
+		t.Fatal("the fixture erases nothing")
+	}
+	check := func(when string) {
+		t.Helper()
+		got := scan()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d rows in the files, want %d", when, len(got), len(want))
+		}
+		for k, w := range want {
+			g, ok := got[k]
+			if !ok || !sameValues(g.Msg, w.Msg) || (g.Content == nil) != (w.Content == nil) || !sameValues(g.Content, w.Content) {
+				t.Fatalf("%s: row %v in the files differs: %q / %q, want %q / %q", when, k, g.Msg, g.Content, w.Msg, w.Content)
+			}
+		}
+		if again := f.readPages(cat); !slices.Equal(again, pages) {
+			t.Fatalf("%s: reads through the read bounds changed", when)
+		}
+	}
+	// A crash once the rewrite is recorded, before its read bounds move:
+	// nothing changed for readers; the next run undoes and redoes it.
+	crash = true
+	f.advance(time.Hour)
+	if err := a.RunShard(ctx, f.shard); !errors.Is(err, crashed) {
+		t.Fatalf("run with a crash after a rewrite: %v", err)
+	}
+	if again := f.readPages(cat); !slices.Equal(again, pages) {
+		t.Fatal("a crashed rewrite changed what readers read")
+	}
+	f.advance(time.Hour)
+	f.run(a)
+	check("after the rewrite")
+	var superseded []Record
+	for _, r := range f.records() {
+		if r.State == StateSuperseded {
+			superseded = append(superseded, r)
+		}
+	}
+	if len(superseded) == 0 {
+		t.Fatal("no file was superseded")
+	}
+	_, pending := f.query(fmt.Sprintf("SELECT conv_id, seq FROM %s WHERE erased_at IS NULL UNION ALL SELECT conv_id, min_seq FROM %s WHERE erased_at IS NULL ORDER BY 1, 2", TombstoneTable, ErasureTable))
+	if len(pending) != 4 {
+		t.Fatalf("pending after the rewrite: %q, want the two deletes not yet due and the other shard's two", pending)
+	}
+	st := f.status()
+	if st["pending_erasures"] != "2" || st["oldest_pending_erasure"] == "" || st["rows_erased"] == "0" {
+		t.Fatalf("SHOW ARCHIVE: pending %s, oldest %q, erased %s", st["pending_erasures"], st["oldest_pending_erasure"], st["rows_erased"])
+	}
+	// The superseded files stay for readers that took the old bounds,
+	// then go with their records.
+	for _, r := range superseded {
+		if _, err := f.store.Size(ctx, r.Key); err != nil {
+			t.Fatalf("superseded %s deleted at once: %v", r.Key, err)
+		}
+	}
+	f.advance(supersededGrace + time.Minute)
+	f.run(a)
+	for _, r := range superseded {
+		if _, err := f.store.Size(ctx, r.Key); !errors.Is(err, cold.ErrNotFound) {
+			t.Fatalf("superseded %s still in the store: %v", r.Key, err)
+		}
+		if slices.ContainsFunc(f.records(), func(x Record) bool { return x.Key == r.Key }) {
+			t.Fatalf("superseded %s still recorded", r.Key)
+		}
+	}
+	check("after the superseded files went")
+	// A second run with nothing due rewrites nothing.
+	n := len(f.records())
+	f.advance(time.Hour)
+	f.run(a)
+	if len(f.records()) != n {
+		t.Fatal("a run with nothing due rewrote files")
+	}
+}
+
+// readPages reads a few pages of every conversation of the shard through
+// cat (the read bounds) and returns their conv_msg rows as text (bodies
+// deleted alone are the body fetches' tombstones to hide).
+func (f *fixture) readPages(cat cold.Catalog) []string {
+	f.t.Helper()
+	r := cold.NewReader(f.store, cat, cold.ReaderOptions{})
+	msgs := func(rows []cold.Row) string {
+		var b strings.Builder
+		for _, row := range rows {
+			fmt.Fprintf(&b, "%d %q;", row.Seq, row.Msg)
+		}
+		return b.String()
+	}
+	var out []string
+	for _, c := range f.convs {
+		for _, cur := range []uint64{2, 8, 12, 35, 94} {
+			p, err := r.Before(context.Background(), c, cur, 20)
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			out = append(out, fmt.Sprintf("%d<%d %s", c, cur, msgs(p.Rows)))
+			p, err = r.After(context.Background(), c, cur, 20)
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			out = append(out, fmt.Sprintf("%d>%d %s", c, cur, msgs(p.Rows)))
+		}
+	}
+	return out
 }

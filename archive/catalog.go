@@ -26,6 +26,12 @@ const (
 	// StateDeleted: every warm row the file holds is deleted, except those
 	// in Skips (edited or deleted by users after archiving).
 	StateDeleted = "deleted"
+	// StateSuperseded: the file was rewritten without rows users deleted
+	// (erase.go); the shard database's read bounds name its successor, and
+	// the object is deleted supersededGrace after SupersededAt (a reader
+	// that read the old bounds just before may still fetch it), its
+	// record with it.
+	StateSuperseded = "superseded"
 )
 
 // Record is what etcd holds about one cold file: everything mutable about
@@ -66,6 +72,8 @@ type Record struct {
 	Kept      int64             `json:"kept,omitempty"`
 	Gone      int64             `json:"gone,omitempty"`
 	DeletedAt time.Time         `json:"deleted_at,omitzero"`
+	// SupersededAt: when a rewrite replaced the file (StateSuperseded).
+	SupersededAt time.Time `json:"superseded_at,omitzero"`
 
 	revision int64
 }

@@ -23,7 +23,7 @@ func (u *run) deleteDue(ctx context.Context) error {
 	now := u.a.cfg.Now()
 	for _, rec := range recs {
 		switch {
-		case rec.State == StateDeleted:
+		case rec.State == StateDeleted, rec.State == StateSuperseded:
 		case rec.State == StateCatalogued && now.Before(rec.CataloguedAt.Add(u.a.cfg.DeleteAfter)):
 		default:
 			if err := u.deleteFile(ctx, rec); err != nil {

@@ -120,6 +120,12 @@
 // Records written by the version before carry their own read bound and
 // skip lists (Record.legacy), which Catalog reads from etcd as before.
 //
-// Not built: retention of cold files, removing orphans (files and
-// manifest versions nothing names), compacting small files.
+// # Erase step
+//
+// Archived rows deleted through Convoy are rewritten out of their files
+// cold.erase_after after the delete (erase.go): the file's other rows as
+// the next part of its day, the read bounds swapped in one transaction,
+// the old file superseded and deleted from the store later.
+//
+// Not built: retention of cold files, compacting small files.
 package archive

@@ -311,11 +311,18 @@ func (m mysqlCatalog) Files(ctx context.Context, conv uint64) ([]cold.FileRange,
 		}
 		out = MergeRanges(out, old)
 	}
+	_, erased := m.f.query(fmt.Sprintf("SELECT min_seq, max_seq FROM %s WHERE conv_id = %d AND tbl = 'conv_msg' ORDER BY min_seq", ErasureTable, conv))
 	for i := range out {
 		for _, s := range skip {
 			if s >= out[i].MinSeq && s <= out[i].MaxSeq {
 				out[i].Skip = append(out[i].Skip, s)
 			}
+		}
+		for _, r := range erased {
+			var g [2]uint64
+			fmt.Sscan(string(r[0]), &g[0])
+			fmt.Sscan(string(r[1]), &g[1])
+			out[i].Gaps = append(out[i].Gaps, g)
 		}
 	}
 	slices.SortFunc(out, func(a, b cold.FileRange) int { return cmp.Compare(a.MinSeq, b.MinSeq) })

@@ -87,6 +87,10 @@ type Config struct {
 	// InboxAfter: read im_inbox rows older than this are archived
 	// (cold.inbox_after, DefaultInboxAfter if 0).
 	InboxAfter time.Duration
+	// EraseAfter: archived rows deleted through Convoy longer ago than
+	// this are rewritten out of their files by the next run
+	// (cold.erase_after, DefaultEraseAfter if 0; erase.go).
+	EraseAfter time.Duration
 	// Now is the clock (time.Now if nil): tests move it across days.
 	Now func() time.Time
 	Log *zap.Logger
@@ -113,6 +117,7 @@ const (
 	HookCatalogued = "catalogued"  // its record and the checkpoint are in etcd
 	HookChunkNoted = "chunk-noted" // a delete chunk's rows locked, its tombstones and read bounds written, not committed
 	HookDeleted    = "deleted"     // a delete chunk committed
+	HookRewritten  = "rewritten"   // a file rewritten without deleted rows is stored and recorded, its read bounds not moved
 )
 
 // hookStop wraps a Hook's error: the run ends without bookkeeping.
@@ -162,6 +167,7 @@ func New(cfg Config) (*Archiver, error) {
 	def(&cfg.After, DefaultAfter)
 	def(&cfg.DeleteAfter, DefaultDeleteAfter)
 	def(&cfg.InboxAfter, DefaultInboxAfter)
+	def(&cfg.EraseAfter, DefaultEraseAfter)
 	def(&cfg.StoreTimeout, DefaultStoreTimeout)
 	def(&cfg.SQLTimeout, 30*time.Second)
 	def(&cfg.RunnerTTL, routecfg.DefaultRunnerTTL)
@@ -219,6 +225,12 @@ type state struct {
 	// catalog object that the catalog did not name then.
 	SweptAt time.Time `json:"swept_at,omitzero"`
 	Unnamed int       `json:"unnamed,omitempty"`
+	// Erase step (erase.go): rows rewritten out of files so far, and the
+	// tombstones and erasures still waiting for it at the last run, the
+	// oldest one's time.
+	Erased          int64     `json:"erased,omitempty"`
+	PendingErasures int64     `json:"pending_erasures,omitempty"`
+	OldestErasure   time.Time `json:"oldest_erasure,omitzero"`
 }
 
 // progress is one kind's checkpoint and figures.
@@ -439,6 +451,9 @@ func (u *run) do(ctx context.Context) error {
 	if err := u.src.ensureTables(); err != nil {
 		return err
 	}
+	if err := u.resolveRewrite(ctx); err != nil {
+		return err
+	}
 	for _, k := range kinds {
 		if u.progress(k).Oldest, err = u.src.oldest(k); err != nil {
 			return err
@@ -454,6 +469,9 @@ func (u *run) do(ctx context.Context) error {
 		}
 	}
 	if err := u.deleteDue(ctx); err != nil {
+		return err
+	}
+	if err := u.eraseDue(ctx); err != nil {
 		return err
 	}
 	return u.sweep(ctx)

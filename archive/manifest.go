@@ -140,11 +140,19 @@ func (u *run) putRecord(ctx context.Context, rec Record, ops ...clientv3.Op) err
 // previous one is deleted once the pointer has moved (a reader that has
 // just read the previous pointer still finds its object).
 func (u *run) putRecords(ctx context.Context, recs []Record, ops ...clientv3.Op) error {
+	return u.writeRecords(ctx, recs, nil, ops...)
+}
+
+// writeRecords is putRecords that also removes the records of the files
+// drop names (files of this layout: superseded ones whose objects are
+// gone, a rewrite's that never took effect).
+func (u *run) writeRecords(ctx context.Context, recs []Record, drop []string, ops ...clientv3.Op) error {
 	all, err := u.records(ctx)
 	if err != nil {
 		return err
 	}
-	inManifest := false
+	inManifest := len(drop) > 0
+	all = slices.DeleteFunc(all, func(r Record) bool { return slices.Contains(drop, r.Key) && !u.inEtcd[r.Key] })
 	for _, rec := range recs {
 		if i := slices.IndexFunc(all, func(r Record) bool { return r.Key == rec.Key }); i >= 0 {
 			all[i] = rec

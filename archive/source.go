@@ -422,8 +422,12 @@ func (s *source) ensureTables() error {
   max_seq      BIGINT UNSIGNED NOT NULL,
   requested_at DATETIME(3)     NOT NULL,
   erased_at    DATETIME(3)     NULL COMMENT 'when no cold file held the rows any more (NULL: pending)',
-  PRIMARY KEY (conv_id, tbl, min_seq, max_seq)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='Convoy cold tier: seq ranges of archived rows a DELETE erased (skipped by cold reads)'`} {
+  PRIMARY KEY (conv_id, tbl, min_seq, max_seq),
+  KEY pending (erased_at, requested_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='Convoy cold tier: seq ranges of archived rows a DELETE erased (skipped by cold reads)'`,
+		// (Tombstone tables made before files were rewritten without the
+		// rows: erase.go.)
+		"ALTER TABLE " + s.tombstones + " ADD COLUMN IF NOT EXISTS erased_at DATETIME(3) NULL COMMENT 'when no cold file held the row any more (NULL: pending)', ADD INDEX IF NOT EXISTS pending (erased_at, deleted_at)"} {
 		if _, err := s.exec(ddl); err != nil {
 			return err
 		}
@@ -491,6 +495,13 @@ func (s *source) noteChunk(file string, all []cold.Row, skip []skipped) error {
 			return err
 		}
 	}
+	return s.insertBounds(file, all)
+}
+
+// insertBounds widens file's read bounds over all (rows of the file in
+// its key order): per conversation, their seqs and msg_ids, and counts
+// them.
+func (s *source) insertBounds(file string, all []cold.Row) error {
 	var b strings.Builder
 	b.WriteString("INSERT INTO " + s.files + " (conv_id, file, min_seq, max_seq, min_msg_id, max_msg_id, n_rows, updated_at) VALUES ")
 	for i := 0; i < len(all); {

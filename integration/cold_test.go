@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -43,6 +44,8 @@ type coldFixture struct {
 	mu     sync.Mutex
 	now    time.Time
 	arch   *archive.Archiver
+	// archCfg is arch's configuration (archiver makes others from it).
+	archCfg archive.Config
 	// oldStep is the time between two old messages of a conversation
 	// (default 6 h: 200 of them span 50 days).
 	oldStep time.Duration
@@ -91,18 +94,69 @@ func newColdFixtureStore(t testing.TB, store string, budget time.Duration, extra
 	t.Cleanup(func() { f.cli.Close() })
 	yaml := append([]string{fmt.Sprintf("cold: {enabled: true, run_jobs: false, store: '%s', budget: %s}", url, budget)}, extraYAML...)
 	f.p = startConvoy(t, f.s.etcd.Endpoints(), yaml...)
-	f.arch, err = archive.New(archive.Config{Client: f.cli, Cluster: testCluster, ID: "test-archiver", Store: f.store, Prefix: "history",
+	f.archCfg = archive.Config{Client: f.cli, Cluster: testCluster, ID: "test-archiver", Store: f.store, Prefix: "history",
 		Connect: func(ctx context.Context, ds router.Datasource) (*client.Conn, error) {
 			return client.ConnectWithContext(ctx, ds.Addr, ds.User, "", "", 5*time.Second, func(c *client.Conn) error {
 				return c.SetCollation("utf8mb4_general_ci")
 			})
 		},
 		Now: f.clock, Rate: -1, KeepNewest: keepWarm, DeleteAfter: time.Hour, PartRows: 80, ChunkRows: 50, ScanRows: 500,
-		RunnerTTL: 10 * time.Second, StoreTimeout: 5 * time.Second, Log: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
+		RunnerTTL: 10 * time.Second, StoreTimeout: 5 * time.Second, Log: zap.NewNop()}
+	f.arch = f.archiver(nil)
 	return f
+}
+
+// archiver is an archiver of the fixture's configuration as edit changes it.
+func (f *coldFixture) archiver(edit func(*archive.Config)) *archive.Archiver {
+	f.t.Helper()
+	cfg := f.archCfg
+	if edit != nil {
+		edit(&cfg)
+	}
+	a, err := archive.New(cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return a
+}
+
+// storedRows reads every history file in the store (checked against its
+// catalog object's SHA-256) and calls fn with each row.
+func (f *coldFixture) storedRows(fn func(file string, r cold.Row)) {
+	f.t.Helper()
+	ctx := context.Background()
+	var keys []string
+	if err := f.store.List(ctx, "history/", func(k string) error {
+		if strings.HasSuffix(k, ".parquet") && strings.Contains(k, "/part-") {
+			keys = append(keys, k)
+		}
+		return nil
+	}); err != nil {
+		f.t.Fatal(err)
+	}
+	for _, k := range keys {
+		mk := strings.TrimSuffix(k, ".parquet") + ".json"
+		size, err := f.store.Size(ctx, mk)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		b, err := f.store.ReadRange(ctx, mk, 0, size)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		var m struct {
+			Info cold.FileInfo `json:"info"`
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			f.t.Fatal(err)
+		}
+		if err := cold.ScanFile(ctx, f.store, m.Info, func(_ cold.Tables, r cold.Row) error {
+			fn(k, r)
+			return nil
+		}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
 }
 
 func (f *coldFixture) clock() time.Time {
@@ -918,6 +972,59 @@ func TestColdErase(t *testing.T) {
 	f.p.kill()
 	f.p.start(t)
 	check("after a Convoy restart")
+
+	// Physically: the archiver rewrites the files without the deleted
+	// rows once the deletes are erase_after old (1 ms here), readers see
+	// the same, and the superseded files leave the store 10 minutes later.
+	stored := func(when string) {
+		t.Helper()
+		rows := map[uint64]map[uint64]bool{} // conv -> seq -> has a body
+		f.storedRows(func(_ string, r cold.Row) {
+			if rows[r.ConvID] == nil {
+				rows[r.ConvID] = map[uint64]bool{}
+			}
+			rows[r.ConvID][r.Seq] = r.Content != nil
+		})
+		for s := uint64(1); s <= coldBound; s++ {
+			_, inRng := rows[rng][s]
+			body, inMember := rows[member][s]
+			switch {
+			case len(rows[clear]) > 0:
+				t.Fatalf("%s: %d rows of the cleared conversation are still stored", when, len(rows[clear]))
+			case s >= 100 && inRng != hasBody(s):
+				// conv_msg rows deleted, bodies not: a row goes with its body.
+				t.Fatalf("%s: seq %d of the range-deleted conversation stored: %v, want %v", when, s, inRng, hasBody(s))
+			case 7000+(s-1)%5 == 7002 && inMember != hasBody(s):
+				t.Fatalf("%s: seq %d of the member's messages stored: %v (body %v)", when, s, inMember, body)
+			}
+			if _, ok := rows[txn][s]; (s < 11 && !hasBody(s)) == ok {
+				t.Fatalf("%s: seq %d of the conversation range-deleted in a transaction stored: %v", when, s, ok)
+			}
+			if _, ok := rows[other][s]; !ok {
+				t.Fatalf("%s: seq %d of a conversation nobody deleted from is not stored", when, s)
+			}
+			if _, ok := rows[rng][s]; s < 100 && !ok {
+				t.Fatalf("%s: seq %d of the range-deleted conversation, below the range, is not stored", when, s)
+			}
+		}
+	}
+	eraser := f.archiver(func(c *archive.Config) { c.EraseAfter = time.Millisecond })
+	time.Sleep(5 * time.Millisecond)
+	f.advance(time.Hour)
+	for _, c := range convs {
+		if err := eraser.RunShard(context.Background(), int(router.ShardOf(c))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("after the rewrite") // (the superseded files are still stored)
+	f.advance(11 * time.Minute)
+	for _, c := range convs {
+		if err := eraser.RunShard(context.Background(), int(router.ShardOf(c))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stored("after the superseded files went")
+	check("after the superseded files went")
 
 	// WHERE shapes the archive cannot decide stay refused, nothing changed.
 	for _, q := range []string{

@@ -216,6 +216,11 @@ type Config struct {
 		// archived however old (default 500, the hot tier's share: the
 		// first screen stays in MySQL; negative: none).
 		KeepNewest int `yaml:"keep_newest"`
+		// EraseAfter: archived rows deleted through Convoy (hidden at
+		// once) are rewritten out of their files by the first archive run
+		// this long after the delete (default 24h; a day's file is then
+		// rewritten once for many deletes).
+		EraseAfter time.Duration `yaml:"erase_after"`
 		// InboxAfter: im_inbox rows already read (seq <= the member's
 		// last_read_seq) and older than this are archived (default 720h,
 		// 30 days), and deleted delete_after later.
