@@ -151,6 +151,7 @@ func TestArchiver(t *testing.T) {
 	t.Run("LegacyResume", func(t *testing.T) { testLegacyResume(t, s) })
 	t.Run("Sweep", func(t *testing.T) { testSweep(t, s) })
 	t.Run("Erase", func(t *testing.T) { testErase(t, s) })
+	t.Run("Retention", func(t *testing.T) { testRetention(t, s) })
 	t.Run("LocalStore", func(t *testing.T) { testLocalStore(t, s) })
 	t.Run("InboxTTL", func(t *testing.T) { testInboxTTL(t, s) })
 	t.Run("ScanPasses", func(t *testing.T) { testScanPasses(t, s) })
@@ -1627,4 +1628,74 @@ func (f *fixture) readPages(cat cold.Catalog) []string {
 		}
 	}
 	return out
+}
+
+// testRetention: files of days older than Retention are deleted with
+// their rows once their warm rows are gone: reads and lookups no longer
+// find those rows (an erased range per conversation, or tombstones where
+// another file reaches into the file's seqs), later days are untouched,
+// and the objects leave the store with the superseded ones.
+func testRetention(t *testing.T, s *services) {
+	f := newFixture(t, s, "file")
+	ctx := context.Background()
+	if _, err := New(Config{Client: f.svc.cli, Store: f.store, Connect: f.archiver().cfg.Connect, ID: "x", Retention: 100 * 24 * time.Hour}); err == nil {
+		t.Fatal("a retention shorter than cold.after was accepted")
+	}
+	a := f.archiver(func(c *Config) { c.DeleteAfter, c.Retention = time.Hour, 190*24*time.Hour })
+	// One conversation has another file's bounds reaching into the first
+	// day's seqs (as a late part of the day would): tombstones for it.
+	c0 := f.convs[0]
+	f.run(a)
+	f.svc.db.Exec(t, fmt.Sprintf("INSERT INTO %s.%s VALUES (%d, 'hist/elsewhere.parquet', 2, 2, %d, %d, 1, NOW(3))", f.dbName, FilesTable, c0, c0*1000+2, c0*1000+2))
+	f.advance(2 * time.Hour)
+	f.run(a) // the warm delete, then the retention
+	f.svc.db.Exec(t, fmt.Sprintf("DELETE FROM %s.%s WHERE file = 'hist/elsewhere.parquet'", f.dbName, FilesTable))
+	const expiredMax = 63 // the days before 2025-12-22: 21 days of three messages
+	r := cold.NewReader(f.store, f.readCatalog(nil), cold.ReaderOptions{})
+	for _, c := range f.convs {
+		p, err := r.After(ctx, c, 0, 200)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []uint64
+		for _, row := range p.Rows {
+			got = append(got, row.Seq)
+		}
+		var want []uint64
+		for seq := uint64(expiredMax + 1); seq <= archivedMax; seq++ {
+			want = append(want, seq)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("conversation %d after the retention: seqs %v, want %v", c, got, want)
+		}
+		if p, err := r.ByKeys(ctx, c, []uint64{1, expiredMax}, []uint64{c*1000 + 5}); err != nil || len(p.Rows) != 0 {
+			t.Fatalf("conversation %d: expired rows found by key: %d (%v)", c, len(p.Rows), err)
+		}
+	}
+	_, tombs := f.query(fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE conv_id = %d AND seq <= %d AND erased_at IS NOT NULL", TombstoneTable, c0, expiredMax))
+	_, ranges := f.query(fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE erased_at IS NOT NULL", ErasureTable))
+	if string(tombs[0][0]) == "0" || string(ranges[0][0]) == "0" {
+		t.Fatalf("tombstones of the conversation another file reaches into: %s; erased ranges: %s", tombs[0][0], ranges[0][0])
+	}
+	var expired []Record
+	for _, rec := range f.records() {
+		if rec.Day < "20251222" {
+			if rec.State != StateSuperseded {
+				t.Fatalf("%s of day %s past its retention is %s", rec.Key, rec.Day, rec.State)
+			}
+			expired = append(expired, rec)
+		} else if rec.State != StateDeleted {
+			t.Fatalf("%s of day %s is %s", rec.Key, rec.Day, rec.State)
+		}
+	}
+	if st := f.status(); st["rows_expired"] == "0" || st["pending_erasures"] != "0" {
+		t.Fatalf("SHOW ARCHIVE: rows_expired %s, pending_erasures %s", st["rows_expired"], st["pending_erasures"])
+	}
+	f.advance(supersededGrace + time.Minute)
+	f.run(a)
+	for _, rec := range expired {
+		if _, err := f.store.Size(ctx, rec.Key); !errors.Is(err, cold.ErrNotFound) {
+			t.Fatalf("expired %s still in the store: %v", rec.Key, err)
+		}
+	}
 }

@@ -127,5 +127,10 @@
 // the next part of its day, the read bounds swapped in one transaction,
 // the old file superseded and deleted from the store later.
 //
-// Not built: retention of cold files, compacting small files.
+// # Retention
+//
+// With cold.retention, files of days older than it are deleted with their
+// rows, which are recorded as erased first (retention.go).
+//
+// Not built: compacting small files.
 package archive

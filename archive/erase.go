@@ -243,7 +243,7 @@ func (u *run) rewriteFile(ctx context.Context, rec Record) error {
 	u.log.Info("cold file rewritten without deleted rows", zap.String("file", rec.Key), zap.String("now", newKey),
 		zap.Int("rows_erased", erased), zap.Int("rows_kept", len(keep)))
 	u.st.Erased += int64(erased)
-	return u.finishRewrite(ctx, rec.Key)
+	return u.supersede(ctx, rec.Key)
 }
 
 // storeRewrite is step 2: rows as the next part of rec's day, stored,
@@ -302,8 +302,10 @@ func (u *run) storeRewrite(ctx context.Context, rec Record, t cold.Tables, day t
 		Chunks: (len(rows) + u.a.cfg.ChunkRows - 1) / u.a.cfg.ChunkRows, Location: u.location(), Bounds: BoundsMySQL, DeletedAt: now}, nil
 }
 
-// finishRewrite is step 5: old superseded, the intent cleared.
-func (u *run) finishRewrite(ctx context.Context, old string) error {
+// supersede marks old's record superseded (its object leaves the store
+// supersededGrace later) and clears the intent: a rewrite's step 5, and
+// retention's end.
+func (u *run) supersede(ctx context.Context, old string) error {
 	recs, err := u.records(ctx)
 	if err != nil {
 		return err
@@ -335,7 +337,7 @@ func (u *run) resolveRewrite(ctx context.Context) error {
 	}
 	if !named {
 		u.log.Info("finishing an interrupted rewrite of a cold file", zap.String("file", old), zap.String("now", newKey))
-		return u.finishRewrite(ctx, old)
+		return u.supersede(ctx, old)
 	}
 	u.log.Info("undoing an interrupted rewrite of a cold file: its read bounds never moved", zap.String("file", old), zap.String("new", newKey))
 	u.job.Intent = ""
@@ -528,8 +530,24 @@ var errRewritten = errors.New("archive: the cold file's read bounds were moved b
 // replaced by newKey's (per conversation of rows, the seqs and msg_ids it
 // holds; none when newKey is ""), if they still name old.
 func (s *source) swapBounds(old, newKey string, rows []cold.Row) error {
+	named, err := s.dropBounds(old, func() error {
+		if newKey == "" {
+			return nil
+		}
+		return s.insertBounds(newKey, rows)
+	})
+	if err == nil && !named {
+		err = errRewritten
+	}
+	return err
+}
+
+// dropBounds deletes file's read bounds and runs then, in one
+// transaction, if any bound names the file (named false: none did,
+// nothing was done).
+func (s *source) dropBounds(file string, then func() error) (named bool, err error) {
 	if _, err := s.exec("BEGIN"); err != nil {
-		return err
+		return false, err
 	}
 	committed := false
 	defer func() {
@@ -537,26 +555,21 @@ func (s *source) swapBounds(old, newKey string, rows []cold.Row) error {
 			_, _ = s.conn.Execute("ROLLBACK")
 		}
 	}()
-	_, named, err := s.query("SELECT conv_id FROM " + s.files + " WHERE file = " + rewrite.QuoteString(old) + " FOR UPDATE")
-	if err != nil {
-		return err
+	_, rows, err := s.query("SELECT conv_id FROM " + s.files + " WHERE file = " + rewrite.QuoteString(file) + " FOR UPDATE")
+	if err != nil || len(rows) == 0 {
+		return false, err
 	}
-	if len(named) == 0 {
-		return errRewritten
+	if _, err := s.exec("DELETE FROM " + s.files + " WHERE file = " + rewrite.QuoteString(file)); err != nil {
+		return false, err
 	}
-	if _, err := s.exec("DELETE FROM " + s.files + " WHERE file = " + rewrite.QuoteString(old)); err != nil {
-		return err
-	}
-	if newKey != "" {
-		if err := s.insertBounds(newKey, rows); err != nil {
-			return err
-		}
+	if err := then(); err != nil {
+		return false, err
 	}
 	if _, err := s.exec("COMMIT"); err != nil {
-		return err
+		return false, err
 	}
 	committed = true
-	return nil
+	return true, nil
 }
 
 func joinConvs(convs []uint64) string {

@@ -91,6 +91,9 @@ type Config struct {
 	// this are rewritten out of their files by the next run
 	// (cold.erase_after, DefaultEraseAfter if 0; erase.go).
 	EraseAfter time.Duration
+	// Retention: cold files of days older than this are deleted with
+	// their rows (cold.retention; 0: kept for ever; retention.go).
+	Retention time.Duration
 	// Now is the clock (time.Now if nil): tests move it across days.
 	Now func() time.Time
 	Log *zap.Logger
@@ -168,6 +171,9 @@ func New(cfg Config) (*Archiver, error) {
 	def(&cfg.DeleteAfter, DefaultDeleteAfter)
 	def(&cfg.InboxAfter, DefaultInboxAfter)
 	def(&cfg.EraseAfter, DefaultEraseAfter)
+	if cfg.Retention > 0 && cfg.Retention <= cfg.After {
+		return nil, fmt.Errorf("archive: cold.retention (%s) must be longer than cold.after (%s): files are made of rows older than cold.after", cfg.Retention, cfg.After)
+	}
 	def(&cfg.StoreTimeout, DefaultStoreTimeout)
 	def(&cfg.SQLTimeout, 30*time.Second)
 	def(&cfg.RunnerTTL, routecfg.DefaultRunnerTTL)
@@ -228,7 +234,9 @@ type state struct {
 	// Erase step (erase.go): rows rewritten out of files so far, and the
 	// tombstones and erasures still waiting for it at the last run, the
 	// oldest one's time.
-	Erased          int64     `json:"erased,omitempty"`
+	Erased int64 `json:"erased,omitempty"`
+	// Expired counts rows of files deleted past their retention.
+	Expired         int64     `json:"expired,omitempty"`
 	PendingErasures int64     `json:"pending_erasures,omitempty"`
 	OldestErasure   time.Time `json:"oldest_erasure,omitzero"`
 }
@@ -469,6 +477,9 @@ func (u *run) do(ctx context.Context) error {
 		}
 	}
 	if err := u.deleteDue(ctx); err != nil {
+		return err
+	}
+	if err := u.expireDue(ctx); err != nil {
 		return err
 	}
 	if err := u.eraseDue(ctx); err != nil {

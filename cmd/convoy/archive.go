@@ -106,7 +106,7 @@ func startColdTier(ctx context.Context, cli *clientv3.Client, c Config, id strin
 			zap.String("store", url))
 	}
 	a, err := archive.New(archive.Config{Client: cli, Cluster: c.Etcd.Cluster, ID: id, Store: store, LocalStore: local, Connect: archiveConnector,
-		Prefix: c.Cold.Prefix, After: c.Cold.After, DeleteAfter: c.Cold.DeleteAfter, EraseAfter: c.Cold.EraseAfter, Rate: c.Cold.Rate, KeepNewest: c.Cold.KeepNewest,
+		Prefix: c.Cold.Prefix, After: c.Cold.After, DeleteAfter: c.Cold.DeleteAfter, EraseAfter: c.Cold.EraseAfter, Retention: c.Cold.Retention, Rate: c.Cold.Rate, KeepNewest: c.Cold.KeepNewest,
 		InboxAfter: c.Cold.InboxAfter, Log: log, Metrics: metrics})
 	if err != nil {
 		t.Close()

@@ -221,6 +221,10 @@ type Config struct {
 		// this long after the delete (default 24h; a day's file is then
 		// rewritten once for many deletes).
 		EraseAfter time.Duration `yaml:"erase_after"`
+		// Retention: cold files of days older than this are deleted with
+		// their rows, which then read as deleted (default 0: kept for
+		// ever; must be longer than after).
+		Retention time.Duration `yaml:"retention"`
 		// InboxAfter: im_inbox rows already read (seq <= the member's
 		// last_read_seq) and older than this are archived (default 720h,
 		// 30 days), and deleted delete_after later.
