@@ -102,7 +102,7 @@ func (a *Admin) requestNow(ctx context.Context, shard int) error {
 // StatusColumns are SHOW ARCHIVE's columns.
 var StatusColumns = []string{"shard", "state", "oldest_warm", "archived_through", "files", "bytes", "rows_archived",
 	"rows_deleted", "edited_kept", "deleted_by_users", "inbox_oldest", "inbox_archived_through", "inbox_rows_archived",
-	"inbox_rows_deleted", "unnamed_files", "pending_erasures", "oldest_pending_erasure", "rows_erased", "rows_expired", "rows_per_sec", "last_run", "last_success", "last_error"}
+	"inbox_rows_deleted", "unnamed_files", "pending_erasures", "oldest_pending_erasure", "rows_erased", "rows_expired", "files_compacted", "rows_per_sec", "last_run", "last_success", "last_error"}
 
 // Status is SHOW ARCHIVE: one row per shard the archiver has a record of.
 func (a *Admin) Status(ctx context.Context) ([]string, [][]string, error) {
@@ -146,7 +146,7 @@ func (a *Admin) Status(ctx context.Context) ([]string, [][]string, error) {
 		rows = append(rows, []string{router.Shard(j.Shard).String(), state, st.Oldest, day(st.Through),
 			n(st.Files), n(st.Bytes), n(st.Rows), n(st.Deleted), n(st.Kept), n(st.Gone),
 			st.Inbox.Oldest, day(st.Inbox.Through), n(st.Inbox.Rows), n(st.Inbox.Deleted), n(int64(st.Unnamed)),
-			n(st.PendingErasures), ts(st.OldestErasure), n(st.Erased), n(st.Expired),
+			n(st.PendingErasures), ts(st.OldestErasure), n(st.Erased), n(st.Expired), n(st.Compacted),
 			strconv.FormatFloat(st.RowsPerSec, 'f', 0, 64), ts(st.LastRun), ts(st.LastSuccess), j.LastError})
 	}
 	return StatusColumns, rows, nil

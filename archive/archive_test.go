@@ -2,6 +2,7 @@ package archive
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -152,6 +153,7 @@ func TestArchiver(t *testing.T) {
 	t.Run("Sweep", func(t *testing.T) { testSweep(t, s) })
 	t.Run("Erase", func(t *testing.T) { testErase(t, s) })
 	t.Run("Retention", func(t *testing.T) { testRetention(t, s) })
+	t.Run("Compact", func(t *testing.T) { testCompact(t, s) })
 	t.Run("LocalStore", func(t *testing.T) { testLocalStore(t, s) })
 	t.Run("InboxTTL", func(t *testing.T) { testInboxTTL(t, s) })
 	t.Run("ScanPasses", func(t *testing.T) { testScanPasses(t, s) })
@@ -1465,26 +1467,7 @@ func testErase(t *testing.T, s *services) {
 	f.run(a)
 	f.advance(2 * time.Hour)
 	f.run(a) // the warm rows are deleted
-	// scan reads every file the catalog names and does not supersede.
-	scan := func() map[key]cold.Row {
-		t.Helper()
-		out := map[key]cold.Row{}
-		for _, r := range f.records() {
-			if r.Kind != kindHistory || r.State == StateSuperseded {
-				continue
-			}
-			if err := cold.ScanFile(ctx, f.store, cold.FileInfo{Key: r.Key, SHA256: r.SHA256}, func(_ cold.Tables, row cold.Row) error {
-				if _, dup := out[keyOf(row)]; dup {
-					t.Fatalf("%v is in two files", keyOf(row))
-				}
-				out[keyOf(row)] = row
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return out
-	}
+	scan := f.currentRows
 	before := scan()
 	c0, c1, c2 := f.convs[0], f.convs[1], f.convs[2]
 	tomb := func(conv, seq uint64, tbl string, age string) {
@@ -1697,5 +1680,84 @@ func testRetention(t *testing.T, s *services) {
 		if _, err := f.store.Size(ctx, rec.Key); !errors.Is(err, cold.ErrNotFound) {
 			t.Fatalf("expired %s still in the store: %v", rec.Key, err)
 		}
+	}
+}
+
+// currentRows reads every history file the catalog names and does not
+// supersede, each key at most once.
+func (f *fixture) currentRows() map[key]cold.Row {
+	f.t.Helper()
+	out := map[key]cold.Row{}
+	for _, r := range f.records() {
+		if r.Kind != kindHistory || r.State == StateSuperseded {
+			continue
+		}
+		if err := cold.ScanFile(context.Background(), f.store, cold.FileInfo{Key: r.Key, SHA256: r.SHA256}, func(_ cold.Tables, row cold.Row) error {
+			if _, dup := out[keyOf(row)]; dup {
+				f.t.Fatalf("%v is in two files", keyOf(row))
+			}
+			out[keyOf(row)] = row
+			return nil
+		}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// testCompact: a shard's small daily files are merged into files of up to
+// PartRows rows spanning at most compactSpan, every row kept once and
+// byte for byte, reads unchanged, the old files superseded (then gone);
+// a second run merges nothing more.
+func testCompact(t *testing.T, s *services) {
+	f := newFixture(t, s, "file")
+	a := f.archiver(func(c *Config) { c.DeleteAfter, c.CompactBelow = time.Hour, -1 })
+	f.run(a)
+	f.advance(2 * time.Hour)
+	f.run(a)
+	before := f.currentRows()
+	cat := f.readCatalog(nil)
+	pages := f.readPages(cat)
+	live := func() []Record {
+		return slices.DeleteFunc(f.records(), func(r Record) bool { return r.Kind != kindHistory || r.State == StateSuperseded })
+	}
+	files := len(live())
+	c := f.archiver(func(c *Config) { c.DeleteAfter, c.PartRows, c.CompactBelow = time.Hour, 100, 50 })
+	f.advance(time.Hour)
+	f.run(c)
+	after := f.currentRows()
+	if len(after) != len(before) {
+		t.Fatalf("%d rows after compaction, %d before", len(after), len(before))
+	}
+	for k, w := range before {
+		g := after[k]
+		if !sameValues(g.Msg, w.Msg) || (g.Content == nil) != (w.Content == nil) || !sameValues(g.Content, w.Content) {
+			t.Fatalf("row %v changed in compaction", k)
+		}
+	}
+	if again := f.readPages(cat); !slices.Equal(again, pages) {
+		t.Fatal("reads changed with compaction")
+	}
+	now := live()
+	if len(now)*4 > files {
+		t.Fatalf("%d files after compaction, %d before: want a quarter or fewer", len(now), files)
+	}
+	for _, r := range now {
+		first, _ := time.Parse(dayLayout, cmp.Or(r.FirstDay, r.Day))
+		last, _ := time.Parse(dayLayout, r.Day)
+		if r.Rows > 100 || last.Sub(first) > compactSpan {
+			t.Fatalf("%s: %d rows, days %s..%s", r.Key, r.Rows, r.FirstDay, r.Day)
+		}
+	}
+	if st := f.status(); st["files_compacted"] == "0" {
+		t.Fatalf("SHOW ARCHIVE files_compacted %s", st["files_compacted"])
+	}
+	f.advance(time.Hour)
+	f.run(c)
+	if again := live(); !slices.EqualFunc(again, now, func(a, b Record) bool { return a.Key == b.Key }) {
+		for _, r := range now {
+			t.Logf("%s %s..%s %d rows", r.Key, r.FirstDay, r.Day, r.Rows)
+		}
+		t.Fatal("a second run compacted again")
 	}
 }

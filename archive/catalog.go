@@ -72,6 +72,9 @@ type Record struct {
 	Kept      int64             `json:"kept,omitempty"`
 	Gone      int64             `json:"gone,omitempty"`
 	DeletedAt time.Time         `json:"deleted_at,omitzero"`
+	// FirstDay is the oldest day of a compacted file's rows (Day is the
+	// newest: retention deletes the file once all are old); "" is Day.
+	FirstDay string `json:"first_day,omitempty"`
 	// SupersededAt: when a rewrite replaced the file (StateSuperseded).
 	SupersededAt time.Time `json:"superseded_at,omitzero"`
 

@@ -132,5 +132,8 @@
 // With cold.retention, files of days older than it are deleted with their
 // rows, which are recorded as erased first (retention.go).
 //
-// Not built: compacting small files.
+// # Compaction
+//
+// Small deleted history files of up to 31 consecutive days are merged
+// into files of up to PartRows rows by the same rewrite (compact.go).
 package archive

@@ -1,9 +1,11 @@
 package archive
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -155,7 +157,7 @@ func (u *run) rewriteDue(ctx context.Context) error {
 		if err := u.check(ctx); err != nil {
 			return err
 		}
-		if err := u.rewriteFile(ctx, rec); err != nil {
+		if err := u.rewriteFiles(ctx, []Record{rec}); err != nil {
 			return err
 		}
 	}
@@ -165,22 +167,40 @@ func (u *run) rewriteDue(ctx context.Context) error {
 	return u.src.markErased(done)
 }
 
-// rewriteFile is steps 1-5 for rec's file.
-func (u *run) rewriteFile(ctx context.Context, rec Record) error {
+// errMixedColumns: files to merge hold rows of other column definitions
+// (an ALTER between their days); they are left as they are.
+var errMixedColumns = errors.New("archive: the files have different column definitions")
+
+// rewriteFiles is steps 1-5 for olds (one file being erased from, or a
+// compaction group: small files of the shard, in day order): their rows,
+// merged in key order, less what is hidden, as one new part of the newest
+// day. A single file with nothing hidden is left alone.
+func (u *run) rewriteFiles(ctx context.Context, olds []Record) error {
 	var tables cold.Tables
 	var rows []cold.Row
-	sctx, cancel := u.storeCtx(ctx)
-	err := cold.ScanFile(sctx, u.a.cfg.Store, cold.FileInfo{Key: rec.Key, SHA256: rec.SHA256}, func(t cold.Tables, r cold.Row) error {
-		tables = t
-		rows = append(rows, r)
-		return nil
-	})
-	cancel()
-	if err != nil {
-		return fmt.Errorf("archive: read %s back to erase deleted rows: %w", rec.Key, err)
+	keys := make([]string, len(olds))
+	for i, rec := range olds {
+		keys[i] = rec.Key
+		sctx, cancel := u.storeCtx(ctx)
+		err := cold.ScanFile(sctx, u.a.cfg.Store, cold.FileInfo{Key: rec.Key, SHA256: rec.SHA256}, func(t cold.Tables, r cold.Row) error {
+			if i > 0 && len(rows) > 0 && !reflect.DeepEqual(t, tables) {
+				return errMixedColumns
+			}
+			tables = t
+			rows = append(rows, r)
+			return nil
+		})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("archive: read %s back to rewrite it: %w", rec.Key, err)
+		}
 	}
+	slices.SortFunc(rows, func(a, b cold.Row) int { return cmp.Or(cmp.Compare(a.ConvID, b.ConvID), cmp.Compare(a.Seq, b.Seq)) })
 	var convs []uint64
-	for _, r := range rows {
+	for i, r := range rows {
+		if i > 0 && rows[i-1].ConvID == r.ConvID && rows[i-1].Seq == r.Seq {
+			return fmt.Errorf("archive: [BUG] conversation %d seq %d is in two of %v", r.ConvID, r.Seq, keys)
+		}
 		if n := len(convs); n == 0 || convs[n-1] != r.ConvID {
 			convs = append(convs, r.ConvID)
 		}
@@ -208,42 +228,46 @@ func (u *run) rewriteFile(ctx context.Context, rec Record) error {
 		}
 		keep = append(keep, r)
 	}
-	if erased == 0 {
+	if erased == 0 && len(olds) == 1 {
 		return nil // its hidden rows are gone already (a run that crashed after the swap)
 	}
-	day, err := time.Parse(dayLayout, rec.Day)
+	last := olds[len(olds)-1]
+	day, err := time.Parse(dayLayout, last.Day)
 	if err != nil {
-		return fmt.Errorf("archive: record of %s: day %q: %w", rec.Key, rec.Day, err)
+		return fmt.Errorf("archive: record of %s: day %q: %w", last.Key, last.Day, err)
 	}
-	var next *Record
+	newKey := "-"
 	if len(keep) > 0 {
-		if next, err = u.storeRewrite(ctx, rec, tables, day, keep); err != nil {
+		next, err := u.storeRewrite(ctx, last, tables, day, keep)
+		if err != nil {
 			return err
 		}
-	}
-	newKey := ""
-	if next != nil {
+		next.FirstDay = cmp.Or(olds[0].FirstDay, olds[0].Day)
 		newKey = next.Key
-	}
-	u.job.Intent = "erase " + rec.Key + " " + newKey
-	if next != nil {
+		u.job.Intent = "rewrite " + newKey + " " + strings.Join(keys, " ")
 		err = u.putRecord(ctx, *next)
+		if err != nil {
+			return err
+		}
 	} else {
-		err = u.save(ctx)
-	}
-	if err != nil {
-		return err
+		u.job.Intent = "rewrite - " + strings.Join(keys, " ")
+		if err := u.save(ctx); err != nil {
+			return err
+		}
 	}
 	if err := u.hook(HookRewritten); err != nil {
 		return err
 	}
-	if err := u.src.swapBounds(rec.Key, newKey, keep); err != nil {
+	if err := u.src.swapBounds(keys, strings.TrimPrefix(newKey, "-"), keep); err != nil {
 		return err
 	}
-	u.log.Info("cold file rewritten without deleted rows", zap.String("file", rec.Key), zap.String("now", newKey),
+	u.log.Info("cold files rewritten", zap.Strings("files", keys), zap.String("now", newKey),
 		zap.Int("rows_erased", erased), zap.Int("rows_kept", len(keep)))
 	u.st.Erased += int64(erased)
-	return u.supersede(ctx, rec.Key)
+	if len(olds) > 1 {
+		u.st.Compacted += int64(len(olds))
+	}
+	return u.supersede(ctx, keys...)
 }
 
 // storeRewrite is step 2: rows as the next part of rec's day, stored,
@@ -302,46 +326,63 @@ func (u *run) storeRewrite(ctx context.Context, rec Record, t cold.Tables, day t
 		Chunks: (len(rows) + u.a.cfg.ChunkRows - 1) / u.a.cfg.ChunkRows, Location: u.location(), Bounds: BoundsMySQL, DeletedAt: now}, nil
 }
 
-// supersede marks old's record superseded (its object leaves the store
-// supersededGrace later) and clears the intent: a rewrite's step 5, and
-// retention's end.
-func (u *run) supersede(ctx context.Context, old string) error {
+// supersede marks olds' records superseded (their objects leave the
+// store supersededGrace later) and clears the intent: a rewrite's step 5,
+// and retention's end.
+func (u *run) supersede(ctx context.Context, olds ...string) error {
 	recs, err := u.records(ctx)
 	if err != nil {
 		return err
 	}
 	u.job.Intent = ""
-	i := slices.IndexFunc(recs, func(r Record) bool { return r.Key == old })
-	if i < 0 {
+	var changed []Record
+	for _, r := range recs {
+		if slices.Contains(olds, r.Key) && r.State != StateSuperseded {
+			r.State, r.SupersededAt = StateSuperseded, u.a.cfg.Now().UTC()
+			changed = append(changed, r)
+		}
+	}
+	if len(changed) == 0 {
 		return u.save(ctx)
 	}
-	rec := recs[i]
-	rec.State, rec.SupersededAt = StateSuperseded, u.a.cfg.Now().UTC()
-	return u.putRecord(ctx, rec)
+	return u.putRecords(ctx, changed)
 }
 
 // resolveRewrite finishes or undoes a rewrite a crashed run left between
-// steps 3 and 5 (the job record's intent), from what the shard's database
-// says: the read bounds name the new file (finish) or still the old one
-// (undo: the new object and its record are removed). Called before
-// anything else of a run touches the intent.
+// steps 3 and 5 (the job record's intent "rewrite <new|-> <old>..."), from
+// what the shard's database says: the read bounds name the new file, or
+// no longer the old ones when nothing was left (finish), or still the old
+// ones (undo: the new object and its record are removed, and the rewrite
+// is done again). Called before anything else of a run touches the
+// intent.
 func (u *run) resolveRewrite(ctx context.Context) error {
-	rest, ok := strings.CutPrefix(u.job.Intent, "erase ")
+	rest, ok := strings.CutPrefix(u.job.Intent, "rewrite ")
 	if !ok {
 		return nil
 	}
-	old, newKey, _ := strings.Cut(rest, " ")
-	named, err := u.src.namesFile(old)
+	fields := strings.Fields(rest)
+	if len(fields) < 2 {
+		return fmt.Errorf("archive: [BUG] job record intent %q", u.job.Intent)
+	}
+	newKey, olds := fields[0], fields[1:]
+	var swapped bool
+	var err error
+	if newKey == "-" {
+		swapped, err = u.src.namesFile(olds[0])
+		swapped = !swapped
+	} else {
+		swapped, err = u.src.namesFile(newKey)
+	}
 	if err != nil {
 		return err
 	}
-	if !named {
-		u.log.Info("finishing an interrupted rewrite of a cold file", zap.String("file", old), zap.String("now", newKey))
-		return u.supersede(ctx, old)
+	if swapped {
+		u.log.Info("finishing an interrupted rewrite of cold files", zap.Strings("files", olds), zap.String("now", newKey))
+		return u.supersede(ctx, olds...)
 	}
-	u.log.Info("undoing an interrupted rewrite of a cold file: its read bounds never moved", zap.String("file", old), zap.String("new", newKey))
+	u.log.Info("undoing an interrupted rewrite of cold files: their read bounds never moved", zap.Strings("files", olds), zap.String("new", newKey))
 	u.job.Intent = ""
-	if newKey == "" {
+	if newKey == "-" {
 		return u.save(ctx)
 	}
 	// Nothing reads the new file (no read bound names it): it goes now;
@@ -526,11 +567,11 @@ func (s *source) namesFile(file string) (bool, error) {
 // errRewritten: another archiver moved the read bounds off the file first.
 var errRewritten = errors.New("archive: the cold file's read bounds were moved by another archiver")
 
-// swapBounds is step 4: in one transaction, the read bounds of old are
+// swapBounds is step 4: in one transaction, the read bounds of olds are
 // replaced by newKey's (per conversation of rows, the seqs and msg_ids it
-// holds; none when newKey is ""), if they still name old.
-func (s *source) swapBounds(old, newKey string, rows []cold.Row) error {
-	named, err := s.dropBounds(old, func() error {
+// holds; none when newKey is ""), if they still name every one of olds.
+func (s *source) swapBounds(olds []string, newKey string, rows []cold.Row) error {
+	named, err := s.dropBounds(olds, func() error {
 		if newKey == "" {
 			return nil
 		}
@@ -542,10 +583,10 @@ func (s *source) swapBounds(old, newKey string, rows []cold.Row) error {
 	return err
 }
 
-// dropBounds deletes file's read bounds and runs then, in one
-// transaction, if any bound names the file (named false: none did,
-// nothing was done).
-func (s *source) dropBounds(file string, then func() error) (named bool, err error) {
+// dropBounds deletes the read bounds of files and runs then, in one
+// transaction, if bounds name every one of them (named false: some file
+// has none, nothing was done).
+func (s *source) dropBounds(files []string, then func() error) (named bool, err error) {
 	if _, err := s.exec("BEGIN"); err != nil {
 		return false, err
 	}
@@ -555,11 +596,23 @@ func (s *source) dropBounds(file string, then func() error) (named bool, err err
 			_, _ = s.conn.Execute("ROLLBACK")
 		}
 	}()
-	_, rows, err := s.query("SELECT conv_id FROM " + s.files + " WHERE file = " + rewrite.QuoteString(file) + " FOR UPDATE")
-	if err != nil || len(rows) == 0 {
+	quoted := make([]string, len(files))
+	for i, f := range files {
+		quoted[i] = rewrite.QuoteString(f)
+	}
+	in := strings.Join(quoted, ",")
+	_, rows, err := s.query("SELECT file FROM " + s.files + " WHERE file IN (" + in + ") FOR UPDATE")
+	if err != nil {
 		return false, err
 	}
-	if _, err := s.exec("DELETE FROM " + s.files + " WHERE file = " + rewrite.QuoteString(file)); err != nil {
+	seen := map[string]bool{}
+	for _, r := range rows {
+		seen[string(r[0])] = true
+	}
+	if len(seen) != len(files) {
+		return false, nil
+	}
+	if _, err := s.exec("DELETE FROM " + s.files + " WHERE file IN (" + in + ")"); err != nil {
 		return false, err
 	}
 	if err := then(); err != nil {

@@ -91,6 +91,10 @@ type Config struct {
 	// this are rewritten out of their files by the next run
 	// (cold.erase_after, DefaultEraseAfter if 0; erase.go).
 	EraseAfter time.Duration
+	// CompactBelow: deleted history files with fewer rows are merged into
+	// files of up to PartRows rows (compact.go; default PartRows/4,
+	// negative: never).
+	CompactBelow int
 	// Retention: cold files of days older than this are deleted with
 	// their rows (cold.retention; 0: kept for ever; retention.go).
 	Retention time.Duration
@@ -183,6 +187,9 @@ func New(cfg Config) (*Archiver, error) {
 		}
 	}
 	defInt(&cfg.PartRows, DefaultPartRows)
+	if cfg.CompactBelow == 0 {
+		cfg.CompactBelow = cfg.PartRows / 4
+	}
 	defInt(&cfg.ChunkRows, DefaultChunkRows)
 	defInt(&cfg.ScanRows, DefaultScanRows)
 	defInt(&cfg.ScanKeys, DefaultScanKeys)
@@ -235,6 +242,8 @@ type state struct {
 	// tombstones and erasures still waiting for it at the last run, the
 	// oldest one's time.
 	Erased int64 `json:"erased,omitempty"`
+	// Compacted counts small files merged into larger ones.
+	Compacted int64 `json:"compacted,omitempty"`
 	// Expired counts rows of files deleted past their retention.
 	Expired         int64     `json:"expired,omitempty"`
 	PendingErasures int64     `json:"pending_erasures,omitempty"`
@@ -483,6 +492,9 @@ func (u *run) do(ctx context.Context) error {
 		return err
 	}
 	if err := u.eraseDue(ctx); err != nil {
+		return err
+	}
+	if err := u.compactDue(ctx); err != nil {
 		return err
 	}
 	return u.sweep(ctx)

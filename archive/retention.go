@@ -101,7 +101,7 @@ func (u *run) expireFile(ctx context.Context, rec Record) error {
 // and tombstones (value tuples) in one transaction, if the bounds still
 // name the file (else an earlier attempt did).
 func (s *source) expireBounds(file string, erase, tomb []string) error {
-	_, err := s.dropBounds(file, func() error {
+	_, err := s.dropBounds([]string{file}, func() error {
 		for _, w := range []struct {
 			into string
 			rows []string
