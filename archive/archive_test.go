@@ -1440,6 +1440,25 @@ func testSweep(t *testing.T, s *services) {
 	if n := len(objects("catalog/")); n != 2 {
 		t.Fatalf("%d manifest versions kept, want the current and the one before", n)
 	}
+	// Three days on, the unnamed file goes with its catalog object; one
+	// the read bounds name (a lost catalog's deleted file) stays.
+	inBounds := strings.Replace(recs[0].Key, ".parquet", "-bounds.parquet", 1)
+	if err := f.store.PutIfAbsent(ctx, inBounds, data); err != nil {
+		t.Fatal(err)
+	}
+	f.svc.db.Exec(t, fmt.Sprintf("INSERT INTO %s.%s VALUES (%d, '%s', 1, 1, 1, 1, 1, NOW(3))", f.dbName, FilesTable, f.convs[0], inBounds))
+	f.advance(25 * time.Hour)
+	f.run(a)
+	if left := objects(""); !left[stray] || !left[inBounds] {
+		t.Fatal("an unnamed file was deleted before orphanAfter")
+	}
+	f.advance(3 * 25 * time.Hour)
+	f.run(a)
+	left = objects("")
+	if left[stray] || left[metaKey(stray)] || !left[inBounds] || f.status()["unnamed_files"] != "1" {
+		t.Fatalf("after orphanAfter: stray kept %v (its catalog object %v), the file the read bounds name kept %v, unnamed %q; want false, false, true, 1",
+			left[stray], left[metaKey(stray)], left[inBounds], f.status()["unnamed_files"])
+	}
 }
 
 // testErase: archived rows deleted through Convoy (tombstones, erased

@@ -209,7 +209,8 @@ func (s *latencyStore) Size(ctx context.Context, key string) (int64, error) {
 
 // BenchmarkCompactedSparsePage (issue 25): a 20-message scroll-up page of
 // a conversation with one message a day, read through the shard
-// database's read bounds from a store that adds 30 ms to every request,
+// database's read bounds from a store that adds 30 ms to every request
+// (a directory, and the S3 server process on loopback),
 // with the archive as the archiver writes it (one file a day, 31 busier
 // conversations in each) and after its compaction merged the month into
 // one file. cold-footer uses a new Reader per page (every file's footer
@@ -219,81 +220,85 @@ func (s *latencyStore) Size(ctx context.Context, key string) (int64, error) {
 func BenchmarkCompactedSparsePage(b *testing.B) {
 	const days, delay = 30, 30 * time.Millisecond
 	s := startServices(b)
-	f := newEmptyFixture(b, s, "file")
-	fillRandom(b, f, 31, 3*days, 8*time.Hour, time.Hour, rand.New(rand.NewPCG(5, 6)))
-	sparse := keysOfShard(router.Shard(f.shard), 1, 900_000)[0]
-	var sb strings.Builder
-	for d := uint64(1); d <= days; d++ {
-		at := dataStart.Add(time.Duration(d-1) * 24 * time.Hour).Add(12 * time.Hour).Format("2006-01-02 15:04:05.000")
-		fmt.Fprintf(&sb, "INSERT INTO %s.conv_msg_0000 VALUES (%d,%d,%d,7001,1,'%s');\n", f.dbName, sparse, d, sparse*1000+d, at)
-		fmt.Fprintf(&sb, "INSERT INTO %s.msg_content_0000 VALUES (%d,%d,7001,1,'hello there','%s');\n", f.dbName, sparse*1000+d, sparse, at)
-	}
-	f.svc.db.Exec(b, sb.String())
-	a := f.archiver(func(c *Config) {
-		c.PartRows, c.DeleteAfter, c.CompactBelow, c.Log = 20000, time.Hour, -1, zap.NewNop()
-	})
-	f.run(a)
-	f.advance(2 * time.Hour)
-	f.run(a)
-	ctx := context.Background()
-	store := &latencyStore{Store: f.store, delay: delay}
-	pages := func(b *testing.B, mode string) {
-		opt := cold.ReaderOptions{}
-		r := cold.NewReader(store, f.readCatalog(nil), opt)
-		if mode == "warm" {
-			if _, err := r.Before(ctx, sparse, days+1, days); err != nil {
-				b.Fatal(err)
+	for _, kind := range []string{"file", "s3"} {
+		b.Run(kind, func(b *testing.B) {
+			f := newEmptyFixture(b, s, kind)
+			fillRandom(b, f, 31, 3*days, 8*time.Hour, time.Hour, rand.New(rand.NewPCG(5, 6)))
+			sparse := keysOfShard(router.Shard(f.shard), 1, 900_000)[0]
+			var sb strings.Builder
+			for d := uint64(1); d <= days; d++ {
+				at := dataStart.Add(time.Duration(d-1) * 24 * time.Hour).Add(12 * time.Hour).Format("2006-01-02 15:04:05.000")
+				fmt.Fprintf(&sb, "INSERT INTO %s.conv_msg_0000 VALUES (%d,%d,%d,7001,1,'%s');\n", f.dbName, sparse, d, sparse*1000+d, at)
+				fmt.Fprintf(&sb, "INSERT INTO %s.msg_content_0000 VALUES (%d,%d,7001,1,'hello there','%s');\n", f.dbName, sparse*1000+d, sparse, at)
 			}
-		}
-		store.reads.Store(0)
-		lat := make([]time.Duration, 0, b.N)
-		b.ResetTimer()
-		for range b.N {
-			if mode == "cold-footer" {
-				r = cold.NewReader(store, f.readCatalog(nil), opt)
+			f.svc.db.Exec(b, sb.String())
+			a := f.archiver(func(c *Config) {
+				c.PartRows, c.DeleteAfter, c.CompactBelow, c.Log = 20000, time.Hour, -1, zap.NewNop()
+			})
+			f.run(a)
+			f.advance(2 * time.Hour)
+			f.run(a)
+			ctx := context.Background()
+			store := &latencyStore{Store: f.store, delay: delay}
+			pages := func(b *testing.B, mode string) {
+				opt := cold.ReaderOptions{}
+				r := cold.NewReader(store, f.readCatalog(nil), opt)
+				if mode == "warm" {
+					if _, err := r.Before(ctx, sparse, days+1, days); err != nil {
+						b.Fatal(err)
+					}
+				}
+				store.reads.Store(0)
+				lat := make([]time.Duration, 0, b.N)
+				b.ResetTimer()
+				for range b.N {
+					if mode == "cold-footer" {
+						r = cold.NewReader(store, f.readCatalog(nil), opt)
+					}
+					start := time.Now()
+					p, err := r.Before(ctx, sparse, days+1, 20)
+					lat = append(lat, time.Since(start))
+					if err != nil || len(p.Rows) != 20 || p.Rows[0].Seq != days || p.Rows[19].Seq != days-19 {
+						b.Fatalf("page: %v, %d rows", err, len(p.Rows))
+					}
+				}
+				b.StopTimer()
+				slices.Sort(lat)
+				b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "p50-ms")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "p99-ms")
+				b.ReportMetric(float64(store.reads.Load())/float64(b.N), "reads/page")
 			}
-			start := time.Now()
-			p, err := r.Before(ctx, sparse, days+1, 20)
-			lat = append(lat, time.Since(start))
-			if err != nil || len(p.Rows) != 20 || p.Rows[0].Seq != days || p.Rows[19].Seq != days-19 {
-				b.Fatalf("page: %v, %d rows", err, len(p.Rows))
+			files := func() int {
+				n := 0
+				for _, r := range f.records() {
+					if r.Kind == kindHistory && r.State != StateSuperseded {
+						n++
+					}
+				}
+				return n
 			}
-		}
-		b.StopTimer()
-		slices.Sort(lat)
-		b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "p50-ms")
-		b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "p99-ms")
-		b.ReportMetric(float64(store.reads.Load())/float64(b.N), "reads/page")
-	}
-	files := func() int {
-		n := 0
-		for _, r := range f.records() {
-			if r.Kind == kindHistory && r.State != StateSuperseded {
-				n++
+			daily := files()
+			for _, mode := range []string{"cold-footer", "warm"} {
+				b.Run("daily/"+mode, func(b *testing.B) {
+					pages(b, mode)
+					b.ReportMetric(float64(daily), "files")
+				})
 			}
-		}
-		return n
-	}
-	daily := files()
-	for _, mode := range []string{"cold-footer", "warm"} {
-		b.Run("daily/"+mode, func(b *testing.B) {
-			pages(b, mode)
-			b.ReportMetric(float64(daily), "files")
-		})
-	}
-	c := f.archiver(func(c *Config) {
-		c.PartRows, c.CompactBelow, c.DeleteAfter, c.Log = DefaultPartRows, 0, time.Hour, zap.NewNop()
-	})
-	f.advance(time.Hour)
-	f.run(c)
-	compacted := files()
-	if compacted >= daily {
-		b.Fatalf("%d files after compaction, %d before", compacted, daily)
-	}
-	for _, mode := range []string{"cold-footer", "warm"} {
-		b.Run("compacted/"+mode, func(b *testing.B) {
-			pages(b, mode)
-			b.ReportMetric(float64(compacted), "files")
+			c := f.archiver(func(c *Config) {
+				c.PartRows, c.CompactBelow, c.DeleteAfter, c.Log = DefaultPartRows, 0, time.Hour, zap.NewNop()
+			})
+			f.advance(time.Hour)
+			f.run(c)
+			compacted := files()
+			if compacted >= daily {
+				b.Fatalf("%d files after compaction, %d before", compacted, daily)
+			}
+			for _, mode := range []string{"cold-footer", "warm"} {
+				b.Run("compacted/"+mode, func(b *testing.B) {
+					pages(b, mode)
+					b.ReportMetric(float64(compacted), "files")
+				})
+			}
 		})
 	}
 }

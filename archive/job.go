@@ -238,6 +238,9 @@ type state struct {
 	// catalog object that the catalog did not name then.
 	SweptAt time.Time `json:"swept_at,omitzero"`
 	Unnamed int       `json:"unnamed,omitempty"`
+	// UnnamedSince: when each file the catalog does not name was first
+	// seen so (orphanAfter later it is deleted).
+	UnnamedSince map[string]time.Time `json:"unnamed_since,omitempty"`
 	// Erase step (erase.go): rows rewritten out of files so far, and the
 	// tombstones and erasures still waiting for it at the last run, the
 	// oldest one's time.

@@ -15,15 +15,22 @@ import (
 // objectSweepEvery is how often a shard's objects are swept.
 const objectSweepEvery = 24 * time.Hour
 
+// orphanAfter is how long a file no catalog and no read bound names is
+// kept before the sweep deletes it (Iceberg's remove_orphan_files waits
+// three days too): time for `convoy archive rebuild` after a lost
+// catalog.
+const orphanAfter = 72 * time.Hour
+
 // sweep removes from the store what the shard's catalog will never read:
 // the objects crashed attempts stored that the job record lists as
 // orphans (a part whose rows changed before it was catalogued, and its
 // catalog object), and catalog manifest versions older than the one
 // before the current (a crashed write's, or one putRecords could not
-// delete). It never deletes a file whose catalog object exists but that
-// the catalog does not name: a catalog lost with etcd leaves such files,
-// and `convoy archive rebuild` names them again; they are counted
-// (SHOW ARCHIVE's unnamed_files) and logged instead. At most once a day
+// delete). A file the catalog does not name is counted (SHOW ARCHIVE's
+// unnamed_files) and logged: a catalog lost with etcd leaves such files,
+// and `convoy archive rebuild` names them again. It is deleted once it has
+// been seen unnamed for orphanAfter, unless the shard database's read
+// bounds name it (reads use it: never deleted). At most once a day
 // per shard, at the end of a run.
 func (u *run) sweep(ctx context.Context) error {
 	now := u.a.cfg.Now()
@@ -46,8 +53,7 @@ func (u *run) sweep(ctx context.Context) error {
 	if u.a.cfg.Prefix != "" {
 		prefix = u.a.cfg.Prefix + "/" + prefix
 	}
-	var drop []string
-	unnamed := 0
+	var drop, stray []string
 	sctx, cancel := u.storeCtx(ctx)
 	defer cancel()
 	err = u.a.cfg.Store.List(sctx, prefix, func(k string) error {
@@ -61,13 +67,39 @@ func (u *run) sweep(ctx context.Context) error {
 		case orphan[k]:
 			drop = append(drop, k)
 		case strings.HasSuffix(k, ".parquet"):
-			unnamed++
+			stray = append(stray, k)
 		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("archive: sweep: %w", err)
 	}
+	// Files the catalog does not name: kept while the read bounds name
+	// them (reads use them; `convoy archive rebuild` names them again) or
+	// they were first seen less than orphanAfter ago; else deleted with
+	// their catalog objects.
+	seen := map[string]time.Time{}
+	unnamed := 0
+	for _, k := range stray {
+		inBounds, err := u.src.namesFile(k)
+		if err != nil {
+			return err
+		}
+		first, ok := u.st.UnnamedSince[k]
+		if !ok {
+			first = now
+		}
+		switch {
+		case inBounds:
+			unnamed++
+		case now.Sub(first) >= orphanAfter:
+			drop = append(drop, k, metaKey(k))
+		default:
+			seen[k] = first
+			unnamed++
+		}
+	}
+	u.st.UnnamedSince = seen
 	for _, k := range drop {
 		if err := u.a.cfg.Store.Delete(sctx, k); err != nil {
 			return fmt.Errorf("archive: sweep: %w", err)
