@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -71,10 +72,39 @@ func mariadbShareLock(text string) string {
 	return applyEdits(text, edits)
 }
 
+// lockInShareWait matches MariaDB's LOCK IN SHARE MODE WAIT n, which the
+// parser does not know.
+var lockInShareWait = regexp.MustCompile(`(?is)\bLOCK\s+IN\s+SHARE\s+MODE\s+WAIT\s+(\d+)\b`)
+
+// LockWaitAsSetStatement reads a statement with LOCK IN SHARE MODE WAIT n
+// as what it means, SET STATEMENT lock_wait_timeout = n,
+// innodb_lock_wait_timeout = n FOR the statement without WAIT n (false:
+// sql has none, or more than one). (FOR UPDATE WAIT n and NOWAIT the
+// parser knows.)
+func LockWaitAsSetStatement(sql string) (string, bool) {
+	m := lockInShareWait.FindAllStringSubmatchIndex(sql, -1)
+	if len(m) != 1 || !slices.Contains(WordOffsets(sql, "LOCK"), m[0][0]) {
+		return "", false // (none, several, or in a quoted string)
+	}
+	n := sql[m[0][2]:m[0][3]]
+	wait := WordOffsets(sql[m[0][0]:m[0][1]], "WAIT")
+	if len(wait) == 0 {
+		return "", false
+	}
+	stripped := sql[:m[0][0]+wait[0]] + sql[m[0][1]:]
+	return fmt.Sprintf("SET STATEMENT lock_wait_timeout = %s, innodb_lock_wait_timeout = %s FOR %s", n, n, strings.TrimSpace(stripped)), true
+}
+
+// fetchRows matches the standard's OFFSET n ROWS FETCH {FIRST | NEXT} m
+// ROWS ONLY (and FETCH NEXT m ROWS ONLY), which the parser knows only as
+// FETCH FIRST m ROWS ONLY without an offset.
+var fetchRows = regexp.MustCompile(`(?is)(?:\bOFFSET\s+(\d+|\?)\s+ROWS?\s+)?\bFETCH\s+(?:FIRST|NEXT)\s+(\d+|\?)\s+ROWS?\s+ONLY\b`)
+
 // MariaDBSpellings rewrites MariaDB-only spellings the parser does not
 // know into equivalents it does: LOCK IN SHARE MODE followed by NOWAIT or
 // SKIP LOCKED becomes FOR SHARE (printed back as MariaDB's LOCK IN SHARE
-// MODE, see Restore), and VALUE(col), MariaDB's synonym of VALUES(col) in
+// MODE, see Restore), OFFSET n ROWS FETCH {FIRST | NEXT} m ROWS ONLY
+// becomes LIMIT n, m, and VALUE(col), MariaDB's synonym of VALUES(col) in
 // ON DUPLICATE KEY UPDATE, becomes VALUES(col). false: nothing to rewrite.
 // For a text the parser refused only.
 func MariaDBSpellings(text string) (string, bool) {
@@ -87,6 +117,19 @@ func MariaDBSpellings(text string) (string, bool) {
 				edits = append(edits, edit{at, mode[0] + len("MODE"), "FOR SHARE"})
 			}
 		}
+	}
+	// OFFSET n ROWS FETCH NEXT m ROWS ONLY is LIMIT n, m (the offset
+	// first, as in the text: placeholders keep their order).
+	fetches := WordOffsets(text, "FETCH")
+	for _, m := range fetchRows.FindAllStringSubmatchIndex(text, -1) {
+		if at := strings.LastIndex(strings.ToUpper(text[m[0]:m[1]]), "FETCH"); !slices.Contains(fetches, m[0]+at) {
+			continue // in a quoted string
+		}
+		limit := "LIMIT " + text[m[4]:m[5]]
+		if m[2] >= 0 {
+			limit = "LIMIT " + text[m[2]:m[3]] + ", " + text[m[4]:m[5]]
+		}
+		edits = append(edits, edit{m[0], m[1] - m[0], limit})
 	}
 	for _, at := range WordOffsets(text, "VALUE") {
 		if after := strings.TrimLeft(text[at+len("VALUE"):], " \t\r\n"); strings.HasPrefix(after, "(") {

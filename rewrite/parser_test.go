@@ -116,6 +116,9 @@ func TestMariaDBSpellings(t *testing.T) {
 		{"SELECT a FROM t lock  in share\nmode skip locked", "SELECT `a` FROM `t` LOCK IN SHARE MODE SKIP LOCKED"},
 		{"INSERT INTO t (a, b) VALUES (1, 'value(') ON DUPLICATE KEY UPDATE b = VALUE (b), a = VALUE(a) + 1",
 			"INSERT INTO `t` (`a`,`b`) VALUES (1,'value(') ON DUPLICATE KEY UPDATE `b`=VALUES(`b`),`a`=VALUES(`a`)+1"},
+		{"SELECT a FROM t ORDER BY a OFFSET 2 ROWS FETCH NEXT 3 ROWS ONLY", "SELECT `a` FROM `t` ORDER BY `a` LIMIT 2,3"},
+		{"SELECT a FROM t ORDER BY a offset ? row fetch first ? row only", "SELECT `a` FROM `t` ORDER BY `a` LIMIT ?,?"},
+		{"SELECT a FROM t ORDER BY a FETCH NEXT 4 ROWS ONLY", "SELECT `a` FROM `t` ORDER BY `a` LIMIT 4"},
 	} {
 		alt, ok := MariaDBSpellings(c.in)
 		if !ok {
@@ -129,8 +132,42 @@ func TestMariaDBSpellings(t *testing.T) {
 			t.Errorf("%s\n got %s (%v)\nwant %s", c.in, got, err, c.want)
 		}
 	}
-	if _, ok := MariaDBSpellings("SELECT 'LOCK IN SHARE MODE NOWAIT', `value`(1)"); ok {
+	if _, ok := MariaDBSpellings("SELECT 'LOCK IN SHARE MODE NOWAIT', `value`(1), 'OFFSET 1 ROWS FETCH NEXT 2 ROWS ONLY'"); ok {
 		t.Errorf("quoted words rewritten")
+	}
+}
+
+func TestLockWaitAsSetStatement(t *testing.T) {
+	got, ok := LockWaitAsSetStatement("SELECT a FROM t WHERE b = ? lock in share mode\nWAIT 7")
+	if want := "SET STATEMENT lock_wait_timeout = 7, innodb_lock_wait_timeout = 7 FOR SELECT a FROM t WHERE b = ? lock in share mode"; !ok || got != want {
+		t.Fatalf("got %q, %v\nwant %q", got, ok, want)
+	}
+	for _, sql := range []string{
+		"SELECT 'LOCK IN SHARE MODE WAIT 7' FROM t",
+		"SELECT a FROM t LOCK IN SHARE MODE",
+		"SELECT a FROM t LOCK IN SHARE MODE WAIT 1 UNION SELECT a FROM u LOCK IN SHARE MODE WAIT 2",
+	} {
+		if got, ok := LockWaitAsSetStatement(sql); ok {
+			t.Errorf("%s: rewritten as %s", sql, got)
+		}
+	}
+}
+
+func TestUnparsedShardedReason(t *testing.T) {
+	for sql, want := range map[string]string{
+		"SELECT * FROM conv_msg WHERE conv_id = 1 ORDER BY seq FETCH FIRST 5 ROWS WITH TIES": "WITH TIES",
+		"SELECT * FROM conv_msg WHERE conv_id = 1 LIMIT 5 ROWS EXAMINED 100":                 "ROWS EXAMINED",
+		"ANALYZE TABLE conv_msg PERSISTENT FOR ALL":                                          "PERSISTENT FOR",
+		"SELECT COUNT(*) FROM conv_msg FOR SYSTEM_TIME ALL":                                  "SYSTEM_TIME",
+		"SELECT * FROM conv_msg WHERE conv_id IN (VALUES (1), (2))":                          "table value constructor",
+		"SELECT * FROM vt FETCH FIRST 5 ROWS WITH TIES":                                      "", // not sharded: MariaDB reads it
+		"SELECT * FORM conv_msg WHERE conv_id = 1":                                           "", // a typo: 1064
+		"SELECT 'WITH TIES' FROM conv_msg WHERE conv_id = 1 ORDER BY":                        "",
+	} {
+		got := UnparsedShardedReason(sql)
+		if want == "" && got != "" || want != "" && (!strings.Contains(got, want) || !strings.Contains(got, "conv_msg")) {
+			t.Errorf("%s: %q, want one naming %q", sql, got, want)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -468,4 +469,55 @@ func ClassifyUnparsed(sql string) *Routine {
 		}
 	}
 	return r
+}
+
+// unparsedConstructs are MariaDB clauses the parser does not know, as word
+// sequences, with what they do: on a sharded table Convoy refuses them
+// with the reason (1235), not a syntax error, since MariaDB reads them.
+var unparsedConstructs = []struct {
+	words []string
+	what  string
+}{
+	{[]string{"WITH", "TIES"}, "FETCH ... WITH TIES (the rows tied with the last one across shards)"},
+	{[]string{"ROWS", "EXAMINED"}, "LIMIT ... ROWS EXAMINED (a bound on the rows each server examines, not the statement's)"},
+	{[]string{"PERSISTENT", "FOR"}, "ANALYZE ... PERSISTENT FOR (engine-independent statistics of one server's table)"},
+	{[]string{"FOR", "SYSTEM_TIME"}, "FOR SYSTEM_TIME (system-versioned history)"},
+	{[]string{"(", "VALUES"}, "a table value constructor (VALUES (...), (...))"},
+}
+
+// UnparsedShardedReason explains why a statement the parser refused,
+// which names a sharded table, is refused through Convoy: a MariaDB
+// clause it recognises (unparsedConstructs), "" when it recognises none
+// (a typo: the parser's 1064 stands).
+func UnparsedShardedReason(sql string) string {
+	sc := scanner{s: sql}
+	var words []string
+	table := ""
+	for t := sc.next(); t.kind != tokEnd; t = sc.next() {
+		switch {
+		case t.kind == tokWord || t.kind == tokQuoted:
+			if _, sharded := router.ShardKeyColumn(t.text); sharded && table == "" {
+				table = t.text
+			}
+			words = append(words, strings.ToUpper(t.text))
+		case t.isPunct('('):
+			words = append(words, "(")
+		default:
+			words = append(words, "")
+		}
+	}
+	if table == "" {
+		return ""
+	}
+	if len(words) > 0 && words[0] == "VALUES" {
+		words = append([]string{"("}, words...) // a statement that is a table value constructor
+	}
+	for _, c := range unparsedConstructs {
+		for i := 0; i+len(c.words) <= len(words); i++ {
+			if slices.Equal(words[i:i+len(c.words)], c.words) {
+				return fmt.Sprintf("%s is not supported on sharded table %s through Convoy (MariaDB syntax Convoy cannot route); rewrite the statement without it", c.what, table)
+			}
+		}
+	}
+	return ""
 }

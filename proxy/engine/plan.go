@@ -256,6 +256,9 @@ func (s *Session) plan(sql string) (*plan, error) {
 		if pl, ok, err := s.planSetStatement(sql); ok {
 			return pl, err
 		}
+		if alt, ok := rewrite.LockWaitAsSetStatement(sql); ok {
+			return s.plan(alt)
+		}
 		if a, ok, aerr := rewrite.AnalyzeMaintenance(s.parser, sql); ok {
 			if aerr != nil {
 				return nil, classify(aerr)
@@ -287,6 +290,9 @@ func (s *Session) plan(sql string) (*plan, error) {
 		// MariaDB reads it (rewrite.ClassifyUnparsed).
 		if r := rewrite.ClassifyUnparsed(sql); r != nil {
 			return &plan{sql: sql, a: &rewrite.Analysis{Kind: rewrite.KindOther, ParamCount: r.Params}, routine: r}, nil
+		}
+		if why := rewrite.UnparsedShardedReason(sql); why != "" {
+			return nil, errorf(CodeNotSupported, "%s", why)
 		}
 		return nil, classify(err)
 	}
