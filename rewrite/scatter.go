@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -87,6 +88,23 @@ type Scatter struct {
 	Count     int64         // -1: no LIMIT
 	Limit     *ScatterLimit `json:",omitempty"` // LIMIT / OFFSET placeholders
 	Hidden    int           // trailing helper columns the client must not see
+	// Exprs are result columns computed over merged aggregates (MAX(seq)
+	// - MIN(seq), COUNT(*) > 0): a shard cannot compute them from its part.
+	Exprs []ScatterExpr `json:",omitempty"`
+}
+
+// ScatterExpr is result column Out (0-based), an expression over
+// aggregates, and the columns of its group: each shard returns the
+// operands as hidden columns Args (merged like any aggregate or group
+// column), and the merged values are put into Template in place of
+// `__cvy_x<i>` for Args[i] (i counts over every ScatterExpr) and
+// evaluated by a server, so the value and its type are MariaDB's own.
+type ScatterExpr struct {
+	Out      int
+	Name     string   // the column's name: the alias, or the expression as written
+	Template string   // the expression with its operands as `__cvy_x<i>`
+	Args     []string // hidden operand columns
+	First    int      // index of Args[0] among all ScatterExprs' operands
 }
 
 const hiddenPrefix = "__cvy_"
@@ -101,8 +119,12 @@ const hiddenPrefix = "__cvy_"
 // and is removed when they are. Placeholders in LIMIT are bound at EXECUTE
 // (BindLimit): the shards' LIMIT becomes one placeholder of its own.
 //
-// Refused (clear *UnsupportedError): UNION, subqueries, aggregates inside
-// expressions, SELECT * with aggregates, WITH ROLLUP, DISTINCT forms of
+// An expression over aggregates (MAX(seq) - MIN(seq), COUNT(*) > 0) gets
+// its operands as hidden columns and is evaluated after the merge
+// (ScatterExpr).
+//
+// Refused (clear *UnsupportedError): UNION, subqueries, ORDER BY / HAVING
+// on expressions over aggregates, SELECT * with aggregates, WITH ROLLUP, DISTINCT forms of
 // aggregates other than COUNT, SUM, AVG, MIN and MAX, HAVING that is not
 // an AND of `operand op literal`.
 func PlanScatter(a *Analysis) (*Scatter, error) {
@@ -127,6 +149,7 @@ func PlanScatter(a *Analysis) (*Scatter, error) {
 	visible := sel.Fields.Fields
 	fields := visible
 	var aggs, hiddenAggs []AggFunc
+	exprArgs := 0 // operands of Exprs so far
 	// hidden appends a helper column the client does not see.
 	hidden := func(name string, e ast.ExprNode, kind AggFunc) string {
 		name = hiddenPrefix + name
@@ -184,7 +207,27 @@ func PlanScatter(a *Analysis) (*Scatter, error) {
 		agg, isAgg := f.Expr.(*ast.AggregateFuncExpr)
 		if !isAgg {
 			if containsAggregate(f.Expr) {
-				return nil, unsupported("an aggregate inside an expression (%s) cannot be merged across shards; select the aggregate itself", f.Text())
+				x, err := planScatterExpr(f, i, exprArgs, func(tag string, e ast.ExprNode) (string, error) {
+					agg, isAgg := e.(*ast.AggregateFuncExpr)
+					switch {
+					case !isAgg:
+						return hidden(tag, e, AggNone), nil // a group column
+					case strings.EqualFold(agg.F, ast.AggFuncAvg) && !agg.Distinct:
+						// Merged like a result column's AVG, into a hidden one.
+						out := hidden(tag, agg, AggNone)
+						sumName := hidden(tag+"s", &ast.AggregateFuncExpr{F: ast.AggFuncSum, Args: agg.Args}, AggSum)
+						countName := hidden(tag+"n", &ast.AggregateFuncExpr{F: ast.AggFuncCount, Args: agg.Args}, AggCount)
+						sc.Avgs = append(sc.Avgs, ScatterAvg{Out: len(fields) - 3, SumName: sumName, CountName: countName})
+						return out, nil
+					}
+					return hiddenAgg(tag, agg)
+				})
+				if err != nil {
+					return nil, err
+				}
+				exprArgs += len(x.Args)
+				sc.Exprs = append(sc.Exprs, x)
+				grouped = true
 			}
 			aggs = append(aggs, AggNone)
 			continue
@@ -268,6 +311,22 @@ func PlanScatter(a *Analysis) (*Scatter, error) {
 			sc.Having = append(sc.Having, cond)
 		}
 		sel.Having = nil
+	}
+	// The merge sorts and filters before Exprs are evaluated.
+	isExpr := func(index int, name string) bool {
+		return slices.ContainsFunc(sc.Exprs, func(x ScatterExpr) bool {
+			return index > 0 && x.Out == index-1 || name != "" && strings.EqualFold(x.Name, name)
+		})
+	}
+	for _, k := range sc.OrderBy {
+		if isExpr(k.Index, k.Name) {
+			return nil, unsupported("ORDER BY an expression over aggregates cannot be merged across shards")
+		}
+	}
+	for _, c := range sc.Having {
+		if isExpr(c.index, c.Name) {
+			return nil, unsupported("HAVING on an expression over aggregates cannot be merged across shards")
+		}
 	}
 	if len(shardGroup) > 0 {
 		if sel.GroupBy == nil {
@@ -639,3 +698,81 @@ func (v *subqueryFinder) Enter(n ast.Node) (ast.Node, bool) {
 }
 
 func (v *subqueryFinder) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+// planScatterExpr plans result column out, an expression over aggregates:
+// its operands (each aggregate, and each column outside them, which must
+// then be a group column) become hidden columns through operand, the
+// shards' column becomes NULL under the column's name, and the expression
+// becomes a template over `__cvy_x<first+i>`. Refused: an operand that
+// cannot be merged (operand's refusals, window functions), and what a
+// server evaluating the template later could not see (placeholders,
+// variables).
+func planScatterExpr(f *ast.SelectField, out, first int, operand func(tag string, e ast.ExprNode) (string, error)) (ScatterExpr, error) {
+	x := ScatterExpr{Out: out, Name: f.AsName.O, First: first}
+	if x.Name == "" {
+		x.Name = strings.TrimSpace(f.Text())
+	}
+	v := &exprOperands{next: first}
+	f.Expr.Accept(v)
+	if v.err != nil {
+		return x, v.err
+	}
+	for k, op := range v.ops {
+		name, err := operand("x"+strconv.Itoa(first+k), op)
+		if err != nil {
+			return x, err
+		}
+		x.Args = append(x.Args, name)
+	}
+	tmpl, err := Restore(v.rewritten)
+	if err != nil {
+		return x, err
+	}
+	x.Template = tmpl
+	f.Expr = ast.NewValueExpr(nil, "", "")
+	f.AsName = ast.NewCIStr(x.Name)
+	return x, nil
+}
+
+// exprOperands collects an expression's operands for planScatterExpr and
+// rewrites it with each replaced by `__cvy_x<n>`.
+type exprOperands struct {
+	next      int
+	ops       []ast.ExprNode
+	rewritten ast.ExprNode
+	depth     int
+	err       error
+}
+
+func (v *exprOperands) Enter(n ast.Node) (ast.Node, bool) {
+	v.depth++
+	switch x := n.(type) {
+	case *ast.AggregateFuncExpr, *ast.ColumnNameExpr:
+		return n, true // an operand: its insides are the shards'
+	case *ast.WindowFuncExpr:
+		v.err = unsupported("a window function cannot be merged across shards")
+	case *test_driver.ParamMarkerExpr:
+		v.err = unsupported("a placeholder inside an expression over aggregates is not supported across shards; compare the selected aggregate in the application")
+	case *ast.VariableExpr:
+		v.err = unsupported("a variable inside an expression over aggregates is not supported across shards")
+	case *ast.DefaultExpr, *ast.ValuesExpr:
+		v.err = unsupported("%T inside an expression over aggregates is not supported across shards", x)
+	}
+	return n, v.err != nil
+}
+
+func (v *exprOperands) Leave(n ast.Node) (ast.Node, bool) {
+	v.depth--
+	var out ast.Node = n
+	switch n.(type) {
+	case *ast.AggregateFuncExpr, *ast.ColumnNameExpr:
+		v.ops = append(v.ops, n.(ast.ExprNode))
+		name := "__cvy_x" + strconv.Itoa(v.next)
+		v.next++
+		out = &ast.ColumnNameExpr{Name: &ast.ColumnName{Name: ast.NewCIStr(name)}}
+	}
+	if v.depth == 0 {
+		v.rewritten = out.(ast.ExprNode)
+	}
+	return out, v.err == nil
+}

@@ -158,6 +158,9 @@ func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bo
 		return nil, err
 	}
 	spec.Offset, spec.Limit = offset, count
+	if len(spec.Exprs) > 0 {
+		spec.Eval = s.evalOverAggregates(sp.sc.Exprs, binary)
+	}
 	out, err := merge.Merge(results, spec)
 	if err != nil {
 		if errors.Is(err, merge.ErrUnsupported) {
@@ -255,6 +258,17 @@ func mergeSpec(sc *rewrite.Scatter, fields []*mysql.Field, binary bool, maxRows 
 		}
 		// The shards' own AVG column carries the scale MySQL shows.
 		spec.Avgs = append(spec.Avgs, merge.Avg{Out: a.Out, Sum: sum, Count: n, Scale: int(fields[a.Out].Decimal)})
+	}
+	for _, x := range sc.Exprs {
+		e := merge.Expr{Out: x.Out}
+		for _, name := range x.Args {
+			i, err := col(rewrite.ScatterKey{Name: name})
+			if err != nil {
+				return spec, err
+			}
+			e.Args = append(e.Args, i)
+		}
+		spec.Exprs = append(spec.Exprs, e)
 	}
 	for _, d := range sc.Distincts {
 		out, err := col(d.Out)

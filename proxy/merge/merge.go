@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 )
@@ -113,12 +114,33 @@ type Spec struct {
 	// Visible is the number of leading columns the client sees; the hidden
 	// helper columns after them are dropped (Fields too). 0 = all.
 	Visible int
+	// Exprs are result columns computed from merged operand columns by
+	// Eval, after the rows are grouped, filtered, ordered and cut to
+	// LIMIT (none may be sorted or filtered on).
+	Exprs []Expr
+	Eval  EvalFunc
 	// MaxRows caps the rows held at once: the input rows of all shards plus
 	// the groups / distinct rows Merge builds (the distinct values of
 	// DistinctAggs come one per input row and are bounded by the inputs).
 	// <= 0: no cap.
 	MaxRows int
 }
+
+// Expr is a result column (Out) an expression over aggregates computes
+// from its operands: the Args columns (hidden), as merged.
+type Expr struct {
+	Out  int
+	Args []int
+}
+
+// EvalFunc evaluates Spec.Exprs: rows[r] holds merged row r's operand
+// values (every Expr's Args, in Expr order), fields their columns. It
+// returns one row per input row (none: the fields alone), one column per
+// Expr, in the Spec's protocol.
+type EvalFunc func(fields []*mysql.Field, rows [][]mysql.FieldValue) (*mysql.Result, error)
+
+// evalBatch is how many rows one EvalFunc call evaluates.
+const evalBatch = 500
 
 var (
 	// ErrTooManyRows: the inputs plus the rows Merge would have to hold
@@ -180,11 +202,78 @@ func Merge(parts []*mysql.Result, spec Spec) (*mysql.Result, error) {
 	default:
 		err = p.stream(parts, w)
 	}
+	if err == nil {
+		err = w.evalExprs()
+	}
 	if err != nil {
 		return nil, err
 	}
 	out.AffectedRows = uint64(len(out.RowDatas))
 	return out, nil
+}
+
+// evalExprs computes the Exprs of the rows held back (pending), evalBatch
+// at a time, and writes them with the evaluated columns and their
+// metadata.
+func (w *writer) evalExprs() error {
+	p := w.p
+	if len(p.Exprs) == 0 {
+		return nil
+	}
+	var argCols []int
+	for _, x := range p.Exprs {
+		argCols = append(argCols, x.Args...)
+	}
+	argFields := make([]*mysql.Field, len(argCols))
+	for i, c := range argCols {
+		argFields[i] = p.fields[c]
+	}
+	outFields := slices.Clone(p.fields[:p.visible])
+	for start := 0; start == 0 || start < len(w.pending); start += evalBatch {
+		batch := w.pending[start:min(start+evalBatch, len(w.pending))]
+		rows := make([][]mysql.FieldValue, len(batch))
+		for r, cells := range batch {
+			rows[r] = make([]mysql.FieldValue, len(argCols))
+			for i, c := range argCols {
+				v, err := fieldValue(p.fields[c], p.Binary, cells[c])
+				if err != nil {
+					return err
+				}
+				rows[r][i] = v
+			}
+		}
+		res, err := p.Eval(argFields, rows)
+		if err != nil {
+			return err
+		}
+		if res == nil || res.Resultset == nil || len(res.Fields) != len(p.Exprs) || len(res.RowDatas) != len(batch) {
+			return fmt.Errorf("%w: an expression over aggregates evaluated to another shape than asked", ErrMalformed)
+		}
+		for k, x := range p.Exprs {
+			outFields[x.Out] = res.Fields[k]
+		}
+		evaluated := make([]cell, len(p.Exprs))
+		for r, cells := range batch {
+			if err := decodeRow(res.RowDatas[r], res.Fields, p.Binary, evaluated); err != nil {
+				return err
+			}
+			for k, x := range p.Exprs {
+				cells[x.Out] = evaluated[k]
+			}
+			row := make([]mysql.FieldValue, p.visible)
+			for j := range row {
+				v, err := fieldValue(outFields[j], p.Binary, cells[j])
+				if err != nil {
+					return err
+				}
+				row[j] = v
+			}
+			w.out.RowDatas = append(w.out.RowDatas, appendRow(nil, outFields, cells[:p.visible], p.Binary))
+			w.out.Values = append(w.out.Values, row)
+		}
+	}
+	w.out.Fields = outFields
+	return nil
 }
 
 func newPlan(parts []*mysql.Result, spec Spec) (*plan, error) {
@@ -287,6 +376,16 @@ func newPlan(parts []*mysql.Result, spec Spec) (*plan, error) {
 	if err := p.checkDistinctAggs(); err != nil {
 		return nil, err
 	}
+	for _, x := range spec.Exprs {
+		if x.Out < 0 || x.Out >= p.visible || spec.Eval == nil {
+			return nil, bad("expression column", x.Out)
+		}
+		for _, c := range x.Args {
+			if c < 0 || c >= p.ncol {
+				return nil, bad("expression operand", c)
+			}
+		}
+	}
 	return p, nil
 }
 
@@ -368,11 +467,13 @@ type writer struct {
 	out     *mysql.Resultset
 	skipped int64
 	vals    []mysql.FieldValue // scratch for HAVING
+	// pending are the rows held back for Exprs (evalExprs).
+	pending [][]cell
 }
 
 // full reports that LIMIT rows have been written.
 func (w *writer) full() bool {
-	return w.p.Limit >= 0 && int64(len(w.out.RowDatas)) >= w.p.Limit
+	return w.p.Limit >= 0 && int64(len(w.out.RowDatas)+len(w.pending)) >= w.p.Limit
 }
 
 // add writes one row. raw is the original packet when the row is unchanged
@@ -404,6 +505,10 @@ func (w *writer) add(cells []cell, raw mysql.RowData, having bool) error {
 		return nil
 	}
 	if w.full() {
+		return nil
+	}
+	if len(p.Exprs) > 0 {
+		w.pending = append(w.pending, slices.Clone(cells))
 		return nil
 	}
 	row := make([]mysql.FieldValue, p.visible)

@@ -667,3 +667,61 @@ func textColumn(t *testing.T, row []byte, col int) []byte {
 	}
 	return cells[col].raw
 }
+
+// TestExprs: columns computed by Eval from merged operands come after
+// grouping, ORDER BY and LIMIT (Eval sees only the rows returned), in
+// both protocols, with Eval's column metadata; an Eval answering another
+// shape is an error.
+func TestExprs(t *testing.T) {
+	c := db(t)
+	for _, bin := range []bool{false, true} {
+		parts := shardResults(t, "SELECT g, NULL AS e, COUNT(*) AS n FROM {t} GROUP BY g", bin, nil)
+		var seen int
+		var evalField *mysql.Field
+		eval := func(fields []*mysql.Field, rows [][]mysql.FieldValue) (r *mysql.Result, err error) {
+			defer func() {
+				if err == nil {
+					evalField = r.Fields[0]
+				}
+			}()
+			seen += len(rows)
+			var sel []string
+			for _, r := range rows {
+				sel = append(sel, fmt.Sprintf("SELECT CAST(%d AS SIGNED) * 10 AS e", r[0].AsInt64()))
+			}
+			q := strings.Join(sel, " UNION ALL ")
+			if bin {
+				st, err := c.Prepare(q)
+				if err != nil {
+					return nil, err
+				}
+				defer st.Close()
+				return st.Execute()
+			}
+			return c.Execute(q)
+		}
+		spec := Spec{Binary: bin, GroupBy: []int{0}, Aggs: aggs(AggNone, AggNone, AggCount), Visible: 2,
+			OrderBy: []Order{{Col: 0}}, Offset: 1, Limit: 3, Exprs: []Expr{{Out: 1, Args: []int{2}}}, Eval: eval}
+		got, err := Merge(parts, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := run(t, "t_all", "SELECT g, COUNT(*) * 10 AS e FROM {t} GROUP BY g ORDER BY g LIMIT 1, 3", bin, nil)
+		var g, w []string
+		for i := range got.Values {
+			g = append(g, render(got.Values[i], false))
+		}
+		for i := range want.Values {
+			w = append(w, render(want.Values[i], false))
+		}
+		if fmt.Sprint(g) != fmt.Sprint(w) || seen != 3 || got.Fields[1] != evalField {
+			t.Fatalf("binary %v: %v (eval saw %d rows; Eval's column metadata kept: %v), want %v", bin, g, seen, got.Fields[1] == evalField, w)
+		}
+		spec.Eval = func(fields []*mysql.Field, rows [][]mysql.FieldValue) (*mysql.Result, error) {
+			return c.Execute("SELECT 1 AS e")
+		}
+		if _, err := Merge(parts, spec); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("an Eval answering one row for three: %v, want ErrMalformed", err)
+		}
+	}
+}
