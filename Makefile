@@ -38,18 +38,9 @@ bench-migrate:
 bench-search:
 	$(GO) test -p 1 -run '^$$' -bench '^BenchmarkSearch' -benchtime 1x -timeout 60m ./search/ ./integration/
 
-## fuzz: every Fuzz* target (found with go test -list in packages that declare one) for FUZZTIME each
+## fuzz: every Fuzz* target (found with go test -list in packages that declare one) for FUZZTIME each (scripts/fuzz.sh)
 fuzz:
-	@set -euo pipefail; n=0; \
-	for dir in $$($(GO) list -f '{{.Dir}}' ./...); do \
-	  grep -qs '^func Fuzz' $$dir/*_test.go || continue; \
-	  for f in $$($(GO) test -list '^Fuzz' $$dir | grep -E '^Fuzz' || true); do \
-	    echo "== fuzz $$dir $$f ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$dir; \
-	    n=$$((n+1)); \
-	  done; \
-	done; \
-	echo "fuzz: $$n target(s) ran clean"
+	GO=$(GO) FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
 
 ## lint: gofmt must list nothing; go vet
 lint:
