@@ -180,6 +180,10 @@ func differentialCases() []dcase {
 		q("SELECT COUNT(DISTINCT conv_id) * 10, MAX(seq) IS NULL FROM conv_msg"),
 		q("SELECT AVG(seq) * 2, ROUND(AVG(msg_type), 1), AVG(DISTINCT msg_type) + 0 FROM conv_msg"),
 		q("SELECT conv_id, AVG(seq) + 1 FROM conv_msg GROUP BY conv_id ORDER BY conv_id"),
+		// WITH ROLLUP: the merge adds the super-aggregate rows.
+		q("SELECT conv_id, COUNT(*), MAX(seq), SUM(msg_type) FROM conv_msg GROUP BY conv_id WITH ROLLUP"),
+		q("SELECT msg_type, sender_uid, COUNT(*), MIN(created_at) FROM conv_msg WHERE seq < ? GROUP BY msg_type DESC, sender_uid WITH ROLLUP", 100),
+		q("SELECT msg_type, COUNT(*) FROM conv_msg GROUP BY msg_type WITH ROLLUP ORDER BY msg_type"), // 1221, as MariaDB
 		q("SELECT conv_id, seq, msg_id FROM conv_msg ORDER BY conv_id DESC, seq LIMIT 3"),
 		q("SELECT conv_id, seq, msg_id FROM conv_msg ORDER BY conv_id, seq LIMIT 2, 3"),
 		q("SELECT msg_id FROM conv_msg ORDER BY created_at DESC, msg_id LIMIT 4"),

@@ -22,6 +22,8 @@ var (
 	ErrMixedTables    = errors.New("statement mixes tables that live in different places")
 	ErrShardKeyUpdate = errors.New("the shard key column cannot be updated")
 	ErrColumnCount    = errors.New("column count doesn't match value count")
+	// ErrRollupOrder: ORDER BY with GROUP BY ... WITH ROLLUP (MariaDB's 1221).
+	ErrRollupOrder = errors.New("Incorrect usage of CUBE/ROLLUP and ORDER BY")
 )
 
 // UnsupportedError is a statement the proxy refuses to route. Msg is meant

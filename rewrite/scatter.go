@@ -88,6 +88,9 @@ type Scatter struct {
 	Count     int64         // -1: no LIMIT
 	Limit     *ScatterLimit `json:",omitempty"` // LIMIT / OFFSET placeholders
 	Hidden    int           // trailing helper columns the client must not see
+	// Rollup: GROUP BY ... WITH ROLLUP; the merge adds the super-aggregate
+	// rows (each group key prefix's, then the grand total).
+	Rollup bool `json:",omitempty"`
 	// Exprs are result columns computed over merged aggregates (MAX(seq)
 	// - MIN(seq), COUNT(*) > 0): a shard cannot compute them from its part.
 	Exprs []ScatterExpr `json:",omitempty"`
@@ -124,7 +127,8 @@ const hiddenPrefix = "__cvy_"
 // (ScatterExpr).
 //
 // Refused (clear *UnsupportedError): UNION, subqueries, ORDER BY / HAVING
-// on expressions over aggregates, SELECT * with aggregates, WITH ROLLUP, DISTINCT forms of
+// on expressions over aggregates, SELECT * with aggregates, SELECT DISTINCT
+// or ORDER BY (MariaDB's 1221) with WITH ROLLUP, DISTINCT forms of
 // aggregates other than COUNT, SUM, AVG, MIN and MAX, HAVING that is not
 // an AND of `operand op literal`.
 func PlanScatter(a *Analysis) (*Scatter, error) {
@@ -262,13 +266,21 @@ func PlanScatter(a *Analysis) (*Scatter, error) {
 	sc.Grouped = grouped
 	if sel.GroupBy != nil {
 		if sel.GroupBy.Rollup {
-			return nil, unsupported("GROUP BY ... WITH ROLLUP cannot be merged across shards")
+			switch {
+			case sel.OrderBy != nil:
+				return nil, unsupportedAs(ErrRollupOrder, "Incorrect usage of CUBE/ROLLUP and ORDER BY")
+			case sel.Distinct:
+				return nil, unsupported("SELECT DISTINCT ... WITH ROLLUP cannot be merged across shards")
+			}
+			// The shards group without it; the merge adds the super-aggregate rows.
+			sc.Rollup, sel.GroupBy.Rollup = true, false
 		}
 		for i, it := range sel.GroupBy.Items {
 			k, ok := resolveKey(it, visible)
 			if !ok {
 				k = ScatterKey{Name: hidden("g"+strconv.Itoa(i), it.Expr, AggNone)}
 			}
+			k.Desc = it.Desc // MariaDB's GROUP BY a DESC: the groups' order
 			sc.GroupBy = append(sc.GroupBy, k)
 		}
 	}

@@ -132,6 +132,8 @@ func classify(err error) error {
 		return &Error{Code: CodeBadShardKey, Msg: ke.Error()}
 	case errors.Is(err, rewrite.ErrColumnCount):
 		return &mysql.MyError{Code: mysql.ER_WRONG_VALUE_COUNT_ON_ROW, State: "21S01", Message: err.Error()}
+	case errors.Is(err, rewrite.ErrRollupOrder):
+		return &mysql.MyError{Code: mysql.ER_WRONG_USAGE, State: "HY000", Message: "Incorrect usage of CUBE/ROLLUP and ORDER BY"}
 	case errors.Is(err, rewrite.ErrShardKeyUpdate):
 		return &Error{Code: CodeShardKeyUpdate, Msg: err.Error()}
 	case errors.As(err, &ue):

@@ -26,6 +26,8 @@ func FuzzQuery(f *testing.F) {
 		"SELECT seq FROM conv_msg WHERE conv_id = 1 ORDER BY seq OFFSET 1 ROWS FETCH NEXT 2 ROWS ONLY",
 		"SELECT seq FROM conv_msg WHERE conv_id = 1 ORDER BY seq FETCH FIRST 2 ROWS WITH TIES",
 		"DELETE FROM conv_msg WHERE conv_id = 1 AND seq < 10 AND sender_uid = 3",
+		"SELECT msg_type, sender_uid, COUNT(*) FROM conv_msg GROUP BY msg_type DESC, sender_uid WITH ROLLUP",
+		"SELECT msg_type, COUNT(*) FROM conv_msg GROUP BY msg_type WITH ROLLUP ORDER BY msg_type",
 		"SELECT conv_id, COUNT(*) FROM conv_msg GROUP BY conv_id ORDER BY conv_id LIMIT 3",
 		"INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (1, 1, 1, 1, 1, NOW()), (2, 1, 2, 1, 1, NOW())",
 		"INSERT INTO im_conv_seq (conv_id, max_seq) VALUES (?, 1) ON DUPLICATE KEY UPDATE max_seq = max_seq + 1",

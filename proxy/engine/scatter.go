@@ -237,7 +237,9 @@ func mergeSpec(sc *rewrite.Scatter, fields []*mysql.Field, binary bool, maxRows 
 			return spec, err
 		}
 		spec.GroupBy = append(spec.GroupBy, i)
+		spec.GroupDesc = append(spec.GroupDesc, k.Desc)
 	}
+	spec.Rollup = sc.Rollup
 	if sc.Grouped {
 		spec.Aggs = make([]merge.AggKind, len(fields))
 		for i, a := range sc.Aggs {

@@ -67,10 +67,21 @@ func (p *plan) groupKey(dst []byte, cols []int, cells []cell) ([]byte, error) {
 func (p *plan) aggregate(parts []*mysql.Result, w *writer) error {
 	groups := map[string]*group{}
 	var order []*group
+	// WITH ROLLUP: per key prefix length l (0: the grand total), the
+	// super-groups, fed every row as the groups are (no combining of
+	// partial aggregates needed, DISTINCT ones included).
+	var supers []map[string]*group
+	if p.Rollup {
+		supers = make([]map[string]*group, len(p.GroupBy))
+		for l := range supers {
+			supers[l] = map[string]*group{}
+		}
+	}
+	held := 0
 	scratch := make([]cell, p.ncol)
 	var kb []byte
 	newGroup := func(cells []cell) (*group, error) {
-		if err := p.hold(len(order) + 1); err != nil {
+		if err := p.hold(len(order) + held + 1); err != nil {
 			return nil, err
 		}
 		g := &group{cells: make([]cell, p.ncol), accs: make([]acc, p.ncol), dists: make([]distAcc, len(p.DistinctAggs))}
@@ -117,6 +128,29 @@ func (p *plan) aggregate(parts []*mysql.Result, w *writer) error {
 			if err := p.accumulate(g, scratch); err != nil {
 				return err
 			}
+			for l := range supers {
+				var err error
+				if kb, err = p.groupKey(kb[:0], p.GroupBy[:l], scratch); err != nil {
+					return err
+				}
+				sg := supers[l][string(kb)]
+				if sg == nil {
+					if err := p.hold(len(order) + held + 1); err != nil {
+						return err
+					}
+					held++
+					sg = &group{cells: make([]cell, p.ncol), accs: make([]acc, p.ncol), dists: make([]distAcc, len(p.DistinctAggs))}
+					copy(sg.cells, scratch)
+					for _, c := range p.GroupBy[l:] {
+						sg.cells[c] = cell{null: true}
+					}
+					supers[l][string(kb)] = sg
+				}
+				sg.n++
+				if err := p.accumulate(sg, scratch); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	rows := make([]rowBuf, 0, len(order))
@@ -131,15 +165,81 @@ func (p *plan) aggregate(parts []*mysql.Result, w *writer) error {
 		// MariaDB (and MySQL before 8.0) return GROUP BY results sorted by
 		// the group key when there is no ORDER BY.
 		implicit := make([]Order, 0, len(p.GroupBy))
-		for _, c := range p.GroupBy {
+		for i, c := range p.GroupBy {
 			if p.kinds[c] == kUnordered {
 				implicit = nil
 				break
 			}
-			implicit = append(implicit, Order{Col: c})
+			implicit = append(implicit, Order{Col: c, Desc: i < len(p.GroupDesc) && p.GroupDesc[i]})
 		}
 		p.OrderBy = implicit
 	}
+	if p.Rollup {
+		return p.rollup(rows, supers, w)
+	}
+	return p.finishRows(rows, w, true)
+}
+
+// rollup sorts the groups by their key and puts each key prefix's
+// super-aggregate row (supers[l]: prefixes of l columns) after its last
+// group, the grand total last, as MariaDB's WITH ROLLUP does; HAVING and
+// LIMIT then apply to them all.
+func (p *plan) rollup(rows []rowBuf, supers []map[string]*group, w *writer) error {
+	if len(p.OrderBy) != len(p.GroupBy) {
+		return fmt.Errorf("%w: WITH ROLLUP over a column that cannot be ordered (ENUM, SET, JSON or spatial)", ErrUnsupported)
+	}
+	if err := p.sortRows(rows); err != nil {
+		return err
+	}
+	n := len(p.GroupBy)
+	keys := make([][]string, len(rows)) // per row, its prefix keys of 0..n-1 columns
+	for i, r := range rows {
+		keys[i] = make([]string, n)
+		var kb []byte
+		for l := 0; l < n; l++ {
+			var err error
+			if kb, err = p.groupKey(kb[:0], p.GroupBy[:l], r.cells); err != nil {
+				return err
+			}
+			keys[i][l] = string(kb)
+		}
+	}
+	out := make([]rowBuf, 0, len(rows)+len(rows)*n)
+	emit := func(i, from int) error { // row i's super rows of prefixes n-1 down to from
+		for l := n - 1; l >= from; l-- {
+			cells, err := p.finish(supers[l][keys[i][l]])
+			if err != nil {
+				return err
+			}
+			out = append(out, rowBuf{cells: cells})
+		}
+		return nil
+	}
+	for i, r := range rows {
+		out = append(out, r)
+		if i+1 == len(rows) {
+			return p.finishRollup(out, emit(i, 0), w)
+		}
+		// The longest key prefix the next group shares: every longer
+		// prefix of this group has all its groups written.
+		shared := 0
+		for shared+1 < n && keys[i+1][shared+1] == keys[i][shared+1] {
+			shared++
+		}
+		if err := emit(i, shared+1); err != nil {
+			return err
+		}
+	}
+	// No group at all: MariaDB returns no row, not even the total.
+	return p.finishRollup(out, nil, w)
+}
+
+// finishRollup writes rollup's rows in their order (HAVING, LIMIT).
+func (p *plan) finishRollup(rows []rowBuf, err error, w *writer) error {
+	if err != nil {
+		return err
+	}
+	p.OrderBy = nil
 	return p.finishRows(rows, w, true)
 }
 
@@ -453,18 +553,8 @@ func (p *plan) finishRows(rows []rowBuf, w *writer, grouped bool) error {
 		}
 		rows = kept
 	}
-	if len(p.OrderBy) > 0 {
-		nk := len(p.OrderBy)
-		keys := make([]key, len(rows)*nk)
-		for i := range rows {
-			rows[i].keys = keys[i*nk : (i+1)*nk : (i+1)*nk]
-			if err := p.orderKeys(rows[i].cells, rows[i].keys); err != nil {
-				return err
-			}
-		}
-		sort.SliceStable(rows, func(a, b int) bool {
-			return p.compareOrder(rows[a].keys, rows[b].keys) < 0
-		})
+	if err := p.sortRows(rows); err != nil {
+		return err
 	}
 	for _, r := range rows {
 		if w.full() {
@@ -474,5 +564,24 @@ func (p *plan) finishRows(rows []rowBuf, w *writer, grouped bool) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// sortRows sorts rows by ORDER BY (stable; nothing without one).
+func (p *plan) sortRows(rows []rowBuf) error {
+	if len(p.OrderBy) == 0 {
+		return nil
+	}
+	nk := len(p.OrderBy)
+	keys := make([]key, len(rows)*nk)
+	for i := range rows {
+		rows[i].keys = keys[i*nk : (i+1)*nk : (i+1)*nk]
+		if err := p.orderKeys(rows[i].cells, rows[i].keys); err != nil {
+			return err
+		}
+	}
+	sort.SliceStable(rows, func(a, b int) bool {
+		return p.compareOrder(rows[a].keys, rows[b].keys) < 0
+	})
 	return nil
 }

@@ -98,10 +98,17 @@ type DistinctAgg struct {
 // Spec describes the merge of one cross-shard SELECT. Column indexes refer
 // to the shard result's columns.
 type Spec struct {
-	Binary  bool      // rows are binary-protocol rows (prepared statements)
-	GroupBy []int     // group key columns (empty + any aggregate = one group over everything)
-	Aggs    []AggKind // per column; nil = no aggregation
-	Avgs    []Avg
+	Binary  bool  // rows are binary-protocol rows (prepared statements)
+	GroupBy []int // group key columns (empty + any aggregate = one group over everything)
+	// GroupDesc: per GroupBy column, the groups come in descending order
+	// (MariaDB's GROUP BY a DESC) when there is no ORDER BY.
+	GroupDesc []bool
+	// Rollup adds GROUP BY ... WITH ROLLUP's super-aggregate rows: after
+	// the groups of each key prefix, its row (the later key columns NULL),
+	// and the grand total last.
+	Rollup bool
+	Aggs   []AggKind // per column; nil = no aggregation
+	Avgs   []Avg
 	// DistinctAggs are the COUNT / SUM / AVG(DISTINCT ...) columns.
 	DistinctAggs []DistinctAgg
 	Distinct     bool // DISTINCT over the visible columns

@@ -177,6 +177,31 @@ func aggs(k ...AggKind) []AggKind { return k }
 
 var cases = []mergeCase{
 	{
+		name:  "rollup one column",
+		shard: "SELECT g, COUNT(*), SUM(d), MIN(name), MAX(dt) FROM {t} GROUP BY g",
+		want:  "SELECT g, COUNT(*), SUM(d), MIN(name), MAX(dt) FROM {t} GROUP BY g WITH ROLLUP",
+		spec:  Spec{GroupBy: []int{0}, Aggs: aggs(AggNone, AggCount, AggSum, AggMin, AggMax), Rollup: true, Limit: -1},
+		fold:  true,
+	},
+	{
+		name:  "rollup two columns",
+		shard: "SELECT g, neg % 3 AS m, COUNT(*), SUM(u), MAX(tm) FROM {t} GROUP BY g, m",
+		want:  "SELECT g, neg % 3 AS m, COUNT(*), SUM(u), MAX(tm) FROM {t} GROUP BY g, m WITH ROLLUP",
+		spec:  Spec{GroupBy: []int{0, 1}, Aggs: aggs(AggNone, AggNone, AggCount, AggSum, AggMax), Rollup: true, Limit: -1},
+	},
+	{
+		name:  "rollup descending key, offset and limit",
+		shard: "SELECT g, neg % 3 AS m, COUNT(*) FROM {t} GROUP BY g, m",
+		want:  "SELECT g, neg % 3 AS m, COUNT(*) FROM {t} GROUP BY g DESC, m WITH ROLLUP LIMIT 3, 7",
+		spec:  Spec{GroupBy: []int{0, 1}, GroupDesc: []bool{true, false}, Aggs: aggs(AggNone, AggNone, AggCount), Rollup: true, Offset: 3, Limit: 7},
+	},
+	{
+		name:  "rollup over no rows",
+		shard: "SELECT g, COUNT(*) FROM {t} WHERE id < 0 GROUP BY g",
+		want:  "SELECT g, COUNT(*) FROM {t} WHERE id < 0 GROUP BY g WITH ROLLUP",
+		spec:  Spec{GroupBy: []int{0}, Aggs: aggs(AggNone, AggCount), Rollup: true, Limit: -1},
+	},
+	{
 		name:  "order int asc limit offset",
 		shard: "SELECT id, g, name FROM {t} WHERE id >= ? ORDER BY id LIMIT 12",
 		want:  "SELECT id, g, name FROM {t} WHERE id >= ? ORDER BY id LIMIT 7, 5",
