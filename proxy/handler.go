@@ -106,13 +106,17 @@ func (h *handler) syncStatus() {
 	if h.conn == nil {
 		return
 	}
-	h.conn.UnsetStatus(mysql.SERVER_STATUS_IN_TRANS | mysql.SERVER_STATUS_AUTOCOMMIT)
+	h.conn.UnsetStatus(mysql.SERVER_STATUS_IN_TRANS | mysql.SERVER_STATUS_AUTOCOMMIT | mysql.SERVER_STATUS_NO_BACKSLASH_ESCAPED)
 	var st uint16
 	if h.sess.Autocommit() {
 		st |= mysql.SERVER_STATUS_AUTOCOMMIT
 	}
 	if h.sess.InTransaction() {
 		st |= mysql.SERVER_STATUS_IN_TRANS
+	}
+	if h.sess.NoBackslashEscapes() {
+		// Drivers that interpolate parameters escape by this flag.
+		st |= mysql.SERVER_STATUS_NO_BACKSLASH_ESCAPED
 	}
 	h.conn.SetStatus(st)
 }
@@ -137,6 +141,7 @@ func (h *handler) UseDB(db string) error {
 }
 
 func (h *handler) HandleQuery(q string) (*mysql.Result, error) {
+	q = h.sess.Standard(q) // (NO_BACKSLASH_ESCAPES: see engine/nobackslash.go)
 	if h.multi && h.conn != nil && strings.IndexByte(q, ';') >= 0 {
 		return h.multiQuery(q)
 	}
@@ -199,8 +204,17 @@ func (h *handler) multiQuery(q string) (*mysql.Result, error) {
 	if len(parts) == 1 {
 		return h.query(q)
 	}
+	nbe := h.sess.NoBackslashEscapes()
 	for i, part := range parts {
-		r, err := h.sess.Query(part)
+		var r *mysql.Result
+		var err error
+		if h.sess.NoBackslashEscapes() != nbe {
+			// The text was read in the mode the query began with: MariaDB
+			// would read the statements after the change in the new one.
+			err = &mysql.MyError{Code: 1235, State: "42000", Message: "This version of Convoy doesn't yet support statements after a change of NO_BACKSLASH_ESCAPES in the same query: send them in another query"}
+		} else {
+			r, err = h.sess.Query(part)
+		}
 		r, err = h.result(cmdQuery, part, r, err)
 		if werr := h.writeLeading(); werr != nil {
 			return nil, werr
@@ -233,6 +247,7 @@ func (h *handler) HandleStmtPrepare(q string) (int, int, any, error) {
 		return 0, 0, nil, h.fail(&mysql.MyError{Code: mysql.ER_MAX_PREPARED_STMT_COUNT_REACHED, State: "42000",
 			Message: "Can't create more than " + strconv.Itoa(h.s.cfg.MaxPreparedPerSession) + " prepared statements in one session; close some"}, cmdStmtPrepare, q)
 	}
+	q = h.sess.Standard(q)
 	p, err := h.sess.Prepare(q)
 	if err != nil {
 		return 0, 0, nil, h.fail(err, cmdStmtPrepare, q)

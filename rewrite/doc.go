@@ -64,7 +64,8 @@
 //   - Comments are dropped (admin directives must be read from the text
 //     before parsing); /*! ... */ executable comments are parsed as SQL.
 //   - String literals are printed single-quoted with backslashes escaped:
-//     the backend session must not run with NO_BACKSLASH_ESCAPES, and a
+//     the backend session must not run with NO_BACKSLASH_ESCAPES (a
+//     client's session with it is read through FromNoBackslashEscapes), and a
 //     multibyte session charset whose characters may contain the byte 0x5C
 //     (GBK, Big5, SJIS) must be refused, because the lexer reads the bytes
 //     as utf8mb4 and the restorer re-escapes them.

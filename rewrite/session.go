@@ -31,6 +31,7 @@ const (
 	RefFoundRows                          // FOUND_ROWS(): rows of the session's last result set
 	RefRowCount                           // ROW_COUNT(): rows its last statement changed (-1: a result set or an error)
 	RefColdPartial                        // @@convoy_cold_partial: Convoy's own variable, unknown to the server
+	RefSQLMode                            // @@sql_mode: the session's own while it has NO_BACKSLASH_ESCAPES
 )
 
 // SessionRefs is a set of SessionRef.
@@ -50,6 +51,7 @@ var sessionVars = map[string]SessionRef{
 	"warning_count":       RefWarningCount,
 	"error_count":         RefErrorCount,
 	"convoy_cold_partial": RefColdPartial,
+	"sql_mode":            RefSQLMode,
 }
 
 // SessionVariable reports whether the session-scope system variable name

@@ -315,6 +315,12 @@ func (s *Session) plan(sql string) (*plan, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
+	// NO_BACKSLASH_ESCAPES: its LIKEs without ESCAPE read as ESCAPE '',
+	// and computed columns are named as written (nobackslash.go).
+	nbeLike := s.sqlModeNBE != "" && rewrite.LikesWithoutEscape(stmts[0])
+	if s.sqlModeNBE != "" && rewrite.NameFieldsAsWritten(stmts[0]) {
+		nbeLike = true
+	}
 	analyze := rewrite.Analyze
 	if s.onShard {
 		analyze = rewrite.AnalyzeOnShard
@@ -322,6 +328,15 @@ func (s *Session) plan(sql string) (*plan, error) {
 	a, err := analyze(stmts[0])
 	if err != nil {
 		return nil, classify(err)
+	}
+	if nbeLike && len(a.Sharded) == 0 {
+		// Sent as restored SQL, not the client's text (which lacks the
+		// ESCAPE ''): rendered as a statement reading session values is.
+		t, err := rewrite.SessionTemplate(a, func(rewrite.SessionRef) rewrite.SessionValue { return rewrite.SessionValue{Keep: true} })
+		if err != nil {
+			return nil, classify(err)
+		}
+		sql = string(t.Render(nil, nil))
 	}
 	if hasReturning {
 		if err := rewrite.CheckReturning(s.parser, returning, a.Sharded); err != nil {

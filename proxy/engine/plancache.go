@@ -53,6 +53,12 @@ func (c *planCache) put(norm string, pl *plan) {
 // cachedPlan returns the shared plan of a text statement and its literals as
 // arguments, or ok=false when the statement must be planned on its own.
 func (s *Session) cachedPlan(sql string) (pl *plan, args []any, ok bool) {
+	if s.sqlModeNBE != "" {
+		// Its plans differ from other sessions' for the same text (LIKE:
+		// nobackslash.go); such sessions are rare enough to plan each time.
+		s.e.metrics.countPlanCache("bypass")
+		return nil, nil, false
+	}
 	c := s.e.plans
 	norm, lits, ok := rewrite.Normalize(s.normBuf[:0], sql, s.lits[:0])
 	s.normBuf, s.lits = norm, lits

@@ -69,7 +69,7 @@ func (s *Session) evalOverAggregates(exprs []rewrite.ScatterExpr, binary bool) m
 		var res *mysql.Result
 		err := s.withDefaultConn(func(c Conn) error {
 			var err error
-			if res, err = c.Exec(sql); err != nil || !binary || res.Resultset == nil || textToBinary(res.Resultset) {
+			if res, err = c.Exec(sql); err != nil || !binary || res == nil || res.Resultset == nil || textToBinary(res.Resultset) {
 				return err
 			}
 			// A column without an exact binary form (FLOAT, DOUBLE): the

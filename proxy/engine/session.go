@@ -39,8 +39,13 @@ type Session struct {
 	// coldPartial is SET convoy_cold_partial ('error': true; nil: the
 	// engine's default, cold.partial).
 	coldPartial *bool
-	txn         txnState
-	lastID      uint64 // LAST_INSERT_ID() of this session, from OK packets
+	// sqlModeNBE is the session's sql_mode, as MariaDB prints it, while it
+	// holds NO_BACKSLASH_ESCAPES ("" otherwise): Convoy reads the
+	// session's statements in that mode (Standard) while its backend
+	// connections run without it (nobackslash.go).
+	sqlModeNBE string
+	txn        txnState
+	lastID     uint64 // LAST_INSERT_ID() of this session, from OK packets
 	// found and rowCount answer FOUND_ROWS() and ROW_COUNT() (see
 	// noteResult); calc* collect the running SELECT SQL_CALC_FOUND_ROWS's
 	// total from the backends (a read of several shards sums theirs, from

@@ -84,6 +84,13 @@ func (s *Session) sessionValue(r rewrite.SessionRef) rewrite.SessionValue {
 			v = "error"
 		}
 		return rewrite.SessionValue{Str: v, Own: true}
+	case rewrite.RefSQLMode:
+		// The backends run without NO_BACKSLASH_ESCAPES (nobackslash.go):
+		// while the session has it, the session answers.
+		if s.sqlModeNBE == "" {
+			return rewrite.SessionValue{Keep: true}
+		}
+		return rewrite.SessionValue{Str: s.sqlModeNBE}
 	}
 	return rewrite.SessionValue{Null: true}
 }
@@ -162,6 +169,8 @@ func (s *Session) variableText(name string) (string, bool) {
 	}
 	v := s.sessionValue(ref)
 	switch {
+	case v.Keep:
+		return "", false // the server's own
 	case ref == rewrite.RefAutocommit:
 		return map[uint64]string{0: "OFF", 1: "ON"}[v.Num], true
 	case !v.IsNum:

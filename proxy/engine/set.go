@@ -42,7 +42,7 @@ func (s *Session) set(a *rewrite.Analysis) (*mysql.Result, error) {
 	for k, v := range s.vars {
 		next[k] = v
 	}
-	autocommit, coldPartial := s.autocommit, s.coldPartial
+	autocommit, coldPartial, sqlModeNBE := s.autocommit, s.coldPartial, s.sqlModeNBE
 	var nextTx map[string]string
 	for _, v := range a.SetVars {
 		switch {
@@ -101,11 +101,15 @@ func (s *Session) set(a *rewrite.Analysis) (*mysql.Result, error) {
 			val := v.Value
 			if sqlModeExpr(val) {
 				var err error
-				if val, err = s.evalSQLMode(next, val); err != nil {
+				if val, err = s.evalSQLMode(next, sqlModeNBE, val); err != nil {
 					return nil, err
 				}
 			}
 			if err := checkSQLMode(val); err != nil {
+				return nil, err
+			}
+			var err error
+			if val, sqlModeNBE, err = s.splitNoBackslash(val); err != nil {
 				return nil, err
 			}
 			setSys(next, v.Name, val)
@@ -132,7 +136,7 @@ func (s *Session) set(a *rewrite.Analysis) (*mysql.Result, error) {
 			return nil, err
 		}
 	}
-	s.autocommit, s.coldPartial = autocommit, coldPartial
+	s.autocommit, s.coldPartial, s.sqlModeNBE = autocommit, coldPartial, sqlModeNBE
 	if nextTx != nil {
 		if err := s.withDefaultConn(func(c Conn) error { return c.SyncVars(mergeVars(s.vars, nextTx)) }); err != nil {
 			return nil, err // a bad value fails now, with the server's errno
@@ -211,7 +215,14 @@ func sqlModeExpr(v string) bool {
 // evalSQLMode computes a sqlModeExpr value on a backend connection in the
 // session's state (vars: the variables as set so far) and returns it as a
 // string literal, which checkSQLMode then checks like any other.
-func (s *Session) evalSQLMode(vars map[string]string, expr string) (string, error) {
+func (s *Session) evalSQLMode(vars map[string]string, nbe, expr string) (string, error) {
+	if nbe != "" {
+		// The backend's @@sql_mode lacks NO_BACKSLASH_ESCAPES: the
+		// session's own mode stands in for it (sqlModeExpr allows nothing
+		// else to mention it).
+		lit, _ := rewrite.AppendLiteral(nil, nbe)
+		expr = sessionSQLMode.ReplaceAllLiteralString(expr, string(lit))
+	}
 	var mode string
 	err := s.withDefaultConn(func(c Conn) error {
 		if err := c.SyncVars(vars); err != nil {
@@ -220,6 +231,9 @@ func (s *Session) evalSQLMode(vars map[string]string, expr string) (string, erro
 		r, err := c.Exec("SELECT " + expr)
 		if err != nil {
 			return err
+		}
+		if r == nil {
+			return errorf(CodeInternal, "the datasource answered SELECT without a result")
 		}
 		if err := decodeRows(r); err != nil {
 			return err
@@ -237,10 +251,10 @@ func (s *Session) evalSQLMode(vars map[string]string, expr string) (string, erro
 	return string(lit), nil
 }
 
-// checkSQLMode refuses modes that change how string literals and quotes are
-// read: the proxy parses with backslash escapes and backtick identifiers, so
-// NO_BACKSLASH_ESCAPES or ANSI_QUOTES would make the rewritten statement mean
-// different bytes than the client sent.
+// checkSQLMode refuses modes that change how quotes are read: the proxy
+// parses with backtick identifiers, so ANSI_QUOTES would make the
+// rewritten statement mean other names or bytes than the client sent.
+// (NO_BACKSLASH_ESCAPES is read by Convoy itself: nobackslash.go.)
 func checkSQLMode(v string) error {
 	if strings.EqualFold(v, "DEFAULT") {
 		return nil
@@ -251,7 +265,7 @@ func checkSQLMode(v string) error {
 	for _, m := range strings.Split(strings.ToUpper(unquote(v)), ",") {
 		switch strings.TrimSpace(m) {
 		// ANSI and the compatibility modes imply ANSI_QUOTES.
-		case "NO_BACKSLASH_ESCAPES", "ANSI_QUOTES", "ANSI", "ORACLE", "POSTGRESQL", "MSSQL", "DB2", "MAXDB":
+		case "ANSI_QUOTES", "ANSI", "ORACLE", "POSTGRESQL", "MSSQL", "DB2", "MAXDB":
 			return errorf(CodeNotSupported, "sql_mode %s is not supported through Convoy: it changes how the proxy must read quotes and escapes", strings.TrimSpace(m))
 		}
 	}
