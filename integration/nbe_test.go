@@ -97,4 +97,17 @@ func TestNoBackslashEscapesMultiStatement(t *testing.T) {
 	if err := c.QueryRowContext(ctx, `SELECT @@sql_mode, 'a\b'`).Scan(&mode, &v); err != nil || !strings.Contains(mode, "NO_BACKSLASH_ESCAPES") || v != `a\b` {
 		t.Fatalf("after it: sql_mode %q, 'a\\b' read as %q (%v)", mode, v, err)
 	}
+	// The server reads a PREPARE's text in its own mode: refused where it
+	// would matter.
+	p, err := openDSN(t, s.convoy.dsn("convoy", "convoy", "im")+"&sql_mode=%27NO_BACKSLASH_ESCAPES%27").Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.ExecContext(ctx, `PREPARE s FROM 'SELECT ''a\b'''`); errno(err) != 1235 {
+		t.Fatalf("PREPARE FROM a text with a backslash in the mode: %v, want 1235", err)
+	}
+	if _, err := p.ExecContext(ctx, `PREPARE s FROM 'SELECT 1'`); err != nil {
+		t.Fatalf("PREPARE FROM a text without one: %v", err)
+	}
 }

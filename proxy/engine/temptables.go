@@ -179,7 +179,15 @@ func (s *Session) releaseTxnConn(c Conn, lost bool) {
 // which Convoy routes) or send them as plain statements.
 func (s *Session) checkPrepared(stmt ast.StmtNode) error {
 	p, ok := stmt.(*ast.PrepareStmt)
-	if !ok || p.SQLText == "" {
+	if !ok {
+		return nil
+	}
+	if s.sqlModeNBE != "" && (p.SQLVar != nil || strings.Contains(p.SQLText, `\`)) {
+		// The server reads the prepared text in its own mode, without
+		// NO_BACKSLASH_ESCAPES (nobackslash.go).
+		return errorf(CodeNotSupported, "PREPARE ... FROM a text with a backslash, or from a variable, is not supported through Convoy in a NO_BACKSLASH_ESCAPES session: use the client's prepared statements (COM_STMT_PREPARE) or plain statements")
+	}
+	if p.SQLText == "" {
 		return nil
 	}
 	stmts, err := s.parser.Parse(p.SQLText)
