@@ -441,6 +441,10 @@ func (p *partBuilder) flush(ctx context.Context) error {
 	}
 	for {
 		info.Key = p.k.objectKey(u.a.cfg.Prefix, u.shard, info.Day, ck.Part)
+		if p.ck != nil {
+			// A late part's number may be one a dropped file had.
+			info.Key = contentKey(info.Key, info.SHA256)
+		}
 		u.job.Step, u.job.Intent = StepArchiving, "write "+info.Key
 		if err := u.save(ctx); err != nil {
 			return err

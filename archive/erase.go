@@ -299,19 +299,11 @@ func (u *run) storeRewrite(ctx context.Context, rec Record, t cold.Tables, day t
 	}
 	sctx, cancel := u.storeCtx(ctx)
 	defer cancel()
-	for {
-		info.Key = history.objectKey(u.a.cfg.Prefix, u.shard, info.Day, part)
-		err := u.a.cfg.Store.PutIfAbsent(sctx, info.Key, data)
-		if !errors.Is(err, cold.ErrConflict) {
-			if err != nil {
-				return nil, fmt.Errorf("archive: store %s: %w", info.Key, err)
-			}
-			break
-		}
-		if !slices.Contains(u.st.Orphans, info.Key) {
-			u.st.Orphans = append(u.st.Orphans, info.Key)
-		}
-		part++
+	// The part number may be one a dropped file had: the name carries the
+	// content's digest so it is never a name a proxy has cached.
+	info.Key = contentKey(history.objectKey(u.a.cfg.Prefix, u.shard, info.Day, part), info.SHA256)
+	if err := u.a.cfg.Store.PutIfAbsent(sctx, info.Key, data); err != nil {
+		return nil, fmt.Errorf("archive: store %s: %w", info.Key, err)
 	}
 	if err := cold.Verify(sctx, u.a.cfg.Store, info.Key, info); err != nil {
 		return nil, err
@@ -631,4 +623,13 @@ func joinConvs(convs []uint64) string {
 		parts[i] = strconv.FormatUint(c, 10)
 	}
 	return strings.Join(parts, ",")
+}
+
+// contentKey is key with the first 12 hex digits of its content's SHA-256
+// before ".parquet" (part-0003-1f2e3d4c5b6a.parquet): the name of a file
+// whose part number an earlier file of the day may have had (a rewrite, a
+// late part after a superseded file was dropped). Readers keep files'
+// footers by name, so a name must never stand for two contents.
+func contentKey(key, sha string) string {
+	return strings.TrimSuffix(key, ".parquet") + "-" + sha[:min(len(sha), 12)] + ".parquet"
 }

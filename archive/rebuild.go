@@ -207,12 +207,14 @@ func overlaps(recs []Record, infos map[string]cold.FileInfo) error {
 }
 
 // partOf reads the part number of a file's key (.../part-0003.parquet,
-// .../inbox-0003.parquet).
+// .../inbox-0003.parquet, .../part-0003-1f2e3d4c5b6a.parquet: contentKey).
 func partOf(key string) (int, error) {
-	base := strings.TrimSuffix(path.Base(key), ".parquet")
-	i := strings.LastIndexByte(base, '-')
-	n, err := strconv.Atoi(base[i+1:])
-	if i < 0 || err != nil {
+	fields := strings.Split(strings.TrimSuffix(path.Base(key), ".parquet"), "-")
+	if len(fields) < 2 || len(fields) > 3 {
+		return 0, fmt.Errorf("archive: %s is not a cold file's name", key)
+	}
+	n, err := strconv.Atoi(fields[1])
+	if err != nil {
 		return 0, fmt.Errorf("archive: %s is not a cold file's name", key)
 	}
 	return n, nil

@@ -24,7 +24,7 @@ const orphanAfter = 72 * time.Hour
 // sweep removes from the store what the shard's catalog will never read:
 // the objects crashed attempts stored that the job record lists as
 // orphans (a part whose rows changed before it was catalogued, and its
-// catalog object), and catalog manifest versions older than the one
+// catalog object; never one the read bounds name), and catalog manifest versions older than the one
 // before the current (a crashed write's, or one putRecords could not
 // delete). A file the catalog does not name is counted (SHOW ARCHIVE's
 // unnamed_files) and logged: a catalog lost with etcd leaves such files,
@@ -64,8 +64,10 @@ func (u *run) sweep(ctx context.Context) error {
 			if err == nil && v < u.st.CatalogVersion-1 {
 				drop = append(drop, k)
 			}
+		case orphan[k] && strings.HasSuffix(k, ".json"):
+			// (with its Parquet object, below)
 		case orphan[k]:
-			drop = append(drop, k)
+			stray = append(stray, k) // checked against the read bounds below
 		case strings.HasSuffix(k, ".parquet"):
 			stray = append(stray, k)
 		}
@@ -92,6 +94,8 @@ func (u *run) sweep(ctx context.Context) error {
 		switch {
 		case inBounds:
 			unnamed++
+		case orphan[k]:
+			drop = append(drop, k, metaKey(k)) // a crashed attempt's, nothing reads it
 		case now.Sub(first) >= orphanAfter:
 			drop = append(drop, k, metaKey(k))
 		default:

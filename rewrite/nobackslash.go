@@ -66,7 +66,7 @@ func FromNoBackslashEscapes(sql string) string {
 			b.WriteString(sql[i:end])
 			i = end
 		case c == '/' && strings.HasPrefix(sql[i:], "/*"):
-			if strings.HasPrefix(sql[i:], "/*!") || strings.HasPrefix(sql[i:], "/*M!") {
+			if executed(sql[i:]) {
 				inExec = true
 				b.WriteString("/*")
 				i += 2
@@ -83,7 +83,8 @@ func FromNoBackslashEscapes(sql string) string {
 			inExec = false
 			b.WriteString("*/")
 			i += 2
-		case c == '#' || c == '-' && strings.HasPrefix(sql[i:], "--") && (i+2 == len(sql) || sql[i+2] == ' ' || sql[i+2] == '\t' || sql[i+2] == '\n' || sql[i+2] == '\r'):
+		case c == '#' || c == '-' && strings.HasPrefix(sql[i:], "--") && (i+2 == len(sql) || sql[i+2] <= ' '):
+			// ("--" starts a comment before a space or a control character.)
 			end := strings.IndexByte(sql[i:], '\n')
 			if end < 0 {
 				b.WriteString(sql[i:])
@@ -178,4 +179,32 @@ func halveEscapes(text string) string {
 		}
 	}
 	return b.String()
+}
+
+// executed reports whether the comment at the start of text is one the
+// server runs as SQL: /*! ... */, /*M! ... */, with an optional version
+// (5 or 6 digits) no newer than the servers Convoy runs on (MariaDB 10.x
+// and 11.x: below 120000); a newer one is a plain comment to the server.
+func executed(text string) bool {
+	var rest string
+	switch {
+	case strings.HasPrefix(text, "/*!"):
+		rest = text[3:]
+	case strings.HasPrefix(text, "/*M!"):
+		rest = text[4:]
+	default:
+		return false
+	}
+	n := 0
+	for n < len(rest) && n < 6 && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	if n < 5 {
+		return true // no version: always run
+	}
+	v := 0
+	for _, d := range rest[:n] {
+		v = v*10 + int(d-'0')
+	}
+	return v < 120000
 }

@@ -36,3 +36,16 @@ func TestNameFieldsAsWritten(t *testing.T) {
 		t.Errorf("got  %s (%v)\nwant %s", got, err, want)
 	}
 }
+
+func TestFromNoBackslashEscapesComments(t *testing.T) {
+	for in, want := range map[string]string{
+		"SELECT 1 --\f'a\\b\nSELECT 'c\\d'": "SELECT 1 --\f'a\\b\nSELECT 'c\\\\d'", // a comment before any control character
+		`SELECT 1 /*!999999 'x */ , 'y\z'`:  `SELECT 1 /*!999999 'x */ , 'y\\z'`,   // a version the server skips: a comment
+		`SELECT 1 /*!100100 , 'x\y' */`:     `SELECT 1 /*!100100 , 'x\\y' */`,      // one it runs: SQL
+		`SELECT 1 /*!40101 , 'x\y' */`:      `SELECT 1 /*!40101 , 'x\\y' */`,
+	} {
+		if got := FromNoBackslashEscapes(in); got != want {
+			t.Errorf("%q\n got %q\nwant %q", in, got, want)
+		}
+	}
+}

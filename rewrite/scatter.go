@@ -263,6 +263,11 @@ func PlanScatter(a *Analysis) (*Scatter, error) {
 	if grouped && wildcard {
 		return nil, unsupported("SELECT * with GROUP BY or aggregates cannot be merged across shards; name the columns")
 	}
+	if sel.Distinct && len(sc.Exprs) > 0 {
+		// The merge removes duplicates before the expressions are
+		// evaluated.
+		return nil, unsupported("SELECT DISTINCT with an expression over aggregates cannot be merged across shards")
+	}
 	sc.Grouped = grouped
 	if sel.GroupBy != nil {
 		if sel.GroupBy.Rollup {
@@ -271,6 +276,10 @@ func PlanScatter(a *Analysis) (*Scatter, error) {
 				return nil, unsupportedAs(ErrRollupOrder, "Incorrect usage of CUBE/ROLLUP and ORDER BY")
 			case sel.Distinct:
 				return nil, unsupported("SELECT DISTINCT ... WITH ROLLUP cannot be merged across shards")
+			case sel.Having != nil || len(sc.Exprs) > 0:
+				// Their operands copy group columns the super-aggregate
+				// rows would have to show as NULL.
+				return nil, unsupported("GROUP BY ... WITH ROLLUP with HAVING or an expression over aggregates cannot be merged across shards")
 			}
 			// The shards group without it; the merge adds the super-aggregate rows.
 			sc.Rollup, sel.GroupBy.Rollup = true, false

@@ -553,6 +553,20 @@ type coldLookup struct {
 	db      string // quoted database of the shard
 	table   string // quoted physical conv_msg table
 	release func()
+	// lock makes every read a locking one (LOCK IN SHARE MODE): a write's
+	// lookups inside a client's transaction must see what is committed
+	// now, not the transaction's older snapshot (a delete chunk of the
+	// archiver may have moved rows to the archive since), and keep it so
+	// until the write commits.
+	lock bool
+}
+
+// locking is the suffix of lk's reads.
+func (lk *coldLookup) locking() string {
+	if lk.lock {
+		return " LOCK IN SHARE MODE"
+	}
+	return ""
 }
 
 // coldLookup is a lookup on a pooled connection to sh's authoritative side.
@@ -581,8 +595,14 @@ func (s *Session) coldLookup(sh router.Shard) (*coldLookup, error) {
 // lookups.
 func (lk *coldLookup) ranges(conv uint64) (coldRange, error) {
 	ranges := lk.db + "." + quoteIdent(ColdRangesTable)
-	r, err := lk.c.Exec(fmt.Sprintf("SELECT (SELECT MAX(seq) FROM %s.%s WHERE conv_id = %d), (SELECT min_seq FROM %s WHERE conv_id = %d), (SELECT max_seq FROM %s WHERE conv_id = %d)",
-		lk.db, lk.table, conv, ranges, conv, ranges, conv))
+	sql := fmt.Sprintf("SELECT (SELECT MAX(seq) FROM %s.%s WHERE conv_id = %d), (SELECT min_seq FROM %s WHERE conv_id = %d), (SELECT max_seq FROM %s WHERE conv_id = %d)",
+		lk.db, lk.table, conv, ranges, conv, ranges, conv)
+	if lk.lock {
+		// The range row alone, locked; a write needs no warm max. (None:
+		// no row, which the locking read also locks the gap of.)
+		sql = fmt.Sprintf("SELECT NULL, min_seq, max_seq FROM %s WHERE conv_id = %d LOCK IN SHARE MODE", ranges, conv)
+	}
+	r, err := lk.c.Exec(sql)
 	var me *mysql.MyError
 	if errors.As(err, &me) && me.Code == mysql.ER_NO_SUCH_TABLE {
 		// The archiver creates the table before it catalogues the shard's
@@ -591,6 +611,12 @@ func (lk *coldLookup) ranges(conv uint64) (coldRange, error) {
 	}
 	if err != nil {
 		return coldRange{}, err
+	}
+	if r == nil {
+		return coldRange{}, fmt.Errorf("[BUG] cold ranges: no answer")
+	}
+	if err := decodeRows(r); err == nil && lk.lock && len(r.Values) == 0 {
+		return coldRange{}, nil
 	}
 	if err := decodeRows(r); err != nil || len(r.Values) != 1 || len(r.Values[0]) != 3 {
 		return coldRange{}, fmt.Errorf("[BUG] cold ranges: unexpected answer (%v)", err)
@@ -634,8 +660,8 @@ func (lk *coldLookup) files(conv uint64, lo, hi uint64, ids []uint64) ([]ColdFil
 		}
 		where = fmt.Sprintf("max_msg_id >= %d AND min_msg_id <= %d", slices.Min(ids), slices.Max(ids))
 	}
-	r, err := lk.c.Exec(fmt.Sprintf("SELECT file, min_seq, max_seq, min_msg_id, max_msg_id, n_rows FROM %s.%s WHERE conv_id = %d AND %s",
-		lk.db, quoteIdent(ColdFilesTable), conv, where))
+	r, err := lk.c.Exec(fmt.Sprintf("SELECT file, min_seq, max_seq, min_msg_id, max_msg_id, n_rows FROM %s.%s WHERE conv_id = %d AND %s%s",
+		lk.db, quoteIdent(ColdFilesTable), conv, where, lk.locking()))
 	var me *mysql.MyError
 	if errors.As(err, &me) && me.Code == mysql.ER_NO_SUCH_TABLE {
 		return nil, nil // made by an archiver of this version: none deleted since
@@ -673,8 +699,8 @@ func (lk *coldLookup) tombstones(conv uint64, tbl string, lo, hi uint64, ids []u
 	if ids != nil {
 		where = "msg_id IN (" + joinUints(ids) + ")"
 	}
-	r, err := lk.c.Exec(fmt.Sprintf("SELECT seq, msg_id FROM %s.%s WHERE conv_id = %d AND tbl = '%s' AND %s ORDER BY seq",
-		lk.db, quoteIdent(ColdTombstoneTable), conv, tbl, where))
+	r, err := lk.c.Exec(fmt.Sprintf("SELECT seq, msg_id FROM %s.%s WHERE conv_id = %d AND tbl = '%s' AND %s ORDER BY seq%s",
+		lk.db, quoteIdent(ColdTombstoneTable), conv, tbl, where, lk.locking()))
 	if err != nil {
 		return nil, err
 	}
@@ -696,8 +722,8 @@ func (lk *coldLookup) tombstones(conv uint64, tbl string, lo, hi uint64, ids []u
 // erasures returns the seq ranges of conv erased from table tbl's
 // archived rows (ColdErasureTable), merged: ascending and disjoint.
 func (lk *coldLookup) erasures(conv uint64, tbl string) ([][2]uint64, error) {
-	r, err := lk.c.Exec(fmt.Sprintf("SELECT min_seq, max_seq FROM %s.%s WHERE conv_id = %d AND tbl = '%s' ORDER BY min_seq",
-		lk.db, quoteIdent(ColdErasureTable), conv, tbl))
+	r, err := lk.c.Exec(fmt.Sprintf("SELECT min_seq, max_seq FROM %s.%s WHERE conv_id = %d AND tbl = '%s' ORDER BY min_seq%s",
+		lk.db, quoteIdent(ColdErasureTable), conv, tbl, lk.locking()))
 	var me *mysql.MyError
 	if errors.As(err, &me) && me.Code == mysql.ER_NO_SUCH_TABLE {
 		return nil, nil // made by an archiver before erasures: none

@@ -195,7 +195,7 @@ func (s *Session) archivedKeys(c Conn, db, table, logical string, conv uint64, s
 	// The range read on this transaction's connection: after the locking
 	// read, so it counts every warm row that read found gone.
 	hist := s.e.routes.Current().Physical(historyTable, router.ShardOf(conv))
-	lk := &coldLookup{c: c, db: db, table: quoteIdent(hist.Table), release: func() {}}
+	lk := &coldLookup{c: c, db: db, table: quoteIdent(hist.Table), release: func() {}, lock: true}
 	rg, err := lk.ranges(conv)
 	if err != nil {
 		return nil, err
@@ -443,7 +443,7 @@ func (s *Session) coldErase(pl *plan, p part, args []any, binary bool) (*mysql.R
 func (s *Session) eraseArchived(c Conn, conv uint64, tbl string, spec eraseSpec) (uint64, *Warning, error) {
 	hist := s.e.routes.Current().Physical(historyTable, router.ShardOf(conv))
 	db := quoteIdent(hist.Database)
-	lk := &coldLookup{c: c, db: db, table: quoteIdent(hist.Table), release: func() {}}
+	lk := &coldLookup{c: c, db: db, table: quoteIdent(hist.Table), release: func() {}, lock: true}
 	rg, err := lk.ranges(conv)
 	if err != nil {
 		return 0, nil, err

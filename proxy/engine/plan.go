@@ -329,20 +329,21 @@ func (s *Session) plan(sql string) (*plan, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
-	if nbeLike && len(a.Sharded) == 0 {
-		// Sent as restored SQL, not the client's text (which lacks the
-		// ESCAPE ''): rendered as a statement reading session values is.
-		t, err := rewrite.SessionTemplate(a, func(rewrite.SessionRef) rewrite.SessionValue { return rewrite.SessionValue{Keep: true} })
-		if err != nil {
-			return nil, classify(err)
-		}
-		sql = string(t.Render(nil, nil))
-	}
 	if hasReturning {
 		if err := rewrite.CheckReturning(s.parser, returning, a.Sharded); err != nil {
 			return nil, classify(err)
 		}
 		a.Returning = returning
+	}
+	if nbeLike && len(a.Sharded) == 0 {
+		// Sent as restored SQL, not the client's text (which lacks the
+		// ESCAPE ''): rendered as a statement reading session values is
+		// (its RETURNING clause too).
+		t, err := rewrite.SessionTemplate(a, func(rewrite.SessionRef) rewrite.SessionValue { return rewrite.SessionValue{Keep: true} })
+		if err != nil {
+			return nil, classify(err)
+		}
+		sql = string(t.Render(nil, nil))
 	}
 	if pl, ok, err := s.searchPlan(sql, a); ok {
 		return pl, err
