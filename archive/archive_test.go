@@ -152,6 +152,7 @@ func TestArchiver(t *testing.T) {
 	t.Run("LegacyResume", func(t *testing.T) { testLegacyResume(t, s) })
 	t.Run("Sweep", func(t *testing.T) { testSweep(t, s) })
 	t.Run("Erase", func(t *testing.T) { testErase(t, s) })
+	t.Run("EraseLegacy", func(t *testing.T) { testEraseLegacy(t, s) })
 	t.Run("Retention", func(t *testing.T) { testRetention(t, s) })
 	t.Run("Compact", func(t *testing.T) { testCompact(t, s) })
 	t.Run("LocalStore", func(t *testing.T) { testLocalStore(t, s) })
@@ -1778,5 +1779,44 @@ func testCompact(t *testing.T, s *services) {
 			t.Logf("%s %s..%s %d rows", r.Key, r.FirstDay, r.Day, r.Rows)
 		}
 		t.Fatal("a second run compacted again")
+	}
+}
+
+// testEraseLegacy: a file of the former catalog layout (read bounds in
+// etcd) is not rewritten, and only the deletes of rows it holds stay
+// pending: the shard's other files are still rewritten.
+func testEraseLegacy(t *testing.T, s *services) {
+	f := newFixture(t, s, "file")
+	a := f.archiver(func(c *Config) { c.DeleteAfter, c.EraseAfter, c.CompactBelow = time.Hour, time.Hour, -1 })
+	f.run(a)
+	f.advance(2 * time.Hour)
+	f.run(a)
+	f.makeLegacy() // every file so far: days up to 2025-12-31
+	f.advance(10 * 24 * time.Hour)
+	f.run(a) // ten more days, in the current layout
+	f.advance(2 * time.Hour)
+	f.run(a)
+	c0, c1 := f.convs[0], f.convs[1]
+	for _, k := range []key{{Conv: c0, Seq: 3}, {Conv: c1, Seq: 100}} {
+		if _, ok := f.currentRows()[k]; !ok {
+			t.Fatalf("%v is not archived to begin with", k)
+		}
+		for _, tbl := range []string{"conv_msg", "msg_content"} {
+			f.svc.db.Exec(t, fmt.Sprintf("INSERT INTO %s.%s (conv_id, tbl, seq, msg_id, deleted_at) VALUES (%d, '%s', %d, %d, UTC_TIMESTAMP(3) - INTERVAL 2 HOUR)",
+				f.dbName, TombstoneTable, k.Conv, tbl, k.Seq, k.Conv*1000+k.Seq))
+		}
+	}
+	f.advance(time.Hour)
+	f.run(a)
+	rows := f.currentRows()
+	if _, ok := rows[key{Conv: c1, Seq: 100}]; ok {
+		t.Fatal("the current layout's file was not rewritten without the deleted row")
+	}
+	if _, ok := rows[key{Conv: c0, Seq: 3}]; !ok {
+		t.Fatal("a file of the former layout was rewritten")
+	}
+	_, pending := f.query(fmt.Sprintf("SELECT conv_id, seq FROM %s WHERE erased_at IS NULL ORDER BY conv_id, seq", TombstoneTable))
+	if len(pending) != 2 || string(pending[0][0]) != fmt.Sprint(c0) {
+		t.Fatalf("pending after the run: %q, want the former layout's row in both tables", pending)
 	}
 }

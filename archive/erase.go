@@ -53,7 +53,7 @@ import (
 // its record are removed, and the rewrite is done again). Once every file of a tombstone or
 // erasure is rewritten, its erased_at is set; SHOW ARCHIVE shows those
 // still pending and the oldest. Files of the former layout (read bounds in
-// etcd) are not rewritten: their erasures stay pending.
+// etcd) are not rewritten: the deletes of rows they hold stay pending.
 
 // DefaultEraseAfter is how long a deleted archived row's bytes may stay
 // in its file: deletes are batched so a day's file is rewritten once for
@@ -113,13 +113,6 @@ func (u *run) rewriteDue(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, r := range recs {
-		if r.Kind == kindHistory && r.legacy() && r.readable() {
-			u.log.Warn("cold files of the former catalog layout are not rewritten: deleted archived rows stay pending in them",
-				zap.String("file", r.Key))
-			return nil
-		}
-	}
 	var convs []uint64
 	for _, h := range due {
 		convs = append(convs, h.conv)
@@ -127,6 +120,35 @@ func (u *run) rewriteDue(ctx context.Context) error {
 	spans, err := u.src.fileSpans(convs)
 	if err != nil {
 		return err
+	}
+	// Files of the former catalog layout (read bounds in etcd) are not
+	// rewritten: what they hold of a conversation (their catalog object)
+	// keeps its deletes pending.
+	blocked := map[string]bool{}
+	wanted := make(map[uint64]bool, len(convs))
+	for _, c := range convs {
+		wanted[c] = true
+	}
+	for _, r := range recs {
+		if r.Kind != kindHistory || !r.legacy() || !r.readable() {
+			continue
+		}
+		sctx, cancel := u.storeCtx(ctx)
+		m, err := readMeta(sctx, u.a.cfg.Store, r.Meta)
+		cancel()
+		if err != nil {
+			return err
+		}
+		for _, c := range m.Info.Convs {
+			if wanted[c.ConvID] {
+				spans[c.ConvID] = append(spans[c.ConvID], fileSpan{file: r.Key, lo: c.MinSeq, hi: c.MaxSeq})
+				blocked[r.Key] = true
+			}
+		}
+	}
+	if len(blocked) > 0 {
+		u.log.Warn("cold files of the former catalog layout are not rewritten: deleted archived rows stay pending in them",
+			zap.Int("files", len(blocked)))
 	}
 	need := map[string]bool{}
 	for _, h := range due {
@@ -140,10 +162,11 @@ func (u *run) rewriteDue(ctx context.Context) error {
 	for _, r := range recs {
 		byKey[r.Key] = r
 	}
-	blocked := map[string]bool{}
 	files := make([]string, 0, len(need))
 	for f := range need {
-		files = append(files, f)
+		if !blocked[f] {
+			files = append(files, f)
+		}
 	}
 	slices.Sort(files)
 	for _, f := range files {
