@@ -278,6 +278,7 @@ func differentialCases() []dcase {
 		q("SELECT id FROM app_settings WHERE v = ?", "a🙂"),
 		q("SELECT 1 + 1, 'x', NULL, 3.5, DATABASE()"),
 		q("SELECT @@character_set_client, @@collation_connection"),
+		q("SELECT @@sql_mode, @@SESSION.sql_mode, @@sql_mode LIKE '%STRICT%' AS strict"),
 		q("SHOW TABLES LIKE 'app%'"),
 		q("SHOW TABLES"),
 		q("SHOW FULL TABLES WHERE Tables_in_im <> 'im_inbox'"),
