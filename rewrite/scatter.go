@@ -107,7 +107,6 @@ type ScatterExpr struct {
 	Name     string   // the column's name: the alias, or the expression as written
 	Template string   // the expression with its operands as `__cvy_x<i>`
 	Args     []string // hidden operand columns
-	First    int      // index of Args[0] among all ScatterExprs' operands
 }
 
 const hiddenPrefix = "__cvy_"
@@ -729,7 +728,7 @@ func (v *subqueryFinder) Leave(n ast.Node) (ast.Node, bool) { return n, true }
 // server evaluating the template later could not see (placeholders,
 // variables).
 func planScatterExpr(f *ast.SelectField, out, first int, operand func(tag string, e ast.ExprNode) (string, error)) (ScatterExpr, error) {
-	x := ScatterExpr{Out: out, Name: f.AsName.O, First: first}
+	x := ScatterExpr{Out: out, Name: f.AsName.O}
 	if x.Name == "" {
 		x.Name = strings.TrimSpace(f.Text())
 	}
