@@ -106,6 +106,9 @@ type ApplierStats struct {
 	// Txns counts the source transactions applied (each with at least one
 	// change of the shard), Skipped the ones delivered with none.
 	Txns, Skipped uint64
+	// Applying is the number of source transactions in the batch under
+	// way (0 between batches): a batch stuck on a target lock shows here.
+	Applying int
 	// Upserts and Deletes count the row operations sent to the target.
 	Upserts, Deletes uint64
 	// SourceTime is the source commit time of the last transaction handled
@@ -561,6 +564,14 @@ func (a *Applier) resume(ctx context.Context, conn *sql.Conn, origin binlog.Posi
 // read under the target's row locks in a snapshot that shows the whole
 // batch (resync.go), and the checkpoint row moved past the batch.
 func (a *Applier) handle(ctx context.Context, run *applyRun, batch []binlog.Txn) error {
+	a.mu.Lock()
+	a.stats.Applying = len(batch)
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.stats.Applying = 0
+		a.mu.Unlock()
+	}()
 	last := batch[len(batch)-1]
 	sole := a.sole.Load()
 	var p keyPlan

@@ -168,7 +168,15 @@ func (e *env) binlogConfig(t *testing.T) binlog.Config {
 func runApplier(t *testing.T, ctx context.Context, a *Applier, origin binlog.Position) (stop func() error) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx, origin) }()
+	go func() {
+		err := a.Run(ctx, origin)
+		if ctx.Err() == nil {
+			// Ended by itself: say so now, a test waiting on the apply
+			// would otherwise only time out.
+			t.Logf("the applier stopped by itself: %v (stats %+v)", err, a.Stats())
+		}
+		done <- err
+	}()
 	var err error
 	stopped := false
 	stop = func() error {
