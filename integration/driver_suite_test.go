@@ -42,9 +42,8 @@ func (r driverRefusal) shownIn(output string) bool {
 }
 
 var driverRefusals = map[string]driverRefusal{
-	// Convoy never asks a client for a file (a server could then make it
-	// send any file), and refuses LOAD DATA LOCAL with 1235 and the reason.
-	"TestLoadData": {[]string{"LOAD DATA LOCAL INFILE is not supported through Convoy", "Error 1235 (42000)"}, "LOAD DATA LOCAL is refused"},
+	// (TestLoadData passes: Convoy reads LOAD DATA LOCAL's file and writes
+	// its rows, into the suite's unsharded tables with local_infile: all.)
 	// (TestSQLInjection and TestInsertRetrieveEscapedData, whose second
 	// halves connect with sql_mode='NO_BACKSLASH_ESCAPES', pass since
 	// Convoy reads that mode itself.)
@@ -71,7 +70,7 @@ func TestDriverSuite(t *testing.T) {
 	// tls=skip-verify): a Convoy of the stack's cluster with a certificate,
 	// and a MariaDB of its own as the baseline.
 	cert, key := testsvc.SelfSigned(t)
-	convoy := startConvoy(t, s.etcd.Endpoints(), "tls_cert: "+cert, "tls_key: "+key)
+	convoy := startConvoy(t, s.etcd.Endpoints(), "tls_cert: "+cert, "tls_key: "+key, "engine:\n  local_infile: all")
 	base := testsvc.StartMariaDB(t, testsvc.WithMariaDBArgs("--ssl-cert="+cert, "--ssl-key="+key))
 	// gotest is an unsharded database: behind Convoy it lives on the
 	// default datasource, like database im.

@@ -88,6 +88,7 @@ func (h *handler) startSession() {
 	}
 	h.sess.SetTLS(h.tlsVersion, h.tlsCipher)
 	if cc := h.cc; cc != nil {
+		h.sess.SetLocalFiles(h.localFile)
 		h.sess.SetMaxAllowedPacket(int64(cc.max))
 		// KILL CONNECTION from another session: the socket's Close is safe
 		// beside this connection's own reads and writes, which then fail

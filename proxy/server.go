@@ -317,7 +317,11 @@ func (s *Server) handle(nc net.Conn) {
 	// A client that connects and never finishes the handshake must not hold
 	// a goroutine and a descriptor forever.
 	_ = nc.SetDeadline(time.Now().Add(handshakeTimeout))
-	gc := &greetingConn{Conn: nc, add: extraCapabilities, drop: hiddenCapabilities, status: initialStatus}
+	add := uint32(extraCapabilities)
+	if s.eng.LocalInfileEnabled() {
+		add |= mysql.CLIENT_LOCAL_FILES // the file is read by Convoy (engine/loaddata.go)
+	}
+	gc := &greetingConn{Conn: nc, add: add, drop: hiddenCapabilities, status: initialStatus}
 	conn, err := s.wire.NewCustomizedConn(gc, authHandler{s}, h)
 	_ = nc.SetDeadline(time.Time{})
 	if err != nil {

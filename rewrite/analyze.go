@@ -35,9 +35,10 @@ const (
 	KindEmpty                   // comments only: MariaDB answers OK (see OnlyComments)
 	KindSavepoint               // SAVEPOINT, ROLLBACK TO [SAVEPOINT], RELEASE SAVEPOINT (see Analysis.Savepoint)
 	KindMaintenance             // ANALYZE TABLE, OPTIMIZE TABLE (see Analysis.Maintenance)
+	KindLoadData                // LOAD DATA LOCAL INFILE (see Analysis.Load)
 )
 
-var kindNames = [...]string{"other", "select", "insert", "update", "delete", "ddl", "begin", "commit", "rollback", "set", "use", "show", "empty", "savepoint", "maintenance"}
+var kindNames = [...]string{"other", "select", "insert", "update", "delete", "ddl", "begin", "commit", "rollback", "set", "use", "show", "empty", "savepoint", "maintenance", "load data"}
 
 // Maintenance is a table maintenance statement: run on each of its tables
 // (every physical table of a sharded one), one result row set per table.
@@ -120,6 +121,7 @@ type Analysis struct {
 	// is routed by them (RoutedByNested).
 	OtherKeys   [][]Value
 	Maintenance Maintenance // KindMaintenance
+	Load        *LoadData   // KindLoadData
 	// RoutedByNested: the statement's own block names no sharded table
 	// (SELECT EXISTS (...), a FROM of derived tables only) and its nested
 	// blocks are restricted: OtherKeys say where it runs.
@@ -237,9 +239,14 @@ func analyze(stmt ast.StmtNode, oneShard bool) (*Analysis, error) {
 		a.UseDB = s.DBName
 	case *ast.LoadDataStmt:
 		if s.FileLocRef == ast.FileLocClient {
-			// The file is on the client, which Convoy never asks for (a
-			// server could make it send any file); rows travel as INSERTs.
-			return nil, unsupported("LOAD DATA LOCAL INFILE is not supported through Convoy: send the rows as multi-row INSERT statements")
+			// Convoy reads the client's file itself and writes its rows
+			// as INSERTs: no backend is ever asked to read a client file.
+			l, err := analyzeLoadData(s)
+			if err != nil {
+				return nil, err
+			}
+			a.Kind, a.Load = KindLoadData, l
+			break
 		}
 		if s.Table != nil {
 			if _, sharded := router.ShardKeyColumn(logicalName(s.Table.Name)); sharded {

@@ -45,8 +45,9 @@ func (p *Parser) SetSQLMode(sqlMode string) error {
 // errno the parser attached (1064 for plain syntax errors, e.g. 1115 for an
 // unknown character set introducer).
 type SyntaxError struct {
-	Msg  string
-	Code uint16
+	Msg   string
+	Code  uint16
+	State string // the errno's SQLSTATE, where the parser gave one
 }
 
 func (e *SyntaxError) Error() string { return e.Msg }
@@ -76,7 +77,7 @@ func toSyntaxError(err error) *SyntaxError {
 	var te *terror.Error
 	if errors.As(err, &te) { // e.g. 1115 unknown character set
 		se := terror.ToSQLError(te)
-		return &SyntaxError{Msg: se.Message, Code: se.Code}
+		return &SyntaxError{Msg: se.Message, Code: se.Code, State: se.State}
 	}
 	// The lexer's own errors are plain text (`line 1 column 5 near "..."`);
 	// TiDB's server prefixes them the same way.

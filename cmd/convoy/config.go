@@ -93,6 +93,9 @@ type Config struct {
 		ScatterParallelism int `yaml:"scatter_parallelism"`
 		MaxScatterRows     int `yaml:"max_scatter_rows"`
 		DDLParallelism     int `yaml:"ddl_parallelism"`
+		// LocalInfile: where LOAD DATA LOCAL INFILE may write: sharded
+		// (default), all (unsharded tables too) or off.
+		LocalInfile string `yaml:"local_infile"`
 	} `yaml:"engine"`
 
 	// HotTier is the Redis history cache of seed 000.
@@ -303,6 +306,11 @@ func loadConfig(path string) (Config, error) {
 	case "", "warning", "error":
 	default:
 		return c, fmt.Errorf("config %s: cold.partial %q: want warning or error", path, c.Cold.Partial)
+	}
+	switch c.Engine.LocalInfile {
+	case "", "sharded", "all", "off":
+	default:
+		return c, fmt.Errorf("config %s: engine.local_infile %q: want sharded, all or off", path, c.Engine.LocalInfile)
 	}
 	return c, nil
 }

@@ -338,7 +338,7 @@ func serve(args []string) error {
 	}
 
 	eng := engine.New(engine.FromManager(pools), watcher, engine.NewMetrics(reg), log.Named("engine"), engine.Options{
-		MaxInList: c.Engine.MaxInList, DDLParallelism: c.Engine.DDLParallelism, MaxPacket: int64(c.MaxPacket),
+		MaxInList: c.Engine.MaxInList, DDLParallelism: c.Engine.DDLParallelism, MaxPacket: int64(c.MaxPacket), LocalInfile: c.Engine.LocalInfile,
 		ScatterParallelism: c.Engine.ScatterParallelism, MaxScatterRows: c.Engine.MaxScatterRows,
 		StatsWindow: c.Health.StatsWindow, HealthQPS: c.Health.ShardQPS, HealthWriteP99: c.Health.WriteP99,
 		HealthDiskPct: c.Health.DiskPercent, DiskCapacity: c.Health.DiskCapacity,

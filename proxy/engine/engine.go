@@ -54,11 +54,19 @@ type Options struct {
 	// 100 switches with 2 s).
 	HoldMaxWait  time.Duration
 	HoldMaxQueue int
+	// LocalInfile says where LOAD DATA LOCAL INFILE may write (loaddata.go):
+	// LocalInfileSharded (the default: sharded tables only, as the
+	// hardened datasources refuse local files), LocalInfileAll or
+	// LocalInfileOff.
+	LocalInfile string
 }
 
 func (o Options) withDefaults() Options {
 	if o.MaxInList <= 0 {
 		o.MaxInList = 100000
+	}
+	if o.LocalInfile == "" {
+		o.LocalInfile = LocalInfileSharded
 	}
 	if o.DDLParallelism <= 0 {
 		o.DDLParallelism = 8

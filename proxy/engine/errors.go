@@ -127,6 +127,11 @@ func classify(err error) error {
 	case errors.As(err, &ee):
 		return ee
 	case errors.As(err, &se):
+		if se.Code != 0 && se.Code != mysql.ER_PARSE_ERROR && se.State != "" {
+			// The parser's own errno for what it refuses (1083 a field
+			// separator, 1115 an unknown character set), as MariaDB's.
+			return &mysql.MyError{Code: se.Code, State: se.State, Message: se.Msg}
+		}
 		return &Error{Code: CodeSyntax, Msg: se.Msg}
 	case errors.As(err, &ke):
 		return &Error{Code: CodeBadShardKey, Msg: ke.Error()}

@@ -75,6 +75,8 @@ func (s *Session) run(pl *plan, args []any, binary bool) (res *mysql.Result, err
 	case rewrite.KindSet:
 		s.e.metrics.countStatement("session")
 		return s.set(a)
+	case rewrite.KindLoadData:
+		return s.loadData(pl)
 	case rewrite.KindUse:
 		s.e.metrics.countStatement("session")
 		if err := s.UseDB(a.UseDB); err != nil {

@@ -169,7 +169,7 @@ func (s *Session) explainOn(pl *plan, snap *router.Snapshot, sh router.Shard, ds
 // toLogical puts the logical names back in a server's text about
 // shard sh's physical tables (an EXPLAIN row, a warning): db.table.column
 // of the current database's table becomes table.column and any other
-// physical database the client's current one, as MariaDB names them in
+// physical database (plain or quoted) the client's current one, as MariaDB names them in
 // the logical schema (without a current database the physical one
 // stays); then the physical table names become the logical ones.
 func toLogical(text string, snap *router.Snapshot, sh router.Shard, db string) string {
@@ -184,7 +184,8 @@ func toLogical(text string, snap *router.Snapshot, sh router.Shard, db string) s
 			case pass == 0 && db != "":
 				pairs = append(pairs, p.Database+"."+p.Table+".", l+".")
 			case pass == 1 && db != "":
-				pairs = append(pairs, p.Database+".", db+".")
+				// A warning names a column `db`.`table`.`column`.
+				pairs = append(pairs, p.Database+".", db+".", "`"+p.Database+"`.", "`"+db+"`.")
 			case pass == 2:
 				pairs = append(pairs, p.Table, l)
 			}

@@ -349,6 +349,9 @@ func (s *Session) plan(sql string) (*plan, error) {
 		return pl, err
 	}
 	pl := &plan{sql: sql, a: a, namedColumns: namedColumns}
+	if a.Kind == rewrite.KindLoadData {
+		return pl, nil // its INSERTs are planned as it runs (loaddata.go)
+	}
 	if sel, ok := a.Stmt.(*ast.SelectStmt); ok && sel.SelectStmtOpts != nil && sel.SelectStmtOpts.CalcFoundRows {
 		pl.calcFound = true
 	}

@@ -183,7 +183,7 @@ func requiredPrivilege(pl *plan) (need, command string) {
 	switch pl.a.Kind {
 	case rewrite.KindSelect, rewrite.KindShow:
 		return "read", "SELECT"
-	case rewrite.KindInsert:
+	case rewrite.KindInsert, rewrite.KindLoadData:
 		return "write", "INSERT"
 	case rewrite.KindUpdate:
 		return "write", "UPDATE"

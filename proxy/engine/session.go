@@ -63,6 +63,7 @@ type Session struct {
 	connID      uint32
 	ownerCtx    context.Context // backendCtx
 	closer      func()          // closes the client connection (SetCloser)
+	localFiles  LocalFiles      // the client's files (SetLocalFiles, loaddata.go)
 	addr        string          // the client's host:port (SetRemoteAddr)
 	proc        procState       // what SHOW PROCESSLIST says of this session
 	// tlsVersion and tlsCipher describe the client's TLS session (SetTLS).
@@ -298,6 +299,9 @@ func (s *Session) Prepare(sql string) (*Prepared, error) {
 	pl, err := s.plan(sql)
 	if err != nil {
 		return nil, err
+	}
+	if pl.a.Kind == rewrite.KindLoadData {
+		return nil, &mysql.MyError{Code: mysql.ER_UNSUPPORTED_PS, State: "HY000", Message: "This command is not supported in the prepared statement protocol yet"}
 	}
 	// As MariaDB: a statement the account may not run fails at PREPARE.
 	if err := s.authorize(pl); err != nil {
