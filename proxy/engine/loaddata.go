@@ -22,7 +22,7 @@ import (
 // read a client's file: Convoy asks the client for it (LocalFiles, the
 // protocol's 0xFB request), cuts it into rows as MariaDB would (package
 // loadfile) and writes them with INSERT statements it builds, one per
-// shard and batch, each run as the client's own prepared INSERT would run
+// physical table and batch, each run as the client's own prepared INSERT would run
 // (privileges, routing, migration holds, the hot tier, seq allocation).
 //
 // What the client sees is MariaDB's: LOCAL without REPLACE ignores
@@ -121,7 +121,11 @@ type load struct {
 	ignore bool
 	plans  map[int]*plan // by rows per batch
 
-	batches  map[router.Shard]*loadBatch
+	// batches are the rows waiting, per physical table: the rows of
+	// several shards of a shared table go in one INSERT, as a client's
+	// multi-row INSERT does (the engine routes each INSERT by its rows
+	// again, so a route that changes meanwhile only costs a split).
+	batches  map[router.Target]*loadBatch
 	buffered int
 	rows     uint64 // rows read
 	// Counted over the batches sent: rows written (INSERT) or replaced
@@ -138,7 +142,7 @@ type load struct {
 
 // loadBatch is the rows of one shard waiting for their INSERT.
 type loadBatch struct {
-	sh    router.Shard
+	first router.Shard // the shard of its first row (flushAll's order)
 	args  []any
 	rows  []uint64   // the file's row number of each row
 	own   []loadCond // Convoy's own conditions of these rows
@@ -158,7 +162,7 @@ type loadCond struct {
 // newLoad checks the statement before the file is asked for, as MariaDB
 // does: the table and its columns, the shard key's source, the format.
 func (s *Session) newLoad(l *rewrite.LoadData, sharded []string) (*load, error) {
-	ld := &load{s: s, l: l, key: -1, ignore: !l.Replace, plans: map[int]*plan{}, batches: map[router.Shard]*loadBatch{}}
+	ld := &load{s: s, l: l, key: -1, ignore: !l.Replace, plans: map[int]*plan{}, batches: map[router.Target]*loadBatch{}}
 	f, err := s.loadFormat(l)
 	if err != nil {
 		return nil, err
@@ -528,10 +532,14 @@ func (ld *load) read(file io.Reader) error {
 			}
 			sh = router.ShardOf(key)
 		}
-		b := ld.batches[sh]
+		at := s.e.routes.Current().Target(sh)
+		b := ld.batches[at]
 		if b == nil {
-			b = &loadBatch{sh: sh}
-			ld.batches[sh] = b
+			b = &loadBatch{}
+			ld.batches[at] = b
+		}
+		if len(b.rows) == 0 {
+			b.first = sh
 		}
 		ld.add(b, n, vals, own)
 		if len(b.rows) >= ld.batchRows() || b.bytes >= loadBatchBytes {
@@ -581,17 +589,18 @@ func (ld *load) batchRows() int {
 	return max(1, min(loadBatchRows, loadMaxParams/max(ld.params, 1)))
 }
 
-// flushAll sends every shard's waiting rows, in shard order.
+// flushAll sends every waiting batch, in the order of their first rows'
+// shards.
 func (ld *load) flushAll() error {
-	shards := make([]router.Shard, 0, len(ld.batches))
-	for sh, b := range ld.batches {
+	waiting := make([]*loadBatch, 0, len(ld.batches))
+	for _, b := range ld.batches {
 		if len(b.rows) > 0 {
-			shards = append(shards, sh)
+			waiting = append(waiting, b)
 		}
 	}
-	slices.Sort(shards)
-	for _, sh := range shards {
-		if err := ld.flush(ld.batches[sh]); err != nil {
+	slices.SortFunc(waiting, func(a, b *loadBatch) int { return cmp.Compare(a.first, b.first) })
+	for _, b := range waiting {
+		if err := ld.flush(b); err != nil {
 			return err
 		}
 	}
