@@ -12,9 +12,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	sqldriver "github.com/go-sql-driver/mysql"
 
+	"github.com/convoy-im/convoy/internal/testsvc"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -286,4 +288,137 @@ func firstDiff(got, want string) string {
 		}
 	}
 	return fmt.Sprintf("Convoy %d lines, MariaDB %d", len(g), len(w))
+}
+
+// slowFile sends lines of conv_msg rows a few at a time, pausing between.
+type slowFile struct {
+	next, total int
+	buf         []byte
+}
+
+func (f *slowFile) Read(p []byte) (int, error) {
+	if len(f.buf) == 0 {
+		if f.next >= f.total {
+			return 0, io.EOF
+		}
+		time.Sleep(5 * time.Millisecond)
+		for range 10 {
+			f.next++
+			f.buf = fmt.Appendf(f.buf, "%d\t%d\t%d\t1\t1\t2026-03-01 00:00:00\n", 20+f.next%5, f.next, 7_000_000+f.next)
+		}
+	}
+	n := copy(p, f.buf)
+	f.buf = f.buf[n:]
+	return n, nil
+}
+
+// TestLoadDataLocalHotTierAndKill: a load into conversations whose pages
+// the hot tier holds leaves those pages exact (rows with their seqs, and
+// rows Convoy gives seqs), and KILL QUERY stops a load that is still
+// receiving its file: 1317, the rows of the batches sent before stay, the
+// session goes on.
+func TestLoadDataLocalHotTierAndKill(t *testing.T) {
+	s := newStack(t)
+	r := testsvc.StartRedis(t)
+	p := startConvoy(t, s.etcd.Endpoints(), hotTierYAML(r))
+	ctx := context.Background()
+	db := p.open(t, "convoy", "convoy", "im")
+	const conv = 9100
+	for i := range 5 {
+		mustExec(t, db, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 5, 1, '2026-03-01 00:00:00')", conv, 910000+i)
+	}
+	seqs := func() []int {
+		t.Helper()
+		rs, err := db.QueryContext(ctx, firstScreen, conv, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rs.Close()
+		var out []int
+		for rs.Next() {
+			var v int
+			var msg, sender, typ, at string
+			if err := rs.Scan(&v, &msg, &sender, &typ, &at); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	hot := func() float64 { return metricValue(t, scrape(t, p.metrics), `convoy_statements_total{class="hot"}`) }
+	// The page fills the hot tier (in the background), then is served
+	// from it.
+	waitFor(t, "the page served from the hot tier", 5*time.Second, func() bool {
+		before := hot()
+		got := seqs()
+		return len(got) == 5 && hot() > before
+	})
+	// Each page after a load must be exact, wherever it is served from.
+	// Rows with their seqs, then rows without: Convoy allocates them.
+	sqldriver.RegisterReaderHandler("withseq", func() io.Reader {
+		return strings.NewReader(fmt.Sprintf("%d\t6\t910006\t5\t1\t2026-03-01 00:00:01\n%d\t7\t910007\t5\t1\t2026-03-01 00:00:02\n", conv, conv))
+	})
+	sqldriver.RegisterReaderHandler("noseq", func() io.Reader {
+		return strings.NewReader(fmt.Sprintf("%d\t910008\t5\t2026-03-01 00:00:03\n%d\t910009\t5\t2026-03-01 00:00:04\n", conv, conv))
+	})
+	t.Cleanup(func() { sqldriver.DeregisterReaderHandler("withseq"); sqldriver.DeregisterReaderHandler("noseq") })
+	mustExec(t, db, "LOAD DATA LOCAL INFILE 'Reader::withseq' INTO TABLE conv_msg")
+	if got := seqs(); !slices.Equal(got, []int{7, 6, 5, 4, 3, 2, 1}) {
+		t.Fatalf("after loading seqs 6 and 7 the page reads %v", got)
+	}
+	mustExec(t, db, "LOAD DATA LOCAL INFILE 'Reader::noseq' INTO TABLE conv_msg (conv_id, msg_id, sender_uid, created_at) SET msg_type = 3")
+	if got := seqs(); !slices.Equal(got, []int{9, 8, 7, 6, 5, 4, 3, 2, 1}) {
+		var all string
+		_ = db.QueryRowContext(ctx, "SELECT GROUP_CONCAT(seq, ':', msg_id, ':', msg_type) FROM conv_msg WHERE conv_id = ? AND msg_id > 0", conv).Scan(&all)
+		t.Fatalf("after loading two rows without seq the page reads %v (rows %s)", got, all)
+	}
+	// And the page the hot tier serves once it holds it again is exact.
+	waitFor(t, "the page served from the hot tier after the loads", 5*time.Second, func() bool {
+		before := hot()
+		got := seqs()
+		if !slices.Equal(got, []int{9, 8, 7, 6, 5, 4, 3, 2, 1}) {
+			t.Fatalf("after the loads the page reads %v", got)
+		}
+		return hot() > before
+	})
+	var types int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM conv_msg WHERE conv_id = ? AND msg_type = 3 AND seq IN (8, 9)", conv).Scan(&types); err != nil || types != 2 {
+		t.Fatalf("loaded rows with allocated seqs: %d, %v", types, err)
+	}
+
+	// KILL QUERY while the file is still arriving.
+	const total = 3000
+	sqldriver.RegisterReaderHandler("slow", func() io.Reader { return &slowFile{total: total} })
+	t.Cleanup(func() { sqldriver.DeregisterReaderHandler("slow") })
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var id int64
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := conn.ExecContext(ctx, "LOAD DATA LOCAL INFILE 'Reader::slow' INTO TABLE conv_msg")
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	mustExec(t, db, fmt.Sprintf("KILL QUERY %d", id))
+	select {
+	case err := <-done:
+		if errno(err) != 1317 {
+			t.Fatalf("killed load: %v, want 1317", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the killed load did not end")
+	}
+	var n int
+	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM conv_msg WHERE msg_id >= 7000000").Scan(&n); err != nil {
+		t.Fatalf("the session after the kill: %v", err)
+	}
+	if n >= total {
+		t.Fatalf("the killed load wrote all %d rows", n)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -118,8 +119,13 @@ type load struct {
 	row    string        // (?, ?, expr) of one row
 	params int           // placeholders per row
 	key    int           // the field with the shard key; -1: unsharded
-	ignore bool
-	plans  map[int]*plan // by rows per batch
+	// seqField is the field with conv_msg's seq, -1 for none: a load of
+	// messages with their seqs moves each conversation's im_conv_seq past
+	// them, so that the seqs Convoy gives later messages follow them.
+	seqField int
+	seqPlans map[int]*plan
+	ignore   bool
+	plans    map[int]*plan // by rows per batch
 
 	// batches are the rows waiting, per physical table: the rows of
 	// several shards of a shared table go in one INSERT, as a client's
@@ -146,7 +152,10 @@ type loadBatch struct {
 	args  []any
 	rows  []uint64   // the file's row number of each row
 	own   []loadCond // Convoy's own conditions of these rows
-	bytes int
+	// maxSeq is the largest seq of each conversation in these rows (a
+	// conv_msg load with seqs).
+	maxSeq map[uint64]uint64
+	bytes  int
 }
 
 // loadCond is a condition of the load, placed in file order: by row, then
@@ -162,7 +171,7 @@ type loadCond struct {
 // newLoad checks the statement before the file is asked for, as MariaDB
 // does: the table and its columns, the shard key's source, the format.
 func (s *Session) newLoad(l *rewrite.LoadData, sharded []string) (*load, error) {
-	ld := &load{s: s, l: l, key: -1, ignore: !l.Replace, plans: map[int]*plan{}, batches: map[router.Target]*loadBatch{}}
+	ld := &load{s: s, l: l, key: -1, seqField: -1, seqPlans: map[int]*plan{}, ignore: !l.Replace, plans: map[int]*plan{}, batches: map[router.Target]*loadBatch{}}
 	f, err := s.loadFormat(l)
 	if err != nil {
 		return nil, err
@@ -235,6 +244,9 @@ func (s *Session) newLoad(l *rewrite.LoadData, sharded []string) (*load, error) 
 		ld.key = ld.keyField(keyCol)
 		if ld.key < 0 {
 			return nil, errorf(CodeNotSupported, "LOAD DATA into the sharded table %s needs its shard key %s from the file: name %s in the column list, or SET %s = @variable of the column list", sharded[0], keyCol, keyCol, keyCol)
+		}
+		if sharded[0] == historyTable {
+			ld.seqField = slices.IndexFunc(ld.targets, func(t rewrite.LoadTarget) bool { return t.Var == "" && strings.EqualFold(t.Column, "seq") })
 		}
 	}
 	table, err := rewrite.Restore(l.Table)
@@ -542,6 +554,15 @@ func (ld *load) read(file io.Reader) error {
 			b.first = sh
 		}
 		ld.add(b, n, vals, own)
+		if ld.seqField >= 0 && !vals[ld.seqField].Null {
+			if seq, err := strconv.ParseUint(string(vals[ld.seqField].Value), 10, 64); err == nil {
+				conv, _ := router.KeyFromValue(vals[ld.key].Value) // a key: checked above
+				if b.maxSeq == nil {
+					b.maxSeq = map[uint64]uint64{}
+				}
+				b.maxSeq[conv] = max(b.maxSeq[conv], seq)
+			}
+		}
 		if len(b.rows) >= ld.batchRows() || b.bytes >= loadBatchBytes {
 			if err := ld.flush(b); err != nil {
 				return err
@@ -652,10 +673,53 @@ func (ld *load) flush(b *loadBatch) error {
 	}
 	ld.condCount += len(b.own)
 	ld.placeBackend(b, got)
+	if err := ld.advanceSeqs(b); err != nil {
+		return err
+	}
 	ld.condCount += dropped
 	ld.buffered -= b.bytes
-	b.args, b.rows, b.own, b.bytes = b.args[:0], b.rows[:0], b.own[:0], 0
+	b.args, b.rows, b.own, b.bytes, b.maxSeq = b.args[:0], b.rows[:0], b.own[:0], 0, nil
 	return nil
+}
+
+// advanceSeqs moves im_conv_seq.max_seq of each conversation of a sent
+// batch of messages with seqs to at least the largest seq loaded (in the
+// batch's transaction when the load runs in one).
+func (ld *load) advanceSeqs(b *loadBatch) error {
+	if len(b.maxSeq) == 0 {
+		return nil
+	}
+	s := ld.s
+	convs := slices.Sorted(maps.Keys(b.maxSeq)) // one lock order
+	pl := ld.seqPlans[len(convs)]
+	if pl == nil {
+		table := quoteIdent("im_conv_seq")
+		if db := ld.l.Table.Schema.O; db != "" {
+			table = quoteIdent(db) + "." + table
+		}
+		var sb strings.Builder
+		sb.WriteString("INSERT INTO " + table + " (conv_id, max_seq) VALUES ")
+		for i := range convs {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			sb.WriteString("(?, ?)")
+		}
+		sb.WriteString(" ON DUPLICATE KEY UPDATE max_seq = GREATEST(max_seq, VALUES(max_seq))")
+		var err error
+		if pl, err = s.plan(sb.String()); err != nil {
+			return err
+		}
+		ld.seqPlans[len(convs)] = pl
+	}
+	args := make([]any, 0, 2*len(convs))
+	for _, c := range convs {
+		args = append(args, c, b.maxSeq[c])
+	}
+	saved, savedDropped := s.warnings, s.dropped
+	_, err := s.run(pl, args, true)
+	s.warnings, s.dropped = saved, savedDropped
+	return classify(err)
 }
 
 var atRow = regexp.MustCompile(` at row (\d+)$`)
