@@ -262,6 +262,21 @@ func TestLoadDataLocalEdges(t *testing.T) {
 	if n := count("SELECT COUNT(*) FROM plain WHERE v = 'a'"); n != 1 {
 		t.Fatalf("unsharded load: %d rows", n)
 	}
+	// The file is read in its character set (the database's: utf8mb4),
+	// whatever the connection's.
+	sqldriver.RegisterReaderHandler("accent", func() io.Reader { return strings.NewReader("2\t\xc3\xa9t\xc3\xa9\n") })
+	t.Cleanup(func() { sqldriver.DeregisterReaderHandler("accent") })
+	conn, err := admin.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	mustExec(t, conn, "SET NAMES latin1")
+	mustExec(t, conn, "LOAD DATA LOCAL INFILE 'Reader::accent' INTO TABLE plain")
+	var hex string
+	if err := admin.QueryRowContext(ctx, "SELECT HEX(v) FROM plain WHERE id = 2").Scan(&hex); err != nil || hex != "C3A974C3A9" {
+		t.Fatalf("a utf8mb4 file loaded over a latin1 connection: HEX %s, %v; want C3A974C3A9 (été)", hex, err)
+	}
 }
 
 func affected(r sql.Result) int64 {

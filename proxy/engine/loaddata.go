@@ -194,6 +194,24 @@ func (s *Session) newLoad(l *rewrite.LoadData, sharded []string) (*load, error) 
 			ld.targets = append(ld.targets, rewrite.LoadTarget{Column: c.name})
 		}
 	}
+	var keyCol string
+	if len(sharded) > 0 {
+		keyCol, _ = router.ShardKeyColumn(sharded[0])
+	}
+	// A field is sent as a parameter, which the datasource reads in the
+	// connection's character set: when that is not the file's, the bytes
+	// are given the file's (the shard key is digits, and stays a bare
+	// parameter, which routing needs).
+	fileValue := "?"
+	if !s.utf8Client() {
+		fileValue = "CONVERT(CAST(? AS BINARY) USING utf8mb4)"
+		switch l.Charset {
+		case "utf8", "utf8mb3":
+			fileValue = "CONVERT(CAST(? AS BINARY) USING utf8mb3)"
+		case "binary":
+			fileValue = "CAST(? AS BINARY)"
+		}
+	}
 	seen := map[string]bool{}
 	use := func(name string) (*loadColumn, error) {
 		c, err := column(name)
@@ -220,11 +238,14 @@ func (s *Session) newLoad(l *rewrite.LoadData, sharded []string) (*load, error) 
 		ld.colOf = append(ld.colOf, len(ld.cols))
 		ld.cols = append(ld.cols, c.name)
 		ld.info = append(ld.info, c)
-		if c.nowIfNull {
-			row = append(row, "COALESCE(?, CURRENT_TIMESTAMP(6))")
-		} else {
-			row = append(row, "?")
+		ph := "?"
+		if !strings.EqualFold(c.name, keyCol) {
+			ph = fileValue
 		}
+		if c.nowIfNull {
+			ph = "COALESCE(" + ph + ", CURRENT_TIMESTAMP(6))"
+		}
+		row = append(row, ph)
 	}
 	ld.params = len(row)
 	for _, set := range l.Sets {
@@ -233,14 +254,20 @@ func (s *Session) newLoad(l *rewrite.LoadData, sharded []string) (*load, error) 
 			return nil, err
 		}
 		ld.cols = append(ld.cols, c.name)
-		row = append(row, set.Expr)
+		switch {
+		case fileValue == "?" || len(set.Vars) == 0:
+			row = append(row, set.Expr)
+		case set.Expr == "?":
+			row = append(row, fileValue) // SET col = @v
+		default:
+			return nil, errorf(CodeNotSupported, "LOAD DATA LOCAL with SET %s = an expression over the file's variables needs a utf8mb4 connection through Convoy (SET NAMES utf8mb4): the values would be read in the connection's character set, not the file's", c.name)
+		}
 		ld.params += len(set.Vars)
 	}
 	if len(ld.cols) == 0 {
 		return nil, errorf(CodeNotSupported, "this LOAD DATA writes no column: name one in its column list or SET")
 	}
 	if len(sharded) > 0 {
-		keyCol, _ := router.ShardKeyColumn(sharded[0])
 		ld.key = ld.keyField(keyCol)
 		if ld.key < 0 {
 			return nil, errorf(CodeNotSupported, "LOAD DATA into the sharded table %s needs its shard key %s from the file: name %s in the column list, or SET %s = @variable of the column list", sharded[0], keyCol, keyCol, keyCol)
