@@ -42,11 +42,13 @@ bench-search:
 fuzz:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
 
-## lint: gofmt must list nothing; go vet
+## lint: gofmt must list nothing; go vet; staticcheck (staticcheck.conf; scripts/ensure-tools.sh installs it)
 lint:
 	@unformatted=$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...)); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	scripts/ensure-tools.sh
+	$$($(GO) env GOPATH)/bin/staticcheck ./...
 
 ## clean: build and test output (not the dev data in .state/)
 clean:

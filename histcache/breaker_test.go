@@ -69,8 +69,10 @@ func TestBreakerStateMachine(t *testing.T) {
 	b.timer() // a timer that fires early does nothing either
 	want(stateOpen, 0)
 	now = now.Add(time.Millisecond)
-	if b.allow() || b.allow() || b.allow() {
-		t.Fatal("half-open breaker let a client call through")
+	for range 3 {
+		if b.allow() {
+			t.Fatal("half-open breaker let a client call through")
+		}
 	}
 	want(stateHalfOpen, 1) // one probe, however many calls arrive
 	b.done(nil)            // a late success of an old call does not close it

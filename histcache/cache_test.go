@@ -316,7 +316,7 @@ func TestEndWriteTrimTTLMaxSeq(t *testing.T) {
 		}
 	}
 	var mem []string
-	mem, _ = rdb.ZRangeByScore(bg, k.zset, &redis.ZRangeBy{Min: "630", Max: "630"}).Result()
+	mem, _ = rdb.ZRangeArgs(bg, redis.ZRangeArgs{Key: k.zset, Start: "630", Stop: "630", ByScore: true}).Result()
 	if len(mem) != 1 || mem[0] != "1630:7:0:1700000000630" {
 		t.Fatalf("member of seq 630 = %v", mem)
 	}

@@ -103,11 +103,9 @@ func (r fuzzRoutes) Current() *router.Snapshot { return r.s }
 // fuzzServer is one in-process proxy on a loopback listener, shared by all
 // inputs of a fuzz run; recovered panics are counted from the log.
 type fuzzServer struct {
-	addr   string
-	logs   *observer.ObservedLogs
-	srv    *Server
-	mu     sync.Mutex
-	panics int
+	addr string
+	logs *observer.ObservedLogs
+	srv  *Server
 }
 
 var (

@@ -168,7 +168,8 @@ func OpenBleve(dir string) (b *Bleve, err error) {
 		// mapping is written as an internal batch, and with unsafe_batch a
 		// Close right after creation could leave it unpersisted (an index
 		// no later open can read: "error parsing mapping JSON").
-		created, err := bleve.NewUsing(path, m, scorch.Name, scorch.Name, nil)
+		var created bleve.Index
+		created, err = bleve.NewUsing(path, m, scorch.Name, scorch.Name, nil)
 		if err == nil {
 			err = created.Close()
 		}

@@ -32,11 +32,9 @@ import (
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "relay" {
-		if err := runRelay(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "relay:", err)
-			os.Exit(1)
-		}
-		return
+		// It serves until it fails.
+		fmt.Fprintln(os.Stderr, "relay:", runRelay(os.Args[2:]))
+		os.Exit(1)
 	}
 	if err := runBench(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "convoy-bench:", err)

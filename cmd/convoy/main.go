@@ -242,6 +242,7 @@ func newLogger(level, format string, w zapcore.WriteSyncer) (*zap.Logger, error)
 // go-redis is routed where the hot tier is set up.
 func routeLibraryLogs(log *zap.Logger) {
 	slog.SetDefault(slog.New(slogzap.Handler(log.Named("lib"))))
+	//lint:ignore SA1019 the client's own hook for gRPC's logger; grpclog.SetLoggerV2 would need gRPC's logger type for the same effect
 	clientv3.SetLogger(zapgrpc.NewLogger(log.Named("grpc").WithOptions(zap.IncreaseLevel(zapcore.ErrorLevel))))
 }
 

@@ -750,11 +750,6 @@ func (lk *coldLookup) erasures(conv uint64, tbl string) ([][2]uint64, error) {
 	return out, nil
 }
 
-// erasedSeq reports whether seq is in one of the ranges erased.
-func erasedSeq(erased [][2]uint64, seq uint64) bool {
-	return slices.ContainsFunc(erased, func(g [2]uint64) bool { return g[0] <= seq && seq <= g[1] })
-}
-
 func joinUints(xs []uint64) string {
 	var b strings.Builder
 	for i, x := range xs {

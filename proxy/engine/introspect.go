@@ -473,13 +473,12 @@ func (s *Session) logicalStatus(snap *router.Snapshot, ls *rewrite.LogicalSchema
 			z := sizes[t.Logical]
 			o := make([][]byte, len(fields))
 			for i, f := range fields {
-				name := string(f.Name)
-				j, ok := col[name]
+				j, ok := col[string(f.Name)]
 				switch {
 				case i == 0:
 					o[i] = []byte(t.Logical)
-				case statusSizes[name] != "":
-					o[i] = []byte(strconv.FormatUint(z.Column(statusSizes[name]), 10))
+				case statusSizes[string(f.Name)] != "":
+					o[i] = []byte(strconv.FormatUint(z.Column(statusSizes[string(f.Name)]), 10))
 				case ok:
 					o[i] = row[j]
 				}
