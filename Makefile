@@ -4,7 +4,7 @@ GO       ?= go
 FUZZTIME ?= 30s
 BENCHPKGS ?= ./router/ ./rewrite/ ./proxy/...
 
-.PHONY: all build test run down bench bench-migrate bench-search fuzz lint clean distclean
+.PHONY: all build test race run down bench bench-migrate bench-search fuzz lint clean distclean
 
 all: build
 
@@ -17,6 +17,11 @@ build:
 ## test: install test dependencies (Debian), go vet, go test, summary
 test:
 	scripts/test.sh
+
+## race: the tests of the packages with concurrency under the race detector (about 5 minutes on 2 cores; CI runs it after make test)
+RACEPKGS ?= ./proxy/... ./histcache/ ./routecfg/ ./migrate/
+race:
+	$(GO) test -race -count=1 -p 2 -timeout 20m $(RACEPKGS)
 
 ## run: dev services + Convoy on 127.0.0.1:3307 in the foreground (Ctrl-C stops Convoy)
 run:
