@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/cold"
-	"github.com/convoy-im/convoy/migrate"
+	"github.com/convoy-im/convoy/internal/ratelimit"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
@@ -21,9 +21,10 @@ const (
 	DefaultAfter       = 180 * 24 * time.Hour // seed 000: cold beyond 180 days
 	DefaultDeleteAfter = 7 * 24 * time.Hour   // seed 000: 温层删除延迟 7 天
 	DefaultInboxAfter  = 30 * 24 * time.Hour  // seed 001: read inbox rows kept 30 days
-	// DefaultRate is migrate's copy rate: both jobs read a live shard and
-	// must not show in its write latency.
-	DefaultRate = migrate.DefaultRate
+	// DefaultRate is the rows per second a job reads of a live shard: a
+	// migration copy's (seed 001's 2000 rows/s), which does not show in the
+	// shard's write latency.
+	DefaultRate = 2000
 	// DefaultPartRows bounds a part: about 10-30 MiB of rows held in memory
 	// while the file is built, and a catalog record whose skip lists stay
 	// far below etcd's request limit even if every row were skipped.
@@ -158,7 +159,7 @@ type Archiver struct {
 	jobs       *routecfg.JobStore
 	migrations *routecfg.JobStore
 	routes     *routecfg.Store
-	rows, scan *migrate.Limiter
+	rows, scan *ratelimit.Limiter
 }
 
 // New returns an archiver; it starts nothing.
@@ -212,7 +213,7 @@ func New(cfg Config) (*Archiver, error) {
 		jobs:       routecfg.NewArchiveJobStore(cfg.Client, cfg.Cluster),
 		migrations: routecfg.NewJobStore(cfg.Client, cfg.Cluster),
 		routes:     routecfg.NewStore(cfg.Client, cfg.Cluster),
-		rows:       migrate.NewLimiter(cfg.Rate), scan: migrate.NewLimiter(cfg.Rate * scanFactor),
+		rows:       ratelimit.New(cfg.Rate), scan: ratelimit.New(cfg.Rate * scanFactor),
 	}, nil
 }
 
@@ -527,7 +528,7 @@ func (u *run) check(ctx context.Context) error {
 	}
 	mj, err := u.a.migrations.Get(ctx, u.shard)
 	switch {
-	case err == nil && mj.Step != migrate.StepDone:
+	case err == nil && mj.Step != routecfg.StepDone:
 		return fmt.Errorf("%w (job %s, step %s): skipped until it is done", ErrMigrating, mj.ID, mj.Step)
 	case err != nil && !errors.Is(err, routecfg.ErrJobNotFound):
 		return err

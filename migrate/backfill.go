@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/internal/ratelimit"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -99,7 +100,7 @@ const (
 type Backfill struct {
 	moves   []TableMove
 	copiers []*Copier
-	limiter *Limiter
+	limiter *ratelimit.Limiter
 	applier *Applier
 	srcDB   *sql.DB
 
@@ -120,7 +121,7 @@ func NewBackfill(ctx context.Context, cfg BackfillConfig) (*Backfill, error) {
 	if rate == 0 {
 		rate = DefaultRate
 	}
-	b := &Backfill{moves: cfg.Tables, limiter: NewLimiter(rate), applier: a, srcDB: cfg.Tables[0].Source.DB}
+	b := &Backfill{moves: cfg.Tables, limiter: ratelimit.New(rate), applier: a, srcDB: cfg.Tables[0].Source.DB}
 	for _, m := range cfg.Tables {
 		c, err := NewCopier(ctx, m.Source, m.Target, m.Filter, WithLimiter(b.limiter),
 			WithChunkRows(cfg.ChunkRows), WithSnapshotMaxAge(cfg.SnapshotMaxAge))

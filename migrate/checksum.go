@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/internal/ratelimit"
 )
 
 // Checksummer is step 4 of a shard migration (verify): it compares one
@@ -52,7 +53,7 @@ type Checksummer struct {
 	segmentRows    int
 	recheckDelay   time.Duration
 	rechecks       int
-	limiter        *Limiter
+	limiter        *ratelimit.Limiter
 	settle         func(context.Context, binlog.Position) error
 	sumCols, pkSQL string
 	onCompare      func(attempt int) // tests: runs after each read of a segment
@@ -99,7 +100,9 @@ func WithSettledRecheck(settle func(ctx context.Context, applied binlog.Position
 }
 
 // WithChecksumLimiter throttles the rows read per side (default unlimited).
-func WithChecksumLimiter(l *Limiter) ChecksumOption { return func(c *Checksummer) { c.limiter = l } }
+func WithChecksumLimiter(l *ratelimit.Limiter) ChecksumOption {
+	return func(c *Checksummer) { c.limiter = l }
+}
 
 // NewChecksummer checks that both tables have the same shape and returns a
 // checksummer for filter's shard (nil: every row).

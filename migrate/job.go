@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/internal/ratelimit"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
@@ -54,7 +55,7 @@ const (
 	StepSwitched = "switched"
 	// StepDone: the window ended (or NEXT); reverse replication stopped;
 	// the source's tables are left in place.
-	StepDone = "done"
+	StepDone = routecfg.StepDone
 )
 
 // Intents, persisted before the runner acts on them.
@@ -1237,7 +1238,7 @@ func (j *jobRun) purge(ctx context.Context) error {
 		return fmt.Errorf("migrate: purge of job %s: the routes put shard %d on %s.%s, not on the target; not deleting the source's rows",
 			job.ID, job.Shard, at.Datasource, at.Database)
 	}
-	lim := NewLimiter(j.m.rate(cmds.Rate))
+	lim := ratelimit.New(j.m.rate(cmds.Rate))
 	// From where an earlier run got to: the tables before its table are
 	// done, that one goes on after its key.
 	moves, after := j.moves, Key(nil)
@@ -1298,7 +1299,7 @@ func (j *jobRun) rollback(ctx context.Context) error {
 	if err := j.waitRampsDropped(ctx); err != nil {
 		return err
 	}
-	lim := NewLimiter(j.m.rate(cmds.Rate))
+	lim := ratelimit.New(j.m.rate(cmds.Rate))
 	for _, m := range j.moves {
 		// Before prepare checked the target empty of the shard, its rows
 		// there (if any) are not the job's: only tables the job created

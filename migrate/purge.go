@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/convoy-im/convoy/internal/ratelimit"
 )
 
 // Deleting one shard's rows of a physical table: PURGE on a done job's
@@ -72,7 +74,7 @@ type purgePosition struct {
 type shardPurge struct {
 	side   Side
 	filter *ShardFilter
-	lim    *Limiter // paid per chunk for the rows deleted; nil: unthrottled
+	lim    *ratelimit.Limiter // paid per chunk for the rows deleted; nil: unthrottled
 	// drop removes the table once no row of any shard is left in it (a
 	// table the shard had to itself).
 	drop bool
@@ -87,7 +89,7 @@ type shardPurge struct {
 // deleteShard deletes the shard's rows of one table from the start, and
 // drops the table if drop is set and nothing is left in it. A missing
 // table is not an error.
-func deleteShard(ctx context.Context, s Side, f *ShardFilter, lim *Limiter, drop bool) error {
+func deleteShard(ctx context.Context, s Side, f *ShardFilter, lim *ratelimit.Limiter, drop bool) error {
 	p := &shardPurge{side: s, filter: f, lim: lim, drop: drop}
 	return p.run(ctx, nil)
 }

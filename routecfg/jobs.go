@@ -89,6 +89,9 @@ func (e Endpoint) String() string { return e.Datasource + ":" + e.Database }
 // the migrate package. The job layer persists Intent before it acts and Step
 // (with Progress) after, so a runner taking over knows what was done and
 // what may have been half done.
+//
+// StepDone is the one step other packages read: a job at it no longer
+// holds its shard (the archiver waits for it).
 type Job struct {
 	ID    string   `json:"id"`
 	Shard int      `json:"shard"`
@@ -110,6 +113,9 @@ type Job struct {
 	// not stored. Update and Delete compare it.
 	Revision int64 `json:"-"`
 }
+
+// StepDone is the Step of a finished job (package migrate names the others).
+const StepDone = "done"
 
 // JobEvent is one change seen by JobStore.Watch.
 type JobEvent struct {

@@ -1,4 +1,4 @@
-package migrate
+package ratelimit
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // long.
 func TestLimiterRate(t *testing.T) {
 	const rate, total, chunk = 10000.0, 5000, 500
-	l := NewLimiter(rate)
+	l := New(rate)
 	start := time.Now()
 	for done := 0; done < total; done += chunk {
 		if err := l.Wait(context.Background(), chunk); err != nil {
@@ -31,7 +31,7 @@ func TestLimiterRate(t *testing.T) {
 }
 
 func TestLimiterBurst(t *testing.T) {
-	l := NewLimiter(1000)
+	l := New(1000)
 	if err := l.Wait(context.Background(), 100); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestLimiterBurst(t *testing.T) {
 }
 
 func TestLimiterSetRateWakesWaiter(t *testing.T) {
-	l := NewLimiter(1) // 10 tokens would take 10 s
+	l := New(1) // 10 tokens would take 10 s
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() { done <- l.Wait(context.Background(), 10) }()
@@ -76,7 +76,7 @@ func TestLimiterSetRateWakesWaiter(t *testing.T) {
 }
 
 func TestLimiterCancel(t *testing.T) {
-	l := NewLimiter(100)
+	l := New(100)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := l.Wait(ctx, 1000); !errors.Is(err, context.DeadlineExceeded) {

@@ -1,4 +1,6 @@
-package migrate
+// Package ratelimit is a token bucket of rows per second, shared by the
+// jobs that read live shards (migration copies and checksums, archiving).
+package ratelimit
 
 import (
 	"context"
@@ -6,16 +8,11 @@ import (
 	"time"
 )
 
-// DefaultRate is the copy rate of one shard in rows per second: seed 001's
-// figure ("1024 shards x 5M rows at 2000 rows/s per shard"), low enough that
-// a backfill does not show in the live writes' latency.
-const DefaultRate = 2000
-
-// burstSeconds bounds what a limiter saves up while its user is slow (a
+// BurstSeconds bounds what a limiter saves up while its user is slow (a
 // slow target write, a pause): a quarter second of rows. Over any window W
 // the rows let through stay under rate*W + rate/4, i.e. within 2.5% of the
 // rate over ten seconds, and one hiccup is made up by one chunk.
-const burstSeconds = 0.25
+const BurstSeconds = 0.25
 
 // Limiter is a token bucket counting rows. Several copiers may share one
 // (the five tables of one shard share the shard's rate). It starts empty,
@@ -36,8 +33,8 @@ type Limiter struct {
 	changed chan struct{} // closed and replaced when waiters must recompute
 }
 
-// NewLimiter returns a limiter at rowsPerSec (<= 0: unlimited).
-func NewLimiter(rowsPerSec float64) *Limiter {
+// New returns a limiter at rowsPerSec (<= 0: unlimited).
+func New(rowsPerSec float64) *Limiter {
 	return &Limiter{rate: rowsPerSec, last: time.Now(), changed: make(chan struct{})}
 }
 
@@ -69,7 +66,7 @@ func (l *Limiter) SetRate(rowsPerSec float64) {
 func (l *Limiter) refill(now time.Time) {
 	if l.rate > 0 {
 		l.credit += l.rate * now.Sub(l.last).Seconds()
-		if ceiling := l.issued + l.rate*burstSeconds; l.credit > ceiling {
+		if ceiling := l.issued + l.rate*BurstSeconds; l.credit > ceiling {
 			l.credit = ceiling
 		}
 	}
@@ -131,7 +128,7 @@ func (l *Limiter) refund(n int) {
 	defer l.mu.Unlock()
 	l.refill(time.Now())
 	l.credit += float64(n)
-	if ceiling := l.issued + l.rate*burstSeconds; l.rate > 0 && l.credit > ceiling {
+	if ceiling := l.issued + l.rate*BurstSeconds; l.rate > 0 && l.credit > ceiling {
 		l.credit = ceiling
 	}
 	l.wake()
