@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/convoy-im/convoy/planner"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
@@ -124,9 +125,9 @@ func ShardList(shards []int) string {
 }
 
 // PlanLayout checks next against the live routes and plans its shard
-// moves (PlanMoves: sizes from stats of the servers the shards leave,
+// moves (planner.PlanMoves: sizes from stats of the servers the shards leave,
 // copies at rate rows/s per shard, parallel at a time).
-func (a *Admin) PlanLayout(ctx context.Context, next router.Document, stats TableStats, rate float64, parallel int) (*LayoutChange, *MovePlan, error) {
+func (a *Admin) PlanLayout(ctx context.Context, next router.Document, stats planner.TableStats, rate float64, parallel int) (*LayoutChange, *planner.MovePlan, error) {
 	live, err := a.routes.Get(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -135,7 +136,7 @@ func (a *Admin) PlanLayout(ctx context.Context, next router.Document, stats Tabl
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := PlanMoves(ctx, c.Live, c.Next, stats, rate, parallel)
+	p, err := planner.PlanMoves(ctx, c.Live, c.Next, stats, rate, parallel)
 	return c, p, err
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/convoy-im/convoy/planner"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
@@ -153,7 +154,7 @@ func TestLayout(t *testing.T) {
 	}
 	admin := NewAdmin(e.cli, cluster)
 
-	c, p, err := admin.PlanLayout(ctx, next, InformationSchemaStats, 100, 2)
+	c, p, err := admin.PlanLayout(ctx, next, planner.InformationSchemaStats, 100, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

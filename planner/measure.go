@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/convoy-im/convoy/migrate"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
@@ -23,9 +22,9 @@ type Load struct {
 // measured against the oldest of samples (the daily size samples the
 // proxies keep in etcd) at least half a day old; without one the disk and
 // table lines show only when already reached.
-func Measure(ctx context.Context, snap *router.Snapshot, stats migrate.TableStats, loads [][router.NumShards]Load, capacity map[string]int64, samples []routecfg.SizeSample) (Inputs, error) {
+func Measure(ctx context.Context, snap *router.Snapshot, stats TableStats, loads [][router.NumShards]Load, capacity map[string]int64, samples []routecfg.SizeSample) (Inputs, error) {
 	in := Inputs{Routes: snap, Datasources: map[string]Datasource{}}
-	sizes, err := migrate.ShardSizes(ctx, snap, stats, nil)
+	sizes, err := ShardSizes(ctx, snap, stats, nil)
 	if err != nil {
 		return in, fmt.Errorf("planner: %w", err)
 	}

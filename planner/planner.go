@@ -21,7 +21,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/convoy-im/convoy/migrate"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -180,7 +179,7 @@ type Proposal struct {
 	Kind   string
 	Why    string
 	Routes router.Document
-	Moves  *migrate.MovePlan
+	Moves  *MovePlan
 }
 
 // hotShare: when at most this share of the shards is over a load line and
@@ -216,9 +215,9 @@ func Propose(in Inputs, triggers []Trigger) (*Proposal, error) {
 	if tableSoon != "" {
 		tableNote = "; " + tableSoon + "'s table reaches the table line: no layout change shrinks a shard's table, archive its old history (cold tier) instead"
 	}
-	sizes := map[router.Shard]migrate.TableSize{}
+	sizes := map[router.Shard]TableSize{}
 	for i, s := range in.Shards {
-		sizes[router.Shard(i)] = migrate.TableSize{Rows: s.Rows, Bytes: s.Bytes}
+		sizes[router.Shard(i)] = TableSize{Rows: s.Rows, Bytes: s.Bytes}
 	}
 	var hot []router.Shard
 	for i, s := range in.Shards {
@@ -257,7 +256,7 @@ func Propose(in Inputs, triggers []Trigger) (*Proposal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("planner: the proposed layout is invalid: %w", err)
 	}
-	p.Routes, p.Moves = doc, migrate.MovesWithSizes(in.Routes, to, sizes, in.Rate, in.Parallel)
+	p.Routes, p.Moves = doc, MovesWithSizes(in.Routes, to, sizes, in.Rate, in.Parallel)
 	return &p, nil
 }
 

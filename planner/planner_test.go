@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/convoy-im/convoy/migrate"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
@@ -157,10 +156,10 @@ func TestMeasureGrowth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stats := func(_ context.Context, _ router.Datasource, _ string) (map[string]migrate.TableSize, error) {
-		out := map[string]migrate.TableSize{}
+	stats := func(_ context.Context, _ router.Datasource, _ string) (map[string]TableSize, error) {
+		out := map[string]TableSize{}
 		for i := range router.NumShards {
-			out[router.PhysicalTableName("conv_msg", i)] = migrate.TableSize{Rows: 30_000_000, Bytes: 3 << 30}
+			out[router.PhysicalTableName("conv_msg", i)] = TableSize{Rows: 30_000_000, Bytes: 3 << 30}
 		}
 		return out, nil
 	}

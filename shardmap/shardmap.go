@@ -21,7 +21,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/convoy-im/convoy/migrate"
+	"github.com/convoy-im/convoy/planner"
 	"github.com/convoy-im/convoy/proxy/stats"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
@@ -38,8 +38,8 @@ type Source struct {
 	Stats      func() []stats.ShardStats
 	Proxies    func(context.Context) ([]routecfg.ProxyInfo, error)
 	Migrations func(context.Context) ([]routecfg.Job, error)
-	// Sizes reads one database's table statistics (migrate.InformationSchemaStats).
-	Sizes migrate.TableStats
+	// Sizes reads one database's table statistics (planner.InformationSchemaStats).
+	Sizes planner.TableStats
 	// Sample, if set, is handed each size reading, for the planner's daily
 	// growth samples (routecfg.PutDailySample).
 	Sample func(context.Context, routecfg.SizeSample)
@@ -59,7 +59,7 @@ type Handler struct {
 	mux *http.ServeMux
 
 	mu      sync.Mutex
-	sizes   map[router.Shard]migrate.ShardSize
+	sizes   map[router.Shard]planner.ShardSize
 	sizesAt time.Time
 	sizeErr string
 	stop    context.CancelFunc
@@ -96,7 +96,7 @@ func (h *Handler) Close() { h.stop() }
 func (h *Handler) refreshSizes(ctx context.Context) {
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		sizes, err := migrate.ShardSizes(rctx, h.src.Routes(), h.src.Sizes, nil)
+		sizes, err := planner.ShardSizes(rctx, h.src.Routes(), h.src.Sizes, nil)
 		cancel()
 		h.mu.Lock()
 		if err != nil {
@@ -123,14 +123,14 @@ func (h *Handler) refreshSizes(ctx context.Context) {
 
 // Sizes returns the last reading of the shards' sizes, when it was taken
 // and the last reading's error ("" if it worked).
-func (h *Handler) Sizes() (map[router.Shard]migrate.ShardSize, time.Time, string) {
+func (h *Handler) Sizes() (map[router.Shard]planner.ShardSize, time.Time, string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.sizes, h.sizesAt, h.sizeErr
 }
 
 // sampleOf is the day's size sample of sizes.
-func sampleOf(sizes map[router.Shard]migrate.ShardSize, now time.Time) routecfg.SizeSample {
+func sampleOf(sizes map[router.Shard]planner.ShardSize, now time.Time) routecfg.SizeSample {
 	s := routecfg.SizeSample{Day: now.UTC().Format("20060102"), Taken: now.UTC()}
 	for sh, sz := range sizes {
 		s.Shards[sh] = [2]int64{sz.Rows, sz.Bytes}

@@ -24,7 +24,7 @@ type capacityAdmin struct {
 	cli    *clientv3.Client
 	c      Config
 	routes func() *router.Snapshot
-	sizes  func() (map[router.Shard]migrate.ShardSize, time.Time, string)
+	sizes  func() (map[router.Shard]planner.ShardSize, time.Time, string)
 }
 
 var sizeColumns = []string{"scope", "datasource", "database", "rows", "bytes", "rows_per_day", "bytes_per_day", "measured_at"}

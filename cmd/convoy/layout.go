@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/convoy-im/convoy/migrate"
+	"github.com/convoy-im/convoy/planner"
 	"github.com/convoy-im/convoy/routecfg"
 )
 
@@ -33,7 +34,7 @@ func layoutPlan(ctx context.Context, admin *migrate.Admin, args []string, rate f
 	if err != nil {
 		return err
 	}
-	c, p, err := admin.PlanLayout(ctx, next, migrate.InformationSchemaStats, rate, *parallel)
+	c, p, err := admin.PlanLayout(ctx, next, planner.InformationSchemaStats, rate, *parallel)
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/internal/slogzap"
 	"github.com/convoy-im/convoy/migrate"
+	"github.com/convoy-im/convoy/planner"
 	"github.com/convoy-im/convoy/proxy"
 	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/proxy/engine"
@@ -367,7 +368,7 @@ func serve(args []string) error {
 	// below once the page exists; without a metrics listener they report
 	// that no reading was made).
 	capacity := &capacityAdmin{cli: cli, c: c, routes: watcher.Current,
-		sizes: func() (map[router.Shard]migrate.ShardSize, time.Time, string) {
+		sizes: func() (map[router.Shard]planner.ShardSize, time.Time, string) {
 			return nil, time.Time{}, "metrics_listen is off"
 		}}
 	eng.SetAdmin(engine.AdminHooks{
@@ -422,7 +423,7 @@ func serve(args []string) error {
 				js, _, err := jobs.List(ctx)
 				return js, err
 			},
-			Sizes: migrate.InformationSchemaStats,
+			Sizes: planner.InformationSchemaStats,
 			Sample: func(ctx context.Context, s routecfg.SizeSample) {
 				if _, err := routecfg.PutDailySample(ctx, cli, c.Etcd.Cluster, s); err != nil {
 					log.Debug("storing the daily size sample", zap.Error(err))

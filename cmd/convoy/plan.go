@@ -13,7 +13,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/convoy-im/convoy/migrate"
 	"github.com/convoy-im/convoy/planner"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
@@ -121,7 +120,7 @@ func measureFleet(ctx context.Context, cli *clientv3.Client, c Config, limits pl
 	if err != nil {
 		return planner.Inputs{}, err
 	}
-	in, err := planner.Measure(ctx, snap, migrate.InformationSchemaStats, loads, c.Health.DiskCapacity, samples)
+	in, err := planner.Measure(ctx, snap, planner.InformationSchemaStats, loads, c.Health.DiskCapacity, samples)
 	in.Limits, in.Rate, in.Parallel = limits, rate, parallel
 	return in, err
 }
