@@ -13,6 +13,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/convoy-im/convoy/cold"
+	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -103,7 +104,7 @@ const ErasureTable = router.ColdErasureTable
 
 func newSource(conn *client.Conn, snap *router.Snapshot, shard router.Shard, timeout time.Duration) *source {
 	q := func(p router.Physical) string {
-		return rewrite.QuoteIdent(p.Database) + "." + rewrite.QuoteIdent(p.Table)
+		return sqlq.Ident(p.Database) + "." + sqlq.Ident(p.Table)
 	}
 	m, c := snap.Physical("conv_msg", shard), snap.Physical("msg_content", shard)
 	ib, mb := snap.Physical("im_inbox", shard), snap.Physical("im_conv_member", shard)
@@ -114,7 +115,7 @@ func newSource(conn *client.Conn, snap *router.Snapshot, shard router.Shard, tim
 		}
 	}
 	conn.ReadTimeout, conn.WriteTimeout = timeout, timeout
-	in := func(table string) string { return rewrite.QuoteIdent(m.Database) + "." + rewrite.QuoteIdent(table) }
+	in := func(table string) string { return sqlq.Ident(m.Database) + "." + sqlq.Ident(table) }
 	return &source{conn: conn, shard: shard, msg: q(m), content: q(c), inbox: q(ib), member: q(mb), shared: shared, timeout: timeout,
 		progress: in(progressTable), convs: in(ConvTable), tombstones: in(TombstoneTable), files: in(FilesTable), erasures: in(ErasureTable), msgIdx: -1, bodyIdx: -1}
 }

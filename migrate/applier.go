@@ -14,6 +14,7 @@ import (
 	mysqldrv "github.com/go-sql-driver/mysql"
 
 	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -284,7 +285,7 @@ func NewApplier(ctx context.Context, cfg ApplierConfig) (*Applier, error) {
 	if db == "" {
 		db = cfg.Tables[0].Target.Database
 	}
-	a.ckpt = quoteIdent(db) + "." + quoteIdent(CheckpointTable)
+	a.ckpt = sqlq.Ident(db) + "." + sqlq.Ident(CheckpointTable)
 	if _, err := a.dstDB.ExecContext(ctx, fmt.Sprintf(checkpointDDL, a.ckpt)); err != nil {
 		return nil, fmt.Errorf("migrate: create %s: %w", a.ckpt, err)
 	}

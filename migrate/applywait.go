@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/internal/sqlq"
 )
 
 // applyWatch lets a proxy wait until the binlog apply of a job's shard has
@@ -60,7 +61,7 @@ const applyPollEvery = time.Millisecond
 
 func newApplyWatch(db *sql.DB, database, job string, shard int) *applyWatch {
 	return &applyWatch{db: db,
-		query: "SET STATEMENT innodb_lock_wait_timeout = 1 FOR SELECT position FROM " + quoteIdent(database) + "." + quoteIdent(CheckpointTable) +
+		query: "SET STATEMENT innodb_lock_wait_timeout = 1 FOR SELECT position FROM " + sqlq.Ident(database) + "." + sqlq.Ident(CheckpointTable) +
 			" WHERE job = ? AND shard = ? LOCK IN SHARE MODE",
 		args: []any{job, uint64(shard)}}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/convoy-im/convoy/binlog"
 	"github.com/convoy-im/convoy/internal/ratelimit"
+	"github.com/convoy-im/convoy/internal/sqlq"
 )
 
 // Checksummer is step 4 of a shard migration (verify): it compares one
@@ -127,7 +128,7 @@ func NewChecksummer(ctx context.Context, src, dst Side, filter *ShardFilter, opt
 func rowDigest(t *table) string {
 	var parts, nulls []string
 	for _, c := range t.Columns {
-		q := quoteIdent(c.Name)
+		q := sqlq.Ident(c.Name)
 		switch {
 		case c.integer(), c.DataType == "decimal", c.DataType == "double":
 			parts = append(parts, q)

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -89,7 +90,7 @@ func fenceTriggerName(table, suffix string) string { return "_convoy_fence_" + t
 
 // ensureFenceTable creates the database's fence table with a row per shard.
 func ensureFenceTable(ctx context.Context, db *sql.DB, database string) error {
-	name := quoteIdent(database) + "." + quoteIdent(FenceTable)
+	name := sqlq.Ident(database) + "." + sqlq.Ident(FenceTable)
 	if _, err := db.ExecContext(ctx, fmt.Sprintf(fenceDDL, name)); err != nil {
 		return fmt.Errorf("migrate: create %s: %w", name, err)
 	}
@@ -142,8 +143,8 @@ func installFence(ctx context.Context, s Side, f *ShardFilter) error {
 	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = 1"); err != nil {
 		return err
 	}
-	fence := quoteIdent(s.Database) + "." + quoteIdent(FenceTable)
-	table := quoteIdent(s.Database) + "." + quoteIdent(s.Table)
+	fence := sqlq.Ident(s.Database) + "." + sqlq.Ident(FenceTable)
+	table := sqlq.Ident(s.Database) + "." + sqlq.Ident(s.Table)
 	for _, tr := range fenceTriggers {
 		var checks []string
 		for _, img := range strings.Fields(tr.rows) {
@@ -151,12 +152,12 @@ func installFence(ctx context.Context, s Side, f *ShardFilter) error {
   IF f = 1 THEN
     SET dest = CONCAT('Table ''%s'' is read only for shard ', CRC32(%s.%s) %% 1024, ': Convoy moved it to ', dest, '; write through Convoy');
     SIGNAL SQLSTATE 'HY000' SET MESSAGE_TEXT = dest, MYSQL_ERRNO = 1036;
-  END IF;`, fence, img, quoteIdent(f.Column), strings.ReplaceAll(s.String(), "'", "''"), img, quoteIdent(f.Column)))
+  END IF;`, fence, img, sqlq.Ident(f.Column), strings.ReplaceAll(s.String(), "'", "''"), img, sqlq.Ident(f.Column)))
 		}
 		body := fmt.Sprintf("BEGIN\n DECLARE f TINYINT;\n DECLARE dest VARCHAR(300);\n IF %s IS NULL THEN\n%s\n END IF;\nEND",
 			migrationVar, strings.Join(checks, "\n"))
 		ddl := fmt.Sprintf("CREATE TRIGGER IF NOT EXISTS %s.%s BEFORE %s ON %s FOR EACH ROW %s",
-			quoteIdent(s.Database), quoteIdent(fenceTriggerName(s.Table, tr.suffix)), tr.event, table, body)
+			sqlq.Ident(s.Database), sqlq.Ident(fenceTriggerName(s.Table, tr.suffix)), tr.event, table, body)
 		if _, err := conn.ExecContext(ctx, ddl); err != nil {
 			return fmt.Errorf("migrate: create the fence trigger %s on %s (the migration account needs the TRIGGER privilege, and SUPER or log_bin_trust_function_creators with the binlog on): %w",
 				fenceTriggerName(s.Table, tr.suffix), s, err)
@@ -203,7 +204,7 @@ func setFence(ctx context.Context, db *sql.DB, c fenceChange, log *zap.Logger) (
 	go func() {
 		killed <- killFenceBlockers(ctx, db, thread, done)
 	}()
-	_, err = conn.ExecContext(ctx, "UPDATE "+quoteIdent(c.database)+"."+quoteIdent(FenceTable)+
+	_, err = conn.ExecContext(ctx, "UPDATE "+sqlq.Ident(c.database)+"."+sqlq.Ident(FenceTable)+
 		" SET fenced = ?, job = ?, moved_to = ?, token = token + 1, changed_at = NOW(6) WHERE shard = ?",
 		fenced, c.job, c.movedTo, uint64(c.shard))
 	close(done)
@@ -266,7 +267,7 @@ WHERE r.trx_mysql_thread_id = ?`, thread)
 // row is missing: nothing was fenced there).
 func fenceState(ctx context.Context, db *sql.DB, database string, shard router.Shard) (bool, error) {
 	var f int
-	err := db.QueryRowContext(ctx, "SELECT fenced FROM "+quoteIdent(database)+"."+quoteIdent(FenceTable)+" WHERE shard = ?", uint64(shard)).Scan(&f)
+	err := db.QueryRowContext(ctx, "SELECT fenced FROM "+sqlq.Ident(database)+"."+sqlq.Ident(FenceTable)+" WHERE shard = ?", uint64(shard)).Scan(&f)
 	if errors.Is(err, sql.ErrNoRows) || mysqlErrno(err) == 1146 {
 		return false, nil
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/convoy-im/convoy/binlog"
 	"github.com/convoy-im/convoy/internal/ratelimit"
+	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
@@ -923,7 +924,7 @@ func (j *jobRun) ensureThrottle(ctx context.Context) error {
 			db       *sql.DB
 			database string
 		}{{j.src.db, job.From.Database}, {j.dst.db, job.To.Database}} {
-			if _, err := s.db.ExecContext(ctx, fmt.Sprintf(heartbeatDDL, quoteIdent(s.database)+"."+quoteIdent(HeartbeatTable))); err != nil {
+			if _, err := s.db.ExecContext(ctx, fmt.Sprintf(heartbeatDDL, sqlq.Ident(s.database)+"."+sqlq.Ident(HeartbeatTable))); err != nil {
 				return fmt.Errorf("migrate: create %s.%s: %w", s.database, HeartbeatTable, err)
 			}
 		}
@@ -1358,7 +1359,7 @@ func (j *jobRun) waitRampsDropped(ctx context.Context) error {
 // deleteCheckpoint removes an applier's checkpoint row (best effort: a
 // leftover row only matters to a job of the same id).
 func (j *jobRun) deleteCheckpoint(ctx context.Context, db *sql.DB, database, job string) {
-	_, err := db.ExecContext(ctx, "DELETE FROM "+quoteIdent(database)+"."+quoteIdent(CheckpointTable)+" WHERE job = ? AND shard = ?", job, uint64(j.shard))
+	_, err := db.ExecContext(ctx, "DELETE FROM "+sqlq.Ident(database)+"."+sqlq.Ident(CheckpointTable)+" WHERE job = ? AND shard = ?", job, uint64(j.shard))
 	if err != nil && mysqlErrno(err) != 1146 {
 		j.log.Warn("removing an apply checkpoint row", zap.String("database", database), zap.Error(err))
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/internal/sqlq"
 )
 
 // Mirror is the dual-write of a migrating shard (step 2, DESIGN.md section
@@ -83,7 +84,7 @@ func NewMirror(ctx context.Context, job string, shard int, tables []MirrorTable)
 		}
 		m.tables[t.Logical] = &mirrorTable{logical: t.Logical, src: st}
 	}
-	m.queue = quoteIdent(tables[0].Source.Database) + "." + quoteIdent(QueueTable)
+	m.queue = sqlq.Ident(tables[0].Source.Database) + "." + sqlq.Ident(QueueTable)
 	m.applied = newApplyWatch(m.dst, tables[0].Target.Database, job, shard)
 	_, err := m.src.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+m.queue+` (
   job        VARBINARY(64)   NOT NULL,

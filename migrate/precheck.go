@@ -9,6 +9,8 @@ import (
 	"time"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
+
+	"github.com/convoy-im/convoy/internal/sqlq"
 )
 
 // ErrPrecheck wraps every reason prepare refuses a migration; the message
@@ -138,21 +140,21 @@ func prepareTable(ctx context.Context, m TableMove, dstName string, beforeCreate
 	}
 	if n == 0 {
 		var name, ddl string
-		err := m.Source.DB.QueryRowContext(ctx, "SHOW CREATE TABLE "+quoteIdent(m.Source.Database)+"."+quoteIdent(m.Source.Table)).Scan(&name, &ddl)
+		err := m.Source.DB.QueryRowContext(ctx, "SHOW CREATE TABLE "+sqlq.Ident(m.Source.Database)+"."+sqlq.Ident(m.Source.Table)).Scan(&name, &ddl)
 		if err != nil {
 			return fmt.Errorf("migrate: read the definition of source table %s: %w", m.Source, err)
 		}
 		// SHOW CREATE TABLE names the table unqualified: qualify it with the
 		// target's database and name.
-		head := "CREATE TABLE " + quoteIdent(m.Source.Table)
+		head := "CREATE TABLE " + sqlq.Ident(m.Source.Table)
 		if !strings.HasPrefix(ddl, head) {
 			return fmt.Errorf("migrate: [BUG] SHOW CREATE TABLE %s does not start with %s", m.Source, head)
 		}
-		ddl = "CREATE TABLE " + quoteIdent(m.Target.Database) + "." + quoteIdent(m.Target.Table) + ddl[len(head):]
+		ddl = "CREATE TABLE " + sqlq.Ident(m.Target.Database) + "." + sqlq.Ident(m.Target.Table) + ddl[len(head):]
 		if err := beforeCreate(); err != nil {
 			return err
 		}
-		if _, err := m.Target.DB.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+quoteIdent(m.Target.Database)); err != nil {
+		if _, err := m.Target.DB.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+sqlq.Ident(m.Target.Database)); err != nil {
 			return fmt.Errorf("migrate: create database %s on %s: %w", m.Target.Database, dstName, err)
 		}
 		// 1050: another job of a shared target table created it meanwhile
@@ -167,7 +169,7 @@ func prepareTable(ctx context.Context, m TableMove, dstName string, beforeCreate
 			ErrPrecheck, m.Target, dstName, err)
 	}
 	var any int
-	err = m.Target.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT 1 FROM "+quoteIdent(m.Target.Database)+"."+quoteIdent(m.Target.Table)+
+	err = m.Target.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT 1 FROM "+sqlq.Ident(m.Target.Database)+"."+sqlq.Ident(m.Target.Table)+
 		" WHERE "+shardPredicate(m.Filter)+" LIMIT 1) x", uint64(m.Filter.Shard)).Scan(&any)
 	if err != nil {
 		return fmt.Errorf("migrate: check that %s on %s is empty: %w", m.Target, dstName, err)
@@ -192,5 +194,5 @@ func mysqlErrno(err error) uint16 {
 // shardPredicate is the SQL condition on a table's rows of the filter's
 // shard, with the shard as its one parameter.
 func shardPredicate(f *ShardFilter) string {
-	return "CRC32(" + quoteIdent(f.Column) + ") % 1024 = ?"
+	return "CRC32(" + sqlq.Ident(f.Column) + ") % 1024 = ?"
 }

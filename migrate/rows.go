@@ -8,6 +8,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/convoy-im/convoy/internal/sqlq"
 )
 
 // Rows travel as the driver scans them into `any` from the binary protocol
@@ -102,7 +104,7 @@ func upsertSQL(t *table, n int) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(quoteIdent(c.Name) + " = VALUES(" + quoteIdent(c.Name) + ")")
+		b.WriteString(sqlq.Ident(c.Name) + " = VALUES(" + sqlq.Ident(c.Name) + ")")
 	}
 	return b.String()
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -434,15 +435,14 @@ func placeholder(c column) string {
 // ---- SQL fragments -------------------------------------------------------
 
 // quoteIdent quotes an identifier with backticks.
-func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
-func (t *table) qualified() string { return quoteIdent(t.Database) + "." + quoteIdent(t.Name) }
+func (t *table) qualified() string { return sqlq.Ident(t.Database) + "." + sqlq.Ident(t.Name) }
 
 // columnList is the stored columns in t's order, quoted: `a`, `b`.
 func (t *table) columnList() string {
 	names := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
-		names[i] = quoteIdent(c.Name)
+		names[i] = sqlq.Ident(c.Name)
 	}
 	return strings.Join(names, ", ")
 }
@@ -450,7 +450,7 @@ func (t *table) columnList() string {
 func (t *table) pkList() string {
 	names := make([]string, len(t.PK))
 	for i, ci := range t.PK {
-		names[i] = quoteIdent(t.Columns[ci].Name)
+		names[i] = sqlq.Ident(t.Columns[ci].Name)
 	}
 	return strings.Join(names, ", ")
 }
@@ -549,12 +549,12 @@ func (w *where) prefixEq(t *table, args []any, n int, op string) string {
 	var ands []string
 	for j := 0; j < n; j++ {
 		c := t.Columns[t.PK[j]]
-		ands = append(ands, quoteIdent(c.Name)+" = "+placeholder(c))
+		ands = append(ands, sqlq.Ident(c.Name)+" = "+placeholder(c))
 		w.args = append(w.args, args[j])
 	}
 	if n < len(t.PK) {
 		c := t.Columns[t.PK[n]]
-		ands = append(ands, quoteIdent(c.Name)+" "+op+" "+placeholder(c))
+		ands = append(ands, sqlq.Ident(c.Name)+" "+op+" "+placeholder(c))
 		w.args = append(w.args, args[n])
 	}
 	return "(" + strings.Join(ands, " AND ") + ")"
@@ -565,7 +565,7 @@ func (w *where) shard(t *table, f *ShardFilter) {
 	if t.filterCol < 0 || f == nil {
 		return
 	}
-	w.conds = append(w.conds, fmt.Sprintf("CRC32(%s) %% %d = ?", quoteIdent(t.Columns[t.filterCol].Name), router.NumShards))
+	w.conds = append(w.conds, fmt.Sprintf("CRC32(%s) %% %d = ?", sqlq.Ident(t.Columns[t.filterCol].Name), router.NumShards))
 	w.args = append(w.args, uint64(f.Shard))
 }
 

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/convoy-im/convoy/internal/sqlq"
 )
 
 // Throttling on harm (issue 24; gh-ost and Vitess throttle on replica lag
@@ -60,7 +62,7 @@ type prober func(ctx context.Context) (time.Duration, error)
 
 // heartbeat is a prober writing job's row of side in database on db.
 func heartbeat(db *sql.DB, database, job, side string) prober {
-	q := "INSERT INTO " + quoteIdent(database) + "." + quoteIdent(HeartbeatTable) +
+	q := "INSERT INTO " + sqlq.Ident(database) + "." + sqlq.Ident(HeartbeatTable) +
 		" (job, side, at) VALUES (?, ?, NOW(6)) ON DUPLICATE KEY UPDATE at = VALUES(at)"
 	return func(ctx context.Context) (time.Duration, error) {
 		start := time.Now()

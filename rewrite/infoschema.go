@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
+
+	"github.com/convoy-im/convoy/internal/sqlq"
 )
 
 // Introspection: GUI tools, ORMs and migration tools learn the schema from
@@ -263,12 +265,12 @@ func InfoSchemaView(name string, cols []string, ls *LogicalSchema, rep [][]strin
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.Write(appendIdent(nil, c))
+		b.Write(sqlq.AppendIdent(nil, c))
 	}
 	b.WriteString(" FROM `information_schema`.")
-	b.Write(appendIdent(nil, name))
+	b.Write(sqlq.AppendIdent(nil, name))
 	b.WriteString(" WHERE ")
-	b.Write(appendIdent(nil, spec.schemaCol))
+	b.Write(sqlq.AppendIdent(nil, spec.schemaCol))
 	b.WriteString(" NOT IN ")
 	b.WriteString(stringList(ls.Hidden))
 	if spec.tables && len(ls.Tables) > 0 {
@@ -279,7 +281,7 @@ func InfoSchemaView(name string, cols []string, ls *LogicalSchema, rep [][]strin
 				b.WriteString(" UNION ALL SELECT ")
 				b.WriteString(strings.Join(repColumns(name, cols, ls, t, RepSchema), ","))
 				b.WriteString(" FROM `information_schema`.")
-				b.Write(appendIdent(nil, name))
+				b.Write(sqlq.AppendIdent(nil, name))
 				b.WriteString(" AS `t` JOIN ")
 				b.WriteString(dbs)
 				b.WriteString(repWhere(spec, ls, t))
@@ -310,13 +312,13 @@ func InfoSchemaRepQuery(name string, cols []string, ls *LogicalSchema, marker st
 	parts := make([]string, len(ls.Tables))
 	for i, t := range ls.Tables {
 		parts[i] = "SELECT " + strings.Join(repColumns(name, cols, ls, t, m), ",") +
-			" FROM `information_schema`." + string(appendIdent(nil, name)) + " AS `t`" + repWhere(spec, ls, t)
+			" FROM `information_schema`." + string(sqlq.AppendIdent(nil, name)) + " AS `t`" + repWhere(spec, ls, t)
 	}
 	return strings.Join(parts, " UNION ALL ")
 }
 
 func repWhere(spec infoSpec, ls *LogicalSchema, t RepTable) string {
-	return " WHERE `t`." + string(appendIdent(nil, spec.schemaCol)) + "=" + string(appendQuoted(nil, []byte(ls.RepDB))) +
+	return " WHERE `t`." + string(sqlq.AppendIdent(nil, spec.schemaCol)) + "=" + string(appendQuoted(nil, []byte(ls.RepDB))) +
 		" AND `t`.`TABLE_NAME`=" + string(appendQuoted(nil, []byte(t.Physical)))
 }
 
@@ -326,7 +328,7 @@ func repWhere(spec infoSpec, ls *LogicalSchema, t RepTable) string {
 func repColumns(name string, cols []string, ls *LogicalSchema, t RepTable, schema string) []string {
 	out := make([]string, len(cols))
 	for i, c := range cols {
-		col := "`t`." + string(appendIdent(nil, c))
+		col := "`t`." + string(sqlq.AppendIdent(nil, c))
 		switch c {
 		case infoSpecs[name].schemaCol, "TABLE_SCHEMA", "INDEX_SCHEMA", "CONSTRAINT_SCHEMA":
 			out[i] = schema
@@ -432,7 +434,7 @@ func RowsQuery(cols []string, rows [][]string, cond string) string {
 		for j, v := range row {
 			b.WriteString("," + v)
 			if i == 0 {
-				b.WriteString(" AS " + string(appendIdent(nil, cols[j])))
+				b.WriteString(" AS " + string(sqlq.AppendIdent(nil, cols[j])))
 			}
 		}
 	}
@@ -451,15 +453,12 @@ func ShowCondition(show *ast.ShowStmt, first string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return "CAST(" + string(appendIdent(nil, first)) + " AS BINARY) LIKE " + p, nil
+		return "CAST(" + sqlq.Ident(first) + " AS BINARY) LIKE " + p, nil
 	case show.Where != nil:
 		return Restore(show.Where)
 	}
 	return "", nil
 }
-
-// QuoteIdent prints a backquoted identifier.
-func QuoteIdent(s string) string { return string(appendIdent(nil, s)) }
 
 // QuoteString prints a single-quoted string literal with backslash escapes.
 func QuoteString(s string) string { return string(appendQuoted(nil, []byte(s))) }

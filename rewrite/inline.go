@@ -7,6 +7,8 @@ import (
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/test_driver"
+
+	"github.com/convoy-im/convoy/internal/sqlq"
 )
 
 // Inline rendering: a prepared SELECT that reaches one sharded table would be
@@ -61,9 +63,9 @@ func (t *Template) RenderInline(dst []byte, phys func(logical string) (db, table
 			}
 			continue
 		}
-		dst = appendIdent(dst, names[h][0])
+		dst = sqlq.AppendIdent(dst, names[h][0])
 		dst = append(dst, '.')
-		dst = appendIdent(dst, names[h][1])
+		dst = sqlq.AppendIdent(dst, names[h][1])
 	}
 	return append(dst, t.parts[len(t.parts)-1]...), true
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/format"
 	"github.com/pingcap/tidb/pkg/parser/test_driver"
+
+	"github.com/convoy-im/convoy/internal/sqlq"
 )
 
 // Template is a restored statement with holes where sharded table names go.
@@ -239,9 +241,9 @@ func (t *Template) Render(dst []byte, phys func(logical string) (db, table strin
 			dst = append(dst, '?')
 			continue
 		}
-		dst = appendIdent(dst, names[h][0])
+		dst = sqlq.AppendIdent(dst, names[h][0])
 		dst = append(dst, '.')
-		dst = appendIdent(dst, names[h][1])
+		dst = sqlq.AppendIdent(dst, names[h][1])
 	}
 	return append(dst, t.parts[len(t.parts)-1]...)
 }
@@ -259,16 +261,6 @@ func (t *Template) String() string {
 	}
 	sb.WriteString(t.parts[len(t.parts)-1])
 	return sb.String()
-}
-
-func appendIdent(dst []byte, name string) []byte {
-	dst = append(dst, '`')
-	if strings.IndexByte(name, '`') < 0 {
-		dst = append(dst, name...)
-	} else {
-		dst = append(dst, strings.ReplaceAll(name, "`", "``")...)
-	}
-	return append(dst, '`')
 }
 
 // SubsetInsert returns a template of the INSERT/REPLACE restricted to the

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -58,7 +59,7 @@ func (ix *Indexer) backfill(ctx context.Context) (string, error) {
 			rows, err := conn.QueryContext(ctx, fmt.Sprintf(
 				"SELECT c.msg_id, c.conv_id, c.sender_uid, c.msg_type, c.content, c.created_at, m.seq FROM %[1]s.%[2]s c JOIN %[1]s.%[3]s m ON m.msg_id = c.msg_id "+
 					"WHERE c.msg_id > ? ORDER BY c.msg_id LIMIT %[4]d",
-				quoteIdent(g.Database), quoteIdent(g.Table), quoteIdent(sibling(g.Table, "conv_msg")), backfillChunk), after)
+				sqlq.Ident(g.Database), sqlq.Ident(g.Table), sqlq.Ident(sibling(g.Table, "conv_msg")), backfillChunk), after)
 			var me *mysql.MySQLError
 			if errors.As(err, &me) && me.Number == 1146 {
 				break // no such table (yet): nothing stored
@@ -140,7 +141,7 @@ func (ix *Indexer) backfillArchived(ctx context.Context, conn *sql.Conn, snap *r
 			continue
 		}
 		dbs[p.Database] = true
-		rows, err := conn.QueryContext(ctx, fmt.Sprintf("SELECT msg_id FROM %s.%s", quoteIdent(p.Database), quoteIdent(router.ColdTombstoneTable)))
+		rows, err := conn.QueryContext(ctx, fmt.Sprintf("SELECT msg_id FROM %s.%s", sqlq.Ident(p.Database), sqlq.Ident(router.ColdTombstoneTable)))
 		var me *mysql.MySQLError
 		if errors.As(err, &me) && me.Number == 1146 {
 			continue // nothing archived in this database yet
@@ -218,7 +219,7 @@ func (ix *Indexer) backfillArchived(ctx context.Context, conn *sql.Conn, snap *r
 // conv_msg's and msg_content's, either takes a message out of search) to
 // into, read in the caller's snapshot.
 func readErasures(ctx context.Context, conn *sql.Conn, database string, into map[uint64][][2]uint64) error {
-	rows, err := conn.QueryContext(ctx, fmt.Sprintf("SELECT conv_id, min_seq, max_seq FROM %s.%s", quoteIdent(database), quoteIdent(router.ColdErasureTable)))
+	rows, err := conn.QueryContext(ctx, fmt.Sprintf("SELECT conv_id, min_seq, max_seq FROM %s.%s", sqlq.Ident(database), sqlq.Ident(router.ColdErasureTable)))
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && me.Number == 1146 {
 		return nil
@@ -241,7 +242,7 @@ func readErasures(ctx context.Context, conn *sql.Conn, database string, into map
 // into, read in the caller's snapshot; a database without the table has
 // none.
 func readBounds(ctx context.Context, conn *sql.Conn, database string, into ReadBounds) error {
-	rows, err := conn.QueryContext(ctx, fmt.Sprintf("SELECT file, conv_id, max_seq FROM %s.%s", quoteIdent(database), quoteIdent(router.ColdFilesTable)))
+	rows, err := conn.QueryContext(ctx, fmt.Sprintf("SELECT file, conv_id, max_seq FROM %s.%s", sqlq.Ident(database), sqlq.Ident(router.ColdFilesTable)))
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && me.Number == 1146 {
 		return nil

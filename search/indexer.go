@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -481,7 +482,7 @@ func (ix *Indexer) lookupSeq(ctx context.Context, db, table string, conv, msgID 
 	defer cancel()
 	var seq uint64
 	err := ix.cfg.DB.QueryRowContext(ctx, fmt.Sprintf("SELECT seq FROM %s.%s WHERE msg_id = ? AND conv_id = ?",
-		quoteIdent(db), quoteIdent(sibling(table, "conv_msg"))), msgID, conv).Scan(&seq)
+		sqlq.Ident(db), sqlq.Ident(sibling(table, "conv_msg"))), msgID, conv).Scan(&seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -498,7 +499,7 @@ func (ix *Indexer) lookupBody(ctx context.Context, db, table string, conv, msgID
 	var body []byte
 	var created string
 	err := ix.cfg.DB.QueryRowContext(ctx, fmt.Sprintf("SELECT sender_uid, msg_type, content, created_at FROM %s.%s WHERE msg_id = ? AND conv_id = ?",
-		quoteIdent(db), quoteIdent(sibling(table, "msg_content"))), msgID, conv).Scan(&d.SenderUID, &d.MsgType, &body, &created)
+		sqlq.Ident(db), sqlq.Ident(sibling(table, "msg_content"))), msgID, conv).Scan(&d.SenderUID, &d.MsgType, &body, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Doc{}, false, nil
 	}
@@ -517,5 +518,3 @@ func (ix *Indexer) lookupBody(ctx context.Context, db, table string, conv, msgID
 	d.CreatedMs = t.UnixMilli()
 	return d, true, nil
 }
-
-func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }

@@ -15,6 +15,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"go.uber.org/zap"
 
+	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -576,7 +577,7 @@ func (e *Engine) coldLookup(sh router.Shard) (*coldLookup, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &coldLookup{c: c, db: quoteIdent(p.Database), table: quoteIdent(p.Table), release: c.Release}, nil
+	return &coldLookup{c: c, db: sqlq.Ident(p.Database), table: sqlq.Ident(p.Table), release: c.Release}, nil
 }
 
 // coldLookup is the session's lookup for sh: on its transaction's
@@ -586,7 +587,7 @@ func (e *Engine) coldLookup(sh router.Shard) (*coldLookup, error) {
 func (s *Session) coldLookup(sh router.Shard) (*coldLookup, error) {
 	if c := s.txn.conn; c != nil && s.txn.pin == int(sh) {
 		p := s.e.routes.Current().Physical(historyTable, sh)
-		return &coldLookup{c: c, db: quoteIdent(p.Database), table: quoteIdent(p.Table), release: func() {}}, nil
+		return &coldLookup{c: c, db: sqlq.Ident(p.Database), table: sqlq.Ident(p.Table), release: func() {}}, nil
 	}
 	return s.e.coldLookup(sh)
 }
@@ -594,7 +595,7 @@ func (s *Session) coldLookup(sh router.Shard) (*coldLookup, error) {
 // ranges reads conv's coldRange: one statement of three primary-key
 // lookups.
 func (lk *coldLookup) ranges(conv uint64) (coldRange, error) {
-	ranges := lk.db + "." + quoteIdent(ColdRangesTable)
+	ranges := lk.db + "." + sqlq.Ident(ColdRangesTable)
 	sql := fmt.Sprintf("SELECT (SELECT MAX(seq) FROM %s.%s WHERE conv_id = %d), (SELECT min_seq FROM %s WHERE conv_id = %d), (SELECT max_seq FROM %s WHERE conv_id = %d)",
 		lk.db, lk.table, conv, ranges, conv, ranges, conv)
 	if lk.lock {
@@ -661,7 +662,7 @@ func (lk *coldLookup) files(conv uint64, lo, hi uint64, ids []uint64) ([]ColdFil
 		where = fmt.Sprintf("max_msg_id >= %d AND min_msg_id <= %d", slices.Min(ids), slices.Max(ids))
 	}
 	r, err := lk.c.Exec(fmt.Sprintf("SELECT file, min_seq, max_seq, min_msg_id, max_msg_id, n_rows FROM %s.%s WHERE conv_id = %d AND %s%s",
-		lk.db, quoteIdent(ColdFilesTable), conv, where, lk.locking()))
+		lk.db, sqlq.Ident(ColdFilesTable), conv, where, lk.locking()))
 	var me *mysql.MyError
 	if errors.As(err, &me) && me.Code == mysql.ER_NO_SUCH_TABLE {
 		return nil, nil // made by an archiver of this version: none deleted since
@@ -700,7 +701,7 @@ func (lk *coldLookup) tombstones(conv uint64, tbl string, lo, hi uint64, ids []u
 		where = "msg_id IN (" + joinUints(ids) + ")"
 	}
 	r, err := lk.c.Exec(fmt.Sprintf("SELECT seq, msg_id FROM %s.%s WHERE conv_id = %d AND tbl = '%s' AND %s ORDER BY seq%s",
-		lk.db, quoteIdent(ColdTombstoneTable), conv, tbl, where, lk.locking()))
+		lk.db, sqlq.Ident(ColdTombstoneTable), conv, tbl, where, lk.locking()))
 	if err != nil {
 		return nil, err
 	}
@@ -723,7 +724,7 @@ func (lk *coldLookup) tombstones(conv uint64, tbl string, lo, hi uint64, ids []u
 // archived rows (ColdErasureTable), merged: ascending and disjoint.
 func (lk *coldLookup) erasures(conv uint64, tbl string) ([][2]uint64, error) {
 	r, err := lk.c.Exec(fmt.Sprintf("SELECT min_seq, max_seq FROM %s.%s WHERE conv_id = %d AND tbl = '%s' ORDER BY min_seq%s",
-		lk.db, quoteIdent(ColdErasureTable), conv, tbl, lk.locking()))
+		lk.db, sqlq.Ident(ColdErasureTable), conv, tbl, lk.locking()))
 	var me *mysql.MyError
 	if errors.As(err, &me) && me.Code == mysql.ER_NO_SUCH_TABLE {
 		return nil, nil // made by an archiver before erasures: none

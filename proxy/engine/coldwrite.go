@@ -11,6 +11,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"go.uber.org/zap"
 
+	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -127,8 +128,8 @@ func (s *Session) coldWrite(pl *plan, p part, args []any, binary bool) (*mysql.R
 	}()
 	snap := s.e.routes.Current()
 	phys := snap.Physical(w.Table, p.shard)
-	db := quoteIdent(phys.Database)
-	archived, err := s.archivedKeys(c, db, quoteIdent(phys.Table), w.Table, conv, seqs, ids)
+	db := sqlq.Ident(phys.Database)
+	archived, err := s.archivedKeys(c, db, sqlq.Ident(phys.Table), w.Table, conv, seqs, ids)
 	if err != nil {
 		s.afterError(c, err)
 		s.e.metrics.coldWrite("unavailable")
@@ -195,7 +196,7 @@ func (s *Session) archivedKeys(c Conn, db, table, logical string, conv uint64, s
 	// The range read on this transaction's connection: after the locking
 	// read, so it counts every warm row that read found gone.
 	hist := s.e.routes.Current().Physical(historyTable, router.ShardOf(conv))
-	lk := &coldLookup{c: c, db: db, table: quoteIdent(hist.Table), release: func() {}, lock: true}
+	lk := &coldLookup{c: c, db: db, table: sqlq.Ident(hist.Table), release: func() {}, lock: true}
 	rg, err := lk.ranges(conv)
 	if err != nil {
 		return nil, err
@@ -220,7 +221,7 @@ func (s *Session) archivedKeys(c Conn, db, table, logical string, conv uint64, s
 		return nil, err
 	}
 	r, err = c.Exec(fmt.Sprintf("SELECT %s FROM %s.%s WHERE conv_id = %d AND tbl = '%s' AND %s IN (%s)",
-		keyCol, db, quoteIdent(ColdTombstoneTable), conv, logical, keyCol, joinUints(missing)))
+		keyCol, db, sqlq.Ident(ColdTombstoneTable), conv, logical, keyCol, joinUints(missing)))
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +274,7 @@ func insertTombstones(c Conn, db string, conv uint64, tbl string, keys [][2]uint
 		batch := keys[:min(len(keys), 500)]
 		keys = keys[len(batch):]
 		var b strings.Builder
-		fmt.Fprintf(&b, "INSERT IGNORE INTO %s.%s (conv_id, tbl, seq, msg_id, deleted_at) VALUES ", db, quoteIdent(ColdTombstoneTable))
+		fmt.Fprintf(&b, "INSERT IGNORE INTO %s.%s (conv_id, tbl, seq, msg_id, deleted_at) VALUES ", db, sqlq.Ident(ColdTombstoneTable))
 		for i, k := range batch {
 			if i > 0 {
 				b.WriteByte(',')
@@ -442,8 +443,8 @@ func (s *Session) coldErase(pl *plan, p part, args []any, binary bool) (*mysql.R
 // reaches, on c inside the statement's transaction, and returns how many.
 func (s *Session) eraseArchived(c Conn, conv uint64, tbl string, spec eraseSpec) (uint64, *Warning, error) {
 	hist := s.e.routes.Current().Physical(historyTable, router.ShardOf(conv))
-	db := quoteIdent(hist.Database)
-	lk := &coldLookup{c: c, db: db, table: quoteIdent(hist.Table), release: func() {}, lock: true}
+	db := sqlq.Ident(hist.Database)
+	lk := &coldLookup{c: c, db: db, table: sqlq.Ident(hist.Table), release: func() {}, lock: true}
 	rg, err := lk.ranges(conv)
 	if err != nil {
 		return 0, nil, err
@@ -491,7 +492,7 @@ func (s *Session) eraseArchived(c Conn, conv uint64, tbl string, spec eraseSpec)
 		return uint64(len(named)), nil, nil
 	}
 	if _, err := c.Exec(fmt.Sprintf("INSERT IGNORE INTO %s.%s (conv_id, tbl, min_seq, max_seq, requested_at) VALUES (%d, '%s', %d, %d, UTC_TIMESTAMP(3))",
-		db, quoteIdent(ColdErasureTable), conv, tbl, lo, hi)); err != nil {
+		db, sqlq.Ident(ColdErasureTable), conv, tbl, lo, hi)); err != nil {
 		return 0, nil, err
 	}
 	if kerr != nil {

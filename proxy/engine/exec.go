@@ -11,6 +11,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
+	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -741,7 +742,7 @@ func (s *Session) ddl(pl *plan) (*mysql.Result, error) {
 	if _, ok := pl.a.Stmt.(*ast.CreateTableStmt); ok {
 		var dbParts []part
 		for _, d := range snap.Databases() {
-			dbParts = append(dbParts, part{ds: d[0], sql: "CREATE DATABASE IF NOT EXISTS " + quoteIdent(d[1]), quiet: true})
+			dbParts = append(dbParts, part{ds: d[0], sql: "CREATE DATABASE IF NOT EXISTS " + sqlq.Ident(d[1]), quiet: true})
 		}
 		if _, err := s.fanout(dbParts, "CREATE DATABASE"); err != nil {
 			return nil, err
@@ -821,8 +822,6 @@ func targetName(p part) string {
 	}
 	return p.ds + ": " + sql
 }
-
-func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
 // passthrough sends a statement on unsharded tables (or none) to the default
 // datasource, byte for byte as the client wrote it, unless it reads session

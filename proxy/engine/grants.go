@@ -5,6 +5,8 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/pingcap/tidb/pkg/parser/ast"
+
+	"github.com/convoy-im/convoy/internal/sqlq"
 )
 
 // SHOW GRANTS answers with the Convoy account's privileges in MariaDB's
@@ -45,7 +47,7 @@ var mariadbPrivileges = []struct {
 
 // grantLines are the rows of SHOW GRANTS for account name with p.
 func grantLines(name string, p Privileges) []string {
-	to := " TO " + quoteIdent(name) + "@`%`"
+	to := " TO " + sqlq.Ident(name) + "@`%`"
 	if p.Read && p.Write && p.DDL && p.Admin && p.Databases == nil {
 		return []string{"GRANT ALL PRIVILEGES ON *.*" + to + " WITH GRANT OPTION"}
 	}
@@ -74,7 +76,7 @@ func grantLines(name string, p Privileges) []string {
 	}
 	if p.Databases != nil && len(list) > 0 {
 		for _, db := range p.Databases {
-			out = append(out, line(list, quoteIdent(db)+".*"))
+			out = append(out, line(list, sqlq.Ident(db)+".*"))
 		}
 	}
 	return out

@@ -12,6 +12,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/convoy-im/convoy/histcache"
+	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -192,7 +193,7 @@ func (e *Engine) fill(conv uint64) error {
 		return err
 	}
 	r, err := c.Exec(fmt.Sprintf("SELECT seq, msg_id, sender_uid, msg_type, created_at FROM %s.%s WHERE conv_id = %d ORDER BY seq DESC LIMIT %d",
-		quoteIdent(p.Database), quoteIdent(p.Table), conv, e.hot.fillRows))
+		sqlq.Ident(p.Database), sqlq.Ident(p.Table), conv, e.hot.fillRows))
 	c.Release()
 	if err != nil {
 		return err

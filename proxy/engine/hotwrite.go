@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/histcache"
+	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -116,7 +117,7 @@ func (s *Session) readBackHistory(c Conn, snap *router.Snapshot, rows []int, con
 	for _, id := range order {
 		p := snap.Physical(historyTable, router.ShardOf(id))
 		r, err := c.Exec(fmt.Sprintf("SELECT seq, msg_id, sender_uid, msg_type, created_at FROM %s.%s WHERE conv_id = %d AND seq IN (%s) ORDER BY seq",
-			quoteIdent(p.Database), quoteIdent(p.Table), id, strings.Join(byConv[id], ",")))
+			sqlq.Ident(p.Database), sqlq.Ident(p.Table), id, strings.Join(byConv[id], ",")))
 		if err != nil {
 			return nil, err
 		}

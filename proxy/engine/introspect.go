@@ -12,6 +12,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
+	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -456,7 +457,7 @@ func (s *Session) logicalStatus(snap *router.Snapshot, ls *rewrite.LogicalSchema
 	if err != nil {
 		return nil, err
 	}
-	repFields, rows, err := s.e.queryRows(repDS, "SHOW TABLE STATUS FROM "+rewrite.QuoteIdent(ls.RepDB)+" WHERE `Name` IN "+repTables(ls))
+	repFields, rows, err := s.e.queryRows(repDS, "SHOW TABLE STATUS FROM "+sqlq.Ident(ls.RepDB)+" WHERE `Name` IN "+repTables(ls))
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
+	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/proxy/loadfile"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
@@ -286,7 +287,7 @@ func (s *Session) newLoad(l *rewrite.LoadData, sharded []string) (*load, error) 
 	}
 	quoted := make([]string, len(ld.cols))
 	for i, c := range ld.cols {
-		quoted[i] = quoteIdent(c)
+		quoted[i] = sqlq.Ident(c)
 	}
 	ld.head = verb + table + " (" + strings.Join(quoted, ", ") + ") VALUES "
 	ld.row = "(" + strings.Join(row, ", ") + ")"
@@ -720,9 +721,9 @@ func (ld *load) advanceSeqs(b *loadBatch) error {
 	convs := slices.Sorted(maps.Keys(b.maxSeq)) // one lock order
 	pl := ld.seqPlans[len(convs)]
 	if pl == nil {
-		table := quoteIdent("im_conv_seq")
+		table := sqlq.Ident("im_conv_seq")
 		if db := ld.l.Table.Schema.O; db != "" {
-			table = quoteIdent(db) + "." + table
+			table = sqlq.Ident(db) + "." + table
 		}
 		var sb strings.Builder
 		sb.WriteString("INSERT INTO " + table + " (conv_id, max_seq) VALUES ")

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/convoy-im/convoy/internal/sqlq"
 )
 
 // maintenance runs ANALYZE / OPTIMIZE / CHECK / REPAIR / CHECKSUM TABLE on
@@ -38,7 +40,7 @@ func (s *Session) maintenance(pl *plan, binary bool) (*mysql.Result, error) {
 		parts := make([]part, len(groups))
 		for i, g := range groups {
 			parts[i] = part{shard: g.Shards[0], ds: g.Datasource, untimed: true,
-				sql: verb + " TABLE " + quoteIdent(g.Database) + "." + quoteIdent(g.Table) + options}
+				sql: verb + " TABLE " + sqlq.Ident(g.Database) + "." + sqlq.Ident(g.Table) + options}
 		}
 		results := make([]*mysql.Result, len(parts))
 		errs := make([]error, len(parts))

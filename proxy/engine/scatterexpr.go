@@ -10,6 +10,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/pingcap/tidb/pkg/parser/charset"
 
+	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/proxy/merge"
 	"github.com/convoy-im/convoy/rewrite"
 )
@@ -33,7 +34,7 @@ func (s *Session) evalOverAggregates(exprs []rewrite.ScatterExpr, binary bool) m
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(x.Template + " AS " + quoteIdent(x.Name))
+			b.WriteString(x.Template + " AS " + sqlq.Ident(x.Name))
 		}
 		b.WriteString(" FROM (")
 		empty := len(rows) == 0

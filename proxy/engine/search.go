@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/histcache"
+	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
@@ -414,7 +415,7 @@ func (s *Session) members(b *boundSearch) ([]uint64, error) {
 	snap := s.e.routes.Current()
 	sh := router.ShardOf(b.uid)
 	p := snap.Physical("im_conv_member", sh)
-	q := fmt.Sprintf("SELECT conv_id FROM %s.%s WHERE uid = %d", quoteIdent(p.Database), quoteIdent(p.Table), b.uid)
+	q := fmt.Sprintf("SELECT conv_id FROM %s.%s WHERE uid = %d", sqlq.Ident(p.Database), sqlq.Ident(p.Table), b.uid)
 	if b.hasConv {
 		q += " AND conv_id = " + strconv.FormatUint(b.conv, 10)
 	}
@@ -560,7 +561,7 @@ func (s *Session) freshWindow(ctx context.Context, convs []uint64, from int64, q
 			}
 			part := fmt.Sprintf("SELECT c.msg_id, c.conv_id, m.seq, c.sender_uid, c.msg_type, c.content, c.created_at FROM %[1]s.%[2]s c "+
 				"JOIN %[1]s.%[3]s m ON m.msg_id = c.msg_id WHERE c.conv_id IN (%[4]s) AND c.created_at >= '%[5]s'",
-				quoteIdent(k.db), quoteIdent(t), quoteIdent("conv_msg"+t[len("msg_content"):]), strings.Join(ids, ","), since)
+				sqlq.Ident(k.db), sqlq.Ident(t), sqlq.Ident("conv_msg"+t[len("msg_content"):]), strings.Join(ids, ","), since)
 			if q.HasMsgType {
 				part += " AND c.msg_type = " + strconv.Itoa(int(q.MsgType))
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/convoy-im/convoy/histcache"
+	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
@@ -145,7 +146,7 @@ func (s *Session) allocateSeqs(c Conn, snap *router.Snapshot, rows []int, conv [
 		n := need[id]
 		p := snap.Physical("im_conv_seq", router.ShardOf(id))
 		r, err := c.Exec(fmt.Sprintf("INSERT INTO %s.%s (conv_id, max_seq) VALUES (%d, LAST_INSERT_ID(%d)) ON DUPLICATE KEY UPDATE max_seq = LAST_INSERT_ID(max_seq + %d)",
-			quoteIdent(p.Database), quoteIdent(p.Table), id, n, n))
+			sqlq.Ident(p.Database), sqlq.Ident(p.Table), id, n, n))
 		if err != nil {
 			return nil, err
 		}
@@ -224,7 +225,7 @@ func (s *Session) seqBatch(pl *plan, args []any) (_ *mysql.Result, ok bool, _ er
 	snap := s.e.routes.Current()
 	sh := router.ShardOf(conv)
 	seqTable := snap.Physical("im_conv_seq", sh)
-	seqRow := fmt.Sprintf("(SELECT `max_seq` FROM %s.%s WHERE `conv_id` = %d)", quoteIdent(seqTable.Database), quoteIdent(seqTable.Table), conv)
+	seqRow := fmt.Sprintf("(SELECT `max_seq` FROM %s.%s WHERE `conv_id` = %d)", sqlq.Ident(seqTable.Database), sqlq.Ident(seqTable.Table), conv)
 	n := len(a.InsertRows)
 	vals := make([]any, len(args), len(args)+n)
 	copy(vals, pl.inlineArgs(args, s.utf8Client()))
@@ -245,12 +246,12 @@ func (s *Session) seqBatch(pl *plan, args []any) (_ *mysql.Result, ok bool, _ er
 		b.WriteString("BEGIN;")
 	}
 	fmt.Fprintf(&b, "INSERT INTO %s.%s (conv_id, max_seq) VALUES (%d, LAST_INSERT_ID(%d)) ON DUPLICATE KEY UPDATE max_seq = LAST_INSERT_ID(max_seq + %d);",
-		quoteIdent(seqTable.Database), quoteIdent(seqTable.Table), conv, n, n)
+		sqlq.Ident(seqTable.Database), sqlq.Ident(seqTable.Table), conv, n, n)
 	b.Write(insert)
 	if readBack {
 		msgs := snap.Physical(historyTable, sh)
 		fmt.Fprintf(&b, ";SELECT seq, msg_id, sender_uid, msg_type, created_at FROM %s.%s WHERE conv_id = %d AND seq > %s - %d ORDER BY seq",
-			quoteIdent(msgs.Database), quoteIdent(msgs.Table), conv, seqRow, n)
+			sqlq.Ident(msgs.Database), sqlq.Ident(msgs.Table), conv, seqRow, n)
 	}
 	if !inTxn {
 		b.WriteString(";COMMIT")

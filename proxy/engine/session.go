@@ -11,6 +11,7 @@ import (
 
 	"github.com/convoy-im/convoy/histcache"
 
+	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/proxy/directive"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
@@ -503,7 +504,7 @@ func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
 		return nil, nil, err
 	}
 	for _, sp := range s.txn.savepoints {
-		if _, err := c.Exec("SAVEPOINT " + quoteIdent(sp)); err != nil {
+		if _, err := c.Exec("SAVEPOINT " + sqlq.Ident(sp)); err != nil {
 			_, _ = c.Exec("ROLLBACK")
 			s.releaseTxnConn(c, connLost(classify(err)))
 			return nil, nil, err
