@@ -853,7 +853,7 @@ func (g *gatedStore) ReadRange(ctx context.Context, key string, off, n int64) ([
 	return g.Store.ReadRange(ctx, key, off, n)
 }
 
-// testCatalogLoadRace (issue 25): while one reader loads a shard's newer
+// testCatalogLoadRace (docs/design.md §9-10): while one reader loads a shard's newer
 // records of the former layout (its catalog objects slow to read), a second reader of the shard
 // waits for that load instead of answering from the older table, which
 // lacks the files whose warm rows are already deleted: it would return a
@@ -898,7 +898,7 @@ func testCatalogLoadRace(t *testing.T, s *services) {
 	}
 }
 
-// testStaleDeleter (issue 25): archiver A has compared a delete chunk
+// testStaleDeleter (docs/design.md §9-10): archiver A has compared a delete chunk
 // and holds its rows' locks when its lease runs out (its etcd client
 // gone: a partition, a long pause); its MySQL statements are not fenced
 // by the election, so it still deletes the rows and commits. Archiver B,
@@ -982,7 +982,7 @@ func testStaleDeleter(t *testing.T, s *services) {
 	}
 }
 
-// testLocalStore (issue 25): with a store only this host sees, the
+// testLocalStore (docs/design.md §9-10): with a store only this host sees, the
 // archiver refuses to run while another Convoy process is registered (it
 // could not read the files, and after the warm delete this host would
 // hold the only copy), says why in the job's last error, and runs once it
@@ -1016,7 +1016,7 @@ func testLocalStore(t *testing.T, s *services) {
 	}
 }
 
-// testDeleteEtcdWrites (issue 25): the warm delete writes etcd twice per
+// testDeleteEtcdWrites (docs/design.md §9-10): the warm delete writes etcd twice per
 // file (deleting, deleted), whatever its number of chunks: the chunks'
 // read bounds and skipped rows go to MySQL in their own transactions, and
 // each write is the job record's pointer to the store's next catalog
@@ -1075,7 +1075,7 @@ func testDeleteEtcdWrites(t *testing.T, s *services) {
 	t.Logf("%d files in %d chunks: %d etcd writes; %d conversations read back whole", files, chunks, writes, pages)
 }
 
-// testRebuildCatalog (issue 25): the catalog is lost (every manifest
+// testRebuildCatalog (docs/design.md §9-10): the catalog is lost (every manifest
 // version deleted from the bucket and the job record from etcd) while a
 // warm delete is half done; RebuildCatalog names the bucket's files again
 // and the next runs finish the delete from the shard database's read
@@ -1190,7 +1190,7 @@ func testRebuildCatalog(t *testing.T, s *services) {
 	f.checkPages(pages, cold.NewReader(f.store, f.readCatalog(nil), cold.ReaderOptions{}))
 }
 
-// testLateRows (issue 25): rows a day's archive kept among their
+// testLateRows (docs/design.md §9-10): rows a day's archive kept among their
 // conversation's newest are archived once the conversation has outgrown
 // them, although the checkpoint has passed their day; a row a file not
 // yet deleted holds is not archived again, nor is the warm row of a
@@ -1280,7 +1280,7 @@ func testLateRows(t *testing.T, s *services) {
 	}
 }
 
-// testLegacyResume (issue 25, a rolling upgrade): an archiver of the
+// testLegacyResume (docs/design.md §9-10, a rolling upgrade): an archiver of the
 // former layout (read bounds in etcd) deleted some files and part of
 // another; the new one finishes that file with bounds in MySQL. Every
 // archived row reads back exactly once through the two merged (the
@@ -1355,7 +1355,7 @@ func mustJSON(t *testing.T, v any) []byte {
 	return b
 }
 
-// testSweep (issue 25): the daily sweep deletes a crashed attempt's part
+// testSweep (docs/design.md §9-10): the daily sweep deletes a crashed attempt's part
 // (its rows changed before it was catalogued: an orphan the job record
 // lists) and manifest versions older than the one before the current,
 // keeps every file the catalog names, and keeps (and counts in SHOW

@@ -81,7 +81,7 @@ func benchArchive(b *testing.B, s *services, scanKeys int) {
 
 var footprintRows = flag.Int("archive.rows", 1_000_000, "BenchmarkArchiveEtcdFootprint: messages archived")
 
-// BenchmarkArchiveEtcdFootprint (issue 25) archives and deletes one
+// BenchmarkArchiveEtcdFootprint (docs/design.md §9-10) archives and deletes one
 // shard's -archive.rows messages (default 1,000,000: 2,000 conversations,
 // bodies of 100-300 random bytes, over ten days) unthrottled to file://,
 // in parts of 2,000 rows and delete chunks of 500, and reports what etcd
@@ -207,7 +207,7 @@ func (s *latencyStore) Size(ctx context.Context, key string) (int64, error) {
 	return s.Store.Size(ctx, key)
 }
 
-// BenchmarkCompactedSparsePage (issue 25): a 20-message scroll-up page of
+// BenchmarkCompactedSparsePage (docs/design.md §9-10): a 20-message scroll-up page of
 // a conversation with one message a day, read through the shard
 // database's read bounds from a store that adds 30 ms to every request
 // (a directory, and the S3 server process on loopback),

@@ -1,7 +1,7 @@
 // Package archive moves conversation history older than the warm window
 // out of MySQL into the cold tier (package cold) and keeps the catalog
 // proxies read it through (seed 000, 冷热分离: 先写冷、再删温，温层删除延迟
-// 7 天; issue 16).
+// 7 天; docs/design.md §9).
 //
 // # One job per shard
 //

@@ -170,11 +170,11 @@ func (s *countingStore) ReadRange(ctx context.Context, key string, off, n int64)
 	return b, err
 }
 
-// BenchmarkSparsePage (issue 25): a 20-message scroll-up page of a
+// BenchmarkSparsePage (docs/design.md §9-10): a 20-message scroll-up page of a
 // conversation with one message a day, so each message is in its own
 // daily file (each file also holds 30 busier conversations), from a store
 // that adds 30 ms to every request (slowStore): the files read one after another
-// (parallel 1, the reader before issue 25) against the default (8 at
+// (parallel 1, the reader before docs/design.md §9-10) against the default (8 at
 // once, the fewest that can fill the page). cold-footer uses a new
 // Reader per page (the footer and page index of every file read too, as
 // for a shard's first read); warm keeps them.

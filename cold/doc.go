@@ -1,5 +1,5 @@
 // Package cold is the cold tier of conversation history (seed 000,
-// 冷热分离; issue 16): conv_msg rows older than the warm window, with their
+// 冷热分离; docs/design.md §9): conv_msg rows older than the warm window, with their
 // msg_content bodies, in immutable Parquet files in object storage, read
 // back page by page within a time budget. This package is the foundation:
 // storage, file format, verification, catalog types and the reader. The

@@ -11,7 +11,7 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-// TestArchivedMessagesStaySearchable (issue 25): with the cold tier and
+// TestArchivedMessagesStaySearchable (docs/design.md §9-10): with the cold tier and
 // search on together, archiving a conversation's old messages (the
 // archiver deletes their warm rows) leaves them searchable: the indexer
 // tells the archiver's deletes from users'. A user's delete of an
@@ -148,7 +148,7 @@ func TestArchivedMessagesStaySearchable(t *testing.T) {
 	}
 }
 
-// TestColdFallbackWarns (issue 25): a read of a conversation with archived
+// TestColdFallbackWarns (docs/design.md §9-10): a read of a conversation with archived
 // rows that the cold tier cannot continue (a COUNT, BETWEEN, a page
 // without its seq column, LIMIT over 2^20) answers from MySQL and says so
 // (warning 1931), instead of silently leaving the archived rows out; a

@@ -1359,7 +1359,7 @@ func joinSeqs(xs []uint64) string {
 	return strings.Join(s, ",")
 }
 
-// TestArchiveRebuildCommand (issue 25): a cold read needs nothing of the
+// TestArchiveRebuildCommand (docs/design.md §9-10): a cold read needs nothing of the
 // catalog but the read bounds in the shard's database, so losing the
 // shard's catalog manifests loses no page; `convoy archive rebuild` names
 // the bucket's files again, and the archiver goes on with them without
@@ -1425,7 +1425,7 @@ func TestArchiveRebuildCommand(t *testing.T) {
 	page("rebuilt")
 }
 
-// TestColdReadKilled (issue 26): KILL QUERY ends a history read waiting
+// TestColdReadKilled (docs/sql-reference.md): KILL QUERY ends a history read waiting
 // for a slow archive at once with MariaDB's 1317, not at the end of
 // cold.budget, and the connection goes on.
 func TestColdReadKilled(t *testing.T) {

@@ -167,7 +167,7 @@ func differentialCases() []dcase {
 		q("SELECT conv_id, COUNT(*), SUM(msg_type), AVG(msg_type) FROM conv_msg GROUP BY conv_id ORDER BY conv_id"),
 		q("SELECT sender_uid, COUNT(*) AS n FROM conv_msg GROUP BY sender_uid HAVING n > 1 ORDER BY n DESC, sender_uid"),
 		q("SELECT sender_uid FROM conv_msg GROUP BY sender_uid HAVING COUNT(*) >= 2 ORDER BY sender_uid"),
-		// Expressions over aggregates (issue 26): evaluated over the merged
+		// Expressions over aggregates (docs/sql-reference.md): evaluated over the merged
 		// operands, values and column types MariaDB's.
 		q("SELECT MAX(seq) - MIN(seq), COUNT(*) > 0, SUM(msg_type) / COUNT(*), MAX(msg_id) * 2 AS twice FROM conv_msg"),
 		q("SELECT MAX(seq) - MIN(seq) AS span, COUNT(*) + 1 FROM conv_msg WHERE msg_type < ?", 99),

@@ -1,6 +1,6 @@
 package integration
 
-// Fault drills and security checks of issue 6 with real processes: a
+// Fault drills and security checks of docs/design.md §8 with real processes: a
 // datasource killed under load, a backend dying mid-transaction, pool
 // exhaustion, a blackholed backend, secrets in logs, LOAD DATA LOCAL, and
 // the metrics listener's default bind address.

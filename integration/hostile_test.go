@@ -1,6 +1,6 @@
 package integration
 
-// Hostile input (issue 6, "bad input gets a MySQL error, never a panic, hang
+// Hostile input (docs/design.md §8, "bad input gets a MySQL error, never a panic, hang
 // or dropped connection"): a corpus run against the reference MariaDB and
 // through Convoy, raw protocol abuse with go-mysql's client, packet-size
 // boundaries, charset and sql_mode smuggling, multi-statements. After every

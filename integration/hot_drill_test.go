@@ -135,7 +135,7 @@ func (l *imLoad) untilHot(t *testing.T, what string, db *sql.DB, p *convoyProc, 
 	t.Errorf("%s: the hot tier did not serve again within 15 s", what)
 }
 
-// TestHotTierRedisOutageDrill is issue 13's Redis drill: the IM mix from 8
+// TestHotTierRedisOutageDrill is docs/operations/failures.md's Redis drill: the IM mix from 8
 // clients through a Convoy with the hot tier, phase by phase: healthy,
 // Redis killed, back, hung (SIGSTOP), continued; and through a Convoy
 // without the tier on the same datasources just before each outage, the

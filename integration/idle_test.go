@@ -35,7 +35,7 @@ func rssBytes(tb testing.TB, pid int) int64 {
 	return 0
 }
 
-// BenchmarkIdleConnections (issue 5: 2000 idle client connections, Convoy
+// BenchmarkIdleConnections (docs/design.md §7: 2000 idle client connections, Convoy
 // RSS < 150 MB): opens -idle.conns authenticated client connections, each
 // runs one statement, then all stay idle; reports Convoy's RSS before and
 // with them, and the cost per connection. Run with -benchtime 1x.

@@ -179,7 +179,7 @@ func TestKill(t *testing.T) {
 		t.Errorf("KILL of an unknown id: %v, want 1094", err)
 	}
 
-	// KILL QUERY mid-transaction (issue 26): the statement stops with 1317,
+	// KILL QUERY mid-transaction (docs/sql-reference.md): the statement stops with 1317,
 	// the transaction stays open with what it did before, as on MariaDB,
 	// and commits (before, the backend connection was dropped: the
 	// transaction was rolled back under the client).

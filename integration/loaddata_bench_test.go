@@ -17,7 +17,7 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-// BenchmarkLoadDataLocal (issue 26 item 9): a conv_msg import of
+// BenchmarkLoadDataLocal (docs/sql-reference.md): a conv_msg import of
 // LOAD_BENCH_ROWS rows (default 1,000,000; 20,000 conversations) in one
 // LOAD DATA LOCAL INFILE through Convoy, against the same rows loaded
 // straight into the same physical tables (the file split by physical table

@@ -49,7 +49,7 @@ func loadFile(rows int) string {
 
 const loadColumns = ` FIELDS TERMINATED BY ',' OPTIONALLY ENCLOSED BY '"' IGNORE 1 LINES (conv_id, seq, msg_id, sender_uid, @type, created_at) SET msg_type = IF(@type = 'image', 2, 1)`
 
-// TestLoadDataLocal (issue 26 item 9): LOAD DATA LOCAL INFILE into a
+// TestLoadDataLocal (docs/sql-reference.md): LOAD DATA LOCAL INFILE into a
 // sharded table reads the client's file through the protocol, cuts it as
 // MariaDB does and writes each row to its shard: the rows, the affected
 // count, the OK's counts and the warnings equal a MariaDB loading the same

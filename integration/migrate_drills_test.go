@@ -22,7 +22,7 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-// TestMigrationDrills runs issue 14's failure drills against real
+// TestMigrationDrills runs docs/design.md §5's failure drills against real
 // processes while writers send seq-allocating inserts through three Convoy
 // processes, on the migrating shard and on another shard of the same
 // physical table. The jobs run in two `convoy migrate worker` processes

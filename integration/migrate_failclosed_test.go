@@ -357,7 +357,7 @@ func TestMigrationRollbackDuringRamp(t *testing.T) {
 	t.Logf("%d pages checked, %d updates; before the rollback the proxies had counted %d reads on the target", reads, updates, onTarget)
 }
 
-// TestMigrationTwoShardsRunnerCrashAndPurge is the last of issue 24's
+// TestMigrationTwoShardsRunnerCrashAndPurge is the last of docs/design.md §5's
 // drills, against real processes under live writes through two proxies:
 //
 //   - two shards of one physical table switch at once (two NEXTs sent

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// TestNamedLocks (issue 26): GET_LOCK and its kin keep MariaDB's semantics
+// TestNamedLocks (docs/sql-reference.md): GET_LOCK and its kin keep MariaDB's semantics
 // through Convoy's pool. A session's lock stays with it while its other
 // statements use pooled connections; another session through the same
 // proxy, or through another proxy, cannot take it (before, the pooled

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestNoBackslashEscapes (issue 26): a session with sql_mode
+// TestNoBackslashEscapes (docs/sql-reference.md): a session with sql_mode
 // NO_BACKSLASH_ESCAPES, where a backslash in a string literal is an
 // ordinary character, through Convoy and against a MariaDB session in the
 // same mode: literals written in that mode, values a driver interpolates

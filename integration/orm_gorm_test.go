@@ -177,7 +177,7 @@ func gormProgram(t *testing.T, dsn string) []ormStep {
 	}
 	defer sqlDB.Close()
 	// Multi-shard writes in one statement are refused inside a transaction
-	// (issue 12 item 15), and GORM wraps every Create / Update / Delete in
+	// (docs/sql-reference.md), and GORM wraps every Create / Update / Delete in
 	// one by default; the program sends those outside, as documented.
 	noTx := db.Session(&gorm.Session{SkipDefaultTransaction: true})
 

@@ -7,7 +7,7 @@ import (
 
 // The ORM tests (TestGORM, TestSQLAlchemy) run one application program
 // against the reference MariaDB and through Convoy and compare what each
-// step showed (issue 12: "Prove it with real ORMs in the test suite").
+// step showed (docs/sql-reference.md: "Prove it with real ORMs in the test suite").
 
 // ormStep is one step of an ORM program and what it showed: the compared
 // result, and (not compared) the statements the step sent and the full

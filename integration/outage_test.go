@@ -1,6 +1,6 @@
 package integration
 
-// Drills of issue 13 for datasources: a hung datasource fails its
+// Drills of docs/operations/failures.md for datasources: a hung datasource fails its
 // statements within the statement timeout and then at once, leaves the
 // other datasource's latency alone, never blocks SHOW DATASOURCES, and
 // recovers as soon as it answers; a killed one is counted exactly in the

@@ -424,7 +424,7 @@ st.execute(uid.to_i, q, t, 50).each { |r| puts [r["msg_id"], r["conv_id"], r["se
 	}
 }
 
-// TestSearchDirInUse (issue 25): a second `convoy serve` configured with a
+// TestSearchDirInUse (docs/design.md §9-10): a second `convoy serve` configured with a
 // search.dir another one has open (two proxies on one host with the
 // default config) exits at start saying so, instead of hanging on the
 // index lock while it looks alive.
@@ -444,7 +444,7 @@ func TestSearchDirInUse(t *testing.T) {
 	}
 }
 
-// TestSearchStatus (issue 25): SHOW SEARCH STATUS says, per datasource,
+// TestSearchStatus (docs/design.md §9-10): SHOW SEARCH STATUS says, per datasource,
 // whether the index is built, its checkpoint, which process feeds it and
 // (in that process) how far behind it is; a search through a proxy whose
 // index is not built (here: one that runs no feed into its own index)
@@ -506,7 +506,7 @@ func TestSearchStatus(t *testing.T) {
 	}
 }
 
-// TestSearchPaging (issue 25): the pages of a search, through Convoy,
+// TestSearchPaging (docs/design.md §9-10): the pages of a search, through Convoy,
 // with the cursor of the previous page's last hit, newest first and
 // oldest first, text and prepared, cover every match once in order
 // (messages sharing a millisecond included, some inside the fresh window
@@ -621,7 +621,7 @@ func TestSearchPaging(t *testing.T) {
 	}
 }
 
-// TestSearchSphinxTwoProxies (issue 25): with more than one proxy the
+// TestSearchSphinxTwoProxies (docs/design.md §9-10): with more than one proxy the
 // SphinxQL engine is the shared index. Two Convoy processes point at the
 // same searchd: one feeds each datasource's binlog into it (SHOW SEARCH
 // STATUS names the same feeder on both), and both answer from it. A
@@ -686,7 +686,7 @@ func TestSearchSphinxTwoProxies(t *testing.T) {
 	}
 }
 
-// TestSearchCounts (issue 25): per-conversation hit counts of a search,
+// TestSearchCounts (docs/design.md §9-10): per-conversation hit counts of a search,
 // `SELECT conv_id, COUNT(*) FROM msg_search ... GROUP BY conv_id`, text and
 // prepared: every match of the searching user's conversations (the index's
 // older ones and the fresh window's from MySQL), the most hits first or by

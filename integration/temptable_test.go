@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestTemporaryTables (issue 26): a session's temporary table lives on one
+// TestTemporaryTables (docs/sql-reference.md): a session's temporary table lives on one
 // backend connection of its own, as on MariaDB: the session sees it on
 // every statement (text, prepared, inside a transaction, while other
 // sessions churn the pool) and no other session ever does; dropped, it is
@@ -74,7 +74,7 @@ func TestTemporaryTables(t *testing.T) {
 	}
 }
 
-// TestSessionStatementsAndVariables (issue 26): SQL-level prepared
+// TestSessionStatementsAndVariables (docs/sql-reference.md): SQL-level prepared
 // statements (PREPARE / EXECUTE / DEALLOCATE PREPARE) live on the
 // session's own connection and user variables assigned inside a SELECT
 // (`SELECT @n := ...`) are kept by the session, whatever other sessions do

@@ -137,7 +137,7 @@ func TestTransactionsAndRefusals(t *testing.T) {
 		if errno(err) != 1235 || !strings.Contains(err.Error(), "locking") {
 			t.Fatalf("locking multi-shard read in a transaction: %v", err)
 		}
-		// One other shard follows the same rule as several (issue 26): a
+		// One other shard follows the same rule as several (docs/sql-reference.md): a
 		// plain read by key of another user's shard sees it as committed
 		// now, through the text and the binary protocol; a locking read or
 		// a write of it is still refused, and the transaction goes on.

@@ -11,7 +11,7 @@ import (
 	sqldriver "github.com/go-sql-driver/mysql"
 )
 
-// TestUnparsedStatements (issue 26): MariaDB syntax the parser does not
+// TestUnparsedStatements (docs/sql-reference.md): MariaDB syntax the parser does not
 // know (system versioning here) runs on unsharded tables, text and
 // prepared, as MariaDB answers it: before, every such statement got 1064.
 // Privileges still apply (by the statement's leading keyword), the
@@ -91,7 +91,7 @@ func TestUnparsedStatements(t *testing.T) {
 	}
 }
 
-// TestMariaDBClausesOnShards (issue 26): MariaDB clauses the parser does
+// TestMariaDBClausesOnShards (docs/sql-reference.md): MariaDB clauses the parser does
 // not know, on sharded tables: OFFSET n ROWS FETCH NEXT m ROWS ONLY reads
 // as LIMIT n, m; LOCK IN SHARE MODE WAIT n waits n seconds for a row lock
 // and fails with 1205 (not innodb_lock_wait_timeout's 50); FETCH ... WITH

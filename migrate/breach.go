@@ -10,7 +10,7 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-// The fence's alarm (issue 24): after a switch, nothing but the reverse
+// The fence's alarm (docs/design.md §5): after a switch, nothing but the reverse
 // replication may write the moved shard's rows on the old side; the
 // storage fence (fence.go) refuses everything else. A write there anyway
 // passed the fence: a session that set the migration's variable, triggers

@@ -1,5 +1,5 @@
 // Package migrate holds the building blocks of online shard migration
-// (DESIGN.md section 5, issue 14), one concept a file:
+// (DESIGN.md section 5, docs/design.md §5), one concept a file:
 //
 //	table.go     what a physical table looks like (columns, primary key,
 //	             shard filter) and the SQL fragments built from it

@@ -25,7 +25,7 @@ import (
 // target exact, and the wait only matters to a read served by the target,
 // which must see every write its client was told of (a mirror of every
 // write, from the backfill on, cost the migrating shard's writes 3.5 to 4.5
-// times their p99, issue 24). The share is read when the write has
+// times their p99, docs/design.md §5). The share is read when the write has
 // committed, not when it was planned: the runner confirms a share (lets
 // reads move) only once every proxy mirrors it and the apply passed the
 // moment they all did, so a write committed after that moment waits. The

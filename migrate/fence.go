@@ -15,7 +15,7 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-// The storage fence (issue 24; DESIGN.md section 5, "Fail closed"). The
+// The storage fence (docs/design.md §5; DESIGN.md section 5, "Fail closed"). The
 // migration lock stops every live proxy's writes of a switching shard, but
 // a proxy can be alive and not know it: paused past its lease (a long GC
 // pause, SIGSTOP), cut off from etcd, or holding a write the server is

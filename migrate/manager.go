@@ -25,7 +25,7 @@ import (
 type Connector func(ctx context.Context, ds router.Datasource) (*sql.DB, binlog.Config, error)
 
 // DefaultRollbackWindow is how long reverse replication keeps the source
-// current after a switch, so that ROLLBACK loses nothing (issue 14: 7 days).
+// current after a switch, so that ROLLBACK loses nothing (docs/design.md §5: 7 days).
 const DefaultRollbackWindow = 7 * 24 * time.Hour
 
 // ManagerConfig configures a migration manager.

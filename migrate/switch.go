@@ -45,7 +45,7 @@ func (j *jobRun) fence(ctx context.Context, db *sql.DB, database, movedTo string
 		return "", err
 	}
 	// The proxies hold the shard's writes meanwhile: the switch's share of
-	// their pause, by part (issue 14's pause target).
+	// their pause, by part (docs/design.md §5's pause target).
 	j.log.Info("the stream passed the fence marker", zap.String("database", database), zap.String("gtid", string(pos)),
 		zap.Duration("fence_write", written.Sub(start)), zap.Duration("fence_wait", time.Since(written)))
 	return pos, nil

@@ -11,7 +11,7 @@ import (
 	"github.com/convoy-im/convoy/internal/sqlq"
 )
 
-// Throttling on harm (issue 24; gh-ost and Vitess throttle on replica lag
+// Throttling on harm (docs/design.md §5; gh-ost and Vitess throttle on replica lag
 // and load): a copy at its configured rate can still hurt the servers,
 // so while a job copies, its runner measures both sides' write latency and
 // slows the copy down when either crosses the line (seed 001's 50 ms write

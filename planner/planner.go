@@ -1,4 +1,4 @@
-// Package planner is Convoy's capacity planner (issue 15): from measured
+// Package planner is Convoy's capacity planner (docs/design.md §11): from measured
 // (or simulated) shard sizes, growth and load it says which of seed 001's
 // expansion triggers fires first and when, and proposes the next layout as
 // a route document the migration commands execute, with the moves it takes

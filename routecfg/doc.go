@@ -108,7 +108,7 @@
 //
 // # Migration lock
 //
-// Switching a shard's writes to its new datasource (issue 14, step 6) must
+// Switching a shard's writes to its new datasource (docs/design.md §5, step 6) must
 // not let any proxy send a write of the shard to the old side after the new
 // side became authoritative, nor reorder writes. The protocol:
 //

@@ -24,7 +24,7 @@ import (
 
 const (
 	// DefaultAckTimeout bounds the wait for every live proxy's
-	// acknowledgement (issue 14: a held write waits at most 2 s).
+	// acknowledgement (docs/design.md §5: a held write waits at most 2 s).
 	DefaultAckTimeout = 2 * time.Second
 	// DefaultMaxHold bounds the whole switch, acknowledgements included: the
 	// flip callback's context ends then, and proxies stop queueing the

@@ -34,7 +34,7 @@ type LockMetrics struct {
 	fence        prometheus.Gauge
 }
 
-// lockBuckets spread around the 300 ms pause target (issue 14) up to the
+// lockBuckets spread around the 300 ms pause target (docs/design.md §5) up to the
 // default 5 s bound.
 var lockBuckets = []float64{.005, .01, .025, .05, .1, .2, .3, .5, 1, 2, 3, 5, 10}
 

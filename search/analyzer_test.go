@@ -78,7 +78,7 @@ func FuzzAnalyzer(f *testing.F) {
 	})
 }
 
-// Width and script folding (issue 25): full-width Latin letters and
+// Width and script folding (docs/design.md §9-10): full-width Latin letters and
 // digits match their ASCII forms, half-width kana their full-width forms,
 // Traditional Chinese characters their Simplified forms, whichever side
 // (message or query) is written which way; a character that is also

@@ -1,4 +1,4 @@
-// Package shardmap serves the live shard map page (issue 15): the 1024
+// Package shardmap serves the live shard map page (docs/design.md §11): the 1024
 // logical shards as a 32 x 32 grid coloured by a chosen measure against
 // seed 001's expansion triggers, where each shard lives, the shards in
 // migration, the route version and the live proxies. The page is one

@@ -121,7 +121,7 @@ type Config struct {
 		MaxUnrepaired     int           `yaml:"max_unrepaired"`      // default 10000
 	} `yaml:"hot_tier"`
 
-	// Migration configures online shard migration (issue 14): the runners
+	// Migration configures online shard migration (docs/design.md §5): the runners
 	// every convoy serve hosts (package migrate) and the proxy's share of
 	// the switch lock.
 	Migration struct {
@@ -183,7 +183,7 @@ type Config struct {
 		// process takes it over (default 10s).
 		RunnerTTL time.Duration `yaml:"runner_ttl"`
 	} `yaml:"search"`
-	// Cold is the cold tier (issue 16, package archive): the archiver
+	// Cold is the cold tier (docs/design.md §9, package archive): the archiver
 	// every convoy serve hosts when enabled, and the cold read path.
 	Cold struct {
 		// Enabled: history reads continue into the archive, writes naming

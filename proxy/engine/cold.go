@@ -21,7 +21,7 @@ import (
 )
 
 // ColdTier is the archive of conversation history (seed 000's cold tier:
-// Parquet files in object storage, issue 16). cmd/convoy adapts
+// Parquet files in object storage, docs/design.md §9). cmd/convoy adapts
 // archive.Catalog and cold.Reader to it, so the engine links neither
 // Parquet nor the object store. Reads honour ctx's deadline (the cold
 // budget): cut short they return what is certain with More set, never an

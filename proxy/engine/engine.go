@@ -44,7 +44,7 @@ type Options struct {
 	HealthDiskPct  float64          // default 60
 	DiskCapacity   map[string]int64 // bytes per datasource; unknown -> disk check says so
 	// HoldMaxWait bounds how long a write waits behind a migration hold of
-	// its shard (issue 14 step 6) before it gets a lock wait timeout;
+	// its shard (docs/design.md §5 step 6) before it gets a lock wait timeout;
 	// HoldMaxQueue bounds the writes queued per held shard. The seed
 	// prefers a short queue to reordered messages; the bounds keep a stuck
 	// switch from piling up clients. Defaults 3s and 10000: a switch that

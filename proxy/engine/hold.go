@@ -13,7 +13,7 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-// The migration hold (issue 14, step 6): while a shard's writes switch to
+// The migration hold (docs/design.md §5, step 6): while a shard's writes switch to
 // another datasource, every proxy stops sending them, queues new ones in
 // arrival order and lets the transactions open on the shard end. The lock
 // protocol around it (etcd, acknowledgements, when to release) is
