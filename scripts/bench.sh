@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Side-by-side benchmark of Convoy in ONE session (issue 5). Configurations
+# Side-by-side benchmark of Convoy in ONE session. Configurations
 # alternate A B C D E, A B C D E, ... (ROUNDS rounds) and the median per
 # measurement is reported, so slow drift of a shared machine hits all of
 # them alike:
