@@ -147,9 +147,9 @@ type load struct {
 	savepoint       bool
 }
 
-// loadBatch is the rows of one shard waiting for their INSERT.
+// loadBatch is the rows of one physical table waiting for their INSERT.
 type loadBatch struct {
-	first router.Shard // the shard of its first row (flushAll's order)
+	first router.Shard // the shard of its first row (flushAll sends in this order)
 	args  []any
 	rows  []uint64   // the file's row number of each row
 	own   []loadCond // Convoy's own conditions of these rows
