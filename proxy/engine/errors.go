@@ -127,9 +127,10 @@ func classify(err error) error {
 	case errors.As(err, &ee):
 		return ee
 	case errors.As(err, &se):
-		if se.Code != 0 && se.Code != mysql.ER_PARSE_ERROR && se.State != "" {
+		if se.Code != 0 && se.Code != mysql.ER_PARSE_ERROR && se.Code < 2000 && se.State != "" {
 			// The parser's own errno for what it refuses (1083 a field
-			// separator, 1115 an unknown character set), as MariaDB's.
+			// separator, 1115 an unknown character set), as MariaDB's;
+			// TiDB's own errnos (8000 and up) stay 1064.
 			return &mysql.MyError{Code: se.Code, State: se.State, Message: se.Msg}
 		}
 		return &Error{Code: CodeSyntax, Msg: se.Msg}
