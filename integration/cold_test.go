@@ -1070,7 +1070,25 @@ func TestColdHotSoak(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	deadline := time.Now().Add(15 * time.Second)
+	// The soak runs 15 s and then until the archiver has moved more than
+	// one conversation's old rows out (a loaded machine archives slower),
+	// at most 90 s: the checks at the end need both tiers exercised.
+	deadline, hardDeadline := time.Now().Add(15*time.Second), time.Now().Add(90*time.Second)
+	var stop atomic.Bool
+	running := func() bool { return ctx.Err() == nil && !stop.Load() }
+	// rows: the rows of the conversations still warm (through Convoy's
+	// pool, on the datasources) and all rows (the reference).
+	rows := func() (warm, total int, err error) {
+		for _, c := range convs {
+			var n int
+			if err := pools[1].QueryRow("SELECT COUNT(*) FROM conv_msg WHERE conv_id = ?", c).Scan(&n); err != nil {
+				return 0, 0, err
+			}
+			warm += n
+		}
+		err = ref.QueryRow("SELECT COUNT(*) FROM conv_msg").Scan(&total)
+		return warm, total, err
+	}
 	var wg sync.WaitGroup
 	var compared, mismatches, writes, readErrs, rounds atomic.Int64
 	var msgID atomic.Uint64
@@ -1080,7 +1098,7 @@ func TestColdHotSoak(t *testing.T) {
 		go func(w int) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), 3))
-			for ctx.Err() == nil && time.Now().Before(deadline) {
+			for running() {
 				i := rng.IntN(len(convs))
 				c := convs[i]
 				locks[i].Lock()
@@ -1110,7 +1128,20 @@ func TestColdHotSoak(t *testing.T) {
 	wg.Add(1)
 	go func() { // the archiver, on the same conversations
 		defer wg.Done()
-		for ctx.Err() == nil && time.Now().Before(deadline) {
+		defer stop.Store(true) // the soak ends with the archiver
+		for ctx.Err() == nil {
+			if now := time.Now(); now.After(hardDeadline) {
+				return
+			} else if now.After(deadline) {
+				warm, total, err := rows()
+				if err != nil {
+					t.Errorf("counting rows: %v", err)
+					return
+				}
+				if warm < total-oldN {
+					return
+				}
+			}
 			f.advance(2 * 24 * time.Hour)
 			for _, c := range convs {
 				if err := f.arch.RunShard(ctx, int(router.ShardOf(c))); err != nil && ctx.Err() == nil {
@@ -1126,7 +1157,7 @@ func TestColdHotSoak(t *testing.T) {
 		go func(rd int) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(rd), 17))
-			for ctx.Err() == nil && time.Now().Before(deadline) {
+			for running() {
 				i := rng.IntN(len(convs))
 				c := convs[i]
 				top := maxSeq[i].Load()
@@ -1174,16 +1205,8 @@ func TestColdHotSoak(t *testing.T) {
 	body := scrape(t, f.p.metrics)
 	hot := metricValue(t, body, `convoy_statements_total{class="hot"}`)
 	coldReads := metricValue(t, body, `convoy_cold_checks_total{decision="cold"}`)
-	var warm int
-	for _, c := range convs {
-		var n int
-		if err := pools[1].QueryRow("SELECT COUNT(*) FROM conv_msg WHERE conv_id = ?", c).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		warm += n
-	}
-	var total int
-	if err := ref.QueryRow("SELECT COUNT(*) FROM conv_msg").Scan(&total); err != nil {
+	warm, total, err := rows()
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("compared %d pages, %d mismatches, %d writes, %d archiver rounds, %d read errors; %.0f hot-served, %.0f read the archive; %d of %d rows still warm",
