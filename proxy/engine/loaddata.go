@@ -561,13 +561,14 @@ func (ld *load) read(file io.Reader) error {
 			return &mysql.MyError{Code: own[0].w.Code, State: state, Message: own[0].w.Message}
 		}
 		sh := router.Shard(0)
+		var key uint64
 		if ld.key >= 0 {
 			k := vals[ld.key]
 			if k.Null {
 				return &Error{Code: CodeBadShardKey, Msg: fmt.Sprintf("row %d of the file: the shard key is NULL or missing", n)}
 			}
-			key, err := router.KeyFromValue(k.Value)
-			if err != nil {
+			var err error
+			if key, err = router.KeyFromValue(k.Value); err != nil {
 				return &Error{Code: CodeBadShardKey, Msg: fmt.Sprintf("row %d of the file: %v", n, err)}
 			}
 			sh = router.ShardOf(key)
@@ -584,11 +585,10 @@ func (ld *load) read(file io.Reader) error {
 		ld.add(b, n, vals, own)
 		if ld.seqField >= 0 && !vals[ld.seqField].Null {
 			if seq, err := strconv.ParseUint(string(vals[ld.seqField].Value), 10, 64); err == nil {
-				conv, _ := router.KeyFromValue(vals[ld.key].Value) // a key: checked above
 				if b.maxSeq == nil {
 					b.maxSeq = map[uint64]uint64{}
 				}
-				b.maxSeq[conv] = max(b.maxSeq[conv], seq)
+				b.maxSeq[key] = max(b.maxSeq[key], seq)
 			}
 		}
 		if len(b.rows) >= ld.batchRows() || b.bytes >= loadBatchBytes {
