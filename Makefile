@@ -4,7 +4,7 @@ GO       ?= go
 FUZZTIME ?= 30s
 BENCHPKGS ?= ./router/ ./rewrite/ ./proxy/...
 
-.PHONY: all build test race run down bench bench-migrate bench-search fuzz lint clean distclean
+.PHONY: all build test unit race run down bench bench-migrate bench-search fuzz lint clean distclean
 
 all: build
 
@@ -17,6 +17,10 @@ build:
 ## test: install test dependencies (Debian), go vet, go test, summary
 test:
 	scripts/test.sh
+
+## unit: the tests that need no server (go test -short, every package but integration/; about a minute on 2 cores, warm cache); make test runs them too
+unit:
+	$(GO) test -short -count=1 -p 2 $$($(GO) list ./... | grep -v '/integration$$')
 
 ## race: the tests of the packages with concurrency under the race detector (about 5 minutes on 2 cores; CI runs it after make test)
 RACEPKGS ?= ./proxy/... ./histcache/ ./routecfg/ ./migrate/

@@ -11,6 +11,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/server"
 
 	"github.com/convoy-im/convoy/proxy/engine"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 )
 
 // handler adapts go-mysql's server.Handler to one engine.Session.
@@ -50,7 +51,7 @@ func (h *handler) fail(err error, cmd, sql string) error {
 	if err == nil {
 		return nil
 	}
-	me := toMySQL(err)
+	me := sqlerr.ToMySQL(err)
 	h.s.errs.WithLabelValues(strconv.Itoa(int(me.Code))).Inc()
 	fc := failedCommand{cmd: cmd, sql: sql, user: h.user.Name}
 	if h.conn != nil {
@@ -271,7 +272,7 @@ func (h *handler) HandleStmtExecute(ctx any, q string, args []any) (*mysql.Resul
 	}
 	p, ok := ctx.(*engine.Prepared)
 	if !ok {
-		return nil, h.fail(&engine.Error{Code: engine.CodeUnknownStmt, Msg: "Unknown prepared statement handler given to mysqld_stmt_execute"}, cmdStmtExecute, "")
+		return nil, h.fail(&sqlerr.Error{Code: sqlerr.UnknownStmt, Msg: "Unknown prepared statement handler given to mysqld_stmt_execute"}, cmdStmtExecute, "")
 	}
 	for i, a := range args {
 		// go-mysql hands length-encoded values (strings, blobs, decimals) over

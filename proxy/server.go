@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/proxy/engine"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 )
 
 // User is an account clients log in with. Admin users may send admin
@@ -342,7 +343,7 @@ func (s *Server) handle(nc net.Conn) {
 	if reason == nil {
 		if err := h.sess.SetClientCollation(conn.Charset()); err != nil {
 			s.leave(h.user.Name)
-			reason = toMySQL(err)
+			reason = sqlerr.ToMySQL(err)
 		}
 		h.sess.SetFoundRows(conn.HasCapability(mysql.CLIENT_FOUND_ROWS))
 		h.setMultiResults()

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/convoy-im/convoy/internal/lograte"
-	"github.com/convoy-im/convoy/proxy/engine"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 )
 
@@ -110,15 +110,15 @@ var ownErrnos = map[uint16]failureClass{
 }
 
 // classOf says who an error is for and, for Convoy's own errors, names the
-// reason (an engine.Code; never the message, which may quote values).
+// reason (a sqlerr.Code; never the message, which may quote values).
 func classOf(err error, errno uint16) (failureClass, string) {
-	var ee *engine.Error
+	var ee *sqlerr.Error
 	if errors.As(err, &ee) {
 		switch ee.Code {
-		case engine.CodeInternal:
+		case sqlerr.Internal:
 			return classInternal, ee.Code.String()
-		case engine.CodeBackendUnavailable, engine.CodePoolTimeout, engine.CodeTxnAborted, engine.CodeStatementTimeout,
-			engine.CodeShardHeld, engine.CodeShardUnavailable:
+		case sqlerr.BackendUnavailable, sqlerr.PoolTimeout, sqlerr.TxnAborted, sqlerr.StatementTimeout,
+			sqlerr.ShardHeld, sqlerr.ShardUnavailable:
 			return classUnavailable, ee.Code.String()
 		}
 		return classRefused, ee.Code.String()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/convoy-im/convoy/proxy/engine"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 )
 
 // TestShardHolderFence: the start-up fence refuses every sharded write; a
@@ -26,7 +27,7 @@ func TestShardHolderFence(t *testing.T) {
 	h.fenceAll(errUnregistered)
 	s := e.NewSession("im")
 	_, err := s.Query("DELETE FROM im_inbox WHERE uid = 9")
-	if ee := (*engine.Error)(nil); !errors.As(err, &ee) || ee.Code != engine.CodeShardUnavailable || !strings.Contains(err.Error(), "not registered") {
+	if ee := (*sqlerr.Error)(nil); !errors.As(err, &ee) || ee.Code != sqlerr.ShardUnavailable || !strings.Contains(err.Error(), "not registered") {
 		t.Fatalf("a write under the start-up fence: %v, want CodeShardUnavailable naming the registration", err)
 	}
 	// The next follower takes shard 3 over and holds 7, then fails too.

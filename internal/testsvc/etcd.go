@@ -50,6 +50,7 @@ const etcdReadyTimeout = 15 * time.Second
 // (not skips) with the package to install.
 func StartEtcd(t testing.TB, opts ...EtcdOption) *Etcd {
 	t.Helper()
+	NeedsServers(t)
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		t.Fatalf("testsvc: the etcd server binary is not installed (%v); run `apt-get install etcd-server` (Debian/Ubuntu)", err)

@@ -84,6 +84,7 @@ var mariadbServerIDs atomic.Int64
 // killed and its directory removed when the test ends.
 func StartMariaDB(t testing.TB, opts ...MariaDBOption) *MariaDB {
 	t.Helper()
+	NeedsServers(t)
 	tmpl, err := mariadbTemplate()
 	if err != nil {
 		t.Fatalf("testsvc: %v", err)

@@ -23,3 +23,14 @@ func freePort(t testing.TB) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// NeedsServers skips t under `go test -short`, which is how `make unit`
+// runs the tests that need no server: t starts or reaches MariaDB, Redis,
+// etcd or another service. `make test` (never -short) runs it; a missing
+// service there is a failure, as the package comment says.
+func NeedsServers(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs servers: run by make test, not by make unit (-short)")
+	}
+}

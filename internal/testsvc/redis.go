@@ -42,6 +42,7 @@ type Redis struct {
 // answers PING. It is killed and its directory removed when the test ends.
 func StartRedis(t testing.TB, opts ...RedisOption) *Redis {
 	t.Helper()
+	NeedsServers(t)
 	dir, err := os.MkdirTemp("", "convoy-redis-")
 	if err != nil {
 		t.Fatalf("testsvc: %v", err)

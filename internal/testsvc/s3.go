@@ -66,6 +66,7 @@ func versitygwBinary() (string, error) {
 // stop when the test ends; the objects go with the directory.
 func StartS3(t testing.TB) *S3 {
 	t.Helper()
+	NeedsServers(t)
 	bin, err := versitygwBinary()
 	if err != nil {
 		t.Fatalf("testsvc: %v", err)

@@ -38,6 +38,7 @@ type searchd struct {
 // They are killed and their directories removed when the test ends.
 func StartSphinx(t testing.TB, n int) *Sphinx {
 	t.Helper()
+	NeedsServers(t)
 	bin, err := exec.LookPath("searchd")
 	if err != nil {
 		t.Fatalf("testsvc: searchd not found: apt-get install %s", sphinxPkg)

@@ -12,6 +12,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/convoy-im/convoy/proxy/directive"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/proxy/stats"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
@@ -71,7 +72,7 @@ const capacityTimeout = 30 * time.Second
 func (s *Session) capacity(d *directive.Directive) (*mysql.Result, error) {
 	c := s.e.admin.Capacity
 	if c == nil {
-		return nil, errorf(CodeNotSupported, "%s is not available in this process", d.Kind)
+		return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s is not available in this process", d.Kind)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), capacityTimeout)
 	defer cancel()
@@ -84,7 +85,7 @@ func (s *Session) capacity(d *directive.Directive) (*mysql.Result, error) {
 		cols, rows, err = c.PlanExpansion(ctx, d.MinDatasources)
 	}
 	if err != nil {
-		return nil, errorf(CodeBackendUnavailable, "%s: %v", d.Kind, err)
+		return nil, sqlerr.Errorf(sqlerr.BackendUnavailable, "%s: %v", d.Kind, err)
 	}
 	return textTable(cols, rows)
 }
@@ -129,10 +130,10 @@ func (s *Session) directive(sql string) (*mysql.Result, bool, error) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, true, errorf(CodeSyntax, "%s", err.Error())
+		return nil, true, sqlerr.Errorf(sqlerr.Syntax, "%s", err.Error())
 	}
 	if !s.priv.Admin {
-		return nil, true, errorf(CodeAccessDenied, "Access denied; you need the Convoy admin privilege for %s", d.Kind)
+		return nil, true, sqlerr.Errorf(sqlerr.AccessDenied, "Access denied; you need the Convoy admin privilege for %s", d.Kind)
 	}
 	s.e.metrics.countStatement("admin")
 	r, err := s.runDirective(d)
@@ -154,12 +155,12 @@ func (s *Session) runDirective(d *directive.Directive) (*mysql.Result, error) {
 		return s.showProxies()
 	case directive.ReloadRoutes:
 		if s.e.admin.Reload == nil {
-			return nil, errorf(CodeNotSupported, "RELOAD ROUTES is not available in this process")
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "RELOAD ROUTES is not available in this process")
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := s.e.admin.Reload(ctx); err != nil {
-			return nil, errorf(CodeBackendUnavailable, "RELOAD ROUTES: %v (still serving route version %d)", err, snap.Version())
+			return nil, sqlerr.Errorf(sqlerr.BackendUnavailable, "RELOAD ROUTES: %v (still serving route version %d)", err, snap.Version())
 		}
 		return table([]string{"route_version"}, [][]any{{s.e.routes.Current().Version()}})
 	case directive.ShowShardStats:
@@ -175,7 +176,7 @@ func (s *Session) runDirective(d *directive.Directive) (*mysql.Result, error) {
 	case directive.Target:
 		return s.targeted(d)
 	}
-	return nil, errorf(CodeInternal, "[BUG] directive %s has no handler", d.Kind)
+	return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] directive %s has no handler", d.Kind)
 }
 
 // table builds a text result set. Values are rendered as strings so that
@@ -193,7 +194,7 @@ func table(cols []string, rows [][]any) (*mysql.Result, error) {
 	}
 	rs, err := mysql.BuildSimpleResultset(cols, out, false)
 	if err != nil {
-		return nil, errorf(CodeInternal, "[BUG] building a result set: %v", err)
+		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] building a result set: %v", err)
 	}
 	if len(rows) == 0 {
 		// go-mysql types the columns of an empty set NULL; keep them the
@@ -208,7 +209,7 @@ func table(cols []string, rows [][]any) (*mysql.Result, error) {
 func (s *Session) showRoutes(snap *router.Snapshot, d *directive.Directive) (*mysql.Result, error) {
 	if d.Datasource != "" {
 		if _, ok := snap.Datasource(d.Datasource); !ok {
-			return nil, errorf(CodeNotSupported, "unknown datasource %q", d.Datasource)
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "unknown datasource %q", d.Datasource)
 		}
 	}
 	var rows [][]any
@@ -320,13 +321,13 @@ func setTimeout(c Conn, d time.Duration) {
 
 func (s *Session) showProxies() (*mysql.Result, error) {
 	if s.e.admin.Proxies == nil {
-		return nil, errorf(CodeNotSupported, "SHOW PROXIES is not available in this process")
+		return nil, sqlerr.Errorf(sqlerr.NotSupported, "SHOW PROXIES is not available in this process")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	ps, err := s.e.admin.Proxies(ctx)
 	if err != nil {
-		return nil, errorf(CodeBackendUnavailable, "SHOW PROXIES: reading etcd: %v", err)
+		return nil, sqlerr.Errorf(sqlerr.BackendUnavailable, "SHOW PROXIES: reading etcd: %v", err)
 	}
 	var rows [][]any
 	for _, p := range ps {
@@ -472,10 +473,10 @@ func (s *Session) targeted(d *directive.Directive) (*mysql.Result, error) {
 	snap := s.e.routes.Current()
 	if d.Datasource != "" {
 		if _, ok := snap.Datasource(d.Datasource); !ok {
-			return nil, errorf(CodeNotSupported, "unknown datasource %q", d.Datasource)
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "unknown datasource %q", d.Datasource)
 		}
 		if s.inTxn() {
-			return nil, errorf(CodeCrossShardTxn, "datasource=%s cannot run inside a transaction", d.Datasource)
+			return nil, sqlerr.Errorf(sqlerr.CrossShardTxn, "datasource=%s cannot run inside a transaction", d.Datasource)
 		}
 		// Raw: the DBA addresses physical objects by their own names, and
 		// may run maintenance longer than the statement timeout.
@@ -500,10 +501,10 @@ func (s *Session) targeted(d *directive.Directive) (*mysql.Result, error) {
 		return nil, err
 	}
 	if pl.a.ParamCount > 0 {
-		return nil, errorf(CodeSyntax, "You have an error in your SQL syntax: '?' placeholders are only valid in prepared statements")
+		return nil, sqlerr.Errorf(sqlerr.Syntax, "You have an error in your SQL syntax: '?' placeholders are only valid in prepared statements")
 	}
 	if pl.tmpl == nil {
-		return nil, errorf(CodeNotSupported, "/*+ convoy %s */ needs a statement on a sharded table", targetWords(d))
+		return nil, sqlerr.Errorf(sqlerr.NotSupported, "/*+ convoy %s */ needs a statement on a sharded table", targetWords(d))
 	}
 	if pl.touchesHistory() || (pl.a.Kind == rewrite.KindDDL && pl.a.Sharded[0] == historyTable) {
 		defer s.e.invalidateAllHistory()
@@ -541,10 +542,10 @@ func (s *Session) targeted(d *directive.Directive) (*mysql.Result, error) {
 			return s.run(pl, nil, false)
 		}
 		if s.inTxn() {
-			return nil, errorf(CodeCrossShardTxn, "/*+ convoy all */ cannot run inside a transaction")
+			return nil, sqlerr.Errorf(sqlerr.CrossShardTxn, "/*+ convoy all */ cannot run inside a transaction")
 		}
 		if limited(pl.a.Stmt) {
-			return nil, errorf(CodeNotSupported, "%s with ORDER BY / LIMIT cannot run on every shard", pl.a.Kind)
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s with ORDER BY / LIMIT cannot run on every shard", pl.a.Kind)
 		}
 		var parts []part
 		for _, g := range snap.AllPhysical(pl.a.Sharded[0]) {

@@ -6,6 +6,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/convoy-im/convoy/proxy/directive"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -23,7 +24,7 @@ type ArchiveAdmin interface {
 func (s *Session) archive(d *directive.Directive) (*mysql.Result, error) {
 	a := s.e.admin.Archive
 	if a == nil {
-		return nil, errorf(CodeNotSupported, "%s is not available in this process (cold.enabled is off, or no etcd)", d.Kind)
+		return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s is not available in this process (cold.enabled is off, or no etcd)", d.Kind)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), migrationTimeout)
 	defer cancel()

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 )
 
 // fakeArchive records the calls of the archive directives.
@@ -31,7 +33,7 @@ func TestArchiveDirectives(t *testing.T) {
 	defer s.Close()
 	s.SetPrivileges(Privileges{Read: true, Write: true, DDL: true, Admin: true})
 	_, err := s.Query("/*+ convoy SHOW ARCHIVE */")
-	expectCode(t, err, CodeNotSupported)
+	expectCode(t, err, sqlerr.NotSupported)
 
 	e.SetAdmin(AdminHooks{Archive: f})
 	for q, want := range map[string]string{
@@ -66,14 +68,14 @@ func TestArchiveDirectives(t *testing.T) {
 	// Malformed directives are syntax errors; the admin's refusals are the
 	// client's; anything else the backing store's.
 	_, err = s.Query("/*+ convoy ARCHIVE SHARD 9999 NOW */")
-	expectCode(t, err, CodeSyntax)
+	expectCode(t, err, sqlerr.Syntax)
 	f.err = badInput{"shard out of range"}
 	_, err = s.Query("/*+ convoy ARCHIVE SHARD 3 NOW */")
-	expectCode(t, err, CodeWrongArguments)
+	expectCode(t, err, sqlerr.WrongArguments)
 	f.err = errors.New("etcdserver: request timed out")
 	_, err = s.Query("/*+ convoy SHOW ARCHIVE */")
-	expectCode(t, err, CodeBackendUnavailable)
+	expectCode(t, err, sqlerr.BackendUnavailable)
 	s.SetPrivileges(Privileges{Read: true, Write: true, DDL: true})
 	_, err = s.Query("/*+ convoy ARCHIVE PAUSE */")
-	expectCode(t, err, CodeAccessDenied)
+	expectCode(t, err, sqlerr.AccessDenied)
 }

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -164,7 +165,7 @@ const ColdPartialVar = "convoy_cold_partial"
 // error when the session asked for one.
 func (s *Session) coldIncomplete(w Warning) error {
 	if s.coldPartialError() {
-		return &Error{Code: CodeColdIncomplete, Msg: w.Message}
+		return &sqlerr.Error{Code: sqlerr.ColdIncomplete, Msg: w.Message}
 	}
 	s.warn(w)
 	return nil
@@ -826,7 +827,7 @@ func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *cold
 		}
 	}
 	if killed() {
-		return nil, "killed", errorf(CodeQueryInterrupted, "Query execution was interrupted: KILL while the archive (cold tier) of conversation %d was read", q.conv)
+		return nil, "killed", sqlerr.Errorf(sqlerr.QueryInterrupted, "Query execution was interrupted: KILL while the archive (cold tier) of conversation %d was read", q.conv)
 	}
 	result := "complete"
 	var reason string

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -75,7 +76,7 @@ func (s *Session) coldWriteCheck(pl *plan, args []any) (coldWriteMode, error) {
 		rg, err := s.archivedRange(conv)
 		if err != nil {
 			s.e.metrics.coldWrite("unavailable")
-			return coldWarm, errorf(CodeBackendUnavailable, "the archived range of conversation %d could not be read to check this %s (%v); nothing was changed, retry", conv, pl.a.Kind, classify(err))
+			return coldWarm, sqlerr.Errorf(sqlerr.BackendUnavailable, "the archived range of conversation %d could not be read to check this %s (%v); nothing was changed, retry", conv, pl.a.Kind, classify(err))
 		}
 		if !rg.has {
 			continue
@@ -86,7 +87,7 @@ func (s *Session) coldWriteCheck(pl *plan, args []any) (coldWriteMode, error) {
 			}
 		}
 		s.e.metrics.coldWrite("refused")
-		return coldWarm, errorf(CodeNotSupported, "%s on %s of conversation %d could reach its archived messages (seq %d..%d, cold tier): archived messages are deleted by key (conv_id = ? AND seq = ? / IN (...), or msg_id = ? / IN (...)), by conversation (conv_id = ? with optional seq / msg_id ranges and sender_uid = ?) and never updated; nothing was changed",
+		return coldWarm, sqlerr.Errorf(sqlerr.NotSupported, "%s on %s of conversation %d could reach its archived messages (seq %d..%d, cold tier): archived messages are deleted by key (conv_id = ? AND seq = ? / IN (...), or msg_id = ? / IN (...)), by conversation (conv_id = ? with optional seq / msg_id ranges and sender_uid = ?) and never updated; nothing was changed",
 			pl.a.Kind, w.Table, conv, rg.lo, rg.hi)
 	}
 	return coldWarm, nil
@@ -137,7 +138,7 @@ func (s *Session) coldWrite(pl *plan, p part, args []any, binary bool) (*mysql.R
 	}
 	if len(archived) > 0 && !w.Delete {
 		s.e.metrics.coldWrite("refused")
-		return nil, errorf(CodeArchivedReadOnly, "Table '%s' is read only for archived messages: seq %s of conversation %d are archived (cold tier) and cannot be updated through Convoy; nothing was changed",
+		return nil, sqlerr.Errorf(sqlerr.ArchivedReadOnly, "Table '%s' is read only for archived messages: seq %s of conversation %d are archived (cold tier) and cannot be updated through Convoy; nothing was changed",
 			w.Table, joinUints(seqsOf(archived)), conv)
 	}
 	start = time.Now()
@@ -249,13 +250,13 @@ func (s *Session) archivedKeys(c Conn, db, table, logical string, conv uint64, s
 		page, err = s.e.cold.tier.ByKeys(ctx, conv, nil, missing, files, ColdSkip{Erased: erased})
 	}
 	if killed() {
-		return nil, errorf(CodeQueryInterrupted, "Query execution was interrupted: KILL while the archive (cold tier) of conversation %d was checked; nothing was changed", conv)
+		return nil, sqlerr.Errorf(sqlerr.QueryInterrupted, "Query execution was interrupted: KILL while the archive (cold tier) of conversation %d was checked; nothing was changed", conv)
 	}
 	if err == nil && page.More {
 		err = fmt.Errorf("the archive did not answer within %s", s.e.cold.writeTimeout)
 	}
 	if err != nil {
-		return nil, errorf(CodeBackendUnavailable, "the archive (cold tier) of conversation %d could not be checked for the rows this statement names (%v); nothing was changed, retry", conv, err)
+		return nil, sqlerr.Errorf(sqlerr.BackendUnavailable, "the archive (cold tier) of conversation %d could not be checked for the rows this statement names (%v); nothing was changed, retry", conv, err)
 	}
 	var out [][2]uint64
 	for _, row := range page.Rows {
@@ -474,13 +475,13 @@ func (s *Session) eraseArchived(c Conn, conv uint64, tbl string, spec eraseSpec)
 	ctx, killed := s.interruptible(ctx)
 	keys, kerr := s.e.cold.tier.Keys(ctx, conv, lo, hi, files, skip)
 	if killed() {
-		return 0, nil, errorf(CodeQueryInterrupted, "Query execution was interrupted: KILL while the archive (cold tier) of conversation %d was read", conv)
+		return 0, nil, sqlerr.Errorf(sqlerr.QueryInterrupted, "Query execution was interrupted: KILL while the archive (cold tier) of conversation %d was read", conv)
 	}
 	keys = slices.DeleteFunc(keys, func(k ColdKey) bool { return !spec.matches(k) || tbl != historyTable && !k.Body })
 	if spec.filtered() {
 		if kerr != nil {
 			s.e.metrics.coldWrite("unavailable")
-			return 0, nil, errorf(CodeBackendUnavailable, "the archive (cold tier) of conversation %d could not be read for the rows this DELETE names (%v); nothing was changed, retry", conv, kerr)
+			return 0, nil, sqlerr.Errorf(sqlerr.BackendUnavailable, "the archive (cold tier) of conversation %d could not be read for the rows this DELETE names (%v); nothing was changed, retry", conv, kerr)
 		}
 		named := make([][2]uint64, len(keys))
 		for i, k := range keys {

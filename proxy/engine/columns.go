@@ -10,6 +10,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -99,7 +100,7 @@ func (e *Engine) readColumns(snap *router.Snapshot, table string) ([]string, err
 		var order []phys
 		for _, r := range rows {
 			if len(r) < 3 {
-				return nil, errorf(CodeInternal, "datasource %s answered the column query with %d columns, want 3", ds, len(r))
+				return nil, sqlerr.Errorf(sqlerr.Internal, "datasource %s answered the column query with %d columns, want 3", ds, len(r))
 			}
 			p := phys{string(r[0]), string(r[1])}
 			if !want[ds][p] {
@@ -117,7 +118,7 @@ func (e *Engine) readColumns(snap *router.Snapshot, table string) ([]string, err
 				continue
 			}
 			if !slices.Equal(ref, found[p]) {
-				return nil, errorf(CodeNotSupported,
+				return nil, sqlerr.Errorf(sqlerr.NotSupported,
 					"the physical tables of %s do not have the same columns (%s: %s; %s: %s): an INSERT without a column list cannot be sent until they agree; name the columns, or repeat the ALTER TABLE through Convoy",
 					table, refName, strings.Join(ref, ", "), name, strings.Join(found[p], ", "))
 			}

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 )
 
 func expectLog(t *testing.T, rec *recorder, want ...string) {
@@ -17,9 +19,9 @@ func expectLog(t *testing.T, rec *recorder, want ...string) {
 	}
 }
 
-func expectCode(t *testing.T, err error, c Code) {
+func expectCode(t *testing.T, err error, c sqlerr.Code) {
 	t.Helper()
-	var e *Error
+	var e *sqlerr.Error
 	if !errors.As(err, &e) || e.Code != c {
 		t.Fatalf("error %v, want code %d", err, c)
 	}
@@ -61,9 +63,9 @@ func TestPreparedRoutesByBoundValue(t *testing.T) {
 	}
 	expectLog(t, rec, "ds0#5 prepared[42 100.5]: SELECT `seq`,`msg_id` FROM `im_1`.`conv_msg_0136` AS `conv_msg` WHERE `conv_id`=? AND `seq`<? ORDER BY `seq` DESC LIMIT 20")
 	_, err = s.Execute(p, []any{nil, int64(1)})
-	expectCode(t, err, CodeBadShardKey)
+	expectCode(t, err, sqlerr.BadShardKey)
 	_, err = s.Execute(p, []any{int64(1)})
-	expectCode(t, err, CodeWrongArguments)
+	expectCode(t, err, sqlerr.WrongArguments)
 	expectLog(t, rec)
 }
 
@@ -97,7 +99,7 @@ func TestInsertSplitsByShard(t *testing.T) {
 	// client knows a retry must be idempotent.
 	rec.failOn, rec.failDS, rec.failErr = "COMMIT", "ds0", errors.New("connection reset by peer")
 	_, err = s.Query("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (0, 1, 1, 1, NOW()), (42, 1, 2, 2, NOW())")
-	if !isCode(err, CodeBackendUnavailable) || !strings.Contains(err.Error(), "COMMIT failed on shard 0136 after shards 0801 committed") {
+	if !sqlerr.Is(err, sqlerr.BackendUnavailable) || !strings.Contains(err.Error(), "COMMIT failed on shard 0136 after shards 0801 committed") {
 		t.Fatalf("commit failing half way: %v", err)
 	}
 	got = rec.take()
@@ -122,7 +124,7 @@ func TestTransactionPinsOneShard(t *testing.T) {
 	mustQuery("SELECT 1")
 	mustQuery("UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
 	_, err := s.Query("UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 1 AND seq = 1")
-	expectCode(t, err, CodeCrossShardTxn)
+	expectCode(t, err, sqlerr.CrossShardTxn)
 	mustQuery("DELETE FROM msg_content WHERE conv_id = 42 AND msg_id = 7")
 	mustQuery("COMMIT")
 	// A statement without a table neither opens nor pins the transaction.
@@ -195,7 +197,7 @@ func TestReservedUserVariables(t *testing.T) {
 		"UPDATE conv_msg SET msg_type = (@convoy_migration := 1) WHERE conv_id = 42",
 	} {
 		_, err := s.Query(q)
-		expectCode(t, err, CodeNotSupported)
+		expectCode(t, err, sqlerr.NotSupported)
 		if _, perr := s.Prepare(q); perr == nil {
 			t.Errorf("PREPARE %s: accepted", q)
 		}
@@ -219,9 +221,9 @@ func TestSetIsCheckedAndCarried(t *testing.T) {
 		t.Fatalf("SET was not applied on a backend at once: %q", got)
 	}
 	_, err := s.Query("SET sql_mode = 'ANSI'")
-	expectCode(t, err, CodeNotSupported)
+	expectCode(t, err, sqlerr.NotSupported)
 	_, err = s.Query("SET NAMES gbk")
-	expectCode(t, err, CodeNotSupported)
+	expectCode(t, err, sqlerr.NotSupported)
 	if _, err := s.Query("SELECT * FROM conv_msg WHERE conv_id = 42"); err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +484,7 @@ func TestPreparedScatterLimit(t *testing.T) {
 func TestScatterWithoutResultset(t *testing.T) {
 	s, _ := newTestSession()
 	_, err := s.Query("SELECT COUNT(*) FROM conv_msg") // the fake answers OK
-	if !isCode(err, CodeBackendUnavailable) || !strings.Contains(err.Error(), "without a result set") || !strings.Contains(err.Error(), "shard ") {
+	if !sqlerr.Is(err, sqlerr.BackendUnavailable) || !strings.Contains(err.Error(), "without a result set") || !strings.Contains(err.Error(), "shard ") {
 		t.Fatalf("scatter answered by OK packets: %v", err)
 	}
 }
@@ -507,10 +509,10 @@ func TestUnparsedRefusals(t *testing.T) {
 	s, _ := newTestSession()
 	for _, q := range []string{"XA START 'x'", "xa recover", "HANDLER conv_msg OPEN", "SHOW ENGINE INNODB STATUS"} {
 		_, err := s.Query(q)
-		expectCode(t, err, CodeNotSupported)
+		expectCode(t, err, sqlerr.NotSupported)
 	}
 	_, err := s.Query("SELEC 1")
-	expectCode(t, err, CodeSyntax)
+	expectCode(t, err, sqlerr.Syntax)
 }
 
 // @@convoy_cold_partial is Convoy's own variable: a SELECT of it is

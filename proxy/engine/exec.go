@@ -12,6 +12,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -23,8 +24,7 @@ func (s *Session) run(pl *plan, args []any, binary bool) (res *mysql.Result, err
 	if err := s.authorize(pl); err != nil {
 		return nil, err
 	}
-	s.keepDiag = pl.local() || pl.tableless()
-	a := pl.a
+	s.diag.keep = pl.local() || pl.tableless()
 	s.calcFound = pl.calcFound
 	if s.nextTx != nil && !pl.local() && !pl.tableless() {
 		// SET TRANSACTION's characteristics belong to the next transaction:
@@ -44,74 +44,82 @@ func (s *Session) run(pl *plan, args []any, binary bool) (res *mysql.Result, err
 	}
 	if pl.stmtSet != nil {
 		if s.inTxn() {
-			return nil, errorf(CodeNotSupported, "SET STATEMENT ... FOR inside a transaction is not supported through Convoy: the transaction's connection keeps the session's settings; use SET SESSION before the transaction")
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "SET STATEMENT ... FOR inside a transaction is not supported through Convoy: the transaction's connection keeps the session's settings; use SET SESSION before the transaction")
 		}
 		prev := s.stmtVars
 		s.stmtVars = mergeVars(prev, pl.stmtSet)
 		defer func() { s.stmtVars = prev }()
 	}
-	if pl.routine != nil {
-		return s.runRoutine(pl, args, binary)
-	}
-	if pl.search != nil {
-		return s.runSearch(pl, args, binary)
-	}
-	switch a.Kind {
-	case rewrite.KindEmpty:
+	switch pl.op {
+	case opEmpty:
 		return okResult(), nil
-	case rewrite.KindBegin:
+	case opBegin:
 		s.e.metrics.countStatement("transaction")
 		return s.begin(pl.sql)
-	case rewrite.KindCommit, rewrite.KindRollback:
+	case opEndTxn:
 		s.e.metrics.countStatement("transaction")
-		return s.endTxn(a.Kind == rewrite.KindCommit)
-	case rewrite.KindSavepoint:
+		return s.endTxn(pl.a.Kind == rewrite.KindCommit)
+	case opSavepoint:
 		s.e.metrics.countStatement("transaction")
 		return s.savepoint(pl)
-	case rewrite.KindMaintenance:
-		if len(a.Sharded) > 0 {
-			s.e.metrics.countStatement("ddl")
-			return s.maintenance(pl, binary)
-		}
-	case rewrite.KindSet:
+	case opSet:
 		s.e.metrics.countStatement("session")
-		return s.set(a)
-	case rewrite.KindLoadData:
-		return s.loadData(pl)
-	case rewrite.KindUse:
+		return s.set(pl.a)
+	case opUse:
 		s.e.metrics.countStatement("session")
-		if err := s.UseDB(a.UseDB); err != nil {
-			return nil, err
-		}
-		return okResult(), nil
-	}
-	if pl.tmpl == nil {
-		if r, ok, err := s.kill(pl); ok {
-			return r, err
-		}
-		if r, ok, err := s.showGrants(pl, binary); ok {
-			return r, err
-		}
-		if r, ok := s.processList(pl, binary); ok {
-			s.e.metrics.countStatement("session")
-			return r, nil
-		}
-		if r, ok := s.showWarnings(pl, binary); ok {
-			s.e.metrics.countStatement("session")
-			return r, nil
-		}
+		return s.use(pl.a.UseDB)
+	case opKill:
+		return s.kill(pl)
+	case opShowGrants:
+		return s.showGrants(pl, binary)
+	case opProcessList:
+		s.e.metrics.countStatement("session")
+		return s.processList(pl, binary)
+	case opDiagnostics:
+		s.e.metrics.countStatement("session")
+		return s.showWarnings(pl, binary)
+	case opIntrospect:
 		if r, ok, err := s.introspect(pl, args, binary); ok {
 			return r, err
 		}
 		s.e.metrics.countStatement("unsharded")
+		return s.passthrough(pl, args, binary) // (no logical name to put back after all)
+	case opPassthrough:
+		s.e.metrics.countStatement("unsharded")
 		return s.passthrough(pl, args, binary)
+	case opRoutine:
+		return s.runRoutine(pl, args, binary)
+	case opSearch:
+		return s.runSearch(pl, args, binary)
+	case opLoadData:
+		return s.loadData(pl)
+	case opMaintenance:
+		s.e.metrics.countStatement("ddl")
+		return s.maintenance(pl, binary)
 	}
+	return s.runOnShards(pl, args, binary)
+}
+
+// use answers USE db.
+func (s *Session) use(db string) (*mysql.Result, error) {
+	if err := s.UseDB(db); err != nil {
+		return nil, err
+	}
+	return okResult(), nil
+}
+
+// runOnShards runs the ops on sharded tables (op.sharded): the session's
+// values put into the statement, then a write (or a transaction's locking
+// read) admitted behind any migration hold on its shards and mirrored for a
+// read ramp, then the op's own path.
+func (s *Session) runOnShards(pl *plan, args []any, binary bool) (res *mysql.Result, err error) {
+	a := pl.a
 	if a.SessionRefs != 0 {
 		if pl, err = s.sessionPlan(pl); err != nil {
 			return nil, err
 		}
 	}
-	if pl.explain != "" {
+	if pl.op == opExplain {
 		return s.runExplain(pl, args, binary)
 	}
 	if write := pl.write(); write || s.inTxn() && lockingRead(a.Stmt) {
@@ -127,7 +135,7 @@ func (s *Session) run(pl *plan, args []any, binary bool) (res *mysql.Result, err
 		// its shards, no switch can flip them under it.
 		if !write {
 		} else if ws := s.mirrorPlan(pl, args); ws != nil {
-			if rewrite.NeedsSeq(pl.a) {
+			if pl.op == opInsertSeq {
 				s.seqs = map[int]uint64{}
 			}
 			s.commits = make(map[router.Shard]string, 1)
@@ -150,72 +158,76 @@ func (s *Session) run(pl *plan, args []any, binary bool) (res *mysql.Result, err
 			}()
 		}
 	}
-	if a.Kind == rewrite.KindDDL {
+	switch pl.op {
+	case opDDL:
 		s.e.metrics.countStatement("ddl")
 		return s.ddl(pl)
+	case opShowSharded:
+		return s.showSharded(pl, args, binary)
+	case opHistory:
+		return s.history(pl, args, binary)
 	}
-	if s.e.hot == nil {
-		return s.readSharded(pl, args, binary)
-	}
-	// The hot tier: history reads may be served from it; conv_msg writes
-	// keep it exact (markers before the commit, write-through or
-	// invalidation after). Its pages are exact with archived rows too
-	// (package histcache, "The cold tier"): a hit needs no cold check.
-	switch {
-	case pl.hist != nil && !s.inTxn() && s.readsTarget(pl, args):
-		// Read from the migration target: the hot tier is filled only
-		// from the authoritative side, so this read neither uses nor
-		// fills it.
-		return s.readSharded(pl, args, binary)
-	case pl.hist != nil && !s.inTxn():
-		if r, ok := s.hotRead(pl, args, binary); ok {
-			s.e.metrics.countStatement("hot")
-			return r, nil
-		}
-		r, err := s.readSharded(pl, args, binary)
-		if err == nil {
-			s.afterHistoryMiss(pl, args, binary, r)
-		}
-		return r, err
-	case pl.touchesHistory():
-		convs, known := historyConvs(pl, args)
-		if s.inTxn() {
-			s.txn.noteHistory(convs, known)
-			return s.runSharded(pl, args, binary)
-		}
-		w := s.e.beginHistWrite(convs)
-		s.histEntries = nil
-		r, err := s.runSharded(pl, args, binary)
-		w.end(err, s.histEntries)
-		if !known && err == nil {
-			s.e.invalidateAllHistory()
-		}
-		return r, err
+	if s.e.hot != nil && pl.touchesHistory() {
+		return s.historyWrite(pl, args, binary)
 	}
 	return s.readSharded(pl, args, binary)
+}
+
+// history runs a seed 000 history read (opHistory: the hot tier is on).
+// Its pages are exact with archived rows too (package histcache, "The cold
+// tier"): a hit needs no cold check.
+func (s *Session) history(pl *plan, args []any, binary bool) (*mysql.Result, error) {
+	if s.inTxn() || s.readsTarget(pl, args) {
+		// In a transaction: its connection's snapshot. Read from a
+		// migration's target: the hot tier is filled only from the
+		// authoritative side, so this read neither uses nor fills it.
+		return s.readSharded(pl, args, binary)
+	}
+	if r, ok := s.hotRead(pl, args, binary); ok {
+		s.e.metrics.countStatement("hot")
+		return r, nil
+	}
+	r, err := s.readSharded(pl, args, binary)
+	if err == nil {
+		s.afterHistoryMiss(pl, args, binary, r)
+	}
+	return r, err
+}
+
+// historyWrite runs a conv_msg write with the hot tier on: markers before
+// the commit, write-through or invalidation after, so its pages stay exact.
+func (s *Session) historyWrite(pl *plan, args []any, binary bool) (*mysql.Result, error) {
+	convs, known := historyConvs(pl, args)
+	if s.inTxn() {
+		s.txn.noteHistory(convs, known)
+		return s.runSharded(pl, args, binary)
+	}
+	w := s.e.beginHistWrite(convs)
+	s.histEntries = nil
+	r, err := s.runSharded(pl, args, binary)
+	w.end(err, s.histEntries)
+	if !known && err == nil {
+		s.e.invalidateAllHistory()
+	}
+	return r, err
 }
 
 // runSharded executes a statement on sharded tables.
 func (s *Session) runSharded(pl *plan, args []any, binary bool) (*mysql.Result, error) {
 	a := pl.a
-	switch a.Kind {
-	case rewrite.KindInsert:
-		s.e.metrics.countStatement("sharded")
-		return s.insert(pl, args, binary)
-	case rewrite.KindShow:
-		return s.showSharded(pl, args, binary)
-	}
 	s.e.metrics.countStatement("sharded")
 	keys, others := a.Keys, a.OtherKeys
 	switch {
+	case pl.op == opInsert || pl.op == opInsertSeq:
+		return s.insert(pl, args, binary)
+	case pl.op == opScatter:
+		return s.scatter(pl, nil, args, binary)
 	case a.RoutedByNested && a.Kind == rewrite.KindSelect:
 		// Only nested blocks name sharded tables (SELECT EXISTS (SELECT
 		// ... WHERE conv_id = ?)): they say where the statement runs.
 		keys, others = others[0], others[1:]
-	case !a.HasKey && a.Kind == rewrite.KindSelect:
-		return s.scatter(pl, nil, args, binary)
 	case !a.HasKey:
-		return nil, errorf(CodeNotSupported, "%s on %s needs a %s = ... or %s IN (...) condition; refusing to touch every shard",
+		return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s on %s needs a %s = ... or %s IN (...) condition; refusing to touch every shard",
 			a.Kind, a.Sharded[0], a.KeyColumn, a.KeyColumn)
 	}
 	mode, err := s.coldWriteCheck(pl, args)
@@ -253,7 +265,7 @@ func (s *Session) colocated(shards []router.Shard, others [][]rewrite.Value, arg
 	at := snap.Target(shards[0])
 	for _, sh := range shards[1:] {
 		if snap.Target(sh) != at {
-			return errorf(CodeNotSupported, "this statement restricts the shard key of more than one table reference (a join, a subquery or a derived table) and its rows are on several shards: each shard would answer only for its own rows; send one statement per shard")
+			return sqlerr.Errorf(sqlerr.NotSupported, "this statement restricts the shard key of more than one table reference (a join, a subquery or a derived table) and its rows are on several shards: each shard would answer only for its own rows; send one statement per shard")
 		}
 	}
 	for _, o := range others {
@@ -263,7 +275,7 @@ func (s *Session) colocated(shards []router.Shard, others [][]rewrite.Value, arg
 		}
 		for _, sh := range osh {
 			if snap.Target(sh) != at {
-				return errorf(CodeNotSupported, "this statement reads shard %s and, in another table reference (a join, a subquery or a derived table), shard %s: one statement runs on one shard, where the other one's rows are not; send one statement per shard", shards[0], sh)
+				return sqlerr.Errorf(sqlerr.NotSupported, "this statement reads shard %s and, in another table reference (a join, a subquery or a derived table), shard %s: one statement runs on one shard, where the other one's rows are not; send one statement per shard", shards[0], sh)
 			}
 		}
 	}
@@ -274,7 +286,7 @@ func (s *Session) colocated(shards []router.Shard, others [][]rewrite.Value, arg
 // shards, in order of first appearance.
 func (s *Session) shardsOf(vals []rewrite.Value, args []any) ([]router.Shard, error) {
 	if len(vals) > s.e.opt.MaxInList {
-		return nil, errorf(CodeTooLarge, "the shard key IN list has %d values; the limit is %d", len(vals), s.e.opt.MaxInList)
+		return nil, sqlerr.Errorf(sqlerr.TooLarge, "the shard key IN list has %d values; the limit is %d", len(vals), s.e.opt.MaxInList)
 	}
 	return shardsOfValues(vals, args)
 }
@@ -307,7 +319,7 @@ func shardsOfValues(vals []rewrite.Value, args []any) ([]router.Shard, error) {
 func keyOf(v rewrite.Value, args []any) (uint64, error) {
 	if v.Param >= 0 {
 		if v.Param >= len(args) {
-			return 0, errorf(CodeWrongArguments, "placeholder %d has no bound value", v.Param+1)
+			return 0, sqlerr.Errorf(sqlerr.WrongArguments, "placeholder %d has no bound value", v.Param+1)
 		}
 		if l, ok := args[v.Param].(rewrite.Literal); ok {
 			return router.KeyFromValue(l.Val)
@@ -381,7 +393,7 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 		return s.single(p, pl.write(), binary)
 	}
 	if s.inTxn() && (pl.a.Kind != rewrite.KindSelect || lockingRead(pl.a.Stmt)) {
-		return nil, errorf(CodeCrossShardTxn, "this statement reaches %d shards; inside a transaction every statement must stay on one shard (no distributed transactions)", len(shards))
+		return nil, sqlerr.Errorf(sqlerr.CrossShardTxn, "this statement reaches %d shards; inside a transaction every statement must stay on one shard (no distributed transactions)", len(shards))
 	}
 	// Several shards of one physical table (small layouts) are one statement:
 	// the full key condition is still in it, so each table returns or touches
@@ -404,7 +416,7 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 		return s.scatter(pl, shards, args, binary)
 	default:
 		if limited(pl.a.Stmt) {
-			return nil, errorf(CodeNotSupported, "%s with ORDER BY / LIMIT reaching %d shards is not supported", pl.a.Kind, len(shards))
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s with ORDER BY / LIMIT reaching %d shards is not supported", pl.a.Kind, len(shards))
 		}
 		return s.writeParts(parts, binary)
 	}
@@ -464,7 +476,7 @@ func (s *Session) execPart(c Conn, p part, binary bool) (*mysql.Result, error) {
 		// SELECT returns rows here (a write with RETURNING is never inlined), and only
 		// a SELECT may ever run twice.
 		if p.pl.a.Kind != rewrite.KindSelect {
-			return nil, errorf(CodeInternal, "[BUG] an inlined %s returned rows without an exact binary form", p.pl.a.Kind)
+			return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] an inlined %s returned rows without an exact binary form", p.pl.a.Kind)
 		}
 		p.pl.noInline = true
 		p.sql = p.pl.render(s, s.e.routes.Current(), p.shard)
@@ -593,7 +605,7 @@ func (s *Session) writeJobs(jobs []job) (*mysql.Result, error) {
 			if len(committed) == 0 {
 				return nil, err
 			}
-			return nil, errorf(CodeBackendUnavailable, "COMMIT failed on shard %s after shards %s committed: %v", o.sh, strings.Join(committed, ","), classify(err))
+			return nil, sqlerr.Errorf(sqlerr.BackendUnavailable, "COMMIT failed on shard %s after shards %s committed: %v", o.sh, strings.Join(committed, ","), classify(err))
 		}
 		committed = append(committed, o.sh.String())
 		s.noteCommit(o.c, o.sh)
@@ -703,7 +715,7 @@ func (s *Session) insert(pl *plan, args []any, binary bool) (*mysql.Result, erro
 		rowsByTarget[t] = append(rowsByTarget[t], i)
 	}
 	if len(shards) > 1 && s.inTxn() {
-		return nil, errorf(CodeCrossShardTxn, "this INSERT has rows for %d shards; inside a transaction all rows must belong to the transaction's shard (no distributed transactions): send such a batch outside a transaction (autocommit; GORM: SkipDefaultTransaction or CreateInBatches without a transaction), or one transaction per conversation / user", len(shards))
+		return nil, sqlerr.Errorf(sqlerr.CrossShardTxn, "this INSERT has rows for %d shards; inside a transaction all rows must belong to the transaction's shard (no distributed transactions): send such a batch outside a transaction (autocommit; GORM: SkipDefaultTransaction or CreateInBatches without a transaction), or one transaction per conversation / user", len(shards))
 	}
 	if len(order) == 1 {
 		sh := shards[0]
@@ -812,7 +824,7 @@ func (s *Session) fanout(parts []part, what string) (string, error) {
 	if me, ok := first.(*mysql.MyError); ok {
 		return "", &mysql.MyError{Code: me.Code, State: me.State, Message: msg}
 	}
-	return "", errorf(CodeBackendUnavailable, "%s", msg)
+	return "", sqlerr.Errorf(sqlerr.BackendUnavailable, "%s", msg)
 }
 
 func targetName(p part) string {
@@ -847,7 +859,7 @@ func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result,
 		// In a transaction: it runs on (or opens on) the temporary-table
 		// connection (Session.conn), unless it already runs on another.
 		if pl.temp != nil && (pl.temp.creates() || pl.temp.execute) && s.txn.conn != nil && s.txn.conn != s.temp {
-			return nil, errorf(CodeNotSupported, "CREATE TEMPORARY TABLE, PREPARE and EXECUTE inside a transaction that has already run a statement elsewhere are not supported through Convoy: run them before the transaction, or as its first statement")
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "CREATE TEMPORARY TABLE, PREPARE and EXECUTE inside a transaction that has already run a statement elsewhere are not supported through Convoy: run them before the transaction, or as its first statement")
 		}
 		if s.temp == nil {
 			if _, err = s.tempConn(def); err != nil {

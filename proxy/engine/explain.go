@@ -7,6 +7,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -43,22 +44,22 @@ func (s *Session) explainPlan(sql string, ex *ast.ExplainStmt) (*plan, bool, err
 	var prefix string
 	switch f := strings.ToLower(ex.Format); {
 	case ex.Analyze || ex.Explore || ex.PlanDigest != "":
-		return nil, true, errorf(CodeNotSupported, "this EXPLAIN form is not supported on the sharded table %s: use EXPLAIN [FORMAT=JSON] <statement>", a.Sharded[0])
+		return nil, true, sqlerr.Errorf(sqlerr.NotSupported, "this EXPLAIN form is not supported on the sharded table %s: use EXPLAIN [FORMAT=JSON] <statement>", a.Sharded[0])
 	case f == "" || f == "row" || f == "traditional":
 		prefix = "EXPLAIN "
 	case f == "json":
 		prefix = "EXPLAIN FORMAT=JSON "
 	default:
-		return nil, true, errorf(CodeNotSupported, "EXPLAIN FORMAT=%s is not supported: MariaDB knows FORMAT=JSON", ex.Format)
+		return nil, true, sqlerr.Errorf(sqlerr.NotSupported, "EXPLAIN FORMAT=%s is not supported: MariaDB knows FORMAT=JSON", ex.Format)
 	}
 	switch a.Kind {
 	case rewrite.KindSelect:
 		if _, ok := ex.Stmt.(*ast.SetOprStmt); ok {
-			return nil, true, errorf(CodeNotSupported, "EXPLAIN of a UNION on the sharded table %s is not supported: explain each SELECT", a.Sharded[0])
+			return nil, true, sqlerr.Errorf(sqlerr.NotSupported, "EXPLAIN of a UNION on the sharded table %s is not supported: explain each SELECT", a.Sharded[0])
 		}
 	case rewrite.KindUpdate, rewrite.KindDelete:
 	default:
-		return nil, true, errorf(CodeNotSupported, "EXPLAIN %s on the sharded table %s is not supported: explain the SELECT of its rows", a.Kind, a.Sharded[0])
+		return nil, true, sqlerr.Errorf(sqlerr.NotSupported, "EXPLAIN %s on the sharded table %s is not supported: explain the SELECT of its rows", a.Kind, a.Sharded[0])
 	}
 	pl := &plan{sql: sql, a: a, explain: prefix}
 	if pl.tmpl, err = rewrite.NewTemplate(a); err != nil {
@@ -116,7 +117,7 @@ func (s *Session) runExplain(pl *plan, args []any, binary bool) (*mysql.Result, 
 		}
 	}
 	if binary && out != nil && out.Resultset != nil && !textToBinary(out.Resultset) {
-		return nil, errorf(CodeInternal, "[BUG] an EXPLAIN answer has no binary form")
+		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] an EXPLAIN answer has no binary form")
 	}
 	if len(notes) > 1 {
 		for _, n := range notes {
@@ -140,7 +141,7 @@ func (s *Session) explainOn(pl *plan, snap *router.Snapshot, sh router.Shard, ds
 	if len(args) > 0 {
 		b, ok := pl.tmpl.RenderInline(s.buf[:0], phys, args)
 		if !ok {
-			return nil, errorf(CodeNotSupported, "this placeholder value is not supported in an EXPLAIN on the sharded table %s", pl.a.Sharded[0])
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "this placeholder value is not supported in an EXPLAIN on the sharded table %s", pl.a.Sharded[0])
 		}
 		s.buf, sql = b, pl.explain+string(b)
 	} else {

@@ -7,11 +7,13 @@ import (
 	"testing"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 )
 
 // FuzzQuery feeds arbitrary SQL to a Session over the recording fake, as
 // COM_QUERY and as PREPARE + EXECUTE: no panic, and every error is an
-// *engine.Error or a *mysql.MyError (the proxy maps nothing else).
+// *sqlerr.Error or a *mysql.MyError (the proxy maps nothing else).
 func FuzzQuery(f *testing.F) {
 	for _, s := range []string{
 		"SELECT 1",
@@ -82,10 +84,10 @@ func FuzzQuery(f *testing.F) {
 			if err == nil {
 				return
 			}
-			var ee *Error
+			var ee *sqlerr.Error
 			var me *mysql.MyError
 			if !errors.As(err, &ee) && !errors.As(err, &me) {
-				t.Fatalf("%s %q: error %T (%v) is neither *engine.Error nor *mysql.MyError", what, sql, err, err)
+				t.Fatalf("%s %q: error %T (%v) is neither *sqlerr.Error nor *mysql.MyError", what, sql, err, err)
 			}
 			// "[BUG]" internal errors are not failures here: the fake's
 			// one-column result sets do not carry the merge columns a

@@ -7,6 +7,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 )
 
 // SHOW GRANTS answers with the Convoy account's privileges in MariaDB's
@@ -85,16 +86,13 @@ func grantLines(name string, p Privileges) []string {
 // showGrants answers SHOW GRANTS [FOR CURRENT_USER[()] | FOR user[@host]]:
 // the session's own account, another's for an admin only (MariaDB wants
 // SELECT on the mysql database: 1044 otherwise).
-func (s *Session) showGrants(pl *plan, binary bool) (*mysql.Result, bool, error) {
-	st, ok := pl.a.Stmt.(*ast.ShowStmt)
-	if !ok || st.Tp != ast.ShowGrants {
-		return nil, false, nil
-	}
+func (s *Session) showGrants(pl *plan, binary bool) (*mysql.Result, error) {
+	st := pl.a.Stmt.(*ast.ShowStmt) // opShowGrants
 	s.e.metrics.countStatement("session")
 	name, p := s.user, s.priv
 	if u := st.User; u != nil && !u.CurrentUser && u.Username != s.user {
 		if !s.priv.Admin {
-			return nil, true, errorf(CodeDBAccessDenied, "Access denied for user '%s'@'%s' to database 'mysql'", s.user, s.host)
+			return nil, sqlerr.Errorf(sqlerr.DBAccessDenied, "Access denied for user '%s'@'%s' to database 'mysql'", s.user, s.host)
 		}
 		var known bool
 		if s.e.accounts != nil {
@@ -105,7 +103,7 @@ func (s *Session) showGrants(pl *plan, binary bool) (*mysql.Result, bool, error)
 			if host == "" {
 				host = "%"
 			}
-			return nil, true, &mysql.MyError{Code: mysql.ER_NONEXISTING_GRANT, State: "42000",
+			return nil, &mysql.MyError{Code: mysql.ER_NONEXISTING_GRANT, State: "42000",
 				Message: "There is no such grant defined for user '" + u.Username + "' on host '" + host + "'"}
 		}
 		name = u.Username
@@ -116,7 +114,7 @@ func (s *Session) showGrants(pl *plan, binary bool) (*mysql.Result, bool, error)
 		rs.RowDatas = append(rs.RowDatas, textRow([][]byte{[]byte(l)}))
 	}
 	if binary && !textToBinary(rs) {
-		return nil, true, errorf(CodeInternal, "[BUG] SHOW GRANTS rows could not be encoded for the binary protocol")
+		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] SHOW GRANTS rows could not be encoded for the binary protocol")
 	}
-	return &mysql.Result{Resultset: rs}, true, nil
+	return &mysql.Result{Resultset: rs}, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -245,7 +246,7 @@ func (e *Engine) Hold(ctx context.Context, shard int) (*ShardHold, error) {
 
 // failTxns fails the transactions open on the shard; it returns how many.
 func (g *gate) failTxns(sh router.Shard) int {
-	return g.failTxnsWith(errorf(CodeTxnRolledBack, "Deadlock found when trying to get lock; try restarting transaction: shard %s is held for a migration switch and the transaction did not end in time; it was rolled back", sh))
+	return g.failTxnsWith(sqlerr.Errorf(sqlerr.TxnRolledBack, "Deadlock found when trying to get lock; try restarting transaction: shard %s is held for a migration switch and the transaction did not end in time; it was rolled back", sh))
 }
 
 func (g *gate) failTxnsWith(err error) int {
@@ -273,7 +274,7 @@ type WriteFence struct {
 const fencePoll = 5 * time.Millisecond
 
 // Fence refuses every write to a sharded table with err (wrapped as
-// CodeShardUnavailable) until Lift, whichever shard and datasource: the
+// sqlerr.ShardUnavailable) until Lift, whichever shard and datasource: the
 // proxy cannot prove it serves the current routes (its etcd registration
 // may have expired, so a migration may have switched a shard without it;
 // or it is not registered yet). Reads are served. It returns once no
@@ -285,7 +286,7 @@ const fencePoll = 5 * time.Millisecond
 // datasources' storage fence refuses them on a side a switch left). The
 // fence stays up either way: it never lets a queued or new write through.
 func (e *Engine) Fence(ctx context.Context, err error) (*WriteFence, int) {
-	f := &WriteFence{e: e, err: errorf(CodeShardUnavailable, "%v", err)}
+	f := &WriteFence{e: e, err: sqlerr.Errorf(sqlerr.ShardUnavailable, "%v", err)}
 	e.fenceMu.Lock()
 	e.fences = append(e.fences, f)
 	e.fence.Store(e.fences[0])
@@ -304,7 +305,7 @@ func (e *Engine) Fence(ctx context.Context, err error) (*WriteFence, int) {
 		}
 		select {
 		case <-ctx.Done():
-			rolled := errorf(CodeTxnRolledBack, "Deadlock found when trying to get lock; try restarting transaction: %v; the open transaction was rolled back", err)
+			rolled := sqlerr.Errorf(sqlerr.TxnRolledBack, "Deadlock found when trying to get lock; try restarting transaction: %v; the open transaction was rolled back", err)
 			for i := range e.gates {
 				e.gates[i].failTxnsWith(rolled)
 			}
@@ -357,7 +358,7 @@ func (h *ShardHold) wait(deadline *time.Time, stop <-chan struct{}) error {
 	case h.queued >= opt.HoldMaxQueue:
 		h.mu.Unlock()
 		m.refuseHeld("queue_full")
-		return errorf(CodeShardHeld, "Lock wait timeout exceeded: shard %s is held for a migration switch and %d writes are already queued for it (migration.hold_max_queue); retry the statement", h.shard, opt.HoldMaxQueue)
+		return sqlerr.Errorf(sqlerr.ShardHeld, "Lock wait timeout exceeded: shard %s is held for a migration switch and %d writes are already queued for it (migration.hold_max_queue); retry the statement", h.shard, opt.HoldMaxQueue)
 	}
 	start := time.Now()
 	if deadline.IsZero() {
@@ -388,12 +389,12 @@ func (h *ShardHold) wait(deadline *time.Time, stop <-chan struct{}) error {
 	case <-t.C:
 		if leave() {
 			m.refuseHeld("timeout")
-			return errorf(CodeShardHeld, "Lock wait timeout exceeded: shard %s is held for a migration switch; the write waited %s (migration.hold_max_wait); retry the statement", h.shard, opt.HoldMaxWait)
+			return sqlerr.Errorf(sqlerr.ShardHeld, "Lock wait timeout exceeded: shard %s is held for a migration switch; the write waited %s (migration.hold_max_wait); retry the statement", h.shard, opt.HoldMaxWait)
 		}
 	case <-stop:
 		if leave() {
 			m.refuseHeld("killed")
-			return errorf(CodeQueryInterrupted, "Query execution was interrupted: KILL while the write waited for a migration switch of shard %s; nothing was written", h.shard)
+			return sqlerr.Errorf(sqlerr.QueryInterrupted, "Query execution was interrupted: KILL while the write waited for a migration switch of shard %s; nothing was written", h.shard)
 		}
 	}
 	m.waitHeld(time.Since(start))
@@ -436,7 +437,7 @@ func (h *ShardHold) Fail(err error) {
 		h.mu.Unlock()
 		return
 	}
-	h.failErr = errorf(CodeShardUnavailable, "%v", err)
+	h.failErr = sqlerr.Errorf(sqlerr.ShardUnavailable, "%v", err)
 	q := h.queue
 	h.queue, h.queued = nil, 0
 	h.mu.Unlock()

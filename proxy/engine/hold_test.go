@@ -12,6 +12,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -201,12 +202,12 @@ func TestHoldMaxWaitAndQueue(t *testing.T) {
 	done := goQuery(e.NewSession("im"), "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
 	waitQueued(t, h, 1)
 	_, err := e.NewSession("im").Query("DELETE FROM conv_msg WHERE conv_id = 42 AND seq = 1")
-	expectCode(t, err, CodeShardHeld)
+	expectCode(t, err, sqlerr.ShardHeld)
 	if !strings.Contains(err.Error(), "hold_max_queue") || !strings.Contains(err.Error(), "0136") {
 		t.Fatalf("queue-full error does not say why: %v", err)
 	}
 	err = <-done
-	expectCode(t, err, CodeShardHeld)
+	expectCode(t, err, sqlerr.ShardHeld)
 	if !strings.Contains(err.Error(), "migration switch") || !strings.Contains(err.Error(), "0136") {
 		t.Fatalf("timeout error does not name the shard and the migration: %v", err)
 	}
@@ -235,11 +236,11 @@ func TestHoldFail(t *testing.T) {
 	h := hold(t, e, heldShard)
 	done := goQuery(e.NewSession("im"), "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
 	waitQueued(t, h, 1)
-	h.Fail(errorf(CodeInternal, "shard writes unavailable: a migration switch is unresolved: shard 136: deadline"))
-	expectCode(t, <-done, CodeShardUnavailable)
+	h.Fail(sqlerr.Errorf(sqlerr.Internal, "shard writes unavailable: a migration switch is unresolved: shard 136: deadline"))
+	expectCode(t, <-done, sqlerr.ShardUnavailable)
 	s := e.NewSession("im")
 	_, err := s.Query("UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
-	expectCode(t, err, CodeShardUnavailable)
+	expectCode(t, err, sqlerr.ShardUnavailable)
 	if !strings.Contains(err.Error(), "migration switch is unresolved") {
 		t.Fatalf("error lost the follower's reason: %v", err)
 	}
@@ -348,12 +349,12 @@ func TestHoldOpenTransactions(t *testing.T) {
 		}
 	}
 	_, err = a.Query("SELECT seq FROM conv_msg WHERE conv_id = 42")
-	expectCode(t, err, CodeTxnRolledBack)
+	expectCode(t, err, sqlerr.TxnRolledBack)
 	if !strings.Contains(err.Error(), "0136") || !strings.Contains(err.Error(), "migration switch") {
 		t.Fatalf("the failed transaction's error does not say why: %v", err)
 	}
 	_, err = a.Query("COMMIT")
-	expectCode(t, err, CodeTxnAborted)
+	expectCode(t, err, sqlerr.TxnAborted)
 	if got := rec.take(); len(got) != 0 {
 		t.Fatalf("a failed transaction reached a backend: %q", got)
 	}
@@ -433,7 +434,7 @@ func TestTransactionPinnedAcrossSwitch(t *testing.T) {
 			h.Release()
 
 			_, err := s.Query(c.next)
-			expectCode(t, err, CodeTxnRolledBack)
+			expectCode(t, err, sqlerr.TxnRolledBack)
 			if msg := err.Error(); !strings.Contains(msg, "0136") || !strings.Contains(msg, "ds0.im_1") || !strings.Contains(msg, c.ds+"."+c.db) {
 				t.Fatalf("the error does not say what moved where: %v", err)
 			}
@@ -441,7 +442,7 @@ func TestTransactionPinnedAcrossSwitch(t *testing.T) {
 				t.Fatalf("after the move the transaction sent %q, want only its ROLLBACK on the old side", got)
 			}
 			_, err = s.Query("COMMIT")
-			expectCode(t, err, CodeTxnAborted)
+			expectCode(t, err, sqlerr.TxnAborted)
 			if _, err := s.Query("ROLLBACK"); err != nil {
 				t.Fatal(err)
 			}
@@ -491,7 +492,7 @@ func TestHoldLockingRead(t *testing.T) {
 		t.Fatalf("Hold with an idle transaction that read FOR UPDATE: %v", err)
 	}
 	_, err = s.Query("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (42, 9, 7, 1, 1, NOW())")
-	expectCode(t, err, CodeTxnRolledBack)
+	expectCode(t, err, sqlerr.TxnRolledBack)
 	h2.Release()
 	if _, err := s.Query("ROLLBACK"); err != nil {
 		t.Fatal(err)
@@ -525,7 +526,7 @@ func TestTransactionPinnedDuringSwitch(t *testing.T) {
 		t.Fatalf("the read: %q, want it on the old side (routed before the flip)", got)
 	}
 	_, err := s.Query("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (42, 9, 7, 1, 1, NOW())")
-	expectCode(t, err, CodeTxnRolledBack)
+	expectCode(t, err, sqlerr.TxnRolledBack)
 	for _, l := range rec.take() {
 		if strings.Contains(l, "INSERT") {
 			t.Fatalf("the write ran after the flip: %s", l)
@@ -634,7 +635,7 @@ func TestHoldBusyTransactionAtDeadline(t *testing.T) {
 		t.Fatalf("after the failed transaction's statement: %q, want it, then its ROLLBACK", got)
 	}
 	_, err = s.Query("COMMIT")
-	expectCode(t, err, CodeTxnAborted)
+	expectCode(t, err, sqlerr.TxnAborted)
 	if n := e.gates[heldShard].active.Load(); n != 0 {
 		t.Fatalf("shard still counts %d writes", n)
 	}
@@ -687,7 +688,7 @@ func TestWriteFence(t *testing.T) {
 		"UPDATE conv_msg SET msg_type = 2 WHERE conv_id IN (1, 42)",
 	} {
 		_, err := s.Query(q)
-		expectCode(t, err, CodeShardUnavailable)
+		expectCode(t, err, sqlerr.ShardUnavailable)
 		if !strings.Contains(err.Error(), "registration may have expired") {
 			t.Fatalf("%s: %v, want the fence's reason", q, err)
 		}
@@ -709,7 +710,7 @@ func TestWriteFence(t *testing.T) {
 		t.Fatalf("Fence: %d writes still running, want 0", n)
 	}
 	_, err := open.Query("UPDATE conv_msg SET msg_type = 3 WHERE conv_id = 42 AND seq = 1")
-	expectCode(t, err, CodeTxnRolledBack)
+	expectCode(t, err, sqlerr.TxnRolledBack)
 	if _, err := open.Query("ROLLBACK"); err != nil {
 		t.Fatal(err)
 	}
@@ -717,7 +718,7 @@ func TestWriteFence(t *testing.T) {
 	f2, _ := e.Fence(context.Background(), errors.New("second fence"))
 	f1.Lift()
 	_, err = s.Query("DELETE FROM im_inbox WHERE uid = 9")
-	expectCode(t, err, CodeShardUnavailable)
+	expectCode(t, err, sqlerr.ShardUnavailable)
 	if !strings.Contains(err.Error(), "second fence") {
 		t.Fatalf("after lifting one of two fences: %v", err)
 	}
@@ -766,7 +767,7 @@ func TestFenceSetUpRetried(t *testing.T) {
 }
 
 // TestHoldKilledWait: KILL QUERY of a session whose write waits behind a
-// migration hold ends the wait at once with 1317 (CodeQueryInterrupted),
+// migration hold ends the wait at once with 1317 (sqlerr.QueryInterrupted),
 // the write never sent; a KILL between statements stops none.
 func TestHoldKilledWait(t *testing.T) {
 	e, rec, _ := newHoldEngine(Options{HoldMaxWait: 30 * time.Second})
@@ -788,7 +789,7 @@ func TestHoldKilledWait(t *testing.T) {
 	}
 	select {
 	case err := <-done:
-		expectCode(t, err, CodeQueryInterrupted)
+		expectCode(t, err, sqlerr.QueryInterrupted)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the held write did not end on KILL QUERY")
 	}

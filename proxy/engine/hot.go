@@ -13,6 +13,7 @@ import (
 
 	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -240,7 +241,7 @@ func historyEntries(r *mysql.Result) ([]histcache.Entry, error) {
 	if r == nil || r.Resultset == nil || len(r.Fields) != 5 {
 		// A fill runs in the background: a malformed answer is a skipped
 		// fill, never a panic of the process.
-		return nil, errorf(CodeInternal, "[BUG] a history fill read did not return its five columns")
+		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] a history fill read did not return its five columns")
 	}
 	if err := decodeRows(r); err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -242,7 +243,7 @@ func (e *Engine) infoColumns(c Conn, snap *router.Snapshot, name string) ([]stri
 		e.intro.mu.Unlock()
 	}
 	if len(cols[name]) == 0 {
-		return nil, errorf(CodeInternal, "the backend's information_schema has no table %s", name)
+		return nil, sqlerr.Errorf(sqlerr.Internal, "the backend's information_schema has no table %s", name)
 	}
 	return cols[name], nil
 }
@@ -559,7 +560,7 @@ func mergeTables(r *mysql.Result, extra [][][]byte, ls *rewrite.LogicalSchema, b
 		added.RowDatas = append(added.RowDatas, textRow(e))
 	}
 	if binary && !textToBinary(added) {
-		return nil, errorf(CodeInternal, "[BUG] a SHOW TABLES row has no binary form")
+		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] a SHOW TABLES row has no binary form")
 	}
 	for i, e := range extra {
 		rows = append(rows, named{string(e[0]), added.RowDatas[i]})
@@ -581,7 +582,7 @@ func (s *Session) showSharded(pl *plan, args []any, binary bool) (*mysql.Result,
 		st, _ = ex.Stmt.(*ast.ShowStmt)
 	}
 	if st == nil || st.Table == nil {
-		return nil, errorf(CodeNotSupported, "this SHOW statement is not supported on the sharded table %s", pl.a.Sharded[0])
+		return nil, sqlerr.Errorf(sqlerr.NotSupported, "this SHOW statement is not supported on the sharded table %s", pl.a.Sharded[0])
 	}
 	logical := pl.a.Sharded[0]
 	db := s.db
@@ -615,7 +616,7 @@ func (s *Session) showSharded(pl *plan, args []any, binary bool) (*mysql.Result,
 			return p.Database, p.Table
 		}, args)
 		if !ok {
-			return nil, errorf(CodeNotSupported, "this placeholder value is not supported in a SHOW statement on the sharded table %s", logical)
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "this placeholder value is not supported in a SHOW statement on the sharded table %s", logical)
 		}
 		s.buf, sql = b, string(b)
 	} else {
@@ -668,7 +669,7 @@ func (s *Session) showSharded(pl *plan, args []any, binary bool) (*mysql.Result,
 		r.Values = nil
 	}
 	if binary && r.Resultset != nil && !textToBinary(r.Resultset) {
-		return nil, errorf(CodeInternal, "[BUG] a SHOW answer has no binary form")
+		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] a SHOW answer has no binary form")
 	}
 	fixFields(r, db)
 	return r, nil
@@ -719,13 +720,13 @@ func textRows(r *mysql.Result) ([][][]byte, error) {
 			}
 			l, isNull, k := mysql.LengthEncodedInt(row[pos:])
 			if isNull || k == 0 || uint64(len(row)-pos-k) < l {
-				return nil, errorf(CodeInternal, "malformed row from the server")
+				return nil, sqlerr.Errorf(sqlerr.Internal, "malformed row from the server")
 			}
 			vals = append(vals, row[pos+k:pos+k+int(l)])
 			pos += k + int(l)
 		}
 		if len(vals) != len(r.Fields) {
-			return nil, errorf(CodeInternal, "malformed row from the server: %d values for %d columns", len(vals), len(r.Fields))
+			return nil, sqlerr.Errorf(sqlerr.Internal, "malformed row from the server: %d values for %d columns", len(vals), len(r.Fields))
 		}
 		out[i] = vals
 	}

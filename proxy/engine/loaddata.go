@@ -16,6 +16,7 @@ import (
 
 	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/proxy/loadfile"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -261,17 +262,17 @@ func (s *Session) newLoad(l *rewrite.LoadData, sharded []string) (*load, error) 
 		case set.Expr == "?":
 			row = append(row, fileValue) // SET col = @v
 		default:
-			return nil, errorf(CodeNotSupported, "LOAD DATA LOCAL with SET %s = an expression over the file's variables needs a utf8mb4 connection through Convoy (SET NAMES utf8mb4): the values would be read in the connection's character set, not the file's", c.name)
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "LOAD DATA LOCAL with SET %s = an expression over the file's variables needs a utf8mb4 connection through Convoy (SET NAMES utf8mb4): the values would be read in the connection's character set, not the file's", c.name)
 		}
 		ld.params += len(set.Vars)
 	}
 	if len(ld.cols) == 0 {
-		return nil, errorf(CodeNotSupported, "this LOAD DATA writes no column: name one in its column list or SET")
+		return nil, sqlerr.Errorf(sqlerr.NotSupported, "this LOAD DATA writes no column: name one in its column list or SET")
 	}
 	if len(sharded) > 0 {
 		ld.key = ld.keyField(keyCol)
 		if ld.key < 0 {
-			return nil, errorf(CodeNotSupported, "LOAD DATA into the sharded table %s needs its shard key %s from the file: name %s in the column list, or SET %s = @variable of the column list", sharded[0], keyCol, keyCol, keyCol)
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "LOAD DATA into the sharded table %s needs its shard key %s from the file: name %s in the column list, or SET %s = @variable of the column list", sharded[0], keyCol, keyCol, keyCol)
 		}
 		if sharded[0] == historyTable {
 			ld.seqField = slices.IndexFunc(ld.targets, func(t rewrite.LoadTarget) bool { return t.Var == "" && strings.EqualFold(t.Column, "seq") })
@@ -347,7 +348,7 @@ func (s *Session) loadFormat(l *rewrite.LoadData) (loadfile.Format, error) {
 		f.LineTerm = *l.LinesTerm
 	}
 	if f.FieldTerm == "" && f.Enclosed < 0 {
-		return f, errorf(CodeNotSupported, "LOAD DATA LOCAL of fixed-size rows (FIELDS TERMINATED BY '' ENCLOSED BY '') is not supported through Convoy: give the file a field terminator")
+		return f, sqlerr.Errorf(sqlerr.NotSupported, "LOAD DATA LOCAL of fixed-size rows (FIELDS TERMINATED BY '' ENCLOSED BY '') is not supported through Convoy: give the file a field terminator")
 	}
 	switch l.Charset {
 	case "", "utf8mb4", "utf8mb3", "utf8", "binary":
@@ -355,7 +356,7 @@ func (s *Session) loadFormat(l *rewrite.LoadData) (loadfile.Format, error) {
 		// sent as they are: the datasource converts them to each column's
 		// character set, as it would the file's.
 	default:
-		return f, errorf(CodeNotSupported, "LOAD DATA LOCAL ... CHARACTER SET %s is not supported through Convoy: send the file in utf8mb4 (or binary)", l.Charset)
+		return f, sqlerr.Errorf(sqlerr.NotSupported, "LOAD DATA LOCAL ... CHARACTER SET %s is not supported through Convoy: send the file in utf8mb4 (or binary)", l.Charset)
 	}
 	return f, nil
 }
@@ -412,7 +413,7 @@ func (s *Session) loadColumns(t *ast.TableName, sharded []string) ([]loadColumn,
 	cols := make([]loadColumn, 0, len(rows))
 	for _, r := range rows {
 		if len(r) < 5 {
-			return nil, errorf(CodeInternal, "datasource %s answered the column query with %d columns, want 5", ds, len(r))
+			return nil, sqlerr.Errorf(sqlerr.Internal, "datasource %s answered the column query with %d columns, want 5", ds, len(r))
 		}
 		c := loadColumn{name: string(r[0]), notNull: string(r[1]) == "NO"}
 		c.nullDefault = !c.notNull && string(r[2]) == "1"
@@ -486,7 +487,7 @@ func (ld *load) run(file io.Reader) (*mysql.Result, error) {
 func loadFailed(err error, written uint64) error {
 	note := fmt.Sprintf(" (LOAD DATA through Convoy: %d rows were written and committed before this error)", written)
 	var me *mysql.MyError
-	var ee *Error
+	var ee *sqlerr.Error
 	switch {
 	case errors.As(err, &me):
 		c := *me
@@ -520,7 +521,7 @@ func (ld *load) read(file io.Reader) error {
 	for r.Next(ld.fields) {
 		select {
 		case <-s.interrupt:
-			return errorf(CodeQueryInterrupted, "Query execution was interrupted")
+			return sqlerr.Errorf(sqlerr.QueryInterrupted, "Query execution was interrupted")
 		default:
 		}
 		ld.rows++
@@ -565,11 +566,11 @@ func (ld *load) read(file io.Reader) error {
 		if ld.key >= 0 {
 			k := vals[ld.key]
 			if k.Null {
-				return &Error{Code: CodeBadShardKey, Msg: fmt.Sprintf("row %d of the file: the shard key is NULL or missing", n)}
+				return &sqlerr.Error{Code: sqlerr.BadShardKey, Msg: fmt.Sprintf("row %d of the file: the shard key is NULL or missing", n)}
 			}
 			var err error
 			if key, err = router.KeyFromValue(k.Value); err != nil {
-				return &Error{Code: CodeBadShardKey, Msg: fmt.Sprintf("row %d of the file: %v", n, err)}
+				return &sqlerr.Error{Code: sqlerr.BadShardKey, Msg: fmt.Sprintf("row %d of the file: %v", n, err)}
 			}
 			sh = router.ShardOf(key)
 		}
@@ -679,11 +680,10 @@ func (ld *load) flush(b *loadBatch) error {
 		ld.plans[n] = pl
 	}
 	// The batch's conditions apart from the load's, to be placed by row.
-	saved, savedDropped := s.warnings, s.dropped
-	s.warnings, s.dropped = nil, 0
+	saved, savedDropped := s.diag.take()
 	r, err := s.run(pl, b.args, true)
-	got, dropped := s.warnings, s.dropped
-	s.warnings, s.dropped = saved, savedDropped
+	got, dropped := s.diag.take()
+	s.diag.restore(saved, savedDropped)
 	if err != nil {
 		return classify(err)
 	}
@@ -744,9 +744,9 @@ func (ld *load) advanceSeqs(b *loadBatch) error {
 	for _, c := range convs {
 		args = append(args, c, b.maxSeq[c])
 	}
-	saved, savedDropped := s.warnings, s.dropped
+	saved, savedDropped := s.diag.take()
 	_, err := s.run(pl, args, true)
-	s.warnings, s.dropped = saved, savedDropped
+	s.diag.restore(saved, savedDropped)
 	return classify(err)
 }
 
@@ -798,17 +798,11 @@ func (ld *load) keep(c loadCond) {
 
 // report makes the load's conditions the statement's.
 func (ld *load) report() {
-	s := ld.s
-	s.warnMu.Lock()
-	defer s.warnMu.Unlock()
-	for _, c := range ld.conds {
-		if len(s.warnings) < maxConditions {
-			s.warnings = append(s.warnings, c.w)
-		} else {
-			s.dropped++
-		}
+	ws := make([]Warning, len(ld.conds))
+	for i, c := range ld.conds {
+		ws[i] = c.w
 	}
-	s.dropped += ld.condCount - len(ld.conds)
+	ld.s.diag.add(ws, false, ld.condCount-len(ld.conds))
 }
 
 // strict reports whether the session's sql_mode is strict (asked once).

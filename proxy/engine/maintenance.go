@@ -7,6 +7,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 )
 
 // maintenance runs ANALYZE / OPTIMIZE / CHECK / REPAIR / CHECKSUM TABLE on
@@ -68,7 +69,7 @@ func (s *Session) maintenance(pl *plan, binary bool) (*mysql.Result, error) {
 		for i, r := range results {
 			rows, err := textRows(r)
 			if err != nil || r.Resultset == nil || len(r.Fields) != 4 {
-				return nil, errorf(CodeInternal, "[BUG] %s of %s answered without its four columns", verb, snap.Physical(logical, parts[i].shard))
+				return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] %s of %s answered without its four columns", verb, snap.Physical(logical, parts[i].shard))
 			}
 			if out == nil {
 				out = &mysql.Resultset{Fields: r.Fields}
@@ -85,10 +86,10 @@ func (s *Session) maintenance(pl *plan, binary bool) (*mysql.Result, error) {
 		}
 	}
 	if out == nil {
-		return nil, errorf(CodeInternal, "[BUG] %s named no table", verb)
+		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] %s named no table", verb)
 	}
 	if binary && !textToBinary(out) {
-		return nil, errorf(CodeInternal, "[BUG] %s rows could not be encoded for the binary protocol", verb)
+		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] %s rows could not be encoded for the binary protocol", verb)
 	}
 	return &mysql.Result{Resultset: out}, nil
 }
@@ -100,7 +101,7 @@ func sumChecksums(results []*mysql.Result) ([]byte, []*mysql.Field, error) {
 	for _, r := range results {
 		rows, err := textRows(r)
 		if err != nil || r.Resultset == nil || len(r.Fields) != 2 || len(rows) != 1 {
-			return nil, nil, errorf(CodeInternal, "[BUG] CHECKSUM TABLE answered without its one row of two columns")
+			return nil, nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] CHECKSUM TABLE answered without its one row of two columns")
 		}
 		v := rows[0][1]
 		if v == nil {
@@ -108,7 +109,7 @@ func sumChecksums(results []*mysql.Result) ([]byte, []*mysql.Field, error) {
 		}
 		n, err := strconv.ParseUint(string(v), 10, 64)
 		if err != nil {
-			return nil, nil, errorf(CodeInternal, "[BUG] CHECKSUM TABLE answered %q", v)
+			return nil, nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] CHECKSUM TABLE answered %q", v)
 		}
 		sum = (sum + n) & 0xffffffff
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/convoy-im/convoy/proxy/directive"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -41,7 +42,7 @@ const migrationTimeout = 10 * time.Second
 func (s *Session) migration(d *directive.Directive) (*mysql.Result, error) {
 	m := s.e.admin.Migrations
 	if m == nil {
-		return nil, errorf(CodeNotSupported, "%s is not available in this process (no etcd)", d.Kind)
+		return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s is not available in this process (no etcd)", d.Kind)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), migrationTimeout)
 	defer cancel()
@@ -78,13 +79,13 @@ func (s *Session) migration(d *directive.Directive) (*mysql.Result, error) {
 		}
 		return table([]string{"shard", "command"}, [][]any{{router.Shard(d.Shard).String(), d.Verb}})
 	}
-	return nil, errorf(CodeInternal, "[BUG] %s is not a migration directive", d.Kind)
+	return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] %s is not a migration directive", d.Kind)
 }
 
 func migrationErr(d *directive.Directive, err error) error {
 	var in invalidInput
 	if errors.As(err, &in) && in.InvalidInput() {
-		return errorf(CodeWrongArguments, "%s: %v", d.Kind, err)
+		return sqlerr.Errorf(sqlerr.WrongArguments, "%s: %v", d.Kind, err)
 	}
-	return errorf(CodeBackendUnavailable, "%s: %v", d.Kind, err)
+	return sqlerr.Errorf(sqlerr.BackendUnavailable, "%s: %v", d.Kind, err)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 )
 
 // fakeMigrations records the calls of the migration directives.
@@ -55,7 +57,7 @@ func TestMigrationDirectives(t *testing.T) {
 	// Without the hook: a clear refusal, not a panic.
 	s.SetPrivileges(Privileges{Read: true, Write: true, DDL: true, Admin: true})
 	_, err := s.Query("/*+ convoy SHOW MIGRATIONS */")
-	expectCode(t, err, CodeNotSupported)
+	expectCode(t, err, sqlerr.NotSupported)
 
 	e.SetAdmin(AdminHooks{Migrations: f})
 	for _, q := range []string{
@@ -89,18 +91,18 @@ func TestMigrationDirectives(t *testing.T) {
 	// backing store's.
 	f.err = badInput{"unknown datasource \"ds9\""}
 	_, err = s.Query("/*+ convoy MIGRATE SHARD 1 TO ds9 */")
-	expectCode(t, err, CodeWrongArguments)
+	expectCode(t, err, sqlerr.WrongArguments)
 	if !strings.Contains(err.Error(), `unknown datasource "ds9"`) {
 		t.Fatalf("error %q does not name the datasource", err)
 	}
 	f.err = fmt.Errorf("wrapped: %w", badInput{"no job"})
 	_, err = s.Query("/*+ convoy MIGRATION 3 PAUSE */")
-	expectCode(t, err, CodeWrongArguments)
+	expectCode(t, err, sqlerr.WrongArguments)
 	f.err = errors.New("etcdserver: request timed out")
 	_, err = s.Query("/*+ convoy SHOW MIGRATIONS */")
-	expectCode(t, err, CodeBackendUnavailable)
+	expectCode(t, err, sqlerr.BackendUnavailable)
 
 	s.SetPrivileges(Privileges{Read: true, Write: true, DDL: true})
 	_, err = s.Query("/*+ convoy MIGRATION 3 PAUSE */")
-	expectCode(t, err, CodeAccessDenied)
+	expectCode(t, err, sqlerr.AccessDenied)
 }

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 )
 
@@ -82,13 +83,13 @@ func (s *Session) splitNoBackslash(v string) (backend, whole string, err error) 
 			return err
 		}
 		if r == nil || r.Resultset == nil {
-			return errorf(CodeInternal, "the datasource answered SELECT @@sql_mode without a result set")
+			return sqlerr.Errorf(sqlerr.Internal, "the datasource answered SELECT @@sql_mode without a result set")
 		}
 		if err := decodeRows(r); err != nil {
 			return err
 		}
 		if len(r.Values) != 1 || len(r.Values[0]) != 1 {
-			return errorf(CodeInternal, "the datasource answered SELECT @@sql_mode with %d rows", len(r.Values))
+			return sqlerr.Errorf(sqlerr.Internal, "the datasource answered SELECT @@sql_mode with %d rows", len(r.Values))
 		}
 		whole = string(r.Values[0][0].AsString())
 		return nil

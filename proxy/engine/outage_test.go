@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/convoy-im/convoy/proxy/backend"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 )
 
 // TestOutageCountsPerShard: statements that get no connection (the
@@ -25,7 +26,7 @@ func TestOutageCountsPerShard(t *testing.T) {
 	defer s.Close()
 	// conv_id 1 is shard 0951 on ds1, conv_id 42 shard 0136 on ds0.
 	_, err := s.Query("SELECT seq, msg_id FROM conv_msg WHERE conv_id = 1")
-	expectCode(t, err, CodeBackendUnavailable)
+	expectCode(t, err, sqlerr.BackendUnavailable)
 	if !strings.HasPrefix(err.Error(), "datasource ds1 is unavailable (hung since ") || !strings.HasSuffix(err.Error(), "no answer to a health probe within 1s") {
 		t.Errorf("message: %v", err)
 	}
@@ -34,12 +35,12 @@ func TestOutageCountsPerShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.Execute(p, []any{int64(1)})
-	expectCode(t, err, CodeBackendUnavailable)
+	expectCode(t, err, sqlerr.BackendUnavailable)
 	if _, err := s.Execute(p, []any{int64(42)}); err != nil {
 		t.Errorf("ds0 key while ds1 is out: %v", err)
 	}
 	_, err = s.Query("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (0, 1, 1, 1, NOW()), (42, 1, 2, 2, NOW())")
-	expectCode(t, err, CodeBackendUnavailable)
+	expectCode(t, err, sqlerr.BackendUnavailable)
 	body := scrapeText(t, reg)
 	for series, want := range map[string]string{
 		`convoy_shard_errors_total{shard="0951"}`:                       "2",
@@ -66,7 +67,7 @@ func TestScatterStopsAtFirstFailure(t *testing.T) {
 	s := e.NewSession("im")
 	defer s.Close()
 	_, err := s.Query("SELECT COUNT(*) FROM conv_msg")
-	expectCode(t, err, CodeStatementTimeout)
+	expectCode(t, err, sqlerr.StatementTimeout)
 	if !strings.HasPrefix(err.Error(), "shard ") || !strings.Contains(err.Error(), "max_statement_time exceeded") {
 		t.Errorf("message: %v", err)
 	}
@@ -97,21 +98,21 @@ func TestStatementTimeoutInTransaction(t *testing.T) {
 	must("BEGIN")
 	rec.failOn, rec.failErr = "UPDATE", timeout
 	_, err := s.Query("UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
-	expectCode(t, err, CodeStatementTimeout)
+	expectCode(t, err, sqlerr.StatementTimeout)
 	if !strings.Contains(err.Error(), "outcome is unknown") {
 		t.Errorf("message: %v", err)
 	}
 	_, err = s.Query("SELECT seq FROM conv_msg WHERE conv_id = 42")
-	expectCode(t, err, CodeTxnAborted)
+	expectCode(t, err, sqlerr.TxnAborted)
 	_, err = s.Query("COMMIT")
-	expectCode(t, err, CodeTxnAborted)
+	expectCode(t, err, sqlerr.TxnAborted)
 	must("SELECT seq FROM conv_msg WHERE conv_id = 42")
 
 	rec.failOn = "COMMIT"
 	must("BEGIN")
 	must("UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 42 AND seq = 1")
 	_, err = s.Query("COMMIT")
-	expectCode(t, err, CodeTxnAborted)
+	expectCode(t, err, sqlerr.TxnAborted)
 	if !strings.Contains(err.Error(), "outcome on the server is unknown") {
 		t.Errorf("COMMIT timing out: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/convoy-im/convoy/proxy/backend"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -19,6 +20,7 @@ import (
 // plan is one analysed statement. Plans are session-owned (the AST is not
 // safe for concurrent use), built once per COM_QUERY or once per PREPARE.
 type plan struct {
+	op   op     // what run does with it (op.go)
 	sql  string // the client's text: unsharded statements go out byte for byte
 	a    *rewrite.Analysis
 	tmpl *rewrite.Template // set when the statement names sharded tables
@@ -199,7 +201,7 @@ func (s *Session) Split(sql string) ([]string, error) {
 	if strings.Contains(sql, "/*!") {
 		// A statement boundary inside an executable comment has no text of
 		// its own to run separately.
-		return nil, errorf(CodeNotSupported, "multi-statements with executable comments (/*! ... */) are not supported through Convoy: send the statements one by one")
+		return nil, sqlerr.Errorf(sqlerr.NotSupported, "multi-statements with executable comments (/*! ... */) are not supported through Convoy: send the statements one by one")
 	}
 	out := make([]string, len(stmts))
 	for i, st := range stmts {
@@ -228,8 +230,18 @@ var unparsedRefusals = []struct {
 // it and the session's list is cut (see showWarnings).
 var diagLimit = regexp.MustCompile(`(?is)^\s*(show\s+(?:warnings|errors))\s+limit\s+(?:(\d+)\s*,\s*)?(\d+)\s*;?\s*$`)
 
-// plan parses and analyses one statement.
+// plan parses and analyses one statement and decides its op.
 func (s *Session) plan(sql string) (*plan, error) {
+	pl, err := s.build(sql)
+	if err != nil {
+		return nil, err
+	}
+	pl.op = s.decideOp(pl)
+	return pl, nil
+}
+
+// build parses and analyses one statement.
+func (s *Session) build(sql string) (*plan, error) {
 	if err := rewrite.CheckComments(sql); err != nil {
 		return nil, classify(err)
 	}
@@ -280,11 +292,11 @@ func (s *Session) plan(sql string) (*plan, error) {
 		}
 		for _, r := range unparsedRefusals {
 			if r.re.MatchString(sql) {
-				return nil, errorf(CodeNotSupported, "%s", r.msg)
+				return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s", r.msg)
 			}
 		}
 		if selectIntoVar.MatchString(sql) {
-			return nil, errorf(CodeNotSupported, "SELECT ... INTO @variable is not supported through Convoy: select the value and SET the variable from it")
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "SELECT ... INTO @variable is not supported through Convoy: select the value and SET the variable from it")
 		}
 		// MariaDB syntax the parser does not know, on unsharded tables:
 		// MariaDB reads it (rewrite.ClassifyUnparsed).
@@ -292,7 +304,7 @@ func (s *Session) plan(sql string) (*plan, error) {
 			return &plan{sql: sql, a: &rewrite.Analysis{Kind: rewrite.KindOther, ParamCount: r.Params}, routine: r}, nil
 		}
 		if why := rewrite.UnparsedShardedReason(sql); why != "" {
-			return nil, errorf(CodeNotSupported, "%s", why)
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s", why)
 		}
 		return nil, classify(err)
 	}
@@ -301,10 +313,10 @@ func (s *Session) plan(sql string) (*plan, error) {
 		if rewrite.OnlyComments(sql) {
 			return &plan{sql: sql, a: &rewrite.Analysis{Kind: rewrite.KindEmpty}}, nil
 		}
-		return nil, errorf(CodeEmptyQuery, "Query was empty")
+		return nil, sqlerr.Errorf(sqlerr.EmptyQuery, "Query was empty")
 	case 1:
 	default:
-		return nil, errorf(CodeSyntax, "You have an error in your SQL syntax: several statements in one query need the client's multi-statements option (CLIENT_MULTI_STATEMENTS)")
+		return nil, sqlerr.Errorf(sqlerr.Syntax, "You have an error in your SQL syntax: several statements in one query need the client's multi-statements option (CLIENT_MULTI_STATEMENTS)")
 	}
 	if ex, ok := stmts[0].(*ast.ExplainStmt); ok {
 		if pl, ok, err := s.explainPlan(sql, ex); ok {
@@ -361,13 +373,13 @@ func (s *Session) plan(sql string) (*plan, error) {
 		case rewrite.KindMaintenance:
 			return pl, nil // run on each physical table (maintenance), no template
 		default:
-			return nil, errorf(CodeNotSupported, "%s statements on the sharded table %s are not supported", a.Kind, a.Sharded[0])
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s statements on the sharded table %s are not supported", a.Kind, a.Sharded[0])
 		}
 		if pl.tmpl, err = rewrite.NewTemplate(a); err != nil {
 			return nil, classify(err)
 		}
 		if pl.assigns = assignedUserVars(a.Stmt, sql); len(pl.assigns) > 0 && (a.Kind != rewrite.KindSelect || pl.calcFound) {
-			return nil, errorf(CodeNotSupported, "assigning user variables (@%s := ...) in %s on the sharded table %s is not supported: select the value, then SET the variable", pl.assigns[0], a.Kind, a.Sharded[0])
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "assigning user variables (@%s := ...) in %s on the sharded table %s is not supported: select the value, then SET the variable", pl.assigns[0], a.Kind, a.Sharded[0])
 		}
 		// A SELECT assigning user variables runs on MySQL, never from the
 		// hot or cold tier (they would not assign them), and the
@@ -408,7 +420,7 @@ func (s *Session) plan(sql string) (*plan, error) {
 	}
 	if callsNamedLock(a, sql) {
 		if pl.tmpl != nil {
-			return nil, errorf(CodeNotSupported, "GET_LOCK, RELEASE_LOCK and the other named-lock functions cannot be combined with sharded tables in one statement: call them in a statement of their own")
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "GET_LOCK, RELEASE_LOCK and the other named-lock functions cannot be combined with sharded tables in one statement: call them in a statement of their own")
 		}
 		pl.namedLock = true
 	}

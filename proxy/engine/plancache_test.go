@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 )
 
 // Text statements that differ only in their literals share one plan; each
@@ -73,11 +75,11 @@ func TestPlanCacheConcurrentSessions(t *testing.T) {
 func TestSelectIntoVariableRefusedClearly(t *testing.T) {
 	s, _ := newTestSession()
 	_, err := s.Query("SELECT msg_id INTO @m FROM conv_msg WHERE conv_id = 1 AND seq = 1")
-	expectCode(t, err, CodeNotSupported)
+	expectCode(t, err, sqlerr.NotSupported)
 	_, err = s.Query("SELECT msg_id FROM conv_msg WHERE conv_id = 1 AND seq = 1 INTO @m")
-	expectCode(t, err, CodeNotSupported)
+	expectCode(t, err, sqlerr.NotSupported)
 	_, err = s.Query("SELEC 1 INTO @m")
-	expectCode(t, err, CodeSyntax)
+	expectCode(t, err, sqlerr.Syntax)
 }
 
 // One-row INSERTs share a plan too (a message, an inbox entry), seq

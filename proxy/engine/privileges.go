@@ -7,6 +7,7 @@ import (
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -78,7 +79,7 @@ func (p Privileges) MayUseDatabase(db string) bool {
 
 // dbDenied is MariaDB's 1044 for db.
 func (s *Session) dbDenied(db string) error {
-	return errorf(CodeDBAccessDenied, "Access denied for user '%s'@'%s' to database '%s'", s.user, s.host, db)
+	return sqlerr.Errorf(sqlerr.DBAccessDenied, "Access denied for user '%s'@'%s' to database '%s'", s.user, s.host, db)
 }
 
 // authorize checks pl against the session's privileges before anything
@@ -106,20 +107,20 @@ func (s *Session) authorize(pl *plan) error {
 			table = pl.a.Unsharded[0]
 		}
 		if need == "admin" {
-			return errorf(CodeAccessDenied, "Access denied; you need the Convoy admin privilege for %s", command)
+			return sqlerr.Errorf(sqlerr.AccessDenied, "Access denied; you need the Convoy admin privilege for %s", command)
 		}
 		// MariaDB's 1142 text, then the Convoy privilege that grants it.
-		return errorf(CodeTableAccessDenied, "%s command denied to user '%s'@'%s' for table `%s` (Convoy privilege %q)",
+		return sqlerr.Errorf(sqlerr.TableAccessDenied, "%s command denied to user '%s'@'%s' for table `%s` (Convoy privilege %q)",
 			command, s.user, s.host, table, need)
 	}
 	if need == "ddl" && destroysShardedTable(pl) && !p.Admin {
-		return errorf(CodeAccessDenied, "Access denied; you need the Convoy admin privilege for %s of sharded table %s: it removes the rows of all %d shards",
+		return sqlerr.Errorf(sqlerr.AccessDenied, "Access denied; you need the Convoy admin privilege for %s of sharded table %s: it removes the rows of all %d shards",
 			command, pl.a.Sharded[0], router.NumShards)
 	}
 	if !p.Admin {
 		for _, t := range pl.a.Unsharded {
 			if backendActivity(t, s.db) {
-				return errorf(CodeAccessDenied, "Access denied; you need the Convoy admin privilege to read %s: it lists the datasources' own connections and their statements (SHOW PROCESSLIST and information_schema.PROCESSLIST list Convoy's)", t)
+				return sqlerr.Errorf(sqlerr.AccessDenied, "Access denied; you need the Convoy admin privilege to read %s: it lists the datasources' own connections and their statements (SHOW PROCESSLIST and information_schema.PROCESSLIST list Convoy's)", t)
 			}
 		}
 	}
@@ -137,7 +138,7 @@ func (s *Session) authorize(pl *plan) error {
 			case slices.ContainsFunc([]string{"mysql", "sys", "performance_schema", "information_schema"}, func(db string) bool { return strings.EqualFold(q, db) }):
 				return s.dbDenied(q)
 			case !p.MayUseDatabase(q):
-				return errorf(CodeNotSupported, "this statement's syntax is one Convoy's parser does not know, and it qualifies a name with %s.: Convoy cannot tell a database from a table's alias there, and this account may use only %s", q, strings.Join(p.Databases, ", "))
+				return sqlerr.Errorf(sqlerr.NotSupported, "this statement's syntax is one Convoy's parser does not know, and it qualifies a name with %s.: Convoy cannot tell a database from a table's alias there, and this account may use only %s", q, strings.Join(p.Databases, ", "))
 			}
 		}
 	}

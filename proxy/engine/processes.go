@@ -13,6 +13,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 )
 
@@ -86,18 +87,15 @@ type interrupter interface {
 // (they fail with 1317), and for KILL CONNECTION its client connection is
 // closed, which rolls its transaction back. An account may kill its own
 // connections; an admin any.
-func (s *Session) kill(pl *plan) (*mysql.Result, bool, error) {
-	st, ok := pl.a.Stmt.(*ast.KillStmt)
-	if !ok {
-		return nil, false, nil
-	}
+func (s *Session) kill(pl *plan) (*mysql.Result, error) {
+	st := pl.a.Stmt.(*ast.KillStmt) // opKill
 	s.e.metrics.countStatement("session")
 	target := s.e.live.get(st.ConnectionID)
 	if target == nil {
-		return nil, true, errorf(CodeUnknownThread, "Unknown thread id: %d", st.ConnectionID)
+		return nil, sqlerr.Errorf(sqlerr.UnknownThread, "Unknown thread id: %d", st.ConnectionID)
 	}
 	if target.user != s.user && !s.priv.Admin {
-		return nil, true, errorf(CodeNotThreadOwner, "You are not owner of thread %d", st.ConnectionID)
+		return nil, sqlerr.Errorf(sqlerr.NotThreadOwner, "You are not owner of thread %d", st.ConnectionID)
 	}
 	if in, ok := s.e.backends.(interrupter); ok {
 		if st.Query {
@@ -113,7 +111,7 @@ func (s *Session) kill(pl *plan) (*mysql.Result, bool, error) {
 	if !st.Query && target.closer != nil {
 		target.closer()
 	}
-	return okResult(), true, nil
+	return okResult(), nil
 }
 
 // Interrupt implements interrupter.
@@ -209,11 +207,8 @@ func (s *Session) processes(self string) []process {
 }
 
 // processList answers SHOW [FULL] PROCESSLIST in MariaDB's columns.
-func (s *Session) processList(pl *plan, binary bool) (*mysql.Result, bool) {
-	st, ok := pl.a.Stmt.(*ast.ShowStmt)
-	if !ok || st.Tp != ast.ShowProcessList {
-		return nil, false
-	}
+func (s *Session) processList(pl *plan, binary bool) (*mysql.Result, error) {
+	st := pl.a.Stmt.(*ast.ShowStmt) // opProcessList
 	// The column definitions MariaDB 10.11 sends to a utf8mb4 client.
 	text := func(name string, length uint32, flag uint16) *mysql.Field {
 		return &mysql.Field{Name: []byte(name), Type: mysql.MYSQL_TYPE_VAR_STRING, Charset: 45, ColumnLength: length, Flag: flag, Decimal: 39}
@@ -242,9 +237,9 @@ func (s *Session) processList(pl *plan, binary bool) (*mysql.Result, bool) {
 		}))
 	}
 	if binary && !textToBinary(rs) {
-		return nil, false
+		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] SHOW PROCESSLIST rows could not be encoded for the binary protocol")
 	}
-	return &mysql.Result{Resultset: rs}, true
+	return &mysql.Result{Resultset: rs}, nil
 }
 
 // processListSQL is pl's SELECT on information_schema.PROCESSLIST with the
@@ -271,11 +266,11 @@ func (s *Session) processListSQL(c Conn, pl *plan) (string, error) {
 	}
 	stmts, err := s.parser.Parse(string(b))
 	if err != nil || len(stmts) != 1 {
-		return "", errorf(CodeInternal, "[BUG] the process list query did not parse: %v", err)
+		return "", sqlerr.Errorf(sqlerr.Internal, "[BUG] the process list query did not parse: %v", err)
 	}
 	derived, ok := stmts[0].(ast.ResultSetNode)
 	if !ok {
-		return "", errorf(CodeInternal, "[BUG] the process list query is no result set")
+		return "", sqlerr.Errorf(sqlerr.Internal, "[BUG] the process list query is no result set")
 	}
 	return rewrite.RestoreWithProcessList(pl.a.Stmt, s.db, derived)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/pingcap/tidb/pkg/parser/charset"
 
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 )
 
@@ -94,7 +95,7 @@ func (s *Session) splitRoutines(sql string, parts []string) ([]string, error) {
 		}
 	}
 	if len(parts) > 1 && strings.Contains(sql, "/*!") {
-		return nil, errorf(CodeNotSupported, "multi-statements with executable comments (/*! ... */) are not supported through Convoy: send the statements one by one")
+		return nil, sqlerr.Errorf(sqlerr.NotSupported, "multi-statements with executable comments (/*! ... */) are not supported through Convoy: send the statements one by one")
 	}
 	return parts, nil
 }
@@ -159,7 +160,7 @@ func (s *Session) call(pl *plan, args []any, binary bool) (*mysql.Result, error)
 	switch {
 	case s.inTxn():
 		if s.rt.noMulti {
-			return nil, errorf(CodeNotSupported, "%s inside a transaction needs a client with CLIENT_MULTI_RESULTS through Convoy (every driver of today sets it); commit first", pl.routine.What)
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s inside a transaction needs a client with CLIENT_MULTI_RESULTS through Convoy (every driver of today sets it); commit first", pl.routine.What)
 		}
 		c, release, err = s.conn(pinUnsharded, ds)
 	case s.rt.noMulti || s.rt.noPSMulti:
@@ -188,7 +189,7 @@ func (s *Session) call(pl *plan, args []any, binary bool) (*mysql.Result, error)
 	}
 	cc, ok := c.(chainConn)
 	if !ok {
-		return nil, errorf(CodeInternal, "[BUG] backend connection %T cannot read a chain of results", c)
+		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] backend connection %T cannot read a chain of results", c)
 	}
 	var rs []*mysql.Result
 	if binary {
@@ -212,7 +213,7 @@ func (s *Session) call(pl *plan, args []any, binary bool) (*mysql.Result, error)
 		return nil, err
 	}
 	if len(rs) == 0 {
-		return nil, errorf(CodeInternal, "[BUG] %s answered nothing", pl.routine.What)
+		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] %s answered nothing", pl.routine.What)
 	}
 	final := rs[len(rs)-1]
 	s.rt.leading = rs[:len(rs)-1]

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 )
 
 // The fake answers stored code with one result set flagged
@@ -62,7 +64,7 @@ func TestRoutineRefusals(t *testing.T) {
 		"CALL p((SELECT MAX(seq) FROM conv_msg))",
 	} {
 		_, err := s.Query(q)
-		expectCode(t, err, CodeNotSupported)
+		expectCode(t, err, sqlerr.NotSupported)
 		if _, err := s.Prepare(q); err == nil {
 			t.Fatalf("prepared %s: accepted", q)
 		}
@@ -77,7 +79,7 @@ func TestRoutineRefusals(t *testing.T) {
 		}
 	}
 	_, err := s.Query("CALL p()")
-	expectCode(t, err, CodeCrossShardTxn)
+	expectCode(t, err, sqlerr.CrossShardTxn)
 	if _, err := s.Query("COMMIT"); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +95,7 @@ func TestRoutineRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.Query("CALL p()")
-	expectCode(t, err, CodeNotSupported)
+	expectCode(t, err, sqlerr.NotSupported)
 	expectLog(t, rec)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/convoy-im/convoy/proxy/merge"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -33,7 +34,7 @@ func (s *Session) scatterPlanFor(pl *plan) (*scatterPlan, error) {
 	}
 	stmts, err := s.parser.Parse(pl.sql)
 	if err != nil || len(stmts) != 1 {
-		return nil, errorf(CodeInternal, "[BUG] re-parsing a planned statement failed: %v", err)
+		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] re-parsing a planned statement failed: %v", err)
 	}
 	a, err := rewrite.Analyze(stmts[0])
 	if err != nil {
@@ -68,10 +69,10 @@ func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bo
 	if len(pl.assigns) > 0 {
 		// Each shard would assign its own value, in an order no merge can
 		// reproduce: MariaDB's answer (the last row's value) is unknowable.
-		return nil, errorf(CodeNotSupported, "assigning user variables (@%s := ...) in a SELECT reaching several shards is not supported: select the value, then SET the variable", pl.assigns[0])
+		return nil, sqlerr.Errorf(sqlerr.NotSupported, "assigning user variables (@%s := ...) in a SELECT reaching several shards is not supported: select the value, then SET the variable", pl.assigns[0])
 	}
 	if s.inTxn() && lockingRead(pl.a.Stmt) {
-		return nil, errorf(CodeCrossShardTxn, "this locking SELECT reads several shards; inside a transaction locks can only be taken on the transaction's shard (no distributed transactions)")
+		return nil, sqlerr.Errorf(sqlerr.CrossShardTxn, "this locking SELECT reads several shards; inside a transaction locks can only be taken on the transaction's shard (no distributed transactions)")
 	}
 	sp, err := s.scatterPlanFor(pl)
 	if err != nil {
@@ -80,11 +81,11 @@ func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bo
 	if pl.calcFound && (sp.sc.Grouped || sp.sc.Distinct) {
 		// Each shard counts its own groups or distinct rows; the same one
 		// on two shards would be counted twice.
-		return nil, errorf(CodeNotSupported, "SELECT SQL_CALC_FOUND_ROWS with GROUP BY, aggregates or DISTINCT reading several shards is not supported: count with SELECT COUNT(DISTINCT ...) and the same conditions")
+		return nil, sqlerr.Errorf(sqlerr.NotSupported, "SELECT SQL_CALC_FOUND_ROWS with GROUP BY, aggregates or DISTINCT reading several shards is not supported: count with SELECT COUNT(DISTINCT ...) and the same conditions")
 	}
 	offset, count, args, ok := sp.sc.BindLimit(args)
 	if !ok {
-		return nil, errorf(CodeInternal, "[BUG] the LIMIT placeholders of a scatter plan have no bound values")
+		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] the LIMIT placeholders of a scatter plan have no bound values")
 	}
 	if n, ok := s.selectLimit(); ok && count < 0 {
 		// sql_select_limit is the LIMIT of a SELECT without one: each shard
@@ -150,7 +151,7 @@ func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bo
 		if r == nil || r.Resultset == nil {
 			// A server answering a SELECT without rows: not a real one's
 			// behaviour, and nothing to merge.
-			return nil, shardError(snap, pl.a.Sharded[0], parts[i].shard, errorf(CodeBackendUnavailable, "the datasource answered a SELECT without a result set"))
+			return nil, shardError(snap, pl.a.Sharded[0], parts[i].shard, sqlerr.Errorf(sqlerr.BackendUnavailable, "the datasource answered a SELECT without a result set"))
 		}
 	}
 	spec, err := mergeSpec(sp.sc, results[0].Fields, binary, s.e.opt.MaxScatterRows)
@@ -164,12 +165,12 @@ func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bo
 	out, err := merge.Merge(results, spec)
 	if err != nil {
 		if errors.Is(err, merge.ErrUnsupported) {
-			return nil, errorf(CodeNotSupported, "%v", err)
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "%v", err)
 		}
 		if errors.Is(err, merge.ErrTooManyRows) {
-			return nil, errorf(CodeTooLarge, "this SELECT over %d shards produced more than %d rows (max_scatter_rows); add a LIMIT or a %s condition", len(parts), s.e.opt.MaxScatterRows, pl.a.KeyColumn)
+			return nil, sqlerr.Errorf(sqlerr.TooLarge, "this SELECT over %d shards produced more than %d rows (max_scatter_rows); add a LIMIT or a %s condition", len(parts), s.e.opt.MaxScatterRows, pl.a.KeyColumn)
 		}
-		return nil, errorf(CodeInternal, "merging shard results: %v", err)
+		return nil, sqlerr.Errorf(sqlerr.Internal, "merging shard results: %v", err)
 	}
 	fixFields(out, s.db)
 	return out, nil
@@ -199,10 +200,10 @@ func shardError(snap *router.Snapshot, logical string, sh router.Shard, err erro
 	switch e := err.(type) {
 	case *mysql.MyError:
 		return &mysql.MyError{Code: e.Code, State: e.State, Message: where + ": " + e.Message}
-	case *Error:
-		return &Error{Code: e.Code, Msg: where + ": " + e.Msg}
+	case *sqlerr.Error:
+		return &sqlerr.Error{Code: e.Code, Msg: where + ": " + e.Msg}
 	}
-	return errorf(CodeInternal, "%s: %v", where, err)
+	return sqlerr.Errorf(sqlerr.Internal, "%s: %v", where, err)
 }
 
 // mergeSpec resolves the scatter description against the columns the shards
@@ -211,7 +212,7 @@ func mergeSpec(sc *rewrite.Scatter, fields []*mysql.Field, binary bool, maxRows 
 	col := func(k rewrite.ScatterKey) (int, error) {
 		if k.Index > 0 {
 			if k.Index > len(fields)-sc.Hidden {
-				return 0, errorf(CodeSyntax, "Unknown column '%d' in 'order clause'", k.Index)
+				return 0, sqlerr.Errorf(sqlerr.Syntax, "Unknown column '%d' in 'order clause'", k.Index)
 			}
 			return k.Index - 1, nil
 		}
@@ -220,7 +221,7 @@ func mergeSpec(sc *rewrite.Scatter, fields []*mysql.Field, binary bool, maxRows 
 				return i, nil
 			}
 		}
-		return 0, errorf(CodeInternal, "[BUG] merge column %q not in the shard result", k.Name)
+		return 0, sqlerr.Errorf(sqlerr.Internal, "[BUG] merge column %q not in the shard result", k.Name)
 	}
 	spec := merge.Spec{Binary: binary, Distinct: sc.Distinct, Offset: sc.Offset, Limit: sc.Count,
 		Visible: len(fields) - sc.Hidden, MaxRows: maxRows}
@@ -279,7 +280,7 @@ func mergeSpec(sc *rewrite.Scatter, fields []*mysql.Field, binary bool, maxRows 
 		}
 		da := merge.DistinctAgg{Out: out, Func: distinctFuncs[d.Func], Scale: int(fields[out].Decimal)}
 		if da.Func == 0 {
-			return spec, errorf(CodeInternal, "[BUG] DISTINCT aggregate %q", d.Func)
+			return spec, sqlerr.Errorf(sqlerr.Internal, "[BUG] DISTINCT aggregate %q", d.Func)
 		}
 		for _, name := range d.Args {
 			i, err := col(rewrite.ScatterKey{Name: name})
@@ -348,7 +349,7 @@ func compareHaving(v mysql.FieldValue, op string, lit any) (bool, error) {
 	case ">=":
 		return c >= 0, nil
 	}
-	return false, errorf(CodeInternal, "[BUG] HAVING operator %q", op)
+	return false, sqlerr.Errorf(sqlerr.Internal, "[BUG] HAVING operator %q", op)
 }
 
 func stringOf(v any) any {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/proxy/merge"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 )
 
@@ -154,14 +155,14 @@ func castLiteral(f *mysql.Field, v mysql.FieldValue) (string, error) {
 		}
 		coll, err := charset.GetCollationByID(int(f.Charset))
 		if err != nil {
-			return "", errorf(CodeNotSupported, "an expression over an aggregate of column %q (collation %d) cannot be computed across shards", f.Name, f.Charset)
+			return "", sqlerr.Errorf(sqlerr.NotSupported, "an expression over an aggregate of column %q (collation %d) cannot be computed across shards", f.Name, f.Charset)
 		}
 		if v.Type == mysql.FieldValueTypeNull {
 			return fmt.Sprintf("CAST(NULL AS CHAR CHARACTER SET %s) COLLATE %s", coll.CharsetName, coll.Name), nil
 		}
 		return fmt.Sprintf("CAST(X'%s' AS CHAR CHARACTER SET %s) COLLATE %s", hex.EncodeToString(v.AsString()), coll.CharsetName, coll.Name), nil
 	default:
-		return "", errorf(CodeNotSupported, "an expression over an aggregate of column %q (type %d) cannot be computed across shards", f.Name, f.Type)
+		return "", sqlerr.Errorf(sqlerr.NotSupported, "an expression over an aggregate of column %q (type %d) cannot be computed across shards", f.Name, f.Type)
 	}
 	var val string
 	switch v.Type {
@@ -174,7 +175,7 @@ func castLiteral(f *mysql.Field, v mysql.FieldValue) (string, error) {
 	case mysql.FieldValueTypeFloat:
 		val = "'" + strconv.FormatFloat(v.AsFloat64(), 'g', -1, 64) + "'"
 		if math.IsInf(v.AsFloat64(), 0) || math.IsNaN(v.AsFloat64()) {
-			return "", errorf(CodeNotSupported, "an expression over a non-finite aggregate cannot be computed across shards")
+			return "", sqlerr.Errorf(sqlerr.NotSupported, "an expression over a non-finite aggregate cannot be computed across shards")
 		}
 	default:
 		lit, _ := rewrite.AppendLiteral(nil, string(v.AsString()))

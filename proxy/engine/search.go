@@ -18,6 +18,7 @@ import (
 	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/proxy/backend"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -136,7 +137,7 @@ func (s *Session) searchPlan(sql string, a *rewrite.Analysis) (*plan, bool, erro
 		return nil, false, nil
 	}
 	if s.e.search == nil {
-		return nil, true, errorf(CodeNotSupported, "msg_search: message search is not enabled on this proxy (search.enabled)")
+		return nil, true, sqlerr.Errorf(sqlerr.NotSupported, "msg_search: message search is not enabled on this proxy (search.enabled)")
 	}
 	sh, err := rewrite.SearchShape(a)
 	if err != nil {
@@ -196,7 +197,7 @@ func (s *Session) bindSearch(sh *rewrite.Search, args []any) (*boundSearch, erro
 	}
 	text, ok := searchString(sh.Text, args)
 	if !ok {
-		return nil, errorf(CodeNotSupported, "msg_search: AGAINST takes a string")
+		return nil, sqlerr.Errorf(sqlerr.NotSupported, "msg_search: AGAINST takes a string")
 	}
 	b.text = text
 	switch {
@@ -205,20 +206,20 @@ func (s *Session) bindSearch(sh *rewrite.Search, args []any) (*boundSearch, erro
 	case sh.Counts:
 		lim, err := keyOf(sh.Limit, args)
 		if err != nil || lim == 0 || lim > math.MaxInt32 {
-			return nil, errorf(CodeNotSupported, "msg_search: LIMIT must be a positive number")
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "msg_search: LIMIT must be a positive number")
 		}
 		b.q.Limit, b.limit = 1, int(lim)
 	default:
 		lim, err := keyOf(sh.Limit, args)
 		if err != nil || lim == 0 || lim > searchMaxLimit {
-			return nil, errorf(CodeNotSupported, "msg_search: LIMIT must be 1 to %d", searchMaxLimit)
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "msg_search: LIMIT must be 1 to %d", searchMaxLimit)
 		}
 		b.q.Limit = int(lim)
 	}
 	if sh.MsgType != nil {
 		t, err := keyOf(*sh.MsgType, args)
 		if err != nil || t > 255 {
-			return nil, errorf(CodeNotSupported, "msg_search: msg_type must be 0 to 255")
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "msg_search: msg_type must be 0 to 255")
 		}
 		b.q.MsgType, b.q.HasMsgType = uint8(t), true
 	}
@@ -226,7 +227,7 @@ func (s *Session) bindSearch(sh *rewrite.Search, args []any) (*boundSearch, erro
 		text, ok := searchString(v, args)
 		ms, err := parseSearchTime(text)
 		if !ok || err != nil {
-			return 0, errorf(CodeNotSupported, "msg_search: %s takes a DATETIME ('2026-11-20 08:00:00.000')", what)
+			return 0, sqlerr.Errorf(sqlerr.NotSupported, "msg_search: %s takes a DATETIME ('2026-11-20 08:00:00.000')", what)
 		}
 		return ms, nil
 	}
@@ -317,7 +318,7 @@ func (s *Session) search(sh *rewrite.Search, args []any, binary bool) (*mysql.Re
 	fields := searchFields(sh.Columns, s.db)
 	match, err := st.idx.Matcher(b.text)
 	if err != nil {
-		return nil, errorf(CodeInternal, "msg_search: %v", err)
+		return nil, sqlerr.Errorf(sqlerr.Internal, "msg_search: %v", err)
 	}
 	var hits []SearchHit
 	counts := map[uint64]int64{}
@@ -371,7 +372,7 @@ func countsResult(sh *rewrite.Search, b *boundSearch, counts map[uint64]int64, b
 	}
 	rs, err := mysql.BuildSimpleResultset(sh.Columns, rows, binary)
 	if err != nil {
-		return nil, errorf(CodeInternal, "[BUG] msg_search counts: %v", err)
+		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] msg_search counts: %v", err)
 	}
 	for _, f := range rs.Fields {
 		f.Table, f.OrgTable = []byte(rewrite.SearchTable), []byte(rewrite.SearchTable)
@@ -397,13 +398,13 @@ func (s *Session) warnUnready(ctx context.Context) {
 // showSearchStatus answers SHOW SEARCH STATUS.
 func (s *Session) showSearchStatus() (*mysql.Result, error) {
 	if s.e.search == nil {
-		return nil, errorf(CodeNotSupported, "SHOW SEARCH STATUS: message search is off in this process (search.enabled)")
+		return nil, sqlerr.Errorf(sqlerr.NotSupported, "SHOW SEARCH STATUS: message search is off in this process (search.enabled)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), migrationTimeout)
 	defer cancel()
 	cols, rows, err := s.e.search.idx.Status(ctx)
 	if err != nil {
-		return nil, errorf(CodeBackendUnavailable, "SHOW SEARCH STATUS: %v", err)
+		return nil, sqlerr.Errorf(sqlerr.BackendUnavailable, "SHOW SEARCH STATUS: %v", err)
 	}
 	return table(cols, rows)
 }
@@ -433,7 +434,7 @@ func (s *Session) members(b *boundSearch) ([]uint64, error) {
 		return nil, err
 	}
 	if r == nil || r.Resultset == nil || len(r.Fields) != 1 {
-		return nil, errorf(CodeInternal, "[BUG] the im_conv_member read of uid %d did not return one column", b.uid)
+		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] the im_conv_member read of uid %d did not return one column", b.uid)
 	}
 	if err := decodeRows(r); err != nil {
 		return nil, err
@@ -442,7 +443,7 @@ func (s *Session) members(b *boundSearch) ([]uint64, error) {
 	for i := range r.Values {
 		v, err := r.GetUint(i, 0)
 		if err != nil {
-			return nil, errorf(CodeInternal, "[BUG] im_conv_member.conv_id: %v", err)
+			return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] im_conv_member.conv_id: %v", err)
 		}
 		out = append(out, v)
 	}
@@ -520,7 +521,7 @@ func (s *Session) searchSplit(ctx context.Context, b *boundSearch, convs []uint6
 	}
 	wg.Wait()
 	if idxErr != nil {
-		return nil, errorf(CodeBackendUnavailable, "msg_search: the search index: %v", idxErr)
+		return nil, sqlerr.Errorf(sqlerr.BackendUnavailable, "msg_search: the search index: %v", idxErr)
 	}
 	return freshHits, err
 }
@@ -598,7 +599,7 @@ func (s *Session) freshRead(ctx context.Context, ds, sql string, match func(uint
 		return nil, err
 	}
 	if r == nil || r.Resultset == nil || len(r.Fields) != 7 {
-		return nil, errorf(CodeInternal, "[BUG] a fresh-window read of %s did not return its seven columns", ds)
+		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] a fresh-window read of %s did not return its seven columns", ds)
 	}
 	if err := decodeRows(r); err != nil {
 		return nil, err
@@ -617,15 +618,15 @@ func (s *Session) freshRead(ctx context.Context, ds, sql string, match func(uint
 		errs[5] = e5
 		for _, e := range errs {
 			if e != nil {
-				return nil, errorf(CodeInternal, "[BUG] a fresh-window row: %v", e)
+				return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] a fresh-window row: %v", e)
 			}
 		}
 		ts, err := r.GetString(i, 6)
 		if err != nil {
-			return nil, errorf(CodeInternal, "[BUG] a fresh-window row: %v", err)
+			return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] a fresh-window row: %v", err)
 		}
 		if h.CreatedMs, err = parseDatetimeMs(ts); err != nil {
-			return nil, errorf(CodeInternal, "[BUG] a fresh-window created_at %q: %v", ts, err)
+			return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] a fresh-window created_at %q: %v", ts, err)
 		}
 		h.MsgType = uint8(mt)
 		if match(h.MsgType, []byte(body)) {
@@ -678,7 +679,7 @@ func searchResult(fields []*mysql.Field, cols []string, hits []SearchHit, binary
 		e := histcache.Entry{Seq: h.Seq, MsgID: h.MsgID, SenderUID: h.SenderUID, MsgType: h.MsgType, CreatedMs: h.CreatedMs}
 		row, ok := encodeHistoryRow(nil, fields, cols, h.ConvID, e, binary)
 		if !ok {
-			return nil, errorf(CodeInternal, "[BUG] msg_search: a hit of message %d has no row encoding", h.MsgID)
+			return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] msg_search: a hit of message %d has no row encoding", h.MsgID)
 		}
 		rs.RowDatas = append(rs.RowDatas, row)
 	}

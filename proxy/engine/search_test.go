@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 )
 
 // fakeIndex records the index queries and answers with fixed hits.
@@ -52,7 +54,7 @@ func TestSearchQuery(t *testing.T) {
 	s, rec := newTestSession()
 	const q = "SELECT msg_id, conv_id, seq, created_at FROM msg_search WHERE uid = 7 AND MATCH(text) AGAINST ('你好') LIMIT 20"
 	_, err := s.Query(q)
-	expectCode(t, err, CodeNotSupported) // search not enabled
+	expectCode(t, err, sqlerr.NotSupported) // search not enabled
 	idx := &fakeIndex{hits: []SearchHit{
 		{MsgID: 5, ConvID: 42, Seq: 3, CreatedMs: 1_700_000_000_123},
 		{MsgID: 9, ConvID: 43, Seq: 1, CreatedMs: 1_700_000_001_000},
@@ -111,8 +113,8 @@ func TestSearchQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.take()
-	if n := s.WarningCount(); n != 1 || s.warnings[0].Code != ColdWarningCode || !strings.Contains(s.warnings[0].Message, "still being built for datasource ds1") {
-		t.Fatalf("a search of an index being built: %d warnings %+v", n, s.warnings)
+	if n := s.WarningCount(); n != 1 || s.diag.cur[0].Code != ColdWarningCode || !strings.Contains(s.diag.cur[0].Message, "still being built for datasource ds1") {
+		t.Fatalf("a search of an index being built: %d warnings %+v", n, s.diag.cur)
 	}
 	idx.unready = nil
 
@@ -130,10 +132,10 @@ func TestSearchQuery(t *testing.T) {
 		"UPDATE msg_search SET seq = 1 WHERE uid = 7",
 	} {
 		_, err := s.Query(bad)
-		expectCode(t, err, CodeNotSupported)
+		expectCode(t, err, sqlerr.NotSupported)
 	}
 	_, err = s.Query("SELECT msg_id FROM msg_search WHERE uid = -1 AND MATCH(text) AGAINST ('x') LIMIT 5")
-	expectCode(t, err, CodeBadShardKey)
+	expectCode(t, err, sqlerr.BadShardKey)
 	expectLog(t, rec)
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/proxy/backend"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -50,7 +51,7 @@ func (s *Session) insertWithSeq(pl *plan, args []any, binary bool) (*mysql.Resul
 		g.rows = append(g.rows, i)
 	}
 	if len(groups) > 1 && s.inTxn() {
-		return nil, errorf(CodeCrossShardTxn, "this INSERT has rows for several shards; inside a transaction all rows must belong to the transaction's shard (no distributed transactions)")
+		return nil, sqlerr.Errorf(sqlerr.CrossShardTxn, "this INSERT has rows for several shards; inside a transaction all rows must belong to the transaction's shard (no distributed transactions)")
 	}
 	var firstSeq uint64
 	jobs := make([]job, len(groups))
@@ -155,7 +156,7 @@ func (s *Session) allocateSeqs(c Conn, snap *router.Snapshot, rows []int, conv [
 			return nil, err
 		}
 		if top < n {
-			return nil, errorf(CodeInternal, "[BUG] seq allocation for conversation %d returned %d", id, top)
+			return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] seq allocation for conversation %d returned %d", id, top)
 		}
 		next[id] = top - n + 1
 	}
@@ -186,7 +187,7 @@ func allocatedSeq(c Conn, r *mysql.Result, n uint64) (uint64, error) {
 		return 0, err
 	}
 	if res.Resultset == nil || len(res.Values) != 1 || len(res.Values[0]) != 1 {
-		return 0, errorf(CodeInternal, "[BUG] SELECT LAST_INSERT_ID() did not return one value")
+		return 0, sqlerr.Errorf(sqlerr.Internal, "[BUG] SELECT LAST_INSERT_ID() did not return one value")
 	}
 	return res.GetUint(0, 0)
 }
@@ -315,16 +316,16 @@ func (s *Session) seqBatch(pl *plan, args []any) (_ *mysql.Result, ok bool, _ er
 		return nil, true, err
 	}
 	if len(rs) != want {
-		return nil, true, errorf(CodeInternal, "[BUG] seq batch for conversation %d returned %d results", conv, len(rs))
+		return nil, true, sqlerr.Errorf(sqlerr.Internal, "[BUG] seq batch for conversation %d returned %d results", conv, len(rs))
 	}
 	top, err := allocatedSeq(c, rs[first], uint64(n))
 	if err != nil || top < uint64(n) {
 		if inTxn {
-			return nil, true, errorf(CodeInternal, "the seq allocated for conversation %d could not be read back (%v); roll the transaction back", conv, err)
+			return nil, true, sqlerr.Errorf(sqlerr.Internal, "the seq allocated for conversation %d could not be read back (%v); roll the transaction back", conv, err)
 		}
 		// Committed, but what seq it got is unknown: the client must not
 		// take it for a failed send and send it again blindly.
-		return nil, true, errorf(CodeInternal, "the message for conversation %d is stored but its seq could not be read back (%v); do not resend it: read the conversation's latest page", conv, err)
+		return nil, true, sqlerr.Errorf(sqlerr.Internal, "the message for conversation %d is stored but its seq could not be read back (%v); do not resend it: read the conversation's latest page", conv, err)
 	}
 	rs[first].InsertId = top
 	if readBack {

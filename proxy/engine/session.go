@@ -3,13 +3,13 @@ package engine
 import (
 	"context"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/convoy-im/convoy/histcache"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 
 	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/proxy/directive"
@@ -107,15 +107,9 @@ type Session struct {
 	// oneShard backs the shard list admitWrite hands endWrite for a
 	// single-key write (hold.go), so the common write allocates nothing.
 	oneShard [1]router.Shard
-	// warnings are the current statement's conditions, the engine's own
-	// and its backends' (warnings.go; warnMu: a scatter's parts add them
-	// at once); diag the diagnostics area SHOW WARNINGS lists; keepDiag:
-	// the current statement leaves diag as it is unless it has conditions.
-	warnings, diag []Warning
-	dropped        int // conditions past maxConditions, still counted
-	diagDropped    int // dropped of the statement diag is from
-	warnMu         sync.Mutex
-	keepDiag       bool
+	// diag are the current statement's conditions, the engine's own and
+	// its backends', and the diagnostics area (warnings.go).
+	diag diagArea
 }
 
 // txnState is a transaction pinned to one backend connection of one shard.
@@ -247,7 +241,7 @@ func (s *Session) query(sql string) (*mysql.Result, error) {
 		return nil, err
 	}
 	if pl.a.ParamCount > 0 {
-		return nil, errorf(CodeSyntax, "You have an error in your SQL syntax: '?' placeholders are only valid in prepared statements")
+		return nil, sqlerr.Errorf(sqlerr.Syntax, "You have an error in your SQL syntax: '?' placeholders are only valid in prepared statements")
 	}
 	r, err := s.run(pl, nil, false)
 	s.noteInsertID(r)
@@ -262,7 +256,7 @@ func (s *Session) query(sql string) (*mysql.Result, error) {
 // connection past the fence.
 func refuseReservedVars(sql string) error {
 	if rewrite.NamesReservedVar(sql) {
-		return errorf(CodeNotSupported, "user variables named @%s* are reserved for Convoy's own sessions on the datasources", rewrite.ReservedVarPrefix)
+		return sqlerr.Errorf(sqlerr.NotSupported, "user variables named @%s* are reserved for Convoy's own sessions on the datasources", rewrite.ReservedVarPrefix)
 	}
 	return nil
 }
@@ -292,7 +286,7 @@ type Prepared struct {
 func (s *Session) Prepare(sql string) (*Prepared, error) {
 	s.shard = -1
 	if _, ok, _ := directive.Parse(sql); ok {
-		return nil, errorf(CodeNotSupported, "Convoy directives cannot be prepared; send them as plain queries")
+		return nil, sqlerr.Errorf(sqlerr.NotSupported, "Convoy directives cannot be prepared; send them as plain queries")
 	}
 	if err := refuseReservedVars(sql); err != nil {
 		return nil, err
@@ -316,7 +310,7 @@ func (s *Session) Prepare(sql string) (*Prepared, error) {
 		p.Columns = len(p.Fields)
 	case pl.local():
 		if p.Params > 0 {
-			return nil, errorf(CodeNotSupported, "placeholders are not supported in a prepared %s statement", pl.a.Kind)
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "placeholders are not supported in a prepared %s statement", pl.a.Kind)
 		}
 		return p, nil
 	case pl.tmpl != nil:
@@ -327,7 +321,7 @@ func (s *Session) Prepare(sql string) (*Prepared, error) {
 			if err = s.describe(snap.Target(sh).Datasource, "", pl.explain+pl.render(s, snap, sh), p); err == nil {
 				break
 			}
-			if ce := classify(err); !connLost(ce) && !isCode(ce, CodePoolTimeout) {
+			if ce := classify(err); !connLost(ce) && !sqlerr.Is(ce, sqlerr.PoolTimeout) {
 				break
 			}
 		}
@@ -362,7 +356,7 @@ func (s *Session) describe(ds, db, sql string, p *Prepared) error {
 		return err
 	}
 	if params != p.Params {
-		return errorf(CodeInternal, "[BUG] backend counts %d placeholders where the parser counted %d", params, p.Params)
+		return sqlerr.Errorf(sqlerr.Internal, "[BUG] backend counts %d placeholders where the parser counted %d", params, p.Params)
 	}
 	fixFieldList(fields, s.db)
 	p.Columns, p.Fields = len(fields), fields
@@ -382,7 +376,7 @@ func (s *Session) Execute(p *Prepared, args []any) (*mysql.Result, error) {
 func (s *Session) execute(p *Prepared, args []any) (*mysql.Result, error) {
 	s.shard = -1
 	if len(args) != p.Params {
-		return nil, errorf(CodeWrongArguments, "Incorrect arguments to mysqld_stmt_execute: %d given, %d expected", len(args), p.Params)
+		return nil, sqlerr.Errorf(sqlerr.WrongArguments, "Incorrect arguments to mysqld_stmt_execute: %d given, %d expected", len(args), p.Params)
 	}
 	r, err := s.run(p.pl, args, !p.pl.local())
 	s.noteInsertID(r)
@@ -407,7 +401,7 @@ func (s *Session) FieldList(table, wildcard string) ([]*mysql.Field, error) {
 	defer c.Release()
 	l, ok := c.(lister)
 	if !ok {
-		return nil, errorf(CodeNotSupported, "COM_FIELD_LIST is not supported by this backend")
+		return nil, sqlerr.Errorf(sqlerr.NotSupported, "COM_FIELD_LIST is not supported by this backend")
 	}
 	if err := c.UseDB(db); err != nil {
 		return nil, classify(err)
@@ -456,9 +450,9 @@ func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
 	noop := func() {}
 	if s.inTxn() && s.txn.aborted {
 		if s.txn.abortMsg != "" {
-			return nil, nil, errorf(CodeTxnAborted, "%s; send ROLLBACK", s.txn.abortMsg)
+			return nil, nil, sqlerr.Errorf(sqlerr.TxnAborted, "%s; send ROLLBACK", s.txn.abortMsg)
 		}
-		return nil, nil, errorf(CodeTxnAborted, "the transaction was rolled back because its backend connection broke or timed out; send ROLLBACK")
+		return nil, nil, sqlerr.Errorf(sqlerr.TxnAborted, "the transaction was rolled back because its backend connection broke or timed out; send ROLLBACK")
 	}
 	if !s.inTxn() || pin == pinAny && s.txn.conn == nil {
 		// A statement without a table reads no rows: it does not open the
@@ -477,7 +471,7 @@ func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
 			}
 			return c, noop, nil
 		}
-		return nil, nil, errorf(CodeCrossShardTxn,
+		return nil, nil, sqlerr.Errorf(sqlerr.CrossShardTxn,
 			"this transaction is pinned to %s; a statement for %s would need a second shard (no distributed transactions: commit first, or keep one conversation/user per transaction)",
 			pinName(s.txn.pin), pinName(pin))
 	}
@@ -545,7 +539,7 @@ func (s *Session) checkPinned() error {
 	if s.txn.at.Database != "" {
 		from += "." + s.txn.at.Database
 	}
-	err := errorf(CodeTxnRolledBack,
+	err := sqlerr.Errorf(sqlerr.TxnRolledBack,
 		"Deadlock found when trying to get lock; try restarting transaction: shard %s moved from %s to %s.%s (a migration switch, route version %d) after this transaction began on it; the transaction was rolled back",
 		router.Shard(s.txn.pin), from, now.Datasource, now.Database, snap.Version())
 	_, _ = s.txn.conn.Exec("ROLLBACK") // released either way; a failed ROLLBACK drops the connection
@@ -571,7 +565,7 @@ func (s *Session) afterError(c Conn, err error) {
 	if err == nil || s.txn.conn == nil || c != s.txn.conn {
 		return
 	}
-	if isCode(err, CodeTxnAborted) || isCode(err, CodeTxnRolledBack) || connLost(err) {
+	if sqlerr.Is(err, sqlerr.TxnAborted) || sqlerr.Is(err, sqlerr.TxnRolledBack) || connLost(err) {
 		s.abortTxn(err)
 	}
 }
@@ -592,21 +586,16 @@ func (s *Session) abortTxn(err error) {
 	}
 }
 
-func isCode(err error, c Code) bool {
-	e, ok := err.(*Error)
-	return ok && e.Code == c
-}
-
 // endTxn commits or rolls back.
 func (s *Session) endTxn(commit bool) (*mysql.Result, error) {
 	t := s.txn
 	s.txn = txnState{}
 	if t.aborted {
 		if commit && t.abortMsg != "" {
-			return nil, errorf(CodeTxnAborted, "COMMIT failed: %s", t.abortMsg)
+			return nil, sqlerr.Errorf(sqlerr.TxnAborted, "COMMIT failed: %s", t.abortMsg)
 		}
 		if commit {
-			return nil, errorf(CodeTxnAborted, "COMMIT failed: the transaction was already rolled back because its backend connection broke or timed out")
+			return nil, sqlerr.Errorf(sqlerr.TxnAborted, "COMMIT failed: the transaction was already rolled back because its backend connection broke or timed out")
 		}
 		return okResult(), nil
 	}
@@ -637,18 +626,18 @@ func (s *Session) endTxn(commit bool) (*mysql.Result, error) {
 	}
 	s.releaseTxnConn(t.conn, err != nil && connLost(classify(err)))
 	if err != nil {
-		if !commit && (connLost(err) || isCode(err, CodeTxnAborted) || isCode(err, CodeTxnRolledBack)) {
+		if !commit && (connLost(err) || sqlerr.Is(err, sqlerr.TxnAborted) || sqlerr.Is(err, sqlerr.TxnRolledBack)) {
 			// The connection is dropped: the server rolls back whatever it
 			// holds when it notices, which is what ROLLBACK asked for.
 			return okResult(), nil
 		}
-		if commit && isCode(err, CodeTxnRolledBack) {
+		if commit && sqlerr.Is(err, sqlerr.TxnRolledBack) {
 			// A migration hold failed the transaction while its last
 			// statement ran: rolled back, so COMMIT fails as MariaDB's does.
-			return nil, errorf(CodeTxnAborted, "COMMIT failed: %v", err)
+			return nil, sqlerr.Errorf(sqlerr.TxnAborted, "COMMIT failed: %v", err)
 		}
 		if ce := classify(err); commit && connLost(ce) {
-			return nil, errorf(CodeTxnAborted, "COMMIT failed: the backend connection broke or timed out (%v); the transaction's outcome on the server is unknown, nothing was replayed", ce)
+			return nil, sqlerr.Errorf(sqlerr.TxnAborted, "COMMIT failed: the backend connection broke or timed out (%v); the transaction's outcome on the server is unknown, nothing was replayed", ce)
 		}
 		return nil, err
 	}

@@ -109,6 +109,7 @@ func (s *Session) sessionPlan(pl *plan) (*plan, error) {
 		return nil, classify(err)
 	}
 	c.tmpl, c.scatter, c.seqHoles, c.hist = t, nil, nil, nil
+	c.op = s.decideOp(&c) // (no longer a history read the hot tier answers)
 	return &c, nil
 }
 

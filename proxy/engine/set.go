@@ -9,6 +9,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/charset"
 
 	"github.com/convoy-im/convoy/proxy/backend"
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 )
 
@@ -23,7 +24,7 @@ import (
 var unsafeCharsets = map[string]bool{"big5": true, "cp932": true, "gbk": true, "gb18030": true, "sjis": true}
 
 func unsafeCharsetError(cs string) error {
-	return errorf(CodeNotSupported, "character set %q is not supported through Convoy (use utf8mb4): in %s a multi-byte character can hide a backslash or quote, which breaks escaping", cs, cs)
+	return sqlerr.Errorf(sqlerr.NotSupported, "character set %q is not supported through Convoy (use utf8mb4): in %s a multi-byte character can hide a backslash or quote, which breaks escaping", cs, cs)
 }
 
 // charsetOfCollation is the character set a collation name belongs to:
@@ -61,7 +62,7 @@ func (s *Session) set(a *rewrite.Analysis) (*mysql.Result, error) {
 			}
 			setSys(nextTx, v.Name, v.Value)
 		case v.Global:
-			return nil, errorf(CodeNotSupported, "SET GLOBAL %s is not allowed through Convoy: it would change one datasource only; set it on each server directly", v.Name)
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "SET GLOBAL %s is not allowed through Convoy: it would change one datasource only; set it on each server directly", v.Name)
 		case !v.User && v.Name == ColdPartialVar:
 			// Convoy's own: checked here, never sent to a server.
 			var err error
@@ -233,13 +234,13 @@ func (s *Session) evalSQLMode(vars map[string]string, nbe, expr string) (string,
 			return err
 		}
 		if r == nil {
-			return errorf(CodeInternal, "the datasource answered SELECT without a result")
+			return sqlerr.Errorf(sqlerr.Internal, "the datasource answered SELECT without a result")
 		}
 		if err := decodeRows(r); err != nil {
 			return err
 		}
 		if len(r.Values) != 1 || len(r.Values[0]) != 1 || r.Values[0][0].Value() == nil {
-			return errorf(CodeNotSupported, "SET sql_mode = %s did not give one string", expr)
+			return sqlerr.Errorf(sqlerr.NotSupported, "SET sql_mode = %s did not give one string", expr)
 		}
 		mode = string(r.Values[0][0].AsString())
 		return nil
@@ -260,13 +261,13 @@ func checkSQLMode(v string) error {
 		return nil
 	}
 	if len(v) < 2 || (v[0] != '\'' && v[0] != '"') {
-		return errorf(CodeNotSupported, "SET sql_mode needs a literal string through Convoy (it must check the modes), got %s", v)
+		return sqlerr.Errorf(sqlerr.NotSupported, "SET sql_mode needs a literal string through Convoy (it must check the modes), got %s", v)
 	}
 	for _, m := range strings.Split(strings.ToUpper(unquote(v)), ",") {
 		switch strings.TrimSpace(m) {
 		// ANSI and the compatibility modes imply ANSI_QUOTES.
 		case "ANSI_QUOTES", "ANSI", "ORACLE", "POSTGRESQL", "MSSQL", "DB2", "MAXDB":
-			return errorf(CodeNotSupported, "sql_mode %s is not supported through Convoy: it changes how the proxy must read quotes and escapes", strings.TrimSpace(m))
+			return sqlerr.Errorf(sqlerr.NotSupported, "sql_mode %s is not supported through Convoy: it changes how the proxy must read quotes and escapes", strings.TrimSpace(m))
 		}
 	}
 	return nil
@@ -314,7 +315,7 @@ func checkCharsetValue(name, value string) error {
 	}
 	v := strings.ToLower(unquote(value))
 	if v == "" || v[0] >= '0' && v[0] <= '9' || strings.ContainsAny(v, "()@ ") {
-		return errorf(CodeNotSupported, "SET %s needs a character set name through Convoy (it must check it), got %s", name, value)
+		return sqlerr.Errorf(sqlerr.NotSupported, "SET %s needs a character set name through Convoy (it must check it), got %s", name, value)
 	}
 	cs := v
 	if name == "collation_connection" {

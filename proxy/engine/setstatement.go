@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 )
 
@@ -51,18 +52,18 @@ func (s *Session) planSetStatement(sql string) (*plan, bool, error) {
 		if len(a.Sharded)+len(a.Unsharded) > 0 {
 			// The values go to the backends as written, unchecked by the
 			// account's privileges: constants only.
-			return nil, true, errorf(CodeNotSupported, "SET STATEMENT ... FOR takes constant values through Convoy, not values read from tables")
+			return nil, true, sqlerr.Errorf(sqlerr.NotSupported, "SET STATEMENT ... FOR takes constant values through Convoy, not values read from tables")
 		}
 		vars := map[string]string{}
 		for _, v := range a.SetVars {
 			if v.Global || v.User || v.NextTx || !slices.Contains(statementVars, v.Name) {
-				return nil, true, errorf(CodeNotSupported, "SET STATEMENT %s ... FOR is not supported through Convoy: it takes %s; set other variables with SET SESSION", v.Name, strings.Join(statementVars, ", "))
+				return nil, true, sqlerr.Errorf(sqlerr.NotSupported, "SET STATEMENT %s ... FOR is not supported through Convoy: it takes %s; set other variables with SET SESSION", v.Name, strings.Join(statementVars, ", "))
 			}
 			setSys(vars, v.Name, v.Value)
 		}
 		inner := strings.TrimSpace(rest[at+len("FOR"):])
 		if setStatementPrefix.MatchString(inner) {
-			return nil, true, errorf(CodeSyntax, "You have an error in your SQL syntax: SET STATEMENT cannot nest")
+			return nil, true, sqlerr.Errorf(sqlerr.Syntax, "You have an error in your SQL syntax: SET STATEMENT cannot nest")
 		}
 		pl, err := s.plan(inner)
 		if err != nil {

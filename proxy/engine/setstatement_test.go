@@ -3,6 +3,8 @@ package engine
 import (
 	"strings"
 	"testing"
+
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 )
 
 // TestSetStatement: the statement's variables go to its connection and not
@@ -30,13 +32,13 @@ func TestSetStatement(t *testing.T) {
 		"SET STATEMENT max_statement_time = (SELECT COUNT(*) FROM mysql.user) FOR SELECT 1",
 	} {
 		_, err := s.Query(q)
-		expectCode(t, err, CodeNotSupported)
+		expectCode(t, err, sqlerr.NotSupported)
 	}
 	_, err := s.Query("SET STATEMENT max_statement_time = 1 FOR SET STATEMENT max_statement_time = 2 FOR SELECT 1")
-	expectCode(t, err, CodeSyntax)
+	expectCode(t, err, sqlerr.Syntax)
 	if _, err := s.Query("BEGIN"); err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.Query("SET STATEMENT max_statement_time = 1 FOR SELECT * FROM conv_msg WHERE conv_id = 42")
-	expectCode(t, err, CodeNotSupported)
+	expectCode(t, err, sqlerr.NotSupported)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -47,7 +48,7 @@ func planTemp(stmt ast.StmtNode, db string) (*tempPlan, error) {
 			return nil, nil
 		}
 		if isSharded(st.Table) {
-			return nil, errorf(CodeNotSupported, "CREATE TEMPORARY TABLE %s: a temporary table cannot have a sharded table's name", st.Table.Name.O)
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "CREATE TEMPORARY TABLE %s: a temporary table cannot have a sharded table's name", st.Table.Name.O)
 		}
 		return &tempPlan{create: tempName(st.Table, db)}, nil
 	case *ast.PrepareStmt:
@@ -98,7 +99,7 @@ func (s *Session) tempConn(ds string) (Conn, error) {
 		if c.Datasource() != ds {
 			// The default datasource changed (a route change): its
 			// temporary tables stay behind on the old one.
-			return nil, errorf(CodeNotSupported, "the default datasource changed while this session had temporary tables on %s; reconnect", c.Datasource())
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "the default datasource changed while this session had temporary tables on %s; reconnect", c.Datasource())
 		}
 		if err := c.SyncVars(mergeVars(s.vars, s.stmtVars)); err != nil {
 			s.dropTemps()
@@ -185,7 +186,7 @@ func (s *Session) checkPrepared(stmt ast.StmtNode) error {
 	if s.sqlModeNBE != "" && (p.SQLVar != nil || strings.Contains(p.SQLText, `\`)) {
 		// The server reads the prepared text in its own mode, without
 		// NO_BACKSLASH_ESCAPES (nobackslash.go).
-		return errorf(CodeNotSupported, "PREPARE ... FROM a text with a backslash, or from a variable, is not supported through Convoy in a NO_BACKSLASH_ESCAPES session: use the client's prepared statements (COM_STMT_PREPARE) or plain statements")
+		return sqlerr.Errorf(sqlerr.NotSupported, "PREPARE ... FROM a text with a backslash, or from a variable, is not supported through Convoy in a NO_BACKSLASH_ESCAPES session: use the client's prepared statements (COM_STMT_PREPARE) or plain statements")
 	}
 	if p.SQLText == "" {
 		return nil
@@ -196,7 +197,7 @@ func (s *Session) checkPrepared(stmt ast.StmtNode) error {
 	}
 	if a, err := rewrite.Analyze(stmts[0]); err == nil && len(a.Sharded) > 0 ||
 		err != nil && isUnsupportedSharded(err) {
-		return errorf(CodeNotSupported, "PREPARE ... FROM a statement on sharded tables is not supported through Convoy (it would run on one datasource, which lacks them): use the client's prepared statements (COM_STMT_PREPARE) or plain statements")
+		return sqlerr.Errorf(sqlerr.NotSupported, "PREPARE ... FROM a statement on sharded tables is not supported through Convoy (it would run on one datasource, which lacks them): use the client's prepared statements (COM_STMT_PREPARE) or plain statements")
 	}
 	return nil
 }

@@ -3,11 +3,13 @@ package engine
 import (
 	"errors"
 	"strconv"
+	"sync"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"go.uber.org/zap"
 
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -32,20 +34,106 @@ type Warning struct {
 // statement keeps (its warning count still counts them all).
 const maxConditions = 64
 
-// warn adds a condition to the current statement's.
-func (s *Session) warn(w Warning) {
-	s.warnMu.Lock()
-	s.warnings = append(s.warnings, w)
-	s.warnMu.Unlock()
+// diagArea is a session's conditions: the current statement's, and the
+// diagnostics area diagnostic statements read.
+type diagArea struct {
+	mu      sync.Mutex // a scatter's parts add conditions at once
+	cur     []Warning  // the current statement's, at most maxConditions
+	dropped int        // the current statement's past maxConditions, still counted
+	// keep: the current statement leaves the area as it is unless it has
+	// conditions (it used no table: SET, SELECT 1, SHOW WARNINGS).
+	keep        bool
+	area        []Warning // what SHOW WARNINGS lists
+	areaDropped int       // dropped of the statement area is from
 }
+
+// warn adds a condition to the current statement's.
+func (d *diagArea) warn(w Warning) {
+	d.mu.Lock()
+	d.cur = append(d.cur, w)
+	d.mu.Unlock()
+}
+
+// add adds conditions to the current statement's, counting those past
+// maxConditions (and uncounted more that were never listed); with once, a
+// condition the statement already has is not repeated.
+func (d *diagArea) add(ws []Warning, once bool, uncounted int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, w := range ws {
+		dup := false
+		for _, o := range d.cur {
+			dup = dup || once && o == w
+		}
+		switch {
+		case dup:
+		case len(d.cur) < maxConditions:
+			d.cur = append(d.cur, w)
+		default:
+			d.dropped++ // counted, as MariaDB counts past max_error_count
+		}
+	}
+	d.dropped += uncounted
+}
+
+// count is the number of conditions of the current statement, for the
+// warning count of its OK or EOF packet.
+func (d *diagArea) count() uint16 { return uint16(min(len(d.cur)+d.dropped, 65535)) }
+
+// take removes the current statement's conditions and returns them, for a
+// statement Convoy runs inside another (LOAD DATA's batches); restore puts
+// them back.
+func (d *diagArea) take() (ws []Warning, dropped int) {
+	ws, dropped = d.cur, d.dropped
+	d.cur, d.dropped = nil, 0
+	return ws, dropped
+}
+
+func (d *diagArea) restore(ws []Warning, dropped int) { d.cur, d.dropped = ws, dropped }
+
+// begin starts a client statement's conditions.
+func (d *diagArea) begin() { d.cur, d.dropped, d.keep = nil, 0, false }
+
+// end ends a client statement: its error joins its conditions, and they
+// become the area unless the statement keeps it and produced none.
+func (d *diagArea) end(err error) {
+	if err == nil && len(d.cur) == 0 && d.keep {
+		return
+	}
+	// A copy: the error is the area's, not the statement's warning count
+	// (a CALL's result sets before its error count none).
+	d.area = append([]Warning(nil), d.cur[:min(len(d.cur), maxConditions)]...)
+	d.areaDropped = d.dropped
+	var me *mysql.MyError
+	if errors.As(err, &me) && len(d.area) < maxConditions {
+		d.area = append(d.area, Warning{Level: "Error", Code: me.Code, Message: me.Message})
+	}
+}
+
+// list is the area's conditions, only its errors with errorsOnly, and how
+// many more the statement counted.
+func (d *diagArea) list(errorsOnly bool) (ws []Warning, more int) {
+	if !errorsOnly {
+		return d.area, d.areaDropped
+	}
+	for _, w := range d.area {
+		if w.Level == "Error" {
+			ws = append(ws, w)
+		}
+	}
+	return ws, 0
+}
+
+// warn adds a condition to the current statement's.
+func (s *Session) warn(w Warning) { s.diag.warn(w) }
 
 // WarningCount is the number of conditions of the last statement, for the
 // warning count of its OK or EOF packet.
-func (s *Session) WarningCount() uint16 { return uint16(min(len(s.warnings)+s.dropped, 65535)) }
+func (s *Session) WarningCount() uint16 { return s.diag.count() }
 
 // beginStatement starts a client statement's conditions.
 func (s *Session) beginStatement() {
-	s.warnings, s.dropped, s.keepDiag = nil, 0, false
+	s.diag.begin()
 	s.calcFound = false
 	s.calcTotal.Store(0)
 	s.calcOK.Store(false)
@@ -56,16 +144,7 @@ func (s *Session) beginStatement() {
 // table and produced none (SET, SELECT 1, SHOW WARNINGS keep the area, as
 // in MariaDB). An OK packet carries the statement's warning count.
 func (s *Session) endStatement(r *mysql.Result, err error) {
-	if err != nil || len(s.warnings) > 0 || !s.keepDiag {
-		// A copy: the error is the area's, not the statement's warning
-		// count (a CALL's result sets before its error count none).
-		s.diag = append([]Warning(nil), s.warnings[:min(len(s.warnings), maxConditions)]...)
-		s.diagDropped = s.dropped
-		var me *mysql.MyError
-		if errors.As(err, &me) && len(s.diag) < maxConditions {
-			s.diag = append(s.diag, Warning{Level: "Error", Code: me.Code, Message: me.Message})
-		}
-	}
+	s.diag.end(err)
 	if err == nil && r != nil && (r.Resultset == nil || len(r.Fields) == 0) {
 		r.Warnings = s.WarningCount()
 		r.StatusMessage = withWarnings(r.StatusMessage, r.Warnings)
@@ -144,48 +223,27 @@ func (s *Session) backendWarnings(c Conn, r *mysql.Result, sh int, once bool) {
 		snap := s.e.routes.Current()
 		rename = func(m string) string { return toLogical(m, snap, router.Shard(sh), s.db) }
 	}
-	s.warnMu.Lock()
-	defer s.warnMu.Unlock()
-	for _, row := range rows {
+	ws := make([]Warning, len(rows))
+	for i, row := range rows {
 		code, _ := strconv.ParseUint(string(row[1]), 10, 16)
-		w := Warning{Level: string(row[0]), Code: uint16(code), Message: string(row[2])}
+		ws[i] = Warning{Level: string(row[0]), Code: uint16(code), Message: string(row[2])}
 		if rename != nil {
-			w.Message = rename(w.Message)
-		}
-		dup := false
-		for _, o := range s.warnings {
-			dup = dup || once && o == w
-		}
-		switch {
-		case dup:
-		case len(s.warnings) < maxConditions:
-			s.warnings = append(s.warnings, w)
-		default:
-			s.dropped++ // counted, as MariaDB counts past max_error_count
+			ws[i].Message = rename(ws[i].Message)
 		}
 	}
+	uncounted := 0
 	if !once && int(r.Warnings) > len(rows) {
-		s.dropped += int(r.Warnings) - len(rows) // past the backend's own max_error_count
+		uncounted = int(r.Warnings) - len(rows) // past the backend's own max_error_count
 	}
+	s.diag.add(ws, once, uncounted)
 }
 
 // showWarnings answers SHOW WARNINGS / SHOW ERRORS and SHOW COUNT(*)
 // WARNINGS / ERRORS [LIMIT [offset,] count] from the session's diagnostics
 // area (the LIMIT is matched before the parser, which does not know it).
-func (s *Session) showWarnings(pl *plan, binary bool) (*mysql.Result, bool) {
-	st, ok := pl.a.Stmt.(*ast.ShowStmt)
-	if !ok || st.Tp != ast.ShowWarnings && st.Tp != ast.ShowErrors {
-		return nil, false
-	}
-	list := s.diag
-	if st.Tp == ast.ShowErrors {
-		list = nil
-		for _, w := range s.diag {
-			if w.Level == "Error" {
-				list = append(list, w)
-			}
-		}
-	}
+func (s *Session) showWarnings(pl *plan, binary bool) (*mysql.Result, error) {
+	st := pl.a.Stmt.(*ast.ShowStmt) // opDiagnostics
+	list, more := s.diag.list(st.Tp == ast.ShowErrors)
 	// The column definitions MariaDB 10.11 sends to a utf8mb4 client.
 	text := func(name string, length uint32) *mysql.Field {
 		return &mysql.Field{Name: []byte(name), Type: mysql.MYSQL_TYPE_VAR_STRING, Charset: 45, ColumnLength: length, Flag: mysql.NOT_NULL_FLAG, Decimal: 39}
@@ -198,10 +256,7 @@ func (s *Session) showWarnings(pl *plan, binary bool) (*mysql.Result, bool) {
 		}
 		rs = &mysql.Resultset{Fields: []*mysql.Field{{Name: []byte(name), Type: mysql.MYSQL_TYPE_LONGLONG,
 			Charset: 63, ColumnLength: 21, Flag: mysql.UNSIGNED_FLAG | mysql.BINARY_FLAG}}}
-		n := len(list)
-		if st.Tp == ast.ShowWarnings {
-			n += s.diagDropped
-		}
+		n := len(list) + more
 		rs.RowDatas = []mysql.RowData{textRow([][]byte{[]byte(strconv.Itoa(n))})}
 	} else {
 		if w := pl.diagWindow; w != nil {
@@ -215,17 +270,14 @@ func (s *Session) showWarnings(pl *plan, binary bool) (*mysql.Result, bool) {
 		}
 	}
 	if binary && !textToBinary(rs) {
-		return nil, false
+		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] SHOW WARNINGS rows could not be encoded for the binary protocol")
 	}
-	return &mysql.Result{Resultset: rs}, true
+	return &mysql.Result{Resultset: rs}, nil
 }
 
 // diagCounts are @@warning_count and @@error_count.
 func (s *Session) diagCounts() (warnings, errs uint64) {
-	for _, w := range s.diag {
-		if w.Level == "Error" {
-			errs++
-		}
-	}
-	return uint64(len(s.diag) + s.diagDropped), errs
+	all, more := s.diag.list(false)
+	es, _ := s.diag.list(true)
+	return uint64(len(all) + more), uint64(len(es))
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
+
+	"github.com/convoy-im/convoy/internal/testsvc"
 )
 
 // row is a row as the tests write it: "\\N" for NULL, "<missing>" for a
@@ -125,6 +127,7 @@ func (failing) Read([]byte) (int, error) { return 0, fmt.Errorf("connection rese
 // MariaDB (LOAD DATA LOCAL INFILE) and reads them with Reader: the same
 // rows, fields, NULLs, missing fields (1261) and cut lines (1262).
 func TestReaderMatchesMariaDB(t *testing.T) {
+	testsvc.NeedsServers(t)
 	addr := os.Getenv("LOADFILE_TEST_MYSQL")
 	if addr == "" {
 		addr = "127.0.0.1:3306"

@@ -2,6 +2,7 @@ package merge
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand"
 	"os"
@@ -30,6 +31,11 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() { // make unit: no servers
+		skipWhy = "needs MariaDB: run by make test, not by make unit (-short)"
+		return m.Run()
+	}
 	addr := os.Getenv("MERGE_TEST_MYSQL")
 	if addr == "" {
 		addr = "127.0.0.1:3306"
