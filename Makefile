@@ -4,7 +4,7 @@ GO       ?= go
 FUZZTIME ?= 30s
 BENCHPKGS ?= ./router/ ./rewrite/ ./proxy/...
 
-.PHONY: all build test unit race run down bench bench-migrate bench-search fuzz lint clean distclean
+.PHONY: all build test unit race run down bench bench-engine bench-migrate bench-search fuzz lint clean distclean
 
 all: build
 
@@ -38,6 +38,10 @@ down:
 ## bench: microbenchmarks of the hot path
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(BENCHPKGS)
+
+## bench-engine: the engine's CPU and allocations per statement, this tree against BASE_REF (default HEAD~1) side by side (scripts/bench-engine.sh; about 3 minutes)
+bench-engine:
+	scripts/bench-engine.sh
 
 ## bench-migrate: shard migration figures (BENCHMARKS.md): copy and checksum rates, then the switch pause and write latency during backfill through two Convoys (about 5 minutes on 2 cores)
 bench-migrate:
