@@ -500,13 +500,13 @@ func (s *Session) targeted(d *directive.Directive) (*mysql.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pl.a.ParamCount > 0 {
+	if pl.A.ParamCount > 0 {
 		return nil, sqlerr.Errorf(sqlerr.Syntax, "You have an error in your SQL syntax: '?' placeholders are only valid in prepared statements")
 	}
-	if pl.tmpl == nil {
+	if pl.Tmpl == nil {
 		return nil, sqlerr.Errorf(sqlerr.NotSupported, "/*+ convoy %s */ needs a statement on a sharded table", targetWords(d))
 	}
-	if pl.touchesHistory() || (pl.a.Kind == rewrite.KindDDL && pl.a.Sharded[0] == historyTable) {
+	if pl.touchesHistory() || (pl.A.Kind == rewrite.KindDDL && pl.A.Sharded[0] == historyTable) {
 		defer s.e.invalidateAllHistory()
 	}
 	// A targeted write waits behind migration holds like any write (see
@@ -525,8 +525,8 @@ func (s *Session) targeted(d *directive.Directive) (*mysql.Result, error) {
 	}
 	if d.Shard >= 0 {
 		sh := router.Shard(d.Shard)
-		p := part{shard: sh, ds: snap.Target(sh).Datasource, sql: pl.render(s, snap, sh), untimed: pl.a.Kind == rewrite.KindDDL}
-		if pl.a.Kind == rewrite.KindDDL {
+		p := part{shard: sh, ds: snap.Target(sh).Datasource, sql: pl.render(s, snap, sh), untimed: pl.A.Kind == rewrite.KindDDL}
+		if pl.A.Kind == rewrite.KindDDL {
 			_, err := s.autonomous(p, true, false)
 			if err != nil {
 				return nil, err
@@ -536,19 +536,19 @@ func (s *Session) targeted(d *directive.Directive) (*mysql.Result, error) {
 		return s.single(p, pl.write(), false)
 	}
 	// all: a keyless UPDATE / DELETE may touch every shard.
-	switch pl.a.Kind {
+	switch pl.A.Kind {
 	case rewrite.KindUpdate, rewrite.KindDelete:
-		if pl.a.HasKey {
+		if pl.A.HasKey {
 			return s.run(pl, nil, false)
 		}
 		if s.inTxn() {
 			return nil, sqlerr.Errorf(sqlerr.CrossShardTxn, "/*+ convoy all */ cannot run inside a transaction")
 		}
-		if limited(pl.a.Stmt) {
-			return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s with ORDER BY / LIMIT cannot run on every shard", pl.a.Kind)
+		if limited(pl.A.Stmt) {
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s with ORDER BY / LIMIT cannot run on every shard", pl.A.Kind)
 		}
 		var parts []part
-		for _, g := range snap.AllPhysical(pl.a.Sharded[0]) {
+		for _, g := range snap.AllPhysical(pl.A.Sharded[0]) {
 			parts = append(parts, part{shard: g.Shards[0], ds: g.Datasource, sql: pl.render(s, snap, g.Shards[0])})
 		}
 		return s.writeParts(parts, false)
@@ -566,7 +566,7 @@ func (s *Session) targetedShards(d *directive.Directive, pl *plan) []router.Shar
 	case d.Shard >= 0:
 		s.oneShard[0] = router.Shard(d.Shard)
 		return s.oneShard[:]
-	case d.All && !pl.a.HasKey && (pl.a.Kind == rewrite.KindUpdate || pl.a.Kind == rewrite.KindDelete):
+	case d.All && !pl.A.HasKey && (pl.A.Kind == rewrite.KindUpdate || pl.A.Kind == rewrite.KindDelete):
 		return allShards
 	}
 	return nil

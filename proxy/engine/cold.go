@@ -213,24 +213,24 @@ type coldPlan struct {
 	other *rewrite.Value
 }
 
-// planCold fills pl.cold for a statement the cold tier cares about.
+// planCold fills pl.Cold for a statement the cold tier cares about.
 func (e *Engine) planCold(pl *plan) {
-	if e.cold == nil || len(pl.a.Sharded) == 0 {
+	if e.cold == nil || len(pl.A.Sharded) == 0 {
 		return
 	}
 	var c coldPlan
-	switch pl.a.Kind {
+	switch pl.A.Kind {
 	case rewrite.KindSelect:
-		c.read, _ = rewrite.ArchiveShape(pl.a)
-		if c.read == nil && pl.a.HasKey && len(pl.a.Keys) == 1 &&
-			slices.ContainsFunc(pl.a.Sharded, func(t string) bool { return t == historyTable || t == "msg_content" }) {
-			c.other = &pl.a.Keys[0]
+		c.read, _ = rewrite.ArchiveShape(pl.A)
+		if c.read == nil && pl.A.HasKey && len(pl.A.Keys) == 1 &&
+			slices.ContainsFunc(pl.A.Sharded, func(t string) bool { return t == historyTable || t == "msg_content" }) {
+			c.other = &pl.A.Keys[0]
 		}
 	case rewrite.KindUpdate, rewrite.KindDelete:
-		c.write, _ = rewrite.ArchiveWriteShape(pl.a)
+		c.write, _ = rewrite.ArchiveWriteShape(pl.A)
 	}
 	if c.read != nil || c.write != nil || c.other != nil {
-		pl.cold = &c
+		pl.Cold = &c
 	}
 }
 
@@ -297,19 +297,19 @@ type coldQuery struct {
 // archive when it is a history read whose page MySQL alone cannot answer.
 func (s *Session) readSharded(pl *plan, args []any, binary bool) (*mysql.Result, error) {
 	r, err := s.runSharded(pl, args, binary)
-	if err != nil || s.e.cold == nil || pl.cold == nil {
+	if err != nil || s.e.cold == nil || pl.Cold == nil {
 		return r, err
 	}
-	if pl.cold.other != nil {
-		if conv, err := keyOf(*pl.cold.other, args); err == nil {
+	if pl.Cold.other != nil {
+		if conv, err := keyOf(*pl.Cold.other, args); err == nil {
 			s.coldFallback(conv, "this read's shape reads MySQL only ("+coldOnlyShapes+")")
 		}
 		return r, nil
 	}
-	if pl.cold.read == nil {
+	if pl.Cold.read == nil {
 		return r, nil
 	}
-	return s.coldRead(pl.cold.read, args, binary, r)
+	return s.coldRead(pl.Cold.read, args, binary, r)
 }
 
 // coldRead decides whether archived rows may belong in MySQL's answer r

@@ -54,10 +54,10 @@ const (
 // by key of a conversation with archived rows, unless it is a DELETE the
 // archive can apply (rewrite.ArchiveErase), and says how it must run.
 func (s *Session) coldWriteCheck(pl *plan, args []any) (coldWriteMode, error) {
-	if s.e.cold == nil || pl.cold == nil || pl.cold.write == nil {
+	if s.e.cold == nil || pl.Cold == nil || pl.Cold.write == nil {
 		return coldWarm, nil
 	}
-	w := pl.cold.write
+	w := pl.Cold.write
 	if w.Keyed {
 		conv, err := keyOf(w.ConvID[0], args)
 		if err == nil && s.e.cold.tier.Archived(router.ShardOf(conv)) {
@@ -76,7 +76,7 @@ func (s *Session) coldWriteCheck(pl *plan, args []any) (coldWriteMode, error) {
 		rg, err := s.archivedRange(conv)
 		if err != nil {
 			s.e.metrics.coldWrite("unavailable")
-			return coldWarm, sqlerr.Errorf(sqlerr.BackendUnavailable, "the archived range of conversation %d could not be read to check this %s (%v); nothing was changed, retry", conv, pl.a.Kind, classify(err))
+			return coldWarm, sqlerr.Errorf(sqlerr.BackendUnavailable, "the archived range of conversation %d could not be read to check this %s (%v); nothing was changed, retry", conv, pl.A.Kind, classify(err))
 		}
 		if !rg.has {
 			continue
@@ -88,7 +88,7 @@ func (s *Session) coldWriteCheck(pl *plan, args []any) (coldWriteMode, error) {
 		}
 		s.e.metrics.coldWrite("refused")
 		return coldWarm, sqlerr.Errorf(sqlerr.NotSupported, "%s on %s of conversation %d could reach its archived messages (seq %d..%d, cold tier): archived messages are deleted by key (conv_id = ? AND seq = ? / IN (...), or msg_id = ? / IN (...)), by conversation (conv_id = ? with optional seq / msg_id ranges and sender_uid = ?) and never updated; nothing was changed",
-			pl.a.Kind, w.Table, conv, rg.lo, rg.hi)
+			pl.A.Kind, w.Table, conv, rg.lo, rg.hi)
 	}
 	return coldWarm, nil
 }
@@ -98,7 +98,7 @@ func (s *Session) coldWriteCheck(pl *plan, args []any) (coldWriteMode, error) {
 // names, looks the others up in the archive, and then refuses (UPDATE) or
 // runs the statement and tombstones the archived ones (DELETE).
 func (s *Session) coldWrite(pl *plan, p part, args []any, binary bool) (*mysql.Result, error) {
-	w := pl.cold.write
+	w := pl.Cold.write
 	conv, _ := keyOf(w.ConvID[0], args)
 	seqs, err := keyValues(w.Seqs, args)
 	if err != nil {
@@ -386,7 +386,7 @@ func resolveErase(e *rewrite.ArchiveErase, args []any) (eraseSpec, error) {
 // must name archived rows one by one fails, changing nothing, when the
 // archive does not answer.
 func (s *Session) coldErase(pl *plan, p part, args []any, binary bool) (*mysql.Result, error) {
-	w := pl.cold.write
+	w := pl.Cold.write
 	conv, _ := keyOf(w.ConvID[0], args)
 	spec, err := resolveErase(w.Erase, args)
 	if err != nil {

@@ -54,7 +54,7 @@ type mirrorWrite struct {
 // migration runs: one map lookup per shard). A conv_msg INSERT whose seqs
 // Convoy allocates gets them after it ran (withSeqs).
 func (s *Session) mirrorPlan(pl *plan, args []any) []mirrorWrite {
-	if s.e.dual == nil || !s.e.dual.Any() || pl.a.Kind == rewrite.KindDDL {
+	if s.e.dual == nil || !s.e.dual.Any() || pl.A.Kind == rewrite.KindDDL {
 		return nil
 	}
 	// The shards first: a write of a shard not migrating costs a lookup,
@@ -70,8 +70,8 @@ func (s *Session) mirrorPlan(pl *plan, args []any) []mirrorWrite {
 	if !mirrored {
 		return nil
 	}
-	w, ok := pl.a.Written(maxMirrorRows)
-	keyAt := slices.Index(w.Columns, pl.a.KeyColumn)
+	w, ok := pl.A.Written(maxMirrorRows)
+	keyAt := slices.Index(w.Columns, pl.A.KeyColumn)
 	if !ok || keyAt < 0 {
 		// Rows not named by the statement: the ACK still waits for the
 		// target, but a late target has no keys to queue (the mirror

@@ -25,7 +25,7 @@ func (s *Session) run(pl *plan, args []any, binary bool) (res *mysql.Result, err
 		return nil, err
 	}
 	s.diag.keep = pl.local() || pl.tableless()
-	s.calcFound = pl.calcFound
+	s.calcFound = pl.CalcFound
 	if s.nextTx != nil && !pl.local() && !pl.tableless() {
 		// SET TRANSACTION's characteristics belong to the next transaction:
 		// the one this statement opens (autocommit=0), or this autocommit
@@ -42,32 +42,32 @@ func (s *Session) run(pl *plan, args []any, binary bool) (res *mysql.Result, err
 			}()
 		}
 	}
-	if pl.stmtSet != nil {
+	if pl.StmtSet != nil {
 		if s.inTxn() {
 			return nil, sqlerr.Errorf(sqlerr.NotSupported, "SET STATEMENT ... FOR inside a transaction is not supported through Convoy: the transaction's connection keeps the session's settings; use SET SESSION before the transaction")
 		}
 		prev := s.stmtVars
-		s.stmtVars = mergeVars(prev, pl.stmtSet)
+		s.stmtVars = mergeVars(prev, pl.StmtSet)
 		defer func() { s.stmtVars = prev }()
 	}
-	switch pl.op {
+	switch pl.Op {
 	case opEmpty:
 		return okResult(), nil
 	case opBegin:
 		s.e.metrics.countStatement("transaction")
-		return s.begin(pl.sql)
+		return s.begin(pl.SQL)
 	case opEndTxn:
 		s.e.metrics.countStatement("transaction")
-		return s.endTxn(pl.a.Kind == rewrite.KindCommit)
+		return s.endTxn(pl.A.Kind == rewrite.KindCommit)
 	case opSavepoint:
 		s.e.metrics.countStatement("transaction")
 		return s.savepoint(pl)
 	case opSet:
 		s.e.metrics.countStatement("session")
-		return s.set(pl.a)
+		return s.set(pl.A)
 	case opUse:
 		s.e.metrics.countStatement("session")
-		return s.use(pl.a.UseDB)
+		return s.use(pl.A.UseDB)
 	case opKill:
 		return s.kill(pl)
 	case opShowGrants:
@@ -113,13 +113,13 @@ func (s *Session) use(db string) (*mysql.Result, error) {
 // read) admitted behind any migration hold on its shards and mirrored for a
 // read ramp, then the op's own path.
 func (s *Session) runOnShards(pl *plan, args []any, binary bool) (res *mysql.Result, err error) {
-	a := pl.a
+	a := pl.A
 	if a.SessionRefs != 0 {
 		if pl, err = s.sessionPlan(pl); err != nil {
 			return nil, err
 		}
 	}
-	if pl.op == opExplain {
+	if pl.Op == opExplain {
 		return s.runExplain(pl, args, binary)
 	}
 	if write := pl.write(); write || s.inTxn() && lockingRead(a.Stmt) {
@@ -135,7 +135,7 @@ func (s *Session) runOnShards(pl *plan, args []any, binary bool) (res *mysql.Res
 		// its shards, no switch can flip them under it.
 		if !write {
 		} else if ws := s.mirrorPlan(pl, args); ws != nil {
-			if pl.op == opInsertSeq {
+			if pl.Op == opInsertSeq {
 				s.seqs = map[int]uint64{}
 			}
 			s.commits = make(map[router.Shard]string, 1)
@@ -158,7 +158,7 @@ func (s *Session) runOnShards(pl *plan, args []any, binary bool) (res *mysql.Res
 			}()
 		}
 	}
-	switch pl.op {
+	switch pl.Op {
 	case opDDL:
 		s.e.metrics.countStatement("ddl")
 		return s.ddl(pl)
@@ -214,13 +214,13 @@ func (s *Session) historyWrite(pl *plan, args []any, binary bool) (*mysql.Result
 
 // runSharded executes a statement on sharded tables.
 func (s *Session) runSharded(pl *plan, args []any, binary bool) (*mysql.Result, error) {
-	a := pl.a
+	a := pl.A
 	s.e.metrics.countStatement("sharded")
 	keys, others := a.Keys, a.OtherKeys
 	switch {
-	case pl.op == opInsert || pl.op == opInsertSeq:
+	case pl.Op == opInsert || pl.Op == opInsertSeq:
 		return s.insert(pl, args, binary)
-	case pl.op == opScatter:
+	case pl.Op == opScatter:
 		return s.scatter(pl, nil, args, binary)
 	case a.RoutedByNested && a.Kind == rewrite.KindSelect:
 		// Only nested blocks name sharded tables (SELECT EXISTS (SELECT
@@ -368,7 +368,7 @@ type part struct {
 // still refused.
 func (s *Session) otherShardRead(pl *plan, sh router.Shard) bool {
 	return s.inTxn() && s.txn.conn != nil && !s.txn.aborted && s.txn.pin != int(sh) &&
-		pl.a.Kind == rewrite.KindSelect && !pl.write() && !lockingRead(pl.a.Stmt)
+		pl.A.Kind == rewrite.KindSelect && !pl.write() && !lockingRead(pl.A.Stmt)
 }
 
 // onShards runs a SELECT / UPDATE / DELETE on the physical tables of shards.
@@ -392,7 +392,7 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 		}
 		return s.single(p, pl.write(), binary)
 	}
-	if s.inTxn() && (pl.a.Kind != rewrite.KindSelect || lockingRead(pl.a.Stmt)) {
+	if s.inTxn() && (pl.A.Kind != rewrite.KindSelect || lockingRead(pl.A.Stmt)) {
 		return nil, sqlerr.Errorf(sqlerr.CrossShardTxn, "this statement reaches %d shards; inside a transaction every statement must stay on one shard (no distributed transactions)", len(shards))
 	}
 	// Several shards of one physical table (small layouts) are one statement:
@@ -411,12 +411,12 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 	if len(parts) == 1 {
 		return s.single(parts[0], pl.write(), binary)
 	}
-	switch pl.a.Kind {
+	switch pl.A.Kind {
 	case rewrite.KindSelect:
 		return s.scatter(pl, shards, args, binary)
 	default:
-		if limited(pl.a.Stmt) {
-			return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s with ORDER BY / LIMIT reaching %d shards is not supported", pl.a.Kind, len(shards))
+		if limited(pl.A.Stmt) {
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s with ORDER BY / LIMIT reaching %d shards is not supported", pl.A.Kind, len(shards))
 		}
 		return s.writeParts(parts, binary)
 	}
@@ -427,7 +427,7 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 // client's own literals; for a prepared statement when inlinable), else
 // with placeholders and the arguments in the order they are printed.
 func (s *Session) partFor(pl *plan, snap *router.Snapshot, sh router.Shard, ds string, args []any, binary bool) part {
-	p := part{shard: sh, ds: ds, args: pl.tmpl.Bind(args), assigns: pl.assigns}
+	p := part{shard: sh, ds: ds, args: pl.Tmpl.Bind(args), assigns: pl.Assigns}
 	switch {
 	case pl.textArgs:
 		p.sql = pl.renderInline(s, snap, sh, args) // inlinable was checked at lookup
@@ -439,7 +439,7 @@ func (s *Session) partFor(pl *plan, snap *router.Snapshot, sh router.Shard, ds s
 	if p.inline == "" && p.sql == "" {
 		p.sql = pl.render(s, snap, sh)
 	}
-	if d, ok := pl.a.Stmt.(*ast.DeleteStmt); ok && d.IsMultiTable {
+	if d, ok := pl.A.Stmt.(*ast.DeleteStmt); ok && d.IsMultiTable {
 		p.db = snap.Target(sh).Database
 	}
 	return p
@@ -475,8 +475,8 @@ func (s *Session) execPart(c Conn, p part, binary bool) (*mysql.Result, error) {
 		// that way (a plain SELECT without locking reads: harmless). Only a
 		// SELECT returns rows here (a write with RETURNING is never inlined), and only
 		// a SELECT may ever run twice.
-		if p.pl.a.Kind != rewrite.KindSelect {
-			return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] an inlined %s returned rows without an exact binary form", p.pl.a.Kind)
+		if p.pl.A.Kind != rewrite.KindSelect {
+			return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] an inlined %s returned rows without an exact binary form", p.pl.A.Kind)
 		}
 		p.pl.noInline = true
 		p.sql = p.pl.render(s, s.e.routes.Current(), p.shard)
@@ -687,7 +687,7 @@ func (s *Session) parallelN(n, limit int, fn func(i int)) {
 
 // insert splits a (multi-row) INSERT / REPLACE by the shard of each row.
 func (s *Session) insert(pl *plan, args []any, binary bool) (*mysql.Result, error) {
-	a := pl.a
+	a := pl.A
 	if rewrite.NeedsSeq(a) {
 		return s.insertWithSeq(pl, args, binary)
 	}
@@ -751,7 +751,7 @@ func (s *Session) ddl(pl *plan) (*mysql.Result, error) {
 		}
 	}
 	snap := s.e.routes.Current()
-	if _, ok := pl.a.Stmt.(*ast.CreateTableStmt); ok {
+	if _, ok := pl.A.Stmt.(*ast.CreateTableStmt); ok {
 		var dbParts []part
 		for _, d := range snap.Databases() {
 			dbParts = append(dbParts, part{ds: d[0], sql: "CREATE DATABASE IF NOT EXISTS " + sqlq.Ident(d[1]), quiet: true})
@@ -760,14 +760,14 @@ func (s *Session) ddl(pl *plan) (*mysql.Result, error) {
 			return nil, err
 		}
 	}
-	groups := snap.AllPhysical(pl.a.Sharded[0])
+	groups := snap.AllPhysical(pl.A.Sharded[0])
 	parts := make([]part, len(groups))
 	for i, g := range groups {
 		parts[i] = part{shard: g.Shards[0], ds: g.Datasource, sql: pl.render(s, snap, g.Shards[0])}
 	}
 	info, err := s.fanout(parts, "DDL")
 	s.e.schemaChanged()
-	for _, t := range pl.a.Sharded {
+	for _, t := range pl.A.Sharded {
 		if t == historyTable {
 			s.e.invalidateAllHistory() // TRUNCATE / DROP / ALTER: cached pages may no longer hold
 		}
@@ -848,7 +848,7 @@ func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result,
 	release := func() {}
 	var err error
 	switch {
-	case pl.namedLock:
+	case pl.NamedLock:
 		pin = pinUnsharded
 		c, err = s.lockConn(def)
 		defer func() { s.afterLockError(err) }()
@@ -858,7 +858,7 @@ func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result,
 	case s.usesTempConn(pl):
 		// In a transaction: it runs on (or opens on) the temporary-table
 		// connection (Session.conn), unless it already runs on another.
-		if pl.temp != nil && (pl.temp.creates() || pl.temp.execute) && s.txn.conn != nil && s.txn.conn != s.temp {
+		if pl.Temp != nil && (pl.Temp.creates() || pl.Temp.execute) && s.txn.conn != nil && s.txn.conn != s.temp {
 			return nil, sqlerr.Errorf(sqlerr.NotSupported, "CREATE TEMPORARY TABLE, PREPARE and EXECUTE inside a transaction that has already run a statement elsewhere are not supported through Convoy: run them before the transaction, or as its first statement")
 		}
 		if s.temp == nil {
@@ -884,9 +884,9 @@ func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result,
 			return nil, err
 		}
 	}
-	sql := pl.sql
+	sql := pl.SQL
 	values := s.sessionValue
-	if pl.setsLastID {
+	if pl.SetsLastID {
 		// The statement sets LAST_INSERT_ID and may read it back: the server
 		// answers, from the session's value installed first.
 		if _, err := c.Exec("SELECT LAST_INSERT_ID(" + strconv.FormatUint(s.lastID, 10) + ")"); err != nil {
@@ -900,13 +900,13 @@ func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result,
 			return s.sessionValue(r)
 		}
 	}
-	if pl.processList {
+	if pl.ProcessList {
 		if sql, err = s.processListSQL(c, pl); err != nil {
 			s.afterError(c, err)
 			return nil, err
 		}
-	} else if pl.a.SessionRefs != 0 {
-		t, err := rewrite.SessionTemplate(pl.a, values)
+	} else if pl.A.SessionRefs != 0 {
+		t, err := rewrite.SessionTemplate(pl.A, values)
 		if err != nil {
 			return nil, classify(err)
 		}
@@ -925,18 +925,18 @@ func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result,
 		s.noteFoundRows(c)
 		s.backendWarnings(c, r, -1, false)
 	}
-	if err == nil && pl.setsLastID {
+	if err == nil && pl.SetsLastID {
 		err = s.readLastID(c)
 	}
 	s.afterError(c, err)
 	if err == nil {
 		s.noteTemp(pl)
-		s.readBack(c, pl.assigns)
+		s.readBack(c, pl.Assigns)
 	} else if c == s.temp && s.txn.conn != c && connLost(classify(err)) {
 		s.dropTemps() // its temporary tables went with it
 	}
-	if err == nil && pl.a.Kind == rewrite.KindShow {
-		s.showSession(pl.a, r, binary)
+	if err == nil && pl.A.Kind == rewrite.KindShow {
+		s.showSession(pl.A, r, binary)
 	}
 	return r, err
 }
@@ -950,7 +950,7 @@ func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result,
 // accepted, ROLLBACK TO fails with 1305).
 func (s *Session) savepoint(pl *plan) (*mysql.Result, error) {
 	if c := s.txn.conn; c != nil {
-		r, err := c.Exec(pl.sql)
+		r, err := c.Exec(pl.SQL)
 		s.afterError(c, err)
 		return r, err
 	}
@@ -960,9 +960,9 @@ func (s *Session) savepoint(pl *plan) (*mysql.Result, error) {
 			return nil, err
 		}
 		defer release()
-		return c.Exec(pl.sql)
+		return c.Exec(pl.SQL)
 	}
-	sp := pl.a.Savepoint
+	sp := pl.A.Savepoint
 	at := slices.IndexFunc(s.txn.savepoints, func(n string) bool { return strings.EqualFold(n, sp.Name) })
 	if at < 0 && sp.Op != rewrite.SavepointSet {
 		return nil, &mysql.MyError{Code: mysql.ER_SP_DOES_NOT_EXIST, State: "42000", Message: "SAVEPOINT " + sp.Name + " does not exist"}

@@ -61,8 +61,8 @@ func (s *Session) explainPlan(sql string, ex *ast.ExplainStmt) (*plan, bool, err
 	default:
 		return nil, true, sqlerr.Errorf(sqlerr.NotSupported, "EXPLAIN %s on the sharded table %s is not supported: explain the SELECT of its rows", a.Kind, a.Sharded[0])
 	}
-	pl := &plan{sql: sql, a: a, explain: prefix}
-	if pl.tmpl, err = rewrite.NewTemplate(a); err != nil {
+	pl := &plan{SQL: sql, A: a, Explain: prefix}
+	if pl.Tmpl, err = rewrite.NewTemplate(a); err != nil {
 		return nil, true, classify(err)
 	}
 	return pl, true, nil
@@ -75,19 +75,19 @@ func (s *Session) runExplain(pl *plan, args []any, binary bool) (*mysql.Result, 
 	s.e.metrics.countStatement("sharded")
 	snap := s.e.routes.Current()
 	var shards []router.Shard
-	if pl.a.HasKey {
+	if pl.A.HasKey {
 		var err error
-		if shards, err = s.shardsOf(pl.a.Keys, args); err != nil {
+		if shards, err = s.shardsOf(pl.A.Keys, args); err != nil {
 			return nil, err
 		}
 	} else {
 		sh := repShard(snap)
 		shards = []router.Shard{sh}
 		t := snap.Target(sh)
-		p := snap.Physical(pl.a.Sharded[0], sh)
+		p := snap.Physical(pl.A.Sharded[0], sh)
 		s.warn(Warning{Level: "Note", Code: ExplainNoteCode, Message: fmt.Sprintf(
 			"the statement has no %s condition and reaches every shard of %s: the plan shown is shard %d's, on %s.%s of datasource %s",
-			pl.a.KeyColumn, pl.a.Sharded[0], sh, p.Database, p.Table, t.Datasource)})
+			pl.A.KeyColumn, pl.A.Sharded[0], sh, p.Database, p.Table, t.Datasource)})
 	}
 	var out *mysql.Result
 	seen := map[router.Target]bool{}
@@ -111,7 +111,7 @@ func (s *Session) runExplain(pl *plan, args []any, binary bool) (*mysql.Result, 
 			out.RowDatas = append(out.RowDatas, r.RowDatas...)
 		}
 		if r.Resultset != nil {
-			ph := snap.Physical(pl.a.Sharded[0], sh)
+			ph := snap.Physical(pl.A.Sharded[0], sh)
 			notes = append(notes, Warning{Level: "Note", Code: ExplainNoteCode, Message: fmt.Sprintf(
 				"plan rows %d-%d: shard %d, %s.%s of datasource %s", from+1, from+len(r.RowDatas), sh, ph.Database, ph.Table, t.Datasource)})
 		}
@@ -139,13 +139,13 @@ func (s *Session) explainOn(pl *plan, snap *router.Snapshot, sh router.Shard, ds
 	}
 	var sql string
 	if len(args) > 0 {
-		b, ok := pl.tmpl.RenderInline(s.buf[:0], phys, args)
+		b, ok := pl.Tmpl.RenderInline(s.buf[:0], phys, args)
 		if !ok {
-			return nil, sqlerr.Errorf(sqlerr.NotSupported, "this placeholder value is not supported in an EXPLAIN on the sharded table %s", pl.a.Sharded[0])
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "this placeholder value is not supported in an EXPLAIN on the sharded table %s", pl.A.Sharded[0])
 		}
-		s.buf, sql = b, pl.explain+string(b)
+		s.buf, sql = b, pl.Explain+string(b)
 	} else {
-		sql = pl.explain + pl.render(s, snap, sh)
+		sql = pl.Explain + pl.render(s, snap, sh)
 	}
 	r, err := s.single(part{shard: sh, ds: ds, sql: sql}, false, false)
 	if err != nil || r.Resultset == nil {

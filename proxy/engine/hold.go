@@ -78,7 +78,7 @@ var allShards = func() []router.Shard {
 // (not a write, or a statement the routing step refuses anyway, which it
 // then does with its own message).
 func (s *Session) writeShards(pl *plan, args []any) []router.Shard {
-	a := pl.a
+	a := pl.A
 	var vals []rewrite.Value
 	switch a.Kind {
 	case rewrite.KindDDL:

@@ -66,13 +66,13 @@ func (s *Session) fieldsKey(pl *plan, bin bool) string {
 	if bin {
 		proto = "/binary/"
 	}
-	return pl.histCols + proto + s.db
+	return pl.HistCols + proto + s.db
 }
 
 // hotRead serves a recognised history read from the tier. ok=false: go to
 // MySQL (and fill afterwards).
 func (s *Session) hotRead(pl *plan, args []any, bin bool) (*mysql.Result, bool) {
-	h := pl.hist
+	h := pl.Hist
 	conv, err := keyOf(h.ConvID, args)
 	if err != nil {
 		return nil, false
@@ -126,7 +126,7 @@ func (s *Session) hotRead(pl *plan, args []any, bin bool) (*mysql.Result, bool) 
 // afterHistoryMiss learns the result metadata of a history shape and fills
 // the conversation in the background.
 func (s *Session) afterHistoryMiss(pl *plan, args []any, bin bool, r *mysql.Result) {
-	h := pl.hist
+	h := pl.Hist
 	if r != nil && r.Resultset != nil && len(r.Fields) == len(h.Columns) {
 		key := s.fieldsKey(pl, bin)
 		if _, seen := s.e.hot.fields.Load(key); !seen && historyFieldsEncodable(r.Fields) {

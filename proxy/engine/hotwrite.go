@@ -15,10 +15,10 @@ import (
 
 // touchesHistory reports a write to conv_msg rows, which the hot tier caches.
 func (pl *plan) touchesHistory() bool {
-	if !pl.write() || pl.a.Kind == rewrite.KindDDL {
+	if !pl.write() || pl.A.Kind == rewrite.KindDDL {
 		return false
 	}
-	for _, t := range pl.a.Sharded {
+	for _, t := range pl.A.Sharded {
 		if t == historyTable {
 			return true
 		}
@@ -29,10 +29,10 @@ func (pl *plan) touchesHistory() bool {
 // historyConvs lists the conversations a conv_msg write touches; known=false
 // when the statement does not say (no key: only an admin "all" runs those).
 func historyConvs(pl *plan, args []any) (convs []uint64, known bool) {
-	vals := pl.a.Keys
-	if pl.a.Kind == rewrite.KindInsert {
-		vals = pl.a.InsertRows
-	} else if !pl.a.HasKey {
+	vals := pl.A.Keys
+	if pl.A.Kind == rewrite.KindInsert {
+		vals = pl.A.InsertRows
+	} else if !pl.A.HasKey {
 		return nil, false
 	}
 	seen := map[uint64]bool{}

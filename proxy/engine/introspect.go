@@ -106,7 +106,7 @@ func hiddenDatabases(snap *router.Snapshot) []string {
 // information_schema tables that name databases and tables. ok=false: pl is
 // none of these.
 func (s *Session) introspect(pl *plan, args []any, binary bool) (r *mysql.Result, ok bool, err error) {
-	a := pl.a
+	a := pl.A
 	if len(a.Sharded) > 0 {
 		return nil, false, nil
 	}
@@ -183,11 +183,11 @@ func execAs(c Conn, sql string, args []any, binary bool) (*mysql.Result, error) 
 func (s *Session) infoSchemaSelect(pl *plan, names []string, args []any, binary bool) (*mysql.Result, error) {
 	snap := s.e.routes.Current()
 	ls, repDS := logicalSchema(snap)
-	tmpl, err := rewrite.NewInfoSchemaTemplate(pl.a, s.db)
+	tmpl, err := rewrite.NewInfoSchemaTemplate(pl.A, s.db)
 	if err != nil {
 		return nil, err
 	}
-	if slices.Contains(names, "TABLES") && rewrite.ReadsAnyColumn(pl.a.Stmt, rewrite.SizeColumns) {
+	if slices.Contains(names, "TABLES") && rewrite.ReadsAnyColumn(pl.A.Stmt, rewrite.SizeColumns) {
 		if ls.Sizes, err = s.e.tableSizes(snap); err != nil {
 			return nil, err
 		}
@@ -367,7 +367,7 @@ func inList(vals []string) string {
 
 // showDatabases answers SHOW DATABASES without the hidden databases.
 func (s *Session) showDatabases(pl *plan, args []any, binary bool) (*mysql.Result, error) {
-	r, err := s.onDefault(func(c Conn) (*mysql.Result, error) { return execAs(c, pl.sql, args, binary) })
+	r, err := s.onDefault(func(c Conn) (*mysql.Result, error) { return execAs(c, pl.SQL, args, binary) })
 	if err != nil || r == nil || r.Resultset == nil || len(r.Fields) == 0 {
 		return r, err
 	}
@@ -406,7 +406,7 @@ func (s *Session) showTables(pl *plan, st *ast.ShowStmt, args []any, binary bool
 	}
 	ls, repDS := logicalSchema(snap)
 	return s.onDefault(func(c Conn) (*mysql.Result, error) {
-		r, err := execAs(c, pl.sql, args, binary)
+		r, err := execAs(c, pl.SQL, args, binary)
 		if err != nil || r == nil || r.Resultset == nil || len(r.Fields) == 0 ||
 			db == "" || slices.Contains(ls.Hidden, db) || strings.EqualFold(db, "information_schema") {
 			return r, err
@@ -577,14 +577,14 @@ func mergeTables(r *mysql.Result, extra [][][]byte, ls *rewrite.LogicalSchema, b
 // INDEX of a logical table from its representative physical table, with
 // every physical name in the answer (and in an error) renamed.
 func (s *Session) showSharded(pl *plan, args []any, binary bool) (*mysql.Result, error) {
-	st, _ := pl.a.Stmt.(*ast.ShowStmt)
-	if ex, ok := pl.a.Stmt.(*ast.ExplainStmt); ok {
+	st, _ := pl.A.Stmt.(*ast.ShowStmt)
+	if ex, ok := pl.A.Stmt.(*ast.ExplainStmt); ok {
 		st, _ = ex.Stmt.(*ast.ShowStmt)
 	}
 	if st == nil || st.Table == nil {
-		return nil, sqlerr.Errorf(sqlerr.NotSupported, "this SHOW statement is not supported on the sharded table %s", pl.a.Sharded[0])
+		return nil, sqlerr.Errorf(sqlerr.NotSupported, "this SHOW statement is not supported on the sharded table %s", pl.A.Sharded[0])
 	}
-	logical := pl.a.Sharded[0]
+	logical := pl.A.Sharded[0]
 	db := s.db
 	switch {
 	case st.Table.Schema.O != "":
@@ -592,13 +592,13 @@ func (s *Session) showSharded(pl *plan, args []any, binary bool) (*mysql.Result,
 	case st.DBName != "":
 		db = st.DBName
 	}
-	tmpl := pl.tmpl
+	tmpl := pl.Tmpl
 	if st.DBName != "" {
 		// SHOW COLUMNS FROM t FROM db: the physical name carries the
 		// database; a second one would override it.
 		saved := st.DBName
 		st.DBName = ""
-		t, err := rewrite.NewTemplate(pl.a)
+		t, err := rewrite.NewTemplate(pl.A)
 		st.DBName = saved
 		if err != nil {
 			return nil, err

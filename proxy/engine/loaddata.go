@@ -75,8 +75,8 @@ func errNotAllowed(why string) error {
 
 // loadData runs a LOAD DATA LOCAL INFILE.
 func (s *Session) loadData(pl *plan) (*mysql.Result, error) {
-	l := pl.a.Load
-	sharded := len(pl.a.Sharded) > 0
+	l := pl.A.Load
+	sharded := len(pl.A.Sharded) > 0
 	switch {
 	case s.e.opt.LocalInfile == LocalInfileOff:
 		return nil, errNotAllowed("LOAD DATA LOCAL is off in Convoy: local_infile")
@@ -90,7 +90,7 @@ func (s *Session) loadData(pl *plan) (*mysql.Result, error) {
 	} else {
 		s.e.metrics.countStatement("unsharded")
 	}
-	ld, err := s.newLoad(l, pl.a.Sharded)
+	ld, err := s.newLoad(l, pl.A.Sharded)
 	if err != nil {
 		return nil, err
 	}

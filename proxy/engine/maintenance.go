@@ -20,7 +20,7 @@ import (
 // 2^32, which is the logical table's: MariaDB adds up its rows' checksums
 // (NULL if any is NULL: QUICK on a table without a live checksum).
 func (s *Session) maintenance(pl *plan, binary bool) (*mysql.Result, error) {
-	m := pl.a.Maintenance
+	m := pl.A.Maintenance
 	snap := s.e.routes.Current()
 	verb := strings.ToUpper(m.Op)
 	if m.Local {

@@ -70,11 +70,11 @@ func (o op) sharded() bool {
 // of precedence: stored code and search are recognised before the parser's
 // kind of statement, a statement's kind before what it names.
 func (s *Session) decideOp(pl *plan) op {
-	a := pl.a
+	a := pl.A
 	switch {
-	case pl.routine != nil:
+	case pl.Routine != nil:
 		return opRoutine
-	case pl.search != nil:
+	case pl.Search != nil:
 		return opSearch
 	}
 	switch a.Kind {
@@ -97,7 +97,7 @@ func (s *Session) decideOp(pl *plan) op {
 			return opMaintenance
 		}
 	}
-	if pl.tmpl == nil {
+	if pl.Tmpl == nil {
 		switch st := a.Stmt.(type) {
 		case *ast.KillStmt:
 			return opKill
@@ -119,7 +119,7 @@ func (s *Session) decideOp(pl *plan) op {
 		return opPassthrough
 	}
 	switch {
-	case pl.explain != "":
+	case pl.Explain != "":
 		return opExplain
 	case a.Kind == rewrite.KindDDL:
 		return opDDL
@@ -129,7 +129,7 @@ func (s *Session) decideOp(pl *plan) op {
 		return opInsertSeq
 	case a.Kind == rewrite.KindInsert:
 		return opInsert
-	case pl.hist != nil:
+	case pl.Hist != nil:
 		return opHistory
 	case a.Kind == rewrite.KindSelect && !a.HasKey && !a.RoutedByNested:
 		return opScatter
@@ -142,12 +142,12 @@ func (s *Session) decideOp(pl *plan) op {
 // plans (testdata/plans.json) are these lines.
 func (pl *plan) String() string {
 	var b strings.Builder
-	b.WriteString(pl.op.String())
-	a := pl.a
-	if pl.op.sharded() || pl.op == opMaintenance || pl.op == opLoadData {
+	b.WriteString(pl.Op.String())
+	a := pl.A
+	if pl.Op.sharded() || pl.Op == opMaintenance || pl.Op == opLoadData {
 		fmt.Fprintf(&b, " %s %s", a.Kind, strings.Join(a.Sharded, ","))
 		switch {
-		case pl.op == opInsert || pl.op == opInsertSeq:
+		case pl.Op == opInsert || pl.Op == opInsertSeq:
 			fmt.Fprintf(&b, " rows=%s", values(a.InsertRows))
 		case a.RoutedByNested && len(a.OtherKeys) > 0:
 			fmt.Fprintf(&b, " by nested %s=%s", a.KeyColumn, values(a.OtherKeys[0]))
@@ -166,36 +166,36 @@ func (pl *plan) String() string {
 		}
 	}
 	flag(a.ParamCount > 0, fmt.Sprintf("params=%d", a.ParamCount))
-	flag(pl.explain != "", "explain="+strings.TrimSpace(pl.explain))
+	flag(pl.Explain != "", "explain="+strings.TrimSpace(pl.Explain))
 	flag(a.SessionRefs != 0, "session-values")
 	flag(a.Returning != "", "returning")
-	flag(pl.hist != nil, "hist")
-	if pl.cold != nil {
-		flag(pl.cold.read != nil, "cold=read")
-		flag(pl.cold.write != nil, "cold=write")
-		flag(pl.cold.other != nil, "cold=mysql-only")
+	flag(pl.Hist != nil, "hist")
+	if pl.Cold != nil {
+		flag(pl.Cold.read != nil, "cold=read")
+		flag(pl.Cold.write != nil, "cold=write")
+		flag(pl.Cold.other != nil, "cold=mysql-only")
 	}
-	flag(pl.inline, "inline")
+	flag(pl.Inline, "inline")
 	flag(pl.textArgs, "text-args")
-	flag(pl.namedColumns, "named-columns")
-	flag(pl.calcFound, "calc-found-rows")
-	flag(len(pl.assigns) > 0, "assigns=@"+strings.Join(pl.assigns, ",@"))
-	flag(pl.namedLock, "named-lock")
-	flag(pl.setsLastID, "sets-last-insert-id")
-	flag(pl.processList, "processlist")
-	flag(pl.temp != nil, "temp")
-	flag(pl.stmtSet != nil, "set-statement")
-	if pl.diagWindow != nil {
-		fmt.Fprintf(&b, " limit=%d,%d", pl.diagWindow[0], pl.diagWindow[1])
+	flag(pl.NamedColumns, "named-columns")
+	flag(pl.CalcFound, "calc-found-rows")
+	flag(len(pl.Assigns) > 0, "assigns=@"+strings.Join(pl.Assigns, ",@"))
+	flag(pl.NamedLock, "named-lock")
+	flag(pl.SetsLastID, "sets-last-insert-id")
+	flag(pl.ProcessList, "processlist")
+	flag(pl.Temp != nil, "temp")
+	flag(pl.StmtSet != nil, "set-statement")
+	if pl.DiagWindow != nil {
+		fmt.Fprintf(&b, " limit=%d,%d", pl.DiagWindow[0], pl.DiagWindow[1])
 	}
-	if pl.routine != nil {
-		fmt.Fprintf(&b, " %q", pl.routine.What)
-		flag(pl.routine.Body, "body")
-		flag(pl.routine.Need != "", "needs="+pl.routine.Need)
+	if pl.Routine != nil {
+		fmt.Fprintf(&b, " %q", pl.Routine.What)
+		flag(pl.Routine.Body, "body")
+		flag(pl.Routine.Need != "", "needs="+pl.Routine.Need)
 	}
-	if pl.search != nil {
-		fmt.Fprintf(&b, " cols=%v", pl.search.Columns)
-		flag(pl.search.Counts, "counts")
+	if pl.Search != nil {
+		fmt.Fprintf(&b, " cols=%v", pl.Search.Columns)
+		flag(pl.Search.Counts, "counts")
 	}
 	return b.String()
 }

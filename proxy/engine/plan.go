@@ -20,58 +20,58 @@ import (
 // plan is one analysed statement. Plans are session-owned (the AST is not
 // safe for concurrent use), built once per COM_QUERY or once per PREPARE.
 type plan struct {
-	op   op     // what run does with it (op.go)
-	sql  string // the client's text: unsharded statements go out byte for byte
-	a    *rewrite.Analysis
-	tmpl *rewrite.Template // set when the statement names sharded tables
+	Op   op     // what run does with it (op.go)
+	SQL  string // the client's text: unsharded statements go out byte for byte
+	A    *rewrite.Analysis
+	Tmpl *rewrite.Template // set when the statement names sharded tables
 	// temp is what the statement does to the session's temporary tables
 	// and SQL-level prepared statements (temptables.go); nil: nothing.
-	temp *tempPlan
+	Temp *tempPlan
 	// assigns are the user variables the statement assigns (SELECT @n :=
 	// ...): read back after it from the connection it ran on, kept in the
 	// session as SET would keep them (plain names only). On sharded
 	// tables only a SELECT of one physical table may assign them.
-	assigns []string
+	Assigns []string
 	// namedLock marks a statement on no sharded table calling a named-lock
 	// function (GET_LOCK and its kin): it runs on the session's lock
 	// connection (namedlock.go).
-	namedLock bool
+	NamedLock bool
 	// setsLastID marks a passthrough statement calling LAST_INSERT_ID(expr),
 	// which sets the session's value; the connection it ran on is asked for
 	// it afterwards (LAST_INSERT_ID() itself is answered from the session,
 	// see rewrite.SessionTemplate).
-	setsLastID bool
+	SetsLastID bool
 	// diagWindow is SHOW WARNINGS / ERRORS's LIMIT: offset and count (nil:
 	// no LIMIT).
-	diagWindow *[2]int
+	DiagWindow *[2]int
 	// stmtSet are the variables of SET STATEMENT ... FOR (setstatement.go),
 	// as session variables the statement's connections carry.
-	stmtSet map[string]string
+	StmtSet map[string]string
 	// processList: a SELECT reading information_schema.PROCESSLIST, which
 	// is answered with Convoy's client connections (processListSQL).
-	processList bool
+	ProcessList bool
 	// calcFound: a SELECT SQL_CALC_FOUND_ROWS; FOUND_ROWS() is read on the
 	// connection it ran on (see noteFoundRows).
-	calcFound bool
+	CalcFound bool
 	// scatter is the every-shard form of a SELECT, built on first use.
 	scatter *scatterPlan
 	// hist is set for the seed 000 history reads when the hot tier is on.
-	hist *rewrite.History
+	Hist *rewrite.History
 	// histCols prints hist's columns, the fixed part of its metadata key.
-	histCols string
+	HistCols string
 	// cold is set for the reads the cold tier may continue and the writes
 	// that may name archived rows, when the cold tier is on.
-	cold *coldPlan
+	Cold *coldPlan
 	// inline: a prepared statement on one shard goes to the backend as text
 	// with its values printed (rewrite.InlineShape); a backend statement per
 	// physical table would thrash the backend's prepared-statement cache.
 	// inlineLimit are the placeholders that must be non-negative integers;
 	// noInline is set once a result had a column without an exact binary form.
-	inline      bool
-	inlineLimit []int
+	Inline      bool
+	InlineLimit []int
 	// inlineAssigned are the placeholders that are whole stored values:
 	// bytes that are not UTF-8 go inline there too (see inlineArgs).
-	inlineAssigned []int
+	InlineAssigned []int
 	noInline       bool
 	// textArgs marks a shared plan from the plan cache: its arguments are
 	// the literals of a text statement (rewrite.Literal), always inlined;
@@ -83,25 +83,25 @@ type plan struct {
 	seqHoles *rewrite.Template
 	// namedColumns: an INSERT without a column list got the table's
 	// columns from the backends (nameInsertColumns).
-	namedColumns bool
+	NamedColumns bool
 	// explain is "EXPLAIN " or "EXPLAIN FORMAT=JSON " for an EXPLAIN of a
 	// statement on sharded tables (explain.go): a and tmpl are then the
 	// explained statement's, which never runs.
-	explain string
+	Explain string
 	// routine is set for a routine statement (CREATE PROCEDURE, CALL, ...),
 	// which the parser does not read: see routine.go.
-	routine *rewrite.Routine
+	Routine *rewrite.Routine
 	// search is set for a msg_search query (search.go), which no
 	// datasource sees.
-	search *rewrite.Search
+	Search *rewrite.Search
 }
 
 // inlinable reports whether this execution may be sent as text.
 func (pl *plan) inlinable(args []any) bool {
-	if !pl.inline || pl.noInline {
+	if !pl.Inline || pl.noInline {
 		return false
 	}
-	for _, i := range pl.inlineLimit {
+	for _, i := range pl.InlineLimit {
 		if !nonNegativeInt(args[i]) {
 			return false
 		}
@@ -131,7 +131,7 @@ func (pl *plan) inlineArgs(args []any, utf8Client bool) []any {
 		return args
 	}
 	var out []any
-	for _, i := range pl.inlineAssigned {
+	for _, i := range pl.InlineAssigned {
 		if b, ok := args[i].([]byte); ok && !backend.IsLongArg(b) && !utf8.Valid(b) {
 			if out == nil {
 				out = append([]any(nil), args...)
@@ -168,7 +168,7 @@ func nonNegativeInt(v any) bool {
 // renderInline prints the statement for one shard with args as literals;
 // "" when an argument has no exact literal.
 func (pl *plan) renderInline(s *Session, snap *router.Snapshot, sh router.Shard, args []any) string {
-	b, ok := pl.tmpl.RenderInline(s.buf[:0], func(logical string) (string, string) {
+	b, ok := pl.Tmpl.RenderInline(s.buf[:0], func(logical string) (string, string) {
 		p := snap.Physical(logical, sh)
 		return p.Database, p.Table
 	}, args)
@@ -236,7 +236,7 @@ func (s *Session) plan(sql string) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl.op = s.decideOp(pl)
+	pl.Op = s.decideOp(pl)
 	return pl, nil
 }
 
@@ -263,7 +263,7 @@ func (s *Session) build(sql string) (*plan, error) {
 	}
 	if err != nil {
 		if a, ok := rewrite.AnalyzeSetNames(sql); ok {
-			return &plan{sql: sql, a: a}, nil
+			return &plan{SQL: sql, A: a}, nil
 		}
 		if pl, ok, err := s.planSetStatement(sql); ok {
 			return pl, err
@@ -275,7 +275,7 @@ func (s *Session) build(sql string) (*plan, error) {
 			if aerr != nil {
 				return nil, classify(aerr)
 			}
-			return &plan{sql: sql, a: a}, nil // sharded: maintenance; else the text as sent
+			return &plan{SQL: sql, A: a}, nil // sharded: maintenance; else the text as sent
 		}
 		if m := diagLimit.FindStringSubmatch(sql); m != nil {
 			pl, err := s.plan(m[1])
@@ -287,7 +287,7 @@ func (s *Session) build(sql string) (*plan, error) {
 			if err != nil {
 				n = math.MaxUint32
 			}
-			pl.diagWindow = &[2]int{int(off), int(n)} // (a new plan: SHOW is never cached)
+			pl.DiagWindow = &[2]int{int(off), int(n)} // (a new plan: SHOW is never cached)
 			return pl, nil
 		}
 		for _, r := range unparsedRefusals {
@@ -301,7 +301,7 @@ func (s *Session) build(sql string) (*plan, error) {
 		// MariaDB syntax the parser does not know, on unsharded tables:
 		// MariaDB reads it (rewrite.ClassifyUnparsed).
 		if r := rewrite.ClassifyUnparsed(sql); r != nil {
-			return &plan{sql: sql, a: &rewrite.Analysis{Kind: rewrite.KindOther, ParamCount: r.Params}, routine: r}, nil
+			return &plan{SQL: sql, A: &rewrite.Analysis{Kind: rewrite.KindOther, ParamCount: r.Params}, Routine: r}, nil
 		}
 		if why := rewrite.UnparsedShardedReason(sql); why != "" {
 			return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s", why)
@@ -311,7 +311,7 @@ func (s *Session) build(sql string) (*plan, error) {
 	switch len(stmts) {
 	case 0:
 		if rewrite.OnlyComments(sql) {
-			return &plan{sql: sql, a: &rewrite.Analysis{Kind: rewrite.KindEmpty}}, nil
+			return &plan{SQL: sql, A: &rewrite.Analysis{Kind: rewrite.KindEmpty}}, nil
 		}
 		return nil, sqlerr.Errorf(sqlerr.EmptyQuery, "Query was empty")
 	case 1:
@@ -360,12 +360,12 @@ func (s *Session) build(sql string) (*plan, error) {
 	if pl, ok, err := s.searchPlan(sql, a); ok {
 		return pl, err
 	}
-	pl := &plan{sql: sql, a: a, namedColumns: namedColumns}
+	pl := &plan{SQL: sql, A: a, NamedColumns: namedColumns}
 	if a.Kind == rewrite.KindLoadData {
 		return pl, nil // its INSERTs are planned as it runs (loaddata.go)
 	}
 	if sel, ok := a.Stmt.(*ast.SelectStmt); ok && sel.SelectStmtOpts != nil && sel.SelectStmtOpts.CalcFoundRows {
-		pl.calcFound = true
+		pl.CalcFound = true
 	}
 	if len(a.Sharded) > 0 {
 		switch a.Kind {
@@ -375,65 +375,65 @@ func (s *Session) build(sql string) (*plan, error) {
 		default:
 			return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s statements on the sharded table %s are not supported", a.Kind, a.Sharded[0])
 		}
-		if pl.tmpl, err = rewrite.NewTemplate(a); err != nil {
+		if pl.Tmpl, err = rewrite.NewTemplate(a); err != nil {
 			return nil, classify(err)
 		}
-		if pl.assigns = assignedUserVars(a.Stmt, sql); len(pl.assigns) > 0 && (a.Kind != rewrite.KindSelect || pl.calcFound) {
-			return nil, sqlerr.Errorf(sqlerr.NotSupported, "assigning user variables (@%s := ...) in %s on the sharded table %s is not supported: select the value, then SET the variable", pl.assigns[0], a.Kind, a.Sharded[0])
+		if pl.Assigns = assignedUserVars(a.Stmt, sql); len(pl.Assigns) > 0 && (a.Kind != rewrite.KindSelect || pl.CalcFound) {
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "assigning user variables (@%s := ...) in %s on the sharded table %s is not supported: select the value, then SET the variable", pl.Assigns[0], a.Kind, a.Sharded[0])
 		}
 		// A SELECT assigning user variables runs on MySQL, never from the
 		// hot or cold tier (they would not assign them), and the
 		// connection it ran on is asked for the values after it (see
 		// single): MariaDB keeps them in the session.
-		if s.e.hot != nil && a.Kind == rewrite.KindSelect && !pl.calcFound && len(pl.assigns) == 0 { // a cached page knows no total
-			if pl.hist, _ = rewrite.HistoryShape(a); pl.hist != nil {
-				pl.histCols = fmt.Sprint(pl.hist.Columns)
+		if s.e.hot != nil && a.Kind == rewrite.KindSelect && !pl.CalcFound && len(pl.Assigns) == 0 { // a cached page knows no total
+			if pl.Hist, _ = rewrite.HistoryShape(a); pl.Hist != nil {
+				pl.HistCols = fmt.Sprint(pl.Hist.Columns)
 			}
 		}
-		if len(pl.assigns) == 0 {
+		if len(pl.Assigns) == 0 {
 			s.e.planCold(pl)
 		}
 		if a.ParamCount > 0 && a.Returning == "" {
 			// (A write returning rows runs prepared on the backend: its rows
 			// are then binary as the client expects, and a write is never
 			// run twice, which converting text rows could need.)
-			pl.inline, pl.inlineLimit, pl.inlineAssigned = rewrite.InlineShape(a)
-			pl.inline = pl.inline && pl.tmpl.Params() == a.ParamCount
+			pl.Inline, pl.InlineLimit, pl.InlineAssigned = rewrite.InlineShape(a)
+			pl.Inline = pl.Inline && pl.Tmpl.Params() == a.ParamCount
 		}
 	} else if a.Kind == rewrite.KindSelect && slices.ContainsFunc(a.Unsharded, func(t string) bool { return rewrite.IsProcessList(t, s.db) }) {
-		pl.processList = true
+		pl.ProcessList = true
 	} else if a.SessionRefs.Has(rewrite.RefLastInsertID) || strings.Contains(strings.ToLower(sql), "last_insert_id") {
 		v := &funcFinder{name: "last_insert_id", withArgs: true}
 		a.Stmt.Accept(v)
-		pl.setsLastID = v.found
+		pl.SetsLastID = v.found
 	}
-	if a.Kind == rewrite.KindDDL || pl.tmpl == nil {
-		if pl.temp, err = planTemp(a.Stmt, s.db); err != nil {
+	if a.Kind == rewrite.KindDDL || pl.Tmpl == nil {
+		if pl.Temp, err = planTemp(a.Stmt, s.db); err != nil {
 			return nil, err
 		}
 		if err := s.checkPrepared(a.Stmt); err != nil {
 			return nil, err
 		}
 	}
-	if pl.tmpl == nil {
-		pl.assigns = assignedUserVars(a.Stmt, sql)
+	if pl.Tmpl == nil {
+		pl.Assigns = assignedUserVars(a.Stmt, sql)
 	}
 	if callsNamedLock(a, sql) {
-		if pl.tmpl != nil {
+		if pl.Tmpl != nil {
 			return nil, sqlerr.Errorf(sqlerr.NotSupported, "GET_LOCK, RELEASE_LOCK and the other named-lock functions cannot be combined with sharded tables in one statement: call them in a statement of their own")
 		}
-		pl.namedLock = true
+		pl.NamedLock = true
 	}
 	return pl, nil
 }
 
 // local reports statements the session answers itself or that carry no rows.
 func (pl *plan) local() bool {
-	switch pl.a.Kind {
+	switch pl.A.Kind {
 	case rewrite.KindBegin, rewrite.KindCommit, rewrite.KindRollback, rewrite.KindSet, rewrite.KindUse, rewrite.KindEmpty, rewrite.KindSavepoint:
 		return true
 	case rewrite.KindDDL:
-		return pl.tmpl != nil
+		return pl.Tmpl != nil
 	}
 	return false
 }
@@ -441,11 +441,11 @@ func (pl *plan) local() bool {
 // tableless reports a statement that names no table and changes nothing
 // (SELECT 1, SELECT @@x): it needs no transaction and no shard.
 func (pl *plan) tableless() bool {
-	return len(pl.a.Sharded) == 0 && len(pl.a.Unsharded) == 0 && !pl.write() && pl.a.Kind != rewrite.KindOther
+	return len(pl.A.Sharded) == 0 && len(pl.A.Unsharded) == 0 && !pl.write() && pl.A.Kind != rewrite.KindOther
 }
 
 func (pl *plan) write() bool {
-	switch pl.a.Kind {
+	switch pl.A.Kind {
 	case rewrite.KindInsert, rewrite.KindUpdate, rewrite.KindDelete, rewrite.KindDDL:
 		return true
 	}
@@ -454,7 +454,7 @@ func (pl *plan) write() bool {
 
 // render prints the statement for one shard's physical tables.
 func (pl *plan) render(s *Session, snap *router.Snapshot, sh router.Shard) string {
-	return renderTemplate(s, pl.tmpl, snap, sh)
+	return renderTemplate(s, pl.Tmpl, snap, sh)
 }
 
 func renderTemplate(s *Session, t *rewrite.Template, snap *router.Snapshot, sh router.Shard) string {

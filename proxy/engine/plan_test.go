@@ -62,8 +62,8 @@ func buildCase(c planCase) planCase {
 		return out
 	}
 	out.Plan = pl.String()
-	if pl.tmpl != nil {
-		out.Sends = pl.tmpl.String()
+	if pl.Tmpl != nil {
+		out.Sends = pl.Tmpl.String()
 	}
 	return out
 }

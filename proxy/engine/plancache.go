@@ -95,16 +95,16 @@ func (s *Session) cachedPlan(sql string) (pl *plan, args []any, ok bool) {
 // buildShared plans a normalised statement; nil when it is not shareable.
 func (s *Session) buildShared(norm string, params int) *plan {
 	pl, err := s.plan(norm)
-	if err != nil || pl.tmpl == nil || !pl.inline || pl.namedColumns || pl.a.SessionRefs != 0 || pl.explain != "" {
+	if err != nil || pl.Tmpl == nil || !pl.Inline || pl.NamedColumns || pl.A.SessionRefs != 0 || pl.Explain != "" {
 		return nil // (columns Convoy named change with DDL, session values with the session)
 	}
-	key, ok := rewrite.SharedKey(pl.a, params)
+	key, ok := rewrite.SharedKey(pl.A, params)
 	if !ok {
 		return nil
 	}
-	if rewrite.NeedsSeq(pl.a) {
+	if rewrite.NeedsSeq(pl.A) {
 		// Built now: a shared plan is never written after this.
-		if pl.seqHoles, err = rewrite.SeqInsertHoles(pl.a); err != nil {
+		if pl.seqHoles, err = rewrite.SeqInsertHoles(pl.A); err != nil {
 			return nil
 		}
 	}

@@ -101,10 +101,10 @@ func (s *Session) authorize(pl *plan) error {
 	}
 	if !ok {
 		table := s.db
-		if len(pl.a.Sharded) > 0 {
-			table = pl.a.Sharded[0]
-		} else if len(pl.a.Unsharded) > 0 {
-			table = pl.a.Unsharded[0]
+		if len(pl.A.Sharded) > 0 {
+			table = pl.A.Sharded[0]
+		} else if len(pl.A.Unsharded) > 0 {
+			table = pl.A.Unsharded[0]
 		}
 		if need == "admin" {
 			return sqlerr.Errorf(sqlerr.AccessDenied, "Access denied; you need the Convoy admin privilege for %s", command)
@@ -115,21 +115,21 @@ func (s *Session) authorize(pl *plan) error {
 	}
 	if need == "ddl" && destroysShardedTable(pl) && !p.Admin {
 		return sqlerr.Errorf(sqlerr.AccessDenied, "Access denied; you need the Convoy admin privilege for %s of sharded table %s: it removes the rows of all %d shards",
-			command, pl.a.Sharded[0], router.NumShards)
+			command, pl.A.Sharded[0], router.NumShards)
 	}
 	if !p.Admin {
-		for _, t := range pl.a.Unsharded {
+		for _, t := range pl.A.Unsharded {
 			if backendActivity(t, s.db) {
 				return sqlerr.Errorf(sqlerr.AccessDenied, "Access denied; you need the Convoy admin privilege to read %s: it lists the datasources' own connections and their statements (SHOW PROCESSLIST and information_schema.PROCESSLIST list Convoy's)", t)
 			}
 		}
 	}
-	for _, t := range pl.a.Unsharded {
+	for _, t := range pl.A.Unsharded {
 		if db, _, qualified := strings.Cut(t, "."); qualified && !p.MayUseDatabase(strings.Trim(db, "`")) {
 			return s.dbDenied(strings.Trim(db, "`"))
 		}
 	}
-	if r := pl.routine; r != nil && r.Kind == rewrite.RoutineUnparsed && !p.Admin {
+	if r := pl.Routine; r != nil && r.Kind == rewrite.RoutineUnparsed && !p.Admin {
 		// Without the statement's tree a qualifier may be a database or a
 		// table's alias: the datasources' own databases are refused either
 		// way, and so is any qualifier outside an account's databases.
@@ -142,7 +142,7 @@ func (s *Session) authorize(pl *plan) error {
 			}
 		}
 	}
-	if st, ok := pl.a.Stmt.(*ast.ShowStmt); ok && st.DBName != "" && !p.MayUseDatabase(st.DBName) {
+	if st, ok := pl.A.Stmt.(*ast.ShowStmt); ok && st.DBName != "" && !p.MayUseDatabase(st.DBName) {
 		return s.dbDenied(st.DBName) // SHOW TABLES / TABLE STATUS / ... FROM db
 	}
 	return nil
@@ -169,7 +169,7 @@ func backendActivity(table, db string) bool {
 // requiredPrivilege names the privilege pl needs ("" for none) and the
 // command as MariaDB's messages name it.
 func requiredPrivilege(pl *plan) (need, command string) {
-	if r := pl.routine; r != nil {
+	if r := pl.Routine; r != nil {
 		if r.Need != "" {
 			return r.Need, r.What
 		}
@@ -181,7 +181,7 @@ func requiredPrivilege(pl *plan) (need, command string) {
 		}
 		return "ddl", r.What
 	}
-	switch pl.a.Kind {
+	switch pl.A.Kind {
 	case rewrite.KindSelect, rewrite.KindShow:
 		return "read", "SELECT"
 	case rewrite.KindInsert, rewrite.KindLoadData:
@@ -191,11 +191,11 @@ func requiredPrivilege(pl *plan) (need, command string) {
 	case rewrite.KindDelete:
 		return "write", "DELETE"
 	case rewrite.KindDDL:
-		return "ddl", ddlCommand(pl.a.Stmt)
+		return "ddl", ddlCommand(pl.A.Stmt)
 	case rewrite.KindMaintenance:
-		return "ddl", strings.ToUpper(pl.a.Maintenance.Op)
+		return "ddl", strings.ToUpper(pl.A.Maintenance.Op)
 	case rewrite.KindOther:
-		switch pl.a.Stmt.(type) {
+		switch pl.A.Stmt.(type) {
 		case *ast.ExplainStmt, *ast.DoStmt, *ast.LockTablesStmt, *ast.UnlockTablesStmt, *ast.KillStmt:
 			return "read", "SELECT"
 		case *ast.CreateUserStmt, *ast.AlterUserStmt, *ast.DropUserStmt, *ast.RenameUserStmt, *ast.GrantStmt,
@@ -225,10 +225,10 @@ func ddlCommand(stmt ast.StmtNode) string {
 // destroysShardedTable: DROP TABLE or TRUNCATE of a sharded logical table
 // empties every shard's physical table at once.
 func destroysShardedTable(pl *plan) bool {
-	if len(pl.a.Sharded) == 0 {
+	if len(pl.A.Sharded) == 0 {
 		return false
 	}
-	switch pl.a.Stmt.(type) {
+	switch pl.A.Stmt.(type) {
 	case *ast.DropTableStmt, *ast.TruncateTableStmt:
 		return true
 	}

@@ -88,7 +88,7 @@ type interrupter interface {
 // closed, which rolls its transaction back. An account may kill its own
 // connections; an admin any.
 func (s *Session) kill(pl *plan) (*mysql.Result, error) {
-	st := pl.a.Stmt.(*ast.KillStmt) // opKill
+	st := pl.A.Stmt.(*ast.KillStmt) // opKill
 	s.e.metrics.countStatement("session")
 	target := s.e.live.get(st.ConnectionID)
 	if target == nil {
@@ -208,7 +208,7 @@ func (s *Session) processes(self string) []process {
 
 // processList answers SHOW [FULL] PROCESSLIST in MariaDB's columns.
 func (s *Session) processList(pl *plan, binary bool) (*mysql.Result, error) {
-	st := pl.a.Stmt.(*ast.ShowStmt) // opProcessList
+	st := pl.A.Stmt.(*ast.ShowStmt) // opProcessList
 	// The column definitions MariaDB 10.11 sends to a utf8mb4 client.
 	text := func(name string, length uint32, flag uint16) *mysql.Field {
 		return &mysql.Field{Name: []byte(name), Type: mysql.MYSQL_TYPE_VAR_STRING, Charset: 45, ColumnLength: length, Flag: flag, Decimal: 39}
@@ -226,7 +226,7 @@ func (s *Session) processList(pl *plan, binary bool) (*mysql.Result, error) {
 		text("db", 256, 0), text("Command", 64, mysql.NOT_NULL_FLAG), num("Time", mysql.MYSQL_TYPE_LONG, 7, 0),
 		text("State", 120, 0), info, num("Progress", mysql.MYSQL_TYPE_DOUBLE, 7, 3),
 	}}
-	for _, p := range s.processes(pl.sql) {
+	for _, p := range s.processes(pl.SQL) {
 		infoV := p.info
 		if !st.Full && len(infoV) > 100 {
 			infoV = []byte(truncateRunes(string(infoV), 100))
@@ -255,7 +255,7 @@ func (s *Session) processListSQL(c Conn, pl *plan) (string, error) {
 	}
 	var b []byte
 	b = append(b, "SELECT * FROM information_schema.PROCESSLIST WHERE 0"...)
-	for _, p := range s.processes(pl.sql) {
+	for _, p := range s.processes(pl.SQL) {
 		b = append(b, " UNION ALL SELECT "...)
 		for i, col := range cols {
 			if i > 0 {
@@ -272,7 +272,7 @@ func (s *Session) processListSQL(c Conn, pl *plan) (string, error) {
 	if !ok {
 		return "", sqlerr.Errorf(sqlerr.Internal, "[BUG] the process list query is no result set")
 	}
-	return rewrite.RestoreWithProcessList(pl.a.Stmt, s.db, derived)
+	return rewrite.RestoreWithProcessList(pl.A.Stmt, s.db, derived)
 }
 
 // appendProcessValue is the literal of information_schema.PROCESSLIST's

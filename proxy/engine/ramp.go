@@ -44,7 +44,7 @@ func (e *Engine) SetReadRamps(r ReadRamps) { e.ramps = r }
 // is ramped to a migration target (else nil), and the side it reads if its
 // shard is in a ramp.
 func (s *Session) rampedRead(pl *plan, snap *router.Snapshot, args []any) (*router.Snapshot, rampSide) {
-	a := pl.a
+	a := pl.A
 	if s.e.ramps == nil || !s.e.ramps.Any() || pl.write() || s.inTxn() || len(a.Keys) != 1 {
 		return nil, notRamped
 	}

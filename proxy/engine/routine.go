@@ -82,7 +82,7 @@ func routinePlan(sql string) (pl *plan, ok bool, err error) {
 	if r == nil {
 		return nil, false, nil
 	}
-	return &plan{sql: sql, a: &rewrite.Analysis{Kind: rewrite.KindOther, ParamCount: r.Params}, routine: r}, true, nil
+	return &plan{SQL: sql, A: &rewrite.Analysis{Kind: rewrite.KindOther, ParamCount: r.Params}, Routine: r}, true, nil
 }
 
 // splitRoutines is Split for a text holding routine statements (see
@@ -104,7 +104,7 @@ func (s *Session) splitRoutines(sql string, parts []string) ([]string, error) {
 func (s *Session) runRoutine(pl *plan, args []any, binary bool) (*mysql.Result, error) {
 	s.e.metrics.countStatement("unsharded")
 	s.rt.leading = nil
-	switch r := pl.routine; {
+	switch r := pl.Routine; {
 	case r.Kind == rewrite.RoutineUnparsed && (r.Need == "read" || r.Need == "write"):
 		// A read or a write: like a CALL, in the transaction (pinned to
 		// the default datasource) or on a pooled connection.
@@ -112,7 +112,7 @@ func (s *Session) runRoutine(pl *plan, args []any, binary bool) (*mysql.Result, 
 	case r.Kind == rewrite.RoutineShow || r.Kind == rewrite.RoutineUnparsed && r.What == "SHOW":
 		var res *mysql.Result
 		err := s.withDefaultConn(func(c Conn) (err error) {
-			res, err = s.execIn(c, pl.sql, args, binary)
+			res, err = s.execIn(c, pl.SQL, args, binary)
 			s.afterError(c, err)
 			return err
 		})
@@ -129,7 +129,7 @@ func (s *Session) runRoutine(pl *plan, args []any, binary bool) (*mysql.Result, 
 			return nil, err
 		}
 		defer c.Release()
-		return s.execIn(c, pl.sql, args, binary)
+		return s.execIn(c, pl.SQL, args, binary)
 	}
 	return s.call(pl, args, binary)
 }
@@ -160,7 +160,7 @@ func (s *Session) call(pl *plan, args []any, binary bool) (*mysql.Result, error)
 	switch {
 	case s.inTxn():
 		if s.rt.noMulti {
-			return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s inside a transaction needs a client with CLIENT_MULTI_RESULTS through Convoy (every driver of today sets it); commit first", pl.routine.What)
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s inside a transaction needs a client with CLIENT_MULTI_RESULTS through Convoy (every driver of today sets it); commit first", pl.Routine.What)
 		}
 		c, release, err = s.conn(pinUnsharded, ds)
 	case s.rt.noMulti || s.rt.noPSMulti:
@@ -193,9 +193,9 @@ func (s *Session) call(pl *plan, args []any, binary bool) (*mysql.Result, error)
 	}
 	var rs []*mysql.Result
 	if binary {
-		rs, err = cc.ExecPreparedAll(pl.sql, args)
+		rs, err = cc.ExecPreparedAll(pl.SQL, args)
 	} else {
-		rs, err = cc.ExecAll(pl.sql)
+		rs, err = cc.ExecAll(pl.SQL)
 	}
 	s.afterError(c, err)
 	if s.rt.noPSMulti {
@@ -213,11 +213,11 @@ func (s *Session) call(pl *plan, args []any, binary bool) (*mysql.Result, error)
 		return nil, err
 	}
 	if len(rs) == 0 {
-		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] %s answered nothing", pl.routine.What)
+		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] %s answered nothing", pl.Routine.What)
 	}
 	final := rs[len(rs)-1]
 	s.rt.leading = rs[:len(rs)-1]
-	s.readBack(c, pl.routine.UserVars)
+	s.readBack(c, pl.Routine.UserVars)
 	keep = s.followTxn(c, final.Status)
 	return final, nil
 }

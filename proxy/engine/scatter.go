@@ -32,7 +32,7 @@ func (s *Session) scatterPlanFor(pl *plan) (*scatterPlan, error) {
 	if pl.scatter != nil {
 		return pl.scatter, nil
 	}
-	stmts, err := s.parser.Parse(pl.sql)
+	stmts, err := s.parser.Parse(pl.SQL)
 	if err != nil || len(stmts) != 1 {
 		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] re-parsing a planned statement failed: %v", err)
 	}
@@ -66,19 +66,19 @@ func (s *Session) scatterPlanFor(pl *plan) (*scatterPlan, error) {
 // UPDATE, LOCK IN SHARE MODE) would take locks outside the transaction and
 // is refused.
 func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bool) (*mysql.Result, error) {
-	if len(pl.assigns) > 0 {
+	if len(pl.Assigns) > 0 {
 		// Each shard would assign its own value, in an order no merge can
 		// reproduce: MariaDB's answer (the last row's value) is unknowable.
-		return nil, sqlerr.Errorf(sqlerr.NotSupported, "assigning user variables (@%s := ...) in a SELECT reaching several shards is not supported: select the value, then SET the variable", pl.assigns[0])
+		return nil, sqlerr.Errorf(sqlerr.NotSupported, "assigning user variables (@%s := ...) in a SELECT reaching several shards is not supported: select the value, then SET the variable", pl.Assigns[0])
 	}
-	if s.inTxn() && lockingRead(pl.a.Stmt) {
+	if s.inTxn() && lockingRead(pl.A.Stmt) {
 		return nil, sqlerr.Errorf(sqlerr.CrossShardTxn, "this locking SELECT reads several shards; inside a transaction locks can only be taken on the transaction's shard (no distributed transactions)")
 	}
 	sp, err := s.scatterPlanFor(pl)
 	if err != nil {
 		return nil, err
 	}
-	if pl.calcFound && (sp.sc.Grouped || sp.sc.Distinct) {
+	if pl.CalcFound && (sp.sc.Grouped || sp.sc.Distinct) {
 		// Each shard counts its own groups or distinct rows; the same one
 		// on two shards would be counted twice.
 		return nil, sqlerr.Errorf(sqlerr.NotSupported, "SELECT SQL_CALC_FOUND_ROWS with GROUP BY, aggregates or DISTINCT reading several shards is not supported: count with SELECT COUNT(DISTINCT ...) and the same conditions")
@@ -96,7 +96,7 @@ func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bo
 	args = sp.tmpl.Bind(args) // the scatter form prints placeholders in its own order
 	var parts []part
 	if shards == nil {
-		for _, g := range snap.AllPhysical(pl.a.Sharded[0]) {
+		for _, g := range snap.AllPhysical(pl.A.Sharded[0]) {
 			parts = append(parts, part{shard: g.Shards[0], ds: g.Datasource, args: args})
 		}
 	} else {
@@ -111,7 +111,7 @@ func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bo
 	for i := range parts {
 		parts[i].sql = renderTemplate(s, sp.tmpl, snap, parts[i].shard)
 	}
-	s.e.metrics.countScatter(pl.a.Sharded[0], len(parts))
+	s.e.metrics.countScatter(pl.A.Sharded[0], len(parts))
 	results := make([]*mysql.Result, len(parts))
 	errs := make([]error, len(parts))
 	pinned := -1 // the part read through the session's transaction
@@ -144,14 +144,14 @@ func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bo
 	}
 	for i, err := range errs {
 		if err != nil {
-			return nil, shardError(snap, pl.a.Sharded[0], parts[i].shard, classify(err))
+			return nil, shardError(snap, pl.A.Sharded[0], parts[i].shard, classify(err))
 		}
 	}
 	for i, r := range results {
 		if r == nil || r.Resultset == nil {
 			// A server answering a SELECT without rows: not a real one's
 			// behaviour, and nothing to merge.
-			return nil, shardError(snap, pl.a.Sharded[0], parts[i].shard, sqlerr.Errorf(sqlerr.BackendUnavailable, "the datasource answered a SELECT without a result set"))
+			return nil, shardError(snap, pl.A.Sharded[0], parts[i].shard, sqlerr.Errorf(sqlerr.BackendUnavailable, "the datasource answered a SELECT without a result set"))
 		}
 	}
 	spec, err := mergeSpec(sp.sc, results[0].Fields, binary, s.e.opt.MaxScatterRows)
@@ -168,7 +168,7 @@ func (s *Session) scatter(pl *plan, shards []router.Shard, args []any, binary bo
 			return nil, sqlerr.Errorf(sqlerr.NotSupported, "%v", err)
 		}
 		if errors.Is(err, merge.ErrTooManyRows) {
-			return nil, sqlerr.Errorf(sqlerr.TooLarge, "this SELECT over %d shards produced more than %d rows (max_scatter_rows); add a LIMIT or a %s condition", len(parts), s.e.opt.MaxScatterRows, pl.a.KeyColumn)
+			return nil, sqlerr.Errorf(sqlerr.TooLarge, "this SELECT over %d shards produced more than %d rows (max_scatter_rows); add a LIMIT or a %s condition", len(parts), s.e.opt.MaxScatterRows, pl.A.KeyColumn)
 		}
 		return nil, sqlerr.Errorf(sqlerr.Internal, "merging shard results: %v", err)
 	}

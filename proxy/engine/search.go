@@ -143,7 +143,7 @@ func (s *Session) searchPlan(sql string, a *rewrite.Analysis) (*plan, bool, erro
 	if err != nil {
 		return nil, true, classify(err)
 	}
-	return &plan{sql: sql, a: a, search: sh}, true, nil
+	return &plan{SQL: sql, A: a, Search: sh}, true, nil
 }
 
 // searchFields are the result columns of a msg_search query, typed as the
@@ -302,7 +302,7 @@ func parseSearchTime(s string) (int64, error) {
 func (s *Session) runSearch(pl *plan, args []any, binary bool) (*mysql.Result, error) {
 	t0 := time.Now()
 	s.e.metrics.countStatement("search")
-	r, err := s.search(pl.search, args, binary)
+	r, err := s.search(pl.Search, args, binary)
 	s.e.metrics.observeSearch("total", t0, err)
 	return r, err
 }

@@ -24,7 +24,7 @@ func (s *Session) insertWithSeq(pl *plan, args []any, binary bool) (*mysql.Resul
 	if r, ok, err := s.seqBatch(pl, args); ok {
 		return r, err
 	}
-	a := pl.a
+	a := pl.A
 	snap := s.e.routes.Current()
 	type group struct {
 		shard router.Shard
@@ -204,7 +204,7 @@ func allocatedSeq(c Conn, r *mysql.Result, n uint64) (uint64, error) {
 // not fit (several conversations, a bound value without an exact literal)
 // and the caller takes the general path.
 func (s *Session) seqBatch(pl *plan, args []any) (_ *mysql.Result, ok bool, _ error) {
-	a := pl.a
+	a := pl.A
 	if a.Returning != "" {
 		return nil, false, nil // its rows: see insertWithSeq
 	}

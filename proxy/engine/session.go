@@ -240,7 +240,7 @@ func (s *Session) query(sql string) (*mysql.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pl.a.ParamCount > 0 {
+	if pl.A.ParamCount > 0 {
 		return nil, sqlerr.Errorf(sqlerr.Syntax, "You have an error in your SQL syntax: '?' placeholders are only valid in prepared statements")
 	}
 	r, err := s.run(pl, nil, false)
@@ -295,30 +295,30 @@ func (s *Session) Prepare(sql string) (*Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pl.a.Kind == rewrite.KindLoadData {
+	if pl.A.Kind == rewrite.KindLoadData {
 		return nil, &mysql.MyError{Code: mysql.ER_UNSUPPORTED_PS, State: "HY000", Message: "This command is not supported in the prepared statement protocol yet"}
 	}
 	// As MariaDB: a statement the account may not run fails at PREPARE.
 	if err := s.authorize(pl); err != nil {
 		return nil, err
 	}
-	p := &Prepared{pl: pl, Params: pl.a.ParamCount}
+	p := &Prepared{pl: pl, Params: pl.A.ParamCount}
 	switch {
-	case pl.search != nil:
+	case pl.Search != nil:
 		// Answered by Convoy: the columns are its own.
-		p.Fields = searchFields(pl.search.Columns, s.db)
+		p.Fields = searchFields(pl.Search.Columns, s.db)
 		p.Columns = len(p.Fields)
 	case pl.local():
 		if p.Params > 0 {
-			return nil, sqlerr.Errorf(sqlerr.NotSupported, "placeholders are not supported in a prepared %s statement", pl.a.Kind)
+			return nil, sqlerr.Errorf(sqlerr.NotSupported, "placeholders are not supported in a prepared %s statement", pl.A.Kind)
 		}
 		return p, nil
-	case pl.tmpl != nil:
+	case pl.Tmpl != nil:
 		// Any shard describes the statement (same schema everywhere); try one
 		// shard per datasource so one datasource down does not stop PREPARE.
 		snap := s.e.routes.Current()
 		for _, sh := range shardPerDatasource(snap) {
-			if err = s.describe(snap.Target(sh).Datasource, "", pl.explain+pl.render(s, snap, sh), p); err == nil {
+			if err = s.describe(snap.Target(sh).Datasource, "", pl.Explain+pl.render(s, snap, sh), p); err == nil {
 				break
 			}
 			if ce := classify(err); !connLost(ce) && !sqlerr.Is(ce, sqlerr.PoolTimeout) {
@@ -326,7 +326,7 @@ func (s *Session) Prepare(sql string) (*Prepared, error) {
 			}
 		}
 	default:
-		err = s.describe(s.e.routes.Current().DefaultDatasource(), s.db, pl.sql, p)
+		err = s.describe(s.e.routes.Current().DefaultDatasource(), s.db, pl.SQL, p)
 	}
 	if err != nil {
 		return nil, classify(err)
@@ -365,7 +365,7 @@ func (s *Session) describe(ds, db, sql string, p *Prepared) error {
 
 // Execute runs a prepared statement with its bound arguments.
 func (s *Session) Execute(p *Prepared, args []any) (*mysql.Result, error) {
-	s.startCommand("Execute", p.pl.sql)
+	s.startCommand("Execute", p.pl.SQL)
 	defer s.endCommand()
 	s.beginStatement()
 	r, err := s.execute(p, args)

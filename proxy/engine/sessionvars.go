@@ -103,13 +103,13 @@ func (s *Session) sessionValue(r rewrite.SessionRef) rewrite.SessionValue {
 // shared either (buildShared).
 func (s *Session) sessionPlan(pl *plan) (*plan, error) {
 	c := *pl
-	c.a = pl.a.WithSessionValues(s.sessionValue)
-	t, err := rewrite.NewTemplate(c.a)
+	c.A = pl.A.WithSessionValues(s.sessionValue)
+	t, err := rewrite.NewTemplate(c.A)
 	if err != nil {
 		return nil, classify(err)
 	}
-	c.tmpl, c.scatter, c.seqHoles, c.hist = t, nil, nil, nil
-	c.op = s.decideOp(&c) // (no longer a history read the hot tier answers)
+	c.Tmpl, c.scatter, c.seqHoles, c.Hist = t, nil, nil, nil
+	c.Op = s.decideOp(&c) // (no longer a history read the hot tier answers)
 	return &c, nil
 }
 

@@ -69,7 +69,7 @@ func (s *Session) planSetStatement(sql string) (*plan, bool, error) {
 		if err != nil {
 			return nil, true, err
 		}
-		pl.stmtSet = vars // (a new plan: s.plan caches nothing itself)
+		pl.StmtSet = vars // (a new plan: s.plan caches nothing itself)
 		return pl, true, nil
 	}
 	return nil, false, nil

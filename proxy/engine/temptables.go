@@ -85,10 +85,10 @@ func tempName(t *ast.TableName, db string) string {
 // usesTempConn reports whether a statement to the default datasource runs
 // on the session's own connection.
 func (s *Session) usesTempConn(pl *plan) bool {
-	if len(s.temps) > 0 || pl.temp.creates() {
+	if len(s.temps) > 0 || pl.Temp.creates() {
 		return true
 	}
-	return pl.temp != nil && (pl.temp.execute || pl.temp.deallocate != "") && s.temp != nil
+	return pl.Temp != nil && (pl.Temp.execute || pl.Temp.deallocate != "") && s.temp != nil
 }
 
 // tempConn returns the session's temporary-table connection on ds (the
@@ -118,25 +118,25 @@ func (s *Session) tempConn(ds string) (Conn, error) {
 // noteTemp records what a statement that succeeded did to the session's
 // temporary tables; the connection goes once none is left.
 func (s *Session) noteTemp(pl *plan) {
-	if pl.temp == nil {
+	if pl.Temp == nil {
 		return
 	}
-	if pl.temp.create != "" {
+	if pl.Temp.create != "" {
 		if s.temps == nil {
 			s.temps = map[string]bool{}
 		}
-		s.temps[pl.temp.create] = true
+		s.temps[pl.Temp.create] = true
 	}
-	for _, t := range pl.temp.drop {
+	for _, t := range pl.Temp.drop {
 		delete(s.temps, t)
 	}
-	if n := pl.temp.prepare; n != "" {
+	if n := pl.Temp.prepare; n != "" {
 		if s.stmts == nil {
 			s.stmts = map[string]bool{}
 		}
 		s.stmts[n] = true
 	}
-	delete(s.stmts, pl.temp.deallocate)
+	delete(s.stmts, pl.Temp.deallocate)
 	if s.ownIdle() {
 		s.dropTemps()
 	}

@@ -242,7 +242,7 @@ func (s *Session) backendWarnings(c Conn, r *mysql.Result, sh int, once bool) {
 // WARNINGS / ERRORS [LIMIT [offset,] count] from the session's diagnostics
 // area (the LIMIT is matched before the parser, which does not know it).
 func (s *Session) showWarnings(pl *plan, binary bool) (*mysql.Result, error) {
-	st := pl.a.Stmt.(*ast.ShowStmt) // opDiagnostics
+	st := pl.A.Stmt.(*ast.ShowStmt) // opDiagnostics
 	list, more := s.diag.list(st.Tp == ast.ShowErrors)
 	// The column definitions MariaDB 10.11 sends to a utf8mb4 client.
 	text := func(name string, length uint32) *mysql.Field {
@@ -259,7 +259,7 @@ func (s *Session) showWarnings(pl *plan, binary bool) (*mysql.Result, error) {
 		n := len(list) + more
 		rs.RowDatas = []mysql.RowData{textRow([][]byte{[]byte(strconv.Itoa(n))})}
 	} else {
-		if w := pl.diagWindow; w != nil {
+		if w := pl.DiagWindow; w != nil {
 			list = list[min(w[0], len(list)):]
 			list = list[:min(w[1], len(list))]
 		}
