@@ -12,6 +12,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/convoy-im/convoy/proxy/directive"
+	"github.com/convoy-im/convoy/proxy/planbuilder"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/proxy/stats"
 	"github.com/convoy-im/convoy/rewrite"
@@ -487,7 +488,7 @@ func (s *Session) targeted(d *directive.Directive) (*mysql.Result, error) {
 		defer c.Release()
 		setTimeout(c, 0)
 		r, err := c.Exec(d.Rest)
-		if strings.Contains(strings.ToLower(d.Rest), historyTable) {
+		if strings.Contains(strings.ToLower(d.Rest), planbuilder.HistoryTable) {
 			s.e.invalidateAllHistory() // a raw write the proxy cannot attribute
 		}
 		return r, err
@@ -506,7 +507,7 @@ func (s *Session) targeted(d *directive.Directive) (*mysql.Result, error) {
 	if pl.Tmpl == nil {
 		return nil, sqlerr.Errorf(sqlerr.NotSupported, "/*+ convoy %s */ needs a statement on a sharded table", targetWords(d))
 	}
-	if pl.touchesHistory() || (pl.A.Kind == rewrite.KindDDL && pl.A.Sharded[0] == historyTable) {
+	if pl.TouchesHistory() || (pl.A.Kind == rewrite.KindDDL && pl.A.Sharded[0] == planbuilder.HistoryTable) {
 		defer s.e.invalidateAllHistory()
 	}
 	// A targeted write waits behind migration holds like any write (see
@@ -533,7 +534,7 @@ func (s *Session) targeted(d *directive.Directive) (*mysql.Result, error) {
 			}
 			return okResult(), nil
 		}
-		return s.single(p, pl.write(), false)
+		return s.single(p, pl.Write(), false)
 	}
 	// all: a keyless UPDATE / DELETE may touch every shard.
 	switch pl.A.Kind {
@@ -561,7 +562,7 @@ func (s *Session) targeted(d *directive.Directive) (*mysql.Result, error) {
 // admits it itself).
 func (s *Session) targetedShards(d *directive.Directive, pl *plan) []router.Shard {
 	switch {
-	case !pl.write():
+	case !pl.Write():
 		return nil
 	case d.Shard >= 0:
 		s.oneShard[0] = router.Shard(d.Shard)

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/proxy/planbuilder"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
@@ -202,38 +203,6 @@ func coldPartialValue(value string) (*bool, error) {
 // fetch).
 const ColdWarningCode = 1931
 
-// coldPlan is a plan's cold-tier facts, fixed at planning.
-type coldPlan struct {
-	read  *rewrite.ArchiveRead  // a read the cold tier may continue
-	write *rewrite.ArchiveWrite // a write that may name archived rows
-	// other is the conversation key of a read of one conversation's
-	// history or bodies that the cold tier does not continue (another
-	// shape: a COUNT, seq <=, a join...): it reads MySQL only, and says so
-	// when the conversation has archived rows (coldFallback).
-	other *rewrite.Value
-}
-
-// planCold fills pl.Cold for a statement the cold tier cares about.
-func (e *Engine) planCold(pl *plan) {
-	if e.cold == nil || len(pl.A.Sharded) == 0 {
-		return
-	}
-	var c coldPlan
-	switch pl.A.Kind {
-	case rewrite.KindSelect:
-		c.read, _ = rewrite.ArchiveShape(pl.A)
-		if c.read == nil && pl.A.HasKey && len(pl.A.Keys) == 1 &&
-			slices.ContainsFunc(pl.A.Sharded, func(t string) bool { return t == historyTable || t == "msg_content" }) {
-			c.other = &pl.A.Keys[0]
-		}
-	case rewrite.KindUpdate, rewrite.KindDelete:
-		c.write, _ = rewrite.ArchiveWriteShape(pl.A)
-	}
-	if c.read != nil || c.write != nil || c.other != nil {
-		pl.Cold = &c
-	}
-}
-
 // coldFallback warns that a read of conv's history reads MySQL only
 // (why: what keeps the cold tier from continuing it) when the conversation
 // has archived rows whose warm copy is gone. Shards never archived cost
@@ -300,16 +269,16 @@ func (s *Session) readSharded(pl *plan, args []any, binary bool) (*mysql.Result,
 	if err != nil || s.e.cold == nil || pl.Cold == nil {
 		return r, err
 	}
-	if pl.Cold.other != nil {
-		if conv, err := keyOf(*pl.Cold.other, args); err == nil {
+	if pl.Cold.Other != nil {
+		if conv, err := keyOf(*pl.Cold.Other, args); err == nil {
 			s.coldFallback(conv, "this read's shape reads MySQL only ("+coldOnlyShapes+")")
 		}
 		return r, nil
 	}
-	if pl.Cold.read == nil {
+	if pl.Cold.Read == nil {
 		return r, nil
 	}
-	return s.coldRead(pl.Cold.read, args, binary, r)
+	return s.coldRead(pl.Cold.Read, args, binary, r)
 }
 
 // coldRead decides whether archived rows may belong in MySQL's answer r
@@ -573,7 +542,7 @@ func (lk *coldLookup) locking() string {
 
 // coldLookup is a lookup on a pooled connection to sh's authoritative side.
 func (e *Engine) coldLookup(sh router.Shard) (*coldLookup, error) {
-	p := e.routes.Current().Physical(historyTable, sh)
+	p := e.routes.Current().Physical(planbuilder.HistoryTable, sh)
 	c, err := e.acquire(p.Datasource)
 	if err != nil {
 		return nil, err
@@ -587,7 +556,7 @@ func (e *Engine) coldLookup(sh router.Shard) (*coldLookup, error) {
 // pooled.
 func (s *Session) coldLookup(sh router.Shard) (*coldLookup, error) {
 	if c := s.txn.conn; c != nil && s.txn.pin == int(sh) {
-		p := s.e.routes.Current().Physical(historyTable, sh)
+		p := s.e.routes.Current().Physical(planbuilder.HistoryTable, sh)
 		return &coldLookup{c: c, db: sqlq.Ident(p.Database), table: sqlq.Ident(p.Table), release: func() {}}, nil
 	}
 	return s.e.coldLookup(sh)
@@ -769,7 +738,7 @@ func joinUints(xs []uint64) string {
 // err is coldIncomplete's when it is not complete.
 func (s *Session) coldMerge(q *coldQuery, r *mysql.Result, binary bool, lk *coldLookup, rg coldRange, lo, hi uint64, deadline time.Time) (*mysql.Result, string, error) {
 	tier := s.e.cold.tier
-	tbl := historyTable
+	tbl := planbuilder.HistoryTable
 	var files []ColdFile
 	var tomb [][2]uint64
 	var err error

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/proxy/planbuilder"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
@@ -54,10 +55,10 @@ const (
 // by key of a conversation with archived rows, unless it is a DELETE the
 // archive can apply (rewrite.ArchiveErase), and says how it must run.
 func (s *Session) coldWriteCheck(pl *plan, args []any) (coldWriteMode, error) {
-	if s.e.cold == nil || pl.Cold == nil || pl.Cold.write == nil {
+	if s.e.cold == nil || pl.Cold == nil || pl.Cold.Write == nil {
 		return coldWarm, nil
 	}
-	w := pl.Cold.write
+	w := pl.Cold.Write
 	if w.Keyed {
 		conv, err := keyOf(w.ConvID[0], args)
 		if err == nil && s.e.cold.tier.Archived(router.ShardOf(conv)) {
@@ -98,7 +99,7 @@ func (s *Session) coldWriteCheck(pl *plan, args []any) (coldWriteMode, error) {
 // names, looks the others up in the archive, and then refuses (UPDATE) or
 // runs the statement and tombstones the archived ones (DELETE).
 func (s *Session) coldWrite(pl *plan, p part, args []any, binary bool) (*mysql.Result, error) {
-	w := pl.Cold.write
+	w := pl.Cold.Write
 	conv, _ := keyOf(w.ConvID[0], args)
 	seqs, err := keyValues(w.Seqs, args)
 	if err != nil {
@@ -196,7 +197,7 @@ func (s *Session) archivedKeys(c Conn, db, table, logical string, conv uint64, s
 	}
 	// The range read on this transaction's connection: after the locking
 	// read, so it counts every warm row that read found gone.
-	hist := s.e.routes.Current().Physical(historyTable, router.ShardOf(conv))
+	hist := s.e.routes.Current().Physical(planbuilder.HistoryTable, router.ShardOf(conv))
 	lk := &coldLookup{c: c, db: db, table: sqlq.Ident(hist.Table), release: func() {}, lock: true}
 	rg, err := lk.ranges(conv)
 	if err != nil {
@@ -260,7 +261,7 @@ func (s *Session) archivedKeys(c Conn, db, table, logical string, conv uint64, s
 	}
 	var out [][2]uint64
 	for _, row := range page.Rows {
-		if logical != historyTable && row.Content == nil {
+		if logical != planbuilder.HistoryTable && row.Content == nil {
 			continue // the message had no body row to delete or update
 		}
 		out = append(out, [2]uint64{row.Seq, row.MsgID})
@@ -386,7 +387,7 @@ func resolveErase(e *rewrite.ArchiveErase, args []any) (eraseSpec, error) {
 // must name archived rows one by one fails, changing nothing, when the
 // archive does not answer.
 func (s *Session) coldErase(pl *plan, p part, args []any, binary bool) (*mysql.Result, error) {
-	w := pl.Cold.write
+	w := pl.Cold.Write
 	conv, _ := keyOf(w.ConvID[0], args)
 	spec, err := resolveErase(w.Erase, args)
 	if err != nil {
@@ -443,7 +444,7 @@ func (s *Session) coldErase(pl *plan, p part, args []any, binary bool) (*mysql.R
 // eraseArchived erases conv's archived rows of table tbl that spec
 // reaches, on c inside the statement's transaction, and returns how many.
 func (s *Session) eraseArchived(c Conn, conv uint64, tbl string, spec eraseSpec) (uint64, *Warning, error) {
-	hist := s.e.routes.Current().Physical(historyTable, router.ShardOf(conv))
+	hist := s.e.routes.Current().Physical(planbuilder.HistoryTable, router.ShardOf(conv))
 	db := sqlq.Ident(hist.Database)
 	lk := &coldLookup{c: c, db: db, table: sqlq.Ident(hist.Table), release: func() {}, lock: true}
 	rg, err := lk.ranges(conv)
@@ -477,7 +478,7 @@ func (s *Session) eraseArchived(c Conn, conv uint64, tbl string, spec eraseSpec)
 	if killed() {
 		return 0, nil, sqlerr.Errorf(sqlerr.QueryInterrupted, "Query execution was interrupted: KILL while the archive (cold tier) of conversation %d was read", conv)
 	}
-	keys = slices.DeleteFunc(keys, func(k ColdKey) bool { return !spec.matches(k) || tbl != historyTable && !k.Body })
+	keys = slices.DeleteFunc(keys, func(k ColdKey) bool { return !spec.matches(k) || tbl != planbuilder.HistoryTable && !k.Body })
 	if spec.filtered() {
 		if kerr != nil {
 			s.e.metrics.coldWrite("unavailable")

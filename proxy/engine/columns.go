@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
-	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/router"
@@ -128,36 +127,4 @@ func (e *Engine) readColumns(snap *router.Snapshot, table string) ([]string, err
 		return nil, &mysql.MyError{Code: mysql.ER_NO_SUCH_TABLE, State: "42S02", Message: "Table '" + table + "' doesn't exist"}
 	}
 	return ref, nil
-}
-
-// nameInsertColumns gives an INSERT / REPLACE into a sharded table that
-// lists no columns the table's own, in order, so it is analysed, routed,
-// split and sent like the named form (a row of another length gets
-// MariaDB's error 1136). named reports that it did: such a plan depends on
-// the schema and is not shared (plan cache).
-func (s *Session) nameInsertColumns(stmt ast.StmtNode) (named bool, err error) {
-	ins, ok := stmt.(*ast.InsertStmt)
-	if !ok || len(ins.Columns) > 0 || ins.Select != nil || ins.Table == nil || ins.Table.TableRefs == nil {
-		return false, nil
-	}
-	ts, ok := ins.Table.TableRefs.Left.(*ast.TableSource)
-	if !ok {
-		return false, nil
-	}
-	tn, ok := ts.Source.(*ast.TableName)
-	if !ok || tn.Name.O != tn.Name.L {
-		return false, nil
-	}
-	if _, sharded := router.ShardKeyColumn(tn.Name.L); !sharded {
-		return false, nil
-	}
-	cols, err := s.e.logicalColumns(tn.Name.L)
-	if err != nil {
-		return false, err
-	}
-	ins.Columns = make([]*ast.ColumnName, len(cols))
-	for i, c := range cols {
-		ins.Columns[i] = &ast.ColumnName{Name: ast.NewCIStr(c)}
-	}
-	return true, nil
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"slices"
 
+	"github.com/convoy-im/convoy/proxy/planbuilder"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -142,7 +143,7 @@ func (s *Session) mirror(ms []txnMirror) {
 	for _, m := range ms {
 		for _, w := range m.ws {
 			cols, rows := w.cols, w.rows
-			if len(m.seqs) > 0 && w.table == historyTable {
+			if len(m.seqs) > 0 && w.table == planbuilder.HistoryTable {
 				cols = append(cols[:len(cols):len(cols)], "seq")
 				convAt := slices.Index(w.cols, "conv_id") // the shard key: always there
 				seqRows := make([][]any, 0, len(rows))

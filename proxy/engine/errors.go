@@ -3,12 +3,9 @@ package engine
 import (
 	"errors"
 
-	"github.com/go-mysql-org/go-mysql/mysql"
-
 	"github.com/convoy-im/convoy/proxy/backend"
+	"github.com/convoy-im/convoy/proxy/planbuilder"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
-	"github.com/convoy-im/convoy/rewrite"
-	"github.com/convoy-im/convoy/router"
 )
 
 // classify turns errors from the layers below into engine errors. A MySQL
@@ -18,40 +15,16 @@ func classify(err error) error {
 	if err == nil {
 		return nil
 	}
+	if ce, ok := planbuilder.Classify(err); ok {
+		return ce
+	}
 	var (
-		me  *mysql.MyError
-		ee  *sqlerr.Error
-		se  *rewrite.SyntaxError
-		ke  *router.KeyError
-		ue  *rewrite.UnsupportedError
 		bue *backend.UnavailableError
 		boe *backend.OutageError
 		bte *backend.TimeoutError
 		bke *backend.KilledError
 	)
 	switch {
-	case errors.As(err, &me):
-		return me
-	case errors.As(err, &ee):
-		return ee
-	case errors.As(err, &se):
-		if se.Code != 0 && se.Code != mysql.ER_PARSE_ERROR && se.Code < 2000 && se.State != "" {
-			// The parser's own errno for what it refuses (1083 a field
-			// separator, 1115 an unknown character set), as MariaDB's;
-			// TiDB's own errnos (8000 and up) stay 1064.
-			return &mysql.MyError{Code: se.Code, State: se.State, Message: se.Msg}
-		}
-		return &sqlerr.Error{Code: sqlerr.Syntax, Msg: se.Msg}
-	case errors.As(err, &ke):
-		return &sqlerr.Error{Code: sqlerr.BadShardKey, Msg: ke.Error()}
-	case errors.Is(err, rewrite.ErrColumnCount):
-		return &mysql.MyError{Code: mysql.ER_WRONG_VALUE_COUNT_ON_ROW, State: "21S01", Message: err.Error()}
-	case errors.Is(err, rewrite.ErrRollupOrder):
-		return &mysql.MyError{Code: mysql.ER_WRONG_USAGE, State: "HY000", Message: "Incorrect usage of CUBE/ROLLUP and ORDER BY"}
-	case errors.Is(err, rewrite.ErrShardKeyUpdate):
-		return &sqlerr.Error{Code: sqlerr.ShardKeyUpdate, Msg: err.Error()}
-	case errors.As(err, &ue):
-		return &sqlerr.Error{Code: sqlerr.NotSupported, Msg: ue.Error()}
 	case errors.Is(err, backend.ErrPoolTimeout):
 		return &sqlerr.Error{Code: sqlerr.PoolTimeout, Msg: err.Error()}
 	case errors.As(err, &bte):

@@ -12,6 +12,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/proxy/planbuilder"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
@@ -24,9 +25,9 @@ func (s *Session) run(pl *plan, args []any, binary bool) (res *mysql.Result, err
 	if err := s.authorize(pl); err != nil {
 		return nil, err
 	}
-	s.diag.keep = pl.local() || pl.tableless()
+	s.diag.keep = pl.Local() || pl.Tableless()
 	s.calcFound = pl.CalcFound
-	if s.nextTx != nil && !pl.local() && !pl.tableless() {
+	if s.nextTx != nil && !pl.Local() && !pl.Tableless() {
 		// SET TRANSACTION's characteristics belong to the next transaction:
 		// the one this statement opens (autocommit=0), or this autocommit
 		// statement, which uses them up only if it succeeds (as in MariaDB,
@@ -51,49 +52,49 @@ func (s *Session) run(pl *plan, args []any, binary bool) (res *mysql.Result, err
 		defer func() { s.stmtVars = prev }()
 	}
 	switch pl.Op {
-	case opEmpty:
+	case planbuilder.OpEmpty:
 		return okResult(), nil
-	case opBegin:
+	case planbuilder.OpBegin:
 		s.e.metrics.countStatement("transaction")
 		return s.begin(pl.SQL)
-	case opEndTxn:
+	case planbuilder.OpEndTxn:
 		s.e.metrics.countStatement("transaction")
 		return s.endTxn(pl.A.Kind == rewrite.KindCommit)
-	case opSavepoint:
+	case planbuilder.OpSavepoint:
 		s.e.metrics.countStatement("transaction")
 		return s.savepoint(pl)
-	case opSet:
+	case planbuilder.OpSet:
 		s.e.metrics.countStatement("session")
 		return s.set(pl.A)
-	case opUse:
+	case planbuilder.OpUse:
 		s.e.metrics.countStatement("session")
 		return s.use(pl.A.UseDB)
-	case opKill:
+	case planbuilder.OpKill:
 		return s.kill(pl)
-	case opShowGrants:
+	case planbuilder.OpShowGrants:
 		return s.showGrants(pl, binary)
-	case opProcessList:
+	case planbuilder.OpProcessList:
 		s.e.metrics.countStatement("session")
 		return s.processList(pl, binary)
-	case opDiagnostics:
+	case planbuilder.OpDiagnostics:
 		s.e.metrics.countStatement("session")
 		return s.showWarnings(pl, binary)
-	case opIntrospect:
+	case planbuilder.OpIntrospect:
 		if r, ok, err := s.introspect(pl, args, binary); ok {
 			return r, err
 		}
 		s.e.metrics.countStatement("unsharded")
 		return s.passthrough(pl, args, binary) // (no logical name to put back after all)
-	case opPassthrough:
+	case planbuilder.OpPassthrough:
 		s.e.metrics.countStatement("unsharded")
 		return s.passthrough(pl, args, binary)
-	case opRoutine:
+	case planbuilder.OpRoutine:
 		return s.runRoutine(pl, args, binary)
-	case opSearch:
+	case planbuilder.OpSearch:
 		return s.runSearch(pl, args, binary)
-	case opLoadData:
+	case planbuilder.OpLoadData:
 		return s.loadData(pl)
-	case opMaintenance:
+	case planbuilder.OpMaintenance:
 		s.e.metrics.countStatement("ddl")
 		return s.maintenance(pl, binary)
 	}
@@ -119,10 +120,10 @@ func (s *Session) runOnShards(pl *plan, args []any, binary bool) (res *mysql.Res
 			return nil, err
 		}
 	}
-	if pl.Op == opExplain {
+	if pl.Op == planbuilder.OpExplain {
 		return s.runExplain(pl, args, binary)
 	}
-	if write := pl.write(); write || s.inTxn() && lockingRead(a.Stmt) {
+	if write := pl.Write(); write || s.inTxn() && lockingRead(a.Stmt) {
 		// Before any route is read: a write queued behind a migration hold
 		// is routed under the routes served when the hold ends. A locking
 		// read in a transaction counts as its first write (hold.go).
@@ -135,7 +136,7 @@ func (s *Session) runOnShards(pl *plan, args []any, binary bool) (res *mysql.Res
 		// its shards, no switch can flip them under it.
 		if !write {
 		} else if ws := s.mirrorPlan(pl, args); ws != nil {
-			if pl.Op == opInsertSeq {
+			if pl.Op == planbuilder.OpInsertSeq {
 				s.seqs = map[int]uint64{}
 			}
 			s.commits = make(map[router.Shard]string, 1)
@@ -159,21 +160,21 @@ func (s *Session) runOnShards(pl *plan, args []any, binary bool) (res *mysql.Res
 		}
 	}
 	switch pl.Op {
-	case opDDL:
+	case planbuilder.OpDDL:
 		s.e.metrics.countStatement("ddl")
 		return s.ddl(pl)
-	case opShowSharded:
+	case planbuilder.OpShowSharded:
 		return s.showSharded(pl, args, binary)
-	case opHistory:
+	case planbuilder.OpHistory:
 		return s.history(pl, args, binary)
 	}
-	if s.e.hot != nil && pl.touchesHistory() {
+	if s.e.hot != nil && pl.TouchesHistory() {
 		return s.historyWrite(pl, args, binary)
 	}
 	return s.readSharded(pl, args, binary)
 }
 
-// history runs a seed 000 history read (opHistory: the hot tier is on).
+// history runs a seed 000 history read (planbuilder.OpHistory: the hot tier is on).
 // Its pages are exact with archived rows too (package histcache, "The cold
 // tier"): a hit needs no cold check.
 func (s *Session) history(pl *plan, args []any, binary bool) (*mysql.Result, error) {
@@ -218,9 +219,9 @@ func (s *Session) runSharded(pl *plan, args []any, binary bool) (*mysql.Result, 
 	s.e.metrics.countStatement("sharded")
 	keys, others := a.Keys, a.OtherKeys
 	switch {
-	case pl.Op == opInsert || pl.Op == opInsertSeq:
+	case pl.Op == planbuilder.OpInsert || pl.Op == planbuilder.OpInsertSeq:
 		return s.insert(pl, args, binary)
-	case pl.Op == opScatter:
+	case pl.Op == planbuilder.OpScatter:
 		return s.scatter(pl, nil, args, binary)
 	case a.RoutedByNested && a.Kind == rewrite.KindSelect:
 		// Only nested blocks name sharded tables (SELECT EXISTS (SELECT
@@ -368,7 +369,7 @@ type part struct {
 // still refused.
 func (s *Session) otherShardRead(pl *plan, sh router.Shard) bool {
 	return s.inTxn() && s.txn.conn != nil && !s.txn.aborted && s.txn.pin != int(sh) &&
-		pl.A.Kind == rewrite.KindSelect && !pl.write() && !lockingRead(pl.A.Stmt)
+		pl.A.Kind == rewrite.KindSelect && !pl.Write() && !lockingRead(pl.A.Stmt)
 }
 
 // onShards runs a SELECT / UPDATE / DELETE on the physical tables of shards.
@@ -390,7 +391,7 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 			fixFields(r, s.db)
 			return r, nil
 		}
-		return s.single(p, pl.write(), binary)
+		return s.single(p, pl.Write(), binary)
 	}
 	if s.inTxn() && (pl.A.Kind != rewrite.KindSelect || lockingRead(pl.A.Stmt)) {
 		return nil, sqlerr.Errorf(sqlerr.CrossShardTxn, "this statement reaches %d shards; inside a transaction every statement must stay on one shard (no distributed transactions)", len(shards))
@@ -409,7 +410,7 @@ func (s *Session) onShards(pl *plan, shards []router.Shard, args []any, binary b
 		parts = append(parts, s.partFor(pl, snap, sh, t.Datasource, args, binary))
 	}
 	if len(parts) == 1 {
-		return s.single(parts[0], pl.write(), binary)
+		return s.single(parts[0], pl.Write(), binary)
 	}
 	switch pl.A.Kind {
 	case rewrite.KindSelect:
@@ -768,7 +769,7 @@ func (s *Session) ddl(pl *plan) (*mysql.Result, error) {
 	info, err := s.fanout(parts, "DDL")
 	s.e.schemaChanged()
 	for _, t := range pl.A.Sharded {
-		if t == historyTable {
+		if t == planbuilder.HistoryTable {
 			s.e.invalidateAllHistory() // TRUNCATE / DROP / ALTER: cached pages may no longer hold
 		}
 	}
@@ -840,7 +841,7 @@ func targetName(p part) string {
 // values Convoy keeps itself (rewrite.SessionTemplate).
 func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result, error) {
 	pin := pinUnsharded
-	if pl.tableless() {
+	if pl.Tableless() {
 		pin = pinAny
 	}
 	def := s.e.routes.Current().DefaultDatasource()
@@ -858,7 +859,7 @@ func (s *Session) passthrough(pl *plan, args []any, binary bool) (*mysql.Result,
 	case s.usesTempConn(pl):
 		// In a transaction: it runs on (or opens on) the temporary-table
 		// connection (Session.conn), unless it already runs on another.
-		if pl.Temp != nil && (pl.Temp.creates() || pl.Temp.execute) && s.txn.conn != nil && s.txn.conn != s.temp {
+		if pl.Temp != nil && (pl.Temp.Creates() || pl.Temp.Execute) && s.txn.conn != nil && s.txn.conn != s.temp {
 			return nil, sqlerr.Errorf(sqlerr.NotSupported, "CREATE TEMPORARY TABLE, PREPARE and EXECUTE inside a transaction that has already run a statement elsewhere are not supported through Convoy: run them before the transaction, or as its first statement")
 		}
 		if s.temp == nil {

@@ -87,7 +87,7 @@ func grantLines(name string, p Privileges) []string {
 // the session's own account, another's for an admin only (MariaDB wants
 // SELECT on the mysql database: 1044 otherwise).
 func (s *Session) showGrants(pl *plan, binary bool) (*mysql.Result, error) {
-	st := pl.A.Stmt.(*ast.ShowStmt) // opShowGrants
+	st := pl.A.Stmt.(*ast.ShowStmt) // planbuilder.OpShowGrants
 	s.e.metrics.countStatement("session")
 	name, p := s.user, s.priv
 	if u := st.User; u != nil && !u.CurrentUser && u.Username != s.user {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/proxy/planbuilder"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
@@ -54,8 +55,6 @@ func (e *Engine) SetHotTier(t HotTier, fillRows int) {
 	}
 	e.hot = &hotState{tier: t, fillRows: fillRows, fillSem: make(chan struct{}, 4)}
 }
-
-const historyTable = "conv_msg"
 
 // fieldsKey names a history result shape: metadata names the session's
 // database, so that is part of the key. Plans may be shared between sessions
@@ -188,7 +187,7 @@ func (e *Engine) fill(conv uint64) error {
 	if err != nil {
 		return err
 	}
-	p := e.routes.Current().Physical(historyTable, router.ShardOf(conv))
+	p := e.routes.Current().Physical(planbuilder.HistoryTable, router.ShardOf(conv))
 	c, err := e.acquire(p.Datasource)
 	if err != nil {
 		return err

@@ -9,22 +9,10 @@ import (
 
 	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/proxy/planbuilder"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
-
-// touchesHistory reports a write to conv_msg rows, which the hot tier caches.
-func (pl *plan) touchesHistory() bool {
-	if !pl.write() || pl.A.Kind == rewrite.KindDDL {
-		return false
-	}
-	for _, t := range pl.A.Sharded {
-		if t == historyTable {
-			return true
-		}
-	}
-	return false
-}
 
 // historyConvs lists the conversations a conv_msg write touches; known=false
 // when the statement does not say (no key: only an admin "all" runs those).
@@ -115,7 +103,7 @@ func (s *Session) readBackHistory(c Conn, snap *router.Snapshot, rows []int, con
 	}
 	out := map[uint64][]histcache.Entry{}
 	for _, id := range order {
-		p := snap.Physical(historyTable, router.ShardOf(id))
+		p := snap.Physical(planbuilder.HistoryTable, router.ShardOf(id))
 		r, err := c.Exec(fmt.Sprintf("SELECT seq, msg_id, sender_uid, msg_type, created_at FROM %s.%s WHERE conv_id = %d AND seq IN (%s) ORDER BY seq",
 			sqlq.Ident(p.Database), sqlq.Ident(p.Table), id, strings.Join(byConv[id], ",")))
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/proxy/planbuilder"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
@@ -112,7 +113,7 @@ func (s *Session) introspect(pl *plan, args []any, binary bool) (r *mysql.Result
 	}
 	switch a.Kind {
 	case rewrite.KindSelect:
-		if !readsInfoSchema(a, s.db) {
+		if !planbuilder.ReadsInfoSchema(a, s.db) {
 			return nil, false, nil // the common case, without a walk of the AST
 		}
 		names := rewrite.InfoSchemaRefs(a, s.db)
@@ -138,20 +139,6 @@ func (s *Session) introspect(pl *plan, args []any, binary bool) (r *mysql.Result
 	}
 	s.e.metrics.countStatement("unsharded")
 	return r, true, err
-}
-
-// readsInfoSchema reports whether a statement may read information_schema.
-func readsInfoSchema(a *rewrite.Analysis, db string) bool {
-	const prefix = "information_schema."
-	if strings.EqualFold(db, "information_schema") {
-		return len(a.Unsharded) > 0
-	}
-	for _, n := range a.Unsharded {
-		if len(n) > len(prefix) && strings.EqualFold(n[:len(prefix)], prefix) {
-			return true
-		}
-	}
-	return false
 }
 
 // onDefault runs fn on a connection of the default datasource in the

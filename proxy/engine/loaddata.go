@@ -16,6 +16,7 @@ import (
 
 	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/proxy/loadfile"
+	"github.com/convoy-im/convoy/proxy/planbuilder"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
@@ -274,7 +275,7 @@ func (s *Session) newLoad(l *rewrite.LoadData, sharded []string) (*load, error) 
 		if ld.key < 0 {
 			return nil, sqlerr.Errorf(sqlerr.NotSupported, "LOAD DATA into the sharded table %s needs its shard key %s from the file: name %s in the column list, or SET %s = @variable of the column list", sharded[0], keyCol, keyCol, keyCol)
 		}
-		if sharded[0] == historyTable {
+		if sharded[0] == planbuilder.HistoryTable {
 			ld.seqField = slices.IndexFunc(ld.targets, func(t rewrite.LoadTarget) bool { return t.Var == "" && strings.EqualFold(t.Column, "seq") })
 		}
 	}

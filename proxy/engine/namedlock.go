@@ -1,10 +1,6 @@
 package engine
 
-import (
-	"github.com/pingcap/tidb/pkg/parser/ast"
-
-	"github.com/convoy-im/convoy/rewrite"
-)
+import ()
 
 // Named locks (GET_LOCK, RELEASE_LOCK, RELEASE_ALL_LOCKS, IS_FREE_LOCK,
 // IS_USED_LOCK) belong to the server connection that took them, not to a
@@ -19,33 +15,6 @@ import (
 // exclude each other: the locks live on the one server. Applications take
 // them for leader election and migrations at start (Rails, Laravel,
 // Flyway, Liquibase).
-
-// namedLockFuncs are the named-lock functions, lower-case.
-var namedLockFuncs = map[string]bool{
-	"get_lock": true, "release_lock": true, "release_all_locks": true,
-	"is_free_lock": true, "is_used_lock": true,
-}
-
-// callsNamedLock reports whether a statement calls a named-lock function.
-func callsNamedLock(a *rewrite.Analysis, sql string) bool {
-	if !containsFold(sql, "_lock") {
-		return false // the common case, without a walk of the AST
-	}
-	v := &lockFinder{}
-	a.Stmt.Accept(v)
-	return v.found
-}
-
-type lockFinder struct{ found bool }
-
-func (v *lockFinder) Enter(n ast.Node) (ast.Node, bool) {
-	if f, ok := n.(*ast.FuncCallExpr); ok && namedLockFuncs[f.FnName.L] {
-		v.found = true
-	}
-	return n, v.found
-}
-
-func (v *lockFinder) Leave(n ast.Node) (ast.Node, bool) { return n, true }
 
 // lockConn returns the session's named-lock connection on ds (the default
 // datasource), taking it from the pool the first time. It is not bounded
@@ -83,21 +52,6 @@ func (s *Session) acquireOwn(ds string) (Conn, error) {
 		r.Retire()
 	}
 	return c, nil
-}
-
-// containsFold reports whether s contains the ASCII word sub (lower-case)
-// in any case, without copying s (it runs on every statement planned).
-func containsFold(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		j := 0
-		for j < len(sub) && s[i+j]|0x20 == sub[j]|0x20 {
-			j++
-		}
-		if j == len(sub) {
-			return true
-		}
-	}
-	return false
 }
 
 // afterLockError drops the lock connection when it broke: the server has

@@ -88,7 +88,7 @@ type interrupter interface {
 // closed, which rolls its transaction back. An account may kill its own
 // connections; an admin any.
 func (s *Session) kill(pl *plan) (*mysql.Result, error) {
-	st := pl.A.Stmt.(*ast.KillStmt) // opKill
+	st := pl.A.Stmt.(*ast.KillStmt) // planbuilder.OpKill
 	s.e.metrics.countStatement("session")
 	target := s.e.live.get(st.ConnectionID)
 	if target == nil {
@@ -208,7 +208,7 @@ func (s *Session) processes(self string) []process {
 
 // processList answers SHOW [FULL] PROCESSLIST in MariaDB's columns.
 func (s *Session) processList(pl *plan, binary bool) (*mysql.Result, error) {
-	st := pl.A.Stmt.(*ast.ShowStmt) // opProcessList
+	st := pl.A.Stmt.(*ast.ShowStmt) // planbuilder.OpProcessList
 	// The column definitions MariaDB 10.11 sends to a utf8mb4 client.
 	text := func(name string, length uint32, flag uint16) *mysql.Field {
 		return &mysql.Field{Name: []byte(name), Type: mysql.MYSQL_TYPE_VAR_STRING, Charset: 45, ColumnLength: length, Flag: flag, Decimal: 39}

@@ -45,7 +45,7 @@ func (e *Engine) SetReadRamps(r ReadRamps) { e.ramps = r }
 // shard is in a ramp.
 func (s *Session) rampedRead(pl *plan, snap *router.Snapshot, args []any) (*router.Snapshot, rampSide) {
 	a := pl.A
-	if s.e.ramps == nil || !s.e.ramps.Any() || pl.write() || s.inTxn() || len(a.Keys) != 1 {
+	if s.e.ramps == nil || !s.e.ramps.Any() || pl.Write() || s.inTxn() || len(a.Keys) != 1 {
 		return nil, notRamped
 	}
 	k, err := keyOf(a.Keys[0], args)

@@ -73,18 +73,6 @@ func (b managerBackends) AcquireOnce(ctx context.Context, ds string, foundRows b
 	return c, nil
 }
 
-// routinePlan plans a routine statement; ok is false for any other.
-func routinePlan(sql string) (pl *plan, ok bool, err error) {
-	r, err := rewrite.ClassifyRoutine(sql)
-	if err != nil {
-		return nil, true, classify(err)
-	}
-	if r == nil {
-		return nil, false, nil
-	}
-	return &plan{SQL: sql, A: &rewrite.Analysis{Kind: rewrite.KindOther, ParamCount: r.Params}, Routine: r}, true, nil
-}
-
 // splitRoutines is Split for a text holding routine statements (see
 // rewrite.SplitRoutines). Every statement is planned before any runs, so a
 // syntax error or a refusal anywhere refuses all of it, as in Split.

@@ -130,22 +130,6 @@ func (e *Engine) SetSearch(idx MessageSearch, opt SearchOptions) {
 	e.search = &searchState{idx: idx, opt: opt}
 }
 
-// searchPlan recognises a statement naming msg_search; ok=false: it does
-// not.
-func (s *Session) searchPlan(sql string, a *rewrite.Analysis) (*plan, bool, error) {
-	if !rewrite.NamesSearchTable(a) {
-		return nil, false, nil
-	}
-	if s.e.search == nil {
-		return nil, true, sqlerr.Errorf(sqlerr.NotSupported, "msg_search: message search is not enabled on this proxy (search.enabled)")
-	}
-	sh, err := rewrite.SearchShape(a)
-	if err != nil {
-		return nil, true, classify(err)
-	}
-	return &plan{SQL: sql, A: a, Search: sh}, true, nil
-}
-
 // searchFields are the result columns of a msg_search query, typed as the
 // conv_msg columns they come from.
 func searchFields(cols []string, db string) []*mysql.Field {

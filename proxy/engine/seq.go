@@ -10,6 +10,7 @@ import (
 	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/proxy/backend"
+	"github.com/convoy-im/convoy/proxy/planbuilder"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
@@ -250,7 +251,7 @@ func (s *Session) seqBatch(pl *plan, args []any) (_ *mysql.Result, ok bool, _ er
 		sqlq.Ident(seqTable.Database), sqlq.Ident(seqTable.Table), conv, n, n)
 	b.Write(insert)
 	if readBack {
-		msgs := snap.Physical(historyTable, sh)
+		msgs := snap.Physical(planbuilder.HistoryTable, sh)
 		fmt.Fprintf(&b, ";SELECT seq, msg_id, sender_uid, msg_type, created_at FROM %s.%s WHERE conv_id = %d AND seq > %s - %d ORDER BY seq",
 			sqlq.Ident(msgs.Database), sqlq.Ident(msgs.Table), conv, seqRow, n)
 	}

@@ -308,7 +308,7 @@ func (s *Session) Prepare(sql string) (*Prepared, error) {
 		// Answered by Convoy: the columns are its own.
 		p.Fields = searchFields(pl.Search.Columns, s.db)
 		p.Columns = len(p.Fields)
-	case pl.local():
+	case pl.Local():
 		if p.Params > 0 {
 			return nil, sqlerr.Errorf(sqlerr.NotSupported, "placeholders are not supported in a prepared %s statement", pl.A.Kind)
 		}
@@ -378,7 +378,7 @@ func (s *Session) execute(p *Prepared, args []any) (*mysql.Result, error) {
 	if len(args) != p.Params {
 		return nil, sqlerr.Errorf(sqlerr.WrongArguments, "Incorrect arguments to mysqld_stmt_execute: %d given, %d expected", len(args), p.Params)
 	}
-	r, err := s.run(p.pl, args, !p.pl.local())
+	r, err := s.run(p.pl, args, !p.pl.Local())
 	s.noteInsertID(r)
 	return r, classify(err)
 }

@@ -102,15 +102,11 @@ func (s *Session) sessionValue(r rewrite.SessionRef) rewrite.SessionValue {
 // built per execution and nothing of them is kept; such plans are not
 // shared either (buildShared).
 func (s *Session) sessionPlan(pl *plan) (*plan, error) {
-	c := *pl
-	c.A = pl.A.WithSessionValues(s.sessionValue)
-	t, err := rewrite.NewTemplate(c.A)
+	p, err := pl.WithSessionValues(s.sessionValue)
 	if err != nil {
-		return nil, classify(err)
+		return nil, err
 	}
-	c.Tmpl, c.scatter, c.seqHoles, c.Hist = t, nil, nil, nil
-	c.Op = s.decideOp(&c) // (no longer a history read the hot tier answers)
-	return &c, nil
+	return &plan{Plan: p, noInline: pl.noInline}, nil
 }
 
 // readLastID learns the value a LAST_INSERT_ID(expr) just set on c.

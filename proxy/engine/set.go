@@ -9,6 +9,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/charset"
 
 	"github.com/convoy-im/convoy/proxy/backend"
+	"github.com/convoy-im/convoy/proxy/planbuilder"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 )
@@ -60,7 +61,7 @@ func (s *Session) set(a *rewrite.Analysis) (*mysql.Result, error) {
 					nextTx = map[string]string{}
 				}
 			}
-			setSys(nextTx, v.Name, v.Value)
+			planbuilder.SetSysVar(nextTx, v.Name, v.Value)
 		case v.Global:
 			return nil, sqlerr.Errorf(sqlerr.NotSupported, "SET GLOBAL %s is not allowed through Convoy: it would change one datasource only; set it on each server directly", v.Name)
 		case !v.User && v.Name == ColdPartialVar:
@@ -97,7 +98,7 @@ func (s *Session) set(a *rewrite.Analysis) (*mysql.Result, error) {
 			if err := checkCharsetValue(v.Name, v.Value); err != nil {
 				return nil, err
 			}
-			setSys(next, v.Name, v.Value)
+			planbuilder.SetSysVar(next, v.Name, v.Value)
 		case v.Name == "sql_mode":
 			val := v.Value
 			if sqlModeExpr(val) {
@@ -113,9 +114,9 @@ func (s *Session) set(a *rewrite.Analysis) (*mysql.Result, error) {
 			if val, sqlModeNBE, err = s.splitNoBackslash(val); err != nil {
 				return nil, err
 			}
-			setSys(next, v.Name, val)
+			planbuilder.SetSysVar(next, v.Name, val)
 		default:
-			setSys(next, v.Name, v.Value)
+			planbuilder.SetSysVar(next, v.Name, v.Value)
 		}
 	}
 	if !mapsEqual(next, s.vars) {
@@ -165,14 +166,6 @@ func mergeVars(base map[string]string, over ...map[string]string) map[string]str
 		maps.Copy(m, o)
 	}
 	return m
-}
-
-func setSys(m map[string]string, name, value string) {
-	if strings.EqualFold(value, "DEFAULT") {
-		delete(m, "@@"+name)
-		return
-	}
-	m["@@"+name] = value
 }
 
 // sqlModeExpr reports a sql_mode value that extends the current mode, as

@@ -242,7 +242,7 @@ func (s *Session) backendWarnings(c Conn, r *mysql.Result, sh int, once bool) {
 // WARNINGS / ERRORS [LIMIT [offset,] count] from the session's diagnostics
 // area (the LIMIT is matched before the parser, which does not know it).
 func (s *Session) showWarnings(pl *plan, binary bool) (*mysql.Result, error) {
-	st := pl.A.Stmt.(*ast.ShowStmt) // opDiagnostics
+	st := pl.A.Stmt.(*ast.ShowStmt) // planbuilder.OpDiagnostics
 	list, more := s.diag.list(st.Tp == ast.ShowErrors)
 	// The column definitions MariaDB 10.11 sends to a utf8mb4 client.
 	text := func(name string, length uint32) *mysql.Field {

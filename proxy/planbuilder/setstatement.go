@@ -1,4 +1,4 @@
-package engine
+package planbuilder
 
 import (
 	"regexp"
@@ -34,14 +34,14 @@ var statementVars = []string{
 
 // planSetStatement plans a SET STATEMENT ... FOR statement (false: sql is
 // not one).
-func (s *Session) planSetStatement(sql string) (*plan, bool, error) {
+func planSetStatement(sql string, ctx Context) (*Plan, bool, error) {
 	loc := setStatementPrefix.FindStringIndex(sql)
 	if loc == nil {
 		return nil, false, nil
 	}
 	rest := sql[loc[1]:]
 	for _, at := range rewrite.WordOffsets(rest, "FOR") {
-		stmts, err := s.parser.Parse("SET " + rest[:at])
+		stmts, err := ctx.Parser.Parse("SET " + rest[:at])
 		if err != nil || len(stmts) != 1 {
 			continue
 		}
@@ -59,18 +59,28 @@ func (s *Session) planSetStatement(sql string) (*plan, bool, error) {
 			if v.Global || v.User || v.NextTx || !slices.Contains(statementVars, v.Name) {
 				return nil, true, sqlerr.Errorf(sqlerr.NotSupported, "SET STATEMENT %s ... FOR is not supported through Convoy: it takes %s; set other variables with SET SESSION", v.Name, strings.Join(statementVars, ", "))
 			}
-			setSys(vars, v.Name, v.Value)
+			SetSysVar(vars, v.Name, v.Value)
 		}
 		inner := strings.TrimSpace(rest[at+len("FOR"):])
 		if setStatementPrefix.MatchString(inner) {
 			return nil, true, sqlerr.Errorf(sqlerr.Syntax, "You have an error in your SQL syntax: SET STATEMENT cannot nest")
 		}
-		pl, err := s.plan(inner)
+		pl, err := Build(inner, ctx)
 		if err != nil {
 			return nil, true, err
 		}
-		pl.StmtSet = vars // (a new plan: s.plan caches nothing itself)
+		pl.StmtSet = vars // (a new plan: Build caches nothing)
 		return pl, true, nil
 	}
 	return nil, false, nil
+}
+
+// SetSysVar sets a system variable in m as the session variables backend
+// connections carry are kept (@@name; DEFAULT removes it).
+func SetSysVar(m map[string]string, name, value string) {
+	if strings.EqualFold(value, "DEFAULT") {
+		delete(m, "@@"+name)
+		return
+	}
+	m["@@"+name] = value
 }
