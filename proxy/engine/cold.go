@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/proxy/mysqlrow"
 	"github.com/convoy-im/convoy/proxy/planbuilder"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
@@ -887,7 +888,7 @@ func coldRows(q *coldQuery, page ColdPage, fields []*mysql.Field, binary bool) (
 			return nil, false
 		}
 		c := cols[at[i]]
-		if c.Type != f.Type || c.Flags&mysql.UNSIGNED_FLAG != f.Flag&mysql.UNSIGNED_FLAG || c.Decimals != f.Decimal || binary && !convertible(f.Type) {
+		if c.Type != f.Type || c.Flags&mysql.UNSIGNED_FLAG != f.Flag&mysql.UNSIGNED_FLAG || c.Decimals != f.Decimal || binary && !mysqlrow.Convertible(f.Type) {
 			return nil, false
 		}
 	}
@@ -905,7 +906,7 @@ func coldRows(q *coldQuery, page ColdPage, fields []*mysql.Field, binary bool) (
 			vals[i] = values[at[i]]
 		}
 		if !binary {
-			out = append(out, keyedRow{key: key, data: textRow(vals)})
+			out = append(out, keyedRow{key: key, data: mysqlrow.TextRow(vals)})
 			continue
 		}
 		b := make([]byte, 1+(len(fields)+7+2)/8)
@@ -915,7 +916,7 @@ func coldRows(q *coldQuery, page ColdPage, fields []*mysql.Field, binary bool) (
 				continue
 			}
 			var ok bool
-			if b, ok = appendBinary(b, f, vals[i]); !ok {
+			if b, ok = mysqlrow.AppendBinary(b, f, vals[i]); !ok {
 				return nil, false
 			}
 		}

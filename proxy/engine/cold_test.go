@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/convoy-im/convoy/proxy/mysqlrow"
 )
 
 func seqRange(from, to uint64) []uint64 { // from down to to, or up
@@ -148,7 +150,7 @@ func TestColdRowsProtocols(t *testing.T) {
 	for _, k := range text {
 		rs.RowDatas = append(rs.RowDatas, k.data)
 	}
-	if !textToBinary(rs) {
+	if !mysqlrow.TextToBinary(rs) {
 		t.Fatal("textToBinary refused")
 	}
 	for i := range bin {

@@ -12,6 +12,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/proxy/mysqlrow"
 	"github.com/convoy-im/convoy/proxy/planbuilder"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
@@ -467,7 +468,7 @@ func (s *Session) execPart(c Conn, p part, binary bool) (*mysql.Result, error) {
 	}
 	if binary && p.inline != "" {
 		r, err := c.Exec(p.inline)
-		if err != nil || r.Resultset == nil || textToBinary(r.Resultset) {
+		if err != nil || r.Resultset == nil || mysqlrow.TextToBinary(r.Resultset) {
 			s.e.metrics.countBackendPS("inline")
 			return r, err
 		}

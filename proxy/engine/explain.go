@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
+	"github.com/convoy-im/convoy/proxy/mysqlrow"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/router"
 )
@@ -72,7 +73,7 @@ func (s *Session) runExplain(pl *plan, args []any, binary bool) (*mysql.Result, 
 				"plan rows %d-%d: shard %d, %s.%s of datasource %s", from+1, from+len(r.RowDatas), sh, ph.Database, ph.Table, t.Datasource)})
 		}
 	}
-	if binary && out != nil && out.Resultset != nil && !textToBinary(out.Resultset) {
+	if binary && out != nil && out.Resultset != nil && !mysqlrow.TextToBinary(out.Resultset) {
 		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] an EXPLAIN answer has no binary form")
 	}
 	if len(notes) > 1 {
@@ -107,7 +108,7 @@ func (s *Session) explainOn(pl *plan, snap *router.Snapshot, sh router.Shard, ds
 	if err != nil || r.Resultset == nil {
 		return r, err
 	}
-	rows, err := textRows(r)
+	rows, err := mysqlrow.TextRows(r)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +118,7 @@ func (s *Session) explainOn(pl *plan, snap *router.Snapshot, sh router.Shard, ds
 				row[j] = []byte(toLogical(string(v), snap, sh, s.db))
 			}
 		}
-		r.RowDatas[i] = textRow(row)
+		r.RowDatas[i] = mysqlrow.TextRow(row)
 	}
 	r.Values = nil
 	return r, nil

@@ -7,6 +7,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/proxy/mysqlrow"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 )
 
@@ -111,9 +112,9 @@ func (s *Session) showGrants(pl *plan, binary bool) (*mysql.Result, error) {
 	rs := &mysql.Resultset{Fields: []*mysql.Field{{Name: []byte("Grants for " + name + "@%"), Type: mysql.MYSQL_TYPE_VAR_STRING,
 		Charset: 45, ColumnLength: 4096, Flag: mysql.NOT_NULL_FLAG, Decimal: 39}}}
 	for _, l := range grantLines(name, p) {
-		rs.RowDatas = append(rs.RowDatas, textRow([][]byte{[]byte(l)}))
+		rs.RowDatas = append(rs.RowDatas, mysqlrow.TextRow([][]byte{[]byte(l)}))
 	}
-	if binary && !textToBinary(rs) {
+	if binary && !mysqlrow.TextToBinary(rs) {
 		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] SHOW GRANTS rows could not be encoded for the binary protocol")
 	}
 	return &mysql.Result{Resultset: rs}, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/proxy/mysqlrow"
 	"github.com/convoy-im/convoy/proxy/planbuilder"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
@@ -414,5 +415,5 @@ func appendDatetime(dst []byte, f *mysql.Field, ms int64, bin bool) ([]byte, boo
 		}
 		return dst, true
 	}
-	return appendBinaryDatetime(dst, t.Year(), int(t.Month()), t.Day(), t.Hour(), t.Minute(), t.Second(), int(micro)), true
+	return mysqlrow.AppendBinaryDatetime(dst, t.Year(), int(t.Month()), t.Day(), t.Hour(), t.Minute(), t.Second(), int(micro)), true
 }

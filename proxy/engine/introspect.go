@@ -13,6 +13,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/proxy/mysqlrow"
 	"github.com/convoy-im/convoy/proxy/planbuilder"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
@@ -213,7 +214,7 @@ func (e *Engine) infoColumns(c Conn, snap *router.Snapshot, name string) ([]stri
 		if err != nil {
 			return nil, err
 		}
-		rows, err := textRows(r)
+		rows, err := mysqlrow.TextRows(r)
 		if err != nil {
 			return nil, err
 		}
@@ -544,9 +545,9 @@ func mergeTables(r *mysql.Result, extra [][][]byte, ls *rewrite.LogicalSchema, b
 	}
 	added := &mysql.Resultset{Fields: r.Fields}
 	for _, e := range extra {
-		added.RowDatas = append(added.RowDatas, textRow(e))
+		added.RowDatas = append(added.RowDatas, mysqlrow.TextRow(e))
 	}
-	if binary && !textToBinary(added) {
+	if binary && !mysqlrow.TextToBinary(added) {
 		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] a SHOW TABLES row has no binary form")
 	}
 	for i, e := range extra {
@@ -636,7 +637,7 @@ func (s *Session) showSharded(pl *plan, args []any, binary bool) (*mysql.Result,
 		return nil, err
 	}
 	if r.Resultset != nil && st.Tp != ast.ShowColumns {
-		rows, err := textRows(r)
+		rows, err := mysqlrow.TextRows(r)
 		if err != nil {
 			return nil, err
 		}
@@ -651,11 +652,11 @@ func (s *Session) showSharded(pl *plan, args []any, binary bool) (*mysql.Result,
 					row[j] = rename(row[j])
 				}
 			}
-			r.RowDatas[i] = textRow(row)
+			r.RowDatas[i] = mysqlrow.TextRow(row)
 		}
 		r.Values = nil
 	}
-	if binary && r.Resultset != nil && !textToBinary(r.Resultset) {
+	if binary && r.Resultset != nil && !mysqlrow.TextToBinary(r.Resultset) {
 		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] a SHOW answer has no binary form")
 	}
 	fixFields(r, db)
@@ -683,53 +684,9 @@ func (e *Engine) queryRows(ds, sql string) ([]*mysql.Field, [][][]byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, err := textRows(r)
+	rows, err := mysqlrow.TextRows(r)
 	if err != nil || r.Resultset == nil {
 		return nil, rows, err
 	}
 	return r.Fields, rows, nil
-}
-
-// textRows splits the rows of a text-protocol result into their values
-// (nil: NULL).
-func textRows(r *mysql.Result) ([][][]byte, error) {
-	if r == nil || r.Resultset == nil {
-		return nil, nil
-	}
-	out := make([][][]byte, len(r.RowDatas))
-	for i, row := range r.RowDatas {
-		vals := make([][]byte, 0, len(r.Fields))
-		for pos := 0; pos < len(row); {
-			if row[pos] == 0xfb {
-				vals = append(vals, nil)
-				pos++
-				continue
-			}
-			l, isNull, k := mysql.LengthEncodedInt(row[pos:])
-			if isNull || k == 0 || uint64(len(row)-pos-k) < l {
-				return nil, sqlerr.Errorf(sqlerr.Internal, "malformed row from the server")
-			}
-			vals = append(vals, row[pos+k:pos+k+int(l)])
-			pos += k + int(l)
-		}
-		if len(vals) != len(r.Fields) {
-			return nil, sqlerr.Errorf(sqlerr.Internal, "malformed row from the server: %d values for %d columns", len(vals), len(r.Fields))
-		}
-		out[i] = vals
-	}
-	return out, nil
-}
-
-// textRow encodes values (nil: NULL) as a text-protocol row.
-func textRow(vals [][]byte) mysql.RowData {
-	var b []byte
-	for _, v := range vals {
-		if v == nil {
-			b = append(b, 0xfb)
-			continue
-		}
-		b = mysql.AppendLengthEncodedInteger(b, uint64(len(v)))
-		b = append(b, v...)
-	}
-	return b
 }

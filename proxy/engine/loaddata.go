@@ -16,6 +16,7 @@ import (
 
 	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/proxy/loadfile"
+	"github.com/convoy-im/convoy/proxy/mysqlrow"
 	"github.com/convoy-im/convoy/proxy/planbuilder"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
@@ -815,7 +816,7 @@ func (ld *load) strict() bool {
 			if err != nil {
 				return err
 			}
-			rows, err := textRows(r)
+			rows, err := mysqlrow.TextRows(r)
 			if len(rows) == 1 {
 				mode = string(rows[0][0])
 			}

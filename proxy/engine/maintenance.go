@@ -7,6 +7,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/proxy/mysqlrow"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 )
 
@@ -62,12 +63,12 @@ func (s *Session) maintenance(pl *plan, binary bool) (*mysql.Result, error) {
 			if out == nil {
 				out = &mysql.Resultset{Fields: fields}
 			}
-			out.RowDatas = append(out.RowDatas, textRow([][]byte{name, row}))
+			out.RowDatas = append(out.RowDatas, mysqlrow.TextRow([][]byte{name, row}))
 			continue
 		}
 		seen := map[string]bool{}
 		for i, r := range results {
-			rows, err := textRows(r)
+			rows, err := mysqlrow.TextRows(r)
 			if err != nil || r.Resultset == nil || len(r.Fields) != 4 {
 				return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] %s of %s answered without its four columns", verb, snap.Physical(logical, parts[i].shard))
 			}
@@ -81,14 +82,14 @@ func (s *Session) maintenance(pl *plan, binary bool) (*mysql.Result, error) {
 					continue
 				}
 				seen[key] = true
-				out.RowDatas = append(out.RowDatas, textRow([][]byte{name, row[1], row[2], []byte(text)}))
+				out.RowDatas = append(out.RowDatas, mysqlrow.TextRow([][]byte{name, row[1], row[2], []byte(text)}))
 			}
 		}
 	}
 	if out == nil {
 		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] %s named no table", verb)
 	}
-	if binary && !textToBinary(out) {
+	if binary && !mysqlrow.TextToBinary(out) {
 		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] %s rows could not be encoded for the binary protocol", verb)
 	}
 	return &mysql.Result{Resultset: out}, nil
@@ -99,7 +100,7 @@ func (s *Session) maintenance(pl *plan, binary bool) (*mysql.Result, error) {
 func sumChecksums(results []*mysql.Result) ([]byte, []*mysql.Field, error) {
 	var sum uint64
 	for _, r := range results {
-		rows, err := textRows(r)
+		rows, err := mysqlrow.TextRows(r)
 		if err != nil || r.Resultset == nil || len(r.Fields) != 2 || len(rows) != 1 {
 			return nil, nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] CHECKSUM TABLE answered without its one row of two columns")
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
+	"github.com/convoy-im/convoy/proxy/mysqlrow"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 )
@@ -231,12 +232,12 @@ func (s *Session) processList(pl *plan, binary bool) (*mysql.Result, error) {
 		if !st.Full && len(infoV) > 100 {
 			infoV = []byte(truncateRunes(string(infoV), 100))
 		}
-		rs.RowDatas = append(rs.RowDatas, textRow([][]byte{
+		rs.RowDatas = append(rs.RowDatas, mysqlrow.TextRow([][]byte{
 			[]byte(strconv.FormatUint(uint64(p.id), 10)), []byte(p.user), []byte(p.host), p.db, []byte(p.command),
 			[]byte(strconv.Itoa(int(p.elapsed / time.Second))), p.state, infoV, []byte("0.000"),
 		}))
 	}
-	if binary && !textToBinary(rs) {
+	if binary && !mysqlrow.TextToBinary(rs) {
 		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] SHOW PROCESSLIST rows could not be encoded for the binary protocol")
 	}
 	return &mysql.Result{Resultset: rs}, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/proxy/merge"
+	"github.com/convoy-im/convoy/proxy/mysqlrow"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 )
@@ -71,7 +72,7 @@ func (s *Session) evalOverAggregates(exprs []rewrite.ScatterExpr, binary bool) m
 		var res *mysql.Result
 		err := s.withDefaultConn(func(c Conn) error {
 			var err error
-			if res, err = c.Exec(sql); err != nil || !binary || res == nil || res.Resultset == nil || textToBinary(res.Resultset) {
+			if res, err = c.Exec(sql); err != nil || !binary || res == nil || res.Resultset == nil || mysqlrow.TextToBinary(res.Resultset) {
 				return err
 			}
 			// A column without an exact binary form (FLOAT, DOUBLE): the

@@ -9,6 +9,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"go.uber.org/zap"
 
+	"github.com/convoy-im/convoy/proxy/mysqlrow"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/router"
 )
@@ -188,7 +189,7 @@ func (s *Session) noteFoundRows(c Conn) {
 		s.e.log.Debug("reading FOUND_ROWS() failed", zap.Error(err))
 		return
 	}
-	rows, err := textRows(r)
+	rows, err := mysqlrow.TextRows(r)
 	if err != nil || len(rows) != 1 || len(rows[0]) != 1 {
 		return
 	}
@@ -214,7 +215,7 @@ func (s *Session) backendWarnings(c Conn, r *mysql.Result, sh int, once bool) {
 		s.e.log.Debug("reading a statement's warnings failed", zap.Error(err))
 		return
 	}
-	rows, err := textRows(res)
+	rows, err := mysqlrow.TextRows(res)
 	if err != nil || len(res.Fields) != 3 {
 		return
 	}
@@ -257,7 +258,7 @@ func (s *Session) showWarnings(pl *plan, binary bool) (*mysql.Result, error) {
 		rs = &mysql.Resultset{Fields: []*mysql.Field{{Name: []byte(name), Type: mysql.MYSQL_TYPE_LONGLONG,
 			Charset: 63, ColumnLength: 21, Flag: mysql.UNSIGNED_FLAG | mysql.BINARY_FLAG}}}
 		n := len(list) + more
-		rs.RowDatas = []mysql.RowData{textRow([][]byte{[]byte(strconv.Itoa(n))})}
+		rs.RowDatas = []mysql.RowData{mysqlrow.TextRow([][]byte{[]byte(strconv.Itoa(n))})}
 	} else {
 		if w := pl.DiagWindow; w != nil {
 			list = list[min(w[0], len(list)):]
@@ -266,10 +267,10 @@ func (s *Session) showWarnings(pl *plan, binary bool) (*mysql.Result, error) {
 		rs = &mysql.Resultset{Fields: []*mysql.Field{text("Level", 28), {Name: []byte("Code"), Type: mysql.MYSQL_TYPE_LONG,
 			Charset: 63, ColumnLength: 4, Flag: mysql.UNSIGNED_FLAG | mysql.NOT_NULL_FLAG | mysql.BINARY_FLAG}, text("Message", 2048)}}
 		for _, w := range list {
-			rs.RowDatas = append(rs.RowDatas, textRow([][]byte{[]byte(w.Level), []byte(strconv.Itoa(int(w.Code))), []byte(w.Message)}))
+			rs.RowDatas = append(rs.RowDatas, mysqlrow.TextRow([][]byte{[]byte(w.Level), []byte(strconv.Itoa(int(w.Code))), []byte(w.Message)}))
 		}
 	}
-	if binary && !textToBinary(rs) {
+	if binary && !mysqlrow.TextToBinary(rs) {
 		return nil, sqlerr.Errorf(sqlerr.Internal, "[BUG] SHOW WARNINGS rows could not be encoded for the binary protocol")
 	}
 	return &mysql.Result{Resultset: rs}, nil

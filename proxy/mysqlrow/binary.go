@@ -1,4 +1,4 @@
-package engine
+package mysqlrow
 
 import (
 	"encoding/binary"
@@ -7,14 +7,14 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 )
 
-// textToBinary rewrites the rows of a text-protocol result set as
+// TextToBinary rewrites the rows of a text-protocol result set as
 // binary-protocol rows (what a COM_STMT_EXECUTE client reads), byte for byte
 // what MariaDB would have sent for the same values. It reports false, and
 // leaves rs alone, when a column has no exact conversion: FLOAT and DOUBLE
 // (the text form is rounded) and types it does not know.
-func textToBinary(rs *mysql.Resultset) bool {
+func TextToBinary(rs *mysql.Resultset) bool {
 	for _, f := range rs.Fields {
-		if !convertible(f.Type) {
+		if !Convertible(f.Type) {
 			return false
 		}
 	}
@@ -39,7 +39,7 @@ func textToBinary(rs *mysql.Resultset) bool {
 			}
 			v := row[pos+k : pos+k+int(l)]
 			var ok bool
-			if b, ok = appendBinary(b, f, v); !ok {
+			if b, ok = AppendBinary(b, f, v); !ok {
 				return false
 			}
 			pos += k + int(l)
@@ -51,7 +51,9 @@ func textToBinary(rs *mysql.Resultset) bool {
 	return true
 }
 
-func convertible(tp byte) bool {
+// Convertible reports a column type whose text values have an exact
+// binary form (not FLOAT / DOUBLE, whose text is rounded).
+func Convertible(tp byte) bool {
 	switch tp {
 	case mysql.MYSQL_TYPE_FLOAT, mysql.MYSQL_TYPE_DOUBLE:
 		return false
@@ -67,8 +69,8 @@ func convertible(tp byte) bool {
 	return false
 }
 
-// appendBinary appends one non-NULL value v (text form) of field f.
-func appendBinary(b []byte, f *mysql.Field, v []byte) ([]byte, bool) {
+// AppendBinary appends one non-NULL value v (text form) of field f.
+func AppendBinary(b []byte, f *mysql.Field, v []byte) ([]byte, bool) {
 	unsigned := f.Flag&mysql.UNSIGNED_FLAG != 0
 	switch f.Type {
 	case mysql.MYSQL_TYPE_TINY:
@@ -160,14 +162,14 @@ func appendDatetimeText(b, v []byte) ([]byte, bool) {
 			return b, false
 		}
 	}
-	return appendBinaryDatetime(b, y, mo, d, h, mi, s, us), true
+	return AppendBinaryDatetime(b, y, mo, d, h, mi, s, us), true
 }
 
-// appendBinaryDatetime encodes a DATE / DATETIME / TIMESTAMP as short as its
+// AppendBinaryDatetime encodes a DATE / DATETIME / TIMESTAMP as short as its
 // value allows, as MariaDB's Protocol_binary::store does: 11 bytes with
 // microseconds, 7 with a time of day, 4 for a date at midnight, 0 for the
 // zero date.
-func appendBinaryDatetime(b []byte, y, mo, d, h, mi, s, us int) []byte {
+func AppendBinaryDatetime(b []byte, y, mo, d, h, mi, s, us int) []byte {
 	var l byte
 	switch {
 	case us != 0:
