@@ -24,10 +24,66 @@ const (
 )
 
 // Session is the engine state of one client connection. It is used by one
-// goroutine at a time (the connection's), so it needs no locks.
+// goroutine at a time (the connection's), so it needs no locks. It is made
+// of pieces with types of their own: who the client is (client), the
+// session's variables (variables, sessionvars.go), the transaction
+// (txnState), the diagnostics area (diagArea, warnings.go), the session's
+// own connections (temporary tables, named locks) and the running
+// statement's state (statement).
 type Session struct {
-	e          *Engine
-	parser     *rewrite.Parser
+	e      *Engine
+	parser *rewrite.Parser
+	client
+	variables
+	txn txnState
+	// diag are the current statement's conditions, the engine's own and
+	// its backends', and the diagnostics area (warnings.go).
+	diag diagArea
+	statement
+	rt routineState // routine.go
+	// interrupt receives KILL QUERY / KILL CONNECTION of this session
+	// while it waits in Convoy itself (a migration hold): the wait ends at
+	// once. Drained at each command's start (a KILL between statements
+	// stops none, as on MariaDB).
+	interrupt chan struct{}
+	// temp is the session's own connection (temptables.go): its temporary
+	// tables live there (temps: db.table lower-case) and its SQL-level
+	// prepared statements (stmts: names lower-case).
+	temp  Conn
+	temps map[string]bool
+	stmts map[string]bool
+	// locks is the connection the session's named locks live on
+	// (namedlock.go); nil until the first GET_LOCK or kin.
+	locks   Conn
+	buf     []byte // reused for rendering SQL
+	normBuf []byte // reused by the plan cache (rewrite.Normalize)
+	lits    []rewrite.Literal
+}
+
+// client is who is connected: the account, its privileges and the
+// connection's facts, fixed when the session starts (Set* methods).
+type client struct {
+	priv       Privileges
+	user, host string // the Convoy account and the client's address (SetClient)
+	connID     uint32
+	ownerCtx   context.Context // backendCtx
+	closer     func()          // closes the client connection (SetCloser)
+	localFiles LocalFiles      // the client's files (SetLocalFiles, loaddata.go)
+	addr       string          // the client's host:port (SetRemoteAddr)
+	proc       procState       // what SHOW PROCESSLIST says of this session
+	// tlsVersion and tlsCipher describe the client's TLS session (SetTLS).
+	tlsVersion, tlsCipher string
+	// maxPacket is the session's max_allowed_packet, fixed when it started
+	// (SetMaxAllowedPacket); 0: the engine's current value.
+	maxPacket int64
+	foundRows bool // the client set CLIENT_FOUND_ROWS: backend connections carry it too
+}
+
+// variables are the session's state that statements set and read: the
+// database, system and transaction variables every backend connection it
+// uses must carry, and what a session reads about itself (LAST_INSERT_ID(),
+// FOUND_ROWS(), ROW_COUNT()).
+type variables struct {
 	db         string
 	autocommit bool
 	vars       map[string]string // session variables every backend connection must carry
@@ -45,41 +101,28 @@ type Session struct {
 	// session's statements in that mode (Standard) while its backend
 	// connections run without it (nobackslash.go).
 	sqlModeNBE string
-	txn        txnState
 	lastID     uint64 // LAST_INSERT_ID() of this session, from OK packets
 	// found and rowCount answer FOUND_ROWS() and ROW_COUNT() (see
-	// noteResult); calc* collect the running SELECT SQL_CALC_FOUND_ROWS's
-	// total from the backends (a read of several shards sums theirs, from
-	// parallel parts).
+	// noteResult).
 	found, rowCount int64
-	calcFound       bool
-	calcTotal       atomic.Int64
-	calcOK          atomic.Bool
-	foundRows       bool // the client set CLIENT_FOUND_ROWS: backend connections carry it too
-	// histEntries are the conv_msg rows the current statement inserted, read
-	// back before its commit for the hot tier's write-through.
+}
+
+// statement is the state of the statement running: set up when it starts,
+// read while it runs, forgotten after it.
+type statement struct {
+	// calc* collect the running SELECT SQL_CALC_FOUND_ROWS's total from
+	// the backends (a read of several shards sums theirs, from parallel
+	// parts).
+	calcFound bool
+	calcTotal atomic.Int64
+	calcOK    atomic.Bool
+	// histEntries are the conv_msg rows the current statement inserted,
+	// read back before its commit for the hot tier's write-through.
 	histEntries map[uint64][]histcache.Entry
-	priv        Privileges
-	user, host  string // the Convoy account and the client's address (SetClient)
-	connID      uint32
-	ownerCtx    context.Context // backendCtx
-	closer      func()          // closes the client connection (SetCloser)
-	localFiles  LocalFiles      // the client's files (SetLocalFiles, loaddata.go)
-	addr        string          // the client's host:port (SetRemoteAddr)
-	proc        procState       // what SHOW PROCESSLIST says of this session
-	// tlsVersion and tlsCipher describe the client's TLS session (SetTLS).
-	tlsVersion, tlsCipher string
-	// maxPacket is the session's max_allowed_packet, fixed when it started
-	// (SetMaxAllowedPacket); 0: the engine's current value.
-	maxPacket int64
-	buf       []byte // reused for rendering SQL
-	normBuf   []byte // reused by the plan cache (rewrite.Normalize)
-	lits      []rewrite.Literal
 	// shard is the shard the current statement was routed to (the last one
 	// asked for a connection), or -1: the proxy names it when the statement
 	// fails.
 	shard int
-	rt    routineState // routine.go
 	// seqs collects the seqs a mirrored conv_msg INSERT was given, by row
 	// index (dualwrite.go); nil when nothing is mirrored.
 	seqs map[int]uint64
@@ -87,29 +130,12 @@ type Session struct {
 	// mirrored on, whose value is the GTID of the source transaction that
 	// committed them once known (noteCommit); nil when nothing is mirrored.
 	commits map[router.Shard]string
-	// interrupt receives KILL QUERY / KILL CONNECTION of this session
-	// while it waits in Convoy itself (a migration hold): the wait ends at
-	// once. Drained at each command's start (a KILL between statements
-	// stops none, as on MariaDB).
-	interrupt chan struct{}
 	// onShard: the statement being planned runs on the one shard a
 	// /*+ convoy shard=N */ names (rewrite.AnalyzeOnShard).
 	onShard bool
-	// temp is the session's own connection (temptables.go): its temporary
-	// tables live there (temps: db.table lower-case) and its SQL-level
-	// prepared statements (stmts: names lower-case).
-	temp  Conn
-	temps map[string]bool
-	stmts map[string]bool
-	// locks is the connection the session's named locks live on
-	// (namedlock.go); nil until the first GET_LOCK or kin.
-	locks Conn
 	// oneShard backs the shard list admitWrite hands endWrite for a
 	// single-key write (hold.go), so the common write allocates nothing.
 	oneShard [1]router.Shard
-	// diag are the current statement's conditions, the engine's own and
-	// its backends', and the diagnostics area (warnings.go).
-	diag diagArea
 }
 
 // txnState is a transaction pinned to one backend connection of one shard.
@@ -150,8 +176,11 @@ func (t *txnState) noteHistory(convs []uint64, known bool) {
 
 // NewSession starts a session with db as its current database.
 func (e *Engine) NewSession(db string) *Session {
-	return &Session{e: e, parser: rewrite.NewParser(), db: db, autocommit: true, vars: map[string]string{}, shard: -1,
-		priv: Privileges{Read: true, Write: true, DDL: true}, interrupt: make(chan struct{}, 1)}
+	return &Session{e: e, parser: rewrite.NewParser(),
+		variables: variables{db: db, autocommit: true, vars: map[string]string{}},
+		statement: statement{shard: -1},
+		client:    client{priv: Privileges{Read: true, Write: true, DDL: true}},
+		interrupt: make(chan struct{}, 1)}
 }
 
 // StatementShard is the shard the last Query, Prepare or Execute was routed
