@@ -16,10 +16,11 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-// Issue 24: a shard migration fails closed. After a switch no write of the
-// moved shard reaches the old side, whatever a transaction, a paused proxy
-// or the network does; where Convoy cannot be sure, the client gets an
-// error it can retry, never an acknowledgement of a write on the wrong side.
+// A shard migration fails closed (docs/design.md §5). After a switch no
+// write of the moved shard reaches the old side, whatever a transaction, a
+// paused proxy or the network does; where Convoy cannot be sure, the
+// client gets an error it can retry, never an acknowledgement of a write on
+// the wrong side.
 
 // waitMigrationStep waits until SHOW MIGRATIONS shows exactly one job, at
 // step want ("" : no job left).

@@ -508,7 +508,7 @@ func TestGORM(t *testing.T) {
 	got := gormProgram(t, fmt.Sprintf("convoy:convoy@tcp(%s)/im%s", s.convoy.addr, params))
 	compareORMSteps(t, "GORM", want, got)
 
-	// Issue 12 item 15: a multi-shard batch inside GORM's default
+	// A multi-shard batch inside GORM's default
 	// transaction stays refused, with a message that says how to send it.
 	t.Run("multi-shard CreateInBatches in a transaction is refused with advice", func(t *testing.T) {
 		db, err := gorm.Open(gormmysql.Open(fmt.Sprintf("convoy:convoy@tcp(%s)/im%s", s.convoy.addr, params)), &gorm.Config{Logger: &gormSQLRecorder{}})
