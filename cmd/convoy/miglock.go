@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/proxy/engine"
+	"github.com/convoy-im/convoy/proxy/shardgate"
 	"github.com/convoy-im/convoy/routecfg"
 )
 
@@ -25,15 +26,15 @@ type shardHolder struct {
 	// startup is the start-up fence while it is up; adopted are the holds
 	// a follower whose Start failed left (failed): the next follower takes
 	// them over (else it could never hold those shards again).
-	startup *engine.WriteFence
-	adopted map[int]*engine.ShardHold
+	startup *shardgate.WriteFence
+	adopted map[int]*shardgate.ShardHold
 	// given are the holds handed to the follower and not released yet.
 	given map[int]*givenHold
 }
 
 // givenHold is a hold the follower owns.
 type givenHold struct {
-	*engine.ShardHold
+	*shardgate.ShardHold
 	h     *shardHolder
 	shard int
 }
@@ -84,7 +85,7 @@ func (h *shardHolder) fenceAll(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.adopted == nil {
-		h.adopted = map[int]*engine.ShardHold{}
+		h.adopted = map[int]*shardgate.ShardHold{}
 	}
 	for sh, g := range h.given {
 		g.Fail(err) // a no-op if the follower failed it already

@@ -7,11 +7,11 @@ package engine
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/convoy-im/convoy/proxy/shardgate"
 	"github.com/convoy-im/convoy/proxy/stats"
 	"github.com/convoy-im/convoy/router"
 )
@@ -128,12 +128,7 @@ type Engine struct {
 	columns   columnCache // the sharded tables' column order
 	// collations caches handshake collation ids (uint8 -> [charset, name]).
 	collations sync.Map
-	gates      [router.NumShards]gate // migration holds (hold.go)
-	// fence is the first of fences, the write fences up (hold.go): while
-	// one is, every sharded write is refused with its error.
-	fence   atomic.Pointer[WriteFence]
-	fenceMu sync.Mutex
-	fences  []*WriteFence
+	gate       *shardgate.Gates // migration holds and write fences (hold.go)
 }
 
 // observe records one backend statement on a shard, run on datasource ds.
@@ -160,7 +155,8 @@ func New(b Backends, r Routes, m *Metrics, log *zap.Logger, opt Options) *Engine
 		log = zap.NewNop()
 	}
 	opt = opt.withDefaults()
-	e := &Engine{backends: b, routes: r, metrics: m, log: log, opt: opt, window: stats.New(opt.StatsWindow, nil), plans: newPlanCache()}
+	e := &Engine{backends: b, routes: r, metrics: m, log: log, opt: opt, window: stats.New(opt.StatsWindow, nil), plans: newPlanCache(),
+		gate: shardgate.New(shardgate.Options{MaxWait: opt.HoldMaxWait, MaxQueue: opt.HoldMaxQueue}, m)}
 	m.watchWindow(e.window, opt)
 	return e
 }

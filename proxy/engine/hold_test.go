@@ -12,6 +12,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/convoy-im/convoy/proxy/shardgate"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/router"
 )
@@ -67,20 +68,17 @@ func newHoldEngineMetrics(opt Options, m *Metrics) (*Engine, *recorder, *swapRou
 }
 
 // waitQueued waits until n writes wait behind h.
-func waitQueued(t *testing.T, h *ShardHold, n int) {
+func waitQueued(t *testing.T, h *shardgate.ShardHold, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		h.mu.Lock()
-		q := h.queued
-		h.mu.Unlock()
-		if q == n {
+		if h.Queued() == n {
 			return
 		}
 	}
 	t.Fatalf("%d writes never queued", n)
 }
 
-func hold(t *testing.T, e *Engine, shard int) *ShardHold {
+func hold(t *testing.T, e *Engine, shard int) *shardgate.ShardHold {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -102,8 +100,8 @@ func goQuery(s *Session, q string) <-chan error {
 }
 
 // goHold holds heldShard in the background, without a deadline.
-func goHold(t *testing.T, e *Engine) <-chan *ShardHold {
-	held := make(chan *ShardHold, 1)
+func goHold(t *testing.T, e *Engine) <-chan *shardgate.ShardHold {
+	held := make(chan *shardgate.ShardHold, 1)
 	go func() {
 		h, err := e.Hold(context.Background(), heldShard)
 		if err != nil {
@@ -278,7 +276,7 @@ func TestHoldWaitsForRunningWrites(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "nothing held") {
 		t.Fatalf("Hold with a write still running at its deadline: %v, want an error", err)
 	}
-	if e.gates[heldShard].hold.Load() != nil {
+	if e.gate.Held(heldShard) {
 		t.Fatal("a failed Hold left the shard held")
 	}
 
@@ -304,7 +302,7 @@ func TestHoldOpenTransactions(t *testing.T) {
 		}
 	}
 	held := goHold(t, e)
-	for e.gates[heldShard].hold.Load() == nil {
+	for !e.gate.Held(heldShard) {
 		time.Sleep(time.Millisecond)
 	}
 	// Inside the open transaction: not queued.
@@ -362,7 +360,7 @@ func TestHoldOpenTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Release()
-	if n := e.gates[heldShard].active.Load(); n != 0 {
+	if n := e.gate.Active(heldShard); n != 0 {
 		t.Fatalf("shard still counts %d writes", n)
 	}
 }
@@ -391,13 +389,13 @@ func TestHoldTransactionFirstWriteQueues(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if n := e.gates[heldShard].active.Load(); n != 1 {
+	if n := e.gate.Active(heldShard); n != 1 {
 		t.Fatalf("the open transaction counts %d on its shard, want 1", n)
 	}
 	if _, err := s.Query("COMMIT"); err != nil {
 		t.Fatal(err)
 	}
-	if n := e.gates[heldShard].active.Load(); n != 0 {
+	if n := e.gate.Active(heldShard); n != 0 {
 		t.Fatalf("shard still counts %d writes after COMMIT", n)
 	}
 }
@@ -457,7 +455,7 @@ func TestTransactionPinnedAcrossSwitch(t *testing.T) {
 					t.Fatalf("the next transaction's write went to the old side: %s", l)
 				}
 			}
-			if n := e.gates[heldShard].active.Load(); n != 0 {
+			if n := e.gate.Active(heldShard); n != 0 {
 				t.Fatalf("shard still counts %d writes", n)
 			}
 		})
@@ -482,7 +480,7 @@ func TestHoldLockingRead(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if n := e.gates[heldShard].active.Load(); n != 1 {
+	if n := e.gate.Active(heldShard); n != 1 {
 		t.Fatalf("the transaction that read FOR UPDATE counts %d on its shard, want 1", n)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
@@ -497,7 +495,7 @@ func TestHoldLockingRead(t *testing.T) {
 	if _, err := s.Query("ROLLBACK"); err != nil {
 		t.Fatal(err)
 	}
-	if n := e.gates[heldShard].active.Load(); n != 0 {
+	if n := e.gate.Active(heldShard); n != 0 {
 		t.Fatalf("shard still counts %d", n)
 	}
 }
@@ -542,7 +540,7 @@ func TestHoldScatterWrites(t *testing.T) {
 	h := hold(t, e, heldShard)
 	update := goQuery(e.NewSession("im"), "UPDATE conv_msg SET msg_type = 2 WHERE conv_id IN (1, 42)")
 	waitQueued(t, h, 1)
-	if n := e.gates[router.ShardOf(1)].active.Load(); n != 0 {
+	if n := e.gate.Active(router.ShardOf(1)); n != 0 {
 		t.Fatalf("a queued multi-shard write counts on shard 0951: %d", n)
 	}
 	ddl := goQuery(e.NewSession("im"), "ALTER TABLE conv_msg ADD COLUMN x INT")
@@ -636,7 +634,7 @@ func TestHoldBusyTransactionAtDeadline(t *testing.T) {
 	}
 	_, err = s.Query("COMMIT")
 	expectCode(t, err, sqlerr.TxnAborted)
-	if n := e.gates[heldShard].active.Load(); n != 0 {
+	if n := e.gate.Active(heldShard); n != 0 {
 		t.Fatalf("shard still counts %d writes", n)
 	}
 	if h := hold(t, e, heldShard); h != nil {
@@ -667,7 +665,7 @@ func TestWriteFence(t *testing.T) {
 	running := goQuery(e.NewSession("im"), "UPDATE conv_msg SET msg_type = 2 WHERE conv_id = 1 AND seq = 7")
 	<-entered
 	fenced := make(chan int, 1)
-	var f1 *WriteFence
+	var f1 *shardgate.WriteFence
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
@@ -676,7 +674,7 @@ func TestWriteFence(t *testing.T) {
 		fenced <- n
 	}()
 	// Up at once for new writes, whatever shard, while Fence waits.
-	for deadline := time.Now().Add(5 * time.Second); e.fence.Load() == nil; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); !e.gate.Fenced(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the fence never went up")
 		}

@@ -347,21 +347,24 @@ func (m *Metrics) countBackendPS(path string) {
 	m.backendPS.inc(path)
 }
 
-func (m *Metrics) queueHeld(delta float64) {
+// HoldQueued implements shardgate.Metrics.
+func (m *Metrics) HoldQueued(delta float64) {
 	if m == nil {
 		return
 	}
 	m.holdQueued.Add(delta)
 }
 
-func (m *Metrics) waitHeld(d time.Duration) {
+// HoldWaited implements shardgate.Metrics.
+func (m *Metrics) HoldWaited(d time.Duration) {
 	if m == nil {
 		return
 	}
 	m.holdWait.Observe(d.Seconds())
 }
 
-func (m *Metrics) refuseHeld(reason string) {
+// HoldRefused implements shardgate.Metrics.
+func (m *Metrics) HoldRefused(reason string) {
 	if m == nil {
 		return
 	}
