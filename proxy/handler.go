@@ -153,6 +153,11 @@ func (h *handler) HandleQuery(q string) (*mysql.Result, error) {
 // query runs one statement and answers it (see reply).
 func (h *handler) query(q string) (*mysql.Result, error) {
 	r, err := h.sess.Query(q)
+	return h.answer(q, r, err)
+}
+
+// answer answers statement q with its result (see reply).
+func (h *handler) answer(q string, r *mysql.Result, err error) (*mysql.Result, error) {
 	r, err = h.result(cmdQuery, q, r, err)
 	if werr := h.writeLeading(); werr != nil {
 		return nil, werr
@@ -204,7 +209,8 @@ func (h *handler) multiQuery(q string) (*mysql.Result, error) {
 		return h.result(cmdQuery, q, nil, err)
 	}
 	if len(parts) == 1 {
-		return h.query(q)
+		r, err := h.sess.RunStatement(parts[0])
+		return h.answer(q, r, err)
 	}
 	nbe := h.sess.NoBackslashEscapes()
 	for i, part := range parts {
@@ -215,9 +221,9 @@ func (h *handler) multiQuery(q string) (*mysql.Result, error) {
 			// would read the statements after the change in the new one.
 			err = &mysql.MyError{Code: 1235, State: "42000", Message: "This version of Convoy doesn't yet support statements after a change of NO_BACKSLASH_ESCAPES in the same query: send them in another query"}
 		} else {
-			r, err = h.sess.Query(part)
+			r, err = h.sess.RunStatement(part)
 		}
-		r, err = h.result(cmdQuery, part, r, err)
+		r, err = h.result(cmdQuery, part.Text, r, err)
 		if werr := h.writeLeading(); werr != nil {
 			return nil, werr
 		}

@@ -60,7 +60,10 @@ func keepSourceForms(stmt ast.StmtNode) (undo func()) {
 			undos = append(undos, func() { field.AsName = ast.CIStr{} })
 		}
 	}
-	v := &literalKeeper{src: src}
+	// A statement of a multi-statement text keeps the parser's offsets
+	// into the whole text; its own starts at its OriginTextPosition (set
+	// by the splitter; 0 for a text parsed alone).
+	v := &literalKeeper{src: src, base: stmt.OriginTextPosition()}
 	stmt.Accept(v)
 	if len(v.swapped) > 0 {
 		undos = append(undos, func() { stmt.Accept(&literalRestorer{}) })
@@ -93,6 +96,7 @@ func (v *verbatimLiteral) Accept(vis ast.Visitor) (ast.Node, bool) {
 
 type literalKeeper struct {
 	src     string
+	base    int // where src starts in the text the parser read
 	swapped []*verbatimLiteral
 }
 
@@ -103,7 +107,7 @@ func (k *literalKeeper) Leave(n ast.Node) (ast.Node, bool) {
 	if !ok || ve.Kind() != test_driver.KindBinaryLiteral {
 		return n, true
 	}
-	tok, ok := numericLiteralToken(k.src, ve)
+	tok, ok := numericLiteralToken(k.src, ve.OriginTextPosition()-k.base, ve)
 	if !ok {
 		return n, true
 	}
@@ -113,10 +117,9 @@ func (k *literalKeeper) Leave(n ast.Node) (ast.Node, bool) {
 }
 
 // numericLiteralToken returns the 0x... / 0b... token at the literal's
-// position in src, if the literal was written in that (numeric-capable) form
-// and the token denotes exactly the parsed value.
-func numericLiteralToken(src string, ve *test_driver.ValueExpr) (string, bool) {
-	off := ve.OriginTextPosition()
+// position in src (off), if the literal was written in that
+// (numeric-capable) form and the token denotes exactly the parsed value.
+func numericLiteralToken(src string, off int, ve *test_driver.ValueExpr) (string, bool) {
 	if off < 0 || off+2 > len(src) || src[off] != '0' {
 		return "", false
 	}

@@ -16,8 +16,9 @@ import (
 
 // Parser wraps one TiDB parser. Not safe for concurrent use: one per session.
 type Parser struct {
-	p    *parser.Parser
-	mode mysql.SQLMode // set on p; kept to set again on a fresh parser
+	p      *parser.Parser
+	mode   mysql.SQLMode // set on p; kept to set again on a fresh parser
+	parses int
 }
 
 // NewParser returns a parser in the default SQL mode (backslash escapes on,
@@ -66,12 +67,17 @@ func (p *Parser) Parse(sql string) (stmts []ast.StmtNode, err error) {
 			stmts, err = nil, &SyntaxError{Msg: syntaxPrefix + "near a literal the parser cannot represent (a number of more than 81 digits?)", Code: mysql.ErrParse}
 		}
 	}()
+	p.parses++
 	stmts, _, err = p.p.Parse(sql, "", "")
 	if err != nil {
 		return nil, toSyntaxError(err)
 	}
 	return stmts, nil
 }
+
+// Parses is how many texts the parser has parsed (tests: a statement is
+// parsed once).
+func (p *Parser) Parses() int { return p.parses }
 
 func toSyntaxError(err error) *SyntaxError {
 	var te *terror.Error

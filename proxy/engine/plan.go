@@ -117,12 +117,20 @@ func (pl *plan) renderInline(s *Session, snap *router.Snapshot, sh router.Shard,
 	return string(b)
 }
 
-// Split cuts a multi-statement query into its statements' texts, for a
-// client that enabled multi-statements; each is then run (routed, checked,
-// authorised) on its own. One statement comes back as is. The whole text is
-// parsed first: a syntax error anywhere refuses all of it, before anything
-// ran (MariaDB would have run the statements before the bad one).
-func (s *Session) Split(sql string) ([]string, error) {
+// Statement is one statement of a multi-statement query (Split): its text
+// and, when Split parsed it, its AST, so that it is not parsed again.
+type Statement struct {
+	Text string
+	node ast.StmtNode
+}
+
+// Split cuts a multi-statement query into its statements, for a client
+// that enabled multi-statements; each is then run (routed, checked,
+// authorised) on its own by RunStatement. The whole text is parsed first:
+// a syntax error anywhere refuses all of it, before anything ran (MariaDB
+// would have run the statements before the bad one). The statements keep
+// their ASTs from that parse.
+func (s *Session) Split(sql string) ([]Statement, error) {
 	if err := rewrite.CheckComments(sql); err != nil {
 		return nil, classify(err)
 	}
@@ -133,28 +141,48 @@ func (s *Session) Split(sql string) ([]string, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
-	if len(stmts) <= 1 {
-		return []string{sql}, nil
-	}
-	if strings.Contains(sql, "/*!") {
+	switch {
+	case len(stmts) == 0:
+		return []Statement{{Text: sql}}, nil
+	case len(stmts) == 1:
+		return []Statement{{Text: sql, node: stmts[0]}}, nil
+	case strings.Contains(sql, "/*!"):
 		// A statement boundary inside an executable comment has no text of
 		// its own to run separately.
 		return nil, sqlerr.Errorf(sqlerr.NotSupported, "multi-statements with executable comments (/*! ... */) are not supported through Convoy: send the statements one by one")
 	}
-	out := make([]string, len(stmts))
+	out := make([]Statement, len(stmts))
+	at := 0
 	for i, st := range stmts {
-		out[i] = st.Text()
+		// The parser's offsets are the whole text's; a statement's own
+		// text starts at at (rewrite reads literals at their offsets).
+		st.SetOriginTextPosition(at)
+		out[i] = Statement{Text: st.Text(), node: st}
+		at += len(st.Text())
 	}
 	return out, nil
 }
 
 // plan parses and analyses one statement and decides its op.
 func (s *Session) plan(sql string) (*plan, error) {
-	p, err := planbuilder.Build(sql, planbuilder.Context{
+	return s.planParsed(sql, nil)
+}
+
+// planParsed is plan for a statement Split parsed already (stmt; nil: not
+// parsed yet).
+func (s *Session) planParsed(sql string, stmt ast.StmtNode) (*plan, error) {
+	ctx := planbuilder.Context{
 		Parser: s.parser, DB: s.db, OnShard: s.onShard, NoBackslashEscapes: s.sqlModeNBE != "",
 		Hot: s.e.hot != nil, Cold: s.e.cold != nil, Search: s.e.search != nil,
 		Schema: (*schema)(s.e),
-	})
+	}
+	var p *planbuilder.Plan
+	var err error
+	if stmt != nil {
+		p, err = planbuilder.BuildParsed(sql, stmt, ctx)
+	} else {
+		p, err = planbuilder.Build(sql, ctx)
+	}
 	if err != nil {
 		return nil, err
 	}

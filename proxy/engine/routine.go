@@ -76,16 +76,18 @@ func (b managerBackends) AcquireOnce(ctx context.Context, ds string, foundRows b
 // splitRoutines is Split for a text holding routine statements (see
 // rewrite.SplitRoutines). Every statement is planned before any runs, so a
 // syntax error or a refusal anywhere refuses all of it, as in Split.
-func (s *Session) splitRoutines(sql string, parts []string) ([]string, error) {
-	for _, p := range parts {
+func (s *Session) splitRoutines(sql string, parts []string) ([]Statement, error) {
+	out := make([]Statement, len(parts))
+	for i, p := range parts {
 		if _, err := s.plan(p); err != nil {
 			return nil, err
 		}
+		out[i] = Statement{Text: p}
 	}
 	if len(parts) > 1 && strings.Contains(sql, "/*!") {
 		return nil, sqlerr.Errorf(sqlerr.NotSupported, "multi-statements with executable comments (/*! ... */) are not supported through Convoy: send the statements one by one")
 	}
-	return parts, nil
+	return out, nil
 }
 
 // runRoutine executes a routine statement.

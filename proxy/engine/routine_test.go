@@ -171,13 +171,43 @@ func TestSplitWithRoutineBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(parts) != 2 || parts[1] != " CREATE PROCEDURE p() BEGIN SELECT 1; SELECT 2; END" {
-		t.Fatalf("parts %q", parts)
+	if len(parts) != 2 || parts[1].Text != " CREATE PROCEDURE p() BEGIN SELECT 1; SELECT 2; END" {
+		t.Fatalf("parts %+v", parts)
 	}
 	// Every statement is checked before any runs.
 	for _, q := range []string{"DROP PROCEDURE p; SELEC 1", "SELECT 1; CREATE PROCEDURE p() DELETE FROM conv_msg"} {
 		if _, err := s.Split(q); err == nil {
 			t.Fatalf("%s: accepted", q)
 		}
+	}
+}
+
+// The statements of a multi-statement query run from the ASTs Split parsed:
+// no second parse, and a statement after the first reads its literals at
+// their own offsets (0x2A stays the number 42, routed to its shard; read
+// at the whole text's offsets it would be sent as the string x'2a').
+func TestSplitParsesOnce(t *testing.T) {
+	s, rec := newTestSession()
+	parts, err := s.Split("UPDATE conv_msg SET msg_type = 1 WHERE conv_id = 7; /* c */ UPDATE conv_msg SET msg_type = 0x2 WHERE conv_id = 0x2A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parts) != 2 || parts[1].Text != " /* c */ UPDATE conv_msg SET msg_type = 0x2 WHERE conv_id = 0x2A" {
+		t.Fatalf("parts %+v", parts)
+	}
+	rec.take()
+	n := s.parser.Parses()
+	for _, p := range parts {
+		if _, err := s.RunStatement(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.parser.Parses(); got != n {
+		t.Errorf("the statements were parsed again (%d parses)", got-n)
+	}
+	got := rec.take()
+	want := "UPDATE `im_1`.`conv_msg_0136` AS `conv_msg` SET `msg_type`=0x2 WHERE `conv_id`=0x2A"
+	if len(got) != 2 || !strings.HasSuffix(got[1], want) {
+		t.Fatalf("sent %q, want the second to end %q", got, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
@@ -252,7 +253,23 @@ func (s *Session) Query(sql string) (*mysql.Result, error) {
 	return r, err
 }
 
+// RunStatement runs one statement of a multi-statement query (Split) as
+// Query runs one query, without parsing it again.
+func (s *Session) RunStatement(st Statement) (*mysql.Result, error) {
+	s.startCommand("Query", st.Text)
+	defer s.endCommand()
+	s.beginStatement()
+	r, err := s.queryParsed(st.Text, st.node)
+	s.endStatement(r, err)
+	return r, err
+}
+
 func (s *Session) query(sql string) (*mysql.Result, error) {
+	return s.queryParsed(sql, nil)
+}
+
+// queryParsed is query for a statement Split parsed (stmt; nil: not yet).
+func (s *Session) queryParsed(sql string, stmt ast.StmtNode) (*mysql.Result, error) {
 	s.shard = -1
 	if err := refuseReservedVars(sql); err != nil {
 		return nil, err
@@ -265,7 +282,7 @@ func (s *Session) query(sql string) (*mysql.Result, error) {
 		s.noteInsertID(r)
 		return r, classify(err)
 	}
-	pl, err := s.plan(sql)
+	pl, err := s.planParsed(sql, stmt)
 	if err != nil {
 		return nil, err
 	}

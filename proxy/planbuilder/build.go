@@ -71,6 +71,18 @@ func Build(sql string, ctx Context) (*Plan, error) {
 	return pl, nil
 }
 
+// BuildParsed is Build for a statement already parsed: stmt, one of a
+// multi-statement text the session split (its text sql, its offsets set
+// by the splitter).
+func BuildParsed(sql string, stmt ast.StmtNode, ctx Context) (*Plan, error) {
+	pl, err := analyse(sql, stmt, "", false, ctx)
+	if err != nil {
+		return nil, err
+	}
+	pl.Op = decide(pl, ctx.DB)
+	return pl, nil
+}
+
 // build parses and analyses one statement.
 func build(sql string, ctx Context) (*Plan, error) {
 	if err := rewrite.CheckComments(sql); err != nil {
@@ -149,26 +161,32 @@ func build(sql string, ctx Context) (*Plan, error) {
 	default:
 		return nil, sqlerr.Errorf(sqlerr.Syntax, "You have an error in your SQL syntax: several statements in one query need the client's multi-statements option (CLIENT_MULTI_STATEMENTS)")
 	}
-	if ex, ok := stmts[0].(*ast.ExplainStmt); ok {
+	return analyse(sql, stmts[0], returning, hasReturning, ctx)
+}
+
+// analyse plans one parsed statement; returning is its RETURNING clause,
+// which the parser does not read (hasReturning: it has one).
+func analyse(sql string, stmt ast.StmtNode, returning string, hasReturning bool, ctx Context) (*Plan, error) {
+	if ex, ok := stmt.(*ast.ExplainStmt); ok {
 		if pl, ok, err := explainPlan(sql, ex); ok {
 			return pl, err
 		}
 	}
-	namedColumns, err := nameInsertColumns(stmts[0], ctx)
+	namedColumns, err := nameInsertColumns(stmt, ctx)
 	if err != nil {
 		return nil, classify(err)
 	}
 	// NO_BACKSLASH_ESCAPES: its LIKEs without ESCAPE read as ESCAPE '',
 	// and computed columns are named as written (the engine's nobackslash.go).
-	nbeLike := ctx.NoBackslashEscapes && rewrite.LikesWithoutEscape(stmts[0])
-	if ctx.NoBackslashEscapes && rewrite.NameFieldsAsWritten(stmts[0]) {
+	nbeLike := ctx.NoBackslashEscapes && rewrite.LikesWithoutEscape(stmt)
+	if ctx.NoBackslashEscapes && rewrite.NameFieldsAsWritten(stmt) {
 		nbeLike = true
 	}
 	analyze := rewrite.Analyze
 	if ctx.OnShard {
 		analyze = rewrite.AnalyzeOnShard
 	}
-	a, err := analyze(stmts[0])
+	a, err := analyze(stmt)
 	if err != nil {
 		return nil, classify(err)
 	}
