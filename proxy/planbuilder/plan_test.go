@@ -33,14 +33,14 @@ type planCase struct {
 	Sends   string `json:"sends,omitempty"`
 }
 
-// testSchema is the IM schema's columns, for INSERTs without a column
-// list.
+// testSchema is schema/im.sql's columns of two tables, for INSERTs
+// without a column list.
 type testSchema struct{}
 
 func (testSchema) Columns(table string) ([]string, error) {
 	switch table {
 	case "im_inbox":
-		return []string{"uid", "conv_id", "msg_id"}, nil
+		return []string{"uid", "conv_id", "seq", "msg_id", "send_time"}, nil
 	case "conv_msg":
 		return []string{"conv_id", "seq", "msg_id", "sender_uid", "msg_type", "created_at"}, nil
 	}
