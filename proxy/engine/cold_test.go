@@ -151,7 +151,7 @@ func TestColdRowsProtocols(t *testing.T) {
 		rs.RowDatas = append(rs.RowDatas, k.data)
 	}
 	if !mysqlrow.TextToBinary(rs) {
-		t.Fatal("textToBinary refused")
+		t.Fatal("TextToBinary refused")
 	}
 	for i := range bin {
 		if !bytes.Equal(bin[i].data, rs.RowDatas[i]) {
