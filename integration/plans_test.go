@@ -1,18 +1,15 @@
 package integration
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"testing"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
+	"github.com/convoy-im/convoy/internal/golden"
 	"github.com/convoy-im/convoy/proxy/planbuilder"
-	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 )
 
@@ -56,34 +53,11 @@ func TestDifferentialPlans(t *testing.T) {
 		}
 		seen[dc.sql] = true
 		ctx := planbuilder.Context{Parser: rewrite.NewParser(), DB: "im", Hot: true, Cold: true, Search: true, Schema: imColumns{}}
-		e := entry{Query: dc.sql}
-		pl, err := planbuilder.Build(dc.sql, ctx)
-		var me *mysql.MyError
-		var ee *sqlerr.Error
-		switch {
-		case err == nil:
-			e.Plan = pl.String()
-		case errors.As(err, &ee):
-			e.Plan = fmt.Sprintf("error %s: %s", ee.Code, ee.Msg)
-		case errors.As(err, &me):
-			e.Plan = fmt.Sprintf("error %d: %s", me.Code, me.Message)
-		default:
-			e.Plan = "error: " + err.Error()
-		}
-		got = append(got, e)
+		got = append(got, entry{Query: dc.sql, Plan: planbuilder.Describe(planbuilder.Build(dc.sql, ctx))})
 	}
 	const file = "testdata/differential_plans.json"
 	if *updatePlans {
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(got); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(file, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		golden.Write(t, file, got)
 		return
 	}
 	raw, err := os.ReadFile(file)

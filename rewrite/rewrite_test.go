@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/convoy-im/convoy/internal/golden"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -161,9 +162,9 @@ func runRender(t *testing.T, p *Parser, in renderCase) renderCase {
 	return out
 }
 
-// golden compares actual with the file's cases, prints every differing case
+// checkGolden compares actual with the file's cases, prints every differing case
 // as JSON, and rewrites the file under -update.
-func golden[C any](t *testing.T, file string, run func(C) C, name func(C) string) {
+func checkGolden[C any](t *testing.T, file string, run func(C) C, name func(C) string) {
 	t.Helper()
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -185,16 +186,7 @@ func golden[C any](t *testing.T, file string, run func(C) C, name func(C) string
 		}
 	}
 	if *update {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(got); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		golden.Write(t, file, got)
 		return
 	}
 	if failed {
@@ -204,13 +196,13 @@ func golden[C any](t *testing.T, file string, run func(C) C, name func(C) string
 
 func TestAnalyzeGolden(t *testing.T) {
 	p := NewParser()
-	golden(t, "testdata/analyze.json", func(c analyzeCase) analyzeCase { return runAnalyze(t, p, c) },
+	checkGolden(t, "testdata/analyze.json", func(c analyzeCase) analyzeCase { return runAnalyze(t, p, c) },
 		func(c analyzeCase) string { return c.Comment })
 }
 
 func TestRenderGolden(t *testing.T) {
 	p := NewParser()
-	golden(t, "testdata/render.json", func(c renderCase) renderCase { return runRender(t, p, c) },
+	checkGolden(t, "testdata/render.json", func(c renderCase) renderCase { return runRender(t, p, c) },
 		func(c renderCase) string { return c.Comment })
 }
 

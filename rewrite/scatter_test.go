@@ -55,7 +55,7 @@ func runScatter(t *testing.T, p *Parser, c scatterCase) scatterCase {
 // the shards and described for the merge (testdata/scatter.json).
 func TestScatterGolden(t *testing.T) {
 	p := NewParser()
-	golden(t, "testdata/scatter.json", func(c scatterCase) scatterCase { return runScatter(t, p, c) },
+	checkGolden(t, "testdata/scatter.json", func(c scatterCase) scatterCase { return runScatter(t, p, c) },
 		func(c scatterCase) string { return c.Comment })
 }
 

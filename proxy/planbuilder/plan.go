@@ -1,9 +1,13 @@
 package planbuilder
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/rewrite"
 )
 
@@ -241,6 +245,22 @@ func (pl *Plan) String() string {
 		flag(pl.Search.Counts, "counts")
 	}
 	return b.String()
+}
+
+// Describe is a Build's outcome on one line: the plan (Plan.String), or
+// the error the client gets, its class (or errno) and message.
+func Describe(pl *Plan, err error) string {
+	var me *mysql.MyError
+	var ee *sqlerr.Error
+	switch {
+	case err == nil:
+		return pl.String()
+	case errors.As(err, &ee):
+		return fmt.Sprintf("error %s: %s", ee.Code, ee.Msg)
+	case errors.As(err, &me):
+		return fmt.Sprintf("error %d: %s", me.Code, me.Message)
+	}
+	return "error: " + err.Error()
 }
 
 // values prints key values as the golden plans show them: ?n for a

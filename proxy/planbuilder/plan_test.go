@@ -1,18 +1,15 @@
 package planbuilder
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
-	"github.com/convoy-im/convoy/proxy/sqlerr"
+	"github.com/convoy-im/convoy/internal/golden"
 	"github.com/convoy-im/convoy/rewrite"
 )
 
@@ -54,21 +51,8 @@ func buildCase(c planCase) planCase {
 	}
 	out := planCase{Comment: c.Comment, Query: c.Query, DB: c.DB, NoTiers: c.NoTiers}
 	pl, err := Build(c.Query, ctx)
-	if err != nil {
-		var me *mysql.MyError
-		var ee *sqlerr.Error
-		switch {
-		case errors.As(err, &ee):
-			out.Plan = fmt.Sprintf("error %s: %s", ee.Code, ee.Msg)
-		case errors.As(err, &me):
-			out.Plan = fmt.Sprintf("error %d: %s", me.Code, me.Message)
-		default:
-			out.Plan = "error: " + err.Error()
-		}
-		return out
-	}
-	out.Plan = pl.String()
-	if pl.Tmpl != nil {
+	out.Plan = Describe(pl, err)
+	if err == nil && pl.Tmpl != nil {
 		out.Sends = pl.Tmpl.String()
 	}
 	return out
@@ -109,16 +93,7 @@ func TestGoldenPlans(t *testing.T) {
 		}
 	}
 	if *update {
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(got); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(file, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		golden.Write(t, file, got)
 	}
 }
 
