@@ -294,7 +294,8 @@ func (m *MariaDB) args() []string {
 	return append(a, m.extra...)
 }
 
-// start execs mariadbd and waits until SELECT 1 works over TCP.
+// start execs mariadbd and waits until it answers over TCP: this
+// instance (its datadir), not another that took the port first.
 func (m *MariaDB) start() error {
 	if _, err := os.Stat(mariadbdPath); err != nil {
 		return fmt.Errorf("%s not found: apt-get install %s", mariadbdPath, mariadbPkg)
@@ -338,15 +339,21 @@ func (m *MariaDB) start() error {
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		var one int
-		lastErr = db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+		var datadir string
+		lastErr = db.QueryRowContext(ctx, "SELECT @@datadir").Scan(&datadir)
 		cancel()
-		if lastErr == nil {
+		if lastErr == nil && filepath.Clean(datadir) == filepath.Join(m.dir, "data") {
 			return nil
+		}
+		if lastErr == nil {
+			// Another test's server holds the port (picked free, taken
+			// before this one bound it): this one exits with "Address
+			// already in use" and the caller retries on another port.
+			lastErr = fmt.Errorf("another server (datadir %s) answers on the port", datadir)
 		}
 		if time.Now().After(deadline) {
 			m.kill()
-			return fmt.Errorf("mariadbd on %s: SELECT 1 still failing after %s: %v; %s tail:\n%s",
+			return fmt.Errorf("mariadbd on %s: not answering after %s: %v; %s tail:\n%s",
 				m.Addr(), mariadbReady, lastErr, errLog, mariadbLogTail(errLog, logOff))
 		}
 		time.Sleep(25 * time.Millisecond)
