@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/convoy-im/convoy/internal/sqltext"
 )
 
 // maxSharedVersion is the highest version number of a `/*!NNNNN ... */`
@@ -25,99 +27,82 @@ const maxSharedVersion = 50699
 // comments: the lexer replaces them with '?', so the statement the proxy
 // would send is not the one the client wrote (found by fuzzing).
 func CheckComments(sql string) error {
-	for i := 0; i < len(sql); i++ {
-		if c := sql[i]; c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(sql[i:])
-			if r == utf8.RuneError && size == 1 {
-				return &SyntaxError{Msg: fmt.Sprintf("You have an error in your SQL syntax: byte 0x%02x at offset %d is not UTF-8 (only string literals may hold arbitrary bytes)", c, i), Code: 1064}
+	s := sqltext.New(sql)
+	for t := s.Next(); t.Kind != sqltext.End; t = s.Next() {
+		switch t.Kind {
+		case sqltext.Word:
+			if err := checkUTF8(t); err != nil {
+				return err
 			}
-			i += size - 1
-			continue
-		}
-		switch c := sql[i]; c {
-		case '\'', '"':
-			i = skipQuoted(sql, i)
-		case '`':
-			end := skipQuoted(sql, i)
-			if !utf8.ValidString(sql[i:min(end+1, len(sql))]) {
-				return &SyntaxError{Msg: fmt.Sprintf("You have an error in your SQL syntax: the quoted name at offset %d is not UTF-8", i), Code: 1064}
-			}
-			i = end
-		case '#':
-			i = skipLine(sql, i)
-		case '-':
-			if i+2 < len(sql) && sql[i+1] == '-' && (sql[i+2] <= ' ') || i+2 == len(sql) && sql[i+1] == '-' {
-				i = skipLine(sql, i)
-			}
-		case '/':
-			if i+1 >= len(sql) || sql[i+1] != '*' {
-				continue
-			}
-			end := indexFrom(sql, i+2, "*/")
-			body := i + 2
-			switch {
-			case body < len(sql) && sql[body] == '!':
-				if end < 0 {
-					return &SyntaxError{Msg: "You have an error in your SQL syntax: unterminated executable comment /*! ...", Code: 1064}
+		case sqltext.Var:
+			switch name := t.Text[1:]; {
+			case name != "" && name[0] == '`':
+				if err := checkQuotedName(t.Text[1:], t.Pos+1); err != nil {
+					return err
 				}
-				j := body + 1
-				for j < len(sql) && j < body+7 && sql[j] >= '0' && sql[j] <= '9' {
-					j++
+			case name != "" && (name[0] == '\'' || name[0] == '"'):
+				// A quoted user variable name: a string, any bytes.
+			default:
+				if err := checkUTF8(t); err != nil {
+					return err
 				}
-				if digits := sql[body+1 : j]; digits != "" {
-					if v, err := strconv.Atoi(digits); err != nil || v > maxSharedVersion {
-						return unsupported("the version comment /*!%s ... */ is executed differently by MariaDB and by Convoy's parser; remove it or use a plain /*! ... */", digits)
-					}
-				}
-			case body+1 < len(sql) && sql[body] == 'M' && sql[body+1] == '!':
-				return unsupported("MariaDB executable comments /*M! ... */ are not supported through Convoy: the router cannot see what they run")
 			}
-			if end < 0 {
+		case sqltext.Name:
+			if err := checkQuotedName(t.Text, t.Pos); err != nil {
+				return err
+			}
+		case sqltext.ExecOpen:
+			if err := checkExec(t); err != nil {
+				return err
+			}
+		case sqltext.Comment:
+			if strings.HasPrefix(t.Text, "/*!") || strings.HasPrefix(t.Text, "/*M!") {
+				// One nested in an executable comment: whether the
+				// server runs it is not worth guessing; check it alike.
+				if err := checkExec(t); err != nil {
+					return err
+				}
+			}
+			if t.Open() {
 				return nil // an unterminated plain comment: the parser reports it
 			}
-			if sql[body] == '!' {
-				// Its content is SQL: keep scanning inside it.
-				continue
-			}
-			i = end + 1
 		}
 	}
 	return nil
 }
 
-func indexFrom(s string, from int, sub string) int {
-	for i := from; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
+// checkExec refuses an executable comment the parser would read otherwise
+// than MariaDB.
+func checkExec(t sqltext.Token) error {
+	v, mariadb, versioned := sqltext.Version(t)
+	switch {
+	case mariadb:
+		return unsupported("MariaDB executable comments /*M! ... */ are not supported through Convoy: the router cannot see what they run")
+	case t.Open():
+		return &SyntaxError{Msg: "You have an error in your SQL syntax: unterminated executable comment /*! ...", Code: 1064}
+	case versioned && v > maxSharedVersion:
+		return unsupported("the version comment /*!%s ... */ is executed differently by MariaDB and by Convoy's parser; remove it or use a plain /*! ... */", t.Text[len("/*!"):len("/*!")+len(strconv.Itoa(v))])
 	}
-	return -1
+	return nil
 }
 
-func skipLine(s string, i int) int {
-	for i < len(s) && s[i] != '\n' {
-		i++
+// checkUTF8 refuses a word or variable holding bytes that are not UTF-8.
+func checkUTF8(t sqltext.Token) error {
+	for i := 0; i < len(t.Text); {
+		r, size := utf8.DecodeRuneInString(t.Text[i:])
+		if r == utf8.RuneError && size == 1 {
+			return &SyntaxError{Msg: fmt.Sprintf("You have an error in your SQL syntax: byte 0x%02x at offset %d is not UTF-8 (only string literals may hold arbitrary bytes)", t.Text[i], t.Pos+i), Code: 1064}
+		}
+		i += size
 	}
-	return i
+	return nil
 }
 
-// skipQuoted returns the index of the closing quote of the literal or
-// identifier opened at i (backslash escapes in strings, doubled quotes).
-func skipQuoted(s string, i int) int {
-	q := s[i]
-	for j := i + 1; j < len(s); j++ {
-		switch {
-		case s[j] == '\\' && q != '`':
-			j++
-		case s[j] == q:
-			if j+1 < len(s) && s[j+1] == q {
-				j++
-				continue
-			}
-			return j
-		}
+func checkQuotedName(name string, at int) error {
+	if !utf8.ValidString(name) {
+		return &SyntaxError{Msg: fmt.Sprintf("You have an error in your SQL syntax: the quoted name at offset %d is not UTF-8", at), Code: 1064}
 	}
-	return len(s)
+	return nil
 }
 
 // OnlyComments reports whether sql, in which the parser found no statement,
@@ -133,52 +118,15 @@ func OnlyComments(sql string) bool {
 // untouched. For reading a statement's leading words, not for sending.
 func StripComments(sql string) string {
 	var b strings.Builder
-	last := 0
-	cut := func(from, to int) {
-		b.WriteString(sql[last:from])
-		b.WriteByte(' ')
-		last = to
-	}
-	for i := 0; i < len(sql); i++ {
-		switch c := sql[i]; c {
-		case '\'', '"', '`':
-			i = skipQuoted(sql, i)
-		case '#':
-			end := skipLine(sql, i)
-			cut(i, end)
-			i = end
-		case '-':
-			if i+1 < len(sql) && sql[i+1] == '-' && (i+2 == len(sql) || sql[i+2] <= ' ') {
-				end := skipLine(sql, i)
-				cut(i, end)
-				i = end
-			}
-		case '/':
-			if i+1 >= len(sql) || sql[i+1] != '*' {
-				continue
-			}
-			end := indexFrom(sql, i+2, "*/")
-			if end < 0 {
-				end = len(sql) - 2
-			}
-			if i+2 < len(sql) && sql[i+2] == '!' {
-				// /*!NNNNN body */: keep the body.
-				j := i + 3
-				for j < len(sql) && j < i+9 && sql[j] >= '0' && sql[j] <= '9' {
-					j++
-				}
-				cut(i, j)
-				b.WriteString(sql[j:end])
-				b.WriteByte(' ')
-				last = end + 2
-			} else {
-				cut(i, end+2)
-			}
-			i = end + 1
+	b.Grow(len(sql))
+	s := sqltext.New(sql)
+	for t := s.Next(); t.Kind != sqltext.End; t = s.Next() {
+		switch t.Kind {
+		case sqltext.Comment, sqltext.ExecOpen, sqltext.ExecClose:
+			b.WriteByte(' ')
+		default:
+			b.WriteString(t.Text)
 		}
-	}
-	if last < len(sql) {
-		b.WriteString(sql[last:])
 	}
 	return b.String()
 }

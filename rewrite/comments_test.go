@@ -77,6 +77,9 @@ func TestStripComments(t *testing.T) {
 		"SELECT 1 /* open":                  "SELECT 1  ",
 		"SELECT 1-- x":                      "SELECT 1 ",
 		"SELECT 1--x":                       "SELECT 1--x",
+		"/*M!100301 SET */ x":               "  SET   x", // MariaDB runs it: SQL
+		"/*!":                               " ",         // (once a panic: an unterminated executable comment)
+		"/*!50003 'a*/b' */ c":              "  'a*/b'   c",
 	} {
 		if got := StripComments(in); got != want {
 			t.Errorf("StripComments(%q) = %q, want %q", in, got, want)

@@ -3,6 +3,8 @@ package rewrite
 import (
 	"regexp"
 	"strings"
+
+	"github.com/convoy-im/convoy/internal/sqltext"
 )
 
 // Digest returns sql with every literal value replaced by `?` and its
@@ -30,116 +32,115 @@ import (
 func Digest(sql string) string {
 	var b strings.Builder
 	b.Grow(len(sql))
+	digestInto(&b, sql)
+	return finishDigest(b.String())
+}
+
+// digestInto writes the digest of sql to b; false: it stopped at an
+// unterminated string, name or comment.
+func digestInto(b *strings.Builder, sql string) bool {
 	space := func() {
 		if s := b.String(); s != "" && s[len(s)-1] != ' ' {
 			b.WriteByte(' ')
 		}
 	}
-	for i := 0; i < len(sql); {
-		c := sql[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
+	s := sqltext.New(sql)
+	for t := s.Next(); t.Kind != sqltext.End; t = s.Next() {
+		switch t.Kind {
+		case sqltext.Space:
 			space()
-			i++
-		case c == '\'' || c == '"':
-			end, ok := quotedEnd(sql, i)
+		case sqltext.String:
 			b.WriteByte('?')
-			if !ok {
-				return finishDigest(b.String())
+			if t.Open() {
+				return false
 			}
-			i = end
-		case c == '`':
-			j := i + 1
-			for ; j < len(sql); j++ {
-				if sql[j] == '`' {
-					if j+1 < len(sql) && sql[j+1] == '`' {
-						j++ // a doubled backquote is part of the name
-						continue
-					}
-					break
-				}
+		case sqltext.Name:
+			if t.Open() {
+				b.WriteByte('?') // whatever follows is not a name we know
+				return false
 			}
-			if j >= len(sql) {
-				b.WriteByte('?') // unterminated: whatever follows is not a name we know
-				return finishDigest(b.String())
-			}
-			b.WriteString(sql[i : j+1])
-			i = j + 1
-		case c == '#' || (c == '-' && i+1 < len(sql) && sql[i+1] == '-'):
-			// Line comment. MariaDB wants whitespace after `--`; dropping a
-			// `--1` that was arithmetic loses nothing a log needs.
-			for i < len(sql) && sql[i] != '\n' {
-				i++
-			}
-			space()
-		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
-			rest := sql[i+2:]
+			b.WriteString(t.Text)
+		case sqltext.Comment:
 			switch {
-			case strings.HasPrefix(rest, "!"), strings.HasPrefix(rest, "+"):
-				b.WriteString(sql[i : i+3])
-				i += 3
-			case strings.HasPrefix(rest, "M!"):
-				b.WriteString(sql[i : i+4])
-				i += 4
-			default:
-				end := strings.Index(rest, "*/")
-				if end < 0 {
-					return finishDigest(b.String())
+			case strings.HasPrefix(t.Text, "/*+"):
+				// Convoy's directives and optimizer hints: their words are
+				// digested like the rest.
+				b.WriteString("/*+")
+				if t.Open() {
+					return digestInto(b, t.Text[3:])
 				}
-				i += 2 + end + 2
+				if !digestInto(b, t.Text[3:len(t.Text)-2]) {
+					return false
+				}
+				b.WriteString("*/")
+			case t.Open():
+				return false
+			default:
 				space()
 			}
-		case c >= '0' && c <= '9' || c == '.' && i+1 < len(sql) && sql[i+1] >= '0' && sql[i+1] <= '9' && (i == 0 || !nameChar(sql[i-1])):
-			j := i
-			for j < len(sql) && (nameChar(sql[j]) || sql[j] == '.' ||
-				(sql[j] == '+' || sql[j] == '-') && (sql[j-1] == 'e' || sql[j-1] == 'E')) {
-				j++
+		case sqltext.ExecOpen:
+			marker := t.Text[:strings.IndexByte(t.Text, '!')+1]
+			b.WriteString(marker)
+			if _, _, versioned := sqltext.Version(t); versioned {
+				b.WriteByte('?') // with whatever name bytes follow its digits
+				s.Seek(numberEnd(sql, t.Pos+len(marker)))
 			}
-			b.WriteByte('?')
-			i = j
-		case nameChar(c):
-			j := i
-			for j < len(sql) && nameChar(sql[j]) {
-				j++
-			}
-			if j < len(sql) && sql[j] == '\'' {
-				// An introducer or a hex / bit / national string: one literal.
-				end, ok := quotedEnd(sql, j)
+		case sqltext.Var:
+			// The @ only: a quoted name is masked like a string, a plain
+			// one is read on as words.
+			b.WriteByte('@')
+			s.Seek(t.Pos + 1)
+		case sqltext.Word:
+			if c := t.Text[0]; c >= '0' && c <= '9' {
 				b.WriteByte('?')
-				if !ok {
-					return finishDigest(b.String())
-				}
-				i = end
+				s.Seek(numberEnd(sql, t.Pos))
 				continue
 			}
-			b.WriteString(sql[i:j])
-			i = j
-		default:
-			b.WriteByte(c)
-			i++
+			save := *s
+			if n := s.Next(); n.Kind == sqltext.String && n.Pos == t.End() && n.Text[0] == '\'' {
+				// An introducer or a hex / bit / national string: one literal.
+				b.WriteByte('?')
+				if n.Open() {
+					return false
+				}
+				continue
+			}
+			*s = save
+			b.WriteString(t.Text)
+		case sqltext.Punct:
+			switch c := t.Text[0]; {
+			case c == '-' && t.End() < len(sql) && sql[t.End()] == '-':
+				// A line comment to MariaDB only before a blank; dropping
+				// a "--1" that was arithmetic loses nothing a log needs,
+				// and a digest of a digest stays the same.
+				if nl := strings.IndexByte(sql[t.Pos:], '\n'); nl >= 0 {
+					s.Seek(t.Pos + nl)
+				} else {
+					s.Seek(len(sql))
+				}
+				space()
+			case c == '.' && t.End() < len(sql) && sql[t.End()] >= '0' && sql[t.End()] <= '9' && (t.Pos == 0 || !sqltext.IsNameByte(sql[t.Pos-1])):
+				b.WriteByte('?')
+				s.Seek(numberEnd(sql, t.Pos))
+			default:
+				b.WriteByte(c)
+			}
+		default: // ?, and the */ of an executable comment
+			b.WriteString(t.Text)
 		}
 	}
-	return finishDigest(b.String())
+	return true
 }
 
-// quotedEnd finds the end (one past the closing quote) of the string opening
-// at sql[i] with the quote character sql[i], as MariaDB's lexer does with
-// backslash escapes on; ok is false when the string never ends.
-func quotedEnd(sql string, i int) (end int, ok bool) {
-	q := sql[i]
-	for j := i + 1; j < len(sql); j++ {
-		switch sql[j] {
-		case '\\':
-			j++
-		case q:
-			if j+1 < len(sql) && sql[j+1] == q {
-				j++
-				continue
-			}
-			return j + 1, true
-		}
+// numberEnd is the end of the number token starting at i (1, 1.5, .5,
+// 1e-3, 0x7B): name bytes, dots, and a sign after an exponent's e.
+func numberEnd(sql string, i int) int {
+	j := i
+	for j < len(sql) && (sqltext.IsNameByte(sql[j]) || sql[j] == '.' ||
+		(sql[j] == '+' || sql[j] == '-') && j > i && (sql[j-1] == 'e' || sql[j-1] == 'E')) {
+		j++
 	}
-	return len(sql), false
+	return j
 }
 
 var (

@@ -1,6 +1,10 @@
 package rewrite
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/convoy-im/convoy/internal/sqltext"
+)
 
 func TestDigest(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
@@ -44,7 +48,7 @@ func FuzzDigest(f *testing.F) {
 			case inName:
 			case c == '\'' || c == '"':
 				t.Fatalf("Digest(%q) = %q keeps a quote", sql, d)
-			case c >= '0' && c <= '9' && (i == 0 || !nameChar(d[i-1])):
+			case c >= '0' && c <= '9' && (i == 0 || !sqltext.IsNameByte(d[i-1])):
 				t.Fatalf("Digest(%q) = %q keeps a number", sql, d)
 			}
 		}

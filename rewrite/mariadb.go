@@ -5,28 +5,22 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/convoy-im/convoy/internal/sqltext"
 )
 
 // MariaDB's own spellings and statements that the parser does not know or
 // prints otherwise, read and written through plain text.
 
 // WordOffsets are the offsets of word (a keyword, matched without regard
-// to case) in text outside quotes and backquotes, in order.
+// to case) in text where it is a word of the SQL: not in a quoted string
+// or name, a comment or a variable's name. In order.
 func WordOffsets(text, word string) []int {
 	var out []int
-	for i := 0; i < len(text); i++ {
-		switch c := text[i]; c {
-		case '\'', '"', '`':
-			for i++; i < len(text) && text[i] != c; i++ {
-				if text[i] == '\\' && c != '`' {
-					i++
-				}
-			}
-		default:
-			if (i == 0 || !isWordByte(text[i-1])) && len(text) >= i+len(word) && strings.EqualFold(text[i:i+len(word)], word) &&
-				(len(text) == i+len(word) || !isWordByte(text[i+len(word)])) {
-				out = append(out, i)
-			}
+	s := sqltext.New(text)
+	for t := s.Next(); t.Kind != sqltext.End; t = s.Next() {
+		if t.Is(word) {
+			out = append(out, t.Pos)
 		}
 	}
 	return out

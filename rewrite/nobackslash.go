@@ -3,6 +3,7 @@ package rewrite
 import (
 	"strings"
 
+	"github.com/convoy-im/convoy/internal/sqltext"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
@@ -23,78 +24,16 @@ func FromNoBackslashEscapes(sql string) string {
 	}
 	var b strings.Builder
 	b.Grow(len(sql) + 8)
-	inExec := false // inside an executable comment: SQL until */
-	for i := 0; i < len(sql); {
-		c := sql[i]
-		switch {
-		case c == '\'' || c == '"':
-			b.WriteByte(c)
-			i++
-			for i < len(sql) {
-				d := sql[i]
-				if d == c {
-					if i+1 < len(sql) && sql[i+1] == c { // a doubled quote
-						b.WriteString(sql[i : i+2])
-						i += 2
-						continue
-					}
-					break
-				}
-				if d == '\\' {
-					b.WriteByte('\\')
-				}
-				b.WriteByte(d)
-				i++
-			}
-			if i < len(sql) {
-				b.WriteByte(c)
-				i++
-			}
-		case c == '`':
-			j := i + 1
-			for j < len(sql) {
-				if sql[j] == '`' {
-					if j+1 < len(sql) && sql[j+1] == '`' {
-						j += 2
-						continue
-					}
-					break
-				}
-				j++
-			}
-			end := min(j+1, len(sql))
-			b.WriteString(sql[i:end])
-			i = end
-		case c == '/' && strings.HasPrefix(sql[i:], "/*"):
-			if executed(sql[i:]) {
-				inExec = true
-				b.WriteString("/*")
-				i += 2
-				continue
-			}
-			end := strings.Index(sql[i+2:], "*/")
-			if end < 0 {
-				b.WriteString(sql[i:])
-				return b.String()
-			}
-			b.WriteString(sql[i : i+2+end+2])
-			i += 2 + end + 2
-		case c == '*' && inExec && strings.HasPrefix(sql[i:], "*/"):
-			inExec = false
-			b.WriteString("*/")
-			i += 2
-		case c == '#' || c == '-' && strings.HasPrefix(sql[i:], "--") && (i+2 == len(sql) || sql[i+2] <= ' '):
-			// ("--" starts a comment before a space or a control character.)
-			end := strings.IndexByte(sql[i:], '\n')
-			if end < 0 {
-				b.WriteString(sql[i:])
-				return b.String()
-			}
-			b.WriteString(sql[i : i+end+1])
-			i += end + 1
-		default:
-			b.WriteByte(c)
-			i++
+	s := sqltext.New(sql)
+	// Read as the server reads it in that mode; an executable comment
+	// newer than the servers Convoy runs on (MariaDB 10.x and 11.x: below
+	// 120000) is a plain comment to them.
+	s.NoBackslashEscapes, s.PlainAbove = true, 119999
+	for t := s.Next(); t.Kind != sqltext.End; t = s.Next() {
+		if quotesString(t) {
+			b.WriteString(strings.ReplaceAll(t.Text, `\`, `\\`))
+		} else {
+			b.WriteString(t.Text)
 		}
 	}
 	return b.String()
@@ -154,57 +93,19 @@ func NameFieldsAsWritten(stmt ast.Node) bool {
 // string literals, each doubled backslash becomes one.
 func halveEscapes(text string) string {
 	var b strings.Builder
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		b.WriteByte(c)
-		if c != '\'' && c != '"' {
-			continue
-		}
-		for i++; i < len(text); i++ {
-			d := text[i]
-			if d == '\\' && i+1 < len(text) && text[i+1] == '\\' {
-				b.WriteByte('\\')
-				i++
-				continue
-			}
-			b.WriteByte(d)
-			if d == c {
-				if i+1 < len(text) && text[i+1] == c {
-					b.WriteByte(c)
-					i++
-					continue
-				}
-				break
-			}
+	s := sqltext.New(text)
+	for t := s.Next(); t.Kind != sqltext.End; t = s.Next() {
+		if quotesString(t) {
+			b.WriteString(strings.ReplaceAll(t.Text, `\\`, `\`))
+		} else {
+			b.WriteString(t.Text)
 		}
 	}
 	return b.String()
 }
 
-// executed reports whether the comment at the start of text is one the
-// server runs as SQL: /*! ... */, /*M! ... */, with an optional version
-// (5 or 6 digits) no newer than the servers Convoy runs on (MariaDB 10.x
-// and 11.x: below 120000); a newer one is a plain comment to the server.
-func executed(text string) bool {
-	var rest string
-	switch {
-	case strings.HasPrefix(text, "/*!"):
-		rest = text[3:]
-	case strings.HasPrefix(text, "/*M!"):
-		rest = text[4:]
-	default:
-		return false
-	}
-	n := 0
-	for n < len(rest) && n < 6 && rest[n] >= '0' && rest[n] <= '9' {
-		n++
-	}
-	if n < 5 {
-		return true // no version: always run
-	}
-	v := 0
-	for _, d := range rest[:n] {
-		v = v*10 + int(d-'0')
-	}
-	return v < 120000
+// quotesString: t is a string literal, or a user variable whose name is
+// quoted like one (@'name', @"name"), which the lexer reads as a string.
+func quotesString(t sqltext.Token) bool {
+	return t.Kind == sqltext.String || t.Kind == sqltext.Var && len(t.Text) > 1 && (t.Text[1] == '\'' || t.Text[1] == '"')
 }

@@ -13,6 +13,7 @@ func TestFromNoBackslashEscapes(t *testing.T) {
 		`SELECT 'unterminated \`:                            `SELECT 'unterminated \\`,
 		`SELECT 5--1, '\'`:                                  `SELECT 5--1, '\\'`, // "--" without a space is minus minus
 		`INSERT INTO t VALUES (_utf8mb4'\%', N'\_', X'5C')`: `INSERT INTO t VALUES (_utf8mb4'\\%', N'\\_', X'5C')`,
+		`SET @'a\b' = 1, @"c\d" = 2, @` + "`e\\f`" + ` = 3`: `SET @'a\\b' = 1, @"c\\d" = 2, @` + "`e\\f`" + ` = 3`, // a quoted variable name is a string to the lexer
 	} {
 		if got := FromNoBackslashEscapes(in); got != want {
 			t.Errorf("%s\n got %s\nwant %s", in, got, want)

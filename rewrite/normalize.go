@@ -3,6 +3,8 @@ package rewrite
 import (
 	"strconv"
 	"strings"
+
+	"github.com/convoy-im/convoy/internal/sqltext"
 )
 
 // Literal is a literal cut out of a text statement by Normalize: Raw is the
@@ -35,77 +37,65 @@ type Undecoded struct{}
 // character; Convoy refuses the sessions for which that is not so
 // (NO_BACKSLASH_ESCAPES, GBK and friends).
 func Normalize(dst []byte, sql string, lits []Literal) ([]byte, []Literal, bool) {
-	for i := 0; i < len(sql); {
-		c := sql[i]
-		switch {
-		case c == '\'':
-			if i > 0 && (nameChar(sql[i-1]) || sql[i-1] == '@') {
-				return dst, lits, false
+	s := sqltext.New(sql)
+	last := 0      // sql[last:] is not in dst yet: text between literals is copied in one piece
+	glued := false // the last token was a word or variable: a string now is glued to it (an introducer)
+	for t := s.Next(); t.Kind != sqltext.End; t = s.Next() {
+		after := glued
+		glued = t.Kind == sqltext.Word || t.Kind == sqltext.Var
+		switch t.Kind {
+		case sqltext.String:
+			if t.Text[0] != '\'' || t.Open() || after {
+				return dst, lits, false // "...", unterminated, or after an introducer other than _binary
 			}
-			end, plain, ok := stringEnd(sql, i)
+			var val any = Undecoded{}
+			if !t.Escaped() {
+				val = t.Text[1 : len(t.Text)-1]
+			}
+			lits = append(lits, Literal{Raw: t.Text, Val: val})
+			dst = append(append(dst, sql[last:t.Pos]...), '?')
+			last = t.End()
+		case sqltext.Word:
+			if isBinaryIntroducer(t.Text) {
+				save := *s
+				if n := s.Next(); n.Kind == sqltext.String && n.Pos == t.End() && n.Text[0] == '\'' {
+					if n.Open() {
+						return dst, lits, false
+					}
+					lits = append(lits, Literal{Raw: sql[t.Pos:n.End()], Val: Undecoded{}})
+					dst = append(append(dst, sql[last:t.Pos]...), '?')
+					last, glued = n.End(), false
+					continue
+				}
+				*s = save
+			}
+			if c := t.Text[0]; c < '0' || c > '9' {
+				continue
+			}
+			if !allDigits(t.Text) || t.End() < len(sql) && sql[t.End()] == '.' || t.Pos > 0 && sql[t.Pos-1] == '.' {
+				return dst, lits, false // 1.5, 1e3, 0x7B, `.5`, or `t.1col`
+			}
+			v, ok := integer(t.Text)
 			if !ok {
 				return dst, lits, false
 			}
-			var val any = Undecoded{}
-			if plain {
-				val = sql[i+1 : end-1]
+			lits = append(lits, Literal{Raw: t.Text, Val: v})
+			dst = append(append(dst, sql[last:t.Pos]...), '?')
+			last = t.End()
+		case sqltext.Name, sqltext.Var:
+			if t.Open() || t.Kind == sqltext.Var && len(t.Text) > 1 && (t.Text[1] == '\'' || t.Text[1] == '"') {
+				return dst, lits, false // a quoted user variable's name is a string to the lexer
 			}
-			lits = append(lits, Literal{Raw: sql[i:end], Val: val})
-			dst = append(dst, '?')
-			i = end
-		case c == '`':
-			j := i + 1
-			for j < len(sql) && sql[j] != '`' {
-				j++
+		case sqltext.Space:
+		case sqltext.Punct:
+			if t.Text[0] == ';' || t.Text[0] == '-' && t.End() < len(sql) && sql[t.End()] == '-' {
+				return dst, lits, false // several statements; "--" not a comment, which parsers read differently
 			}
-			if j == len(sql) {
-				return dst, lits, false
-			}
-			dst = append(dst, sql[i:j+1]...) // a doubled backquote is two names back to back here: same bytes
-			i = j + 1
-		case nameChar(c):
-			j := i
-			for j < len(sql) && nameChar(sql[j]) {
-				j++
-			}
-			tok := sql[i:j]
-			if j < len(sql) && sql[j] == '\'' && isBinaryIntroducer(tok) && (i == 0 || !nameChar(sql[i-1]) && sql[i-1] != '@') {
-				end, _, ok := stringEnd(sql, j)
-				if !ok {
-					return dst, lits, false
-				}
-				lits = append(lits, Literal{Raw: sql[i:end], Val: Undecoded{}})
-				dst = append(dst, '?')
-				i = end
-				continue
-			}
-			if c >= '0' && c <= '9' {
-				if !allDigits(tok) || (j < len(sql) && sql[j] == '.') {
-					return dst, lits, false
-				}
-				if i > 0 && sql[i-1] == '.' {
-					return dst, lits, false // `.5`, or `t.1col`
-				}
-				v, ok := integer(tok)
-				if !ok {
-					return dst, lits, false
-				}
-				lits = append(lits, Literal{Raw: tok, Val: v})
-				dst = append(dst, '?')
-			} else {
-				dst = append(dst, tok...)
-			}
-			i = j
-		case c == '"' || c == '?' || c == ';' || c == '#':
+		default: // comments (they may be executable), ?
 			return dst, lits, false
-		case (c == '-' && i+1 < len(sql) && sql[i+1] == '-') || (c == '/' && i+1 < len(sql) && sql[i+1] == '*'):
-			return dst, lits, false
-		default:
-			dst = append(dst, c)
-			i++
 		}
 	}
-	return dst, lits, true
+	return append(dst, sql[last:]...), lits, true
 }
 
 // SharedKey reports whether the plan of a normalised statement (params
@@ -134,35 +124,8 @@ func SharedKey(a *Analysis, params int) (key int, ok bool) {
 	return v.Param, v.Param >= 0
 }
 
-// stringEnd finds the end (one past the closing quote) of the string
-// literal opening at sql[i]; plain reports that it holds no escape.
-func stringEnd(sql string, i int) (end int, plain, ok bool) {
-	plain = true
-	for j := i + 1; j < len(sql); j++ {
-		switch sql[j] {
-		case '\\':
-			plain = false
-			j++ // the escaped byte, whatever it is
-		case '\'':
-			if j+1 < len(sql) && sql[j+1] == '\'' {
-				plain = false
-				j++ // a doubled quote is one quote of the value
-				continue
-			}
-			return j + 1, plain, true
-		}
-	}
-	return 0, false, false // unterminated
-}
-
 func isBinaryIntroducer(tok string) bool {
 	return len(tok) == 7 && (tok == "_binary" || strings.EqualFold(tok, "_binary"))
-}
-
-// nameChar: bytes of unquoted names and number tokens (MySQL allows names
-// to start with a digit; any byte >= 0x80 is part of a UTF-8 name).
-func nameChar(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '$' || c >= 0x80
 }
 
 func allDigits(s string) bool {
@@ -177,6 +140,13 @@ func allDigits(s string) bool {
 // integer types a decimal literal as the parser does: int64 when it fits,
 // else uint64; beyond that the parser makes a DECIMAL and so do we not.
 func integer(tok string) (any, bool) {
+	if len(tok) <= 18 { // all digits (the caller checked): cannot overflow, no strconv needed
+		var v int64
+		for i := 0; i < len(tok); i++ {
+			v = v*10 + int64(tok[i]-'0')
+		}
+		return v, true
+	}
 	if v, err := strconv.ParseInt(tok, 10, 64); err == nil {
 		return v, true
 	}

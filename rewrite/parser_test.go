@@ -102,6 +102,8 @@ func TestWordOffsets(t *testing.T) {
 		{"a = 1 for (select 'for') union all select \"for\"", []int{6}},
 		{"forward = 1 FOR SELECT before, fortune", []int{12}},
 		{"a = 'it\\'s for' FOR x", []int{16}},
+		{"a /* for */ FOR -- for\n @for # for\n for", []int{12, 36}}, // not in comments or variable names
+		{"/*!50003 FOR */", []int{9}},                                // an executable comment's content is SQL
 	} {
 		if got := WordOffsets(c.text, "FOR"); !slices.Equal(got, c.want) {
 			t.Errorf("WordOffsets(%q) = %v, want %v", c.text, got, c.want)

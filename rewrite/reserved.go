@@ -1,6 +1,10 @@
 package rewrite
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/convoy-im/convoy/internal/sqltext"
+)
 
 // ReservedVarPrefix starts the names of the user variables Convoy's own
 // sessions set on the datasources (the migration's: migrate/fence.go);
@@ -19,7 +23,7 @@ func NamesReservedVar(sql string) bool {
 			return false
 		}
 		i += j
-		if i > 0 && (isWordByte(sql[i-1]) || sql[i-1] == '@') {
+		if i > 0 && (sqltext.IsNameByte(sql[i-1]) || sql[i-1] == '@') {
 			continue
 		}
 		k := i + 1

@@ -3,6 +3,7 @@ package rewrite
 import (
 	"strings"
 
+	"github.com/convoy-im/convoy/internal/sqltext"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/test_driver"
 )
@@ -14,43 +15,24 @@ import (
 // false when sql has no top-level RETURNING (outside strings, names,
 // comments and parentheses) or is another statement.
 func SplitReturning(sql string) (head, returning string, ok bool) {
-	first, at := "", -1
+	first, at := true, -1
 	depth := 0
-	for i := 0; i < len(sql); i++ {
-		switch c := sql[i]; {
-		case c == '\'' || c == '"' || c == '`':
-			i = skipQuoted(sql, i)
-		case c == '#':
-			i = skipLine(sql, i)
-		case c == '-' && i+1 < len(sql) && sql[i+1] == '-' && (i+2 == len(sql) || sql[i+2] <= ' '):
-			i = skipLine(sql, i)
-		case c == '/' && i+1 < len(sql) && sql[i+1] == '*' && (i+2 >= len(sql) || sql[i+2] != '!'):
-			end := indexFrom(sql, i+2, "*/")
-			if end < 0 {
+	s := sqltext.New(sql)
+	for t := s.Next(); t.Kind != sqltext.End; t = s.Next() {
+		switch {
+		case t.Kind == sqltext.Comment && t.Open():
+			return "", "", false
+		case t.IsPunct('('):
+			depth++
+		case t.IsPunct(')'):
+			depth--
+		case t.Kind == sqltext.Word && first:
+			first = false
+			if !t.Is("INSERT") && !t.Is("REPLACE") && !t.Is("DELETE") {
 				return "", "", false
 			}
-			i = end + 1
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-		case isWordByte(c) && (i == 0 || !isWordByte(sql[i-1])):
-			j := i
-			for j < len(sql) && isWordByte(sql[j]) {
-				j++
-			}
-			word := sql[i:j]
-			if first == "" {
-				first = strings.ToUpper(word)
-				switch first {
-				case "INSERT", "REPLACE", "DELETE":
-				default:
-					return "", "", false
-				}
-			} else if depth == 0 && strings.EqualFold(word, "RETURNING") {
-				at = i
-			}
-			i = j - 1
+		case depth == 0 && t.Is("RETURNING"):
+			at = t.Pos
 		}
 	}
 	if at < 0 || strings.TrimSpace(sql[at+len("RETURNING"):]) == "" {
@@ -58,8 +40,6 @@ func SplitReturning(sql string) (head, returning string, ok bool) {
 	}
 	return sql[:at], sql[at+len("RETURNING"):], true
 }
-
-func isWordByte(c byte) bool { return c == '_' || c == '$' || isAlnum(c) || c >= 0x80 }
 
 // CheckReturning parses a RETURNING select list (with p) and refuses what
 // Convoy cannot send to the shards as written: placeholders (they would

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/convoy-im/convoy/internal/sqltext"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -74,33 +75,34 @@ const maxReadBack = 64
 // dynamic SQL (PREPARE / EXECUTE) is refused with an *UnsupportedError.
 // CheckComments must have accepted sql.
 func ClassifyRoutine(sql string) (*Routine, error) {
-	sc := scanner{s: sql}
-	r := leadingRoutine(&sc)
+	sc := sqltext.New(sql)
+	r := leadingRoutine(sc)
 	if r == nil {
 		return nil, nil
 	}
 	checkCode := r.Kind == RoutineDefine || r.Kind == RoutineCall
 	seen := map[string]bool{}
-	for t := sc.next(); t.kind != tokEnd; t = sc.next() {
-		switch t.kind {
-		case tokParam:
+	for t := sc.Code(); t.Kind != sqltext.End; t = sc.Code() {
+		switch t.Kind {
+		case sqltext.Param:
 			r.Params++
-		case tokUserVar:
-			if name := strings.ToLower(t.text); r.Kind == RoutineCall && plainVar(name) && !seen[name] && len(r.UserVars) < maxReadBack {
+		case sqltext.Var:
+			v, system := sqltext.VarName(t)
+			if name := strings.ToLower(v); !system && r.Kind == RoutineCall && plainVar(name) && !seen[name] && len(r.UserVars) < maxReadBack {
 				seen[name] = true
 				r.UserVars = append(r.UserVars, name)
 			}
-		case tokWord, tokQuoted:
+		case sqltext.Word, sqltext.Name:
 			if !checkCode {
 				continue
 			}
-			if _, sharded := router.ShardKeyColumn(t.text); sharded {
-				return nil, unsupported("%s naming the sharded table %s is not supported through Convoy: stored code runs inside one MariaDB server, which cannot see the table's 1024 shards; run the statements from the application", r.What, t.text)
+			if n := name(t); isShardedTable(n) {
+				return nil, unsupported("%s naming the sharded table %s is not supported through Convoy: stored code runs inside one MariaDB server, which cannot see the table's 1024 shards; run the statements from the application", r.What, n)
 			}
-			if t.kind == tokWord && (strings.EqualFold(t.text, "PREPARE") || strings.EqualFold(t.text, "EXECUTE")) {
+			if t.Is("PREPARE") || t.Is("EXECUTE") {
 				return nil, unsupported("%s with dynamic SQL (PREPARE / EXECUTE) is not supported through Convoy: nobody can see which tables it would touch, and stored code cannot see the sharded tables", r.What)
 			}
-			if r.Kind == RoutineDefine && t.isWord("SONAME") {
+			if r.Kind == RoutineDefine && t.Is("SONAME") {
 				r.Need = "admin" // a UDF: a shared library loaded into the datasource
 			}
 		}
@@ -114,7 +116,7 @@ func plainVar(name string) bool {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
-		if !nameChar(name[i]) || name[i] >= 0x80 {
+		if !sqltext.IsNameByte(name[i]) || name[i] >= 0x80 {
 			return false
 		}
 	}
@@ -130,59 +132,59 @@ var compoundStarts = map[string]bool{"IF": true, "CASE": true, "LOOP": true, "WH
 
 // leadingRoutine reads the leading keywords of a statement; nil when it is
 // not a routine statement.
-func leadingRoutine(sc *scanner) *Routine {
-	first := sc.next()
-	if first.kind != tokWord {
+func leadingRoutine(sc *sqltext.Scanner) *Routine {
+	first := sc.Code()
+	if first.Kind != sqltext.Word {
 		return nil
 	}
-	w := strings.ToUpper(first.text)
+	w := strings.ToUpper(first.Text)
 	switch w {
 	case "CREATE", "ALTER":
-		t := sc.next()
-		if w == "CREATE" && t.isWord("OR") {
-			if !sc.next().isWord("REPLACE") {
+		t := sc.Code()
+		if w == "CREATE" && t.Is("OR") {
+			if !sc.Code().Is("REPLACE") {
 				return nil
 			}
-			t = sc.next()
+			t = sc.Code()
 		}
-		if t.isWord("DEFINER") {
-			if !sc.next().isPunct('=') || !sc.skipUser() {
+		if t.Is("DEFINER") {
+			if !sc.Code().IsPunct('=') || !skipUser(sc) {
 				return nil
 			}
-			t = sc.next()
+			t = sc.Code()
 		}
-		if w == "CREATE" && t.isWord("AGGREGATE") {
-			t = sc.next()
+		if w == "CREATE" && t.Is("AGGREGATE") {
+			t = sc.Code()
 		}
-		obj := strings.ToUpper(t.text)
-		if t.kind != tokWord || !storedObjects[obj] || w == "ALTER" && obj == "TRIGGER" {
+		obj := strings.ToUpper(t.Text)
+		if t.Kind != sqltext.Word || !storedObjects[obj] || w == "ALTER" && obj == "TRIGGER" {
 			return nil
 		}
 		return &Routine{Kind: RoutineDefine, What: w + " " + obj, Body: true}
 	case "DROP":
-		t := sc.next()
-		if obj := strings.ToUpper(t.text); t.kind == tokWord && storedObjects[obj] {
+		t := sc.Code()
+		if obj := strings.ToUpper(t.Text); t.Kind == sqltext.Word && storedObjects[obj] {
 			return &Routine{Kind: RoutineDrop, What: "DROP " + obj}
 		}
 	case "CALL":
 		return &Routine{Kind: RoutineCall, What: "CALL"}
 	case "SHOW":
-		t := sc.next()
-		switch u := strings.ToUpper(t.text); {
-		case t.kind != tokWord:
+		t := sc.Code()
+		switch u := strings.ToUpper(t.Text); {
+		case t.Kind != sqltext.Word:
 		case u == "CREATE":
-			if t2 := sc.next(); t2.kind == tokWord && storedObjects[strings.ToUpper(t2.text)] {
-				return &Routine{Kind: RoutineShow, What: "SHOW CREATE " + strings.ToUpper(t2.text)}
+			if t2 := sc.Code(); t2.Kind == sqltext.Word && storedObjects[strings.ToUpper(t2.Text)] {
+				return &Routine{Kind: RoutineShow, What: "SHOW CREATE " + strings.ToUpper(t2.Text)}
 			}
 		case u == "PROCEDURE" || u == "FUNCTION":
-			if t2 := sc.next(); t2.isWord("STATUS") || t2.isWord("CODE") {
-				return &Routine{Kind: RoutineShow, What: "SHOW " + u + " " + strings.ToUpper(t2.text)}
+			if t2 := sc.Code(); t2.Is("STATUS") || t2.Is("CODE") {
+				return &Routine{Kind: RoutineShow, What: "SHOW " + u + " " + strings.ToUpper(t2.Text)}
 			}
 		case u == "TRIGGERS" || u == "EVENTS":
 			return &Routine{Kind: RoutineShow, What: "SHOW " + u}
 		}
 	case "BEGIN":
-		if sc.next().isWord("NOT") && sc.next().isWord("ATOMIC") {
+		if sc.Code().Is("NOT") && sc.Code().Is("ATOMIC") {
 			return &Routine{Kind: RoutineCall, What: "BEGIN NOT ATOMIC", Body: true}
 		}
 	default:
@@ -190,14 +192,14 @@ func leadingRoutine(sc *scanner) *Routine {
 			return &Routine{Kind: RoutineCall, What: w, Body: true}
 		}
 		// label: BEGIN NOT ATOMIC / LOOP / WHILE / REPEAT / FOR
-		if !sc.next().isPunct(':') {
+		if !sc.Code().IsPunct(':') {
 			return nil
 		}
-		t := sc.next()
-		switch u := strings.ToUpper(t.text); {
-		case t.kind != tokWord:
+		t := sc.Code()
+		switch u := strings.ToUpper(t.Text); {
+		case t.Kind != sqltext.Word:
 		case u == "BEGIN":
-			if sc.next().isWord("NOT") && sc.next().isWord("ATOMIC") {
+			if sc.Code().Is("NOT") && sc.Code().Is("ATOMIC") {
 				return &Routine{Kind: RoutineCall, What: "BEGIN NOT ATOMIC", Body: true}
 			}
 		case u == "LOOP" || u == "WHILE" || u == "REPEAT" || u == "FOR":
@@ -219,8 +221,9 @@ func leadingRoutine(sc *scanner) *Routine {
 func SplitRoutines(sql string) (parts []string, ok bool) {
 	start := 0
 	for start < len(sql) {
-		sc := scanner{s: sql, i: start}
-		r := leadingRoutine(&sc)
+		sc := sqltext.New(sql)
+		sc.Seek(start)
+		r := leadingRoutine(sc)
 		if r != nil {
 			ok = true
 			if r.Body {
@@ -239,151 +242,73 @@ func SplitRoutines(sql string) (parts []string, ok bool) {
 // statementEnd returns the index of the first ';' from start that is
 // outside quotes and comments (len(sql) when there is none).
 func statementEnd(sql string, start int) int {
-	sc := scanner{s: sql, i: start}
+	sc := sqltext.New(sql)
+	sc.Seek(start)
 	for {
-		t := sc.next()
-		if t.kind == tokEnd {
+		t := sc.Code()
+		if t.Kind == sqltext.End {
 			return len(sql)
 		}
-		if t.isPunct(';') && !sc.inExec {
-			return t.at
+		if t.IsPunct(';') && !sc.InExec() {
+			return t.Pos
 		}
 	}
+}
+
+// OneStatement reports whether sql holds at most one statement: no ';'
+// outside quotes and comments (inside executable comments included) is
+// followed by more SQL. A text of one statement and trailing semicolons
+// needs no splitting.
+func OneStatement(sql string) bool {
+	sc := sqltext.New(sql)
+	semi := false
+	for t := sc.Code(); t.Kind != sqltext.End; t = sc.Code() {
+		switch {
+		case t.IsPunct(';'):
+			semi = true
+		case semi:
+			return false
+		}
+	}
+	return true
 }
 
 // onlyBlank: no token at all (blanks and comments).
 func onlyBlank(s string) bool {
-	sc := scanner{s: s}
-	return sc.next().kind == tokEnd
+	return sqltext.New(s).Code().Kind == sqltext.End
 }
 
-type tokKind int
-
-const (
-	tokEnd     tokKind = iota
-	tokWord            // a bare word: keyword, name or number
-	tokQuoted          // a `quoted` name (text: unquoted)
-	tokString          // '...' or "..." (ANSI_QUOTES is refused through Convoy)
-	tokParam           // ?
-	tokUserVar         // @name, @'name', @`name` (text: the name)
-	tokSysVar          // @@name
-	tokPunct           // any other byte
-)
-
-type token struct {
-	kind tokKind
-	text string
-	at   int // offset in the statement
+// name is the name a word or a backquoted name spells.
+func name(t sqltext.Token) string {
+	if t.Kind != sqltext.Name {
+		return t.Text
+	}
+	n := t.Text[1:]
+	if !t.Open() {
+		n = n[:len(n)-1]
+	}
+	return strings.ReplaceAll(n, "``", "`")
 }
 
-func (t token) isWord(w string) bool { return t.kind == tokWord && strings.EqualFold(t.text, w) }
-
-func (t token) isPunct(c byte) bool { return t.kind == tokPunct && t.text[0] == c }
-
-// scanner reads the tokens of a statement as MariaDB's lexer sees them:
-// comments are skipped, `/*! ... */` contents are read as SQL (the version
-// number skipped: CheckComments refused the versions MariaDB would not run).
-type scanner struct {
-	s      string
-	i      int
-	inExec bool // inside an executable comment
-}
-
-func (sc *scanner) next() token {
-	s := sc.s
-	for sc.i < len(s) {
-		at := sc.i
-		c := s[at]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
-			sc.i++
-		case c == '#':
-			sc.i = skipLine(s, at)
-		case c == '-' && at+1 < len(s) && s[at+1] == '-' && (at+2 == len(s) || s[at+2] <= ' '):
-			sc.i = skipLine(s, at)
-		case c == '/' && at+1 < len(s) && s[at+1] == '*':
-			body := at + 2
-			if body < len(s) && s[body] == '!' && !sc.inExec {
-				j := body + 1
-				for j < len(s) && s[j] >= '0' && s[j] <= '9' {
-					j++
-				}
-				sc.i, sc.inExec = j, true
-				continue
-			}
-			end := indexFrom(s, body, "*/")
-			if end < 0 {
-				sc.i = len(s)
-			} else {
-				sc.i = end + 2
-			}
-		case c == '*' && sc.inExec && at+1 < len(s) && s[at+1] == '/':
-			sc.i, sc.inExec = at+2, false
-		case c == '\'' || c == '"':
-			end := min(skipQuoted(s, at), len(s)-1)
-			sc.i = end + 1
-			return token{kind: tokString, text: s[at : end+1], at: at}
-		case c == '`':
-			end := skipQuoted(s, at)
-			sc.i = min(end+1, len(s))
-			return token{kind: tokQuoted, text: strings.ReplaceAll(s[at+1:min(end, len(s))], "``", "`"), at: at}
-		case c == '?':
-			sc.i++
-			return token{kind: tokParam, text: "?", at: at}
-		case c == '@':
-			return sc.variable(at)
-		case nameChar(c):
-			j := at + 1
-			for j < len(s) && nameChar(s[j]) {
-				j++
-			}
-			sc.i = j
-			return token{kind: tokWord, text: s[at:j], at: at}
-		default:
-			sc.i++
-			return token{kind: tokPunct, text: s[at : at+1], at: at}
-		}
-	}
-	return token{kind: tokEnd, at: len(s)}
-}
-
-// variable reads @name, @'name', @`name` or @@[scope.]name at at.
-func (sc *scanner) variable(at int) token {
-	s := sc.s
-	j := at + 1
-	kind := tokUserVar
-	if j < len(s) && s[j] == '@' {
-		kind = tokSysVar
-		j++
-	}
-	if kind == tokUserVar && j < len(s) && (s[j] == '\'' || s[j] == '"' || s[j] == '`') {
-		end := skipQuoted(s, j)
-		sc.i = min(end+1, len(s))
-		// Quoted names are read back only when they are plain (plainVar).
-		return token{kind: tokUserVar, text: s[j+1 : min(end, len(s))], at: at}
-	}
-	k := j
-	for k < len(s) && (nameChar(s[k]) || s[k] == '.') {
-		k++
-	}
-	sc.i = k
-	return token{kind: kind, text: s[j:k], at: at}
+func isShardedTable(name string) bool {
+	_, sharded := router.ShardKeyColumn(name)
+	return sharded
 }
 
 // skipUser reads the account of a DEFINER clause: user[@host] (names bare,
 // quoted or backquoted), CURRENT_USER[()] or a role name.
-func (sc *scanner) skipUser() bool {
-	t := sc.next()
-	switch t.kind {
-	case tokWord, tokQuoted, tokString:
+func skipUser(sc *sqltext.Scanner) bool {
+	t := sc.Code()
+	switch t.Kind {
+	case sqltext.Word, sqltext.Name, sqltext.String:
 	default:
 		return false
 	}
 	save := *sc
-	switch n := sc.next(); {
-	case n.kind == tokUserVar: // @host
-	case n.isPunct('(') && (t.isWord("CURRENT_USER") || t.isWord("CURRENT_ROLE")):
-		if !sc.next().isPunct(')') {
+	switch n := sc.Code(); {
+	case n.Kind == sqltext.Var: // @host
+	case n.IsPunct('(') && (t.Is("CURRENT_USER") || t.Is("CURRENT_ROLE")):
+		if !sc.Code().IsPunct(')') {
 			return false
 		}
 	default:
@@ -430,33 +355,33 @@ var unparsedSession = map[string]bool{
 // from a typo there, and a typo must get MariaDB's 1064. CheckComments
 // must have accepted sql.
 func ClassifyUnparsed(sql string) *Routine {
-	sc := scanner{s: sql}
-	first := sc.next()
-	need, ok := unparsedNeeds[strings.ToUpper(first.text)]
-	if first.kind != tokWord || !ok {
+	sc := sqltext.New(sql)
+	first := sc.Code()
+	need, ok := unparsedNeeds[strings.ToUpper(first.Text)]
+	if first.Kind != sqltext.Word || !ok {
 		return nil
 	}
-	r := &Routine{Kind: RoutineUnparsed, What: strings.ToUpper(first.text), Need: need}
-	var prev token
-	for t := sc.next(); t.kind != tokEnd; prev, t = t, sc.next() {
-		if t.isPunct('.') && (prev.kind == tokWord || prev.kind == tokQuoted) && !slices.Contains(r.Qualifiers, prev.text) {
-			r.Qualifiers = append(r.Qualifiers, prev.text)
+	r := &Routine{Kind: RoutineUnparsed, What: strings.ToUpper(first.Text), Need: need}
+	var prev sqltext.Token
+	for t := sc.Code(); t.Kind != sqltext.End; prev, t = t, sc.Code() {
+		if q := name(prev); t.IsPunct('.') && (prev.Kind == sqltext.Word || prev.Kind == sqltext.Name) && !slices.Contains(r.Qualifiers, q) {
+			r.Qualifiers = append(r.Qualifiers, q)
 		}
-		switch t.kind {
-		case tokParam:
+		switch t.Kind {
+		case sqltext.Param:
 			r.Params++
-		case tokPunct:
-			if t.text == ":" && strings.HasPrefix(sql[t.at:], ":=") {
+		case sqltext.Punct:
+			if t.Text == ":" && strings.HasPrefix(sql[t.Pos:], ":=") {
 				return nil
 			}
-		case tokWord, tokQuoted:
-			if _, sharded := router.ShardKeyColumn(t.text); sharded {
+		case sqltext.Word, sqltext.Name:
+			if isShardedTable(name(t)) {
 				return nil
 			}
-			if t.kind != tokWord {
+			if t.Kind != sqltext.Word {
 				continue
 			}
-			u := strings.ToUpper(t.text)
+			u := strings.ToUpper(t.Text)
 			if unparsedSession[u] {
 				return nil
 			}
@@ -490,17 +415,17 @@ var unparsedConstructs = []struct {
 // clause it recognises (unparsedConstructs), "" when it recognises none
 // (a typo: the parser's 1064 stands).
 func UnparsedShardedReason(sql string) string {
-	sc := scanner{s: sql}
+	sc := sqltext.New(sql)
 	var words []string
 	table := ""
-	for t := sc.next(); t.kind != tokEnd; t = sc.next() {
+	for t := sc.Code(); t.Kind != sqltext.End; t = sc.Code() {
 		switch {
-		case t.kind == tokWord || t.kind == tokQuoted:
-			if _, sharded := router.ShardKeyColumn(t.text); sharded && table == "" {
-				table = t.text
+		case t.Kind == sqltext.Word || t.Kind == sqltext.Name:
+			if n := name(t); isShardedTable(n) && table == "" {
+				table = n
 			}
-			words = append(words, strings.ToUpper(t.text))
-		case t.isPunct('('):
+			words = append(words, strings.ToUpper(name(t)))
+		case t.IsPunct('('):
 			words = append(words, "(")
 		default:
 			words = append(words, "")

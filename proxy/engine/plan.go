@@ -126,11 +126,17 @@ type Statement struct {
 
 // Split cuts a multi-statement query into its statements, for a client
 // that enabled multi-statements; each is then run (routed, checked,
-// authorised) on its own by RunStatement. The whole text is parsed first:
-// a syntax error anywhere refuses all of it, before anything ran (MariaDB
-// would have run the statements before the bad one). The statements keep
-// their ASTs from that parse.
+// authorised) on its own by RunStatement. A text of several statements is
+// parsed whole first: a syntax error anywhere refuses all of it, before
+// anything ran (MariaDB would have run the statements before the bad one).
+// The statements keep their ASTs from that parse.
 func (s *Session) Split(sql string) ([]Statement, error) {
+	if rewrite.OneStatement(sql) {
+		// The common case (drivers that enable multi-statements send one
+		// at a time): not parsed here, so that the plan cache can serve it
+		// without a parse at all.
+		return []Statement{{Text: sql}}, nil
+	}
 	if err := rewrite.CheckComments(sql); err != nil {
 		return nil, classify(err)
 	}

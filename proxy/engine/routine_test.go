@@ -8,6 +8,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/convoy-im/convoy/proxy/sqlerr"
+	"github.com/convoy-im/convoy/rewrite"
 )
 
 // The fake answers stored code with one result set flagged
@@ -209,5 +210,40 @@ func TestSplitParsesOnce(t *testing.T) {
 	want := "UPDATE `im_1`.`conv_msg_0136` AS `conv_msg` SET `msg_type`=0x2 WHERE `conv_id`=0x2A"
 	if len(got) != 2 || !strings.HasSuffix(got[1], want) {
 		t.Fatalf("sent %q, want the second to end %q", got, want)
+	}
+}
+
+// A client with multi-statements on sends one statement at a time: Split
+// hands it on unparsed, so that the plan cache serves it with no parse at
+// all (parsing it whole first cost a full parse per statement).
+func TestSplitOneStatementUsesPlanCache(t *testing.T) {
+	s, rec := newTestSession()
+	run := func(q string) {
+		t.Helper()
+		parts, err := s.Split(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(parts) != 1 || parts[0].Text != q {
+			t.Fatalf("%q split into %+v", q, parts)
+		}
+		if _, err := s.RunStatement(parts[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run("SELECT seq FROM conv_msg WHERE conv_id = 7") // planned once (a plan cache miss)
+	n := s.parser.Parses()
+	run("SELECT seq FROM conv_msg WHERE conv_id = 8")
+	if got := s.parser.Parses(); got != n {
+		t.Errorf("a statement of a shape the plan cache knows was parsed %d times", got-n)
+	}
+	run("SELECT seq FROM conv_msg WHERE conv_id = 9 ; ;") // trailing semicolons: one statement still
+	if got := rec.take(); len(got) != 3 {
+		t.Fatalf("sent %q", got)
+	}
+	for _, q := range []string{"SELECT 1; SELECT 2", "SELECT 1 /*!; SELECT 2 */", "SELECT 1; -- c\n SELECT 2"} {
+		if rewrite.OneStatement(q) {
+			t.Errorf("OneStatement(%q)", q)
+		}
 	}
 }
