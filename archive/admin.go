@@ -10,14 +10,14 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/router"
 )
 
 // pausedKey, when present, pauses every archiver of the cluster (ARCHIVE
 // PAUSE): runs stop before their next part or delete chunk, and no new
 // run starts until ARCHIVE RESUME deletes it.
-func pausedKey(cluster string) string { return routecfg.ArchivePrefix(cluster) + "paused" }
+func pausedKey(cluster string) string { return coord.ArchivePrefix(cluster) + "paused" }
 
 // Paused reports whether ARCHIVE PAUSE is in force.
 func Paused(ctx context.Context, cli *clientv3.Client, cluster string) (bool, error) {
@@ -42,13 +42,13 @@ func (e *InputError) InvalidInput() bool { return true }
 type Admin struct {
 	cli     *clientv3.Client
 	cluster string
-	jobs    *routecfg.JobStore
+	jobs    *coord.JobStore
 	now     func() time.Time
 }
 
 // NewAdmin returns the archive admin of a cluster.
 func NewAdmin(cli *clientv3.Client, cluster string) *Admin {
-	return &Admin{cli: cli, cluster: cluster, jobs: routecfg.NewArchiveJobStore(cli, cluster), now: time.Now}
+	return &Admin{cli: cli, cluster: cluster, jobs: coord.NewArchiveJobStore(cli, cluster), now: time.Now}
 }
 
 // Command records ARCHIVE SHARD n NOW (verb NOW), ARCHIVE PAUSE or
@@ -75,10 +75,10 @@ func (a *Admin) Command(ctx context.Context, shard int, verb string) error {
 func (a *Admin) requestNow(ctx context.Context, shard int) error {
 	for attempt := 0; attempt < 5; attempt++ {
 		job, err := a.jobs.Get(ctx, shard)
-		if errors.Is(err, routecfg.ErrJobNotFound) {
+		if errors.Is(err, coord.ErrJobNotFound) {
 			st := state{Now: true}
-			_, err = a.jobs.Create(ctx, routecfg.Job{ID: jobID(shard), Shard: shard, Step: StepIdle, Progress: encodeState(st)})
-			if errors.Is(err, routecfg.ErrJobExists) {
+			_, err = a.jobs.Create(ctx, coord.Job{ID: jobID(shard), Shard: shard, Step: StepIdle, Progress: encodeState(st)})
+			if errors.Is(err, coord.ErrJobExists) {
 				continue
 			}
 			return err
@@ -92,7 +92,7 @@ func (a *Admin) requestNow(ctx context.Context, shard int) error {
 		}
 		st.Now = true
 		job.Progress = encodeState(st)
-		if _, err = a.jobs.Update(ctx, job); !errors.Is(err, routecfg.ErrJobConflict) {
+		if _, err = a.jobs.Update(ctx, job); !errors.Is(err, coord.ErrJobConflict) {
 			return err
 		}
 	}

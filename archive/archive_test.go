@@ -20,8 +20,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/cold"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/rewrite"
-	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -715,7 +715,7 @@ func testMigrationAndPause(t *testing.T, s *services) {
 	f := newFixture(t, s, "file")
 	ctx := context.Background()
 	a := f.archiver()
-	mj, err := routecfg.NewJobStore(s.cli, f.cluster).Create(ctx, routecfg.Job{ID: "mig-1", Shard: f.shard, Step: "backfill"})
+	mj, err := coord.NewJobStore(s.cli, f.cluster).Create(ctx, coord.Job{ID: "mig-1", Shard: f.shard, Step: "backfill"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -730,7 +730,7 @@ func testMigrationAndPause(t *testing.T, s *services) {
 	if !strings.Contains(rows[0][len(rows[0])-1], "migrating") {
 		t.Fatalf("status during a migration: %v", rows)
 	}
-	if err := routecfg.NewJobStore(s.cli, f.cluster).Delete(ctx, mj); err != nil {
+	if err := coord.NewJobStore(s.cli, f.cluster).Delete(ctx, mj); err != nil {
 		t.Fatal(err)
 	}
 	if err := admin.Command(ctx, -1, "PAUSE"); err != nil {
@@ -990,9 +990,9 @@ func testStaleDeleter(t *testing.T, s *services) {
 func testLocalStore(t *testing.T, s *services) {
 	f := newFixture(t, s, "file")
 	ctx := context.Background()
-	var regs []*routecfg.Registration
+	var regs []*coord.Registration
 	for _, id := range []string{"p1", "p2"} {
-		r, err := routecfg.Register(ctx, s.cli, f.cluster, routecfg.ProxyInfo{ID: id, Listen: "127.0.0.1:1"})
+		r, err := coord.Register(ctx, s.cli, f.cluster, coord.ProxyInfo{ID: id, Listen: "127.0.0.1:1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1121,7 +1121,7 @@ func testRebuildCatalog(t *testing.T, s *services) {
 			t.Fatal(err)
 		}
 	}
-	jobs := routecfg.NewArchiveJobStore(s.cli, f.cluster)
+	jobs := coord.NewArchiveJobStore(s.cli, f.cluster)
 	job, err := jobs.Get(ctx, f.shard)
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/convoy-im/convoy/cold"
-	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/coord"
 )
 
 // File states (Record.State).
@@ -93,7 +93,7 @@ const (
 )
 
 // FilesPrefix holds the file records: files/<shard>/<day>-<part>.
-func FilesPrefix(cluster string) string { return routecfg.ArchivePrefix(cluster) + "files/" }
+func FilesPrefix(cluster string) string { return coord.ArchivePrefix(cluster) + "files/" }
 
 func shardFilesPrefix(cluster string, shard int) string {
 	return fmt.Sprintf("%s%04d/", FilesPrefix(cluster), shard)
@@ -106,7 +106,7 @@ func shardFilesPrefix(cluster string, shard int) string {
 // warm row of the shard is deleted, so every proxy watching it knows the
 // shard may have archived rows long before it has any; a proxy treats a
 // shard without the key as having none (Catalog.Archived).
-func coldPrefix(cluster string) string { return routecfg.ArchivePrefix(cluster) + "cold/" }
+func coldPrefix(cluster string) string { return coord.ArchivePrefix(cluster) + "cold/" }
 
 func markShard(cluster string, shard int) clientv3.Op {
 	return clientv3.OpPut(fmt.Sprintf("%s%04d", coldPrefix(cluster), shard), "1")

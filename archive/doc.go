@@ -6,9 +6,9 @@
 // # One job per shard
 //
 // Each logical shard has an archive job record in etcd
-// (/convoy/<cluster>/archive/<shard>, routecfg.NewArchiveJobStore: the
+// (/convoy/<cluster>/archive/<shard>, coord.NewArchiveJobStore: the
 // migration job records' layout and compare-and-swap) and one runner at a
-// time, elected under .../archive/runners/<shard> (routecfg.CampaignRunner);
+// time, elected under .../archive/runners/<shard> (coord.CampaignRunner);
 // every write the runner makes is fenced by its election key. Manager, in
 // every convoy serve with cold.enabled, sweeps the shards every 10 s and
 // runs those due (never run, ARCHIVE SHARD n NOW, an hour since the last

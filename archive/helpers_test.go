@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/convoy-im/convoy/cold"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/internal/testsvc"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/routecfg"
@@ -349,7 +350,7 @@ func (f *fixture) makeLegacy() {
 	if deleted == 0 {
 		f.t.Fatal("no deleted history record to rewrite")
 	}
-	jobs := routecfg.NewArchiveJobStore(f.svc.cli, f.cluster)
+	jobs := coord.NewArchiveJobStore(f.svc.cli, f.cluster)
 	job, err := jobs.Get(ctx, f.shard)
 	if err != nil {
 		f.t.Fatal(err)

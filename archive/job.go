@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/cold"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/internal/ratelimit"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
@@ -54,7 +55,7 @@ const (
 	DefaultKeepNewest = 500
 )
 
-// Steps of an archive job record (routecfg.Job.Step).
+// Steps of an archive job record (coord.Job.Step).
 const (
 	StepIdle      = "idle"
 	StepArchiving = "archiving"
@@ -104,7 +105,7 @@ type Config struct {
 	Log *zap.Logger
 	// Metrics records what this process archives (nil: none).
 	Metrics *Metrics
-	// RunnerTTL is the runner lease (routecfg.DefaultRunnerTTL if 0).
+	// RunnerTTL is the runner lease (coord.DefaultRunnerTTL if 0).
 	RunnerTTL time.Duration
 	// StoreTimeout bounds each object-store call; SQLTimeout each
 	// statement (defaults: a minute, 30 s).
@@ -156,8 +157,8 @@ var (
 type Archiver struct {
 	cfg        Config
 	log        *zap.Logger
-	jobs       *routecfg.JobStore
-	migrations *routecfg.JobStore
+	jobs       *coord.JobStore
+	migrations *coord.JobStore
 	routes     *routecfg.Store
 	rows, scan *ratelimit.Limiter
 }
@@ -181,7 +182,7 @@ func New(cfg Config) (*Archiver, error) {
 	}
 	def(&cfg.StoreTimeout, DefaultStoreTimeout)
 	def(&cfg.SQLTimeout, 30*time.Second)
-	def(&cfg.RunnerTTL, routecfg.DefaultRunnerTTL)
+	def(&cfg.RunnerTTL, coord.DefaultRunnerTTL)
 	defInt := func(n *int, v int) {
 		if *n <= 0 {
 			*n = v
@@ -210,8 +211,8 @@ func New(cfg Config) (*Archiver, error) {
 		cfg.Hook = func(string, int) error { return nil }
 	}
 	return &Archiver{cfg: cfg, log: cfg.Log,
-		jobs:       routecfg.NewArchiveJobStore(cfg.Client, cfg.Cluster),
-		migrations: routecfg.NewJobStore(cfg.Client, cfg.Cluster),
+		jobs:       coord.NewArchiveJobStore(cfg.Client, cfg.Cluster),
+		migrations: coord.NewJobStore(cfg.Client, cfg.Cluster),
 		routes:     routecfg.NewStore(cfg.Client, cfg.Cluster),
 		rows:       ratelimit.New(cfg.Rate), scan: ratelimit.New(cfg.Rate * scanFactor),
 	}, nil
@@ -277,7 +278,7 @@ type progress struct {
 	Gone int64 `json:"gone,omitempty"`
 }
 
-func decodeState(j routecfg.Job) (state, error) {
+func decodeState(j coord.Job) (state, error) {
 	var st state
 	if len(j.Progress) == 0 {
 		return st, nil
@@ -302,8 +303,8 @@ func jobID(shard int) string { return fmt.Sprintf("archive-%04d", shard) }
 // run is one elected run of one shard.
 type run struct {
 	a     *Archiver
-	r     *routecfg.Runner
-	job   routecfg.Job
+	r     *coord.Runner
+	job   coord.Job
 	st    state
 	shard int
 	log   *zap.Logger
@@ -332,7 +333,7 @@ func (u *run) save(ctx context.Context, ops ...clientv3.Op) error {
 			u.job = job
 			return nil
 		}
-		if !errors.Is(err, routecfg.ErrJobConflict) || attempt > 3 {
+		if !errors.Is(err, coord.ErrJobConflict) || attempt > 3 {
 			return err
 		}
 		cur, gerr := u.r.Job(ctx)
@@ -366,7 +367,7 @@ func (a *Archiver) RunShard(ctx context.Context, shard int) error { return a.run
 // runShard is RunShard; once elected, it runs only if due (nil: always)
 // says so of the record it then reads, which another process may just
 // have updated.
-func (a *Archiver) runShard(ctx context.Context, shard int, due func(routecfg.Job, state) bool) error {
+func (a *Archiver) runShard(ctx context.Context, shard int, due func(coord.Job, state) bool) error {
 	r, err := a.campaign(ctx, shard, 2*time.Second)
 	if err != nil {
 		return err
@@ -385,22 +386,22 @@ func (a *Archiver) runShard(ctx context.Context, shard int, due func(routecfg.Jo
 }
 
 // campaign wins shard's election within wait, or returns ErrNotElected.
-func (a *Archiver) campaign(ctx context.Context, shard int, wait time.Duration) (*routecfg.Runner, error) {
+func (a *Archiver) campaign(ctx context.Context, shard int, wait time.Duration) (*coord.Runner, error) {
 	cctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	r, err := routecfg.CampaignRunner(cctx, a.jobs, shard, a.cfg.ID,
-		routecfg.WithRunnerTTL(a.cfg.RunnerTTL), routecfg.WithRunnerLogger(a.log.Named("runner")))
+	r, err := coord.CampaignRunner(cctx, a.jobs, shard, a.cfg.ID,
+		coord.WithRunnerTTL(a.cfg.RunnerTTL), coord.WithRunnerLogger(a.log.Named("runner")))
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		return nil, ErrNotElected
 	}
 	return r, err
 }
 
-func (a *Archiver) runElected(ctx context.Context, r *routecfg.Runner, due func(routecfg.Job, state) bool) error {
+func (a *Archiver) runElected(ctx context.Context, r *coord.Runner, due func(coord.Job, state) bool) error {
 	shard := r.Shard()
 	job, err := r.Job(ctx)
-	if errors.Is(err, routecfg.ErrJobNotFound) {
-		if job, err = a.jobs.Create(ctx, routecfg.Job{ID: jobID(shard), Shard: shard, Step: StepIdle}); errors.Is(err, routecfg.ErrJobExists) {
+	if errors.Is(err, coord.ErrJobNotFound) {
+		if job, err = a.jobs.Create(ctx, coord.Job{ID: jobID(shard), Shard: shard, Step: StepIdle}); errors.Is(err, coord.ErrJobExists) {
 			job, err = r.Job(ctx)
 		}
 	}
@@ -518,7 +519,7 @@ func (u *run) check(ctx context.Context) error {
 		return ErrPaused
 	}
 	if u.a.cfg.LocalStore {
-		ps, err := routecfg.ListProxies(ctx, u.a.cfg.Client, u.a.cfg.Cluster)
+		ps, err := coord.ListProxies(ctx, u.a.cfg.Client, u.a.cfg.Cluster)
 		if err != nil {
 			return err
 		}
@@ -528,9 +529,9 @@ func (u *run) check(ctx context.Context) error {
 	}
 	mj, err := u.a.migrations.Get(ctx, u.shard)
 	switch {
-	case err == nil && mj.Step != routecfg.StepDone:
+	case err == nil && mj.Step != coord.StepDone:
 		return fmt.Errorf("%w (job %s, step %s): skipped until it is done", ErrMigrating, mj.ID, mj.Step)
-	case err != nil && !errors.Is(err, routecfg.ErrJobNotFound):
+	case err != nil && !errors.Is(err, coord.ErrJobNotFound):
 		return err
 	}
 	if u.src == nil {

@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -93,7 +93,7 @@ func (m *Manager) sweep(ctx context.Context) {
 		a.log.Debug("listing archive records", zap.Error(err))
 		return
 	}
-	byShard := map[int]routecfg.Job{}
+	byShard := map[int]coord.Job{}
 	for _, j := range jobs {
 		byShard[j.Shard] = j
 	}
@@ -133,7 +133,7 @@ func (m *Manager) sweep(ctx context.Context) {
 
 // due: the shard's last run is older than the interval (the retry delay
 // after a failure).
-func (m *Manager) due(j routecfg.Job, st state) bool {
+func (m *Manager) due(j coord.Job, st state) bool {
 	wait := m.interval
 	if j.LastError != "" {
 		wait = m.retry

@@ -10,7 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/convoy-im/convoy/cold"
-	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/coord"
 )
 
 // manifest is a shard's file records, as one immutable object in the
@@ -64,8 +64,8 @@ func shardRecords(ctx context.Context, cli *clientv3.Client, cluster string, sto
 	if err != nil {
 		return nil, err
 	}
-	job, err := routecfg.NewArchiveJobStore(cli, cluster).Get(ctx, shard)
-	if errors.Is(err, routecfg.ErrJobNotFound) {
+	job, err := coord.NewArchiveJobStore(cli, cluster).Get(ctx, shard)
+	if errors.Is(err, coord.ErrJobNotFound) {
 		return recs, nil
 	}
 	if err != nil {

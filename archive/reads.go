@@ -15,7 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/convoy-im/convoy/cold"
-	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -108,7 +108,7 @@ func (c *Catalog) Watch(ctx context.Context) {
 			c.mark(string(kv.Key[len(marks):]))
 		}
 		c.markersOK.Store(true)
-		wch := c.cli.Watch(clientv3.WithRequireLeader(ctx), routecfg.ArchivePrefix(c.cluster), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+		wch := c.cli.Watch(clientv3.WithRequireLeader(ctx), coord.ArchivePrefix(c.cluster), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
 		for resp := range wch {
 			if resp.Err() != nil {
 				break

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/cold"
-	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/coord"
 )
 
 // RebuildReport is what RebuildCatalog did for one shard.
@@ -63,8 +63,8 @@ func (a *Archiver) RebuildCatalog(ctx context.Context, shard int) (RebuildReport
 	}
 	defer r.Close()
 	job, err := r.Job(ctx)
-	if errors.Is(err, routecfg.ErrJobNotFound) {
-		job, err = a.jobs.Create(ctx, routecfg.Job{ID: jobID(shard), Shard: shard, Step: StepIdle})
+	if errors.Is(err, coord.ErrJobNotFound) {
+		job, err = a.jobs.Create(ctx, coord.Job{ID: jobID(shard), Shard: shard, Step: StepIdle})
 	}
 	if err != nil {
 		return rep, err

@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/convoy-im/convoy/archive"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/migrate"
 	"github.com/convoy-im/convoy/routecfg"
 )
@@ -66,13 +67,13 @@ var knownMetrics = map[string][]string{
 	routecfg.MetricLastSync:  {"cluster"},
 	routecfg.MetricReloads:   {"cluster"},
 	routecfg.MetricRejected:  {"cluster"},
-	// routecfg/miglock_metrics.go (LockMetrics, proxy side)
-	routecfg.MetricShardsHeld:       {"cluster"},
-	routecfg.MetricShardHoldFails:   {"cluster", "reason"},
-	routecfg.MetricShardHoldSeconds: {"cluster"}, // histogram
-	routecfg.MetricWriteFenced:      {"cluster"},
-	// routecfg/miglock_metrics.go (LockMetrics, migrator side)
-	routecfg.MetricLockSeconds: {"cluster", "outcome"}, // histogram
+	// coord/miglock_metrics.go (LockMetrics, proxy side)
+	coord.MetricShardsHeld:       {"cluster"},
+	coord.MetricShardHoldFails:   {"cluster", "reason"},
+	coord.MetricShardHoldSeconds: {"cluster"}, // histogram
+	coord.MetricWriteFenced:      {"cluster"},
+	// coord/miglock_metrics.go (LockMetrics, migrator side)
+	coord.MetricLockSeconds: {"cluster", "outcome"}, // histogram
 
 	// migrate/metrics.go (NewMetrics: the jobs run in this process)
 	migrate.MetricJobStep:      {"shard", "step"},
@@ -118,7 +119,7 @@ var knownMetrics = map[string][]string{
 
 // histograms expose <name>_bucket (with le), _sum and _count.
 var histograms = []string{"convoy_datasource_query_duration_seconds", "convoy_scatter_targets", "convoy_migration_hold_wait_seconds", "convoy_cold_read_duration_seconds",
-	migrate.MetricDualWriteSeconds, migrate.MetricRampLatency, routecfg.MetricLockSeconds, routecfg.MetricShardHoldSeconds,
+	migrate.MetricDualWriteSeconds, migrate.MetricRampLatency, coord.MetricLockSeconds, coord.MetricShardHoldSeconds,
 	"convoy_search_query_duration_seconds", "convoy_search_index_lag_seconds"}
 
 // resolveMetric maps a series name to its metric and label set.
@@ -244,7 +245,7 @@ func TestDashboard(t *testing.T) {
 		routecfg.MetricVersion, routecfg.MetricStaleness, routecfg.MetricStale,
 		"up", "convoy_histcache_hits_total", "convoy_histcache_misses_total",
 		"convoy_migration_hold_queued_writes", "convoy_migration_hold_wait_seconds", "convoy_migration_hold_refused_total",
-		routecfg.MetricShardsHeld, routecfg.MetricShardHoldFails,
+		coord.MetricShardsHeld, coord.MetricShardHoldFails,
 		migrate.MetricRowsCopied, migrate.MetricApplyLag, migrate.MetricJobStep, migrate.MetricStepFailures,
 		migrate.MetricRampReads, migrate.MetricRampLatency,
 		archive.MetricRows, "convoy_cold_reads_total", "convoy_cold_read_duration_seconds", "convoy_cold_checks_total", "convoy_cold_writes_total",

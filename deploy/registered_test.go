@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/convoy-im/convoy/archive"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/migrate"
 	"github.com/convoy-im/convoy/proxy"
@@ -77,7 +78,7 @@ func TestKnownMetricsAreRegistered(t *testing.T) {
 	if _, err := archive.NewMetrics(reg); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := routecfg.NewLockMetrics(reg, "c"); err != nil {
+	if _, err := coord.NewLockMetrics(reg, "c"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := search.NewMetrics(reg); err != nil {

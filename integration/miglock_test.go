@@ -13,12 +13,12 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/router"
 )
 
 // The migration lock end to end: two convoy processes serve a writer load
-// while a migrator (routecfg.CampaignRunner + Runner.Switch, in the test)
+// while a migrator (coord.CampaignRunner + Runner.Switch, in the test)
 // moves one shard's route back and forth between databases. The row copy
 // is done inside the flip callback with plain SQL on the one MariaDB (the
 // real copier is migrate/'s): with every proxy holding the shard, nothing
@@ -72,7 +72,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // switch completes without it, and the next ones abort cleanly until its
 // registration expires, then complete.
 func TestMigrationSwitchUnderLoad(t *testing.T) {
-	// This test is its own migrator (a routecfg runner): the proxies must
+	// This test is its own migrator (a coord runner): the proxies must
 	// not campaign for its job.
 	t.Setenv("CONVOY_MIGRATION_RUN_JOBS", "false")
 	s := newStack(t)
@@ -84,7 +84,7 @@ func TestMigrationSwitchUnderLoad(t *testing.T) {
 	}
 	t.Cleanup(func() { cli.Close() })
 	waitFor(t, "both proxies to register", 10*time.Second, func() bool {
-		ps, err := routecfg.ListProxies(context.Background(), cli, testCluster)
+		ps, err := coord.ListProxies(context.Background(), cli, testCluster)
 		return err == nil && len(ps) == 2
 	})
 
@@ -104,12 +104,12 @@ func TestMigrationSwitchUnderLoad(t *testing.T) {
 	}
 	ds0 := s.ds[0].Open(t, "")
 
-	jobs := routecfg.NewJobStore(cli, testCluster)
-	if _, err := jobs.Create(ctx, routecfg.Job{ID: "mig-0136", Shard: int(moving), Step: "switch",
-		From: routecfg.Endpoint{Datasource: "ds0", Database: "im_0"}, To: routecfg.Endpoint{Datasource: "ds0", Database: "im_9"}}); err != nil {
+	jobs := coord.NewJobStore(cli, testCluster)
+	if _, err := jobs.Create(ctx, coord.Job{ID: "mig-0136", Shard: int(moving), Step: "switch",
+		From: coord.Endpoint{Datasource: "ds0", Database: "im_0"}, To: coord.Endpoint{Datasource: "ds0", Database: "im_9"}}); err != nil {
 		t.Fatal(err)
 	}
-	runner, err := routecfg.CampaignRunner(ctx, jobs, int(moving), "test-migrator")
+	runner, err := coord.CampaignRunner(ctx, jobs, int(moving), "test-migrator")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,9 +146,9 @@ func TestMigrationSwitchUnderLoad(t *testing.T) {
 
 	at := 0 // index into targets of the shard's next home
 	var copyTook time.Duration
-	switchTo := func(flipCtx func()) (routecfg.SwitchResult, error) {
+	switchTo := func(flipCtx func()) (coord.SwitchResult, error) {
 		db := targets[at]
-		res, err := runner.Switch(ctx, routecfg.SwitchOptions{}, func(fctx context.Context, tx *routecfg.SwitchTx) error {
+		res, err := runner.Switch(ctx, coord.SwitchOptions{}, func(fctx context.Context, tx *coord.SwitchTx) error {
 			if flipCtx != nil {
 				flipCtx()
 			}
@@ -244,7 +244,7 @@ func TestMigrationSwitchUnderLoad(t *testing.T) {
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, routecfg.ErrSwitchAborted) || res.Flipped || version() != before {
+		if !errors.Is(err, coord.ErrSwitchAborted) || res.Flipped || version() != before {
 			t.Fatalf("a switch waiting for a dead proxy: %v (%+v), routes %d -> %d", err, res, before, version())
 		}
 		aborted++
@@ -259,11 +259,11 @@ func TestMigrationSwitchUnderLoad(t *testing.T) {
 	// it) until the lock is gone, then serves them again.
 	const late = 1 << 62 // a msg_id no writer uses: it must not be stored
 	var lateErr error
-	_, err = runner.Switch(ctx, routecfg.SwitchOptions{AckTimeout: time.Second, MaxHold: time.Second}, func(context.Context, *routecfg.SwitchTx) error {
+	_, err = runner.Switch(ctx, coord.SwitchOptions{AckTimeout: time.Second, MaxHold: time.Second}, func(context.Context, *coord.SwitchTx) error {
 		_, lateErr = dbs[0].Exec("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 1, 1, NOW(3))", convs[0], late)
 		return errors.New("the test's flip gives up")
 	})
-	if !errors.Is(err, routecfg.ErrSwitchAborted) {
+	if !errors.Is(err, coord.ErrSwitchAborted) {
 		t.Fatalf("an overrunning switch: %v, want it aborted", err)
 	}
 	if errno(lateErr) != 1105 || !strings.Contains(lateErr.Error(), "migration switch is unresolved") || !strings.Contains(lateErr.Error(), "shard 136") {

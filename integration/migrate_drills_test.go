@@ -17,8 +17,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/internal/testsvc"
-	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -86,7 +86,7 @@ func TestMigrationDrills(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	waitFor(t, "three proxies to register", 20*time.Second, func() bool {
-		ps, err := routecfg.ListProxies(ctx, cli, testCluster)
+		ps, err := coord.ListProxies(ctx, cli, testCluster)
 		return err == nil && len(ps) == 3
 	})
 
@@ -188,7 +188,7 @@ func TestMigrationDrills(t *testing.T) {
 			return true
 		})
 	}
-	jobs := routecfg.NewJobStore(cli, testCluster)
+	jobs := coord.NewJobStore(cli, testCluster)
 	step := func() string {
 		ms := showMigrations(t, admin)
 		if len(ms) == 0 {
@@ -360,7 +360,7 @@ func TestMigrationDrills(t *testing.T) {
 	t.Logf("etcd restarted in %s while the lock was held", time.Since(restartAt).Round(time.Millisecond))
 	commitErr := tx.Commit()
 	t.Logf("the transaction open on the shard during the switch: commit %v", commitErr)
-	var outcome routecfg.Job
+	var outcome coord.Job
 	waitFor(t, "the switch to complete or abort", time.Minute, func() bool {
 		j, err := jobs.Get(ctx, int(shard))
 		if err != nil {
@@ -552,7 +552,7 @@ type lockWatch struct {
 // watchLocks follows the lock creations from now on.
 func watchLocks(t *testing.T, ctx context.Context, cli *clientv3.Client) *lockWatch {
 	lw := &lockWatch{created: make(chan struct{}, 100)}
-	now, err := cli.Get(ctx, routecfg.LocksPrefix(testCluster), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	now, err := cli.Get(ctx, coord.LocksPrefix(testCluster), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,7 +561,7 @@ func watchLocks(t *testing.T, ctx context.Context, cli *clientv3.Client) *lockWa
 		// revision it reached.
 		rev := now.Header.Revision
 		for ctx.Err() == nil {
-			for resp := range cli.Watch(ctx, routecfg.LocksPrefix(testCluster), clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+			for resp := range cli.Watch(ctx, coord.LocksPrefix(testCluster), clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 				for _, ev := range resp.Events {
 					rev = ev.Kv.ModRevision
 					if ev.Type == clientv3.EventTypePut && ev.Kv.Version == 1 {

@@ -15,9 +15,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/internal/testsvc"
 	"github.com/convoy-im/convoy/migrate"
-	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -103,7 +103,7 @@ func TestMigrationLayoutUnderLoad(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	waitFor(t, "three proxies to register", 20*time.Second, func() bool {
-		ps, err := routecfg.ListProxies(ctx, cli, testCluster)
+		ps, err := coord.ListProxies(ctx, cli, testCluster)
 		return err == nil && len(ps) == 3
 	})
 
@@ -158,7 +158,7 @@ func TestMigrationLayoutUnderLoad(t *testing.T) {
 		t.Fatalf("apply: %+v, %v", res, err)
 	}
 	t.Logf(at()+"applied: added %s, jobs for shards %v", res.Added[0].Name, res.Started)
-	jobs := routecfg.NewJobStore(cli, testCluster)
+	jobs := coord.NewJobStore(cli, testCluster)
 	for deadline := time.Now().Add(90 * time.Second); ; {
 		var pending []string
 		for _, sh := range moved {

@@ -14,7 +14,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -109,8 +109,8 @@ func TestShardMapPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	if _, err := routecfg.NewJobStore(cli, testCluster).Create(ctx, routecfg.Job{ID: "page-test", Shard: migrating,
-		From: routecfg.Endpoint{Datasource: "ds0", Database: "im_0"}, To: routecfg.Endpoint{Datasource: "ds1", Database: "im_9"}, Step: "backfill"}); err != nil {
+	if _, err := coord.NewJobStore(cli, testCluster).Create(ctx, coord.Job{ID: "page-test", Shard: migrating,
+		From: coord.Endpoint{Datasource: "ds0", Database: "im_0"}, To: coord.Endpoint{Datasource: "ds1", Database: "im_9"}, Step: "backfill"}); err != nil {
 		t.Fatal(err)
 	}
 	var after map[int]map[string]string

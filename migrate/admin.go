@@ -12,6 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
@@ -37,13 +38,13 @@ func inputErr(format string, args ...any) error {
 // process.
 type Admin struct {
 	cli    *clientv3.Client
-	store  *routecfg.JobStore
+	store  *coord.JobStore
 	routes *routecfg.Store
 }
 
 // NewAdmin returns the admin of a cluster's migrations.
 func NewAdmin(cli *clientv3.Client, cluster string) *Admin {
-	return &Admin{cli: cli, store: routecfg.NewJobStore(cli, cluster), routes: routecfg.NewStore(cli, cluster)}
+	return &Admin{cli: cli, store: coord.NewJobStore(cli, cluster), routes: routecfg.NewStore(cli, cluster)}
 }
 
 // Start creates one job per shard of from..to, moving it to datasource
@@ -76,7 +77,7 @@ func (a *Admin) Start(ctx context.Context, from, to int, datasource, database st
 	if parallel > 0 && to > from {
 		group = fmt.Sprintf("shards %d-%d at %s", from, to, now.Format(time.RFC3339))
 	}
-	var jobs []routecfg.Job
+	var jobs []coord.Job
 	for sh := from; sh <= to; sh++ {
 		at := snap.Target(router.Shard(sh))
 		db := database
@@ -89,19 +90,19 @@ func (a *Admin) Start(ctx context.Context, from, to int, datasource, database st
 		if j, ok := byShard[sh]; ok && j.Step != StepDone {
 			return nil, inputErr("shard %d already has a migration job (%s, step %s): ROLLBACK it or let it finish", sh, j.ID, j.Step)
 		}
-		jobs = append(jobs, newJob(doc, at, sh, routecfg.Endpoint{Datasource: datasource, Database: db}, nil,
+		jobs = append(jobs, newJob(doc, at, sh, coord.Endpoint{Datasource: datasource, Database: db}, nil,
 			Commands{Rate: rate, Auto: auto, Group: group, Parallel: parallel}, now))
 	}
 	return a.createJobs(ctx, jobs, byShard)
 }
 
 // jobsByShard reads every job record, by shard.
-func (a *Admin) jobsByShard(ctx context.Context) (map[int]routecfg.Job, error) {
+func (a *Admin) jobsByShard(ctx context.Context) (map[int]coord.Job, error) {
 	jobs, _, err := a.store.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	byShard := make(map[int]routecfg.Job, len(jobs))
+	byShard := make(map[int]coord.Job, len(jobs))
 	for _, j := range jobs {
 		byShard[j.Shard] = j
 	}
@@ -111,7 +112,7 @@ func (a *Admin) jobsByShard(ctx context.Context) (map[int]routecfg.Job, error) {
 // newJob is the record of a new job moving shard sh from at, where doc
 // puts it, to to (in toTable, nil: the same physical table names), with
 // the commands c (a job of a group starts queued).
-func newJob(doc router.Document, at router.Target, sh int, to routecfg.Endpoint, toTable *TablePlacement, c Commands, now time.Time) routecfg.Job {
+func newJob(doc router.Document, at router.Target, sh int, to coord.Endpoint, toTable *TablePlacement, c Commands, now time.Time) coord.Job {
 	p := jobProgress{Commands: c}
 	p.State.Table = rangeTable(doc, sh)
 	p.State.ToTable = toTable
@@ -120,10 +121,10 @@ func newJob(doc router.Document, at router.Target, sh int, to routecfg.Endpoint,
 	if c.Group != "" {
 		step = StepQueued
 	}
-	return routecfg.Job{
+	return coord.Job{
 		ID:    fmt.Sprintf("s%04d-%s", sh, now.Format("20060102T150405.000")),
 		Shard: sh, Step: step,
-		From:     routecfg.Endpoint{Datasource: at.Datasource, Database: at.Database},
+		From:     coord.Endpoint{Datasource: at.Datasource, Database: at.Database},
 		To:       to,
 		Progress: encodeProgress(p),
 	}
@@ -131,7 +132,7 @@ func newJob(doc router.Document, at router.Target, sh int, to routecfg.Endpoint,
 
 // createJobs stores checked new jobs, replacing the finished job records
 // of their shards (byShard); it returns the shards it created jobs for.
-func (a *Admin) createJobs(ctx context.Context, jobs []routecfg.Job, byShard map[int]routecfg.Job) ([]int, error) {
+func (a *Admin) createJobs(ctx context.Context, jobs []coord.Job, byShard map[int]coord.Job) ([]int, error) {
 	var created []int
 	for _, j := range jobs {
 		if old, ok := byShard[j.Shard]; ok {
@@ -142,7 +143,7 @@ func (a *Admin) createJobs(ctx context.Context, jobs []routecfg.Job, byShard map
 			}
 		}
 		if _, err := a.store.Create(ctx, j); err != nil {
-			if errors.Is(err, routecfg.ErrJobExists) {
+			if errors.Is(err, coord.ErrJobExists) {
 				return created, inputErr("shard %d already has a migration job (created concurrently)", j.Shard)
 			}
 			return created, err
@@ -186,7 +187,7 @@ func (a *Admin) Command(ctx context.Context, shard int, verb string, rate float6
 	verb = strings.ToUpper(verb)
 	for attempt := 0; ; attempt++ {
 		job, err := a.store.Get(ctx, shard)
-		if errors.Is(err, routecfg.ErrJobNotFound) {
+		if errors.Is(err, coord.ErrJobNotFound) {
 			return inputErr("shard %d has no migration job (SHOW MIGRATIONS lists them)", shard)
 		}
 		if err != nil {
@@ -246,7 +247,7 @@ func (a *Admin) Command(ctx context.Context, shard int, verb string, rate float6
 		}
 		job.Progress = encodeProgress(p)
 		_, err = a.store.Update(ctx, job)
-		if errors.Is(err, routecfg.ErrJobConflict) && attempt < 10 {
+		if errors.Is(err, coord.ErrJobConflict) && attempt < 10 {
 			continue // the runner wrote meanwhile: read again
 		}
 		return err
@@ -262,7 +263,7 @@ var StatusColumns = append([]string{"shard", "job", "from", "to", "step", "state
 
 // stateLine is a job's state column: where it is and what it waits for, in
 // the words of the README's step table.
-func stateLine(j routecfg.Job, p jobProgress) string {
+func stateLine(j coord.Job, p jobProgress) string {
 	st, c, s := p.State, p.Commands, p.State.Status
 	lag := func() string {
 		if s.Lag < 0 {
@@ -394,7 +395,7 @@ func (a *Admin) Status(ctx context.Context) ([]string, [][]string, error) {
 // id.
 func (a *Admin) runnerNames(ctx context.Context) map[string]string {
 	names := map[string]string{}
-	if ps, err := routecfg.ListProxies(ctx, a.cli, a.store.Cluster()); err == nil {
+	if ps, err := coord.ListProxies(ctx, a.cli, a.store.Cluster()); err == nil {
 		for _, p := range ps {
 			names[p.ID] = p.Name()
 		}
@@ -403,7 +404,7 @@ func (a *Admin) runnerNames(ctx context.Context) map[string]string {
 }
 
 // statusRow is one job's SHOW MIGRATIONS row; names is runnerNames.
-func (a *Admin) statusRow(ctx context.Context, j routecfg.Job, ramps rampTotals, names map[string]string) []string {
+func (a *Admin) statusRow(ctx context.Context, j coord.Job, ramps rampTotals, names map[string]string) []string {
 	p, _ := decodeProgress(j)
 	s := p.State.Status
 	step := j.Step
@@ -441,7 +442,7 @@ func (a *Admin) statusRow(ctx context.Context, j routecfg.Job, ramps rampTotals,
 	if s.Replayed+s.Backlog > 0 || j.Step == StepBackfill || j.Step == StepVerify || j.Step == StepReady {
 		failures, backlog = strconv.FormatInt(s.Replayed+s.Backlog, 10), strconv.FormatInt(s.Backlog, 10)
 	}
-	runner, _, _ := routecfg.RunnerOf(ctx, a.cli, a.store.Cluster(), j.Shard)
+	runner, _, _ := coord.RunnerOf(ctx, a.cli, a.store.Cluster(), j.Shard)
 	if name, ok := names[runner]; ok {
 		runner = name
 	}
@@ -462,7 +463,7 @@ var DetailColumns = []string{"field", "value"}
 // checksum, the switch and rollback window times.
 func (a *Admin) Detail(ctx context.Context, shard int) ([]string, [][]string, error) {
 	j, err := a.store.Get(ctx, shard)
-	if errors.Is(err, routecfg.ErrJobNotFound) {
+	if errors.Is(err, coord.ErrJobNotFound) {
 		return nil, nil, &InputError{Msg: fmt.Sprintf("no migration job for shard %d", shard)}
 	}
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/coord"
 )
 
 // TestStateLine: SHOW MIGRATIONS' state column says in words where a job
@@ -42,7 +42,7 @@ func TestStateLine(t *testing.T) {
 		if c.edit != nil {
 			c.edit(&p)
 		}
-		got := stateLine(routecfg.Job{Step: c.step, Intent: c.intent}, p)
+		got := stateLine(coord.Job{Step: c.step, Intent: c.intent}, p)
 		for _, w := range c.want {
 			if !strings.Contains(got, w) {
 				t.Errorf("%s: state %q, want it to say %q", c.name, got, w)

@@ -25,7 +25,7 @@
 //	             without waiting for their locks, resumably (PURGE, rollback)
 //	job.go       the job state machine (queued, prepare, backfill, verify,
 //	             ready, switched, done; rollback at any step), persisted in
-//	             the routecfg.Job record before each action
+//	             the coord.Job record before each action
 //	fence.go     the storage fence: each side refuses, in MariaDB, the
 //	             writes of a shard it is not authoritative for
 //	switch.go    the switch both ways under the migration lock: fence

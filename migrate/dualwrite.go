@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/binlog"
-	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -125,7 +125,7 @@ type DualWrites struct {
 
 type dualState struct {
 	job      string
-	from, to routecfg.Endpoint
+	from, to coord.Endpoint
 	// fromTable, toTable: the shared table index on each side (nil: the
 	// shard's own tables), jobState.tables.
 	fromTable, toTable *int
@@ -169,7 +169,7 @@ func (d *DualWrites) Close() {
 // READ PERCENT share, when they have committed: a transaction planned
 // before the ramp and committed after it is mirrored); nothing for a job
 // rolling back.
-func jobView(job *routecfg.Job) (p jobProgress, open, mirror bool) {
+func jobView(job *coord.Job) (p jobProgress, open, mirror bool) {
 	if job == nil {
 		return p, false, false
 	}
@@ -188,7 +188,7 @@ func jobView(job *routecfg.Job) (p jobProgress, open, mirror bool) {
 }
 
 // Update takes a job record as the watch saw it (nil: deleted).
-func (d *DualWrites) Update(shard int, job *routecfg.Job) {
+func (d *DualWrites) Update(shard int, job *coord.Job) {
 	sh := router.Shard(shard)
 	p, open, mirror := jobView(job)
 	d.mu.Lock()
@@ -258,7 +258,7 @@ func (d *DualWrites) newMirror(ctx context.Context, sh router.Shard, st *dualSta
 		return router.Datasource{}, false
 	}
 	var dbs [2]Side
-	for i, ep := range []routecfg.Endpoint{st.from, st.to} {
+	for i, ep := range []coord.Endpoint{st.from, st.to} {
 		ds, ok := side(ep.Datasource)
 		if !ok {
 			return nil, fmt.Errorf("migrate: datasource %s of job %s is not in the routes this proxy serves", ep.Datasource, st.job)

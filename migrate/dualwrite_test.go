@@ -11,8 +11,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/internal/testsvc"
-	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -66,8 +66,8 @@ func TestDualWrites(t *testing.T) {
 	runApplier(t, ctx, a, currentPosition(t, db))
 
 	src := router.Target{Datasource: "ds0", Database: "im_0"}
-	job := routecfg.Job{ID: "j1", Shard: shard, Step: StepPrepare,
-		From: routecfg.Endpoint{Datasource: "ds0", Database: "im_0"}, To: routecfg.Endpoint{Datasource: "ds0", Database: "im_9"}}
+	job := coord.Job{ID: "j1", Shard: shard, Step: StepPrepare,
+		From: coord.Endpoint{Datasource: "ds0", Database: "im_0"}, To: coord.Endpoint{Datasource: "ds0", Database: "im_9"}}
 	var conv uint64 = 1
 	for router.ShardOf(conv) != shard || Share(conv) == 0 || Share(conv) > 98 {
 		conv++

@@ -17,16 +17,16 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/internal/ratelimit"
 	"github.com/convoy-im/convoy/internal/sqlq"
-	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
 
 // The job state machine: one shard moving from (datasource, database) to
-// (datasource, database), all five logical tables. routecfg.Job.Step is the
-// last step reached, routecfg.Job.Intent what the runner is about to do
-// (written before it acts), routecfg.Job.Progress a jobProgress: the DBA's
+// (datasource, database), all five logical tables. coord.Job.Step is the
+// last step reached, coord.Job.Intent what the runner is about to do
+// (written before it acts), coord.Job.Progress a jobProgress: the DBA's
 // commands and the runner's state. A runner that takes over reads the
 // record and goes on from the step; an intent it finds says what may be
 // half done, and the routes (the one truth about where the shard is) say
@@ -56,7 +56,7 @@ const (
 	StepSwitched = "switched"
 	// StepDone: the window ended (or NEXT); reverse replication stopped;
 	// the source's tables are left in place.
-	StepDone = routecfg.StepDone
+	StepDone = coord.StepDone
 )
 
 // Intents, persisted before the runner acts on them.
@@ -200,7 +200,7 @@ type jobProgress struct {
 	State    jobState `json:"state"`
 }
 
-func decodeProgress(j routecfg.Job) (jobProgress, error) {
+func decodeProgress(j coord.Job) (jobProgress, error) {
 	var p jobProgress
 	p.State.Status.Lag = -1
 	if len(j.Progress) == 0 {
@@ -234,16 +234,16 @@ type endpoint struct {
 // jobRun runs one job for an elected runner.
 type jobRun struct {
 	m     *Manager
-	r     *routecfg.Runner
+	r     *coord.Runner
 	log   *zap.Logger
 	shard router.Shard
 
-	notify <-chan routecfg.Job
+	notify <-chan coord.Job
 
 	// mu guards the record as last written or seen: job (Revision, Step,
 	// Intent, LastError), cmds (from the record) and st (the runner's).
 	mu   sync.Mutex
-	job  routecfg.Job
+	job  coord.Job
 	cmds Commands
 	st   jobState
 
@@ -306,7 +306,7 @@ func (t *task) start(ctx context.Context, j *jobRun, f func(context.Context) err
 		t.ended = time.Now()
 		if err != nil && tctx.Err() == nil {
 			j.log.Warn(t.name+" stopped; restarting", zap.Error(err))
-			_ = j.save(tctx, func(rec *routecfg.Job, _ *jobState) { rec.LastError = t.name + ": " + err.Error() })
+			_ = j.save(tctx, func(rec *coord.Job, _ *jobState) { rec.LastError = t.name + ": " + err.Error() })
 		}
 	}()
 	return nil
@@ -343,7 +343,7 @@ func (j *jobRun) statusPeriod(step string) time.Duration {
 	return statusEvery
 }
 
-func newJobRun(m *Manager, r *routecfg.Runner, job routecfg.Job, notify <-chan routecfg.Job) (*jobRun, error) {
+func newJobRun(m *Manager, r *coord.Runner, job coord.Job, notify <-chan coord.Job) (*jobRun, error) {
 	p, err := decodeProgress(job)
 	if err != nil {
 		return nil, err
@@ -356,7 +356,7 @@ func newJobRun(m *Manager, r *routecfg.Runner, job routecfg.Job, notify <-chan r
 // save applies edit to the runner's copy of the record and writes it,
 // fenced by the election. A directive's write in between (a conflict) is
 // merged: its commands are taken, the runner's fields kept.
-func (j *jobRun) save(ctx context.Context, edit func(*routecfg.Job, *jobState)) error {
+func (j *jobRun) save(ctx context.Context, edit func(*coord.Job, *jobState)) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if edit != nil {
@@ -370,11 +370,11 @@ func (j *jobRun) save(ctx context.Context, edit func(*routecfg.Job, *jobState)) 
 			j.job = saved
 			return nil
 		}
-		if !errors.Is(err, routecfg.ErrJobConflict) || attempt == 5 {
+		if !errors.Is(err, coord.ErrJobConflict) || attempt == 5 {
 			return err
 		}
 		fresh, gerr := j.r.Job(ctx)
-		if errors.Is(gerr, routecfg.ErrJobNotFound) {
+		if errors.Is(gerr, coord.ErrJobNotFound) {
 			return errJobGone
 		}
 		if gerr != nil {
@@ -389,7 +389,7 @@ func (j *jobRun) save(ctx context.Context, edit func(*routecfg.Job, *jobState)) 
 }
 
 // seen takes a record from the watch: newer commands, same runner state.
-func (j *jobRun) seen(rec routecfg.Job) {
+func (j *jobRun) seen(rec coord.Job) {
 	p, err := decodeProgress(rec)
 	if err != nil {
 		return
@@ -401,7 +401,7 @@ func (j *jobRun) seen(rec routecfg.Job) {
 	j.mu.Unlock()
 }
 
-func (j *jobRun) snapshot() (routecfg.Job, Commands, jobState) {
+func (j *jobRun) snapshot() (coord.Job, Commands, jobState) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	st := j.st
@@ -488,7 +488,7 @@ func (j *jobRun) run(ctx context.Context) error {
 		// A datasource missing from the routes or unreachable: say so in
 		// the record and try again, rather than churn the election.
 		j.log.Warn("opening the sides of a migration", zap.Error(err))
-		if serr := j.save(ctx, func(rec *routecfg.Job, _ *jobState) { rec.LastError = err.Error() }); errors.Is(serr, routecfg.ErrNotRunner) || errors.Is(serr, errJobGone) {
+		if serr := j.save(ctx, func(rec *coord.Job, _ *jobState) { rec.LastError = err.Error() }); errors.Is(serr, coord.ErrNotRunner) || errors.Is(serr, errJobGone) {
 			return serr
 		}
 		if err := j.backoff(ctx, restartDelay); err != nil {
@@ -526,13 +526,13 @@ func (j *jobRun) run(ctx context.Context) error {
 			j.refreshStatus(ctx)
 			continue
 		}
-		if errors.Is(err, routecfg.ErrNotRunner) || errors.Is(err, errJobGone) || ctx.Err() != nil {
+		if errors.Is(err, coord.ErrNotRunner) || errors.Is(err, errJobGone) || ctx.Err() != nil {
 			return err
 		}
 		j.log.Warn("migration step failed; retrying", zap.String("step", job.Step), zap.Error(err))
 		j.m.cfg.Metrics.failed(job.Step)
-		if serr := j.save(ctx, func(rec *routecfg.Job, _ *jobState) { rec.LastError = err.Error() }); serr != nil &&
-			(errors.Is(serr, routecfg.ErrNotRunner) || errors.Is(serr, errJobGone)) {
+		if serr := j.save(ctx, func(rec *coord.Job, _ *jobState) { rec.LastError = err.Error() }); serr != nil &&
+			(errors.Is(serr, coord.ErrNotRunner) || errors.Is(serr, errJobGone)) {
 			return serr
 		}
 		if err := j.backoff(ctx, restartDelay); err != nil {
@@ -543,7 +543,7 @@ func (j *jobRun) run(ctx context.Context) error {
 
 // step does one piece of work of the job's current step and returns; run
 // calls it again.
-func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st jobState) error {
+func (j *jobRun) step(ctx context.Context, job coord.Job, cmds Commands, st jobState) error {
 	switch job.Step {
 	case StepQueued:
 		ok, err := j.m.slotFree(ctx, job, cmds)
@@ -553,7 +553,7 @@ func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st j
 		if !ok {
 			return j.wait(ctx, restartDelay)
 		}
-		return j.save(ctx, func(rec *routecfg.Job, _ *jobState) { rec.Step = StepPrepare })
+		return j.save(ctx, func(rec *coord.Job, _ *jobState) { rec.Step = StepPrepare })
 
 	case StepPrepare:
 		if st.Refused && cmds.Resume <= st.ResumeUsed {
@@ -562,14 +562,14 @@ func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st j
 		err := j.prepare(ctx)
 		if errors.Is(err, ErrPrecheck) {
 			j.log.Warn("migration refused", zap.Error(err))
-			return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
+			return j.save(ctx, func(rec *coord.Job, s *jobState) {
 				rec.LastError, s.Refused, s.ResumeUsed = err.Error(), true, cmds.Resume
 			})
 		}
 		if err != nil {
 			return err
 		}
-		return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
+		return j.save(ctx, func(rec *coord.Job, s *jobState) {
 			rec.Step, rec.LastError = StepBackfill, ""
 			s.Refused, s.Prepared, s.ResumeUsed = false, true, cmds.Resume
 		})
@@ -580,7 +580,7 @@ func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st j
 		}
 		if p := j.bf.Progress(); p.Phase == PhaseCaughtUp {
 			j.thrTask.stop() // the copy is over
-			return j.save(ctx, func(rec *routecfg.Job, _ *jobState) { rec.Step, rec.LastError = StepVerify, "" })
+			return j.save(ctx, func(rec *coord.Job, _ *jobState) { rec.Step, rec.LastError = StepVerify, "" })
 		}
 		return j.wait(ctx, statePollEvery)
 
@@ -612,7 +612,7 @@ func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st j
 			if !cmds.Auto && cmds.Next <= st.NextUsed {
 				return j.wait(ctx, j.statusPeriod(job.Step))
 			}
-			if err := j.save(ctx, func(rec *routecfg.Job, s *jobState) { rec.Intent, s.NextUsed = IntentSwitch, cmds.Next }); err != nil {
+			if err := j.save(ctx, func(rec *coord.Job, s *jobState) { rec.Intent, s.NextUsed = IntentSwitch, cmds.Next }); err != nil {
 				return err
 			}
 		}
@@ -629,7 +629,7 @@ func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st j
 				}
 				return j.wait(ctx, min(statusEvery, time.Until(st.CleanupAt)+time.Millisecond))
 			}
-			if err := j.save(ctx, func(rec *routecfg.Job, s *jobState) { rec.Intent, s.NextUsed = IntentCleanup, cmds.Next }); err != nil {
+			if err := j.save(ctx, func(rec *coord.Job, s *jobState) { rec.Intent, s.NextUsed = IntentCleanup, cmds.Next }); err != nil {
 				return err
 			}
 		}
@@ -639,7 +639,7 @@ func (j *jobRun) step(ctx context.Context, job routecfg.Job, cmds Commands, st j
 		j.revTask.stop()
 		j.watchTask.stop()
 		j.log.Info("migration done: reverse replication stopped; the source's rows of the shard stay, read-only, until PURGE")
-		return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
+		return j.save(ctx, func(rec *coord.Job, s *jobState) {
 			rec.Step, rec.Intent, rec.LastError = StepDone, "", ""
 			s.Status.Lag = -1
 		})
@@ -673,7 +673,7 @@ func (j *jobRun) open(ctx context.Context) error {
 	}
 	for _, side := range []struct {
 		ep  *endpoint
-		end routecfg.Endpoint
+		end coord.Endpoint
 		dir string
 	}{{&j.src, job.From, "forward"}, {&j.dst, job.To, "reverse"}} {
 		ds, err := find(side.end.Datasource)
@@ -753,7 +753,7 @@ func (j *jobRun) replay(ctx context.Context, step, intent string, s *Status) {
 		// Fenced by the election: see Mirror.Replay.
 		n, err := j.mirror.Replay(ctx, replayBatch, j.r.Elected)
 		s.Replayed += int64(n)
-		if errors.Is(err, routecfg.ErrNotRunner) {
+		if errors.Is(err, coord.ErrNotRunner) {
 			j.log.Warn("compensation replay stopped: this runner is no longer elected", zap.Error(err))
 			return
 		}
@@ -814,7 +814,7 @@ func (j *jobRun) prepare(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := j.save(ctx, func(_ *routecfg.Job, s *jobState) { s.Companions, s.CompanionsChecked = names, true }); err != nil {
+		if err := j.save(ctx, func(_ *coord.Job, s *jobState) { s.Companions, s.CompanionsChecked = names, true }); err != nil {
 			return err
 		}
 		j.addCompanions(names)
@@ -824,7 +824,7 @@ func (j *jobRun) prepare(ctx context.Context) error {
 		// Intent first: a crash right after the CREATE still leaves the
 		// table recorded as the job's.
 		err := prepareTable(ctx, m, j.dst.name, func() error {
-			return j.save(ctx, func(_ *routecfg.Job, s *jobState) { s.Created = appendNew(s.Created, []string{name}) })
+			return j.save(ctx, func(_ *coord.Job, s *jobState) { s.Created = appendNew(s.Created, []string{name}) })
 		})
 		if err != nil {
 			return err
@@ -878,7 +878,7 @@ func (j *jobRun) ensureBackfill(ctx context.Context) error {
 	}
 	return j.bfTask.start(ctx, j, func(ctx context.Context) error {
 		_, err := j.bf.Run(ctx, st.Backfill, func(s BackfillState) error {
-			return j.save(ctx, func(_ *routecfg.Job, js *jobState) { js.Backfill = s })
+			return j.save(ctx, func(_ *coord.Job, js *jobState) { js.Backfill = s })
 		})
 		return err
 	})
@@ -953,7 +953,7 @@ const rampConfirmWait = 30 * time.Second
 func (j *jobRun) confirmRamp(ctx context.Context, p int) error {
 	_, _, st := j.snapshot()
 	set := func(confirmed int, wait string) error {
-		return j.save(ctx, func(_ *routecfg.Job, s *jobState) { s.Status.RampPercent, s.Status.RampWait = confirmed, wait })
+		return j.save(ctx, func(_ *coord.Job, s *jobState) { s.Status.RampPercent, s.Status.RampWait = confirmed, wait })
 	}
 	if p < st.Status.RampPercent {
 		return set(p, "")
@@ -962,7 +962,7 @@ func (j *jobRun) confirmRamp(ctx context.Context, p int) error {
 	defer cancel()
 	missing, err := j.unmirrored(wctx, p)
 	for err == nil && len(missing) > 0 {
-		if serr := j.save(ctx, func(_ *routecfg.Job, s *jobState) {
+		if serr := j.save(ctx, func(_ *coord.Job, s *jobState) {
 			s.Status.RampWait = "proxies not mirroring the share yet: " + strings.Join(missing, ", ")
 		}); serr != nil {
 			return serr
@@ -982,7 +982,7 @@ func (j *jobRun) confirmRamp(ctx context.Context, p int) error {
 		return err
 	}
 	if err := waitReached(wctx, pos, j.bf.Reached); err != nil {
-		_ = j.save(ctx, func(_ *routecfg.Job, s *jobState) {
+		_ = j.save(ctx, func(_ *coord.Job, s *jobState) {
 			s.Status.RampWait = "the apply has not reached the source's position yet"
 		})
 		return j.wait(ctx, time.Second)
@@ -996,14 +996,14 @@ func (j *jobRun) confirmRamp(ctx context.Context, p int) error {
 }
 
 // unmirrored lists the serving proxies that have not announced mirroring
-// at least p percent of the shard (routecfg.RampingKey's value), by name.
+// at least p percent of the shard (coord.RampingKey's value), by name.
 func (j *jobRun) unmirrored(ctx context.Context, p int) ([]string, error) {
 	cli, cluster := j.m.cfg.Client, j.m.cfg.Cluster
-	proxies, err := routecfg.ListProxies(ctx, cli, cluster)
+	proxies, err := coord.ListProxies(ctx, cli, cluster)
 	if err != nil {
 		return nil, err
 	}
-	prefix := routecfg.RampingPrefix(cluster, int(j.shard))
+	prefix := coord.RampingPrefix(cluster, int(j.shard))
 	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
@@ -1072,7 +1072,7 @@ func (j *jobRun) ensureWatch(ctx context.Context) error {
 			j.m.cfg.Metrics.breach(j.shard)
 			j.log.Error("ALARM: a write of the moved shard reached the old side past its storage fence (a session with the migration's variable, a trigger dropped by hand?): it is on no side Convoy reads, and a ROLLBACK or PURGE would erase it",
 				zap.String("write", what))
-			_ = j.save(ctx, func(_ *routecfg.Job, s *jobState) {
+			_ = j.save(ctx, func(_ *coord.Job, s *jobState) {
 				s.Status.Breaches++
 				s.Status.Breach = what
 			})
@@ -1102,7 +1102,7 @@ func (j *jobRun) verify(ctx context.Context, cmds Commands, st jobState) error {
 		cs := st.Checksum[key]
 		if !cs.Done {
 			cs, err = c.Run(ctx, cs, func(s ChecksumState) error {
-				return j.save(ctx, func(_ *routecfg.Job, js *jobState) {
+				return j.save(ctx, func(_ *coord.Job, js *jobState) {
 					js.setChecksum(key, s)
 					js.Status.Checksum = fmt.Sprintf("running: %s", key)
 				})
@@ -1123,7 +1123,7 @@ func (j *jobRun) verify(ctx context.Context, cmds Commands, st jobState) error {
 			// (its segments, then a new sample).
 			cs = ChecksumState{}
 			st.Checksum[key] = cs
-			return j.save(ctx, func(_ *routecfg.Job, js *jobState) {
+			return j.save(ctx, func(_ *coord.Job, js *jobState) {
 				js.setChecksum(key, cs)
 				js.NextUsed = cmds.Next
 			})
@@ -1140,7 +1140,7 @@ func (j *jobRun) verify(ctx context.Context, cmds Commands, st jobState) error {
 				cs.SampleDiffs = append(cs.SampleDiffs, d.String())
 			}
 			j.log.Info("sampled rows compared", zap.String("table", key), zap.Int("rows", res.Compared), zap.Int("differing", len(res.Diffs)))
-			if err := j.save(ctx, func(_ *routecfg.Job, js *jobState) { js.setChecksum(key, cs) }); err != nil {
+			if err := j.save(ctx, func(_ *coord.Job, js *jobState) { js.setChecksum(key, cs) }); err != nil {
 				return err
 			}
 		}
@@ -1158,7 +1158,7 @@ func (j *jobRun) verify(ctx context.Context, cmds Commands, st jobState) error {
 	}
 	if len(differing) > 0 {
 		msg := fmt.Sprintf("verify: %d segment(s) or sampled row(s) differ after rechecks: %s; NEXT re-copies the segments (a table with differing sampled rows is compared again)", len(differing), strings.Join(differing, ", "))
-		if err := j.save(ctx, func(rec *routecfg.Job, js *jobState) {
+		if err := j.save(ctx, func(rec *coord.Job, js *jobState) {
 			js.Checksum, js.NextUsed = st.Checksum, cmds.Next
 			js.Status.Checksum = fmt.Sprintf("differs: %d segment(s)", len(differing))
 			rec.LastError = msg
@@ -1168,7 +1168,7 @@ func (j *jobRun) verify(ctx context.Context, cmds Commands, st jobState) error {
 		return j.wait(ctx, time.Minute)
 	}
 	j.log.Info("verified: every segment equal", zap.Int64("rows", rows))
-	return j.save(ctx, func(rec *routecfg.Job, js *jobState) {
+	return j.save(ctx, func(rec *coord.Job, js *jobState) {
 		rec.Step, rec.LastError = StepReady, ""
 		js.Checksum, js.NextUsed = st.Checksum, max(js.NextUsed, cmds.Next)
 		js.Status.Checksum = fmt.Sprintf("equal (%d rows)", rows)
@@ -1249,7 +1249,7 @@ func (j *jobRun) purge(ctx context.Context) error {
 	for _, m := range moves {
 		p := &shardPurge{side: m.Source, filter: m.Filter, lim: lim, drop: st.Table == nil && !isCompanion(m),
 			saved: func(k Key) error {
-				return j.save(ctx, func(_ *routecfg.Job, s *jobState) { s.PurgedUpTo = purgePosition{Table: m.Source.String(), After: k} })
+				return j.save(ctx, func(_ *coord.Job, s *jobState) { s.PurgedUpTo = purgePosition{Table: m.Source.String(), After: k} })
 			}}
 		if err := p.run(ctx, after); err != nil {
 			return err
@@ -1257,7 +1257,7 @@ func (j *jobRun) purge(ctx context.Context) error {
 		after = nil
 	}
 	j.log.Info("the source's rows of the shard are removed")
-	return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
+	return j.save(ctx, func(rec *coord.Job, s *jobState) {
 		rec.LastError, s.Purged, s.PurgedUpTo = "", true, purgePosition{}
 	})
 }
@@ -1267,7 +1267,7 @@ func (j *jobRun) purge(ctx context.Context) error {
 func (j *jobRun) rollback(ctx context.Context) error {
 	job, cmds, st := j.snapshot()
 	if job.Intent != IntentRollback {
-		if err := j.save(ctx, func(rec *routecfg.Job, _ *jobState) { rec.Intent = IntentRollback }); err != nil {
+		if err := j.save(ctx, func(rec *coord.Job, _ *jobState) { rec.Intent = IntentRollback }); err != nil {
 			return err
 		}
 	}
@@ -1331,10 +1331,10 @@ func (j *jobRun) rollback(ctx context.Context) error {
 const rampsDropWait = 30 * time.Second
 
 // waitRampsDropped waits until no proxy announces a read ramp of the
-// shard (routecfg.RampingKey): each withdrew its key, or its registration
+// shard (coord.RampingKey): each withdrew its key, or its registration
 // expired.
 func (j *jobRun) waitRampsDropped(ctx context.Context) error {
-	prefix := routecfg.RampingPrefix(j.m.cfg.Cluster, int(j.shard))
+	prefix := coord.RampingPrefix(j.m.cfg.Cluster, int(j.shard))
 	deadline := time.Now().Add(rampsDropWait)
 	for {
 		resp, err := j.m.cfg.Client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
@@ -1399,7 +1399,7 @@ func (j *jobRun) refreshStatus(ctx context.Context) {
 	if s == j.lastStatus {
 		return
 	}
-	if err := j.save(ctx, func(_ *routecfg.Job, js *jobState) { js.Status = s }); err == nil {
+	if err := j.save(ctx, func(_ *coord.Job, js *jobState) { js.Status = s }); err == nil {
 		j.lastStatus = s
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/internal/testsvc"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
@@ -219,10 +220,10 @@ func writer(t *testing.T, db *sql.DB, database string, keys []uint64, other []ui
 }
 
 // waitJob polls the shard's job until cond holds and returns it.
-func waitJob(t *testing.T, store *routecfg.JobStore, shard int, within time.Duration, what string, cond func(routecfg.Job, jobProgress) bool) routecfg.Job {
+func waitJob(t *testing.T, store *coord.JobStore, shard int, within time.Duration, what string, cond func(coord.Job, jobProgress) bool) coord.Job {
 	t.Helper()
 	deadline := time.Now().Add(within)
-	var last routecfg.Job
+	var last coord.Job
 	for time.Now().Before(deadline) {
 		j, err := store.Get(context.Background(), shard)
 		if err == nil {
@@ -241,7 +242,7 @@ func waitJob(t *testing.T, store *routecfg.JobStore, shard int, within time.Dura
 	return last
 }
 
-func waitGone(t *testing.T, store *routecfg.JobStore, shard int, within time.Duration) {
+func waitGone(t *testing.T, store *coord.JobStore, shard int, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
@@ -350,13 +351,13 @@ func testJobSwitchAndRollback(t *testing.T, e *jobEnv) {
 	other := e.fill(t, 6, 50, 1)
 	m := e.manager(t, cluster, "m1", -1)
 	admin := NewAdmin(e.cli, cluster)
-	store := routecfg.NewJobStore(e.cli, cluster)
+	store := coord.NewJobStore(e.cli, cluster)
 
 	stop := writer(t, e.sdb, "im_0", keys, other)
 	if _, err := admin.Start(ctx, shard, shard, "ds1", "im_9", 0, 0, false); err != nil {
 		t.Fatal(err)
 	}
-	ready := waitJob(t, store, shard, time.Minute, "job ready", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepReady })
+	ready := waitJob(t, store, shard, time.Minute, "job ready", func(j coord.Job, _ jobProgress) bool { return j.Step == StepReady })
 	if n := stop(); n < 10 {
 		t.Fatalf("the writer ran only %d statements during the backfill", n)
 	}
@@ -379,7 +380,7 @@ func testJobSwitchAndRollback(t *testing.T, e *jobEnv) {
 	if err := admin.Command(ctx, shard, VerbNext, 0); err != nil {
 		t.Fatal(err)
 	}
-	j := waitJob(t, store, shard, 30*time.Second, "job switched", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepSwitched })
+	j := waitJob(t, store, shard, 30*time.Second, "job switched", func(j coord.Job, _ jobProgress) bool { return j.Step == StepSwitched })
 	if p, _ := decodeProgress(j); !strings.Contains(p.State.Status.Switch, "held") {
 		t.Fatalf("no switch description: %+v", p.State.Status)
 	} else {
@@ -455,11 +456,11 @@ func testJobTakeover(t *testing.T, e *jobEnv, abrupt bool) {
 		t.Fatal(err)
 	}
 	defer m1.Close()
-	store := routecfg.NewJobStore(e.cli, cluster)
+	store := coord.NewJobStore(e.cli, cluster)
 	if _, err := NewAdmin(e.cli, cluster).Start(ctx, shard, shard, "ds1", "im_8"+cluster, 0, 0, true); err != nil {
 		t.Fatal(err)
 	}
-	j := waitJob(t, store, shard, 30*time.Second, "copy under way", func(_ routecfg.Job, p jobProgress) bool { return copied(p) >= 300 })
+	j := waitJob(t, store, shard, 30*time.Second, "copy under way", func(_ coord.Job, p jobProgress) bool { return copied(p) >= 300 })
 	p0, _ := decodeProgress(j)
 	if got := m1.Running(); len(got) != 1 || got[0] != shard {
 		t.Fatalf("m1 runs %v", got)
@@ -489,7 +490,7 @@ func testJobTakeover(t *testing.T, e *jobEnv, abrupt bool) {
 			t.Fatalf("the replay start moved from %+v to %+v", p0.State.Backfill.Start, p.State.Backfill.Start)
 		}
 		if runner == "" {
-			runner, _, _ = routecfg.RunnerOf(ctx, e.cli, cluster, shard)
+			runner, _, _ = coord.RunnerOf(ctx, e.cli, cluster, shard)
 		}
 		if ev.Job.Step == StepSwitched { // AUTO: no NEXT needed
 			break
@@ -524,7 +525,7 @@ func testJobTakeoverAfterFlip(t *testing.T, e *jobEnv) {
 		t.Fatal(err)
 	}
 	defer m1.Close()
-	store := routecfg.NewJobStore(e.cli, cluster)
+	store := coord.NewJobStore(e.cli, cluster)
 	routes := routecfg.NewStore(e.cli, cluster)
 	if _, err := NewAdmin(e.cli, cluster).Start(ctx, shard, shard, "ds1", "im_12", 0, 0, true); err != nil {
 		t.Fatal(err)
@@ -553,14 +554,14 @@ func testJobTakeoverAfterFlip(t *testing.T, e *jobEnv) {
 		t.Fatalf("the job as the dead runner left it: %+v, %v", j, err)
 	}
 	e.manager(t, cluster, "m2", -1)
-	j := waitJob(t, store, shard, 30*time.Second, "switched by the successor", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepSwitched })
+	j := waitJob(t, store, shard, 30*time.Second, "switched by the successor", func(j coord.Job, _ jobProgress) bool { return j.Step == StepSwitched })
 	if p, _ := decodeProgress(j); p.State.Status.Switch != "switched by an earlier runner" {
 		t.Errorf("switch %q", p.State.Status.Switch)
 	}
 	if after, err := routes.Get(ctx); err != nil || after.Version != before.Version {
 		t.Fatalf("the successor changed the routes again: version %d -> %d (%v)", before.Version, after.Version, err)
 	}
-	if runner, _, _ := routecfg.RunnerOf(ctx, e.cli, cluster, shard); runner != "m2" {
+	if runner, _, _ := coord.RunnerOf(ctx, e.cli, cluster, shard); runner != "m2" {
 		t.Fatalf("runner %q", runner)
 	}
 	// The successor's ready step had started the forward stream again; it
@@ -623,7 +624,7 @@ func testJobRollbackMidCopy(t *testing.T, e *jobEnv) {
 	e.fill(t, shard, 100, 1) // 900 rows at 300 rows/s: 3 s
 	srcRows := dump(t, e.sdb, "im_0.conv_msg_0000", &ShardFilter{Column: "conv_id", Shard: shard})
 	e.manager(t, cluster, "m1", 300)
-	store := routecfg.NewJobStore(e.cli, cluster)
+	store := coord.NewJobStore(e.cli, cluster)
 	routes := routecfg.NewStore(e.cli, cluster)
 	before, err := routes.Get(ctx)
 	if err != nil {
@@ -633,7 +634,7 @@ func testJobRollbackMidCopy(t *testing.T, e *jobEnv) {
 	if _, err := admin.Start(ctx, shard, shard, "ds1", "im_13", 0, 0, false); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, store, shard, 30*time.Second, "copy under way", func(j routecfg.Job, p jobProgress) bool {
+	waitJob(t, store, shard, 30*time.Second, "copy under way", func(j coord.Job, p jobProgress) bool {
 		return j.Step == StepBackfill && copied(p) >= 100
 	})
 	if err := admin.Command(ctx, shard, VerbRollback, 0); err != nil {
@@ -665,10 +666,10 @@ func testJobSwitchRetrySpacing(t *testing.T, e *jobEnv) {
 	e.cluster(t, cluster)
 	e.fill(t, shard, 20, 1)
 	e.managerWith(t, ManagerConfig{Cluster: cluster, ID: "m1", Rate: -1, RollbackWindow: time.Hour,
-		Switch: routecfg.SwitchOptions{AckTimeout: 300 * time.Millisecond, MaxHold: 300 * time.Millisecond}})
-	store := routecfg.NewJobStore(e.cli, cluster)
-	ghost := func() *routecfg.Registration {
-		r, err := routecfg.Register(ctx, e.cli, cluster, routecfg.ProxyInfo{ID: "ghost"})
+		Switch: coord.SwitchOptions{AckTimeout: 300 * time.Millisecond, MaxHold: 300 * time.Millisecond}})
+	store := coord.NewJobStore(e.cli, cluster)
+	ghost := func() *coord.Registration {
+		r, err := coord.Register(ctx, e.cli, cluster, coord.ProxyInfo{ID: "ghost"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -679,7 +680,7 @@ func testJobSwitchRetrySpacing(t *testing.T, e *jobEnv) {
 		wctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
 		n := 0
-		for resp := range e.cli.Watch(wctx, routecfg.LocksPrefix(cluster), clientv3.WithPrefix()) {
+		for resp := range e.cli.Watch(wctx, coord.LocksPrefix(cluster), clientv3.WithPrefix()) {
 			for _, ev := range resp.Events {
 				if ev.Type == clientv3.EventTypePut && ev.Kv.Version == 1 {
 					n++
@@ -692,7 +693,7 @@ func testJobSwitchRetrySpacing(t *testing.T, e *jobEnv) {
 	if _, err := NewAdmin(e.cli, cluster).Start(ctx, shard, shard, "ds1", "im_4", 0, 0, true); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, store, shard, time.Minute, "a switch aborted", func(j routecfg.Job, _ jobProgress) bool {
+	waitJob(t, store, shard, time.Minute, "a switch aborted", func(j coord.Job, _ jobProgress) bool {
 		return strings.Contains(j.LastError, "no acknowledgement")
 	})
 	// 300 ms per attempt: back to back, 8 in 2.5 s; spaced by 5 s, 1.
@@ -700,14 +701,14 @@ func testJobSwitchRetrySpacing(t *testing.T, e *jobEnv) {
 		t.Errorf("AUTO: %d switch attempts in 2.5 s while a proxy does not acknowledge", n)
 	}
 	reg.Close()
-	waitJob(t, store, shard, 30*time.Second, "switched once the proxy is gone", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepSwitched })
+	waitJob(t, store, shard, 30*time.Second, "switched once the proxy is gone", func(j coord.Job, _ jobProgress) bool { return j.Step == StepSwitched })
 
 	reg = ghost()
 	defer reg.Close()
 	if err := NewAdmin(e.cli, cluster).Command(ctx, shard, VerbRollback, 0); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, store, shard, 30*time.Second, "a switch back aborted", func(j routecfg.Job, _ jobProgress) bool {
+	waitJob(t, store, shard, 30*time.Second, "a switch back aborted", func(j coord.Job, _ jobProgress) bool {
 		return strings.Contains(j.LastError, "switch back") && strings.Contains(j.LastError, "no acknowledgement")
 	})
 	// Back to back, 8 in 2.5 s; spaced by restartDelay, at most 2.
@@ -730,11 +731,11 @@ func testJobRefused(t *testing.T, e *jobEnv) {
 		fmt.Sprintf("INSERT INTO im_7.im_conv_seq_0000 VALUES (%d, 1, 1)", keys[0]))
 	e.manager(t, cluster, "m1", -1)
 	admin := NewAdmin(e.cli, cluster)
-	store := routecfg.NewJobStore(e.cli, cluster)
+	store := coord.NewJobStore(e.cli, cluster)
 	if _, err := admin.Start(ctx, shard, shard, "ds1", "im_7", 0, 0, false); err != nil {
 		t.Fatal(err)
 	}
-	j := waitJob(t, store, shard, 30*time.Second, "refused", func(_ routecfg.Job, p jobProgress) bool { return p.State.Refused })
+	j := waitJob(t, store, shard, 30*time.Second, "refused", func(_ coord.Job, p jobProgress) bool { return p.State.Refused })
 	for _, want := range []string{"im_7.im_conv_seq_0000", "already holds rows of shard 11", "DELETE FROM im_7.im_conv_seq_0000 WHERE CRC32(`conv_id`) % 1024 = 11"} {
 		if !strings.Contains(j.LastError, want) {
 			t.Fatalf("refusal %q does not say %q", j.LastError, want)
@@ -788,7 +789,7 @@ func testJobRefused(t *testing.T, e *jobEnv) {
 	if err := admin.Command(ctx, shard, VerbResume, 0); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, store, shard, 30*time.Second, "verified", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepReady })
+	waitJob(t, store, shard, 30*time.Second, "verified", func(j coord.Job, _ jobProgress) bool { return j.Step == StepReady })
 	if err := admin.Command(ctx, shard, VerbCancel, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -824,18 +825,18 @@ func testJobLag(t *testing.T, e *jobEnv) {
 	other := e.fill(t, 25, 5, 1)
 	e.manager(t, cluster, "m1", -1)
 	admin := NewAdmin(e.cli, cluster)
-	store := routecfg.NewJobStore(e.cli, cluster)
+	store := coord.NewJobStore(e.cli, cluster)
 	if _, err := admin.Start(ctx, shard, shard, "ds1", "im_11", 0, 0, false); err != nil {
 		t.Fatal(err)
 	}
-	lagOf := func(j routecfg.Job) float64 {
+	lagOf := func(j coord.Job) float64 {
 		p, err := decodeProgress(j)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return p.State.Status.Lag
 	}
-	waitJob(t, store, shard, time.Minute, "ready with no lag", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepReady && lagOf(j) == 0 })
+	waitJob(t, store, shard, time.Minute, "ready with no lag", func(j coord.Job, _ jobProgress) bool { return j.Step == StepReady && lagOf(j) == 0 })
 	stop := writer(t, e.sdb, "im_0", keys, other)
 	defer stop()
 	lock, err := e.ddb.Conn(ctx)
@@ -847,7 +848,7 @@ func testJobLag(t *testing.T, e *jobEnv) {
 		t.Fatal(err)
 	}
 	locked := time.Now()
-	j := waitJob(t, store, shard, 20*time.Second, "a lag over 1 s", func(j routecfg.Job, _ jobProgress) bool { return lagOf(j) > RampMaxLag.Seconds() })
+	j := waitJob(t, store, shard, 20*time.Second, "a lag over 1 s", func(j coord.Job, _ jobProgress) bool { return lagOf(j) > RampMaxLag.Seconds() })
 	// Seen at a status refresh (2 s apart) some time after it passed 1 s;
 	// never more than the time the apply has been blocked.
 	if l, since := lagOf(j), time.Since(locked).Seconds(); l > since+0.3 {
@@ -857,7 +858,7 @@ func testJobLag(t *testing.T, e *jobEnv) {
 		t.Fatal(err)
 	}
 	stop()
-	waitJob(t, store, shard, 20*time.Second, "the lag back to 0", func(j routecfg.Job, _ jobProgress) bool { return lagOf(j) == 0 })
+	waitJob(t, store, shard, 20*time.Second, "the lag back to 0", func(j coord.Job, _ jobProgress) bool { return lagOf(j) == 0 })
 	if err := admin.Command(ctx, shard, VerbCancel, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -875,11 +876,11 @@ func testJobPauseRate(t *testing.T, e *jobEnv) {
 	}
 	e.managerWith(t, ManagerConfig{Cluster: cluster, ID: "m1", Rate: 300, Metrics: metrics})
 	admin := NewAdmin(e.cli, cluster)
-	store := routecfg.NewJobStore(e.cli, cluster)
+	store := coord.NewJobStore(e.cli, cluster)
 	if _, err := admin.Start(ctx, shard, shard, "ds1", "im_6", 0, 0, false); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, store, shard, 30*time.Second, "copy under way", func(_ routecfg.Job, p jobProgress) bool { return copied(p) >= 150 })
+	waitJob(t, store, shard, 30*time.Second, "copy under way", func(_ coord.Job, p jobProgress) bool { return copied(p) >= 150 })
 	time.Sleep(statusEvery + 500*time.Millisecond) // a status refresh
 	if v := gaugeValue(t, metrics.rows.WithLabelValues("0013")); v < 150 {
 		t.Fatalf("%s = %v during the copy", MetricRowsCopied, v)
@@ -910,7 +911,7 @@ func testJobPauseRate(t *testing.T, e *jobEnv) {
 	if err := admin.Command(ctx, shard, VerbResume, 0); err != nil {
 		t.Fatal(err)
 	}
-	j = waitJob(t, store, shard, 30*time.Second, "verified after RESUME", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepReady })
+	j = waitJob(t, store, shard, 30*time.Second, "verified after RESUME", func(j coord.Job, _ jobProgress) bool { return j.Step == StepReady })
 	if p, _ := decodeProgress(j); copied(p) < 1800 || p.Commands.Rate != -1 {
 		t.Fatalf("after RESUME: %d rows copied, rate %g", copied(p), p.Commands.Rate)
 	}
@@ -967,20 +968,20 @@ func testJobCleanup(t *testing.T, e *jobEnv) {
 	// switched before either ends it by itself.
 	e.managerWindow(t, cluster, "m1", -1, 12*time.Second)
 	admin := NewAdmin(e.cli, cluster)
-	store := routecfg.NewJobStore(e.cli, cluster)
+	store := coord.NewJobStore(e.cli, cluster)
 	for _, sh := range shards {
 		if _, err := admin.Start(ctx, int(sh), int(sh), "ds1", "im_5", 0, 0, true); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, sh := range shards {
-		waitJob(t, store, int(sh), 30*time.Second, "switched", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepSwitched })
+		waitJob(t, store, int(sh), 30*time.Second, "switched", func(j coord.Job, _ jobProgress) bool { return j.Step == StepSwitched })
 	}
 	if err := admin.Command(ctx, 15, VerbNext, 0); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, store, 15, 3*time.Second, "done on NEXT", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepDone })
-	j := waitJob(t, store, 17, 30*time.Second, "done when the window ends", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepDone })
+	waitJob(t, store, 15, 3*time.Second, "done on NEXT", func(j coord.Job, _ jobProgress) bool { return j.Step == StepDone })
+	j := waitJob(t, store, 17, 30*time.Second, "done when the window ends", func(j coord.Job, _ jobProgress) bool { return j.Step == StepDone })
 	if p, _ := decodeProgress(j); j.UpdatedAt.Before(p.State.CleanupAt) {
 		t.Fatalf("shard 17 done at %s, before its window's end %s", j.UpdatedAt, p.State.CleanupAt)
 	}
@@ -1028,7 +1029,7 @@ func testJobCleanup(t *testing.T, e *jobEnv) {
 	if err := admin.Command(ctx, 17, VerbPurge, 0); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, store, 17, 30*time.Second, "purged", func(_ routecfg.Job, p jobProgress) bool { return p.State.Purged })
+	waitJob(t, store, 17, 30*time.Second, "purged", func(_ coord.Job, p jobProgress) bool { return p.State.Purged })
 	if took := time.Since(purgeStart); took < 2200*time.Millisecond {
 		t.Errorf("the purge of 220 rows at 100 rows/s took %v", took)
 	}
@@ -1049,7 +1050,7 @@ func testJobCleanup(t *testing.T, e *jobEnv) {
 		t.Fatalf("MIGRATE over a done job: %v", err)
 	}
 	j, err := store.Get(ctx, 15)
-	if err != nil || j.Step != StepPrepare || j.From != (routecfg.Endpoint{Datasource: "ds1", Database: "im_5"}) {
+	if err != nil || j.Step != StepPrepare || j.From != (coord.Endpoint{Datasource: "ds1", Database: "im_5"}) {
 		t.Fatalf("the new job: %+v, %v", j, err)
 	}
 	if err := admin.Command(ctx, 15, VerbPurge, 0); !errors.As(err, &ie) || !strings.Contains(err.Error(), "once the job is done") {
@@ -1082,11 +1083,11 @@ func testJobReadOnlyOwnTables(t *testing.T, e *jobEnv) {
 	keys := e.fillAt(t, shard, 10, 1, "im_own", shard)
 	e.managerWindow(t, cluster, "m1", -1, time.Second)
 	admin := NewAdmin(e.cli, cluster)
-	store := routecfg.NewJobStore(e.cli, cluster)
+	store := coord.NewJobStore(e.cli, cluster)
 	if _, err := admin.Start(ctx, shard, shard, "ds1", "im_14", 0, 0, true); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, store, shard, time.Minute, "done", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepDone })
+	waitJob(t, store, shard, time.Minute, "done", func(j coord.Job, _ jobProgress) bool { return j.Step == StepDone })
 	for _, stmt := range []string{
 		fmt.Sprintf("UPDATE im_own.im_conv_seq_0028 SET member_cnt = 7 WHERE conv_id = %d", keys[0]),
 		fmt.Sprintf("DELETE FROM im_own.conv_msg_0028 WHERE conv_id = %d", keys[1]),
@@ -1104,7 +1105,7 @@ func testJobReadOnlyOwnTables(t *testing.T, e *jobEnv) {
 	if err := admin.Command(ctx, shard, VerbPurge, 0); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, store, shard, 30*time.Second, "purged", func(_ routecfg.Job, p jobProgress) bool { return p.State.Purged })
+	waitJob(t, store, shard, 30*time.Second, "purged", func(_ coord.Job, p jobProgress) bool { return p.State.Purged })
 	if n := count(t, e.sdb, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'im_own' AND TABLE_NAME NOT LIKE '\\_convoy%'"); n != 0 {
 		t.Errorf("%d of the shard's own tables left after the purge", n)
 	}
@@ -1149,11 +1150,11 @@ func testJobCompanions(t *testing.T, e *jobEnv) {
 	}
 	e.manager(t, cluster, "m1", -1)
 	admin := NewAdmin(e.cli, cluster)
-	store := routecfg.NewJobStore(e.cli, cluster)
+	store := coord.NewJobStore(e.cli, cluster)
 	if _, err := admin.Start(ctx, shard, shard, "ds1", "im_15", 0, 0, false); err != nil {
 		t.Fatal(err)
 	}
-	j := waitJob(t, store, shard, time.Minute, "ready", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepReady })
+	j := waitJob(t, store, shard, time.Minute, "ready", func(j coord.Job, _ jobProgress) bool { return j.Step == StepReady })
 	if p, _ := decodeProgress(j); fmt.Sprint(p.State.Companions) != fmt.Sprint(router.CompanionTables()) {
 		t.Fatalf("companions recorded %v", p.State.Companions)
 	}
@@ -1162,7 +1163,7 @@ func testJobCompanions(t *testing.T, e *jobEnv) {
 	if err := admin.Command(ctx, shard, VerbNext, 0); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, store, shard, 30*time.Second, "switched", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepSwitched })
+	waitJob(t, store, shard, 30*time.Second, "switched", func(j coord.Job, _ jobProgress) bool { return j.Step == StepSwitched })
 	for _, table := range router.CompanionTables() {
 		f := &ShardFilter{Column: router.CompanionKey, Shard: shard}
 		src, dst := dump(t, e.sdb, "im_0."+table, f), dump(t, e.ddb, "im_15."+table, f)
@@ -1210,7 +1211,7 @@ func testJobParallel(t *testing.T, e *jobEnv) {
 	}
 	e.manager(t, cluster, "m1", 300)
 	admin := NewAdmin(e.cli, cluster)
-	store := routecfg.NewJobStore(e.cli, cluster)
+	store := coord.NewJobStore(e.cli, cluster)
 	_, rev, err := store.List(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -1266,7 +1267,7 @@ func testJobParallel(t *testing.T, e *jobEnv) {
 }
 
 // A rollback deletes nothing on the target while a proxy may still read
-// the shard there (its ramping key, routecfg.RampingKey, is left): reads
+// the shard there (its ramping key, coord.RampingKey, is left): reads
 // ramped to the target would find rows missing, then tables gone. Once the
 // key goes, the rollback completes.
 func testJobRollbackWaitsForRamps(t *testing.T, e *jobEnv) {
@@ -1275,12 +1276,12 @@ func testJobRollbackWaitsForRamps(t *testing.T, e *jobEnv) {
 	e.cluster(t, cluster)
 	e.fill(t, shard, 20, 1)
 	e.manager(t, cluster, "m1", -1)
-	store := routecfg.NewJobStore(e.cli, cluster)
+	store := coord.NewJobStore(e.cli, cluster)
 	admin := NewAdmin(e.cli, cluster)
 	if _, err := admin.Start(ctx, shard, shard, "ds1", "im_8", 0, 0, false); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, store, shard, time.Minute, "ready", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepReady })
+	waitJob(t, store, shard, time.Minute, "ready", func(j coord.Job, _ jobProgress) bool { return j.Step == StepReady })
 	onTarget := func() int64 {
 		return count(t, e.ddb, "SELECT COUNT(*) FROM im_8.conv_msg_0000 WHERE CRC32(conv_id) % 1024 = ?", shard)
 	}
@@ -1292,14 +1293,14 @@ func testJobRollbackWaitsForRamps(t *testing.T, e *jobEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := routecfg.RampingKey(cluster, shard, "p1")
+	key := coord.RampingKey(cluster, shard, "p1")
 	if _, err := e.cli.Put(ctx, key, "", clientv3.WithLease(lease.ID)); err != nil {
 		t.Fatal(err)
 	}
 	if err := admin.Command(ctx, shard, VerbRollback, 0); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, store, shard, 10*time.Second, "the rollback intent", func(j routecfg.Job, _ jobProgress) bool { return j.Intent == IntentRollback })
+	waitJob(t, store, shard, 10*time.Second, "the rollback intent", func(j coord.Job, _ jobProgress) bool { return j.Intent == IntentRollback })
 	time.Sleep(1500 * time.Millisecond)
 	if n := onTarget(); n == 0 {
 		t.Fatal("the rollback deleted the target's rows while a proxy still ramped reads there")
@@ -1325,11 +1326,11 @@ func testJobBreachAlarm(t *testing.T, e *jobEnv) {
 	e.cluster(t, cluster)
 	keys := e.fill(t, shard, 10, 1)
 	e.manager(t, cluster, "m1", -1)
-	store := routecfg.NewJobStore(e.cli, cluster)
+	store := coord.NewJobStore(e.cli, cluster)
 	if _, err := NewAdmin(e.cli, cluster).Start(ctx, shard, shard, "ds1", "im_6", 0, 0, true); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, store, shard, time.Minute, "switched", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepSwitched })
+	waitJob(t, store, shard, time.Minute, "switched", func(j coord.Job, _ jobProgress) bool { return j.Step == StepSwitched })
 	// A write on the new side comes back to the old one: the apply's.
 	e.dst.Exec(t, fmt.Sprintf("UPDATE im_6.im_conv_seq_0000 SET member_cnt = 41 WHERE conv_id = %d", keys[0]))
 	for deadline := time.Now().Add(20 * time.Second); count(t, e.sdb, fmt.Sprintf("SELECT member_cnt FROM im_0.im_conv_seq_0000 WHERE conv_id = %d", keys[0])) != 41; time.Sleep(50 * time.Millisecond) {
@@ -1354,7 +1355,7 @@ func testJobBreachAlarm(t *testing.T, e *jobEnv) {
 			t.Fatal(err)
 		}
 	}
-	j := waitJob(t, store, shard, 20*time.Second, "the alarm", func(_ routecfg.Job, p jobProgress) bool { return p.State.Status.Breaches > 0 })
+	j := waitJob(t, store, shard, 20*time.Second, "the alarm", func(_ coord.Job, p jobProgress) bool { return p.State.Status.Breaches > 0 })
 	p, _ := decodeProgress(j)
 	if want := fmt.Sprintf("update of im_0.conv_msg_0000 conv_id=%d", keys[1]); !strings.Contains(p.State.Status.Breach, want) {
 		t.Fatalf("the alarm says %q, want it to name %q", p.State.Status.Breach, want)

@@ -6,12 +6,12 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/coord"
 )
 
 // JobView is what WatchJobs keeps current: a proxy's view of the jobs.
 type JobView interface {
-	Update(shard int, job *routecfg.Job)
+	Update(shard int, job *coord.Job)
 	Shards() []int // the shards the view holds state for
 }
 
@@ -22,7 +22,7 @@ type JobView interface {
 // views are updated in order, each record in all of them before the next:
 // put the DualWrites before the Ramps, so that a proxy mirrors a share
 // before it announces it.
-func WatchJobs(ctx context.Context, store *routecfg.JobStore, log *zap.Logger, listed chan<- struct{}, views ...JobView) {
+func WatchJobs(ctx context.Context, store *coord.JobStore, log *zap.Logger, listed chan<- struct{}, views ...JobView) {
 	for ctx.Err() == nil {
 		jobs, rev, err := store.List(ctx)
 		if err != nil {

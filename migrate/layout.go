@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/planner"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
@@ -89,7 +90,7 @@ func CheckLayout(live, next router.Document) (*LayoutChange, error) {
 }
 
 // jobTarget is where the job puts its shard.
-func jobTarget(j routecfg.Job) router.Target {
+func jobTarget(j coord.Job) router.Target {
 	p, _ := decodeProgress(j)
 	_, to := p.State.tables()
 	return router.Target{Datasource: j.To.Datasource, Database: j.To.Database, Table: tableIndex(j.Shard, to)}
@@ -235,7 +236,7 @@ func (a *Admin) ApplyLayout(ctx context.Context, next router.Document, rate floa
 	if parallel > 0 && len(moving) > 1 {
 		group = fmt.Sprintf("layout v%d at %s", next.Version, now.Format(time.RFC3339))
 	}
-	jobs := make([]routecfg.Job, 0, len(moving))
+	jobs := make([]coord.Job, 0, len(moving))
 	for _, sh := range moving {
 		at, want := snap.Target(router.Shard(sh)), out.Change.Next.Target(router.Shard(sh))
 		var toTable *TablePlacement
@@ -244,7 +245,7 @@ func (a *Admin) ApplyLayout(ctx context.Context, next router.Document, rate floa
 			// copies into, and routes to, the new document's table.
 			toTable = &TablePlacement{Shared: rangeTable(next, sh)}
 		}
-		jobs = append(jobs, newJob(live, at, sh, routecfg.Endpoint{Datasource: want.Datasource, Database: want.Database}, toTable,
+		jobs = append(jobs, newJob(live, at, sh, coord.Endpoint{Datasource: want.Datasource, Database: want.Database}, toTable,
 			Commands{Rate: rate, Auto: auto, Group: group, Parallel: parallel}, now))
 	}
 	out.Started, err = a.createJobs(ctx, jobs, byShard)

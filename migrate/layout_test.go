@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/planner"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
@@ -219,9 +220,9 @@ func TestLayout(t *testing.T) {
 		t.Fatalf("apply of a conflicting document: %+v, %v", res, err)
 	}
 
-	store := routecfg.NewJobStore(e.cli, cluster)
+	store := coord.NewJobStore(e.cli, cluster)
 	for _, sh := range shards {
-		waitJob(t, store, sh, 45*time.Second, "job done", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepDone })
+		waitJob(t, store, sh, 45*time.Second, "job done", func(j coord.Job, _ jobProgress) bool { return j.Step == StepDone })
 	}
 	doc, err := routecfg.NewStore(e.cli, cluster).Get(ctx)
 	if err != nil {
@@ -260,11 +261,11 @@ func TestLayout(t *testing.T) {
 	if err != nil || fmt.Sprint(res.Started) != "[34]" {
 		t.Fatalf("apply of shard 34: %+v, %v", res, err)
 	}
-	waitJob(t, store, 34, 30*time.Second, "job ready", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepReady })
+	waitJob(t, store, 34, 30*time.Second, "job ready", func(j coord.Job, _ jobProgress) bool { return j.Step == StepReady })
 	if err := admin.Command(ctx, 34, VerbNext, 0); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, store, 34, 30*time.Second, "job switched", func(j routecfg.Job, _ jobProgress) bool { return j.Step == StepSwitched })
+	waitJob(t, store, 34, 30*time.Second, "job switched", func(j coord.Job, _ jobProgress) bool { return j.Step == StepSwitched })
 	at, err := routesLocation(ctx, routecfg.NewStore(e.cli, cluster), 34)
 	if err != nil || at != (router.Target{Datasource: "ds2", Database: "im_6", Table: 34}) {
 		t.Fatalf("shard 34 is at %+v (%v) after the switch", at, err)

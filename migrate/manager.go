@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/internal/failpoint"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
@@ -37,13 +38,13 @@ type ManagerConfig struct {
 	ID      string
 	Connect Connector
 	Log     *zap.Logger
-	// RunnerTTL is the runner lease (routecfg.DefaultRunnerTTL if 0): how
+	// RunnerTTL is the runner lease (coord.DefaultRunnerTTL if 0): how
 	// long a dead runner's job waits before another process takes over.
 	RunnerTTL time.Duration
 	// RollbackWindow: DefaultRollbackWindow if 0.
 	RollbackWindow time.Duration
-	// Switch bounds the migration lock (routecfg defaults if zero).
-	Switch routecfg.SwitchOptions
+	// Switch bounds the migration lock (coord defaults if zero).
+	Switch coord.SwitchOptions
 	// Rate is the copy rate of a job without its own (DefaultRate if 0,
 	// < 0 unlimited).
 	Rate float64
@@ -55,9 +56,9 @@ type ManagerConfig struct {
 	// never).
 	ThrottleWriteP99 time.Duration
 	// Metrics records the jobs run here; LockMetrics their migration locks
-	// (routecfg.WithRunnerMetrics). Nil: none.
+	// (coord.WithRunnerMetrics). Nil: none.
 	Metrics     *Metrics
-	LockMetrics *routecfg.LockMetrics
+	LockMetrics *coord.LockMetrics
 
 	// afterFlip runs when a switch has flipped the routes and before the
 	// job records it: where a runner dying leaves the most to its
@@ -75,7 +76,7 @@ type ManagerConfig struct {
 type Manager struct {
 	cfg    ManagerConfig
 	log    *zap.Logger
-	store  *routecfg.JobStore
+	store  *coord.JobStore
 	routes *routecfg.Store
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -89,7 +90,7 @@ type Manager struct {
 // slot is this process's interest in one shard's job.
 type slot struct {
 	cancel  context.CancelFunc
-	notify  chan routecfg.Job
+	notify  chan coord.Job
 	elected bool // guarded by Manager.mu
 }
 
@@ -103,7 +104,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		cfg.Log = zap.NewNop()
 	}
 	if cfg.RunnerTTL <= 0 {
-		cfg.RunnerTTL = routecfg.DefaultRunnerTTL
+		cfg.RunnerTTL = coord.DefaultRunnerTTL
 	}
 	if cfg.RollbackWindow <= 0 {
 		cfg.RollbackWindow = DefaultRollbackWindow
@@ -115,7 +116,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		cfg.afterFlip = func() { failpoint.Inject("migrate/after-flip") }
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{cfg: cfg, log: cfg.Log, store: routecfg.NewJobStore(cfg.Client, cfg.Cluster),
+	m := &Manager{cfg: cfg, log: cfg.Log, store: coord.NewJobStore(cfg.Client, cfg.Cluster),
 		routes: routecfg.NewStore(cfg.Client, cfg.Cluster), cancel: cancel,
 		slots: map[int]*slot{}, pools: newPools(cfg.Connect)}
 	m.wg.Add(1)
@@ -204,7 +205,7 @@ func (m *Manager) loop(ctx context.Context) {
 
 // track hands a record to the shard's slot, creating the slot for an
 // unfinished job.
-func (m *Manager) track(ctx context.Context, job routecfg.Job) {
+func (m *Manager) track(ctx context.Context, job coord.Job) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if s, ok := m.slots[job.Shard]; ok {
@@ -220,7 +221,7 @@ func (m *Manager) track(ctx context.Context, job routecfg.Job) {
 		return
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	s := &slot{cancel: cancel, notify: make(chan routecfg.Job, 1)}
+	s := &slot{cancel: cancel, notify: make(chan coord.Job, 1)}
 	m.slots[job.Shard] = s
 	m.wg.Add(1)
 	go m.serve(sctx, job.Shard, s)
@@ -255,9 +256,9 @@ func (m *Manager) serve(ctx context.Context, shard int, s *slot) {
 	}()
 	log := m.log.With(zap.Int("shard", shard))
 	for ctx.Err() == nil {
-		r, err := routecfg.CampaignRunner(ctx, m.store, shard, m.cfg.ID,
-			routecfg.WithRunnerTTL(m.cfg.RunnerTTL), routecfg.WithRunnerLogger(m.log.Named("runner")),
-			routecfg.WithRunnerMetrics(m.cfg.LockMetrics))
+		r, err := coord.CampaignRunner(ctx, m.store, shard, m.cfg.ID,
+			coord.WithRunnerTTL(m.cfg.RunnerTTL), coord.WithRunnerLogger(m.log.Named("runner")),
+			coord.WithRunnerMetrics(m.cfg.LockMetrics))
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Warn("campaigning for a migration runner", zap.Error(err))
@@ -283,7 +284,7 @@ func (m *Manager) serve(ctx context.Context, shard int, s *slot) {
 
 // runJob runs the job for the elected runner r until it is finished (done
 // or deleted: true) or the election is lost or ctx ends.
-func (m *Manager) runJob(ctx context.Context, r *routecfg.Runner, s *slot) (bool, error) {
+func (m *Manager) runJob(ctx context.Context, r *coord.Runner, s *slot) (bool, error) {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -294,7 +295,7 @@ func (m *Manager) runJob(ctx context.Context, r *routecfg.Runner, s *slot) (bool
 		}
 	}()
 	job, err := r.Job(rctx)
-	if errors.Is(err, routecfg.ErrJobNotFound) {
+	if errors.Is(err, coord.ErrJobNotFound) {
 		return true, nil
 	}
 	if err != nil {
@@ -318,7 +319,7 @@ func (m *Manager) runJob(ctx context.Context, r *routecfg.Runner, s *slot) (bool
 }
 
 // finished: nothing is left to do for the job (done, no purge pending).
-func finished(job routecfg.Job) bool {
+func finished(job coord.Job) bool {
 	if job.Step != StepDone {
 		return false
 	}
@@ -332,9 +333,9 @@ func (m *Manager) pool(ctx context.Context, ds router.Datasource) (*sql.DB, binl
 }
 
 // endpoint is the (datasource, database) the routes put the shard on now.
-func (m *Manager) endpoint(ctx context.Context, shard int) (routecfg.Endpoint, error) {
+func (m *Manager) endpoint(ctx context.Context, shard int) (coord.Endpoint, error) {
 	t, err := routesLocation(ctx, m.routes, shard)
-	return routecfg.Endpoint{Datasource: t.Datasource, Database: t.Database}, err
+	return coord.Endpoint{Datasource: t.Datasource, Database: t.Database}, err
 }
 
 func routesLocation(ctx context.Context, routes *routecfg.Store, shard int) (router.Target, error) {
@@ -353,7 +354,7 @@ func routesLocation(ctx context.Context, routes *routecfg.Store, shard int) (rou
 // than Parallel jobs in prepare, backfill or verify, and no queued job of
 // the group with a lower shard number waits (so the group starts in shard
 // order and two runners never both take the last slot).
-func (m *Manager) slotFree(ctx context.Context, job routecfg.Job, cmds Commands) (bool, error) {
+func (m *Manager) slotFree(ctx context.Context, job coord.Job, cmds Commands) (bool, error) {
 	if cmds.Group == "" || cmds.Parallel <= 0 {
 		return true, nil
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 // Metric names of the migration jobs a process runs (the lock's are
-// routecfg's).
+// coord's).
 const (
 	MetricJobStep      = "convoy_migration_job_step"
 	MetricRowsCopied   = "convoy_migration_rows_copied"

@@ -11,8 +11,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/internal/testsvc"
-	"github.com/convoy-im/convoy/routecfg"
 )
 
 // mirrorEnv is a source and a target with im_0.conv_msg_0007 on both, a
@@ -134,7 +134,7 @@ func TestMirrorReplayFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	r, err := routecfg.CampaignRunner(ctx, routecfg.NewJobStore(cli, "fenced"), 7, "m1", routecfg.WithRunnerTTL(2*time.Second))
+	r, err := coord.CampaignRunner(ctx, coord.NewJobStore(cli, "fenced"), 7, "m1", coord.WithRunnerTTL(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -33,7 +33,7 @@ import (
 // certainly has everything its clients were told was written: every proxy
 // mirrors the writes of the shard's conversations in the READ PERCENT
 // share (dualwrite.go) from the moment it sees the command, and announces
-// that share (routecfg.RampingKey's value); the runner waits until every
+// that share (coord.RampingKey's value); the runner waits until every
 // serving proxy announced it, notes the source's binlog position, waits
 // for the apply to pass it, and only then publishes the share as
 // confirmed (Status.RampPercent). Writes committed before that position
@@ -43,7 +43,7 @@ import (
 //
 // A rollback deletes the job's rows on the target, so it must first know
 // that no proxy reads the shard there any more. A proxy announces that it
-// may ramp a shard (routecfg.RampingKey, under its registration lease)
+// may ramp a shard (coord.RampingKey, under its registration lease)
 // before it sends a single read to the target, and withdraws the key
 // rampGrace after it stopped (the reads sent before then have ended); it
 // stops as soon as it sees the rollback asked for. The runner deletes
@@ -94,7 +94,7 @@ type rampState struct {
 	// did). mirror is READ PERCENT itself, what this proxy mirrors and
 	// announces.
 	percent, mirror int
-	to              routecfg.Endpoint
+	to              coord.Endpoint
 	table           *int
 	lagOK           bool
 	heard           time.Time // when this proxy last saw the record change
@@ -115,7 +115,7 @@ func NewRamps(reg prometheus.Registerer) (*Ramps, error) {
 		announced: map[router.Shard]int{}, ended: map[router.Shard]time.Time{}, kick: make(chan struct{}, 1)}, nil
 }
 
-// Announce keeps this proxy's ramping keys (routecfg.RampingKey, through
+// Announce keeps this proxy's ramping keys (coord.RampingKey, through
 // w: the proxy's registration) in step with its ramps until ctx ends. No
 // shard ramps before its key is written, so a proxy that is not
 // registered never ramps.
@@ -178,7 +178,7 @@ func (r *Ramps) announce(ctx context.Context, w RampStatsWriter, key func(shard 
 }
 
 // Update takes a job record as the watch saw it (nil: deleted).
-func (r *Ramps) Update(shard int, job *routecfg.Job) {
+func (r *Ramps) Update(shard int, job *coord.Job) {
 	sh := router.Shard(shard)
 	var st *rampState
 	if job != nil && job.Step == StepReady && job.Intent != IntentRollback {

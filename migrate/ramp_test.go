@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -66,15 +66,15 @@ func announceWith(r *Ramps, w RampStatsWriter) {
 // announceAll announces r's ramps (to a writer nothing reads).
 func announceAll(r *Ramps) { announceWith(r, &keyRecorder{}) }
 
-func rampJob(step string, percent int, lag float64) *routecfg.Job {
+func rampJob(step string, percent int, lag float64) *coord.Job {
 	p := jobProgress{}
 	zero := 0
 	p.State.Table = &zero // the shard's shared physical table
 	p.Commands.ReadPercent = percent
 	p.State.Status.RampPercent = percent // confirmed by the runner
 	p.State.Status.Lag = lag
-	return &routecfg.Job{ID: "j", Shard: 5, Step: step, From: routecfg.Endpoint{Datasource: "ds0", Database: "im_0"},
-		To: routecfg.Endpoint{Datasource: "ds1", Database: "im_mig"}, Progress: encodeProgress(p)}
+	return &coord.Job{ID: "j", Shard: 5, Step: step, From: coord.Endpoint{Datasource: "ds0", Database: "im_0"},
+		To: coord.Endpoint{Datasource: "ds1", Database: "im_mig"}, Progress: encodeProgress(p)}
 }
 
 // TestRamps: a ready job's READ PERCENT sends that share of the shard's

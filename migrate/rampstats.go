@@ -11,8 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/proxy/stats"
-	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -24,7 +24,7 @@ import (
 // latency histogram per shard and side, which exist only while the shard is
 // ramped; SHOW MIGRATIONS gets the last RampStatsWindow of every live
 // proxy, summed: each proxy publishes its window every RampPublishEvery
-// under its registration lease (routecfg.RampStatsKey), so a dead proxy's
+// under its registration lease (coord.RampStatsKey), so a dead proxy's
 // figures go with it.
 
 // Metric names of the read ramp's per-side reads.
@@ -167,7 +167,7 @@ func (r *Ramps) report() map[string]rampSides {
 }
 
 // RampStatsWriter writes keys that live as long as the proxy's
-// registration: routecfg.Registration.
+// registration: coord.Registration.
 type RampStatsWriter interface {
 	Put(ctx context.Context, key, value string) error
 	Delete(ctx context.Context, key string) error
@@ -213,7 +213,7 @@ type rampTotals map[int]rampSides
 
 // readRampTotals sums the figures every live proxy published.
 func readRampTotals(ctx context.Context, cli *clientv3.Client, cluster string) (rampTotals, error) {
-	prefix := routecfg.RampStatsPrefix(cluster)
+	prefix := coord.RampStatsPrefix(cluster)
 	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("read ramp figures under %s: %w", prefix, err)

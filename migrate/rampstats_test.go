@@ -12,8 +12,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/internal/testsvc"
-	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -179,20 +179,20 @@ func TestRampStatsPublished(t *testing.T) {
 	defer cli.Close()
 	ctx := testCtx(t)
 	const cluster = "rs"
-	store := routecfg.NewJobStore(cli, cluster)
+	store := coord.NewJobStore(cli, cluster)
 	if _, err := store.Create(ctx, *rampJob(StepReady, 50, 0)); err != nil {
 		t.Fatal(err)
 	}
 	snap := rampSnapshot(t)
 	keys := keysOfShard(5, 100, 1)
 	type proxy struct {
-		reg      *routecfg.Registration
+		reg      *coord.Registration
 		ramps    *Ramps
 		old, new int
 	}
 	var proxies []*proxy
 	for i, id := range []string{"p1", "p2"} {
-		reg, err := routecfg.Register(ctx, cli, cluster, routecfg.ProxyInfo{ID: id, Listen: "127.0.0.1:1"}, routecfg.WithTTL(2*time.Second))
+		reg, err := coord.Register(ctx, cli, cluster, coord.ProxyInfo{ID: id, Listen: "127.0.0.1:1"}, coord.WithTTL(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +207,7 @@ func TestRampStatsPublished(t *testing.T) {
 		p.old, p.new = rampReads(t, r, snap, keys[:50*(i+1)], i) // p2: one failed read of the target
 		pctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		go r.PublishStats(pctx, reg, routecfg.RampStatsKey(cluster, id), 50*time.Millisecond, zap.NewNop())
+		go r.PublishStats(pctx, reg, coord.RampStatsKey(cluster, id), 50*time.Millisecond, zap.NewNop())
 		proxies = append(proxies, p)
 	}
 	admin := NewAdmin(cli, cluster)
@@ -246,7 +246,7 @@ func TestRampStatsPublished(t *testing.T) {
 	}
 	// The job's runner is the proxy p1 (convoy serve campaigns under its
 	// proxy id): named by its registered address, not its id.
-	r, err := routecfg.CampaignRunner(ctx, store, 5, "p1")
+	r, err := coord.CampaignRunner(ctx, store, 5, "p1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestRampStatsPublished(t *testing.T) {
 	// p1's ramp ends: it deletes its figures, the columns empty.
 	p1.ramps.Update(5, nil)
 	waitFor("no figures", func(s map[string]string) bool { return s["old_reads"] == "" && s["new_reads"] == "" })
-	resp, err := cli.Get(ctx, routecfg.RampStatsPrefix(cluster), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := cli.Get(ctx, coord.RampStatsPrefix(cluster), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || resp.Count != 0 {
 		t.Fatalf("%d figure keys left (%v)", resp.Count, err)
 	}

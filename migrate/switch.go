@@ -10,12 +10,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/binlog"
-	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/router"
 )
 
 // The switch of a job, in both directions, under the per-shard migration
-// lock (routecfg.Runner.Switch): while every live proxy holds the shard's
+// lock (coord.Runner.Switch): while every live proxy holds the shard's
 // writes, a fence marker is written on the side that was authoritative,
 // the stream replaying that side is waited for until it passed the marker
 // (proof that every change before the lock is applied, not "the lag looks
@@ -132,7 +132,7 @@ func (j *jobRun) switchForward(ctx context.Context) error {
 		return err
 	}
 	restore := func() { j.restoreFences(ctx, &j.src, &j.dst, job.From.Database, job.To.Database, job.From.String()) }
-	res, err := j.r.Switch(ctx, j.m.cfg.Switch, func(fctx context.Context, tx *routecfg.SwitchTx) error {
+	res, err := j.r.Switch(ctx, j.m.cfg.Switch, func(fctx context.Context, tx *coord.SwitchTx) error {
 		err := func() error {
 			fenced, err := j.fence(fctx, j.src.db, job.From.Database, job.To.String(), j.bf.Reached)
 			if err != nil {
@@ -142,7 +142,7 @@ func (j *jobRun) switchForward(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("migrate: the target's binlog position: %w", err)
 			}
-			if err := j.save(fctx, func(_ *routecfg.Job, s *jobState) { s.ReverseFrom, s.FencedAt = rev, fenced }); err != nil {
+			if err := j.save(fctx, func(_ *coord.Job, s *jobState) { s.ReverseFrom, s.FencedAt = rev, fenced }); err != nil {
 				return err
 			}
 			return j.unfence(fctx, j.dst.db, job.To.Database)
@@ -163,7 +163,7 @@ func (j *jobRun) switchForward(ctx context.Context) error {
 		j.m.cfg.afterFlip()
 		return j.switched(ctx, desc)
 	}
-	if errors.Is(err, routecfg.ErrFlipUnknown) {
+	if errors.Is(err, coord.ErrFlipUnknown) {
 		// The intent stays: the next attempt reads the routes. The fences
 		// stay as the flip left them meanwhile (both sides refuse the
 		// shard's writes until then): wrong either way would lose writes.
@@ -195,7 +195,7 @@ func (j *jobRun) switched(ctx context.Context, desc string) error {
 	now := time.Now().UTC()
 	j.log.Info("shard switched to the target; reverse replication starts", zap.String("switch", desc))
 	j.dropQueue(ctx)
-	return j.save(ctx, func(rec *routecfg.Job, s *jobState) {
+	return j.save(ctx, func(rec *coord.Job, s *jobState) {
 		rec.Step, rec.Intent, rec.LastError = StepSwitched, "", ""
 		s.Status.Backlog = 0
 		if s.SwitchedAt.IsZero() {
@@ -209,7 +209,7 @@ func (j *jobRun) switched(ctx context.Context, desc string) error {
 // job stays ready (an AUTO job tries again after a pause).
 func (j *jobRun) switchFailed(ctx context.Context, cmds Commands, cause error) error {
 	j.log.Warn("switch aborted; the shard stays on the source", zap.Error(cause))
-	if err := j.save(ctx, func(rec *routecfg.Job, s *jobState) {
+	if err := j.save(ctx, func(rec *coord.Job, s *jobState) {
 		rec.Intent, rec.LastError = "", "switch: "+cause.Error()
 		s.Status.Switch = "aborted: " + cause.Error()
 	}); err != nil {
@@ -235,7 +235,7 @@ func (j *jobRun) switchBack(ctx context.Context) error {
 	// stop (a dump killed over a new connection) stays out of the pause.
 	j.watchTask.stop()
 	restore := func() { j.restoreFences(ctx, &j.dst, &j.src, job.To.Database, job.From.Database, job.To.String()) }
-	res, err := j.r.Switch(ctx, j.m.cfg.Switch, func(fctx context.Context, tx *routecfg.SwitchTx) error {
+	res, err := j.r.Switch(ctx, j.m.cfg.Switch, func(fctx context.Context, tx *coord.SwitchTx) error {
 		_, err := j.fence(fctx, j.dst.db, job.To.Database, job.From.String(), j.rev.Reached)
 		if err == nil {
 			err = j.unfence(fctx, j.src.db, job.From.Database)
@@ -247,7 +247,7 @@ func (j *jobRun) switchBack(ctx context.Context) error {
 		return tx.FlipRoutes(fctx, router.MoveShard(tx.Routes(), job.Shard, job.From.Datasource, job.From.Database, j.tables(true)))
 	})
 	if !res.Flipped {
-		if !errors.Is(err, routecfg.ErrFlipUnknown) {
+		if !errors.Is(err, coord.ErrFlipUnknown) {
 			restore()
 		}
 		return fmt.Errorf("migrate: switch back: %w", err)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -22,7 +22,7 @@ type Load struct {
 // measured against the oldest of samples (the daily size samples the
 // proxies keep in etcd) at least half a day old; without one the disk and
 // table lines show only when already reached.
-func Measure(ctx context.Context, snap *router.Snapshot, stats TableStats, loads [][router.NumShards]Load, capacity map[string]int64, samples []routecfg.SizeSample) (Inputs, error) {
+func Measure(ctx context.Context, snap *router.Snapshot, stats TableStats, loads [][router.NumShards]Load, capacity map[string]int64, samples []coord.SizeSample) (Inputs, error) {
 	in := Inputs{Routes: snap, Datasources: map[string]Datasource{}}
 	sizes, err := ShardSizes(ctx, snap, stats, nil)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -163,14 +163,14 @@ func TestMeasureGrowth(t *testing.T) {
 		}
 		return out, nil
 	}
-	old := routecfg.SizeSample{Taken: time.Now().Add(-10 * 24 * time.Hour)}
+	old := coord.SizeSample{Taken: time.Now().Add(-10 * 24 * time.Hour)}
 	for i := range router.NumShards {
 		old.Shards[i] = [2]int64{20_000_000, 2 << 30}
 		old.LargestRows[i], old.LargestBytes[i] = 20_000_000, 2<<30
 	}
 	var load [router.NumShards]Load
 	load[5] = Load{QPS: 12, WriteP99: 3 * time.Millisecond}
-	in, err := Measure(context.Background(), snap, stats, [][router.NumShards]Load{load, load}, map[string]int64{"ds0": 10 << 40}, []routecfg.SizeSample{old})
+	in, err := Measure(context.Background(), snap, stats, [][router.NumShards]Load{load, load}, map[string]int64{"ds0": 10 << 40}, []coord.SizeSample{old})
 	if err != nil {
 		t.Fatal(err)
 	}

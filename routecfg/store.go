@@ -77,13 +77,18 @@ func (s *Store) read(ctx context.Context) (stored, error) {
 	}
 	kv := resp.Kvs[0]
 	st.modRevision = kv.ModRevision
-	st.doc, st.decodeErr = decode(kv.Value)
+	st.doc, st.decodeErr = DecodeDocument(kv.Value)
 	return st, nil
 }
 
-// decode parses a stored document. Unknown fields are ignored: a newer Convoy
-// may add fields while older proxies still watch the key.
-func decode(b []byte) (router.Document, error) {
+// DecodeDocument parses a stored document. Unknown fields are ignored: a
+// newer Convoy may add fields while older proxies still watch the key.
+//
+// It is exported for package coord: the migration lock's runner and each
+// proxy's lock follower read the route document in their own etcd
+// transactions, beside the lock, and must parse it exactly as Store and
+// Watcher do.
+func DecodeDocument(b []byte) (router.Document, error) {
 	var doc router.Document
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return router.Document{}, fmt.Errorf("%w: stored value is not a route document: %v", router.ErrInvalidRoutes, err)
@@ -118,7 +123,7 @@ func (s *Store) Init(ctx context.Context, doc router.Document) error {
 		doc.Version = 1
 	}
 	s.stamp(&doc, "routes init")
-	val, err := encodeValid(doc)
+	val, err := EncodeDocument(doc)
 	if err != nil {
 		return err
 	}
@@ -193,7 +198,7 @@ func (s *Store) Replace(ctx context.Context, doc router.Document) (int64, error)
 
 // swap writes doc if the key is still at modRevision.
 func (s *Store) swap(ctx context.Context, modRevision int64, doc router.Document) error {
-	val, err := encodeValid(doc)
+	val, err := EncodeDocument(doc)
 	if err != nil {
 		return err
 	}
@@ -244,8 +249,14 @@ func (s *Store) stamp(doc *router.Document, how string) {
 	doc.ChangedBy = Identity(s.cli) + ": " + how
 }
 
-// encodeValid validates doc exactly as every proxy will, then encodes it.
-func encodeValid(doc router.Document) ([]byte, error) {
+// EncodeDocument validates doc exactly as every proxy will, then encodes it
+// as it is stored under RoutesKey. An invalid doc gives an error wrapping
+// router.ErrInvalidRoutes and no bytes.
+//
+// It is exported for package coord: the route flip of a migration writes
+// the route document in the same etcd transaction as the migration lock, so
+// it cannot go through Store, and must never store what Store would refuse.
+func EncodeDocument(doc router.Document) ([]byte, error) {
 	if _, err := router.NewSnapshot(doc); err != nil {
 		return nil, fmt.Errorf("routecfg: refusing to store version %d: %w", doc.Version, err)
 	}

@@ -217,7 +217,7 @@ func (w *Watcher) loadCache(etcdErr error) error {
 	if err != nil {
 		return fmt.Errorf("routecfg: refusing to start without routes: etcd gave no usable route document (%v) and the cache file is unusable: %v", etcdErr, err)
 	}
-	doc, err := decode(b)
+	doc, err := DecodeDocument(b)
 	var snap *router.Snapshot
 	if err == nil {
 		snap, err = router.NewSnapshot(doc)
@@ -351,7 +351,7 @@ func (w *Watcher) run(rev int64) {
 func (w *Watcher) handleEvent(ev *clientv3.Event) {
 	switch ev.Type {
 	case clientv3.EventTypePut:
-		doc, err := decode(ev.Kv.Value)
+		doc, err := DecodeDocument(ev.Kv.Value)
 		st := stored{doc: doc, decodeErr: err, modRevision: ev.Kv.ModRevision, revision: ev.Kv.ModRevision}
 		_ = w.consider(st, "watch", true)
 	case clientv3.EventTypeDelete:

@@ -13,13 +13,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/binlog"
-	"github.com/convoy-im/convoy/routecfg"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/router"
 )
 
 // One indexer per datasource and index: the process elected under
 // /convoy/<cluster>/search/indexers/<index>/<datasource>/ runs it
-// (routecfg.Elect), and when it dies or loses etcd for a TTL the next
+// (coord.Elect), and when it dies or loses etcd for a TTL the next
 // candidate resumes from the index's checkpoint. <index> names the index
 // being fed: "sphinx" for the shared SphinxQL partitions (one feed per
 // datasource in the whole cluster), or a bleve index's own id (each
@@ -35,7 +35,7 @@ type RunnersConfig struct {
 	Cluster string
 	// ID names this process in the elections; Index the index fed.
 	ID, Index string
-	// TTL is the leader lease (routecfg.DefaultRunnerTTL if 0).
+	// TTL is the leader lease (coord.DefaultRunnerTTL if 0).
 	TTL     time.Duration
 	Routes  func() *router.Snapshot
 	Connect Connector
@@ -68,7 +68,7 @@ const maxBackoff = 30 * time.Second
 // StartRunners starts the campaigns; Close stops them.
 func StartRunners(cfg RunnersConfig) *Runners {
 	if cfg.TTL <= 0 {
-		cfg.TTL = routecfg.DefaultRunnerTTL
+		cfg.TTL = coord.DefaultRunnerTTL
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
@@ -121,7 +121,7 @@ func (r *Runners) feed(ctx context.Context, ds string) {
 	// the index) is retried at most every maxBackoff, not in a loop.
 	backoff := time.Second
 	for ctx.Err() == nil {
-		lead, err := routecfg.Elect(ctx, r.cfg.Client, prefix, r.cfg.ID, r.cfg.TTL)
+		lead, err := coord.Elect(ctx, r.cfg.Client, prefix, r.cfg.ID, r.cfg.TTL)
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Warn("search indexer campaign failed; retrying", zap.Error(err))
@@ -148,7 +148,7 @@ func (r *Runners) feed(ctx context.Context, ds string) {
 }
 
 // run runs the indexer until it fails, the lease is lost or ctx ends.
-func (r *Runners) run(ctx context.Context, lead *routecfg.Leader, name string) error {
+func (r *Runners) run(ctx context.Context, lead *coord.Leader, name string) error {
 	ds, ok := r.cfg.Routes().Datasource(name)
 	if !ok {
 		return errors.New("the datasource is no longer in the routes")
@@ -190,7 +190,7 @@ func (r *Runners) run(ctx context.Context, lead *routecfg.Leader, name string) e
 type fencedEngine struct {
 	Engine
 	cli  *clientv3.Client
-	lead *routecfg.Leader
+	lead *coord.Leader
 }
 
 func (f *fencedEngine) Apply(ctx context.Context, source string, b Batch, pos string) error {
@@ -199,7 +199,7 @@ func (f *fencedEngine) Apply(ctx context.Context, source string, b Batch, pos st
 		return fmt.Errorf("search: check the indexer election of %s: %w", source, err)
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("search: %w: the indexer of %s lost its election", routecfg.ErrNotRunner, source)
+		return fmt.Errorf("search: %w: the indexer of %s lost its election", coord.ErrNotRunner, source)
 	}
 	return f.Engine.Apply(ctx, source, b, pos)
 }

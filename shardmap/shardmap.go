@@ -21,9 +21,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/planner"
 	"github.com/convoy-im/convoy/proxy/stats"
-	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -36,13 +36,13 @@ type Source struct {
 	Routes     func() *router.Snapshot
 	RouteStale func() bool
 	Stats      func() []stats.ShardStats
-	Proxies    func(context.Context) ([]routecfg.ProxyInfo, error)
-	Migrations func(context.Context) ([]routecfg.Job, error)
+	Proxies    func(context.Context) ([]coord.ProxyInfo, error)
+	Migrations func(context.Context) ([]coord.Job, error)
 	// Sizes reads one database's table statistics (planner.InformationSchemaStats).
 	Sizes planner.TableStats
 	// Sample, if set, is handed each size reading, for the planner's daily
-	// growth samples (routecfg.PutDailySample).
-	Sample func(context.Context, routecfg.SizeSample)
+	// growth samples (coord.PutDailySample).
+	Sample func(context.Context, coord.SizeSample)
 	// The seed's triggers, as configured (health.shard_qps, health.write_p99).
 	QPSThreshold      float64
 	WriteP99Threshold time.Duration
@@ -130,8 +130,8 @@ func (h *Handler) Sizes() (map[router.Shard]planner.ShardSize, time.Time, string
 }
 
 // sampleOf is the day's size sample of sizes.
-func sampleOf(sizes map[router.Shard]planner.ShardSize, now time.Time) routecfg.SizeSample {
-	s := routecfg.SizeSample{Day: now.UTC().Format("20060102"), Taken: now.UTC()}
+func sampleOf(sizes map[router.Shard]planner.ShardSize, now time.Time) coord.SizeSample {
+	s := coord.SizeSample{Day: now.UTC().Format("20060102"), Taken: now.UTC()}
 	for sh, sz := range sizes {
 		s.Shards[sh] = [2]int64{sz.Rows, sz.Bytes}
 		s.LargestRows[sh], s.LargestBytes[sh] = sz.Largest.Rows, sz.Largest.Bytes
@@ -184,7 +184,7 @@ type Map struct {
 	QPSThreshold   float64                 `json:"qps_threshold"`
 	WriteP99Limit  float64                 `json:"write_p99_threshold_ms"`
 	Datasources    []string                `json:"datasources"`
-	Proxies        []routecfg.ProxyInfo    `json:"proxies"`
+	Proxies        []coord.ProxyInfo       `json:"proxies"`
 	ProxiesError   string                  `json:"proxies_error,omitempty"`
 	SizesAt        time.Time               `json:"sizes_at,omitzero"`
 	SizesError     string                  `json:"sizes_error,omitempty"`

@@ -11,9 +11,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/migrate"
 	"github.com/convoy-im/convoy/planner"
-	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -37,11 +37,11 @@ func (a *capacityAdmin) ShardSizes(ctx context.Context) ([]string, [][]string, e
 		}
 		return nil, nil, fmt.Errorf("no size reading: %s", serr)
 	}
-	samples, err := routecfg.SizeSamples(ctx, a.cli, a.c.Etcd.Cluster)
+	samples, err := coord.SizeSamples(ctx, a.cli, a.c.Etcd.Cluster)
 	if err != nil {
 		return nil, nil, err
 	}
-	var old *routecfg.SizeSample
+	var old *coord.SizeSample
 	var days float64
 	if len(samples) > 0 {
 		if d := at.Sub(samples[0].Taken).Hours() / 24; d >= 0.5 {

@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/internal/testsvc"
 	"github.com/convoy-im/convoy/planner"
 	"github.com/convoy-im/convoy/proxy"
@@ -73,7 +74,7 @@ func TestEtcdTLSAndRoles(t *testing.T) {
 	must(root.UserGrantRole(ctx, "root", "root"))
 	must(root.RoleAdd(ctx, "convoy-proxy"))
 	must(root.RoleGrantPermission(ctx, "convoy-proxy", "/convoy/dev/", clientv3.GetPrefixRangeEnd("/convoy/dev/"), clientv3.PermissionType(clientv3.PermRead)))
-	for _, p := range []string{routecfg.ProxiesPrefix("dev"), routecfg.MigrationsPrefix("dev") + "acks/", routecfg.RampStatsPrefix("dev"), routecfg.SizesPrefix("dev")} {
+	for _, p := range []string{coord.ProxiesPrefix("dev"), coord.MigrationsPrefix("dev") + "acks/", coord.RampStatsPrefix("dev"), coord.SizesPrefix("dev")} {
 		must(root.RoleGrantPermission(ctx, "convoy-proxy", p, clientv3.GetPrefixRangeEnd(p), clientv3.PermissionType(clientv3.PermReadWrite)))
 	}
 	must(root.RoleAdd(ctx, "convoy-admin"))
@@ -111,11 +112,11 @@ func TestEtcdTLSAndRoles(t *testing.T) {
 		if !strings.HasPrefix(got.ChangedBy, "convoy-admin@") {
 			t.Fatalf("the route document says it was changed by %q, want convoy-admin@<host>", got.ChangedBy)
 		}
-		reg, err := routecfg.Register(ctx, cli, "dev", routecfg.ProxyInfo{ID: "p-" + name, Listen: "127.0.0.1:1"})
+		reg, err := coord.Register(ctx, cli, "dev", coord.ProxyInfo{ID: "p-" + name, Listen: "127.0.0.1:1"})
 		if err != nil {
 			t.Fatalf("proxy (%s): registering: %v", name, err)
 		}
-		if err := reg.Put(ctx, routecfg.RampStatsKey("dev", "p-"+name), "{}"); err != nil {
+		if err := reg.Put(ctx, coord.RampStatsKey("dev", "p-"+name), "{}"); err != nil {
 			t.Fatalf("proxy (%s): publishing read-ramp figures: %v", name, err)
 		}
 		reg.Close()

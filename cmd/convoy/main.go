@@ -29,6 +29,7 @@ import (
 	"go.uber.org/zap/zapgrpc"
 
 	"github.com/convoy-im/convoy/archive"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/internal/slogzap"
 	"github.com/convoy-im/convoy/migrate"
@@ -392,7 +393,7 @@ func serve(args []string) error {
 		Migrations: migrate.NewAdmin(cli, c.Etcd.Cluster),
 		Archive:    archiveAdmin(cli, c),
 		Proxies: func(ctx context.Context) ([]engine.ProxyInfo, error) {
-			ps, err := routecfg.ListProxies(ctx, cli, c.Etcd.Cluster)
+			ps, err := coord.ListProxies(ctx, cli, c.Etcd.Cluster)
 			out := make([]engine.ProxyInfo, len(ps))
 			for i, p := range ps {
 				out[i] = engine.ProxyInfo(p)
@@ -413,19 +414,19 @@ func serve(args []string) error {
 
 	if c.MetricsListen != "" {
 		qps, wp99 := eng.HealthThresholds()
-		jobs := routecfg.NewJobStore(cli, c.Etcd.Cluster)
+		jobs := coord.NewJobStore(cli, c.Etcd.Cluster)
 		sm := shardmap.New(shardmap.Source{
 			Routes: watcher.Current, RouteStale: watcher.Stale, Stats: eng.ShardStats,
-			Proxies: func(ctx context.Context) ([]routecfg.ProxyInfo, error) {
-				return routecfg.ListProxies(ctx, cli, c.Etcd.Cluster)
+			Proxies: func(ctx context.Context) ([]coord.ProxyInfo, error) {
+				return coord.ListProxies(ctx, cli, c.Etcd.Cluster)
 			},
-			Migrations: func(ctx context.Context) ([]routecfg.Job, error) {
+			Migrations: func(ctx context.Context) ([]coord.Job, error) {
 				js, _, err := jobs.List(ctx)
 				return js, err
 			},
 			Sizes: planner.InformationSchemaStats,
-			Sample: func(ctx context.Context, s routecfg.SizeSample) {
-				if _, err := routecfg.PutDailySample(ctx, cli, c.Etcd.Cluster, s); err != nil {
+			Sample: func(ctx context.Context, s coord.SizeSample) {
+				if _, err := coord.PutDailySample(ctx, cli, c.Etcd.Cluster, s); err != nil {
 					log.Debug("storing the daily size sample", zap.Error(err))
 				}
 			},
@@ -449,7 +450,7 @@ func serve(args []string) error {
 	// clients; see migrationLock for what happens when etcd does not answer.
 	hostname, _ := os.Hostname()
 	proxyID := fmt.Sprintf("%s-%d", hostname, os.Getpid())
-	lockMetrics, err := routecfg.NewLockMetrics(reg, c.Etcd.Cluster)
+	lockMetrics, err := coord.NewLockMetrics(reg, c.Etcd.Cluster)
 	if err != nil {
 		return err
 	}
@@ -462,25 +463,25 @@ func serve(args []string) error {
 	eng.SetReadRamps(ramps)
 	ml := &migrationLock{
 		cli: cli, cluster: c.Etcd.Cluster, ttl: c.Etcd.RegistrationTTL, routes: watcher,
-		info: routecfg.ProxyInfo{
+		info: coord.ProxyInfo{
 			ID: proxyID, Listen: ln.Addr().String(), Metrics: c.MetricsListen,
 			Version: version, StartedAt: time.Now(),
 		},
 		holder: &shardHolder{e: eng}, metrics: lockMetrics, log: log,
-		registered: func(r *routecfg.Registration) {
+		registered: func(r *coord.Registration) {
 			f := func(s *router.Snapshot) { r.SetRouteVersion(s.Version()) }
 			onRoutes.Store(&f)
 			// SHOW MIGRATIONS sums every live proxy's per-side reads.
-			go ramps.PublishStats(ctx, r, routecfg.RampStatsKey(c.Etcd.Cluster, proxyID), migrate.RampPublishEvery, log.Named("ramp"))
+			go ramps.PublishStats(ctx, r, coord.RampStatsKey(c.Etcd.Cluster, proxyID), migrate.RampPublishEvery, log.Named("ramp"))
 			// No read goes to a migration target before this proxy says
 			// it may send some (a rollback waits for that to end).
-			go ramps.Announce(ctx, r, func(sh int) string { return routecfg.RampingKey(c.Etcd.Cluster, sh, proxyID) }, log.Named("ramp"))
+			go ramps.Announce(ctx, r, func(sh int) string { return coord.RampingKey(c.Etcd.Cluster, sh, proxyID) }, log.Named("ramp"))
 			// A restart at the same address: the dead predecessor's
 			// registration would make a switch wait for it until its
 			// lease expired.
 			go func() {
-				self := routecfg.ProxyInfo{ID: proxyID, Listen: ln.Addr().String()}
-				removed, err := routecfg.RemovePredecessors(ctx, cli, c.Etcd.Cluster, self, hostname, pidRunning)
+				self := coord.ProxyInfo{ID: proxyID, Listen: ln.Addr().String()}
+				removed, err := coord.RemovePredecessors(ctx, cli, c.Etcd.Cluster, self, hostname, pidRunning)
 				if err != nil {
 					log.Warn("could not remove a dead predecessor's registration", zap.Error(err))
 				}
@@ -504,7 +505,7 @@ func serve(args []string) error {
 		Timeout: c.Migration.DualWriteTimeout, Metrics: dualMetrics, Log: log.Named("dualwrite")})
 	defer dual.Close()
 	listed := make(chan struct{})
-	go migrate.WatchJobs(ctx, routecfg.NewJobStore(cli, c.Etcd.Cluster), log.Named("migrate"), listed, dual, ramps)
+	go migrate.WatchJobs(ctx, coord.NewJobStore(cli, c.Etcd.Cluster), log.Named("migrate"), listed, dual, ramps)
 	eng.SetDualWrites(dualWrites{dual})
 	// Migration jobs run in every proxy (whichever wins a job's runner
 	// election), so a job survives the death of the one running it.

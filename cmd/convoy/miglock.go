@@ -10,13 +10,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/proxy/engine"
 	"github.com/convoy-im/convoy/proxy/shardgate"
 	"github.com/convoy-im/convoy/routecfg"
 )
 
-// shardHolder gives routecfg's LockFollower the engine's holds and write
-// fences (routecfg.ShardHolder; the engine does not import routecfg). It
+// shardHolder gives coord's LockFollower the engine's holds and write
+// fences (coord.ShardHolder; the engine does not import coord). It
 // also keeps the start-up fence: while this proxy is not registered in
 // etcd, or its lock follower is not running, every sharded write is
 // refused (see migrationLock).
@@ -48,7 +49,7 @@ func (g *givenHold) Release() {
 	g.ShardHold.Release()
 }
 
-func (h *shardHolder) Hold(ctx context.Context, shard int) (routecfg.ShardHold, error) {
+func (h *shardHolder) Hold(ctx context.Context, shard int) (coord.ShardHold, error) {
 	h.mu.Lock()
 	f, adopted := h.adopted[shard]
 	delete(h.adopted, shard)
@@ -72,7 +73,7 @@ func (h *shardHolder) Hold(ctx context.Context, shard int) (routecfg.ShardHold, 
 }
 
 // Fence is the engine's write fence.
-func (h *shardHolder) Fence(ctx context.Context, err error) routecfg.WriteFence {
+func (h *shardHolder) Fence(ctx context.Context, err error) coord.WriteFence {
 	f, _ := h.e.Fence(ctx, err)
 	return f
 }
@@ -111,10 +112,10 @@ func (h *shardHolder) liftFence() {
 }
 
 // errUnregistered is what writes get while the proxy is not registered.
-var errUnregistered = fmt.Errorf("%w: this proxy is not registered in etcd, or not following its migration locks, yet: a migration could switch a shard without it, so writes are refused until it does (reads are served)", routecfg.ErrShardUnavailable)
+var errUnregistered = fmt.Errorf("%w: this proxy is not registered in etcd, or not following its migration locks, yet: a migration could switch a shard without it, so writes are refused until it does (reads are served)", coord.ErrShardUnavailable)
 
 // migrationLock is the proxy's share of the migration lock protocol
-// (routecfg/doc.go, "Migration lock"): the registration migrators count,
+// (coord/doc.go, "Migration lock"): the registration migrators count,
 // and the LockFollower that holds shards for them through the engine.
 //
 // Order: the route watcher runs first (the registration records the route
@@ -130,21 +131,21 @@ var errUnregistered = fmt.Errorf("%w: this proxy is not registered in etcd, or n
 type migrationLock struct {
 	cli     *clientv3.Client
 	cluster string
-	info    routecfg.ProxyInfo
+	info    coord.ProxyInfo
 	ttl     time.Duration
 	routes  *routecfg.Watcher
 	holder  *shardHolder
-	metrics *routecfg.LockMetrics
+	metrics *coord.LockMetrics
 	log     *zap.Logger
 	// registered is called once with the registration.
-	registered func(*routecfg.Registration)
+	registered func(*coord.Registration)
 
 	cancel context.CancelFunc
 	done   chan struct{}
 
 	mu       sync.Mutex // guards reg and follower
-	reg      *routecfg.Registration
-	follower *routecfg.LockFollower
+	reg      *coord.Registration
+	follower *coord.LockFollower
 }
 
 // start registers and starts the follower, or fences writes and keeps
@@ -193,8 +194,8 @@ func (m *migrationLock) try(ctx context.Context) error {
 	if m.reg == nil {
 		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		m.info.RouteVersion = m.routes.Current().Version()
-		reg, err := routecfg.Register(rctx, m.cli, m.cluster, m.info, routecfg.WithTTL(m.ttl),
-			routecfg.WithRegistryLogger(m.log.Named("registry")))
+		reg, err := coord.Register(rctx, m.cli, m.cluster, m.info, coord.WithTTL(m.ttl),
+			coord.WithRegistryLogger(m.log.Named("registry")))
 		cancel()
 		if err != nil {
 			return fmt.Errorf("registering: %w", err)
@@ -202,8 +203,8 @@ func (m *migrationLock) try(ctx context.Context) error {
 		m.reg = reg
 		m.registered(reg)
 	}
-	f := routecfg.NewLockFollower(m.cli, m.cluster, m.reg, m.routes, m.holder,
-		routecfg.WithFollowerLogger(m.log.Named("miglock")), routecfg.WithFollowerMetrics(m.metrics))
+	f := coord.NewLockFollower(m.cli, m.cluster, m.reg, m.routes, m.holder,
+		coord.WithFollowerLogger(m.log.Named("miglock")), coord.WithFollowerMetrics(m.metrics))
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	err := f.Start(sctx)
 	cancel()

@@ -20,11 +20,11 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/migrate"
 	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/proxy/directive"
 	"github.com/convoy-im/convoy/proxy/engine"
-	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -57,7 +57,7 @@ const migrateUsage = `usage: convoy migrate [--config FILE] [--etcd HOST:PORT,..
 
 // migrationManager starts the process's migration manager (runner
 // hosting); reg (nil: none) gets its job metrics.
-func migrationManager(cli *clientv3.Client, c Config, id string, log *zap.Logger, reg prometheus.Registerer, lockMetrics *routecfg.LockMetrics) (*migrate.Manager, error) {
+func migrationManager(cli *clientv3.Client, c Config, id string, log *zap.Logger, reg prometheus.Registerer, lockMetrics *coord.LockMetrics) (*migrate.Manager, error) {
 	metrics, err := migrate.NewMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -186,7 +186,7 @@ func migrationWorker(ctx context.Context, cli *clientv3.Client, c Config, log *z
 		return err
 	}
 	reg := newRegistry()
-	lockMetrics, err := routecfg.NewLockMetrics(reg, c.Etcd.Cluster)
+	lockMetrics, err := coord.NewLockMetrics(reg, c.Etcd.Cluster)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/planner"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
@@ -103,7 +104,7 @@ func measureFleet(ctx context.Context, cli *clientv3.Client, c Config, limits pl
 	if err != nil {
 		return planner.Inputs{}, err
 	}
-	proxies, err := routecfg.ListProxies(ctx, cli, c.Etcd.Cluster)
+	proxies, err := coord.ListProxies(ctx, cli, c.Etcd.Cluster)
 	if err != nil {
 		return planner.Inputs{}, err
 	}
@@ -116,7 +117,7 @@ func measureFleet(ctx context.Context, cli *clientv3.Client, c Config, limits pl
 		}
 		loads = append(loads, l)
 	}
-	samples, err := routecfg.SizeSamples(ctx, cli, c.Etcd.Cluster)
+	samples, err := coord.SizeSamples(ctx, cli, c.Etcd.Cluster)
 	if err != nil {
 		return planner.Inputs{}, err
 	}

@@ -48,7 +48,7 @@ type Options struct {
 	// HoldMaxQueue bounds the writes queued per held shard. The seed
 	// prefers a short queue to reordered messages; the bounds keep a stuck
 	// switch from piling up clients. Defaults 3s and 10000: a switch that
-	// aborts for a missing acknowledgement holds for routecfg's ack timeout
+	// aborts for a missing acknowledgement holds for coord's ack timeout
 	// (2 s), and the writes queued behind it then go through instead of
 	// failing just before (BenchmarkMigrationUnderLoad: 2 writes failed in
 	// 100 switches with 2 s).

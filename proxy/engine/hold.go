@@ -98,7 +98,7 @@ func (s *Session) endWrite(shards []router.Shard) {
 	s.e.gate.Leave(shards)
 }
 
-// Hold holds shard's writes: see shardgate.Gates.Hold (routecfg's
+// Hold holds shard's writes: see shardgate.Gates.Hold (coord's
 // LockFollower calls it through cmd/convoy).
 func (e *Engine) Hold(ctx context.Context, shard int) (*shardgate.ShardHold, error) {
 	return e.gate.Hold(ctx, shard)

@@ -44,7 +44,7 @@ type Metrics struct {
 	window atomic.Pointer[windowSource] // set by New; read at scrape time
 
 	// Migration holds (hold.go); the proxy-side hold time and failures are
-	// routecfg's LockMetrics.
+	// coord's LockMetrics.
 	holdQueued  prometheus.Gauge
 	holdWait    prometheus.Histogram
 	holdRefused fixedCounters

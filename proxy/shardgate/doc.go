@@ -2,7 +2,7 @@
 // §5, step 6): while a shard's writes switch to another datasource, every
 // proxy stops sending them, queues new ones in arrival order and lets the
 // transactions open on the shard end. The lock protocol around it (etcd,
-// acknowledgements, when to release) is routecfg's LockFollower, which
+// acknowledgements, when to release) is coord's LockFollower, which
 // reaches this package through the engine's Hold; the engine admits every
 // write here before it routes it.
 //

@@ -206,7 +206,7 @@ func (t *Txn) End(release func()) {
 	t.gt.unregister(t)
 }
 
-// ShardHold is one shard held by Gates.Hold (routecfg's ShardHold).
+// ShardHold is one shard held by Gates.Hold (coord's ShardHold).
 type ShardHold struct {
 	g     *Gates
 	shard router.Shard
@@ -228,7 +228,7 @@ type ShardHold struct {
 // is still running then (an autocommit statement, or a statement of a
 // failed transaction, which may be its COMMIT), Hold cannot promise that
 // nothing more lands on the shard: it releases and returns an error (the
-// switch aborts; routecfg retries).
+// switch aborts; coord retries).
 func (g *Gates) Hold(ctx context.Context, shard int) (*ShardHold, error) {
 	if shard < 0 || shard >= router.NumShards {
 		return nil, fmt.Errorf("engine: hold: no shard %d", shard)

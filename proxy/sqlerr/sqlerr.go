@@ -79,7 +79,7 @@ var codes = [codeCount]mysqlCode{
 	// A write queued behind a migration hold past its bound: the lock wait
 	// timeout drivers and ORMs already retry (the statement did nothing).
 	ShardHeld: {"shard_held", mysql.ER_LOCK_WAIT_TIMEOUT, "HY000"},
-	// routecfg.ErrShardUnavailable, through ShardHold.Fail: the proxy
+	// coord.ErrShardUnavailable, through ShardHold.Fail: the proxy
 	// cannot tell which datasource is authoritative for the shard; the
 	// message says so and names the shard. Transient, like a datasource
 	// that is down.

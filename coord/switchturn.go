@@ -1,4 +1,4 @@
-package routecfg
+package coord
 
 import (
 	"context"
@@ -67,7 +67,7 @@ func (r *Runner) takeTurn(ctx context.Context) (*switchTurn, error) {
 		// Unanswered: the key may exist, and it would stall every other
 		// shard's switch for as long as this runner lives.
 		_ = r.releaseTurn(&switchTurn{key: key})
-		return nil, fmt.Errorf("routecfg: shard %d: queue for the switch turn: %w", r.shard, err)
+		return nil, fmt.Errorf("coord: shard %d: queue for the switch turn: %w", r.shard, err)
 	}
 	turn := &switchTurn{key: key, rev: resp.Header.Revision}
 	if !resp.Succeeded {
@@ -96,7 +96,7 @@ func (r *Runner) waitTurn(ctx context.Context, turn *switchTurn) error {
 	for {
 		resp, err := cli.Get(ctx, prefix, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(turn.rev-1))...)
 		if err != nil {
-			return fmt.Errorf("routecfg: shard %d: wait for the switch turn: %w", r.shard, err)
+			return fmt.Errorf("coord: shard %d: wait for the switch turn: %w", r.shard, err)
 		}
 		if len(resp.Kvs) == 0 {
 			if logged != "" {
@@ -128,7 +128,7 @@ func (r *Runner) waitDeleted(ctx context.Context, key string, rev int64) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("routecfg: shard %d: wait for the switch turn: %w", r.shard, ctx.Err())
+			return fmt.Errorf("coord: shard %d: wait for the switch turn: %w", r.shard, ctx.Err())
 		case <-r.Done():
 			return r.guard().lost()
 		case ch := <-pending:
@@ -150,7 +150,7 @@ func (r *Runner) releaseTurn(turn *switchTurn) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("routecfg: shard %d: the switch turn could not be given back before the runner's lease was lost; it expires with it: %w", r.shard, err)
+		return fmt.Errorf("coord: shard %d: the switch turn could not be given back before the runner's lease was lost; it expires with it: %w", r.shard, err)
 	}
 	return nil
 }

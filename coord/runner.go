@@ -1,4 +1,4 @@
-package routecfg
+package coord
 
 import (
 	"context"
@@ -101,7 +101,7 @@ func CampaignRunner(ctx context.Context, store *JobStore, shard int, id string, 
 	t0 := time.Now()
 	lead, err := Elect(ctx, store.cli, runnersUnder(store.prefix, shard), id, cfg.ttl)
 	if err != nil {
-		return nil, fmt.Errorf("routecfg: runner %s of shard %d: %w", id, shard, err)
+		return nil, fmt.Errorf("coord: runner %s of shard %d: %w", id, shard, err)
 	}
 	r := &Runner{store: store, shard: shard, id: id, cfg: cfg, lead: lead,
 		log: cfg.log.With(zap.String("cluster", store.cluster), zap.Int("shard", shard), zap.String("runner", id),
@@ -129,7 +129,7 @@ func (r *Runner) Done() <-chan struct{} { return r.lead.Done() }
 // rather than after a TTL. Idempotent.
 func (r *Runner) Close() error {
 	if err := r.lead.Close(); err != nil {
-		return fmt.Errorf("routecfg: runner %s of shard %d: %w (it expires within %s)", r.id, r.shard, err, r.cfg.ttl)
+		return fmt.Errorf("coord: runner %s of shard %d: %w (it expires within %s)", r.id, r.shard, err, r.cfg.ttl)
 	}
 	r.log.Info("migration runner resigned")
 	return nil
@@ -156,7 +156,7 @@ func (g *runnerGuard) cmps(base ...clientv3.Cmp) []clientv3.Cmp {
 }
 
 func (g *runnerGuard) lost() error {
-	return fmt.Errorf("routecfg: %w: runner %s of shard %d (its election key %s is gone)", ErrNotRunner, g.id, g.shard, g.key)
+	return fmt.Errorf("coord: %w: runner %s of shard %d (its election key %s is gone)", ErrNotRunner, g.id, g.shard, g.key)
 }
 
 // Elected asks etcd whether the runner still holds its election, by a
@@ -173,7 +173,7 @@ func (r *Runner) Elected(ctx context.Context) error {
 	}
 	resp, err := r.store.cli.Txn(ctx).If(r.guard().cmps()...).Commit()
 	if err != nil {
-		return fmt.Errorf("routecfg: runner %s of shard %d: read its election key: %w", r.id, r.shard, err)
+		return fmt.Errorf("coord: runner %s of shard %d: read its election key: %w", r.id, r.shard, err)
 	}
 	if !resp.Succeeded {
 		return r.guard().lost()
@@ -194,7 +194,7 @@ func (r *Runner) SaveJob(ctx context.Context, job Job) (Job, error) { return r.S
 // crash leaves one without the other).
 func (r *Runner) SaveJobWith(ctx context.Context, job Job, also ...clientv3.Op) (Job, error) {
 	if job.Shard != r.shard {
-		return Job{}, fmt.Errorf("routecfg: runner of shard %d cannot write the job of shard %d", r.shard, job.Shard)
+		return Job{}, fmt.Errorf("coord: runner of shard %d cannot write the job of shard %d", r.shard, job.Shard)
 	}
 	return r.store.update(ctx, job, r.guard(), also...)
 }
@@ -202,7 +202,7 @@ func (r *Runner) SaveJobWith(ctx context.Context, job Job, also ...clientv3.Op) 
 // DeleteJob is JobStore.Delete fenced by the election.
 func (r *Runner) DeleteJob(ctx context.Context, job Job) error {
 	if job.Shard != r.shard {
-		return fmt.Errorf("routecfg: runner of shard %d cannot delete the job of shard %d", r.shard, job.Shard)
+		return fmt.Errorf("coord: runner of shard %d cannot delete the job of shard %d", r.shard, job.Shard)
 	}
 	return r.store.delete(ctx, job, r.guard())
 }
@@ -219,7 +219,7 @@ func RunnerOf(ctx context.Context, cli *clientv3.Client, cluster string, shard i
 	prefix := runnersPrefix(cluster, shard) + "/"
 	resp, err := cli.Get(ctx, prefix, clientv3.WithFirstCreate()...)
 	if err != nil {
-		return "", false, fmt.Errorf("routecfg: read the runner of shard %d: %w", shard, err)
+		return "", false, fmt.Errorf("coord: read the runner of shard %d: %w", shard, err)
 	}
 	if len(resp.Kvs) == 0 {
 		return "", false, nil

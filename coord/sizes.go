@@ -1,4 +1,4 @@
-package routecfg
+package coord
 
 import (
 	"context"
@@ -42,7 +42,7 @@ func PutDailySample(ctx context.Context, cli *clientv3.Client, cluster string, s
 		return false, err
 	}
 	if len(s.Day) != 8 {
-		return false, fmt.Errorf("routecfg: size sample day %q is not yyyymmdd", s.Day)
+		return false, fmt.Errorf("coord: size sample day %q is not yyyymmdd", s.Day)
 	}
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -52,7 +52,7 @@ func PutDailySample(ctx context.Context, cli *clientv3.Client, cluster string, s
 	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, string(b))).Commit()
 	if err != nil {
-		return false, fmt.Errorf("routecfg: store size sample %s: %w", key, err)
+		return false, fmt.Errorf("coord: store size sample %s: %w", key, err)
 	}
 	if !resp.Succeeded {
 		return false, nil
@@ -77,7 +77,7 @@ func SizeSamples(ctx context.Context, cli *clientv3.Client, cluster string) ([]S
 	}
 	resp, err := cli.Get(ctx, SizesPrefix(cluster), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
 	if err != nil {
-		return nil, fmt.Errorf("routecfg: read size samples: %w", err)
+		return nil, fmt.Errorf("coord: read size samples: %w", err)
 	}
 	out := make([]SizeSample, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {

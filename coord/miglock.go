@@ -1,4 +1,4 @@
-package routecfg
+package coord
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -137,7 +138,7 @@ func (l LockInfo) ackTimeout() time.Duration {
 func decodeLock(kv []byte, createRevision int64) (LockInfo, error) {
 	var l LockInfo
 	if err := json.Unmarshal(kv, &l); err != nil {
-		return LockInfo{}, fmt.Errorf("routecfg: stored value is not a migration lock: %w", err)
+		return LockInfo{}, fmt.Errorf("coord: stored value is not a migration lock: %w", err)
 	}
 	l.Revision = createRevision
 	return l, nil
@@ -159,7 +160,7 @@ func ListLocks(ctx context.Context, cli *clientv3.Client, cluster string) ([]Loc
 	}
 	resp, err := cli.Get(ctx, LocksPrefix(cluster), clientv3.WithPrefix())
 	if err != nil {
-		return nil, fmt.Errorf("routecfg: list migration locks: %w", err)
+		return nil, fmt.Errorf("coord: list migration locks: %w", err)
 	}
 	var out []LockInfo
 	for _, kv := range resp.Kvs {
@@ -243,7 +244,7 @@ func (tx *SwitchTx) Lock() LockInfo { return tx.info }
 // FlipRoutes stores doc (edited from Routes(), so with its Version) as
 // version RouteVersion(), in one etcd transaction that also marks the lock
 // LockSwitched, and only if the routes are unchanged since the lock was
-// taken (else ErrVersionConflict), the lock is still this one and the
+// taken (else routecfg.ErrVersionConflict), the lock is still this one and the
 // runner still has the cluster's switch turn (else ErrLockLost) and the
 // runner is still elected (else ErrNotRunner): a
 // migrator whose lease expired can never flip routes under a lock that
@@ -254,25 +255,25 @@ func (tx *SwitchTx) FlipRoutes(ctx context.Context, doc router.Document) error {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	if tx.state == flipDone {
-		return errors.New("routecfg: [BUG] FlipRoutes called twice in one switch")
+		return errors.New("coord: [BUG] FlipRoutes called twice in one switch")
 	}
 	if doc.Version != tx.doc.Version {
-		return fmt.Errorf("routecfg: FlipRoutes: the document has version %d, want %d (edit the one SwitchTx.Routes returns)", doc.Version, tx.doc.Version)
+		return fmt.Errorf("coord: FlipRoutes: the document has version %d, want %d (edit the one SwitchTx.Routes returns)", doc.Version, tx.doc.Version)
 	}
 	doc.Version = tx.info.RouteVersion
-	doc.ChangedBy = fmt.Sprintf("%s: migration %s of shard %d, runner %s", Identity(tx.r.store.cli), tx.info.JobID, tx.info.Shard, tx.r.id)
-	val, err := encodeValid(doc)
+	doc.ChangedBy = fmt.Sprintf("%s: migration %s of shard %d, runner %s", routecfg.Identity(tx.r.store.cli), tx.info.JobID, tx.info.Shard, tx.r.id)
+	val, err := routecfg.EncodeDocument(doc)
 	if err != nil {
 		return err
 	}
 	if tx.state == flipUnknown && !bytes.Equal(val, tx.value) {
-		return errors.New("routecfg: FlipRoutes retried with a different document after an unanswered attempt")
+		return errors.New("coord: FlipRoutes retried with a different document after an unanswered attempt")
 	}
 	info := tx.info
 	info.State = LockSwitched
 	info.SwitchedAt = time.Now().UTC()
 	lockVal, _ := json.Marshal(info)
-	routesKey := RoutesKey(tx.r.store.cluster)
+	routesKey := routecfg.RoutesKey(tx.r.store.cluster)
 	resp, err := tx.r.store.cli.Txn(ctx).
 		If(tx.r.guard().cmps(
 			clientv3.Compare(clientv3.ModRevision(routesKey), "=", tx.routesRev),
@@ -283,7 +284,7 @@ func (tx *SwitchTx) FlipRoutes(ctx context.Context, doc router.Document) error {
 		Commit()
 	if err != nil {
 		tx.state, tx.value = flipUnknown, val
-		return fmt.Errorf("routecfg: route flip of shard %d to version %d: no answer from etcd, outcome unknown: %w", tx.info.Shard, tx.info.RouteVersion, err)
+		return fmt.Errorf("coord: route flip of shard %d to version %d: no answer from etcd, outcome unknown: %w", tx.info.Shard, tx.info.RouteVersion, err)
 	}
 	if !resp.Succeeded {
 		routes := resp.Responses[0].GetResponseRange().GetKvs()
@@ -293,11 +294,11 @@ func (tx *SwitchTx) FlipRoutes(ctx context.Context, doc router.Document) error {
 		case tx.state == flipUnknown && len(routes) == 1 && bytes.Equal(routes[0].Value, val):
 			// Our unanswered attempt was applied.
 		case len(routes) == 0 || routes[0].ModRevision != tx.routesRev:
-			return fmt.Errorf("routecfg: route flip of shard %d: %w: the routes changed since the lock was taken", tx.info.Shard, ErrVersionConflict)
+			return fmt.Errorf("coord: route flip of shard %d: %w: the routes changed since the lock was taken", tx.info.Shard, routecfg.ErrVersionConflict)
 		case len(lock) == 0 || lock[0].ModRevision != tx.lockRev:
-			return fmt.Errorf("routecfg: route flip of shard %d: %w (its lease expired?)", tx.info.Shard, ErrLockLost)
+			return fmt.Errorf("coord: route flip of shard %d: %w (its lease expired?)", tx.info.Shard, ErrLockLost)
 		case len(turn) == 0 || turn[0].CreateRevision != tx.turn.rev:
-			return fmt.Errorf("routecfg: route flip of shard %d: %w: the runner's switch turn %s is gone", tx.info.Shard, ErrLockLost, tx.turn.key)
+			return fmt.Errorf("coord: route flip of shard %d: %w: the runner's switch turn %s is gone", tx.info.Shard, ErrLockLost, tx.turn.key)
 		default:
 			return tx.r.guard().lost()
 		}
@@ -426,9 +427,9 @@ func (r *Runner) switchLocked(ctx context.Context, opts SwitchOptions, flip func
 	case aw.err != nil:
 		err, reason = aw.err, aw.reason
 	case flipErr != nil && flipped:
-		err = fmt.Errorf("routecfg: shard %d switched to route version %d, but the switch callback failed after the flip: %w", r.shard, info.RouteVersion, flipErr)
+		err = fmt.Errorf("coord: shard %d switched to route version %d, but the switch callback failed after the flip: %w", r.shard, info.RouteVersion, flipErr)
 	case flipErr != nil:
-		err, reason = fmt.Errorf("routecfg: shard %d: %w: the switch callback failed: %w", r.shard, ErrSwitchAborted, flipErr), "callback"
+		err, reason = fmt.Errorf("coord: shard %d: %w: the switch callback failed: %w", r.shard, ErrSwitchAborted, flipErr), "callback"
 	}
 	switch {
 	case rmErr != nil && err != nil:
@@ -468,7 +469,7 @@ func (r *Runner) takeLock(ctx context.Context, opts SwitchOptions, turn *switchT
 		dresp, derr := r.store.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(stale.key), "=", stale.modRev)).
 			Then(clientv3.OpDelete(stale.key)).Commit()
 		if derr != nil || !dresp.Succeeded {
-			return nil, nil, fmt.Errorf("routecfg: shard %d: remove this runner's leftover migration lock: %w", r.shard, cmp.Or(derr, ErrLockHeld))
+			return nil, nil, fmt.Errorf("coord: shard %d: remove this runner's leftover migration lock: %w", r.shard, cmp.Or(derr, ErrLockHeld))
 		}
 		r.log.Warn("removed this runner's leftover migration lock (an earlier attempt went unanswered)", zap.Int64("revision", stale.modRev))
 		tx, proxies, err = r.takeLockOnce(ctx, opts, turn)
@@ -483,7 +484,7 @@ type staleLock struct {
 }
 
 func (e *staleLock) Error() string {
-	return fmt.Sprintf("routecfg: %s: %v (this runner's own, revision %d)", e.key, ErrLockHeld, e.modRev)
+	return fmt.Sprintf("coord: %s: %v (this runner's own, revision %d)", e.key, ErrLockHeld, e.modRev)
 }
 
 func (e *staleLock) Unwrap() error { return ErrLockHeld }
@@ -494,15 +495,15 @@ func (r *Runner) takeLockOnce(ctx context.Context, opts SwitchOptions, turn *swi
 	if err != nil {
 		return nil, nil, err
 	}
-	routesKey := RoutesKey(cluster)
+	routesKey := routecfg.RoutesKey(cluster)
 	rresp, err := cli.Get(ctx, routesKey)
 	if err != nil {
-		return nil, nil, fmt.Errorf("routecfg: read %s: %w", routesKey, err)
+		return nil, nil, fmt.Errorf("coord: read %s: %w", routesKey, err)
 	}
 	if len(rresp.Kvs) == 0 {
-		return nil, nil, fmt.Errorf("routecfg: %w for cluster %q", ErrNotFound, cluster)
+		return nil, nil, fmt.Errorf("coord: %w for cluster %q", routecfg.ErrNotFound, cluster)
 	}
-	doc, err := decode(rresp.Kvs[0].Value)
+	doc, err := routecfg.DecodeDocument(rresp.Kvs[0].Value)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -529,7 +530,7 @@ func (r *Runner) takeLockOnce(ctx context.Context, opts SwitchOptions, turn *swi
 		// Unanswered: the lock may exist. It is under our lease; remove it
 		// (guarded by its value) before reporting.
 		r.dropUnansweredLock(lockKey, string(val))
-		return nil, nil, fmt.Errorf("routecfg: take the migration lock of shard %d: %w", r.shard, err)
+		return nil, nil, fmt.Errorf("coord: take the migration lock of shard %d: %w", r.shard, err)
 	}
 	if !resp.Succeeded {
 		lock := resp.Responses[0].GetResponseRange().GetKvs()
@@ -542,13 +543,13 @@ func (r *Runner) takeLockOnce(ctx context.Context, opts SwitchOptions, turn *swi
 			if held.JobID == job.ID && held.Runner == r.id && lock[0].Lease == int64(r.Lease()) {
 				return nil, nil, &staleLock{key: lockKey, modRev: lock[0].ModRevision}
 			}
-			return nil, nil, fmt.Errorf("routecfg: shard %d: %w (job %s, runner %s)", r.shard, ErrLockHeld, held.JobID, held.Runner)
+			return nil, nil, fmt.Errorf("coord: shard %d: %w (job %s, runner %s)", r.shard, ErrLockHeld, held.JobID, held.Runner)
 		case len(routes) == 0 || routes[0].ModRevision != rresp.Kvs[0].ModRevision:
-			return nil, nil, fmt.Errorf("routecfg: shard %d: %w: the routes changed while the lock was being taken; try again", r.shard, ErrVersionConflict)
+			return nil, nil, fmt.Errorf("coord: shard %d: %w: the routes changed while the lock was being taken; try again", r.shard, routecfg.ErrVersionConflict)
 		case len(jobKV) == 0:
-			return nil, nil, fmt.Errorf("routecfg: %w %d", ErrJobNotFound, r.shard)
+			return nil, nil, fmt.Errorf("coord: %w %d", ErrJobNotFound, r.shard)
 		case len(turnKV) == 0 || turnKV[0].CreateRevision != turn.rev:
-			return nil, nil, fmt.Errorf("routecfg: shard %d: %w: the runner's switch turn %s is gone", r.shard, ErrLockLost, turn.key)
+			return nil, nil, fmt.Errorf("coord: shard %d: %w: the runner's switch turn %s is gone", r.shard, ErrLockLost, turn.key)
 		default:
 			return nil, nil, r.guard().lost()
 		}
@@ -666,14 +667,14 @@ func (r *Runner) waitAcks(ctx context.Context, lockRev int64, proxies []ProxyInf
 	for len(aw.pending) > 0 {
 		select {
 		case <-timer.C:
-			aw.err = fmt.Errorf("routecfg: shard %d: %w: no acknowledgement by the deadline from %s", r.shard, ErrSwitchAborted, strings.Join(aw.list(aw.pending), ", "))
+			aw.err = fmt.Errorf("coord: shard %d: %w: no acknowledgement by the deadline from %s", r.shard, ErrSwitchAborted, strings.Join(aw.list(aw.pending), ", "))
 			aw.reason = "ack_timeout"
 			return aw
 		case <-ctx.Done():
-			aw.err, aw.reason = fmt.Errorf("routecfg: shard %d: %w: %w", r.shard, ErrSwitchAborted, ctx.Err()), "canceled"
+			aw.err, aw.reason = fmt.Errorf("coord: shard %d: %w: %w", r.shard, ErrSwitchAborted, ctx.Err()), "canceled"
 			return aw
 		case <-r.Done():
-			aw.err, aw.reason = fmt.Errorf("routecfg: shard %d: %w: %w", r.shard, ErrSwitchAborted, r.guard().lost()), "runner_lost"
+			aw.err, aw.reason = fmt.Errorf("coord: shard %d: %w: %w", r.shard, ErrSwitchAborted, r.guard().lost()), "runner_lost"
 			return aw
 		case <-probe.C:
 			var ps []ProxyInfo
@@ -749,6 +750,14 @@ func (r *Runner) waitAcks(ctx context.Context, lockRev int64, proxies []ProxyInf
 	return aw
 }
 
+// Backoff between attempts to re-establish a broken watch of the
+// migrations (the lock follower's, the acknowledgement wait's): the same
+// bounds as the route watcher's (routecfg/watcher.go).
+const (
+	minRewatchBackoff = 100 * time.Millisecond
+	maxRewatchBackoff = 5 * time.Second
+)
+
 // startWatch creates a watch without blocking the caller: clientv3's Watch
 // returns only once the server created the watch, which is never while etcd
 // is down, and the caller must keep serving its deadlines meanwhile. The
@@ -779,7 +788,7 @@ func (r *Runner) removeLock(tx *SwitchTx) (bool, error) {
 	})
 	if err != nil {
 		flipped, ferr := r.flipOutcome(tx)
-		return flipped, errors.Join(fmt.Errorf("routecfg: shard %d: the migration lock could not be removed before the runner's lease was lost; it expires with it: %w", r.shard, err), ferr)
+		return flipped, errors.Join(fmt.Errorf("coord: shard %d: the migration lock could not be removed before the runner's lease was lost; it expires with it: %w", r.shard, err), ferr)
 	}
 	if resp.Succeeded {
 		if prev := resp.Responses[0].GetResponseDeleteRange().GetPrevKvs(); len(prev) == 1 {
@@ -807,9 +816,9 @@ func (r *Runner) flipOutcome(tx *SwitchTx) (bool, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	resp, err := r.store.cli.Get(ctx, RoutesKey(r.store.cluster))
+	resp, err := r.store.cli.Get(ctx, routecfg.RoutesKey(r.store.cluster))
 	if err != nil {
-		return false, fmt.Errorf("routecfg: shard %d: %w: %w", r.shard, ErrFlipUnknown, err)
+		return false, fmt.Errorf("coord: shard %d: %w: %w", r.shard, ErrFlipUnknown, err)
 	}
 	// Once the lock is gone the guarded flip can no longer apply, so what
 	// the routes hold now is final for this switch: our document, or a
@@ -819,9 +828,9 @@ func (r *Runner) flipOutcome(tx *SwitchTx) (bool, error) {
 		return true, nil
 	}
 	if len(resp.Kvs) == 1 {
-		if doc, err := decode(resp.Kvs[0].Value); err == nil && doc.Version < tx.info.RouteVersion {
+		if doc, err := routecfg.DecodeDocument(resp.Kvs[0].Value); err == nil && doc.Version < tx.info.RouteVersion {
 			return false, nil
 		}
 	}
-	return false, fmt.Errorf("routecfg: shard %d: %w: the routes moved past version %d; check where they put the shard", r.shard, ErrFlipUnknown, tx.info.RouteVersion)
+	return false, fmt.Errorf("coord: shard %d: %w: the routes moved past version %d; check where they put the shard", r.shard, ErrFlipUnknown, tx.info.RouteVersion)
 }

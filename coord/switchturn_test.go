@@ -1,4 +1,4 @@
-package routecfg
+package coord
 
 import (
 	"context"

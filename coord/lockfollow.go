@@ -1,4 +1,4 @@
-package routecfg
+package coord
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/convoy-im/convoy/routecfg"
 )
 
 // Migration lock, proxy side: a LockFollower in every proxy watches the
@@ -107,7 +109,7 @@ type LockFollower struct {
 	cli     *clientv3.Client
 	cluster string
 	reg     *Registration
-	routes  *Watcher
+	routes  *routecfg.Watcher
 	holder  ShardHolder
 	cfg     followerConfig
 	log     *zap.Logger
@@ -180,8 +182,8 @@ type lockSnapshot struct {
 // NewLockFollower returns the follower of a cluster's migration locks for
 // the proxy registered as reg, whose routes come from routes, holding
 // shards through holder. Call Start before serving writes.
-func NewLockFollower(cli *clientv3.Client, cluster string, reg *Registration, routes *Watcher, holder ShardHolder, opts ...FollowerOption) *LockFollower {
-	cfg := followerConfig{log: zap.NewNop(), readTimeout: DefaultReadTimeout}
+func NewLockFollower(cli *clientv3.Client, cluster string, reg *Registration, routes *routecfg.Watcher, holder ShardHolder, opts ...FollowerOption) *LockFollower {
+	cfg := followerConfig{log: zap.NewNop(), readTimeout: routecfg.DefaultReadTimeout}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -206,7 +208,7 @@ func NewLockFollower(cli *clientv3.Client, cluster string, reg *Registration, ro
 // Start fails: the proxy cannot know which shards it must not write.
 func (f *LockFollower) Start(ctx context.Context) error {
 	if !f.started.CompareAndSwap(false, true) {
-		return errors.New("routecfg: lock follower already started")
+		return errors.New("coord: lock follower already started")
 	}
 	fail := func(err error) error {
 		close(f.done)
@@ -216,13 +218,13 @@ func (f *LockFollower) Start(ctx context.Context) error {
 		return fail(err)
 	}
 	if f.reg == nil || f.routes == nil || f.routes.Current() == nil || f.holder == nil {
-		return fail(errors.New("routecfg: the lock follower needs a registration, a started route watcher and a shard holder"))
+		return fail(errors.New("coord: the lock follower needs a registration, a started route watcher and a shard holder"))
 	}
 	rctx, cancel := context.WithTimeout(ctx, f.cfg.readTimeout)
 	snap, err := f.read(rctx)
 	cancel()
 	if err != nil {
-		return fail(fmt.Errorf("routecfg: cannot read the migration locks, so this proxy cannot know which shards it must hold: %w", err))
+		return fail(fmt.Errorf("coord: cannot read the migration locks, so this proxy cannot know which shards it must hold: %w", err))
 	}
 	// A switch may have flipped the routes, and ended, between the route
 	// watcher's start and this read: then no lock says so, and the
@@ -240,7 +242,7 @@ func (f *LockFollower) Start(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fail(fmt.Errorf("routecfg: the route watcher serves version %d, etcd holds %d, and the newer one could not be loaded: %w",
+			return fail(fmt.Errorf("coord: the route watcher serves version %d, etcd holds %d, and the newer one could not be loaded: %w",
 				f.routes.Current().Version(), snap.routes, err))
 		case <-time.After(followTick):
 		}
@@ -263,7 +265,7 @@ func (f *LockFollower) Start(ctx context.Context) error {
 					o.hold.Fail(f.closedErr(o.shard))
 				}
 			}
-			return fail(fmt.Errorf("routecfg: shard %d is locked for a migration switch (job %s) and cannot be held: %w", sh.shard, sh.lock.JobID, err))
+			return fail(fmt.Errorf("coord: shard %d is locked for a migration switch (job %s) and cannot be held: %w", sh.shard, sh.lock.JobID, err))
 		}
 		f.held(sh, h, time.Now())
 	}
@@ -321,7 +323,7 @@ func (f *LockFollower) read(ctx context.Context) (lockSnapshot, error) {
 	resp, err := f.cli.Txn(ctx).Then(
 		clientv3.OpGet(LocksPrefix(f.cluster), clientv3.WithPrefix()),
 		clientv3.OpGet(from, clientv3.WithRange(end), clientv3.WithKeysOnly()),
-		clientv3.OpGet(RoutesKey(f.cluster))).Commit()
+		clientv3.OpGet(routecfg.RoutesKey(f.cluster))).Commit()
 	if err != nil {
 		return lockSnapshot{}, err
 	}
@@ -342,7 +344,7 @@ func (f *LockFollower) read(ctx context.Context) (lockSnapshot, error) {
 		}
 	}
 	if kvs := resp.Responses[2].GetResponseRange().GetKvs(); len(kvs) == 1 {
-		if doc, err := decode(kvs[0].Value); err == nil {
+		if doc, err := routecfg.DecodeDocument(kvs[0].Value); err == nil {
 			snap.routes = doc.Version
 		}
 	}

@@ -1,4 +1,4 @@
-package routecfg
+package coord
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/convoy-im/convoy/routecfg"
 )
 
 // Proxy registry
@@ -98,7 +100,7 @@ func decodeProxy(b []byte) (ProxyInfo, error) {
 // '/', NUL or surrounding spaces.
 func validKeyPart(what, s string) error {
 	if s == "" || strings.ContainsAny(s, "/\x00") || strings.TrimSpace(s) != s {
-		return fmt.Errorf("routecfg: invalid %s %q (it must be non-empty, without '/' or surrounding spaces)", what, s)
+		return fmt.Errorf("coord: invalid %s %q (it must be non-empty, without '/' or surrounding spaces)", what, s)
 	}
 	return nil
 }
@@ -197,7 +199,7 @@ func Register(ctx context.Context, cli *clientv3.Client, cluster string, info Pr
 	if err != nil {
 		r.cancel()
 		close(r.done)
-		return nil, fmt.Errorf("routecfg: cannot register proxy %q in etcd (%s): %w", info.ID, key, err)
+		return nil, fmt.Errorf("coord: cannot register proxy %q in etcd (%s): %w", info.ID, key, err)
 	}
 	r.log.Info("proxy registered", zap.Int64("ttl_seconds", r.ttl), zap.String("lease", leaseHex(r.leaseID())))
 	go r.run(lost, written)
@@ -460,7 +462,7 @@ func (r *Registration) Close() error {
 		r.cancel()
 		<-r.done
 		if err := r.revoke(r.leaseID()); err != nil {
-			r.closeErr = fmt.Errorf("routecfg: revoke the registration lease of %s (it expires within %ds): %w", r.key, r.ttl, err)
+			r.closeErr = fmt.Errorf("coord: revoke the registration lease of %s (it expires within %ds): %w", r.key, r.ttl, err)
 			r.log.Warn("cannot revoke the registration lease; the key expires with it", zap.Error(err))
 			return
 		}
@@ -472,7 +474,7 @@ func (r *Registration) Close() error {
 // ListProxies returns the proxies registered in the cluster, sorted by ID.
 // Values that do not decode are skipped: one broken entry written by hand
 // must not hide the others. Without a deadline on ctx, the read is bounded
-// by DefaultReadTimeout.
+// by routecfg.DefaultReadTimeout.
 func ListProxies(ctx context.Context, cli *clientv3.Client, cluster string) ([]ProxyInfo, error) {
 	regs, err := registrations(ctx, cli, cluster)
 	if err != nil {
@@ -494,20 +496,21 @@ type registration struct {
 }
 
 // registrations reads the cluster's proxy keys (ListProxies' rules: values
-// that do not decode are skipped; DefaultReadTimeout without a deadline).
+// that do not decode are skipped; routecfg.DefaultReadTimeout without a
+// deadline).
 func registrations(ctx context.Context, cli *clientv3.Client, cluster string) ([]registration, error) {
 	if err := validKeyPart("cluster name", cluster); err != nil {
 		return nil, err
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultReadTimeout)
+		ctx, cancel = context.WithTimeout(ctx, routecfg.DefaultReadTimeout)
 		defer cancel()
 	}
 	prefix := ProxiesPrefix(cluster)
 	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
-		return nil, fmt.Errorf("routecfg: list proxies under %s: %w", prefix, err)
+		return nil, fmt.Errorf("coord: list proxies under %s: %w", prefix, err)
 	}
 	out := make([]registration, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
@@ -540,7 +543,7 @@ func RemovePredecessors(ctx context.Context, cli *clientv3.Client, cluster strin
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultReadTimeout)
+		ctx, cancel = context.WithTimeout(ctx, routecfg.DefaultReadTimeout)
 		defer cancel()
 	}
 	regs, err := registrations(ctx, cli, cluster)
@@ -561,7 +564,7 @@ func RemovePredecessors(ctx context.Context, cli *clientv3.Client, cluster strin
 		tr, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(r.key), "=", r.modRev)).
 			Then(clientv3.OpDelete(r.key)).Commit()
 		if err != nil {
-			return removed, fmt.Errorf("routecfg: remove the registration of %s: %w", p.ID, err)
+			return removed, fmt.Errorf("coord: remove the registration of %s: %w", p.ID, err)
 		}
 		if tr.Succeeded {
 			removed = append(removed, p.ID)

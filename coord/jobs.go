@@ -1,4 +1,4 @@
-package routecfg
+package coord
 
 import (
 	"context"
@@ -70,7 +70,7 @@ func parseShardPart(s string) (int, bool) {
 
 func validShard(shard int) error {
 	if shard < 0 || shard >= router.NumShards {
-		return fmt.Errorf("routecfg: shard %d out of range 0..%d", shard, router.NumShards-1)
+		return fmt.Errorf("coord: shard %d out of range 0..%d", shard, router.NumShards-1)
 	}
 	return nil
 }
@@ -84,7 +84,7 @@ type Endpoint struct {
 // String is "datasource:database", as messages name a side.
 func (e Endpoint) String() string { return e.Datasource + ":" + e.Database }
 
-// Job is the persisted state of one shard's migration. routecfg stores it
+// Job is the persisted state of one shard's migration. coord stores it
 // and guards its writes; the meaning of Step, Intent and Progress belongs to
 // the migrate package. The job layer persists Intent before it acts and Step
 // (with Progress) after, so a runner taking over knows what was done and
@@ -105,7 +105,7 @@ type Job struct {
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 	LastError string    `json:"last_error,omitempty"`
-	// Progress is opaque to routecfg (copier checkpoints, checksum state,
+	// Progress is opaque to coord (copier checkpoints, checksum state,
 	// counters); it must be valid JSON when set.
 	Progress json.RawMessage `json:"progress,omitempty"`
 
@@ -126,8 +126,8 @@ type JobEvent struct {
 	Err error
 }
 
-// JobStore reads and writes a cluster's migration job records. Like Store it
-// keeps no state besides the client.
+// JobStore reads and writes a cluster's migration job records. Like
+// routecfg.Store it keeps no state besides the client.
 type JobStore struct {
 	cli     *clientv3.Client
 	cluster string
@@ -157,7 +157,7 @@ func (s *JobStore) Cluster() string { return s.cluster }
 func decodeJob(b []byte, modRevision int64) (Job, error) {
 	var j Job
 	if err := json.Unmarshal(b, &j); err != nil {
-		return Job{}, fmt.Errorf("routecfg: stored value is not a migration job: %w", err)
+		return Job{}, fmt.Errorf("coord: stored value is not a migration job: %w", err)
 	}
 	j.Revision = modRevision
 	return j, nil
@@ -165,7 +165,7 @@ func decodeJob(b []byte, modRevision int64) (Job, error) {
 
 func encodeJob(j Job) (string, error) {
 	if len(j.Progress) > 0 && !json.Valid(j.Progress) {
-		return "", fmt.Errorf("routecfg: job %s: progress is not valid JSON", j.ID)
+		return "", fmt.Errorf("coord: job %s: progress is not valid JSON", j.ID)
 	}
 	b, err := json.Marshal(j)
 	return string(b), err
@@ -199,10 +199,10 @@ func (s *JobStore) Create(ctx context.Context, job Job) (Job, error) {
 		Then(clientv3.OpPut(key, val)).
 		Commit()
 	if err != nil {
-		return Job{}, fmt.Errorf("routecfg: write %s: %w", key, err)
+		return Job{}, fmt.Errorf("coord: write %s: %w", key, err)
 	}
 	if !resp.Succeeded {
-		return Job{}, fmt.Errorf("routecfg: %w (shard %d, key %s)", ErrJobExists, job.Shard, key)
+		return Job{}, fmt.Errorf("coord: %w (shard %d, key %s)", ErrJobExists, job.Shard, key)
 	}
 	job.Revision = resp.Header.Revision
 	return job, nil
@@ -219,10 +219,10 @@ func (s *JobStore) Get(ctx context.Context, shard int) (Job, error) {
 	key := s.Key(shard)
 	resp, err := s.cli.Get(ctx, key)
 	if err != nil {
-		return Job{}, fmt.Errorf("routecfg: read %s: %w", key, err)
+		return Job{}, fmt.Errorf("coord: read %s: %w", key, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return Job{}, fmt.Errorf("routecfg: %w %d (key %s)", ErrJobNotFound, shard, key)
+		return Job{}, fmt.Errorf("coord: %w %d (key %s)", ErrJobNotFound, shard, key)
 	}
 	return decodeJob(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
 }
@@ -256,7 +256,7 @@ func (s *JobStore) update(ctx context.Context, job Job, guard *runnerGuard, also
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
-		return Job{}, fmt.Errorf("routecfg: write %s: %w", key, err)
+		return Job{}, fmt.Errorf("coord: write %s: %w", key, err)
 	}
 	if !resp.Succeeded {
 		return Job{}, s.casFailure(resp, job, guard)
@@ -285,7 +285,7 @@ func (s *JobStore) delete(ctx context.Context, job Job, guard *runnerGuard) erro
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
-		return fmt.Errorf("routecfg: delete %s: %w", key, err)
+		return fmt.Errorf("coord: delete %s: %w", key, err)
 	}
 	if !resp.Succeeded {
 		return s.casFailure(resp, job, guard)
@@ -300,14 +300,14 @@ func (s *JobStore) casFailure(resp *clientv3.TxnResponse, job Job, guard *runner
 	kvs := resp.Responses[0].GetResponseRange().GetKvs()
 	switch {
 	case len(kvs) == 0:
-		return fmt.Errorf("routecfg: %w: job %s of shard %d was deleted (key %s)", ErrJobConflict, job.ID, job.Shard, key)
+		return fmt.Errorf("coord: %w: job %s of shard %d was deleted (key %s)", ErrJobConflict, job.ID, job.Shard, key)
 	case kvs[0].ModRevision != job.Revision:
-		return fmt.Errorf("routecfg: %w: job %s of shard %d was written at revision %d since it was read at %d; re-read it",
+		return fmt.Errorf("coord: %w: job %s of shard %d was written at revision %d since it was read at %d; re-read it",
 			ErrJobConflict, job.ID, job.Shard, kvs[0].ModRevision, job.Revision)
 	case guard != nil:
 		return guard.lost()
 	}
-	return fmt.Errorf("routecfg: [BUG] compare-and-swap on %s failed with the revision unchanged", key)
+	return fmt.Errorf("coord: [BUG] compare-and-swap on %s failed with the revision unchanged", key)
 }
 
 // List returns every job record of the cluster, sorted by shard, and the
@@ -320,7 +320,7 @@ func (s *JobStore) List(ctx context.Context) ([]Job, int64, error) {
 	from, end := prefixRange(s.prefix)
 	resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end))
 	if err != nil {
-		return nil, 0, fmt.Errorf("routecfg: list migration jobs: %w", err)
+		return nil, 0, fmt.Errorf("coord: list migration jobs: %w", err)
 	}
 	var out []Job
 	for _, kv := range resp.Kvs {
@@ -360,7 +360,7 @@ func (s *JobStore) Watch(ctx context.Context, afterRev int64) <-chan JobEvent {
 				if err == nil {
 					err = errors.New("watch canceled")
 				}
-				send(JobEvent{Err: fmt.Errorf("routecfg: migration job watch broken: %w", err)})
+				send(JobEvent{Err: fmt.Errorf("coord: migration job watch broken: %w", err)})
 				return
 			}
 			for _, ev := range resp.Events {
@@ -382,7 +382,7 @@ func (s *JobStore) Watch(ctx context.Context, afterRev int64) <-chan JobEvent {
 			}
 		}
 		if ctx.Err() == nil {
-			send(JobEvent{Err: errors.New("routecfg: migration job watch closed")})
+			send(JobEvent{Err: errors.New("coord: migration job watch closed")})
 		}
 	}()
 	return out

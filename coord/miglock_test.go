@@ -1,4 +1,4 @@
-package routecfg
+package coord
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/convoy-im/convoy/internal/testsvc"
+	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -155,7 +156,7 @@ type simProxy struct {
 	id     string
 	cli    *clientv3.Client
 	reg    *Registration
-	routes *Watcher
+	routes *routecfg.Watcher
 	holder *fakeHolder
 	fol    *LockFollower
 }
@@ -171,7 +172,7 @@ func startProxyWith(t *testing.T, cli, routesCli *clientv3.Client, cluster, id s
 	t.Helper()
 	p := &simProxy{id: id, cli: cli, holder: holder}
 	p.reg = register(t, cli, cluster, ProxyInfo{ID: id}, WithTTL(regTTL))
-	p.routes = startWatcher(t, NewStore(routesCli, cluster), WithReadTimeout(time.Second))
+	p.routes = startWatcher(t, routecfg.NewStore(routesCli, cluster), routecfg.WithReadTimeout(time.Second))
 	holder.routes = func() int64 { return p.routes.Current().Version() }
 	p.fol = NewLockFollower(cli, cluster, p.reg, p.routes, holder,
 		append([]FollowerOption{WithFollowerLogger(testLogger(t))}, folOpts...)...)
@@ -199,14 +200,14 @@ type lockEnv struct {
 	e       *testsvc.Etcd
 	cli     *clientv3.Client
 	cluster string
-	store   *Store
+	store   *routecfg.Store
 	jobs    *JobStore
 }
 
 func newLockEnv(t *testing.T, cluster string, shards ...int) *lockEnv {
 	t.Helper()
 	e, cli := startEtcd(t)
-	env := &lockEnv{e: e, cli: cli, cluster: cluster, store: NewStore(cli, cluster), jobs: NewJobStore(cli, cluster)}
+	env := &lockEnv{e: e, cli: cli, cluster: cluster, store: routecfg.NewStore(cli, cluster), jobs: NewJobStore(cli, cluster)}
 	if err := env.store.Init(ctxT(t), testDoc(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -920,7 +921,7 @@ func TestLockFollowerStartRouteBarrier(t *testing.T) {
 	cli := newClient(t, env.e.Endpoints())
 	h := newFakeHolder("pa")
 	reg := register(t, cli, "barrier", ProxyInfo{ID: "pa"}, WithTTL(3*time.Second))
-	routes := startWatcher(t, NewStore(newClient(t, []string{"http://" + st.Addr()}), "barrier"), WithReadTimeout(time.Second))
+	routes := startWatcher(t, routecfg.NewStore(newClient(t, []string{"http://" + st.Addr()}), "barrier"), routecfg.WithReadTimeout(time.Second))
 	h.routes = func() int64 { return routes.Current().Version() }
 	v0 := routes.Current().Version()
 
