@@ -21,6 +21,7 @@ import (
 
 	"github.com/convoy-im/convoy/binlog"
 	"github.com/convoy-im/convoy/migrate"
+	"github.com/convoy-im/convoy/proxy/admin"
 	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/proxy/directive"
 	"github.com/convoy-im/convoy/proxy/engine"
@@ -28,7 +29,7 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-var _ engine.MigrationAdmin = (*migrate.Admin)(nil)
+var _ admin.MigrationAdmin = (*migrate.Admin)(nil)
 
 const migrateUsage = `usage: convoy migrate [--config FILE] [--etcd HOST:PORT,...] [--cluster NAME] COMMAND
   start SHARD[-LAST] DATASOURCE [DATABASE d] [RATE r] [PARALLEL p] [AUTO] [--watch]
