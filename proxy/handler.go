@@ -10,6 +10,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/server"
 
+	"github.com/convoy-im/convoy/proxy/admin"
 	"github.com/convoy-im/convoy/proxy/engine"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 )
@@ -35,6 +36,13 @@ type handler struct {
 
 var _ server.Handler = (*handler)(nil)
 
+// The engine is what the directives run against: proxy/admin declares what
+// it needs, and neither package imports the other.
+var (
+	_ admin.Engine  = (*engine.Engine)(nil)
+	_ admin.Session = (*engine.Session)(nil)
+)
+
 // Client commands as the statement log names them.
 const (
 	cmdQuery       = "COM_QUERY"
@@ -46,22 +54,29 @@ const (
 )
 
 // fail maps err to a MySQL error, counts it and logs it (stmtlog.go). cmd
-// is the client command; sql its statement text, if it has one.
+// is the client command; sql its statement text, if it has one. A
+// statement's line names the shard the session routed it to, if any.
 func (h *handler) fail(err error, cmd, sql string) error {
 	if err == nil {
 		return nil
 	}
-	me := sqlerr.ToMySQL(err)
-	h.s.errs.WithLabelValues(strconv.Itoa(int(me.Code))).Inc()
-	fc := failedCommand{cmd: cmd, sql: sql, user: h.user.Name}
-	if h.conn != nil {
-		fc.remote = h.conn.RemoteAddr()
-	}
+	var shard fmt.Stringer
 	switch cmd {
 	case cmdQuery, cmdStmtPrepare, cmdStmtExecute:
 		if sh, ok := h.sess.StatementShard(); ok {
-			fc.shard = sh
+			shard = sh
 		}
+	}
+	return h.failAt(err, cmd, sql, shard)
+}
+
+// failAt is fail for a command routed to shard (nil: none).
+func (h *handler) failAt(err error, cmd, sql string, shard fmt.Stringer) error {
+	me := sqlerr.ToMySQL(err)
+	h.s.errs.WithLabelValues(strconv.Itoa(int(me.Code))).Inc()
+	fc := failedCommand{cmd: cmd, sql: sql, user: h.user.Name, shard: shard}
+	if h.conn != nil {
+		fc.remote = h.conn.RemoteAddr()
 	}
 	h.s.stmtLog.failed(err, me, fc)
 	return me
@@ -152,8 +167,38 @@ func (h *handler) HandleQuery(q string) (*mysql.Result, error) {
 
 // query runs one statement and answers it (see reply).
 func (h *handler) query(q string) (*mysql.Result, error) {
-	r, err := h.sess.Query(q)
+	r, ok, err := h.directive(q)
+	if !ok {
+		r, err = h.sess.Query(q)
+	}
 	return h.answer(q, r, err)
+}
+
+// statement runs one statement of a multi-statement query, as query does.
+func (h *handler) statement(st engine.Statement) (*mysql.Result, error) {
+	if r, ok, err := h.directive(st.Text); ok {
+		return r, err
+	}
+	return h.sess.RunStatement(st)
+}
+
+// directive answers statement q when it is one of Convoy's directives
+// (ok); otherwise q is SQL, for the engine. This is the one place the two
+// part, once per statement: proxy/admin answers a directive inside
+// engine.Session.Answer, which keeps a statement's bookkeeping around it
+// (a malformed directive's syntax error included).
+func (h *handler) directive(q string) (*mysql.Result, bool, error) {
+	d, ok, perr := admin.Parse(q)
+	if !ok {
+		return nil, false, nil
+	}
+	r, err := h.sess.Answer(q, func() (*mysql.Result, error) {
+		if perr != nil {
+			return nil, perr
+		}
+		return h.s.admin.Run(h.sess, d)
+	})
+	return r, true, err
 }
 
 // answer answers statement q with its result (see reply).
@@ -209,7 +254,7 @@ func (h *handler) multiQuery(q string) (*mysql.Result, error) {
 		return h.result(cmdQuery, q, nil, err)
 	}
 	if len(parts) == 1 {
-		r, err := h.sess.RunStatement(parts[0])
+		r, err := h.statement(parts[0])
 		return h.answer(q, r, err)
 	}
 	nbe := h.sess.NoBackslashEscapes()
@@ -221,7 +266,7 @@ func (h *handler) multiQuery(q string) (*mysql.Result, error) {
 			// would read the statements after the change in the new one.
 			err = &mysql.MyError{Code: 1235, State: "42000", Message: "This version of Convoy doesn't yet support statements after a change of NO_BACKSLASH_ESCAPES in the same query: send them in another query"}
 		} else {
-			r, err = h.sess.RunStatement(part)
+			r, err = h.statement(part)
 		}
 		r, err = h.result(cmdQuery, part.Text, r, err)
 		if werr := h.writeLeading(); werr != nil {
@@ -256,6 +301,10 @@ func (h *handler) HandleStmtPrepare(q string) (int, int, any, error) {
 			Message: "Can't create more than " + strconv.Itoa(h.s.cfg.MaxPreparedPerSession) + " prepared statements in one session; close some"}, cmdStmtPrepare, q)
 	}
 	q = h.sess.Standard(q)
+	if _, ok, _ := admin.Parse(q); ok {
+		// Before the engine: routed nowhere, so the log names no shard.
+		return 0, 0, nil, h.failAt(sqlerr.Errorf(sqlerr.NotSupported, "Convoy directives cannot be prepared; send them as plain queries"), cmdStmtPrepare, q, nil)
+	}
 	p, err := h.sess.Prepare(q)
 	if err != nil {
 		return 0, 0, nil, h.fail(err, cmdStmtPrepare, q)

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/convoy-im/convoy/proxy/admin"
 	"github.com/convoy-im/convoy/proxy/engine"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 )
@@ -77,12 +78,17 @@ type Config struct {
 	// StatementLogRate bounds the log lines about failed client statements,
 	// per errno and second (stmtlog.go). Default 5; negative: no lines.
 	StatementLogRate int
+	// Admin answers Convoy's directives (/*+ convoy ... */, package
+	// proxy/admin). Nil: directives over the engine without hooks (one
+	// that needs a hook says it is not available in this process).
+	Admin *admin.Admin
 }
 
 // Server accepts client connections.
 type Server struct {
 	cfg   Config
 	eng   *engine.Engine
+	admin *admin.Admin // the directives (handler.go)
 	log   *zap.Logger
 	wire  *server.Server
 	users map[string]User
@@ -165,9 +171,13 @@ func New(cfg Config, eng *engine.Engine, log *zap.Logger, reg prometheus.Registe
 			return nil, fmt.Errorf("RSA key for caching_sha2_password: %w", err)
 		}
 	}
+	if cfg.Admin == nil && eng != nil {
+		cfg.Admin = admin.New(eng, admin.Config{})
+	}
 	s := &Server{
 		cfg:     cfg,
 		eng:     eng,
+		admin:   cfg.Admin,
 		log:     log,
 		started: time.Now(),
 		users:   map[string]User{},

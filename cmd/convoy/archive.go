@@ -20,12 +20,13 @@ import (
 
 	"github.com/convoy-im/convoy/archive"
 	"github.com/convoy-im/convoy/cold"
+	"github.com/convoy-im/convoy/proxy/admin"
 	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/proxy/engine"
 	"github.com/convoy-im/convoy/router"
 )
 
-var _ engine.ArchiveAdmin = (*archive.Admin)(nil)
+var _ admin.ArchiveAdmin = (*archive.Admin)(nil)
 
 // coldStoreURL is cold.store, or a file:// store under the working
 // directory's .state/ (where make run keeps its data), so the archiver
@@ -242,7 +243,7 @@ func pageOf(p cold.Page, err error) (engine.ColdPage, error) {
 
 // archiveAdmin answers the archive directives when the cold tier is on
 // (nil otherwise: the directives then say it is off).
-func archiveAdmin(cli *clientv3.Client, c Config) engine.ArchiveAdmin {
+func archiveAdmin(cli *clientv3.Client, c Config) admin.ArchiveAdmin {
 	if !c.Cold.Enabled {
 		return nil
 	}

@@ -18,7 +18,7 @@ import (
 )
 
 // capacityAdmin answers SHOW SHARD SIZES and PLAN EXPANSION
-// (engine.CapacityAdmin) from the shard map's size readings, the daily
+// (admin.CapacityAdmin) from the shard map's size readings, the daily
 // size samples in etcd and the same fleet measurement as `convoy plan`.
 type capacityAdmin struct {
 	cli    *clientv3.Client

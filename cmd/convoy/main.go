@@ -35,6 +35,7 @@ import (
 	"github.com/convoy-im/convoy/migrate"
 	"github.com/convoy-im/convoy/planner"
 	"github.com/convoy-im/convoy/proxy"
+	"github.com/convoy-im/convoy/proxy/admin"
 	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/proxy/engine"
 	"github.com/convoy-im/convoy/routecfg"
@@ -344,7 +345,6 @@ func serve(args []string) error {
 		MaxInList: c.Engine.MaxInList, DDLParallelism: c.Engine.DDLParallelism, MaxPacket: int64(c.MaxPacket), LocalInfile: c.Engine.LocalInfile,
 		ScatterParallelism: c.Engine.ScatterParallelism, MaxScatterRows: c.Engine.MaxScatterRows,
 		StatsWindow: c.Health.StatsWindow, HealthQPS: c.Health.ShardQPS, HealthWriteP99: c.Health.WriteP99,
-		HealthDiskPct: c.Health.DiskPercent, DiskCapacity: c.Health.DiskCapacity,
 		HoldMaxWait: c.Migration.HoldMaxWait, HoldMaxQueue: c.Migration.HoldMaxQueue,
 	})
 	if c.HotTier.Enabled {
@@ -372,13 +372,13 @@ func serve(args []string) error {
 		sizes: func() (map[router.Shard]planner.ShardSize, time.Time, string) {
 			return nil, time.Time{}, "metrics_listen is off"
 		}}
-	eng.SetAdmin(engine.AdminHooks{
+	directives := admin.New(eng, admin.Config{
 		Capacity: capacity,
 		Reload:   watcher.Reload,
-		Pools: func() []engine.PoolStat {
-			var out []engine.PoolStat
+		Pools: func() []admin.PoolStat {
+			var out []admin.PoolStat
 			for _, p := range pools.Stats() {
-				out = append(out, engine.PoolStat{Datasource: p.Datasource, InUse: p.InUse, Idle: p.Idle,
+				out = append(out, admin.PoolStat{Datasource: p.Datasource, InUse: p.InUse, Idle: p.Idle,
 					State: p.Health.State.String(), Since: p.Health.Since, LastError: p.Health.LastError, TLS: p.TLS})
 			}
 			return out
@@ -392,21 +392,22 @@ func serve(args []string) error {
 		},
 		Migrations: migrate.NewAdmin(cli, c.Etcd.Cluster),
 		Archive:    archiveAdmin(cli, c),
-		Proxies: func(ctx context.Context) ([]engine.ProxyInfo, error) {
+		Proxies: func(ctx context.Context) ([]admin.ProxyInfo, error) {
 			ps, err := coord.ListProxies(ctx, cli, c.Etcd.Cluster)
-			out := make([]engine.ProxyInfo, len(ps))
+			out := make([]admin.ProxyInfo, len(ps))
 			for i, p := range ps {
-				out[i] = engine.ProxyInfo(p)
+				out[i] = admin.ProxyInfo(p)
 			}
 			return out, err
 		},
+		DiskPercent: c.Health.DiskPercent, DiskCapacity: c.Health.DiskCapacity,
 	})
 	srv, err := proxy.New(proxy.Config{
 		Users: users, ServerVersion: c.ServerVersion, AuthMethod: c.AuthMethod,
 		TLSCert: c.TLSCert, TLSKey: c.TLSKey, MaxConnections: c.MaxConns,
 		MaxUserConnections: c.MaxUserConns, MaxPacket: c.MaxPacket, MaxPreparedPerSession: c.MaxPreparedPerSession,
 		AuthFailures: c.AuthFailures, AuthWindow: c.AuthWindow, RequireSecureTransport: c.RequireSecureTransport,
-		StatementLogRate: c.StatementLogRate,
+		StatementLogRate: c.StatementLogRate, Admin: directives,
 	}, eng, log.Named("proxy"), reg)
 	if err != nil {
 		return err
@@ -529,7 +530,7 @@ func serve(args []string) error {
 		catalog = ct.catalog
 	}
 	if c.Search.Enabled {
-		stopSearch, err := startSearch(c, cli, watcher.Current, eng, proxyID, catalog, reg, log.Named("search"))
+		stopSearch, err := startSearch(c, cli, watcher.Current, eng, directives, proxyID, catalog, reg, log.Named("search"))
 		if err != nil {
 			return fmt.Errorf("search: %w", err)
 		}

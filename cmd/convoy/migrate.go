@@ -22,13 +22,14 @@ import (
 	"github.com/convoy-im/convoy/binlog"
 	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/migrate"
+	"github.com/convoy-im/convoy/proxy/admin"
 	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/proxy/directive"
 	"github.com/convoy-im/convoy/proxy/engine"
 	"github.com/convoy-im/convoy/router"
 )
 
-var _ engine.MigrationAdmin = (*migrate.Admin)(nil)
+var _ admin.MigrationAdmin = (*migrate.Admin)(nil)
 
 const migrateUsage = `usage: convoy migrate [--config FILE] [--etcd HOST:PORT,...] [--cluster NAME] COMMAND
   start SHARD[-LAST] DATASOURCE [DATABASE d] [RATE r] [PARALLEL p] [AUTO] [--watch]

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/archive"
+	"github.com/convoy-im/convoy/proxy/admin"
 	"github.com/convoy-im/convoy/proxy/engine"
 	"github.com/convoy-im/convoy/router"
 	"github.com/convoy-im/convoy/search"
@@ -159,11 +160,12 @@ func openSearch(c Config) (search.Engine, string, error) {
 	return nil, "", fmt.Errorf("search.engine %q: want bleve or sphinx", c.Search.Engine)
 }
 
-// startSearch enables msg_search on eng and, unless search.run_indexer is
-// off, campaigns for the index feeds of every datasource. The returned
-// function stops the feeds and closes the index. cat is the cold tier's
-// catalog (nil without one): a backfill indexes the archived messages too.
-func startSearch(c Config, cli *clientv3.Client, routes func() *router.Snapshot, eng *engine.Engine, id string,
+// startSearch enables msg_search on eng (and SHOW SEARCH STATUS on
+// directives) and, unless search.run_indexer is off, campaigns for the
+// index feeds of every datasource. The returned function stops the feeds
+// and closes the index. cat is the cold tier's catalog (nil without one):
+// a backfill indexes the archived messages too.
+func startSearch(c Config, cli *clientv3.Client, routes func() *router.Snapshot, eng *engine.Engine, directives *admin.Admin, id string,
 	cat *archive.Catalog, reg prometheus.Registerer, log *zap.Logger) (func(), error) {
 	idx, name, err := openSearch(c)
 	if err != nil {
@@ -188,6 +190,7 @@ func startSearch(c Config, cli *clientv3.Client, routes func() *router.Snapshot,
 		runners = search.StartRunners(rc)
 	}
 	eng.SetSearch(si, engine.SearchOptions{FreshWindow: c.Search.FreshWindow})
+	directives.SetSearch(si)
 	log.Info("message search enabled", zap.String("engine", name), zap.Bool("indexer", runners != nil),
 		zap.Duration("fresh_window", c.Search.FreshWindow))
 	return func() {

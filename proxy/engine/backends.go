@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/convoy-im/convoy/proxy/backend"
 )
@@ -18,4 +19,12 @@ func (b managerBackends) Acquire(ctx context.Context, ds string, foundRows bool)
 		return nil, err
 	}
 	return c, nil
+}
+
+// setTimeout bounds each command on c until Release, if its backend can
+// (proxy/backend's connections can; the recording fake cannot).
+func setTimeout(c Conn, d time.Duration) {
+	if t, ok := c.(interface{ SetTimeout(time.Duration) }); ok {
+		t.SetTimeout(d)
+	}
 }

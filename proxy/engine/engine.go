@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/proxy/shardgate"
@@ -37,12 +38,11 @@ type Options struct {
 	MaxPacket int64
 	// StatsWindow is the sliding window of SHOW SHARD STATS. Default 60s.
 	StatsWindow time.Duration
-	// Health thresholds of SHOW SHARD HEALTH (seed 001's expansion
-	// triggers): shard QPS, shard write P99, datasource disk use.
-	HealthQPS      float64          // default 3000
-	HealthWriteP99 time.Duration    // default 50ms
-	HealthDiskPct  float64          // default 60
-	DiskCapacity   map[string]int64 // bytes per datasource; unknown -> disk check says so
+	// The shard thresholds of SHOW SHARD HEALTH (seed 001's expansion
+	// triggers; the datasources' disk use is proxy/admin's) and of the
+	// convoy_shards_over_threshold gauge: shard QPS and write P99.
+	HealthQPS      float64       // default 3000
+	HealthWriteP99 time.Duration // default 50ms
 	// HoldMaxWait bounds how long a write waits behind a migration hold of
 	// its shard (docs/design.md §5 step 6) before it gets a lock wait timeout;
 	// HoldMaxQueue bounds the writes queued per held shard. The seed
@@ -89,9 +89,6 @@ func (o Options) withDefaults() Options {
 	if o.HealthWriteP99 <= 0 {
 		o.HealthWriteP99 = 50 * time.Millisecond
 	}
-	if o.HealthDiskPct <= 0 {
-		o.HealthDiskPct = 60
-	}
 	if o.HoldMaxWait <= 0 {
 		o.HoldMaxWait = 3 * time.Second
 	}
@@ -107,14 +104,13 @@ type Engine struct {
 	routes   Routes
 	metrics  *Metrics
 	window   *stats.Window // sliding-window shard stats for SHOW SHARD STATS / HEALTH
-	admin    AdminHooks
-	hot      *hotState    // nil: no hot tier
-	cold     *coldState   // nil: no cold tier (cold.go)
-	ramps    ReadRamps    // nil: no read ramps (ramp.go)
-	dual     DualWrites   // nil: no dual-write (dualwrite.go)
-	search   *searchState // nil: msg_search not enabled (search.go)
-	live     liveSessions // sessions by client connection id (processes.go)
-	accounts Accounts     // nil: SHOW GRANTS FOR knows only the session's account
+	hot      *hotState     // nil: no hot tier
+	cold     *coldState    // nil: no cold tier (cold.go)
+	ramps    ReadRamps     // nil: no read ramps (ramp.go)
+	dual     DualWrites    // nil: no dual-write (dualwrite.go)
+	search   *searchState  // nil: msg_search not enabled (search.go)
+	live     liveSessions  // sessions by client connection id (processes.go)
+	accounts Accounts      // nil: SHOW GRANTS FOR knows only the session's account
 	// plCols are the datasources' information_schema.PROCESSLIST columns
 	// (processListColumns).
 	plColsMu sync.Mutex
@@ -160,6 +156,54 @@ func New(b Backends, r Routes, m *Metrics, log *zap.Logger, opt Options) *Engine
 	m.watchWindow(e.window, opt)
 	return e
 }
+
+// Routes is the route snapshot being served.
+func (e *Engine) Routes() *router.Snapshot { return e.routes.Current() }
+
+// StatsWindow is this proxy's sliding-window statistics of every shard
+// (SHOW SHARD STATS and HEALTH).
+func (e *Engine) StatsWindow() *stats.Window { return e.window }
+
+// ShardStats is this proxy's sliding-window statistics of every shard
+// (SHOW SHARD STATS), for the shard map page.
+func (e *Engine) ShardStats() []stats.ShardStats { return e.window.All() }
+
+// HealthThresholds are seed 001's shard triggers as configured.
+func (e *Engine) HealthThresholds() (qps float64, writeP99 time.Duration) {
+	return e.opt.HealthQPS, e.opt.HealthWriteP99
+}
+
+// triggers are HealthThresholds as package stats applies them.
+func (o Options) triggers() stats.Triggers {
+	return stats.Triggers{QPS: o.HealthQPS, WriteP99: o.HealthWriteP99}
+}
+
+// QueryDatasource runs sql on a pooled connection to ds, outside any
+// session (none of a session's variables), each command bounded by
+// timeout, and returns its result with its rows decoded (Values): the
+// directives' look at a datasource (SHOW DATASOURCES' ping, SHOW SHARD
+// HEALTH's disk use).
+func (e *Engine) QueryDatasource(ds, sql string, timeout time.Duration) (*mysql.Result, error) {
+	c, err := e.acquire(ds)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Release()
+	setTimeout(c, timeout)
+	r, err := c.Exec(sql)
+	if err != nil {
+		return nil, err
+	}
+	if err := decodeRows(r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// CountStatement counts a client statement the engine did not plan, of
+// class (admin: a directive, package proxy/admin), in
+// convoy_statements_total.
+func (e *Engine) CountStatement(class string) { e.metrics.countStatement(class) }
 
 // acquire gets a backend connection. Waiting is bounded by the pool's own
 // wait timeout and running by the backend read timeout, so no per-statement

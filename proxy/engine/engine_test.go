@@ -572,9 +572,9 @@ func TestNamedLockConnection(t *testing.T) {
 	}
 }
 
-// A /*+ convoy shard=N */ statement may join tables of both shard keys
-// (a DBA's per-shard check): shard N's database holds its share of each.
-// Without the directive such a statement is still refused.
+// A /*+ convoy shard=N */ statement (RunTargeted) may join tables of both
+// shard keys (a DBA's per-shard check): shard N's database holds its share
+// of each. Without the directive such a statement is still refused.
 func TestTargetedShardMixedKeys(t *testing.T) {
 	s, rec := newTestSession()
 	s.SetPrivileges(Privileges{Read: true, Write: true, DDL: true, Admin: true})
@@ -583,7 +583,7 @@ func TestTargetedShardMixedKeys(t *testing.T) {
 		t.Fatal("a statement mixing shard keys without a directive was accepted")
 	}
 	rec.take()
-	if _, err := s.Query("/*+ convoy shard=441 */ " + q); err != nil {
+	if _, err := s.RunTargeted(441, "", " "+q); err != nil {
 		t.Fatal(err)
 	}
 	got := rec.take()

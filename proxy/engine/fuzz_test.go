@@ -12,8 +12,10 @@ import (
 )
 
 // FuzzQuery feeds arbitrary SQL to a Session over the recording fake, as
-// COM_QUERY and as PREPARE + EXECUTE: no panic, and every error is an
-// *sqlerr.Error or a *mysql.MyError (the proxy maps nothing else).
+// COM_QUERY, as PREPARE + EXECUTE and, for an admin, as the statement of
+// the targeting directives (RunTargeted: shard=3, all, datasource=ds1): no
+// panic, and every error is an *sqlerr.Error or a *mysql.MyError (the
+// proxy maps nothing else). The directives themselves are proxy/admin's.
 func FuzzQuery(f *testing.F) {
 	for _, s := range []string{
 		"SELECT 1",
@@ -61,9 +63,8 @@ func FuzzQuery(f *testing.F) {
 		"SELECT * FROM conv_msg m JOIN msg_content c ON c.msg_id = m.msg_id WHERE m.conv_id = 1",
 		"SELECT * FROM conv_msg WHERE msg_id IN (SELECT msg_id FROM msg_content)",
 		"SELECT * FROM conv_msg WHERE conv_id = 1 UNION SELECT * FROM conv_msg WHERE conv_id = 2",
-		"/*+ convoy SHOW ROUTES */", "/*+ convoy shard=3 */ SELECT 1", "/*+ convoy all */ DELETE FROM conv_msg",
-		"/*+ convoy SHOW SHARD HEALTH */", "/*+ convoy SHOW SHARD HEALTH ALL */", "/*+ convoy SHOW SHARD FOR conv_id = 42 */", "/*+ convoy datasource=ds1 */ SELECT 1",
-		"/*+ convoy RELOAD ROUTES */", "/*+ convoy SHOW SHARD STATS WHERE shard = 7 */", "/*+ convoy SHOW PROXIES */",
+		" DELETE FROM conv_msg", " SELECT COUNT(*) FROM conv_msg c JOIN im_inbox i ON i.conv_id = c.conv_id",
+		" ALTER TABLE conv_msg ADD COLUMN x INT", "SHOW ENGINE INNODB STATUS",
 		"LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE conv_msg",
 		"SELECT * FROM conv_msg WHERE conv_id = 1 FOR UPDATE",
 		"WITH x AS (SELECT * FROM conv_msg WHERE conv_id = 1) SELECT * FROM x",
@@ -95,6 +96,15 @@ func FuzzQuery(f *testing.F) {
 		}
 		_, err := sess.Query(sql)
 		check("Query", err)
+		if admin {
+			for _, tg := range []struct {
+				shard int
+				ds    string
+			}{{3, ""}, {-1, ""}, {-1, "ds1"}} {
+				_, err := sess.RunTargeted(tg.shard, tg.ds, sql)
+				check("RunTargeted", classify(err)) // as Answer hands it on
+			}
+		}
 		p, err := sess.Prepare(sql)
 		check("Prepare", err)
 		if err != nil || p == nil {

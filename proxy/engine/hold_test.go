@@ -553,21 +553,26 @@ func TestHoldScatterWrites(t *testing.T) {
 	}
 }
 
-// TestHoldTargetedDirectives: shard=N and all writes wait like any write
-// and are routed after the release; a targeted read runs.
+// TestHoldTargetedDirectives: shard=N and all writes (RunTargeted) wait
+// like any write and are routed after the release; a targeted read runs.
 func TestHoldTargetedDirectives(t *testing.T) {
 	e, rec, routes := newHoldEngine(Options{})
 	h := hold(t, e, heldShard)
-	admin := func(q string) <-chan error {
+	admin := func(shard int, q string) <-chan error {
 		s := e.NewSession("im")
 		s.SetPrivileges(Privileges{Read: true, Write: true, DDL: true, Admin: true})
-		return goQuery(s, q)
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.RunTargeted(shard, "", q)
+			done <- err
+		}()
+		return done
 	}
-	one := admin("/*+ convoy shard=136 */ UPDATE conv_msg SET msg_type = 3")
+	one := admin(136, " UPDATE conv_msg SET msg_type = 3")
 	waitQueued(t, h, 1)
-	all := admin("/*+ convoy all */ DELETE FROM im_inbox WHERE send_time < '2026-01-01'")
+	all := admin(-1, " DELETE FROM im_inbox WHERE send_time < '2026-01-01'")
 	waitQueued(t, h, 2)
-	if err := <-admin("/*+ convoy shard=136 */ SELECT COUNT(*) FROM conv_msg"); err != nil {
+	if err := <-admin(136, " SELECT COUNT(*) FROM conv_msg"); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range rec.take() {

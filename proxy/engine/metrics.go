@@ -304,11 +304,12 @@ func (c windowCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	var overQPS, overP99 int
 	var maxP99 time.Duration
+	tr := src.opt.triggers()
 	for _, st := range src.w.All() {
-		if src.opt.overQPS(st) {
+		if tr.OverQPS(st) {
 			overQPS++
 		}
-		if src.opt.overWriteP99(st) {
+		if tr.OverWriteP99(st) {
 			overP99++
 		}
 		maxP99 = max(maxP99, st.WriteP99)

@@ -53,9 +53,6 @@ type MessageSearch interface {
 	// hold yet (a new or rebuilt index still being built): a search's
 	// answer may miss theirs. Cheap: called by every search.
 	Unready(ctx context.Context) ([]string, error)
-	// Status is SHOW SEARCH STATUS: column names and one row per
-	// datasource (nil: NULL).
-	Status(ctx context.Context) ([]string, [][]any, error)
 }
 
 // SearchQuery is one index query; see package search's Query.
@@ -377,20 +374,6 @@ func (s *Session) warnUnready(ctx context.Context) {
 		s.warn(Warning{Level: "Warning", Code: ColdWarningCode, Message: fmt.Sprintf(
 			"The query result may be incomplete: the search index is still being built for datasource %s; SHOW SEARCH STATUS says how far", strings.Join(ds, ", "))})
 	}
-}
-
-// showSearchStatus answers SHOW SEARCH STATUS.
-func (s *Session) showSearchStatus() (*mysql.Result, error) {
-	if s.e.search == nil {
-		return nil, sqlerr.Errorf(sqlerr.NotSupported, "SHOW SEARCH STATUS: message search is off in this process (search.enabled)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), migrationTimeout)
-	defer cancel()
-	cols, rows, err := s.e.search.idx.Status(ctx)
-	if err != nil {
-		return nil, sqlerr.Errorf(sqlerr.BackendUnavailable, "SHOW SEARCH STATUS: %v", err)
-	}
-	return table(cols, rows)
 }
 
 // members reads the conversations uid may search from im_conv_member on

@@ -13,7 +13,6 @@ import (
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 
 	"github.com/convoy-im/convoy/internal/sqlq"
-	"github.com/convoy-im/convoy/proxy/directive"
 	"github.com/convoy-im/convoy/rewrite"
 	"github.com/convoy-im/convoy/router"
 )
@@ -243,7 +242,9 @@ func (s *Session) withDefaultConn(fn func(Conn) error) error {
 	return fn(c)
 }
 
-// Query runs one COM_QUERY.
+// Query runs one COM_QUERY. sql is SQL: Convoy's directives
+// (/*+ convoy ... */) are told apart before, by package proxy, and
+// answered by package proxy/admin through Answer.
 func (s *Session) Query(sql string) (*mysql.Result, error) {
 	s.startCommand("Query", sql)
 	defer s.endCommand()
@@ -264,6 +265,35 @@ func (s *Session) RunStatement(st Statement) (*mysql.Result, error) {
 	return r, err
 }
 
+// Answer runs answer as client statement sql, a statement the engine does
+// not plan (Convoy's directives, answered by package proxy/admin), with the
+// bookkeeping of every statement: the process list, the diagnostics area,
+// FOUND_ROWS() and ROW_COUNT(), the refusal of Convoy's reserved user
+// variables (before answer runs) and answer's error classified as the
+// engine's own. A statement answer runs with RunTargeted names its shard
+// to StatementShard, as Query's do.
+func (s *Session) Answer(sql string, answer func() (*mysql.Result, error)) (*mysql.Result, error) {
+	s.startCommand("Query", sql)
+	defer s.endCommand()
+	s.beginStatement()
+	r, err := s.answer(sql, answer)
+	s.endStatement(r, err)
+	return r, err
+}
+
+func (s *Session) answer(sql string, answer func() (*mysql.Result, error)) (*mysql.Result, error) {
+	s.shard = -1
+	if err := refuseReservedVars(sql); err != nil {
+		return nil, err
+	}
+	r, err := answer()
+	return r, classify(err)
+}
+
+// IsAdmin reports whether the session's account holds Convoy's admin
+// privilege (directives, account management).
+func (s *Session) IsAdmin() bool { return s.priv.Admin }
+
 func (s *Session) query(sql string) (*mysql.Result, error) {
 	return s.queryParsed(sql, nil)
 }
@@ -273,9 +303,6 @@ func (s *Session) queryParsed(sql string, stmt ast.StmtNode) (*mysql.Result, err
 	s.shard = -1
 	if err := refuseReservedVars(sql); err != nil {
 		return nil, err
-	}
-	if r, ok, err := s.directive(sql); ok {
-		return r, classify(err)
 	}
 	if pl, args, ok := s.cachedPlan(sql); ok {
 		r, err := s.run(pl, args, false)
@@ -328,12 +355,10 @@ type Prepared struct {
 }
 
 // Prepare plans sql and asks a backend for its exact parameter and column
-// counts (clients such as libmariadb fail if they are not exact).
+// counts (clients such as libmariadb fail if they are not exact). sql is
+// SQL: package proxy refuses Convoy's directives before.
 func (s *Session) Prepare(sql string) (*Prepared, error) {
 	s.shard = -1
-	if _, ok, _ := directive.Parse(sql); ok {
-		return nil, sqlerr.Errorf(sqlerr.NotSupported, "Convoy directives cannot be prepared; send them as plain queries")
-	}
 	if err := refuseReservedVars(sql); err != nil {
 		return nil, err
 	}

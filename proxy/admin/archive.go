@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"context"
@@ -21,21 +21,21 @@ type ArchiveAdmin interface {
 	Command(ctx context.Context, shard int, verb string) error
 }
 
-func (s *Session) archive(d *directive.Directive) (*mysql.Result, error) {
-	a := s.e.admin.Archive
-	if a == nil {
+func (a *Admin) archive(d *directive.Directive) (*mysql.Result, error) {
+	arc := a.c.Archive
+	if arc == nil {
 		return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s is not available in this process (cold.enabled is off, or no etcd)", d.Kind)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), migrationTimeout)
 	defer cancel()
 	if d.Kind == directive.ShowArchive {
-		cols, rows, err := a.Status(ctx)
+		cols, rows, err := arc.Status(ctx)
 		if err != nil {
 			return nil, migrationErr(d, err)
 		}
 		return textTable(cols, rows)
 	}
-	if err := a.Command(ctx, d.Shard, d.Verb); err != nil {
+	if err := arc.Command(ctx, d.Shard, d.Verb); err != nil {
 		return nil, migrationErr(d, err)
 	}
 	if d.Verb == "NOW" {

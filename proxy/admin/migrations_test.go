@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"context"
@@ -50,16 +50,13 @@ func (f *fakeMigrations) Detail(_ context.Context, shard int) ([]string, [][]str
 
 func TestMigrationDirectives(t *testing.T) {
 	f := &fakeMigrations{}
-	e := New(&recorder{}, staticRoutes{defaultSnapshot()}, nil, nil, Options{})
-	s := e.NewSession("im")
-	defer s.Close()
+	s := &fakeSession{admin: true}
 
 	// Without the hook: a clear refusal, not a panic.
-	s.SetPrivileges(Privileges{Read: true, Write: true, DDL: true, Admin: true})
-	_, err := s.Query("/*+ convoy SHOW MIGRATIONS */")
+	_, err := query(t, New(newFakeEngine(), Config{}), s, "/*+ convoy SHOW MIGRATIONS */")
 	expectCode(t, err, sqlerr.NotSupported)
 
-	e.SetAdmin(AdminHooks{Migrations: f})
+	a := New(newFakeEngine(), Config{Migrations: f})
 	for _, q := range []string{
 		"/*+ convoy MIGRATE SHARD 441 TO ds2 */",
 		"/*+ convoy MIGRATE SHARD 441 TO ds2 DATABASE im_9 RATE 0 AUTO */",
@@ -69,7 +66,7 @@ func TestMigrationDirectives(t *testing.T) {
 		"/*+ convoy SHOW MIGRATIONS */",
 		"/*+ convoy SHOW MIGRATION 441 */",
 	} {
-		r, err := s.Query(q)
+		r, err := query(t, a, s, q)
 		if err != nil || r == nil || r.Resultset == nil {
 			t.Fatalf("%s: %v", q, err)
 		}
@@ -90,19 +87,19 @@ func TestMigrationDirectives(t *testing.T) {
 	// The admin's refusals are the client's errors; anything else is the
 	// backing store's.
 	f.err = badInput{"unknown datasource \"ds9\""}
-	_, err = s.Query("/*+ convoy MIGRATE SHARD 1 TO ds9 */")
+	_, err = query(t, a, s, "/*+ convoy MIGRATE SHARD 1 TO ds9 */")
 	expectCode(t, err, sqlerr.WrongArguments)
 	if !strings.Contains(err.Error(), `unknown datasource "ds9"`) {
 		t.Fatalf("error %q does not name the datasource", err)
 	}
 	f.err = fmt.Errorf("wrapped: %w", badInput{"no job"})
-	_, err = s.Query("/*+ convoy MIGRATION 3 PAUSE */")
+	_, err = query(t, a, s, "/*+ convoy MIGRATION 3 PAUSE */")
 	expectCode(t, err, sqlerr.WrongArguments)
 	f.err = errors.New("etcdserver: request timed out")
-	_, err = s.Query("/*+ convoy SHOW MIGRATIONS */")
+	_, err = query(t, a, s, "/*+ convoy SHOW MIGRATIONS */")
 	expectCode(t, err, sqlerr.BackendUnavailable)
 
-	s.SetPrivileges(Privileges{Read: true, Write: true, DDL: true})
-	_, err = s.Query("/*+ convoy MIGRATION 3 PAUSE */")
+	s.admin = false
+	_, err = query(t, a, s, "/*+ convoy MIGRATION 3 PAUSE */")
 	expectCode(t, err, sqlerr.AccessDenied)
 }

@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"context"
@@ -39,8 +39,8 @@ type invalidInput interface{ InvalidInput() bool }
 // writes.
 const migrationTimeout = 10 * time.Second
 
-func (s *Session) migration(d *directive.Directive) (*mysql.Result, error) {
-	m := s.e.admin.Migrations
+func (a *Admin) migration(d *directive.Directive) (*mysql.Result, error) {
+	m := a.c.Migrations
 	if m == nil {
 		return nil, sqlerr.Errorf(sqlerr.NotSupported, "%s is not available in this process (no etcd)", d.Kind)
 	}

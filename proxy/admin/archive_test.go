@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"context"
@@ -28,33 +28,23 @@ func (f *fakeArchive) Command(_ context.Context, shard int, verb string) error {
 
 func TestArchiveDirectives(t *testing.T) {
 	f := &fakeArchive{}
-	e := New(&recorder{}, staticRoutes{defaultSnapshot()}, nil, nil, Options{})
-	s := e.NewSession("im")
-	defer s.Close()
-	s.SetPrivileges(Privileges{Read: true, Write: true, DDL: true, Admin: true})
-	_, err := s.Query("/*+ convoy SHOW ARCHIVE */")
+	s := &fakeSession{admin: true}
+	_, err := query(t, New(newFakeEngine(), Config{}), s, "/*+ convoy SHOW ARCHIVE */")
 	expectCode(t, err, sqlerr.NotSupported)
 
-	e.SetAdmin(AdminHooks{Archive: f})
+	a := New(newFakeEngine(), Config{Archive: f})
 	for q, want := range map[string]string{
 		"/*+ convoy SHOW ARCHIVE */":          "0441 idle",
 		"/*+ convoy ARCHIVE SHARD 441 NOW */": "0441 NOW",
 		"/*+ convoy ARCHIVE PAUSE */":         "PAUSE",
 		"/*+ convoy ARCHIVE RESUME */":        "RESUME",
 	} {
-		r, err := s.Query(q)
-		if err != nil || r == nil || r.Resultset == nil || len(r.RowDatas) != 1 {
-			t.Fatalf("%s: %v %v", q, r, err)
+		r, err := query(t, a, s, q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
 		}
-		if err := decodeRows(r); err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for i := range r.Fields {
-			v, _ := r.GetString(0, i)
-			got = append(got, v)
-		}
-		if strings.Join(got, " ") != want {
+		_, got := rows(t, r)
+		if len(got) != 1 || strings.ReplaceAll(got[0], " | ", " ") != want {
 			t.Errorf("%s: row %q, want %q", q, got, want)
 		}
 	}
@@ -67,15 +57,15 @@ func TestArchiveDirectives(t *testing.T) {
 
 	// Malformed directives are syntax errors; the admin's refusals are the
 	// client's; anything else the backing store's.
-	_, err = s.Query("/*+ convoy ARCHIVE SHARD 9999 NOW */")
+	_, err = query(t, a, s, "/*+ convoy ARCHIVE SHARD 9999 NOW */")
 	expectCode(t, err, sqlerr.Syntax)
 	f.err = badInput{"shard out of range"}
-	_, err = s.Query("/*+ convoy ARCHIVE SHARD 3 NOW */")
+	_, err = query(t, a, s, "/*+ convoy ARCHIVE SHARD 3 NOW */")
 	expectCode(t, err, sqlerr.WrongArguments)
 	f.err = errors.New("etcdserver: request timed out")
-	_, err = s.Query("/*+ convoy SHOW ARCHIVE */")
+	_, err = query(t, a, s, "/*+ convoy SHOW ARCHIVE */")
 	expectCode(t, err, sqlerr.BackendUnavailable)
-	s.SetPrivileges(Privileges{Read: true, Write: true, DDL: true})
-	_, err = s.Query("/*+ convoy ARCHIVE PAUSE */")
+	s.admin = false
+	_, err = query(t, a, s, "/*+ convoy ARCHIVE PAUSE */")
 	expectCode(t, err, sqlerr.AccessDenied)
 }
