@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/convoy-im/convoy/internal/etcdtest"
 )
 
 // TestArchiveJobStore: the archiver's records live apart from the
@@ -12,8 +14,8 @@ import (
 // campaign in their own election, and SaveJobWith writes its extra keys in
 // the same fenced transaction (none once the runner has lost its key).
 func TestArchiveJobStore(t *testing.T) {
-	_, cli := startEtcd(t)
-	ctx := ctxT(t)
+	_, cli := etcdtest.Start(t)
+	ctx := etcdtest.Ctx(t)
 	mig, arc := NewJobStore(cli, "c"), NewArchiveJobStore(cli, "c")
 	if _, err := mig.Create(ctx, testJob(441)); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/convoy-im/convoy/internal/etcdtest"
 )
 
 func testJob(shard int) Job {
@@ -17,8 +19,8 @@ func testJob(shard int) Job {
 }
 
 func TestJobStore(t *testing.T) {
-	_, cli := startEtcd(t)
-	ctx := ctxT(t)
+	_, cli := etcdtest.Start(t)
+	ctx := etcdtest.Ctx(t)
 	js := NewJobStore(cli, "jobs")
 
 	created, err := js.Create(ctx, testJob(441))
@@ -168,7 +170,7 @@ func TestJobStore(t *testing.T) {
 
 func campaign(t *testing.T, js *JobStore, shard int, id string, opts ...RunnerOption) *Runner {
 	t.Helper()
-	r, err := CampaignRunner(ctxT(t), js, shard, id, append([]RunnerOption{WithRunnerLogger(testLogger(t))}, opts...)...)
+	r, err := CampaignRunner(etcdtest.Ctx(t), js, shard, id, append([]RunnerOption{WithRunnerLogger(etcdtest.Logger(t))}, opts...)...)
 	if err != nil {
 		t.Fatalf("CampaignRunner(%s): %v", id, err)
 	}
@@ -183,7 +185,7 @@ func campaignAsync(t *testing.T, js *JobStore, shard int, id string, opts ...Run
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r, err := CampaignRunner(ctx, js, shard, id, append([]RunnerOption{WithRunnerLogger(testLogger(t))}, opts...)...)
+		r, err := CampaignRunner(ctx, js, shard, id, append([]RunnerOption{WithRunnerLogger(etcdtest.Logger(t))}, opts...)...)
 		if err != nil {
 			if ctx.Err() == nil {
 				t.Errorf("CampaignRunner(%s): %v", id, err)
@@ -202,8 +204,8 @@ func campaignAsync(t *testing.T, js *JobStore, shard int, id string, opts ...Run
 }
 
 func TestRunnerElection(t *testing.T) {
-	_, cli := startEtcd(t)
-	ctx := ctxT(t)
+	_, cli := etcdtest.Start(t)
+	ctx := etcdtest.Ctx(t)
 	js := NewJobStore(cli, "elect")
 	if _, err := js.Create(ctx, testJob(441)); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/convoy-im/convoy/internal/etcdtest"
 	"github.com/convoy-im/convoy/internal/testsvc"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
@@ -163,7 +164,7 @@ type simProxy struct {
 
 func startProxy(t *testing.T, endpoints []string, cluster, id string, holder *fakeHolder, regTTL time.Duration, folOpts ...FollowerOption) *simProxy {
 	t.Helper()
-	cli := newClient(t, endpoints)
+	cli := etcdtest.Client(t, endpoints)
 	return startProxyWith(t, cli, cli, cluster, id, holder, regTTL, folOpts...)
 }
 
@@ -175,8 +176,8 @@ func startProxyWith(t *testing.T, cli, routesCli *clientv3.Client, cluster, id s
 	p.routes = startWatcher(t, routecfg.NewStore(routesCli, cluster), routecfg.WithReadTimeout(time.Second))
 	holder.routes = func() int64 { return p.routes.Current().Version() }
 	p.fol = NewLockFollower(cli, cluster, p.reg, p.routes, holder,
-		append([]FollowerOption{WithFollowerLogger(testLogger(t))}, folOpts...)...)
-	if err := p.fol.Start(ctxT(t)); err != nil {
+		append([]FollowerOption{WithFollowerLogger(etcdtest.Logger(t))}, folOpts...)...)
+	if err := p.fol.Start(etcdtest.Ctx(t)); err != nil {
 		t.Fatalf("proxy %s: follower Start: %v", id, err)
 	}
 	t.Cleanup(p.fol.Close)
@@ -191,7 +192,7 @@ func (p *simProxy) kill(t *testing.T, cli *clientv3.Client) {
 	lease := p.reg.leaseID()
 	p.reg.cancel()
 	<-p.reg.done
-	if _, err := cli.Revoke(ctxT(t), lease); err != nil {
+	if _, err := cli.Revoke(etcdtest.Ctx(t), lease); err != nil {
 		t.Fatalf("revoke %s's lease: %v", p.id, err)
 	}
 }
@@ -206,15 +207,15 @@ type lockEnv struct {
 
 func newLockEnv(t *testing.T, cluster string, shards ...int) *lockEnv {
 	t.Helper()
-	e, cli := startEtcd(t)
+	e, cli := etcdtest.Start(t)
 	env := &lockEnv{e: e, cli: cli, cluster: cluster, store: routecfg.NewStore(cli, cluster), jobs: NewJobStore(cli, cluster)}
-	if err := env.store.Init(ctxT(t), testDoc(t)); err != nil {
+	if err := env.store.Init(etcdtest.Ctx(t), etcdtest.Doc(t)); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range shards {
 		j := testJob(s)
 		j.ID = fmt.Sprintf("mig-%04d", s)
-		if _, err := env.jobs.Create(ctxT(t), j); err != nil {
+		if _, err := env.jobs.Create(etcdtest.Ctx(t), j); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -231,7 +232,7 @@ func (env *lockEnv) proxies(t *testing.T, regTTL time.Duration, holders ...*fake
 
 func (env *lockEnv) routesVersion(t *testing.T) int64 {
 	t.Helper()
-	doc, err := env.store.Get(ctxT(t))
+	doc, err := env.store.Get(etcdtest.Ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +269,7 @@ func checkReleases(t *testing.T, shard int, need int64, ps ...*simProxy) time.Du
 // waitReleased waits until every proxy of ps released shard.
 func waitReleased(t *testing.T, shard int, within time.Duration, what string, ps ...*simProxy) {
 	t.Helper()
-	eventually(t, within, what, func() bool {
+	etcdtest.Eventually(t, within, what, func() bool {
 		for _, p := range ps {
 			if p.holder.state(shard) != "released" {
 				return false
@@ -322,7 +323,7 @@ func TestMigrationLockAllAck(t *testing.T) {
 	v0 := env.routesVersion(t)
 
 	ran := false
-	res, err := r.Switch(ctxT(t), SwitchOptions{}, func(ctx context.Context, tx *SwitchTx) error {
+	res, err := r.Switch(etcdtest.Ctx(t), SwitchOptions{}, func(ctx context.Context, tx *SwitchTx) error {
 		ran = true
 		for _, p := range ps {
 			if s := p.holder.state(shard); s != "held" {
@@ -350,7 +351,7 @@ func TestMigrationLockAllAck(t *testing.T) {
 	if v := env.routesVersion(t); v != v0+1 {
 		t.Fatalf("routes at version %d after the switch, want %d", v, v0+1)
 	}
-	doc, _ := env.store.Get(ctxT(t))
+	doc, _ := env.store.Get(etcdtest.Ctx(t))
 	snap, err := router.NewSnapshot(doc)
 	if err != nil {
 		t.Fatal(err)
@@ -362,28 +363,28 @@ func TestMigrationLockAllAck(t *testing.T) {
 	pause := checkReleases(t, shard, v0+1, ps...)
 	t.Logf("switch: ack wait %s, lock held %s, longest proxy hold %s", res.AckWait.Round(time.Millisecond),
 		res.Held.Round(time.Millisecond), pause.Round(time.Millisecond))
-	if locks, _ := ListLocks(ctxT(t), env.cli, "lock"); len(locks) != 0 {
+	if locks, _ := ListLocks(etcdtest.Ctx(t), env.cli, "lock"); len(locks) != 0 {
 		t.Errorf("locks left: %+v", locks)
 	}
-	eventually(t, 3*time.Second, "acknowledgements not removed after the release", func() bool {
-		resp, err := env.cli.Get(ctxT(t), AcksPrefix("lock", shard), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	etcdtest.Eventually(t, 3*time.Second, "acknowledgements not removed after the release", func() bool {
+		resp, err := env.cli.Get(etcdtest.Ctx(t), AcksPrefix("lock", shard), clientv3.WithPrefix(), clientv3.WithCountOnly())
 		return err == nil && resp.Count == 0
 	})
 	if n := histCount(t, mreg, MetricLockSeconds, "switched"); n != 1 {
 		t.Errorf("%s{outcome=switched} count = %d, want 1", MetricLockSeconds, n)
 	}
-	if got := metric(t, mreg, MetricLockAcks); got != 3 {
+	if got := etcdtest.Metric(t, mreg, MetricLockAcks); got != 3 {
 		t.Errorf("%s = %v, want 3", MetricLockAcks, got)
 	}
 
 	// A second switch of the shard (a rollback) works the same way.
-	res, err = r.Switch(ctxT(t), SwitchOptions{}, func(ctx context.Context, tx *SwitchTx) error {
+	res, err = r.Switch(etcdtest.Ctx(t), SwitchOptions{}, func(ctx context.Context, tx *SwitchTx) error {
 		return tx.FlipRoutes(ctx, router.MoveShard(tx.Routes(), shard, "ds0", "im_0", nil))
 	})
 	if err != nil || !res.Flipped || res.RouteVersion != v0+2 {
 		t.Fatalf("second Switch: %+v %v", res, err)
 	}
-	eventually(t, 3*time.Second, "not every proxy released the shard after the second switch", func() bool {
+	etcdtest.Eventually(t, 3*time.Second, "not every proxy released the shard after the second switch", func() bool {
 		for _, p := range ps {
 			if evs := p.holder.events(shard); len(evs) != 4 || evs[3].kind != "release" {
 				return false
@@ -425,7 +426,7 @@ func TestMigrationLockSlowHolderAborts(t *testing.T) {
 
 	ran := false
 	t0 := time.Now()
-	res, err := r.Switch(ctxT(t), SwitchOptions{AckTimeout: 500 * time.Millisecond}, func(context.Context, *SwitchTx) error {
+	res, err := r.Switch(etcdtest.Ctx(t), SwitchOptions{AckTimeout: 500 * time.Millisecond}, func(context.Context, *SwitchTx) error {
 		ran = true
 		return nil
 	})
@@ -461,10 +462,10 @@ func TestMigrationLockSlowHolderAborts(t *testing.T) {
 			t.Errorf("%s released %s after the abort", p.id, d)
 		}
 	}
-	if got := metric(t, mreg, MetricLockAborts); got != 1 {
+	if got := etcdtest.Metric(t, mreg, MetricLockAborts); got != 1 {
 		t.Errorf("%s = %v, want 1", MetricLockAborts, got)
 	}
-	if locks, _ := ListLocks(ctxT(t), env.cli, "slow"); len(locks) != 0 {
+	if locks, _ := ListLocks(etcdtest.Ctx(t), env.cli, "slow"); len(locks) != 0 {
 		t.Errorf("locks left after the abort: %+v", locks)
 	}
 }
@@ -489,8 +490,8 @@ func TestMigrationLockProxyVanishes(t *testing.T) {
 		res, err := r.Switch(context.Background(), SwitchOptions{AckTimeout: 4 * time.Second, MaxHold: 6 * time.Second}, flipTo(shard))
 		done <- result{res, err}
 	}()
-	eventually(t, 3*time.Second, "pa and pb did not acknowledge", func() bool {
-		resp, err := env.cli.Get(ctxT(t), AcksPrefix("vanish", shard), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	etcdtest.Eventually(t, 3*time.Second, "pa and pb did not acknowledge", func() bool {
+		resp, err := env.cli.Get(etcdtest.Ctx(t), AcksPrefix("vanish", shard), clientv3.WithPrefix(), clientv3.WithCountOnly())
 		return err == nil && resp.Count == 2
 	})
 	ps[2].kill(t, env.cli) // SIGKILL: its registration lease goes away
@@ -507,7 +508,7 @@ func TestMigrationLockProxyVanishes(t *testing.T) {
 	if took > 3*time.Second {
 		t.Errorf("the switch took %s: it waited for the dead proxy instead of dropping it", took)
 	}
-	eventually(t, 3*time.Second, "the live proxies did not release", func() bool {
+	etcdtest.Eventually(t, 3*time.Second, "the live proxies did not release", func() bool {
 		return ps[0].holder.state(shard) == "released" && ps[1].holder.state(shard) == "released"
 	})
 	checkReleases(t, shard, v0+1, ps[:2]...)
@@ -536,12 +537,12 @@ func TestMigrationLockLostBeforeFlip(t *testing.T) {
 	} {
 		r := campaign(t, env.jobs, shard, "migrator")
 		var flipErr error
-		res, err := r.Switch(ctxT(t), SwitchOptions{MaxHold: 10 * time.Second}, func(ctx context.Context, tx *SwitchTx) error {
+		res, err := r.Switch(etcdtest.Ctx(t), SwitchOptions{MaxHold: 10 * time.Second}, func(ctx context.Context, tx *SwitchTx) error {
 			if err := tc.lose(ctx, r); err != nil {
 				t.Errorf("%s: %v", tc.name, err)
 			}
 			// The proxies release without waiting for the 10 s deadline.
-			eventually(t, 2*time.Second, tc.name+": proxies did not release after the lock vanished", func() bool {
+			etcdtest.Eventually(t, 2*time.Second, tc.name+": proxies did not release after the lock vanished", func() bool {
 				for _, p := range ps {
 					if evs := p.holder.events(shard); len(evs) != 2*(i+1) || evs[len(evs)-1].kind != "release" {
 						return false
@@ -589,7 +590,7 @@ func TestMigrationLockRunnerDiesAfterFlip(t *testing.T) {
 	v0 := env.routesVersion(t)
 
 	t0 := time.Now()
-	res, err := r.Switch(ctxT(t), SwitchOptions{AckTimeout: time.Second, MaxHold: time.Second}, func(ctx context.Context, tx *SwitchTx) error {
+	res, err := r.Switch(etcdtest.Ctx(t), SwitchOptions{AckTimeout: time.Second, MaxHold: time.Second}, func(ctx context.Context, tx *SwitchTx) error {
 		if err := flipTo(shard)(ctx, tx); err != nil {
 			return err
 		}
@@ -729,8 +730,8 @@ func TestLockFollowerStartsUnderLock(t *testing.T) {
 	if s := late.state(shard); s != "held" {
 		t.Fatalf("after Start under a lock, the new proxy's shard %d is %q, want held", shard, s)
 	}
-	eventually(t, 3*time.Second, "the new proxy did not acknowledge", func() bool {
-		resp, err := env.cli.Get(ctxT(t), AckKey("late", shard, "pz"))
+	etcdtest.Eventually(t, 3*time.Second, "the new proxy did not acknowledge", func() bool {
+		resp, err := env.cli.Get(etcdtest.Ctx(t), AckKey("late", shard, "pz"))
 		return err == nil && len(resp.Kvs) == 1
 	})
 	close(proceed)
@@ -758,7 +759,7 @@ func TestLockFollowerFencesWhenRegistrationLapses(t *testing.T) {
 
 	t0 := time.Now()
 	env.e.Stop()
-	eventually(t, 4*time.Second, "the writes were not fenced with etcd down", func() bool {
+	etcdtest.Eventually(t, 4*time.Second, "the writes were not fenced with etcd down", func() bool {
 		return h.state(fenceShard) == "fenced"
 	})
 	t.Logf("fenced %s after etcd stopped (TTL 2 s)", time.Since(t0).Round(time.Millisecond))
@@ -768,17 +769,17 @@ func TestLockFollowerFencesWhenRegistrationLapses(t *testing.T) {
 	if s := h.state(shard); s != "" {
 		t.Errorf("shard %d (a job, no lock) is %q: the fence covers it, no hold", shard, s)
 	}
-	if got := metric(t, mreg, MetricWriteFenced); got != 1 {
+	if got := etcdtest.Metric(t, mreg, MetricWriteFenced); got != 1 {
 		t.Errorf("%s = %v while fenced, want 1", MetricWriteFenced, got)
 	}
 	env.e.Start()
-	eventually(t, 10*time.Second, "the fence was not lifted after etcd came back", func() bool {
+	etcdtest.Eventually(t, 10*time.Second, "the fence was not lifted after etcd came back", func() bool {
 		return h.state(fenceShard) == "lifted"
 	})
 	if evs := h.events(fenceShard); len(evs) != 2 || evs[1].routeVersion < v0 {
 		t.Errorf("fence events %s, the lift at route version %d, want fence,lift at >= %d", h.kinds(fenceShard), evs[len(evs)-1].routeVersion, v0)
 	}
-	if got := metric(t, mreg, MetricWriteFenced); got != 0 {
+	if got := etcdtest.Metric(t, mreg, MetricWriteFenced); got != 0 {
 		t.Errorf("%s = %v after the lift, want 0", MetricWriteFenced, got)
 	}
 	_ = p
@@ -796,7 +797,7 @@ func TestLockFollowerCutOffProxy(t *testing.T) {
 	env := newLockEnv(t, "cutoff")
 	st := testsvc.StartRelay(t, strings.TrimPrefix(env.e.Endpoints()[0], "http://"))
 	ha, hb := newFakeHolder("pa"), newFakeHolder("pb")
-	relayed := newClient(t, []string{"http://" + st.Addr()})
+	relayed := etcdtest.Client(t, []string{"http://" + st.Addr()})
 	// A 4 s TTL: the proxy fences 1 s before etcd can expire it, a margin
 	// a loaded machine's scheduling keeps.
 	pa := startProxyWith(t, relayed, relayed, "cutoff", "pa", ha, 4*time.Second)
@@ -807,7 +808,7 @@ func TestLockFollowerCutOffProxy(t *testing.T) {
 	cut := time.Now()
 	j := testJob(shard)
 	j.ID = "mig-cutoff"
-	if _, err := env.jobs.Create(ctxT(t), j); err != nil {
+	if _, err := env.jobs.Create(etcdtest.Ctx(t), j); err != nil {
 		t.Fatal(err)
 	}
 	r := campaign(t, env.jobs, shard, "migrator")
@@ -815,7 +816,7 @@ func TestLockFollowerCutOffProxy(t *testing.T) {
 	var err error
 	var flippedAt time.Time
 	for attempt := 0; attempt < 20; attempt++ { // aborts until pa's registration expires
-		res, err = r.Switch(ctxT(t), SwitchOptions{AckTimeout: time.Second}, func(ctx context.Context, tx *SwitchTx) error {
+		res, err = r.Switch(etcdtest.Ctx(t), SwitchOptions{AckTimeout: time.Second}, func(ctx context.Context, tx *SwitchTx) error {
 			flippedAt = time.Now()
 			return flipTo(shard)(ctx, tx)
 		})
@@ -834,7 +835,7 @@ func TestLockFollowerCutOffProxy(t *testing.T) {
 	t.Logf("cut off at 0, fenced at %v, flipped at %v", evs[0].at.Sub(cut).Round(time.Millisecond), flippedAt.Sub(cut).Round(time.Millisecond))
 	waitReleased(t, shard, 5*time.Second, "the connected proxy did not release", pb)
 	st.Pause(false)
-	eventually(t, 15*time.Second, "the cut-off proxy did not lift its fence once reconnected", func() bool {
+	etcdtest.Eventually(t, 15*time.Second, "the cut-off proxy did not lift its fence once reconnected", func() bool {
 		return ha.state(fenceShard) == "lifted"
 	})
 	if evs := ha.events(fenceShard); evs[len(evs)-1].routeVersion < v0+1 {
@@ -853,24 +854,24 @@ func TestLockFollowerWaitsForTheRoutes(t *testing.T) {
 	target := strings.TrimPrefix(env.e.Endpoints()[0], "http://")
 	st := testsvc.StartRelay(t, target)
 	lagging := newFakeHolder("pa")
-	pa := startProxyWith(t, newClient(t, env.e.Endpoints()), newClient(t, []string{"http://" + st.Addr()}), "lag", "pa", lagging, 3*time.Second)
+	pa := startProxyWith(t, etcdtest.Client(t, env.e.Endpoints()), etcdtest.Client(t, []string{"http://" + st.Addr()}), "lag", "pa", lagging, 3*time.Second)
 	pb := startProxy(t, env.e.Endpoints(), "lag", "pb", newFakeHolder("pb"), 3*time.Second)
 	r := campaign(t, env.jobs, shard, "migrator")
 	v0 := env.routesVersion(t)
 
 	st.Pause(true)
-	res, err := r.Switch(ctxT(t), SwitchOptions{MaxHold: 10 * time.Second}, flipTo(shard))
+	res, err := r.Switch(etcdtest.Ctx(t), SwitchOptions{MaxHold: 10 * time.Second}, flipTo(shard))
 	if err != nil || !res.Flipped {
 		t.Fatalf("Switch = %+v, %v", res, err)
 	}
-	eventually(t, 3*time.Second, "the up-to-date proxy did not release", func() bool { return pb.holder.state(shard) == "released" })
+	etcdtest.Eventually(t, 3*time.Second, "the up-to-date proxy did not release", func() bool { return pb.holder.state(shard) == "released" })
 	time.Sleep(700 * time.Millisecond)
 	if s := lagging.state(shard); s != "held" {
 		t.Fatalf("the proxy whose routes lag is %q (serving version %d), want still held until it serves %d",
 			s, pa.routes.Current().Version(), v0+1)
 	}
 	st.Pause(false)
-	eventually(t, 5*time.Second, "the lagging proxy did not release once its routes caught up", func() bool {
+	etcdtest.Eventually(t, 5*time.Second, "the lagging proxy did not release once its routes caught up", func() bool {
 		return lagging.state(shard) == "released"
 	})
 	checkReleases(t, shard, v0+1, pa, pb)
@@ -886,7 +887,7 @@ func TestMigrationLockLeftover(t *testing.T) {
 	env := newLockEnv(t, "leftover", shard)
 	ps := env.proxies(t, 3*time.Second, newFakeHolder("pa"))
 	r := campaign(t, env.jobs, shard, "migrator")
-	job, err := r.Job(ctxT(t))
+	job, err := r.Job(etcdtest.Ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -894,16 +895,16 @@ func TestMigrationLockLeftover(t *testing.T) {
 		t.Helper()
 		now := time.Now().UTC()
 		val, _ := json.Marshal(LockInfo{Shard: shard, JobID: job.ID, Runner: runner, State: LockHolding, CreatedAt: now, Deadline: now.Add(time.Minute)})
-		if _, err := env.cli.Put(ctxT(t), LockKey("leftover", shard), string(val), clientv3.WithLease(r.Lease())); err != nil {
+		if _, err := env.cli.Put(etcdtest.Ctx(t), LockKey("leftover", shard), string(val), clientv3.WithLease(r.Lease())); err != nil {
 			t.Fatal(err)
 		}
 	}
 	put("someone else")
-	if _, err := r.Switch(ctxT(t), SwitchOptions{}, flipTo(shard)); !errors.Is(err, ErrLockHeld) {
+	if _, err := r.Switch(etcdtest.Ctx(t), SwitchOptions{}, flipTo(shard)); !errors.Is(err, ErrLockHeld) {
 		t.Fatalf("Switch with another runner's lock: %v, want ErrLockHeld", err)
 	}
 	put(r.id)
-	res, err := r.Switch(ctxT(t), SwitchOptions{}, flipTo(shard))
+	res, err := r.Switch(etcdtest.Ctx(t), SwitchOptions{}, flipTo(shard))
 	if err != nil || !res.Flipped {
 		t.Fatalf("Switch with this runner's leftover lock: %+v, %v; want flipped", res, err)
 	}
@@ -918,22 +919,22 @@ func TestMigrationLockLeftover(t *testing.T) {
 func TestLockFollowerStartRouteBarrier(t *testing.T) {
 	env := newLockEnv(t, "barrier")
 	st := testsvc.StartRelay(t, strings.TrimPrefix(env.e.Endpoints()[0], "http://"))
-	cli := newClient(t, env.e.Endpoints())
+	cli := etcdtest.Client(t, env.e.Endpoints())
 	h := newFakeHolder("pa")
 	reg := register(t, cli, "barrier", ProxyInfo{ID: "pa"}, WithTTL(3*time.Second))
-	routes := startWatcher(t, routecfg.NewStore(newClient(t, []string{"http://" + st.Addr()}), "barrier"), routecfg.WithReadTimeout(time.Second))
+	routes := startWatcher(t, routecfg.NewStore(etcdtest.Client(t, []string{"http://" + st.Addr()}), "barrier"), routecfg.WithReadTimeout(time.Second))
 	h.routes = func() int64 { return routes.Current().Version() }
 	v0 := routes.Current().Version()
 
 	st.Pause(true)
-	doc, err := env.store.Get(ctxT(t))
+	doc, err := env.store.Get(etcdtest.Ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.store.Apply(ctxT(t), router.MoveShard(doc, 9, "ds1", "im_9", nil)); err != nil {
+	if _, err := env.store.Apply(etcdtest.Ctx(t), router.MoveShard(doc, 9, "ds1", "im_9", nil)); err != nil {
 		t.Fatal(err)
 	}
-	fol := NewLockFollower(cli, "barrier", reg, routes, h, WithFollowerLogger(testLogger(t)))
+	fol := NewLockFollower(cli, "barrier", reg, routes, h, WithFollowerLogger(etcdtest.Logger(t)))
 	t.Cleanup(fol.Close)
 	started := make(chan error, 1)
 	go func() {
@@ -959,18 +960,18 @@ func TestLockFollowerStartRouteBarrier(t *testing.T) {
 // is refused, as to the port of a killed process.
 func closedAddr(t *testing.T) string {
 	t.Helper()
-	return strings.TrimPrefix(deadEndpoint(t)[0], "http://")
+	return strings.TrimPrefix(etcdtest.DeadEndpoint(t)[0], "http://")
 }
 
 // registerUnrenewed writes a proxy registration under a lease of ttl that
 // nobody keeps alive: what etcd holds of a proxy killed a moment ago.
 func registerUnrenewed(t *testing.T, cli *clientv3.Client, cluster string, p ProxyInfo, ttl time.Duration) clientv3.LeaseID {
 	t.Helper()
-	lease, err := cli.Grant(ctxT(t), int64(ttl/time.Second))
+	lease, err := cli.Grant(etcdtest.Ctx(t), int64(ttl/time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Put(ctxT(t), ProxyKey(cluster, p.ID), encodeProxy(p), clientv3.WithLease(lease.ID)); err != nil {
+	if _, err := cli.Put(etcdtest.Ctx(t), ProxyKey(cluster, p.ID), encodeProxy(p), clientv3.WithLease(lease.ID)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = cli.Revoke(context.Background(), lease.ID) })
@@ -992,7 +993,7 @@ func TestMigrationLockDeadProxy(t *testing.T) {
 	v := env.routesVersion(t)
 	released := func(what string) {
 		t.Helper()
-		eventually(t, 3*time.Second, what+": the live proxies did not release", func() bool {
+		etcdtest.Eventually(t, 3*time.Second, what+": the live proxies did not release", func() bool {
 			for _, p := range ps {
 				if evs := p.holder.events(shard); len(evs) == 0 || evs[len(evs)-1].kind != "release" {
 					return false
@@ -1004,21 +1005,21 @@ func TestMigrationLockDeadProxy(t *testing.T) {
 
 	dead := closedAddr(t)
 	deadLease := registerUnrenewed(t, env.cli, cluster, ProxyInfo{ID: "host-a-1234", Listen: dead}, time.Minute)
-	res, err := r.Switch(ctxT(t), SwitchOptions{}, flipTo(shard))
+	res, err := r.Switch(etcdtest.Ctx(t), SwitchOptions{}, flipTo(shard))
 	if err != nil || !res.Flipped || res.Attempts != 1 || strings.Join(res.Refused, ",") != dead || len(res.Missing) != 0 {
 		t.Fatalf("Switch with a killed proxy still registered = %+v, %v; want flipped at once without %s", res, err, dead)
 	}
 	t.Logf("killed proxy: lock held %s", res.Held.Round(time.Millisecond))
 	v++
 	released("killed proxy")
-	if _, err := env.cli.Revoke(ctxT(t), deadLease); err != nil {
+	if _, err := env.cli.Revoke(etcdtest.Ctx(t), deadLease); err != nil {
 		t.Fatal(err)
 	}
 
 	// Not probeable: the registration's expiry (5 s) is waited for after
 	// the first abort, holding nothing, then the switch runs again.
 	registerUnrenewed(t, env.cli, cluster, ProxyInfo{ID: "host-b-99", Listen: "0.0.0.0:3307"}, 5*time.Second)
-	res, err = r.Switch(ctxT(t), SwitchOptions{AckTimeout: 500 * time.Millisecond}, flipTo(shard))
+	res, err = r.Switch(etcdtest.Ctx(t), SwitchOptions{AckTimeout: 500 * time.Millisecond}, flipTo(shard))
 	if err != nil || !res.Flipped || res.Attempts != 2 {
 		t.Fatalf("Switch with a proxy whose registration runs out = %+v, %v; want flipped at the second attempt", res, err)
 	}
@@ -1044,7 +1045,7 @@ func TestMigrationLockDeadProxy(t *testing.T) {
 	}()
 	silent := l.Addr().String()
 	register(t, env.cli, cluster, ProxyInfo{ID: "host-c-7", Listen: silent}, WithTTL(2*time.Second))
-	res, err = r.Switch(ctxT(t), SwitchOptions{AckTimeout: 500 * time.Millisecond}, flipTo(shard))
+	res, err = r.Switch(etcdtest.Ctx(t), SwitchOptions{AckTimeout: 500 * time.Millisecond}, flipTo(shard))
 	if !errors.Is(err, ErrSwitchAborted) || res.Flipped || res.Attempts != 1 || strings.Join(res.Missing, ",") != silent {
 		t.Fatalf("Switch with a live silent proxy = %+v, %v; want aborted once, %s missing", res, err, silent)
 	}

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/convoy-im/convoy/internal/etcdtest"
 )
 
 func listProxies(t *testing.T, cli *clientv3.Client, cluster string) []ProxyInfo {
 	t.Helper()
-	ps, err := ListProxies(ctxT(t), cli, cluster)
+	ps, err := ListProxies(etcdtest.Ctx(t), cli, cluster)
 	if err != nil {
 		t.Fatalf("ListProxies: %v", err)
 	}
@@ -29,7 +31,7 @@ func proxyIDs(ps []ProxyInfo) string {
 
 func register(t *testing.T, cli *clientv3.Client, cluster string, info ProxyInfo, opts ...RegistryOption) *Registration {
 	t.Helper()
-	r, err := Register(ctxT(t), cli, cluster, info, append([]RegistryOption{WithRegistryLogger(testLogger(t))}, opts...)...)
+	r, err := Register(etcdtest.Ctx(t), cli, cluster, info, append([]RegistryOption{WithRegistryLogger(etcdtest.Logger(t))}, opts...)...)
 	if err != nil {
 		t.Fatalf("Register(%s): %v", info.ID, err)
 	}
@@ -38,7 +40,7 @@ func register(t *testing.T, cli *clientv3.Client, cluster string, info ProxyInfo
 }
 
 func TestRegistry(t *testing.T) {
-	_, cli := startEtcd(t)
+	_, cli := etcdtest.Start(t)
 	const cluster = "reg"
 	started := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	b := register(t, cli, cluster, ProxyInfo{ID: "proxy-b:3307", Listen: "10.0.0.2:3307", Metrics: "10.0.0.2:9104",
@@ -60,7 +62,7 @@ func TestRegistry(t *testing.T) {
 	}
 
 	// The stored value is the documented JSON.
-	resp, err := cli.Get(ctxT(t), "/convoy/reg/proxies/proxy-b:3307")
+	resp, err := cli.Get(etcdtest.Ctx(t), "/convoy/reg/proxies/proxy-b:3307")
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("get key: %v %v", resp, err)
 	}
@@ -84,12 +86,12 @@ func TestRegistry(t *testing.T) {
 	for v := int64(5); v <= 9; v++ {
 		a.SetRouteVersion(v)
 	}
-	eventually(t, 3*time.Second, "route version 9 not visible in the registry", func() bool {
+	etcdtest.Eventually(t, 3*time.Second, "route version 9 not visible in the registry", func() bool {
 		ps := listProxies(t, cli, cluster)
 		return len(ps) == 2 && ps[0].RouteVersion == 9
 	})
 	a.SetRouteVersion(10)
-	eventually(t, 3*time.Second, "route version 10 not visible in the registry", func() bool {
+	etcdtest.Eventually(t, 3*time.Second, "route version 10 not visible in the registry", func() bool {
 		return listProxies(t, cli, cluster)[0].RouteVersion == 10
 	})
 
@@ -106,7 +108,7 @@ func TestRegistry(t *testing.T) {
 	b.SetRouteVersion(99) // after Close: no effect, no panic
 
 	// A hand-written broken entry does not hide the others.
-	if _, err := cli.Put(ctxT(t), ProxyKey(cluster, "junk"), "{not json"); err != nil {
+	if _, err := cli.Put(etcdtest.Ctx(t), ProxyKey(cluster, "junk"), "{not json"); err != nil {
 		t.Fatal(err)
 	}
 	if ps := listProxies(t, cli, cluster); proxyIDs(ps) != "proxy-a:3307" {
@@ -114,14 +116,14 @@ func TestRegistry(t *testing.T) {
 	}
 
 	for _, tc := range []struct{ cluster, id string }{{"", "x"}, {"a/b", "x"}, {cluster, ""}, {cluster, "a/b"}} {
-		if _, err := Register(ctxT(t), cli, tc.cluster, ProxyInfo{ID: tc.id}); err == nil {
+		if _, err := Register(etcdtest.Ctx(t), cli, tc.cluster, ProxyInfo{ID: tc.id}); err == nil {
 			t.Errorf("Register(cluster %q, id %q) succeeded, want an invalid-name error", tc.cluster, tc.id)
 		}
 	}
 }
 
 func TestRegistryEtcdDown(t *testing.T) {
-	cli := newClient(t, deadEndpoint(t))
+	cli := etcdtest.Client(t, etcdtest.DeadEndpoint(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	t0 := time.Now()
@@ -142,11 +144,11 @@ func TestRegistryEtcdDown(t *testing.T) {
 // client gives up on the lease, and the registration must come back by
 // itself, with a new lease, once etcd is back.
 func TestRegistrySurvivesEtcdOutage(t *testing.T) {
-	e, cli := startEtcd(t)
+	e, cli := etcdtest.Start(t)
 	const cluster = "outage"
 	r := register(t, cli, cluster, ProxyInfo{ID: "p1", Listen: "127.0.0.1:3307"}, WithTTL(2*time.Second))
 	r.SetRouteVersion(3)
-	eventually(t, 3*time.Second, "route version 3 not written", func() bool {
+	etcdtest.Eventually(t, 3*time.Second, "route version 3 not written", func() bool {
 		ps := listProxies(t, cli, cluster)
 		return len(ps) == 1 && ps[0].RouteVersion == 3
 	})
@@ -156,7 +158,7 @@ func TestRegistrySurvivesEtcdOutage(t *testing.T) {
 	// After a TTL without an answer the client gives the lease up (its
 	// keepalive deadline passes; checked once a second).
 	t0 := time.Now()
-	eventually(t, 6*time.Second, "the registration did not notice the lease loss with etcd down", func() bool {
+	etcdtest.Eventually(t, 6*time.Second, "the registration did not notice the lease loss with etcd down", func() bool {
 		return r.losses.Load() == 1
 	})
 	t.Logf("lease given up %s after etcd stopped", time.Since(t0).Round(10*time.Millisecond))
@@ -164,18 +166,18 @@ func TestRegistrySurvivesEtcdOutage(t *testing.T) {
 	t0 = time.Now()
 	e.Start()
 
-	eventually(t, 10*time.Second, "the registration did not come back with a new lease after etcd restarted", func() bool {
-		resp, err := cli.Get(ctxT(t), ProxyKey(cluster, "p1"))
+	etcdtest.Eventually(t, 10*time.Second, "the registration did not come back with a new lease after etcd restarted", func() bool {
+		resp, err := cli.Get(etcdtest.Ctx(t), ProxyKey(cluster, "p1"))
 		return err == nil && len(resp.Kvs) == 1 && resp.Kvs[0].Lease != 0 && resp.Kvs[0].Lease != int64(oldLease)
 	})
 	t.Logf("re-registered %s after etcd restarted", time.Since(t0).Round(10*time.Millisecond))
-	eventually(t, 3*time.Second, "route version 4 not written after the re-registration", func() bool {
+	etcdtest.Eventually(t, 3*time.Second, "route version 4 not written after the re-registration", func() bool {
 		ps := listProxies(t, cli, cluster)
 		return len(ps) == 1 && ps[0].RouteVersion == 4 && ps[0].Listen == "127.0.0.1:3307"
 	})
 	// The new lease is kept alive: the key outlives several TTLs... and the
 	// old lease (revoked or expired) takes nothing with it.
-	ttl, err := cli.TimeToLive(ctxT(t), r.leaseID())
+	ttl, err := cli.TimeToLive(etcdtest.Ctx(t), r.leaseID())
 	if err != nil || ttl.TTL <= 0 {
 		t.Fatalf("new lease TimeToLive = %+v, %v; want alive", ttl, err)
 	}
@@ -197,7 +199,7 @@ func TestRegistrySurvivesEtcdOutage(t *testing.T) {
 // pid no longer running), and nothing else: not a live process's, not one
 // at another address, not another host's.
 func TestRemovePredecessors(t *testing.T) {
-	_, cli := startEtcd(t)
+	_, cli := etcdtest.Start(t)
 	const cluster = "pred"
 	dead := map[int]bool{900001: true, 900002: true, 900003: true}
 	running := func(pid int) bool { return !dead[pid] }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/convoy-im/convoy/internal/etcdtest"
 )
 
 // TestSizeSamples: the first sample of a day wins, later ones of the same
 // day are kept out, and only the newest KeepSamples days stay.
 func TestSizeSamples(t *testing.T) {
-	_, cli := startEtcd(t)
+	_, cli := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	day0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

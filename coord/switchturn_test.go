@@ -9,6 +9,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/convoy-im/convoy/internal/etcdtest"
 )
 
 // waitFor polls cond every 10 ms until it holds (true) or within passes
@@ -29,7 +31,7 @@ func waitFor(within time.Duration, cond func() bool) bool {
 // current one, read back from etcd's history.
 func history(t *testing.T, cli *clientv3.Client, prefix string, from int64) []*clientv3.Event {
 	t.Helper()
-	now, err := cli.Get(ctxT(t), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	now, err := cli.Get(etcdtest.Ctx(t), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +39,7 @@ func history(t *testing.T, cli *clientv3.Client, prefix string, from int64) []*c
 	if now.Header.Revision < from {
 		return nil
 	}
-	for resp := range cli.Watch(ctxT(t), prefix, clientv3.WithPrefix(), clientv3.WithRev(from)) {
+	for resp := range cli.Watch(etcdtest.Ctx(t), prefix, clientv3.WithPrefix(), clientv3.WithRev(from)) {
 		if err := resp.Err(); err != nil {
 			t.Fatalf("history of %s: %v", prefix, err)
 		}
@@ -62,7 +64,7 @@ func revisionOf(evs []*clientv3.Event, deleted bool, key string) int64 {
 
 func currentRevision(t *testing.T, cli *clientv3.Client) int64 {
 	t.Helper()
-	resp, err := cli.Get(ctxT(t), "/", clientv3.WithCountOnly())
+	resp, err := cli.Get(etcdtest.Ctx(t), "/", clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +125,7 @@ func TestSwitchTurnSerializes(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := runners[sh].Switch(ctxT(t), SwitchOptions{}, flip(sh, a+b-sh))
+			res, err := runners[sh].Switch(etcdtest.Ctx(t), SwitchOptions{}, flip(sh, a+b-sh))
 			mu.Lock()
 			results[sh] = result{res, err}
 			mu.Unlock()
@@ -160,11 +162,11 @@ func TestSwitchTurnHolderDies(t *testing.T) {
 	const cluster, a, b = "turndies", 5, 6
 	env := newLockEnv(t, cluster, a, b)
 	ps := env.proxies(t, 3*time.Second, newFakeHolder("pa"))
-	mcli := newClient(t, env.e.Endpoints())
+	mcli := etcdtest.Client(t, env.e.Endpoints())
 	ra := campaign(t, NewJobStore(mcli, cluster), a, "ma", WithRunnerTTL(2*time.Second))
 	rb := campaign(t, env.jobs, b, "mb")
 
-	turn, err := ra.takeTurn(ctxT(t))
+	turn, err := ra.takeTurn(etcdtest.Ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,10 +178,10 @@ func TestSwitchTurnHolderDies(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Switch while another runner has the turn, 300 ms context: %v, want the deadline", err)
 	}
-	if locks, _ := ListLocks(ctxT(t), env.cli, cluster); len(locks) != 0 {
+	if locks, _ := ListLocks(etcdtest.Ctx(t), env.cli, cluster); len(locks) != 0 {
 		t.Fatalf("locks after a switch that never had its turn: %+v", locks)
 	}
-	if resp, err := env.cli.Get(ctxT(t), SwitchTurnPrefix(cluster), clientv3.WithPrefix(), clientv3.WithKeysOnly()); err != nil ||
+	if resp, err := env.cli.Get(etcdtest.Ctx(t), SwitchTurnPrefix(cluster), clientv3.WithPrefix(), clientv3.WithKeysOnly()); err != nil ||
 		len(resp.Kvs) != 1 || string(resp.Kvs[0].Key) != turn.key {
 		t.Fatalf("switch turn keys after the wait gave up: %v, %v; want only the holder's", resp.Kvs, err)
 	}
@@ -190,7 +192,7 @@ func TestSwitchTurnHolderDies(t *testing.T) {
 	// The holder dies: its turn goes with its lease.
 	from := currentRevision(t, env.cli) + 1
 	mcli.Close()
-	res, err := rb.Switch(ctxT(t), SwitchOptions{}, flipTo(b))
+	res, err := rb.Switch(etcdtest.Ctx(t), SwitchOptions{}, flipTo(b))
 	if err != nil || !res.Flipped {
 		t.Fatalf("Switch after the turn's holder died: %+v, %v", res, err)
 	}

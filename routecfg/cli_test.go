@@ -11,13 +11,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"gopkg.in/yaml.v3"
 
+	"github.com/convoy-im/convoy/internal/etcdtest"
 	"github.com/convoy-im/convoy/router"
 )
 
 func runCLI(t *testing.T, cli *clientv3.Client, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	err := RunCLI(ctxT(t), args, cli, "clitest", &out)
+	err := RunCLI(etcdtest.Ctx(t), args, cli, "clitest", &out)
 	return out.String(), err
 }
 
@@ -37,7 +38,7 @@ func findKeys(v any, keys map[string]bool) {
 }
 
 func TestCLI(t *testing.T) {
-	_, cli := startEtcd(t)
+	_, cli := etcdtest.Start(t)
 	t.Setenv("DS0_PW", "s3cret-from-env")
 	dir := t.TempDir()
 

@@ -9,19 +9,20 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/convoy-im/convoy/internal/etcdtest"
 	"github.com/convoy-im/convoy/router"
 )
 
 // The store tests share one etcd; each uses its own cluster name (= key).
 func TestStore(t *testing.T) {
-	_, cli := startEtcd(t)
+	_, cli := etcdtest.Start(t)
 	t.Run("InitGetApply", func(t *testing.T) { testStoreRoundTrip(t, cli) })
 	t.Run("ConcurrentApply", func(t *testing.T) { testStoreConcurrentApply(t, cli) })
 	t.Run("RejectsInvalid", func(t *testing.T) { testStoreRejectsInvalid(t, cli) })
 	t.Run("Replace", func(t *testing.T) { testStoreReplace(t, cli) })
 	t.Run("BadClusterName", func(t *testing.T) {
 		for _, name := range []string{"", "a/b", " x"} {
-			if _, err := NewStore(cli, name).Get(ctxT(t)); err == nil {
+			if _, err := NewStore(cli, name).Get(etcdtest.Ctx(t)); err == nil {
 				t.Errorf("cluster %q: Get succeeded, want an invalid-name error", name)
 			}
 		}
@@ -29,7 +30,7 @@ func TestStore(t *testing.T) {
 }
 
 func testStoreRoundTrip(t *testing.T, cli *clientv3.Client) {
-	ctx := ctxT(t)
+	ctx := etcdtest.Ctx(t)
 	s := NewStore(cli, "roundtrip")
 	if s.Key() != "/convoy/roundtrip/routes" {
 		t.Fatalf("Key() = %q", s.Key())
@@ -37,7 +38,7 @@ func testStoreRoundTrip(t *testing.T, cli *clientv3.Client) {
 	if _, err := s.Get(ctx); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Get on empty etcd: err = %v, want ErrNotFound", err)
 	}
-	doc := testDoc(t)
+	doc := etcdtest.Doc(t)
 	if err := s.Init(ctx, doc); err != nil {
 		t.Fatalf("Init: %v", err)
 	}
@@ -82,9 +83,9 @@ func testStoreRoundTrip(t *testing.T, cli *clientv3.Client) {
 }
 
 func testStoreConcurrentApply(t *testing.T, cli *clientv3.Client) {
-	ctx := ctxT(t)
+	ctx := etcdtest.Ctx(t)
 	s := NewStore(cli, "concurrent")
-	if err := s.Init(ctx, testDoc(t)); err != nil {
+	if err := s.Init(ctx, etcdtest.Doc(t)); err != nil {
 		t.Fatal(err)
 	}
 	const n = 8
@@ -99,7 +100,7 @@ func testStoreConcurrentApply(t *testing.T, cli *clientv3.Client) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			doc := testDoc(t) // version 1, as every applier read it
+			doc := etcdtest.Doc(t) // version 1, as every applier read it
 			doc.Shards[i%8].Database = "im_edit_" + string(rune('a'+i))
 			<-start
 			_, errs[i] = NewStore(cli, "concurrent").Apply(ctx, doc)
@@ -128,10 +129,10 @@ func testStoreConcurrentApply(t *testing.T, cli *clientv3.Client) {
 }
 
 func testStoreRejectsInvalid(t *testing.T, cli *clientv3.Client) {
-	ctx := ctxT(t)
+	ctx := etcdtest.Ctx(t)
 	s := NewStore(cli, "invalid")
 
-	missing := testDoc(t)
+	missing := etcdtest.Doc(t)
 	missing.Shards = missing.Shards[:7] // shards 896..1023 unmapped
 	if err := s.Init(ctx, missing); !errors.Is(err, router.ErrInvalidRoutes) {
 		t.Fatalf("Init of a doc missing shards: err = %v, want ErrInvalidRoutes", err)
@@ -140,7 +141,7 @@ func testStoreRejectsInvalid(t *testing.T, cli *clientv3.Client) {
 		t.Fatalf("a rejected Init wrote something: Get err = %v", err)
 	}
 
-	if err := s.Init(ctx, testDoc(t)); err != nil {
+	if err := s.Init(ctx, etcdtest.Doc(t)); err != nil {
 		t.Fatal(err)
 	}
 	before, err := cli.Get(ctx, s.Key())
@@ -151,7 +152,7 @@ func testStoreRejectsInvalid(t *testing.T, cli *clientv3.Client) {
 		"unknown datasource": func(d *router.Document) { d.Shards[3].Datasource = "ds9" },
 		"missing shard":      func(d *router.Document) { d.Shards = d.Shards[1:] },
 	} {
-		doc := testDoc(t)
+		doc := etcdtest.Doc(t)
 		edit(&doc)
 		if _, err := s.Apply(ctx, doc); !errors.Is(err, router.ErrInvalidRoutes) {
 			t.Errorf("Apply with %s: err = %v, want ErrInvalidRoutes", name, err)
@@ -167,13 +168,13 @@ func testStoreRejectsInvalid(t *testing.T, cli *clientv3.Client) {
 }
 
 func testStoreReplace(t *testing.T, cli *clientv3.Client) {
-	ctx := ctxT(t)
+	ctx := etcdtest.Ctx(t)
 	s := NewStore(cli, "replace")
-	v, err := s.Replace(ctx, testDoc(t))
+	v, err := s.Replace(ctx, etcdtest.Doc(t))
 	if err != nil || v != 1 {
 		t.Fatalf("Replace on an empty key = %d, %v; want 1, nil", v, err)
 	}
-	doc := testDoc(t) // version 1 again: Replace must still move forward
+	doc := etcdtest.Doc(t) // version 1 again: Replace must still move forward
 	doc.DefaultDatasource = "ds1"
 	if v, err = s.Replace(ctx, doc); err != nil || v != 2 {
 		t.Fatalf("Replace over version 1 = %d, %v; want 2, nil", v, err)

@@ -13,13 +13,14 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/convoy-im/convoy/internal/etcdtest"
 	"github.com/convoy-im/convoy/router"
 )
 
 func startWatcher(t *testing.T, s *Store, opts ...Option) *Watcher {
 	t.Helper()
-	w := NewWatcher(s, append([]Option{WithLogger(testLogger(t))}, opts...)...)
-	if err := w.Start(ctxT(t)); err != nil {
+	w := NewWatcher(s, append([]Option{WithLogger(etcdtest.Logger(t))}, opts...)...)
+	if err := w.Start(etcdtest.Ctx(t)); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(w.Close)
@@ -40,10 +41,10 @@ func readCacheFile(t *testing.T, path string) router.Document {
 }
 
 func TestWatcherFollowsEtcd(t *testing.T) {
-	_, cli := startEtcd(t)
-	ctx := ctxT(t)
+	_, cli := etcdtest.Start(t)
+	ctx := etcdtest.Ctx(t)
 	s := NewStore(cli, "follow")
-	if err := s.Init(ctx, testDoc(t)); err != nil {
+	if err := s.Init(ctx, etcdtest.Doc(t)); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
@@ -55,16 +56,16 @@ func TestWatcherFollowsEtcd(t *testing.T) {
 	if v := w.Current().Version(); v != 1 {
 		t.Fatalf("after Start Current().Version() = %d, want 1", v)
 	}
-	if got := metric(t, reg, MetricVersion); got != 1 {
+	if got := etcdtest.Metric(t, reg, MetricVersion); got != 1 {
 		t.Errorf("%s = %v, want 1", MetricVersion, got)
 	}
-	if got := metric(t, reg, MetricStale); got != 0 {
+	if got := etcdtest.Metric(t, reg, MetricStale); got != 0 {
 		t.Errorf("%s = %v, want 0", MetricStale, got)
 	}
-	if got := metric(t, reg, MetricLastSync); time.Since(time.Unix(int64(got), 0)) > time.Minute {
+	if got := etcdtest.Metric(t, reg, MetricLastSync); time.Since(time.Unix(int64(got), 0)) > time.Minute {
 		t.Errorf("%s = %v, want about now", MetricLastSync, got)
 	}
-	if got := metric(t, reg, MetricStaleness); got < 0 || got > 60 {
+	if got := etcdtest.Metric(t, reg, MetricStaleness); got < 0 || got > 60 {
 		t.Errorf("%s = %v, want a few seconds at most", MetricStaleness, got)
 	}
 	if v := readCacheFile(t, cache).Version; v != 1 {
@@ -72,12 +73,12 @@ func TestWatcherFollowsEtcd(t *testing.T) {
 	}
 
 	// A change applied through the store reaches the watcher.
-	doc := testDoc(t)
+	doc := etcdtest.Doc(t)
 	doc.Shards[7].Datasource = "ds0"
 	if _, err := s.Apply(ctx, doc); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the watcher did not see version 2", func() bool { return w.Current().Version() == 2 })
+	etcdtest.Eventually(t, 5*time.Second, "the watcher did not see version 2", func() bool { return w.Current().Version() == 2 })
 	if w.Current().Target(1000).Datasource != "ds0" {
 		t.Errorf("version 2 is swapped in but shard 1000 still routes to %s", w.Current().Target(1000).Datasource)
 	}
@@ -95,20 +96,20 @@ func TestWatcherFollowsEtcd(t *testing.T) {
 	if fi, err := os.Stat(cache); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("cache file mode = %v, %v; want 0600", fi.Mode(), err)
 	}
-	if got := metric(t, reg, MetricReloads); got != 2 {
+	if got := etcdtest.Metric(t, reg, MetricReloads); got != 2 {
 		t.Errorf("%s = %v, want 2 (initial load + one change)", MetricReloads, got)
 	}
 
 	// An invalid document written behind the Store's back is refused.
-	bad := testDoc(t)
+	bad := etcdtest.Doc(t)
 	bad.Version = 3
 	bad.Shards = bad.Shards[:7]
 	raw, _ := json.Marshal(bad)
 	if _, err := cli.Put(ctx, s.Key(), string(raw)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the invalid document was not counted as rejected",
-		func() bool { return metric(t, reg, MetricRejected) == 1 })
+	etcdtest.Eventually(t, 5*time.Second, "the invalid document was not counted as rejected",
+		func() bool { return etcdtest.Metric(t, reg, MetricRejected) == 1 })
 	if v := w.Current().Version(); v != 2 {
 		t.Fatalf("after an invalid version 3, Current().Version() = %d, want 2 (last good)", v)
 	}
@@ -116,7 +117,7 @@ func TestWatcherFollowsEtcd(t *testing.T) {
 	if err := w.Reload(ctx); !errors.Is(err, router.ErrInvalidRoutes) {
 		t.Errorf("Reload over an invalid document: err = %v, want ErrInvalidRoutes", err)
 	}
-	if got := metric(t, reg, MetricRejected); got != 1 {
+	if got := etcdtest.Metric(t, reg, MetricRejected); got != 1 {
 		t.Errorf("%s = %v after a Reload of the same bad value, want 1", MetricRejected, got)
 	}
 	if v := readCacheFile(t, cache).Version; v != 2 {
@@ -124,7 +125,7 @@ func TestWatcherFollowsEtcd(t *testing.T) {
 	}
 
 	// An older version (a hand-made re-creation) is ignored.
-	older := testDoc(t) // version 1, valid
+	older := etcdtest.Doc(t) // version 1, valid
 	raw, _ = json.Marshal(older)
 	if _, err := cli.Put(ctx, s.Key(), string(raw)); err != nil {
 		t.Fatal(err)
@@ -137,7 +138,7 @@ func TestWatcherFollowsEtcd(t *testing.T) {
 	}
 
 	// init --force continues the sequence, so the watcher takes it.
-	fixed := testDoc(t)
+	fixed := etcdtest.Doc(t)
 	fixed.DefaultDatasource = "ds1"
 	if v, err := s.Replace(ctx, fixed); err != nil || v != 2 {
 		t.Fatalf("Replace = %d, %v; want 2 (after stored version 1)", v, err)
@@ -146,8 +147,8 @@ func TestWatcherFollowsEtcd(t *testing.T) {
 	if v, err := s.Apply(ctx, fixed); err != nil || v != 3 {
 		t.Fatalf("Apply = %d, %v; want 3", v, err)
 	}
-	eventually(t, 5*time.Second, "the watcher did not take version 3", func() bool { return w.Current().Version() == 3 })
-	if got := metric(t, reg, MetricStale); got != 0 {
+	etcdtest.Eventually(t, 5*time.Second, "the watcher did not take version 3", func() bool { return w.Current().Version() == 3 })
+	if got := etcdtest.Metric(t, reg, MetricStale); got != 0 {
 		t.Errorf("%s = %v after a good version 3, want 0", MetricStale, got)
 	}
 	if got := w.Current().DefaultDatasource(); got != "ds1" {
@@ -166,10 +167,10 @@ func TestWatcherFollowsEtcd(t *testing.T) {
 }
 
 func TestWatcherSurvivesEtcdRestart(t *testing.T) {
-	e, cli := startEtcd(t)
-	ctx := ctxT(t)
+	e, cli := etcdtest.Start(t)
+	ctx := etcdtest.Ctx(t)
 	s := NewStore(cli, "restart")
-	if err := s.Init(ctx, testDoc(t)); err != nil {
+	if err := s.Init(ctx, etcdtest.Doc(t)); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
@@ -178,17 +179,17 @@ func TestWatcherSurvivesEtcdRestart(t *testing.T) {
 		WithLogger(zap.New(core)))
 
 	e.Stop()
-	eventually(t, 5*time.Second, MetricStale+" did not become 1 with etcd down",
-		func() bool { return metric(t, reg, MetricStale) == 1 })
+	etcdtest.Eventually(t, 5*time.Second, MetricStale+" did not become 1 with etcd down",
+		func() bool { return etcdtest.Metric(t, reg, MetricStale) == 1 })
 	if cur := w.Current(); cur == nil || cur.Version() != 1 {
 		t.Fatalf("with etcd down Current() = %v, want the last snapshot (version 1)", cur)
 	}
-	staleness := metric(t, reg, MetricStaleness)
+	staleness := etcdtest.Metric(t, reg, MetricStaleness)
 
 	e.Start()
-	eventually(t, 10*time.Second, MetricStale+" did not return to 0 after etcd restarted",
-		func() bool { return metric(t, reg, MetricStale) == 0 })
-	if got := metric(t, reg, MetricStaleness); got > staleness+1 {
+	etcdtest.Eventually(t, 10*time.Second, MetricStale+" did not return to 0 after etcd restarted",
+		func() bool { return etcdtest.Metric(t, reg, MetricStale) == 0 })
+	if got := etcdtest.Metric(t, reg, MetricStaleness); got > staleness+1 {
 		t.Errorf("%s = %v after resync, want it reset (was %v while down)", MetricStaleness, got, staleness)
 	}
 	// One line when etcd was lost, one when it was regained, with the time
@@ -199,22 +200,22 @@ func TestWatcherSurvivesEtcdRestart(t *testing.T) {
 	} else if d, _ := back[0].ContextMap()["stale_for"].(time.Duration); d <= 0 || d > time.Minute {
 		t.Errorf("etcd regained: stale_for %v", back[0].ContextMap()["stale_for"])
 	}
-	doc := testDoc(t)
+	doc := etcdtest.Doc(t)
 	doc.DefaultDatasource = "ds1"
 	if _, err := s.Apply(ctx, doc); err != nil {
 		t.Fatalf("Apply after restart: %v", err)
 	}
-	eventually(t, 5*time.Second, "the change applied after the restart was not picked up",
+	etcdtest.Eventually(t, 5*time.Second, "the change applied after the restart was not picked up",
 		func() bool { return w.Current().Version() == 2 })
 }
 
 func TestWatcherColdStart(t *testing.T) {
-	down := NewStore(newClient(t, deadEndpoint(t)), "cold")
+	down := NewStore(etcdtest.Client(t, etcdtest.DeadEndpoint(t)), "cold")
 	fast := WithReadTimeout(300 * time.Millisecond)
 
 	t.Run("CacheFile", func(t *testing.T) {
 		cache := filepath.Join(t.TempDir(), "routes.json")
-		doc := testDoc(t)
+		doc := etcdtest.Doc(t)
 		doc.Version = 7
 		if err := writeFileAtomic(cache, doc); err != nil {
 			t.Fatal(err)
@@ -224,7 +225,7 @@ func TestWatcherColdStart(t *testing.T) {
 		if v := w.Current().Version(); v != 7 {
 			t.Fatalf("cold start from the cache: version %d, want 7", v)
 		}
-		if got := metric(t, reg, MetricStale); got != 1 {
+		if got := etcdtest.Metric(t, reg, MetricStale); got != 1 {
 			t.Errorf("%s = %v while serving the cache with etcd down, want 1", MetricStale, got)
 		}
 	})
@@ -233,8 +234,8 @@ func TestWatcherColdStart(t *testing.T) {
 			"no cache configured": {fast},
 			"cache file missing":  {fast, WithCacheFile(filepath.Join(t.TempDir(), "absent.json"))},
 		} {
-			w := NewWatcher(down, append(opts, WithLogger(testLogger(t)))...)
-			err := w.Start(ctxT(t))
+			w := NewWatcher(down, append(opts, WithLogger(etcdtest.Logger(t)))...)
+			err := w.Start(etcdtest.Ctx(t))
 			if err == nil {
 				w.Close()
 				t.Fatalf("%s: Start succeeded with etcd down and no cache; a proxy without routes must not serve", name)
@@ -254,29 +255,29 @@ func TestWatcherColdStart(t *testing.T) {
 		}
 	})
 	t.Run("NoDocumentInEtcd", func(t *testing.T) {
-		_, cli := startEtcd(t)
+		_, cli := etcdtest.Start(t)
 		s := NewStore(cli, "empty")
-		if err := NewWatcher(s).Start(ctxT(t)); err == nil || !strings.Contains(err.Error(), "no route document") {
+		if err := NewWatcher(s).Start(etcdtest.Ctx(t)); err == nil || !strings.Contains(err.Error(), "no route document") {
 			t.Fatalf("Start with an empty etcd and no cache: err = %v, want a no-document error", err)
 		}
 		// With a cache it serves the cache, then switches to etcd once a
 		// newer document appears there.
 		cache := filepath.Join(t.TempDir(), "routes.json")
-		if err := writeFileAtomic(cache, testDoc(t)); err != nil {
+		if err := writeFileAtomic(cache, etcdtest.Doc(t)); err != nil {
 			t.Fatal(err)
 		}
 		w := startWatcher(t, s, WithCacheFile(cache))
 		if v := w.Current().Version(); v != 1 {
 			t.Fatalf("version %d, want 1 from the cache", v)
 		}
-		doc := testDoc(t)
+		doc := etcdtest.Doc(t)
 		doc.Version = 5
-		if err := s.Init(ctxT(t), doc); err != nil {
+		if err := s.Init(etcdtest.Ctx(t), doc); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 5*time.Second, "the watcher did not switch to etcd's version 5",
+		etcdtest.Eventually(t, 5*time.Second, "the watcher did not switch to etcd's version 5",
 			func() bool { return w.Current().Version() == 5 })
-		eventually(t, 2*time.Second, "the cache file was not rewritten with version 5",
+		etcdtest.Eventually(t, 2*time.Second, "the cache file was not rewritten with version 5",
 			func() bool { return readCacheFile(t, cache).Version == 5 })
 	})
 }
@@ -284,13 +285,13 @@ func TestWatcherColdStart(t *testing.T) {
 // Several watchers on one registry (or on the default private ones) must not
 // panic on duplicate registration.
 func TestWatcherMetricsRegistration(t *testing.T) {
-	s := NewStore(newClient(t, deadEndpoint(t)), "dup")
+	s := NewStore(etcdtest.Client(t, etcdtest.DeadEndpoint(t)), "dup")
 	reg := prometheus.NewRegistry()
 	for i := 0; i < 2; i++ {
-		NewWatcher(s, WithRegisterer(reg), WithLogger(testLogger(t))).Close()
+		NewWatcher(s, WithRegisterer(reg), WithLogger(etcdtest.Logger(t))).Close()
 		NewWatcher(s).Close()
 	}
-	if got := metric(t, reg, MetricVersion); got != 0 {
+	if got := etcdtest.Metric(t, reg, MetricVersion); got != 0 {
 		t.Errorf("%s = %v before any load, want 0", MetricVersion, got)
 	}
 }

@@ -1,4 +1,8 @@
-package routecfg
+// Package etcdtest holds the helpers of the tests that run against a real
+// etcd (packages routecfg and coord): a server and a client, a document of
+// routes, bounded contexts, metric reads and polling. One copy, so the two
+// packages' tests cannot drift apart.
+package etcdtest
 
 import (
 	"context"
@@ -17,7 +21,8 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-func newClient(t *testing.T, endpoints []string) *clientv3.Client {
+// Client returns an etcd client of endpoints, closed when the test ends.
+func Client(t testing.TB, endpoints []string) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
@@ -31,14 +36,15 @@ func newClient(t *testing.T, endpoints []string) *clientv3.Client {
 	return cli
 }
 
-func startEtcd(t *testing.T) (*testsvc.Etcd, *clientv3.Client) {
+// Start starts an etcd of the test's own and returns it with a client.
+func Start(t testing.TB) (*testsvc.Etcd, *clientv3.Client) {
 	t.Helper()
 	e := testsvc.StartEtcd(t)
-	return e, newClient(t, e.Endpoints())
+	return e, Client(t, e.Endpoints())
 }
 
-// deadEndpoint is a loopback address nothing listens on.
-func deadEndpoint(t *testing.T) []string {
+// DeadEndpoint is a loopback address nothing listens on.
+func DeadEndpoint(t testing.TB) []string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -49,34 +55,39 @@ func deadEndpoint(t *testing.T) []string {
 	return []string{"http://" + addr}
 }
 
-func twoDatasources() []router.Datasource {
+// TwoDatasources are the datasources of Doc: passwords by environment and
+// by file, never inline.
+func TwoDatasources() []router.Datasource {
 	return []router.Datasource{
 		{Name: "ds0", Addr: "127.0.0.1:3306", User: "convoy", PasswordEnv: "DS0_PW"},
 		{Name: "ds1", Addr: "127.0.0.1:3307", User: "convoy", PasswordFile: "/etc/convoy/ds1.pw"},
 	}
 }
 
-func testDoc(t *testing.T) router.Document {
+// Doc is a valid route document: TwoDatasources, 8 databases.
+func Doc(t testing.TB) router.Document {
 	t.Helper()
-	doc, err := router.DefaultLayout(twoDatasources(), 8)
+	doc, err := router.DefaultLayout(TwoDatasources(), 8)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return doc
 }
 
-func ctxT(t *testing.T) context.Context {
+// Ctx is a context bounded at 10 s, canceled when the test ends.
+func Ctx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func testLogger(t *testing.T) *zap.Logger {
+// Logger logs warnings and errors to the test's log.
+func Logger(t testing.TB) *zap.Logger {
 	return zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 }
 
-// metric returns the value of a gauge or counter gathered from reg.
-func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// Metric returns the value of a gauge or counter gathered from reg.
+func Metric(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -96,8 +107,10 @@ func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return 0
 }
 
-// eventually polls cond every 20ms until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+// Eventually polls cond every 20ms until it holds or within has passed;
+// then it logs the goroutines of route watchers (the usual suspects) and
+// fails.
+func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {
