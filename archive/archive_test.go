@@ -218,11 +218,11 @@ func testScanPasses(t *testing.T, s *services) {
 	}
 }
 
-// testInboxTTL is seed 001's inbox cleanup: exactly the im_inbox rows that
-// are read (seq <= the member's last_read_seq) and older than inbox_after
-// (30 days) go into verified inbox files and are deleted delete_after
-// later; unread rows, rows of members with no member row, young rows and
-// other shards' rows stay, and so does a row changed after it was
+// testInboxTTL is seed 001's inbox cleanup (docs/design.md §9): exactly the
+// im_inbox rows that are read (seq <= the member's last_read_seq) and older
+// than inbox_after (30 days) go into verified inbox files and are deleted
+// delete_after later; unread rows, rows of members with no member row, young
+// rows and other shards' rows stay, and so does a row changed after it was
 // archived. Inbox files are not history: no cold read sees them.
 func testInboxTTL(t *testing.T, s *services) {
 	f := newEmptyFixture(t, s, "s3")

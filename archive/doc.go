@@ -1,7 +1,7 @@
 // Package archive moves conversation history older than the warm window
 // out of MySQL into the cold tier (package cold) and keeps the catalog
-// proxies read it through (seed 000, 冷热分离: 先写冷、再删温，温层删除延迟
-// 7 天; docs/design.md §9).
+// proxies read it through (docs/design.md §9; seed 000, 冷热分离:
+// 先写冷、再删温，温层删除延迟 7 天).
 //
 // # One job per shard
 //
@@ -23,16 +23,15 @@
 //
 // A run moves two kinds of rows (kinds.go), each with its own checkpoint,
 // files and records, through the same steps below: history (conv_msg rows
-// with their msg_content bodies, by day of created_at, older than
-// cold.after) and inbox (seed 001's TTL cleanup: im_inbox rows whose
+// with their msg_content bodies, by day of created_at, older than cold.after)
+// and inbox (seed 001's TTL cleanup, docs/design.md §9: im_inbox rows whose
 // member has read them, seq <= im_conv_member.last_read_seq, by day of
 // send_time, older than cold.inbox_after; <prefix>/<shard>/<day>/inbox-<n>
-// .parquet, records of kind im_inbox). A history row among its
-// conversation's newest cold.keep_newest (500) is never archived: seed 000
-// keeps the newest 500 in the hot tier's MySQL table, so first screens and
-// hot-tier fills never need the archive. Nothing reads inbox files back
-// (read inbox rows are kept for audit); an inbox row read after its day
-// was archived stays warm.
+// .parquet, records of kind im_inbox). A history row among its conversation's
+// newest cold.keep_newest (500) is never archived: the hot tier keeps the
+// newest 500 (docs/design.md §4), so first screens and hot-tier fills never
+// need the archive. Nothing reads inbox files back (read inbox rows are kept
+// for audit); an inbox row read after its day was archived stays warm.
 //
 // # Archive step
 //

@@ -19,12 +19,12 @@ import (
 
 // Defaults (Config's zero values).
 const (
-	DefaultAfter       = 180 * 24 * time.Hour // seed 000: cold beyond 180 days
-	DefaultDeleteAfter = 7 * 24 * time.Hour   // seed 000: 温层删除延迟 7 天
-	DefaultInboxAfter  = 30 * 24 * time.Hour  // seed 001: read inbox rows kept 30 days
+	DefaultAfter       = 180 * 24 * time.Hour // docs/design.md §9: cold beyond 180 days
+	DefaultDeleteAfter = 7 * 24 * time.Hour   // docs/design.md §9; seed 000: 温层删除延迟 7 天
+	DefaultInboxAfter  = 30 * 24 * time.Hour  // docs/design.md §9; seed 001: read inbox rows kept 30 days
 	// DefaultRate is the rows per second a job reads of a live shard: a
-	// migration copy's (seed 001's 2000 rows/s), which does not show in the
-	// shard's write latency.
+	// migration copy's (docs/design.md §5: 2000 rows/s), which does not show
+	// in the shard's write latency.
 	DefaultRate = 2000
 	// DefaultPartRows bounds a part: about 10-30 MiB of rows held in memory
 	// while the file is built, and a catalog record whose skip lists stay

@@ -7,11 +7,11 @@ import (
 )
 
 // kind is one family of rows the archiver moves, each with its own
-// checkpoint, files and records, through the same steps: history
-// (conv_msg rows older than cold.after with their msg_content bodies) and
-// inbox (seed 001's TTL cleanup: im_inbox rows already read, older than
-// cold.inbox_after). Both are laid out by logical shard and UTC day of
-// their day column.
+// checkpoint, files and records, through the same steps: history (conv_msg
+// rows older than cold.after with their msg_content bodies) and inbox
+// (seed 001's TTL cleanup, docs/design.md §9: im_inbox rows already read,
+// older than cold.inbox_after). Both are laid out by logical shard and UTC
+// day of their day column.
 type kind struct {
 	name      string // Record.Kind
 	table     string // the logical table whose rows are archived by day

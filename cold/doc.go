@@ -1,5 +1,5 @@
-// Package cold is the cold tier of conversation history (seed 000,
-// 冷热分离; docs/design.md §9): conv_msg rows older than the warm window, with their
+// Package cold is the cold tier of conversation history (docs/design.md §9;
+// seed 000: 冷热分离): conv_msg rows older than the warm window, with their
 // msg_content bodies, in immutable Parquet files in object storage, read
 // back page by page within a time budget. This package is the foundation:
 // storage, file format, verification, catalog types and the reader. The
@@ -51,11 +51,11 @@
 //     name, type, flags, charset, decimals, length), convoy.cold.shard,
 //     convoy.cold.day, convoy.cold.rows and convoy.cold.digest.
 //
-// An inbox file (Tables.Inbox: seed 001's read im_inbox rows) has the same
-// layout for one table: uid, conv_id, seq typed (the row order) and
-// i_<column> text values for every im_inbox column; nothing reads it by
-// key, ScanFile reads it back (InboxObjectKey: inbox-<n> next to the
-// day's history parts).
+// An inbox file (Tables.Inbox: seed 001's read im_inbox rows,
+// docs/design.md §9) has the same layout for one table: uid, conv_id, seq
+// typed (the row order) and i_<column> text values for every im_inbox column;
+// nothing reads it by key, ScanFile reads it back (InboxObjectKey: inbox-<n>
+// next to the day's history parts).
 //
 // Why text values and not typed columns: the cold tier must return exactly
 // what MySQL returned (same columns, types, values). The text value plus the
@@ -94,7 +94,7 @@
 //
 // # Reader
 //
-// Reader serves the three history reads of DESIGN.md section 4 from cold
+// Reader serves the three history reads of docs/design.md §4 from cold
 // files: Before (seq < ? DESC LIMIT n), After (seq > ? ASC LIMIT n) and
 // ByMsgID (conv_id = ? AND msg_id = ?), and ByKeys (rows by msg_id or seq
 // in batches: message bodies, writes checking what is archived; only the

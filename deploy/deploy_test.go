@@ -578,7 +578,8 @@ func TestPrometheusConfig(t *testing.T) {
 
 // TestAlertRules checks the alerting rules Prometheus loads: every rule
 // names a known metric with known labels, has a severity and says what to
-// do, and the dual-write is alerted on (seed 001: "双写失败必须告警").
+// do, and the dual-write is alerted on (docs/design.md §7; seed 001:
+// "双写失败必须告警").
 func TestAlertRules(t *testing.T) {
 	var cfg struct {
 		RuleFiles []string `yaml:"rule_files"`

@@ -1,5 +1,5 @@
 // Package histcache is Convoy's Redis hot tier for conversation history
-// (DESIGN.md section 4, seed 000). It knows nothing about SQL: the engine
+// (docs/design.md §4). It knows nothing about SQL: the engine
 // recognises the three history reads, asks this package, and goes to MySQL
 // on any miss or error. It imports no other Convoy package.
 //

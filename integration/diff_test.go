@@ -51,7 +51,7 @@ func differentialCases() []dcase {
 		// Extreme keys route and round-trip.
 		q("INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (18446744073709551615, 1, 77, 1, 1, '2026-01-03 00:00:00.000'), (0, 1, 78, 1, 1, '2026-01-03 00:00:00.000'), (9223372036854775813, 1, 79, 1, 1, '2026-01-03 00:00:00.000')"),
 	)
-	// History reads by key (the seed 000 shapes) and friends.
+	// History reads by key (the shapes of docs/design.md §4) and friends.
 	cs = append(cs,
 		q("SELECT seq, msg_id, sender_uid, msg_type, created_at FROM conv_msg WHERE conv_id = ? AND seq < ? ORDER BY seq DESC LIMIT 20", 42, 3),
 		q("SELECT seq, msg_id FROM conv_msg WHERE conv_id = ? AND seq > ? ORDER BY seq ASC LIMIT 50", 1, 0),

@@ -16,8 +16,8 @@ import (
 	"github.com/convoy-im/convoy/internal/testsvc"
 )
 
-// imLoad is the IM mix of seed 000 from several clients: first screens,
-// catch-ups after a reconnect, and sends.
+// imLoad is the IM mix of docs/design.md §4 from several clients: first
+// screens, catch-ups after a reconnect, and sends.
 type imLoad struct {
 	convs   int
 	workers int

@@ -46,9 +46,9 @@ func perShard(rows int64) TableStats {
 	}
 }
 
-// TestPlanSeedScale reproduces seed 001's figure: 1024 shards of 5 M rows
-// at 2000 rows/s per shard take 2500 s each; moving all of them with 8 in
-// parallel takes 1024 / 8 x 2500 s = 3.7 days ("3-5 天").
+// TestPlanSeedScale reproduces seed 001's figure (docs/design.md §11): 1024
+// shards of 5 M rows at 2000 rows/s per shard take 2500 s each; moving all of
+// them with 8 in parallel takes 1024 / 8 x 2500 s = 3.7 days ("3-5 天").
 func TestPlanSeedScale(t *testing.T) {
 	from := snapper(t)(router.DefaultLayout(dss("ds0", "ds1"), 8))
 	toDoc, err := router.DefaultLayout(dss("ds0", "ds1"), 8)

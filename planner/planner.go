@@ -1,12 +1,12 @@
-// Package planner is Convoy's capacity planner (docs/design.md §11): from measured
-// (or simulated) shard sizes, growth and load it says which of seed 001's
-// expansion triggers fires first and when, and proposes the next layout as
-// a route document the migration commands execute, with the moves it takes
-// and their duration at the migration rate.
+// Package planner is Convoy's capacity planner (docs/design.md §11): from
+// measured (or simulated) shard sizes, growth and load it says which of the
+// expansion triggers fires first and when, and proposes the next layout as a
+// route document the migration commands execute, with the moves it takes and
+// their duration at the migration rate.
 //
-// The triggers (seed 001, "扩容触发线"): any database server's disk over
-// 60 %, any shard's write P99 over 50 ms, any shard over 3000 QPS; and the
-// table capacity ("容量口径"): 50 M rows or 100 GB in one physical table.
+// The triggers (docs/design.md §7; seed 001: "扩容触发线"): any database server's
+// disk over 60 %, any shard's write P99 over 50 ms, any shard over 3000 QPS;
+// and the table capacity ("容量口径"): 50 M rows or 100 GB in one physical table.
 // Disk and table size are projected along the measured growth; QPS and P99
 // fire when measured over the line (load is not extrapolated: it follows
 // users, not time).
@@ -33,7 +33,7 @@ type Limits struct {
 	TableBytes  int64
 }
 
-// SeedLimits are seed 001's figures.
+// SeedLimits are seed 001's figures (docs/design.md §7).
 func SeedLimits() Limits {
 	return Limits{DiskPercent: 60, WriteP99: 50 * time.Millisecond, ShardQPS: 3000, TableRows: 50_000_000, TableBytes: 100 << 30}
 }
@@ -263,7 +263,7 @@ func Propose(in Inputs, triggers []Trigger) (*Proposal, error) {
 // Split halves every database of doc: the lower half of its shards stays,
 // the upper half moves to a new database on a new server (one new server per
 // existing one, named after it, whose address the DBA fills in). 8 x 128 on
-// two servers becomes 16 x 64 on four, as in seed 001.
+// two servers becomes 16 x 64 on four, as in docs/design.md §2.
 func Split(doc router.Document) (router.Document, error) {
 	snap, err := router.NewSnapshot(doc)
 	if err != nil {

@@ -7,9 +7,9 @@ import (
 )
 
 // Workload is a synthetic fleet for `convoy plan --simulate`. Zero fields
-// take seed 001's figures (SeedWorkload).
+// take seed 001's figures (SeedWorkload; docs/design.md §11).
 type Workload struct {
-	MessagesPerDay float64 // 400 M (seed 001: 消息日增 4 亿条)
+	MessagesPerDay float64 // 400 M (docs/design.md §11; seed 001: 消息日增 4 亿条)
 	HistoryDays    float64 // days of messages already stored in MySQL
 	// Bytes per message: the conv_msg row with its indexes, and the body in
 	// msg_content with its index; the other three tables add little.
@@ -27,8 +27,9 @@ type Workload struct {
 	DiskBytes              int64
 }
 
-// SeedWorkload is seed 001's scale: 400 M messages a day over the initial
-// 8 x 128 layout, one database per server, with a little skew.
+// SeedWorkload is seed 001's scale (docs/design.md §11): 400 M messages a day
+// over the initial 8 x 128 layout, one database per server, with a little
+// skew.
 func SeedWorkload() Workload {
 	return Workload{MessagesPerDay: 400e6, HistoryDays: 30, IndexBytes: 150, BodyBytes: 600,
 		StatementsPerMessage: 8, PeakFactor: 3, HotShare: 0.02, HotShards: 4,

@@ -2,7 +2,7 @@
 // TiDB parser, classifies them, extracts the facts the router needs (sharded
 // tables, shard-key values, INSERT rows, session SETs) and prints them back
 // with physical table names. It never edits SQL text: every rewrite happens
-// on the AST and is printed by the TiDB restorer (DESIGN.md section 3).
+// on the AST and is printed by the TiDB restorer (docs/design.md §3).
 //
 // # Flow
 //

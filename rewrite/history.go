@@ -5,7 +5,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/opcode"
 )
 
-// HistoryDir is one of the three history reads of seed 000.
+// HistoryDir is one of the three history reads of docs/design.md §4.
 type HistoryDir int
 
 const (
@@ -26,10 +26,10 @@ type History struct {
 	Limit   Value // Before/After: the page size (literal or ?)
 }
 
-// HistoryShape recognises the seed 000 history reads the hot tier serves:
-// an ArchiveShape read of conv_msg whose select list is plain
-// HistoryColumns (no wildcard, no alias). Anything else is not a history
-// read for the hot tier and goes to MySQL.
+// HistoryShape recognises the history reads (docs/design.md §4) the hot tier
+// serves: an ArchiveShape read of conv_msg whose select list is plain
+// HistoryColumns (no wildcard, no alias). Anything else is not a history read
+// for the hot tier and goes to MySQL.
 func HistoryShape(a *Analysis) (*History, bool) {
 	r, ok := ArchiveShape(a)
 	if !ok || r.Table != "conv_msg" || r.Inclusive {
@@ -45,9 +45,9 @@ func HistoryShape(a *Analysis) (*History, bool) {
 	return h, true
 }
 
-// ArchiveRead is a read the cold tier can continue (seed 000's three
-// history reads, and the body fetch by msg_id that follows them), with any
-// select list of the table's plain columns or *:
+// ArchiveRead is a read the cold tier can continue (the three history reads
+// of docs/design.md §4, and the body fetch by msg_id that follows them), with
+// any select list of the table's plain columns or *:
 //
 //	conv_msg    WHERE conv_id = v AND seq < v ORDER BY seq DESC LIMIT n   (Before)
 //	conv_msg    WHERE conv_id = v AND seq > v ORDER BY seq [ASC] LIMIT n  (After)

@@ -15,7 +15,7 @@ const Unknown = -2
 // column IN (...) conjuncts (every combination of them), and for an UPDATE
 // that assigns plain values to pinned columns also the rows as they are
 // after it. The migration's dual-write reads primary keys out of it
-// (DESIGN.md section 5): where the columns do not cover the primary key the
+// (docs/design.md §5): where the columns do not cover the primary key the
 // rows are unknown, and the binlog apply alone carries the write.
 type WrittenRows struct {
 	Table   string   // logical table, lower-case

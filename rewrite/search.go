@@ -8,8 +8,9 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/opcode"
 )
 
-// SearchTable is the virtual table of message search (seed 000, "检索"):
-// no datasource holds it; the engine answers it from the search index.
+// SearchTable is the virtual table of message search (docs/design.md §10;
+// seed 000: "检索"): no datasource holds it; the engine answers it from the
+// search index.
 const SearchTable = "msg_search"
 
 // SearchColumns are the columns a msg_search SELECT may return, in the

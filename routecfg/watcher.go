@@ -20,7 +20,7 @@ import (
 
 const (
 	// DefaultResync is how often the watcher re-reads the document in full,
-	// backing up the watch (DESIGN.md section 2).
+	// backing up the watch (docs/design.md §2).
 	DefaultResync = 30 * time.Second
 	// DefaultReadTimeout bounds every read of etcd, the cold-start load
 	// included: a proxy must decide quickly whether to serve from its cache

@@ -30,7 +30,7 @@ func ShardOf(key uint64) Shard {
 }
 
 // shardedTables lists the logical tables and their shard key column. The set
-// is the IM data model of DESIGN.md section 1; any other table is unsharded
+// is the IM data model of docs/design.md §1; any other table is unsharded
 // and passes through to the default datasource.
 var shardedTables = map[string]string{
 	"conv_msg":       "conv_id",

@@ -246,8 +246,8 @@ func (s *Snapshot) Databases() [][2]string {
 // DefaultLayout builds the production layout: dbs databases (im_0..) with
 // NumShards/dbs consecutive shards each, one physical table per shard; the
 // databases are spread evenly over the datasources in order. 8 databases x
-// 128 tables is the initial layout of DESIGN.md; 16x64 and 32x32 are the
-// expansion layouts.
+// 128 tables is the initial layout of docs/design.md §2; 16x64 and 32x32 are
+// the expansion layouts.
 func DefaultLayout(datasources []Datasource, dbs int) (Document, error) {
 	if len(datasources) == 0 {
 		return Document{}, invalid("at least one datasource is needed")

@@ -1,6 +1,6 @@
-// Package search is Convoy's message search (seed 000, "检索"): an inverted
-// index of messages fed from the shards' committed rows, queried through
-// the proxy as SQL on the virtual table msg_search.
+// Package search is Convoy's message search (docs/design.md §10; seed 000:
+// "检索"): an inverted index of messages fed from the shards' committed rows,
+// queried through the proxy as SQL on the virtual table msg_search.
 //
 // The package holds one concept a file:
 //   - doc.go: the indexed document, a query and its hits

@@ -10,7 +10,7 @@ import (
 
 // Extraction says what text a message body yields. msg_content.content is
 // an opaque payload (VARBINARY: encrypted, or carrying @-mentions and quote
-// metadata, seed 000), so the default is deliberately narrow: text
+// metadata, docs/design.md §1), so the default is deliberately narrow: text
 // messages (msg_type 1) whose body is UTF-8 text. An operator whose
 // payload is JSON names the field holding the text. A message that yields
 // no text (another type, bytes that are not UTF-8, no such field, nothing

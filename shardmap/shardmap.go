@@ -1,9 +1,9 @@
-// Package shardmap serves the live shard map page (docs/design.md §11): the 1024
-// logical shards as a 32 x 32 grid coloured by a chosen measure against
-// seed 001's expansion triggers, where each shard lives, the shards in
-// migration, the route version and the live proxies. The page is one
-// embedded HTML file (no build step, no CDN) that polls /api/map; a click on
-// a shard asks /api/shard?n=N for its details.
+// Package shardmap serves the live shard map page (docs/design.md §11): the
+// 1024 logical shards as a 32 x 32 grid coloured by a chosen measure against
+// the expansion triggers (docs/design.md §7), where each shard lives, the
+// shards in migration, the route version and the live proxies. The page is
+// one embedded HTML file (no build step, no CDN) that polls /api/map; a click
+// on a shard asks /api/shard?n=N for its details.
 //
 // The statistics are this proxy's own (each proxy measures the statements
 // it serves); sizes come from the backends' statistics, refreshed in the

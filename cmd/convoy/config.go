@@ -98,7 +98,7 @@ type Config struct {
 		LocalInfile string `yaml:"local_infile"`
 	} `yaml:"engine"`
 
-	// HotTier is the Redis history cache of seed 000.
+	// HotTier is the Redis history cache of docs/design.md §4.
 	HotTier struct {
 		Enabled      bool          `yaml:"enabled"`
 		Addrs        []string      `yaml:"addrs"`    // one address: single node; several: Redis Cluster
@@ -132,8 +132,8 @@ type Config struct {
 		// (default 2000; negative = unlimited).
 		Rate float64 `yaml:"rate"`
 		// ThrottleWriteP99: a copy slows down while either side's write
-		// probes take longer than this (default 50ms, seed 001's line;
-		// negative = never).
+		// probes take longer than this (default 50ms, the trigger of
+		// docs/design.md §7; negative = never).
 		ThrottleWriteP99 time.Duration `yaml:"throttle_write_p99"`
 		// RunJobs: this process campaigns for and runs migration jobs
 		// (default true). Turn it off for proxies whose etcd role may not
@@ -156,8 +156,8 @@ type Config struct {
 		DualWriteTimeout time.Duration `yaml:"dualwrite_timeout"`
 	} `yaml:"migration"`
 
-	// Search is message search (seed 000, "检索"; package search): the
-	// virtual table msg_search and the index feeds.
+	// Search is message search (docs/design.md §10; seed 000: "检索"; package
+	// search): the virtual table msg_search and the index feeds.
 	Search struct {
 		Enabled bool `yaml:"enabled"`
 		// Engine is bleve (embedded, the default) or sphinx.
@@ -244,7 +244,8 @@ type Config struct {
 		Partial string `yaml:"partial"`
 	} `yaml:"cold"`
 
-	// Health holds the expansion triggers of seed 001 (SHOW SHARD HEALTH).
+	// Health holds the expansion triggers of SHOW SHARD HEALTH
+	// (docs/design.md §7).
 	Health struct {
 		StatsWindow  time.Duration    `yaml:"stats_window"`  // default 60s
 		ShardQPS     float64          `yaml:"shard_qps"`     // default 3000

@@ -24,9 +24,10 @@ const planUsage = `usage: convoy plan [--config FILE] [--etcd HOSTS] [--cluster 
        convoy plan --simulate [--messages-per-day N] [--history-days N] [--hot-share F] [--hot-shards N]
                    [--datasources N] [--databases N] [--disk-gib N] [--rate N] [--parallel N] [--out FILE]
 
-Evaluates seed 001's expansion triggers (disk > 60 %, write P99 > 50 ms,
-shard QPS > 3000, 50 M rows / 100 GB per table), says which fires first and
-when, and proposes the next layout with its shard moves and their copy time.
+Evaluates the expansion triggers of docs/design.md §7 (disk > 60 %, write
+P99 > 50 ms, shard QPS > 3000, 50 M rows / 100 GB per table), says which
+fires first and when, and proposes the next layout with its shard moves and
+their copy time.
 --out writes the proposed route document (fill in the new servers' addresses,
 then convoy migrate plan|apply --to FILE). Measured mode reads the routes from
 etcd, sizes from the datasources' statistics, load from every live proxy's

@@ -231,12 +231,12 @@ const (
 	healthUnknown = "unknown" // the check could not be made
 )
 
-// showShardHealth evaluates seed 001's expansion triggers: any shard over
-// the QPS or write-P99 threshold, any datasource whose databases use more
-// than the disk threshold of its configured capacity. By default it lists
-// only what needs a DBA: rows FIRED, and checks that could not be made
-// (unknown). Nothing wrong is an empty result set with the same columns, so
-// a script can count rows. SHOW SHARD HEALTH ALL lists every row.
+// showShardHealth evaluates the expansion triggers of docs/design.md §7: any
+// shard over the QPS or write-P99 threshold, any datasource whose databases
+// use more than the disk threshold of its configured capacity. By default it
+// lists only what needs a DBA: rows FIRED, and checks that could not be made
+// (unknown). Nothing wrong is an empty result set with the same columns, so a
+// script can count rows. SHOW SHARD HEALTH ALL lists every row.
 func (a *Admin) showShardHealth(snap *router.Snapshot, all bool) (*mysql.Result, error) {
 	var tr stats.Triggers
 	tr.QPS, tr.WriteP99 = a.eng.HealthThresholds()

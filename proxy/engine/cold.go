@@ -23,8 +23,8 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-// ColdTier is the archive of conversation history (seed 000's cold tier:
-// Parquet files in object storage, docs/design.md §9). cmd/convoy adapts
+// ColdTier is the archive of conversation history (the cold tier of
+// docs/design.md §9: Parquet files in object storage). cmd/convoy adapts
 // archive.Catalog and cold.Reader to it, so the engine links neither
 // Parquet nor the object store. Reads honour ctx's deadline (the cold
 // budget): cut short they return what is certain with More set, never an
@@ -130,9 +130,9 @@ type coldState struct {
 
 // SetColdTier enables the cold read path: history reads that run below
 // what MySQL holds continue into the archive within budget per statement
-// (default 800 ms, seed 000: 冷层查询必须异步化：接口超时 800ms，取到多少返回多少
-// 并带上 has_more), and writes naming archived rows are checked against it.
-// Call before serving.
+// (default 800 ms, docs/design.md §9; seed 000: 冷层查询必须异步化：
+// 接口超时 800ms，取到多少返回多少并带上 has_more), and writes naming archived
+// rows are checked against it. Call before serving.
 func (e *Engine) SetColdTier(t ColdTier, o ColdOptions) {
 	budget := o.Budget
 	if budget <= 0 {

@@ -38,9 +38,9 @@ type Options struct {
 	MaxPacket int64
 	// StatsWindow is the sliding window of SHOW SHARD STATS. Default 60s.
 	StatsWindow time.Duration
-	// The shard thresholds of SHOW SHARD HEALTH (seed 001's expansion
-	// triggers; the datasources' disk use is proxy/admin's) and of the
-	// convoy_shards_over_threshold gauge: shard QPS and write P99.
+	// The shard thresholds of SHOW SHARD HEALTH (the expansion triggers of
+	// docs/design.md §7; the datasources' disk use is proxy/admin's) and of
+	// the convoy_shards_over_threshold gauge: shard QPS and write P99.
 	HealthQPS      float64       // default 3000
 	HealthWriteP99 time.Duration // default 50ms
 	// HoldMaxWait bounds how long a write waits behind a migration hold of
@@ -168,7 +168,7 @@ func (e *Engine) StatsWindow() *stats.Window { return e.window }
 // (SHOW SHARD STATS), for the shard map page.
 func (e *Engine) ShardStats() []stats.ShardStats { return e.window.All() }
 
-// HealthThresholds are seed 001's shard triggers as configured.
+// HealthThresholds are the shard triggers of docs/design.md §7 as configured.
 func (e *Engine) HealthThresholds() (qps float64, writeP99 time.Duration) {
 	return e.opt.HealthQPS, e.opt.HealthWriteP99
 }

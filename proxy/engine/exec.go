@@ -175,9 +175,9 @@ func (s *Session) runOnShards(pl *plan, args []any, binary bool) (res *mysql.Res
 	return s.readSharded(pl, args, binary)
 }
 
-// history runs a seed 000 history read (planbuilder.OpHistory: the hot tier is on).
-// Its pages are exact with archived rows too (package histcache, "The cold
-// tier"): a hit needs no cold check.
+// history runs a history read of docs/design.md §4 (planbuilder.OpHistory:
+// the hot tier is on). Its pages are exact with archived rows too (package
+// histcache, "The cold tier"): a hit needs no cold check.
 func (s *Session) history(pl *plan, args []any, binary bool) (*mysql.Result, error) {
 	if s.inTxn() || s.readsTarget(pl, args) {
 		// In a transaction: its connection's snapshot. Read from a
@@ -665,7 +665,7 @@ func (s *Session) autonomous(p part, write, binary bool) (*mysql.Result, error) 
 	r, err := s.exec(c, p, binary)
 	if !p.untimed {
 		// DDL and maintenance run for seconds by nature: counted, they
-		// would fire the shard's write-P99 trigger (seed 001) on every
+		// would fire the shard's write-P99 trigger (docs/design.md §7) on every
 		// schema change.
 		s.e.observe(p.shard, c.Datasource(), write, start, err)
 	}

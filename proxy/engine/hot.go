@@ -20,12 +20,12 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-// HotTier is the Redis history cache of seed 000 (histcache.Cache). Any
-// error or ok=false is a miss: the statement goes to MySQL as if the tier
-// did not exist. The call order that keeps a served page exact is the
-// tier's contract (see package histcache): BeginWrite before the commit,
-// EndWrite / Invalidate + AbortWrite after it; BeginFill before the MySQL
-// read a Fill installs.
+// HotTier is the Redis history cache of docs/design.md §4 (histcache.Cache).
+// Any error or ok=false is a miss: the statement goes to MySQL as if the tier
+// did not exist. The call order that keeps a served page exact is the tier's
+// contract (see package histcache): BeginWrite before the commit, EndWrite /
+// Invalidate + AbortWrite after it; BeginFill before the MySQL read a Fill
+// installs.
 type HotTier interface {
 	Before(ctx context.Context, convID, before uint64, limit int) ([]histcache.Entry, bool, error)
 	After(ctx context.Context, convID, after uint64, limit int) ([]histcache.Entry, bool, error)

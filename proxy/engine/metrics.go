@@ -107,7 +107,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "convoy_datasource_query_duration_seconds",
 			Help: "Backend time of sharded statements, by datasource and kind (read|write). Per-shard percentiles: SHOW SHARD STATS.",
 			// 0.25 ms .. 2 s: point reads sit at the bottom, the 50 ms write P99
-			// expansion trigger of seed 001 is a bucket edge.
+			// expansion trigger of docs/design.md §7 is a bucket edge.
 			Buckets: []float64{.00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 2},
 		}, []string{"datasource", "kind"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -156,7 +156,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, "part", "total", "members", "index", "fresh"),
 		coldReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "convoy_cold_reads_total",
-			Help: "History reads whose page needed the archive (cold tier), by shape (before|after|anchor|bodies), first_screen (a scroll-up page above every seq of its conversation: seed 000 says it never reaches object storage) and result (complete|partial: the budget ran out|unavailable: the archive did not answer).",
+			Help: "History reads whose page needed the archive (cold tier), by shape (before|after|anchor|bodies), first_screen (a scroll-up page above every seq of its conversation: docs/design.md §9 says it never reaches object storage) and result (complete|partial: the budget ran out|unavailable: the archive did not answer).",
 		}, []string{"shape", "first_screen", "result"}),
 		coldSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "convoy_cold_read_duration_seconds",

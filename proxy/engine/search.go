@@ -23,18 +23,18 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-// Message search (seed 000, "检索"): SELECT ... FROM msg_search WHERE uid =
-// ? AND MATCH(text) AGAINST (?) ... is answered here, never sent to a
-// datasource. The conversations the uid may search are read from
-// im_conv_member on the uid's shard, through the routes like any read, and
-// go into the index query: a client never names them (a conv_id condition
-// narrows the search to one conversation the uid must be a member of).
-// The index answers for messages older than the fresh window; the window
+// Message search (docs/design.md §10; seed 000: "检索"): SELECT ... FROM
+// msg_search WHERE uid = ? AND MATCH(text) AGAINST (?) ... is answered here,
+// never sent to a datasource. The conversations the uid may search are read
+// from im_conv_member on the uid's shard, through the routes like any read,
+// and go into the index query: a client never names them (a conv_id condition
+// narrows the search to one conversation the uid must be a member of). The
+// index answers for messages older than the fresh window; the window
 // (search.fresh_window, default 5 min) is read from the permitted
 // conversations' msg_content in MySQL and matched by brute force, so a
-// message is found before the index has it, and an edit, recall or delete
-// of a recent message shows at once. Older messages' deletes and recalls
-// show once the index has them (its soft-delete flag; seconds).
+// message is found before the index has it, and an edit, recall or delete of
+// a recent message shows at once. Older messages' deletes and recalls show
+// once the index has them (its soft-delete flag; seconds).
 
 // MessageSearch is the search index as the engine uses it (package search,
 // wired by cmd/convoy; the engine does not import it).

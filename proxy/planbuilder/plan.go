@@ -40,7 +40,7 @@ const (
 	OpShowSharded           // SHOW COLUMNS / INDEX / CREATE TABLE of a sharded table
 	OpInsert                // INSERT / REPLACE split by each row's shard
 	OpInsertSeq             // INSERT INTO conv_msg allocating seqs
-	OpHistory               // a seed 000 history read the hot tier may answer
+	OpHistory               // a history read (docs/design.md §4) the hot tier may answer
 	OpRoute                 // a statement routed by its shard key values
 	OpScatter               // a SELECT without the shard key: every shard, merged
 )
@@ -111,8 +111,8 @@ type Plan struct {
 	// CalcFound: a SELECT SQL_CALC_FOUND_ROWS; FOUND_ROWS() is read on the
 	// connection it ran on.
 	CalcFound bool
-	// Hist is set for the seed 000 history reads when the hot tier is on;
-	// HistCols prints its columns, the fixed part of its metadata key.
+	// Hist is set for the history reads (docs/design.md §4) when the hot tier
+	// is on; HistCols prints its columns, the fixed part of its metadata key.
 	Hist     *rewrite.History
 	HistCols string
 	// Cold is set for the reads the cold tier may continue and the writes
@@ -182,7 +182,7 @@ func (pl *Plan) TouchesHistory() bool {
 	return false
 }
 
-// HistoryTable is the table of seed 000's history reads.
+// HistoryTable is the table of the history reads of docs/design.md §4.
 const HistoryTable = "conv_msg"
 
 // String prints the plan on one line: its op, what the statement is and

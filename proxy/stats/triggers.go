@@ -2,9 +2,10 @@ package stats
 
 import "time"
 
-// Triggers are seed 001's shard expansion triggers as configured
-// (health.shard_qps, health.write_p99): one rule for SHOW SHARD HEALTH
-// (proxy/admin) and the convoy_shards_over_threshold gauge (proxy/engine).
+// Triggers are the shard expansion triggers of docs/design.md §7 as
+// configured (health.shard_qps, health.write_p99): one rule for
+// SHOW SHARD HEALTH (proxy/admin) and the convoy_shards_over_threshold
+// gauge (proxy/engine).
 type Triggers struct {
 	QPS      float64
 	WriteP99 time.Duration
