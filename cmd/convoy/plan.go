@@ -157,7 +157,7 @@ func proxyLoad(ctx context.Context, addr string) ([router.NumShards]planner.Load
 
 func report(w io.Writer, in planner.Inputs, outFile string) error {
 	ts := planner.Evaluate(in)
-	fmt.Fprintln(w, "Triggers (seed 001), soonest first:")
+	fmt.Fprintln(w, "Expansion triggers, soonest first:")
 	for _, t := range ts {
 		fmt.Fprintln(w, "  "+t.String())
 	}
