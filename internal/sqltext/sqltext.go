@@ -154,9 +154,6 @@ func (s *Scanner) Code() Token {
 	}
 }
 
-// IsSpace reports whether c is a blank the lexer skips between tokens.
-func IsSpace(c byte) bool { return class[c] == cSpace }
-
 // IsNameByte reports whether c is a byte of an unquoted name or number
 // token (a name may start with a digit; a byte >= 0x80 is part of a UTF-8
 // name).
