@@ -23,7 +23,7 @@ unit:
 	$(GO) test -short -count=1 -p 2 $$($(GO) list ./... | grep -v '/integration$$')
 
 ## race: the tests of the packages with concurrency under the race detector (about 5 minutes on 2 cores; CI runs it after make test)
-RACEPKGS ?= ./proxy/... ./histcache/ ./routecfg/ ./coord/ ./migrate/
+RACEPKGS ?= ./proxy/... ./histcache/ ./routecfg/ ./coord/ ./migrate/ ./migrate/inproxy/
 race:
 	$(GO) test -race -count=1 -p 2 -timeout 20m $(RACEPKGS)
 

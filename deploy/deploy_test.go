@@ -19,6 +19,7 @@ import (
 	"github.com/convoy-im/convoy/archive"
 	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/migrate"
+	"github.com/convoy-im/convoy/migrate/inproxy"
 	"github.com/convoy-im/convoy/routecfg"
 )
 
@@ -83,12 +84,12 @@ var knownMetrics = map[string][]string{
 	migrate.MetricStepFailures: {"step"},
 	migrate.MetricBacklog:      {"shard"},
 	migrate.MetricBreaches:     {"shard"},
-	// migrate/dualwrite.go (NewDualWriteMetrics: every proxy's mirror)
-	migrate.MetricDualWrites:       {"result"},
-	migrate.MetricDualWriteSeconds: {}, // histogram
-	// migrate/rampstats.go (NewRamps: every proxy's read ramps)
-	migrate.MetricRampReads:   {"shard", "side", "result"},
-	migrate.MetricRampLatency: {"shard", "side"}, // histogram
+	// migrate/inproxy/dualwrite.go (NewDualWriteMetrics: every proxy's mirror)
+	inproxy.MetricDualWrites:       {"result"},
+	inproxy.MetricDualWriteSeconds: {}, // histogram
+	// migrate/inproxy/rampstats.go (NewRamps: every proxy's read ramps)
+	inproxy.MetricRampReads:   {"shard", "side", "result"},
+	inproxy.MetricRampLatency: {"shard", "side"}, // histogram
 
 	// archive/metrics.go (NewMetrics: the archive runs of this process)
 	archive.MetricRows:        {"op"},
@@ -119,7 +120,7 @@ var knownMetrics = map[string][]string{
 
 // histograms expose <name>_bucket (with le), _sum and _count.
 var histograms = []string{"convoy_datasource_query_duration_seconds", "convoy_scatter_targets", "convoy_migration_hold_wait_seconds", "convoy_cold_read_duration_seconds",
-	migrate.MetricDualWriteSeconds, migrate.MetricRampLatency, coord.MetricLockSeconds, coord.MetricShardHoldSeconds,
+	inproxy.MetricDualWriteSeconds, inproxy.MetricRampLatency, coord.MetricLockSeconds, coord.MetricShardHoldSeconds,
 	"convoy_search_query_duration_seconds", "convoy_search_index_lag_seconds"}
 
 // resolveMetric maps a series name to its metric and label set.
@@ -247,7 +248,7 @@ func TestDashboard(t *testing.T) {
 		"convoy_migration_hold_queued_writes", "convoy_migration_hold_wait_seconds", "convoy_migration_hold_refused_total",
 		coord.MetricShardsHeld, coord.MetricShardHoldFails,
 		migrate.MetricRowsCopied, migrate.MetricApplyLag, migrate.MetricJobStep, migrate.MetricStepFailures,
-		migrate.MetricRampReads, migrate.MetricRampLatency,
+		inproxy.MetricRampReads, inproxy.MetricRampLatency,
 		archive.MetricRows, "convoy_cold_reads_total", "convoy_cold_read_duration_seconds", "convoy_cold_checks_total", "convoy_cold_writes_total",
 	} {
 		if !used[m] {
@@ -622,13 +623,13 @@ func TestAlertRules(t *testing.T) {
 			}
 		}
 	}
-	for _, result := range []string{migrate.DualWriteQueued, migrate.DualWriteLost} {
+	for _, result := range []string{inproxy.DualWriteQueued, inproxy.DualWriteLost} {
 		found := false
 		for _, expr := range seen {
-			found = found || (strings.Contains(expr, migrate.MetricDualWrites) && strings.Contains(expr, `result="`+result+`"`))
+			found = found || (strings.Contains(expr, inproxy.MetricDualWrites) && strings.Contains(expr, `result="`+result+`"`))
 		}
 		if !found {
-			t.Errorf("no alert on %s{result=%q}", migrate.MetricDualWrites, result)
+			t.Errorf("no alert on %s{result=%q}", inproxy.MetricDualWrites, result)
 		}
 	}
 }

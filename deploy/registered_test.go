@@ -12,6 +12,7 @@ import (
 	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/migrate"
+	"github.com/convoy-im/convoy/migrate/inproxy"
 	"github.com/convoy-im/convoy/proxy"
 	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/proxy/engine"
@@ -69,10 +70,10 @@ func TestKnownMetricsAreRegistered(t *testing.T) {
 	if _, err := migrate.NewMetrics(reg); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := migrate.NewDualWriteMetrics(reg); err != nil {
+	if _, err := inproxy.NewDualWriteMetrics(reg); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := migrate.NewRamps(reg); err != nil {
+	if _, err := inproxy.NewRamps(reg); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := archive.NewMetrics(reg); err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/convoy-im/convoy/migrate"
+	"github.com/convoy-im/convoy/migrate/inproxy"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -389,10 +390,10 @@ func runMigrationLoad(b *testing.B, s *stack, proxies []*convoyProc, admin, ds0 
 	res.dualResults = map[string]float64{}
 	for _, p := range proxies {
 		body := scrape(b, p.metrics)
-		res.dualCalls += max(0, metricValue(b, body, migrate.MetricDualWriteSeconds+"_count")) // -1: absent
-		res.dualSeconds += max(0, metricValue(b, body, migrate.MetricDualWriteSeconds+"_sum"))
+		res.dualCalls += max(0, metricValue(b, body, inproxy.MetricDualWriteSeconds+"_count")) // -1: absent
+		res.dualSeconds += max(0, metricValue(b, body, inproxy.MetricDualWriteSeconds+"_sum"))
 		for _, r := range []string{"mirrored", "queued", "lost", "unkeyed"} {
-			if v := metricValue(b, body, migrate.MetricDualWrites+`{result="`+r+`"}`); v > 0 {
+			if v := metricValue(b, body, inproxy.MetricDualWrites+`{result="`+r+`"}`); v > 0 {
 				res.dualResults[r] += v
 			}
 		}
@@ -731,7 +732,7 @@ func (r *migLoad) report(b *testing.B) {
 
 	if r.dualCalls > 0 {
 		logf("dual-write (proxies' %s): %.0f mirror calls (%v), %.1f ms each on average before the ACK",
-			migrate.MetricDualWriteSeconds, r.dualCalls, r.dualResults, 1000*r.dualSeconds/r.dualCalls)
+			inproxy.MetricDualWriteSeconds, r.dualCalls, r.dualResults, 1000*r.dualSeconds/r.dualCalls)
 	}
 	for msg, what := range r.dualLog {
 		logf("  logged %q: %s", msg, what)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/convoy-im/convoy/migrate"
+	"github.com/convoy-im/convoy/migrate/inproxy"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -140,14 +140,14 @@ func TestMigrationEndToEnd(t *testing.T) {
 	// The writers rest meanwhile: reads move only while the apply lags
 	// less than 1 s, which a loaded 2-core machine under this write load
 	// does not always manage (the fallback is the designed behaviour, and
-	// migrate/ramp_test.go tests it).
+	// migrate/inproxy/ramp_test.go tests it).
 	paused.Store(true)
 	var low, high uint64
 	for _, c := range convs {
-		if migrate.Share(c) < 50 && low == 0 {
+		if inproxy.Share(c) < 50 && low == 0 {
 			low = c
 		}
-		if migrate.Share(c) >= 50 && high == 0 {
+		if inproxy.Share(c) >= 50 && high == 0 {
 			high = c
 		}
 	}
@@ -172,12 +172,12 @@ func TestMigrationEndToEnd(t *testing.T) {
 	mustExec(t, admin, "/*+ convoy MIGRATION 5 READ PERCENT 50 */")
 	for deadline := time.Now().Add(10 * time.Second); !sees(low); {
 		if time.Now().After(deadline) {
-			t.Fatalf("at READ PERCENT 50 conversation %d (share %d) still reads the source: %v", low, migrate.Share(low), showMigrations(t, admin))
+			t.Fatalf("at READ PERCENT 50 conversation %d (share %d) still reads the source: %v", low, inproxy.Share(low), showMigrations(t, admin))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	if sees(high) {
-		t.Fatalf("at READ PERCENT 50 conversation %d (share %d) reads the target", high, migrate.Share(high))
+		t.Fatalf("at READ PERCENT 50 conversation %d (share %d) reads the target", high, inproxy.Share(high))
 	}
 	if ms := showMigrations(t, admin); ms[0]["read_share"] != "50%" {
 		t.Fatalf("SHOW MIGRATIONS read_share %q, want 50%%", ms[0]["read_share"])
@@ -372,8 +372,8 @@ func testDualWrite(t *testing.T, admin, target *sql.DB, proxies []*sql.DB, conv 
 	before := failuresOf(showMigrations(t, admin))
 	unlock := lockTarget()
 	id, took := send(proxies[0])
-	if took < migrate.DualWriteTimeout {
-		t.Errorf("a write whose target was locked took %v, under the dual-write's deadline %v", took, migrate.DualWriteTimeout)
+	if took < inproxy.DualWriteTimeout {
+		t.Errorf("a write whose target was locked took %v, under the dual-write's deadline %v", took, inproxy.DualWriteTimeout)
 	}
 	unlock()
 	var ms []map[string]string

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/convoy-im/convoy/internal/testsvc"
-	"github.com/convoy-im/convoy/migrate"
+	"github.com/convoy-im/convoy/migrate/inproxy"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -284,9 +284,9 @@ func TestMigrationRollbackDuringRamp(t *testing.T) {
 	var low, high int
 	for _, c := range convsOn(shard, 40) {
 		switch {
-		case migrate.Share(c) < 50 && low < 2:
+		case inproxy.Share(c) < 50 && low < 2:
 			low++
-		case migrate.Share(c) >= 50 && high < 2:
+		case inproxy.Share(c) >= 50 && high < 2:
 			high++
 		default:
 			continue
@@ -350,7 +350,7 @@ func TestMigrationRollbackDuringRamp(t *testing.T) {
 			t.Errorf("conversation %d: a write failed: %s", m.conv, f)
 		}
 		for _, r := range m.readBad {
-			t.Errorf("conversation %d (share %d): %s", m.conv, migrate.Share(m.conv), r)
+			t.Errorf("conversation %d (share %d): %s", m.conv, inproxy.Share(m.conv), r)
 		}
 		reads, updates = reads+m.reads, updates+m.updates
 		checkAuthoritative(t, snap, servers, m)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/convoy-im/convoy/migrate"
+	"github.com/convoy-im/convoy/migrate/inproxy"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -20,7 +20,7 @@ func rampCounts(t *testing.T, p *convoyProc) map[string]float64 {
 	for _, side := range []string{"old", "new"} {
 		for _, result := range []string{"ok", "error"} {
 			out[side+" "+result] = metricValue(t, body,
-				fmt.Sprintf(`%s{result="%s",shard="0005",side="%s"}`, migrate.MetricRampReads, result, side))
+				fmt.Sprintf(`%s{result="%s",shard="0005",side="%s"}`, inproxy.MetricRampReads, result, side))
 		}
 	}
 	return out
@@ -43,9 +43,9 @@ func TestReadRampStats(t *testing.T) {
 		if router.ShardOf(k) != shard {
 			continue
 		}
-		if migrate.Share(k) < 50 && low == 0 {
+		if inproxy.Share(k) < 50 && low == 0 {
 			low = k
-		} else if migrate.Share(k) >= 50 && high == 0 {
+		} else if inproxy.Share(k) >= 50 && high == 0 {
 			high = k
 		}
 	}
@@ -96,7 +96,7 @@ func TestReadRampStats(t *testing.T) {
 			for _, c := range []uint64{low, high} {
 				onTarget, err := read(c)
 				if err != nil || onTarget != (c == low) {
-					t.Fatalf("proxy %d, conversation %d (share %d): on the target %v, %v", i, c, migrate.Share(c), onTarget, err)
+					t.Fatalf("proxy %d, conversation %d (share %d): on the target %v, %v", i, c, inproxy.Share(c), onTarget, err)
 				}
 			}
 		}

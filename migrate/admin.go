@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/convoy-im/convoy/coord"
+	"github.com/convoy-im/convoy/migrate/inproxy"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
@@ -209,9 +210,10 @@ func (a *Admin) Command(ctx context.Context, shard int, verb string, rate float6
 			c.Purge = true
 		case VerbPause:
 			if c.ReadPercent > 0 && job.Step == StepReady {
-				// The dual-write's ACKs wait for the apply (applywait.go):
-				// paused, every write of the share would wait out its
-				// deadline, and the reads would see a stale target.
+				// The dual-write's ACKs wait for the apply (inproxy's
+				// applywait.go): paused, every write of the share would
+				// wait out its deadline, and the reads would see a stale
+				// target.
 				return inputErr("the target of shard %d serves %d%% of its reads, and only its binlog apply keeps it current; set READ PERCENT 0 before PAUSE", shard, c.ReadPercent)
 			}
 			c.Paused = true
@@ -259,7 +261,7 @@ func (a *Admin) Command(ctx context.Context, shard int, verb string, rate float6
 // state says in one line where a job is, what it waits for and what went
 // wrong last; the other columns are the figures behind it.
 var StatusColumns = append([]string{"shard", "job", "from", "to", "step", "state", "rows", "rows_per_sec", "eta",
-	"apply_lag", "dualwrite_failures", "dualwrite_backlog", "checksum", "switch", "runner", "last_error", "updated", "read_share"}, RampColumns...)
+	"apply_lag", "dualwrite_failures", "dualwrite_backlog", "checksum", "switch", "runner", "last_error", "updated", "read_share"}, inproxy.RampColumns...)
 
 // stateLine is a job's state column: where it is and what it waits for, in
 // the words of the README's step table.
@@ -358,8 +360,8 @@ func readShare(step string, percent int, s Status) string {
 		return ""
 	case step != StepReady:
 		return fmt.Sprintf("%d%% (inactive at %s)", percent, step)
-	case s.Lag < 0 || s.Lag >= RampMaxLag.Seconds():
-		return fmt.Sprintf("%d%% (on the source: apply lag over %s)", percent, RampMaxLag)
+	case s.Lag < 0 || s.Lag >= inproxy.RampMaxLag.Seconds():
+		return fmt.Sprintf("%d%% (on the source: apply lag over %s)", percent, inproxy.RampMaxLag)
 	case s.RampPercent < percent:
 		wait := s.RampWait
 		if wait == "" {
@@ -377,7 +379,7 @@ func (a *Admin) Status(ctx context.Context) ([]string, [][]string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ramps, err := readRampTotals(ctx, a.cli, a.store.Cluster())
+	ramps, err := inproxy.ReadRampTotals(ctx, a.cli, a.store.Cluster())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -404,7 +406,7 @@ func (a *Admin) runnerNames(ctx context.Context) map[string]string {
 }
 
 // statusRow is one job's SHOW MIGRATIONS row; names is runnerNames.
-func (a *Admin) statusRow(ctx context.Context, j coord.Job, ramps rampTotals, names map[string]string) []string {
+func (a *Admin) statusRow(ctx context.Context, j coord.Job, ramps inproxy.RampTotals, names map[string]string) []string {
 	p, _ := decodeProgress(j)
 	s := p.State.Status
 	step := j.Step
@@ -451,7 +453,7 @@ func (a *Admin) statusRow(ctx context.Context, j coord.Job, ramps rampTotals, na
 		j.From.Datasource + "." + j.From.Database, j.To.Datasource + "." + j.To.Database,
 		step, stateLine(j, p), rowsText, rps, eta, lagText, failures, backlog, s.Checksum, s.Switch, runner, j.LastError,
 		j.UpdatedAt.UTC().Format(time.RFC3339), readShare(j.Step, p.Commands.ReadPercent, s),
-	}, ramps.cells(j.Shard)...)
+	}, ramps.Cells(j.Shard)...)
 }
 
 // DetailColumns are SHOW MIGRATION n's columns: one row per field.
@@ -469,7 +471,7 @@ func (a *Admin) Detail(ctx context.Context, shard int) ([]string, [][]string, er
 	if err != nil {
 		return nil, nil, err
 	}
-	ramps, err := readRampTotals(ctx, a.cli, a.store.Cluster())
+	ramps, err := inproxy.ReadRampTotals(ctx, a.cli, a.store.Cluster())
 	if err != nil {
 		return nil, nil, err
 	}

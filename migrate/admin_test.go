@@ -1,11 +1,13 @@
 package migrate
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/convoy-im/convoy/coord"
+	"github.com/convoy-im/convoy/migrate/internal/jobrec"
 )
 
 // TestStateLine: SHOW MIGRATIONS' state column says in words where a job
@@ -48,5 +50,32 @@ func TestStateLine(t *testing.T) {
 				t.Errorf("%s: state %q, want it to say %q", c.name, got, w)
 			}
 		}
+	}
+}
+
+// TestProgressView: the proxies read a job record through jobrec.Decode,
+// a view of the runner's larger record; they read what the runner wrote
+// (READ PERCENT, ROLLBACK, the confirmed share, the lag, the table
+// placement), and an unknown lag when there is no progress yet.
+func TestProgressView(t *testing.T) {
+	shared, to := 3, 5
+	p := jobProgress{Commands: Commands{Rate: 100, ReadPercent: 40, Rollback: true, Group: "g1", Parallel: 2}}
+	p.State.Table = &shared
+	p.State.ToTable = &TablePlacement{Shared: &to}
+	p.State.Prepared = true
+	p.State.Backfill.Phase = PhaseApplying
+	p.State.Status = Status{Rows: 10, Lag: 0.25, RampPercent: 30, RampWait: "proxies", Backlog: 2, Beat: 7}
+	v, err := jobrec.Decode(coord.Job{ID: "j", Progress: encodeProgress(p)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Commands != p.Commands || v.State.Status != p.State.Status || !reflect.DeepEqual(v.State.Placement, p.State.Placement) {
+		t.Fatalf("the proxies read %+v of the runner's %+v", v, p)
+	}
+	none := coord.Job{ID: "j"}
+	rp, _ := decodeProgress(none)
+	vp, _ := jobrec.Decode(none)
+	if rp.State.Status.Lag != -1 || vp.State.Status.Lag != -1 || vp.State.Table != nil {
+		t.Fatalf("a record without progress: the runner reads lag %v, the proxies %+v", rp.State.Status.Lag, vp)
 	}
 }

@@ -15,13 +15,15 @@ import (
 
 	"github.com/convoy-im/convoy/binlog"
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/migrate/internal/physical"
 	"github.com/convoy-im/convoy/router"
 )
 
 // CheckpointTable is the table, in a target database, where an Applier
 // keeps its position: one row per (job, shard), written in the same target
-// transaction as the rows of each source transaction it applies.
-const CheckpointTable = "_convoy_migration_checkpoint"
+// transaction as the rows of each source transaction it applies (named in
+// package physical: the proxies' dual-write reads it).
+const CheckpointTable = physical.CheckpointTable
 
 const checkpointDDL = `CREATE TABLE IF NOT EXISTS %s (
   job         VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
@@ -54,8 +56,9 @@ const (
 	// shared table) while they keep coming: writing a target transaction
 	// for each of them would cost the target one commit per write of 127
 	// other shards. Reading them again after a restart applies nothing;
-	// a dual-write that waits for a position (applywait.go) reaches it
-	// within this much, or checkpointIdle once the source goes quiet.
+	// a dual-write that waits for a position (inproxy's applywait.go)
+	// reaches it within this much, or checkpointIdle once the source goes
+	// quiet.
 	checkpointEvery = 100 * time.Millisecond
 	checkpointIdle  = 20 * time.Millisecond // saveIdle
 	// applyAttempts: a deadlock or a lock wait timeout on the target (a
@@ -916,9 +919,9 @@ func (at *applyTable) mapping(cols []string) ([]int, error) {
 		idx[i] = -1
 	}
 	for j, name := range cols {
-		i := at.src.indexOf(name)
+		i := at.src.IndexOf(name)
 		if i < 0 {
-			if slices.ContainsFunc(at.src.generated, func(g string) bool { return strings.EqualFold(g, name) }) {
+			if slices.ContainsFunc(at.src.Generated, func(g string) bool { return strings.EqualFold(g, name) }) {
 				continue
 			}
 			return nil, fmt.Errorf("%w: the binlog logs column %s of %s.%s, which the migration does not know (ALTER TABLE during the migration?)",

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/migrate/internal/physical"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -25,8 +26,8 @@ func planApplier(filter bool) *Applier {
 	u := func(name string) column {
 		return column{Name: name, DataType: "bigint", ColumnType: "bigint(20) unsigned"}
 	}
-	src := &table{Database: "s", Name: "t", PK: []int{0, 1}, filterCol: -1, generated: []string{"g"},
-		Columns: []column{u("conv_id"), u("seq"), {Name: "v", DataType: "varchar", ColumnType: "varchar(10)", Nullable: true}}}
+	src := &table{Table: physical.Table{Database: "s", Name: "t", PK: []int{0, 1}, Generated: []string{"g"},
+		Columns: []column{u("conv_id"), u("seq"), {Name: "v", DataType: "varchar", ColumnType: "varchar(10)", Nullable: true}}}, filterCol: -1}
 	at := &applyTable{src: src}
 	if filter {
 		at.filter = &ShardFilter{Column: "conv_id", Shard: planShard}
@@ -83,13 +84,13 @@ func TestApplyPlan(t *testing.T) {
 	keys := func(pairs ...uint64) string {
 		var ks []Key
 		for i := 0; i < len(pairs); i += 2 {
-			k, err := KeyOf(pairs[i], pairs[i+1])
+			k, err := physical.KeyOf(pairs[i], pairs[i+1])
 			if err != nil {
 				t.Fatal(err)
 			}
 			ks = append(ks, k)
 		}
-		return renderPlan([]keySync{{dst: &table{Database: "d", Name: "t"}, keys: distinctKeys(ks)}})
+		return renderPlan([]keySync{{dst: &table{Table: physical.Table{Database: "d", Name: "t"}}, keys: distinctKeys(ks)}})
 	}
 	for _, c := range []struct {
 		name    string
@@ -567,9 +568,9 @@ func planOne(a *Applier, t binlog.Txn) ([]keySync, int, error) {
 // A batch's plan: the keys of each table once, sorted, whatever the order
 // and the kind of the changes; tables in the order they first appear.
 func TestKeyPlanBatch(t *testing.T) {
-	t1 := &applyTable{dst: &table{Database: "d", Name: "t1"}}
-	t2 := &applyTable{dst: &table{Database: "d", Name: "t2"}}
-	key := func(k int) Key { kk, _ := KeyOf(k); return kk }
+	t1 := &applyTable{dst: &table{Table: physical.Table{Database: "d", Name: "t1"}}}
+	t2 := &applyTable{dst: &table{Table: physical.Table{Database: "d", Name: "t2"}}}
+	key := func(k int) Key { kk, _ := physical.KeyOf(k); return kk }
 	var p keyPlan
 	p.add(t2, key(9)) // txn 1
 	p.add(t1, key(2))

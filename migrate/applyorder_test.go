@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/convoy-im/convoy/migrate/internal/physical"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -100,7 +101,7 @@ func testApplyBehindMirror(t *testing.T, e *env) {
 	src, dst := e.sides("ahead", "t")
 	conv := keysOfShard(shard, 1, 1)[0]
 	key := func(seq int) Key {
-		k, err := KeyOf(conv, uint64(seq))
+		k, err := physical.KeyOf(conv, uint64(seq))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,7 +315,7 @@ func testApplyNeverOlder(t *testing.T, e *env) {
 			}
 		}
 		if mirrored {
-			k, err := KeyOf(uint64(id))
+			k, err := physical.KeyOf(uint64(id))
 			if err != nil {
 				t.Fatal(err)
 			}

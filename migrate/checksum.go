@@ -130,7 +130,7 @@ func rowDigest(t *table) string {
 	for _, c := range t.Columns {
 		q := sqlq.Ident(c.Name)
 		switch {
-		case c.integer(), c.DataType == "decimal", c.DataType == "double":
+		case c.Integer(), c.DataType == "decimal", c.DataType == "double":
 			parts = append(parts, q)
 		case c.DataType == "float":
 			parts = append(parts, "CAST("+q+" AS DOUBLE)")

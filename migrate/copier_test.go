@@ -469,7 +469,7 @@ func testRefusals(t *testing.T, e *env) {
 	copyAll(t, ctx, e, c)
 	sameDump(t, "generated column", dump(t, e.sdb, "refuse.gen", nil), dump(t, e.ddb, "refuse.gen", nil))
 	// The shard key must be an integer: CRC32 of other types is not ShardOf.
-	if _, err := NewCopier(ctx, Side{e.sdb, "refuse", "a"}, Side{e.sdb, "refuse", "a"}, &ShardFilter{Column: "s"}); err == nil {
+	if _, err := NewCopier(ctx, Side{DB: e.sdb, Database: "refuse", Table: "a"}, Side{DB: e.sdb, Database: "refuse", Table: "a"}, &ShardFilter{Column: "s"}); err == nil {
 		t.Error("a VARCHAR shard key column was accepted")
 	}
 	if _, err := FilterFor("users", 1); err == nil {

@@ -20,6 +20,8 @@ import (
 	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/internal/ratelimit"
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/migrate/inproxy"
+	"github.com/convoy-im/convoy/migrate/internal/jobrec"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -37,135 +39,39 @@ import (
 // ROLLBACK (or CANCEL) at any step before done: switch back if the routes
 // moved, then remove the shard's rows the job wrote on the target (the
 // target held none at prepare) and the job record.
+//
+// The steps and intents are named in package jobrec, with what each
+// means: the proxies read them too.
 const (
-	// StepQueued: created, waiting for a slot of its MIGRATE SHARDS group.
-	StepQueued = "queued"
-	// StepPrepare: pre-checks and target tables (refused: LastError says
-	// what to fix; RESUME checks again).
-	StepPrepare = "prepare"
-	// StepBackfill: copy, then binlog apply until caught up.
-	StepBackfill = "backfill"
-	// StepVerify: checksums while the apply goes on; a differing segment
-	// blocks until NEXT repairs it.
-	StepVerify = "verify"
-	// StepReady: verified, the apply keeps the target current; NEXT (or
-	// AUTO) switches.
-	StepReady = "ready"
-	// StepSwitched: the routes point at the target; reverse replication
-	// keeps the source current for the rollback window.
-	StepSwitched = "switched"
-	// StepDone: the window ended (or NEXT); reverse replication stopped;
-	// the source's tables are left in place.
-	StepDone = coord.StepDone
+	StepQueued   = jobrec.StepQueued
+	StepPrepare  = jobrec.StepPrepare
+	StepBackfill = jobrec.StepBackfill
+	StepVerify   = jobrec.StepVerify
+	StepReady    = jobrec.StepReady
+	StepSwitched = jobrec.StepSwitched
+	StepDone     = jobrec.StepDone
 )
 
-// Intents, persisted before the runner acts on them.
+// Intents, persisted before the runner acts on them (jobrec's).
 const (
-	IntentSwitch   = "switch"
-	IntentCleanup  = "cleanup"
-	IntentRollback = "rollback"
+	IntentSwitch   = jobrec.IntentSwitch
+	IntentCleanup  = jobrec.IntentCleanup
+	IntentRollback = jobrec.IntentRollback
 )
 
-// Commands are the DBA's requests (directives, CLI), written into the job
-// record by Admin and only read by the runner, so the two never overwrite
-// each other's fields. NEXT and RESUME are counters: the runner remembers
-// the last value it acted on.
-type Commands struct {
-	// Rate is the copy rate in rows/s: 0 the manager's default, < 0
-	// unlimited.
-	Rate   float64 `json:"rate,omitempty"`
-	Paused bool    `json:"paused,omitempty"`
-	// Resume counts RESUMEs: a refused prepare checks again.
-	Resume int `json:"resume,omitempty"`
-	// Next counts NEXTs: repair (verify), switch (ready), cleanup
-	// (switched).
-	Next     int  `json:"next,omitempty"`
-	Rollback bool `json:"rollback,omitempty"`
-	// ReadPercent is the share of the shard's conversations whose reads the
-	// proxies send to the target while the job is ready (READ PERCENT).
-	ReadPercent int `json:"read_percent,omitempty"`
-	// Auto switches without waiting for NEXT.
-	Auto bool `json:"auto,omitempty"`
-	// Purge asks a done job to delete the shard's rows from the source's
-	// tables (throttled at Rate).
-	Purge bool `json:"purge,omitempty"`
-	// Group and Parallel: MIGRATE SHARDS a-b PARALLEL p runs at most p of
-	// the group's jobs' prepare, backfill and verify at once.
-	Group    string `json:"group,omitempty"`
-	Parallel int    `json:"parallel,omitempty"`
-}
-
-// Status is what SHOW MIGRATIONS shows of a running job, refreshed by its
-// runner every few seconds.
-type Status struct {
-	Rows       int64   `json:"rows,omitempty"`
-	Estimate   int64   `json:"estimate,omitempty"`
-	RowsPerSec float64 `json:"rows_per_sec,omitempty"`
-	ETA        float64 `json:"eta_seconds,omitempty"`
-	// Lag is the apply lag in seconds (the reverse stream's once switched);
-	// -1 unknown.
-	Lag      float64 `json:"lag_seconds"`
-	Checksum string  `json:"checksum,omitempty"`
-	// Switch describes the last switch attempt.
-	Switch string `json:"switch,omitempty"`
-	// Backlog is the compensation queue's keys (dual-write failures not
-	// replayed yet); Replayed counts the keys replayed from it. Both end
-	// at the switch, when the fence proves the target exact.
-	Backlog  int64 `json:"dualwrite_backlog,omitempty"`
-	Replayed int64 `json:"dualwrite_replayed,omitempty"`
-	// RampPercent is the READ PERCENT the runner confirmed: every serving
-	// proxy mirrors that share, and the apply has passed the moment they
-	// all did (ramp.go). Proxies read no more than it from the target.
-	RampPercent int `json:"ramp_percent,omitempty"`
-	// RampWait says what a READ PERCENT not confirmed yet waits for.
-	RampWait string `json:"ramp_wait,omitempty"`
-	// Breaches counts the writes of the shard the breach watch saw on the
-	// old side after the switch (breach.go); Breach describes the last.
-	Breaches int64  `json:"breaches,omitempty"`
-	Breach   string `json:"breach,omitempty"`
-	// Throttle says why the copy runs below its rate (throttle.go), "" when
-	// it does not.
-	Throttle string `json:"throttle,omitempty"`
-	// Beat changes at every status refresh while reads are ramped, so the
-	// proxies see the runner alive and its lag fresh (ramp.go): without
-	// news they send the reads back to the source.
-	Beat int64 `json:"beat,omitempty"`
-}
-
-// TablePlacement is a shard's physical table on one side: Shared is the
-// shared table index of its range (nil: a table of its own), as
-// router.ShardRange.Table.
-type TablePlacement struct {
-	Shared *int `json:"shared,omitempty"`
-}
-
-// tables returns the shared table index of the shard's range on each side
-// (nil: tables of its own), as router.MoveShard takes them.
-func (st *jobState) tables() (from, to *int) {
-	if st.ToTable != nil {
-		return st.Table, st.ToTable.Shared
-	}
-	return st.Table, st.Table
-}
-
-// tableIndex is the physical table index of shard on a side placed shared.
-func tableIndex(shard int, shared *int) int {
-	if shared != nil {
-		return *shared
-	}
-	return shard
-}
+// The DBA's commands and the runner's status in the job record, and a
+// shard's table placement: the proxies read them too (package jobrec).
+type (
+	Commands       = jobrec.Commands
+	Status         = jobrec.Status
+	TablePlacement = jobrec.TablePlacement
+)
 
 // jobState is the runner's persisted state.
 type jobState struct {
-	// Table is the shared physical table index of the shard's range when
-	// the job was created (nil: the shard has tables of its own); the
-	// target uses the same physical names unless ToTable says otherwise.
-	Table *int `json:"table,omitempty"`
-	// ToTable is the target's table placement when a layout change puts
-	// the shard in another physical table there (nil: the target uses
-	// Table's names).
-	ToTable *TablePlacement `json:"to_table,omitempty"`
+	// Placement: Table and ToTable, where the shard's physical tables are
+	// on each side (the proxies read them: jobrec.Progress).
+	jobrec.Placement
 	// Prepared: the target tables were checked empty of the shard, so a
 	// rollback may delete the shard's rows there. Created lists the target
 	// tables prepare created ("db.table"), which a rollback drops if empty.
@@ -203,13 +109,8 @@ type jobProgress struct {
 func decodeProgress(j coord.Job) (jobProgress, error) {
 	var p jobProgress
 	p.State.Status.Lag = -1
-	if len(j.Progress) == 0 {
-		return p, nil
-	}
-	if err := json.Unmarshal(j.Progress, &p); err != nil {
-		return p, fmt.Errorf("migrate: job %s: progress: %w", j.ID, err)
-	}
-	return p, nil
+	err := jobrec.Unmarshal(j, &p)
+	return p, err
 }
 
 func encodeProgress(p jobProgress) json.RawMessage {
@@ -249,7 +150,7 @@ type jobRun struct {
 
 	src, dst endpoint
 	moves    []TableMove
-	mirror   *Mirror // replays the proxies' dual-write failures
+	mirror   *inproxy.Mirror // replays the proxies' dual-write failures
 
 	bf        *Backfill
 	bfTask    task
@@ -688,18 +589,18 @@ func (j *jobRun) open(ctx context.Context) error {
 		bl.Log = j.log.Named(side.dir)
 		*side.ep = endpoint{name: ds.Name, db: db, bl: bl}
 	}
-	from, to := st.tables()
-	j.moves, err = ShardMoves(j.shard, j.src.db, router.Target{Database: job.From.Database, Table: tableIndex(job.Shard, from)},
-		j.dst.db, router.Target{Database: job.To.Database, Table: tableIndex(job.Shard, to)})
+	from, to := st.Tables()
+	j.moves, err = ShardMoves(j.shard, j.src.db, router.Target{Database: job.From.Database, Table: jobrec.TableIndex(job.Shard, from)},
+		j.dst.db, router.Target{Database: job.To.Database, Table: jobrec.TableIndex(job.Shard, to)})
 	if err != nil {
 		return err
 	}
-	tables := make([]MirrorTable, 0, len(j.moves))
+	tables := make([]inproxy.MirrorTable, 0, len(j.moves))
 	for i, logical := range router.ShardedTables() { // ShardMoves' order
-		tables = append(tables, MirrorTable{Logical: logical, Source: j.moves[i].Source, Target: j.moves[i].Target})
+		tables = append(tables, inproxy.MirrorTable{Logical: logical, Source: j.moves[i].Source, Target: j.moves[i].Target})
 	}
 	j.addCompanions(st.Companions)
-	j.mirror, err = NewMirror(ctx, job.ID, int(j.shard), tables)
+	j.mirror, err = inproxy.NewMirror(ctx, job.ID, int(j.shard), tables)
 	return err
 }
 
@@ -750,7 +651,7 @@ func (j *jobRun) replay(ctx context.Context, step, intent string, s *Status) {
 	// Drain what is queued (bounded: the status must go on), batch by
 	// batch, until a batch comes back short or fails.
 	for deadline := time.Now().Add(replayFor); ; {
-		// Fenced by the election: see Mirror.Replay.
+		// Fenced by the election: see inproxy.Mirror.Replay.
 		n, err := j.mirror.Replay(ctx, replayBatch, j.r.Elected)
 		s.Replayed += int64(n)
 		if errors.Is(err, coord.ErrNotRunner) {
@@ -947,9 +848,10 @@ func (j *jobRun) ensureThrottle(ctx context.Context) error {
 const rampConfirmWait = 30 * time.Second
 
 // confirmRamp moves the confirmed read share (Status.RampPercent, what the
-// proxies read from the target) to p, the DBA's READ PERCENT (ramp.go): at
-// once when p is lower, else once every serving proxy announced it mirrors
-// p and the apply passed the source's position noted right after.
+// proxies read from the target) to p, the DBA's READ PERCENT (inproxy's
+// ramp.go): at once when p is lower, else once every serving proxy
+// announced it mirrors p and the apply passed the source's position noted
+// right after.
 func (j *jobRun) confirmRamp(ctx context.Context, p int) error {
 	_, _, st := j.snapshot()
 	set := func(confirmed int, wait string) error {
@@ -1296,7 +1198,7 @@ func (j *jobRun) rollback(ctx context.Context) error {
 		}
 	}
 	// Reads ramped to the target would find rows missing, then tables
-	// gone: no row goes before every proxy has stopped (ramp.go).
+	// gone: no row goes before every proxy has stopped (inproxy's ramp.go).
 	if err := j.waitRampsDropped(ctx); err != nil {
 		return err
 	}

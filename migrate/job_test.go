@@ -23,6 +23,7 @@ import (
 	"github.com/convoy-im/convoy/binlog"
 	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/internal/testsvc"
+	"github.com/convoy-im/convoy/migrate/inproxy"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
@@ -848,7 +849,7 @@ func testJobLag(t *testing.T, e *jobEnv) {
 		t.Fatal(err)
 	}
 	locked := time.Now()
-	j := waitJob(t, store, shard, 20*time.Second, "a lag over 1 s", func(j coord.Job, _ jobProgress) bool { return lagOf(j) > RampMaxLag.Seconds() })
+	j := waitJob(t, store, shard, 20*time.Second, "a lag over 1 s", func(j coord.Job, _ jobProgress) bool { return lagOf(j) > inproxy.RampMaxLag.Seconds() })
 	// Seen at a status refresh (2 s apart) some time after it passed 1 s;
 	// never more than the time the apply has been blocked.
 	if l, since := lagOf(j), time.Since(locked).Seconds(); l > since+0.3 {

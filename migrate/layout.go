@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/convoy-im/convoy/coord"
+	"github.com/convoy-im/convoy/migrate/internal/jobrec"
 	"github.com/convoy-im/convoy/planner"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
@@ -92,8 +93,8 @@ func CheckLayout(live, next router.Document) (*LayoutChange, error) {
 // jobTarget is where the job puts its shard.
 func jobTarget(j coord.Job) router.Target {
 	p, _ := decodeProgress(j)
-	_, to := p.State.tables()
-	return router.Target{Datasource: j.To.Datasource, Database: j.To.Database, Table: tableIndex(j.Shard, to)}
+	_, to := p.State.Tables()
+	return router.Target{Datasource: j.To.Datasource, Database: j.To.Database, Table: jobrec.TableIndex(j.Shard, to)}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -15,15 +15,14 @@ import (
 	"github.com/convoy-im/convoy/binlog"
 	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/internal/failpoint"
+	"github.com/convoy-im/convoy/migrate/internal/physical"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
 
-// Connector opens what a job needs of a datasource: a pool (the copier's
-// exact-value rules apply: interpolateParams=false, parseTime=false) and
-// the binlog connection (Addr, User, Password; the job sets ServerID and
-// Log). The manager opens one pool per datasource and closes it on Close.
-type Connector func(ctx context.Context, ds router.Datasource) (*sql.DB, binlog.Config, error)
+// Connector opens what a job needs of a datasource: a pool and the binlog
+// connection (physical.Connector, which the proxies' dual-write uses too).
+type Connector = physical.Connector
 
 // DefaultRollbackWindow is how long reverse replication keeps the source
 // current after a switch, so that ROLLBACK loses nothing (docs/design.md §5: 7 days).
@@ -81,7 +80,7 @@ type Manager struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	pools *pools
+	pools *physical.Pools
 
 	mu    sync.Mutex
 	slots map[int]*slot
@@ -118,7 +117,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{cfg: cfg, log: cfg.Log, store: coord.NewJobStore(cfg.Client, cfg.Cluster),
 		routes: routecfg.NewStore(cfg.Client, cfg.Cluster), cancel: cancel,
-		slots: map[int]*slot{}, pools: newPools(cfg.Connect)}
+		slots: map[int]*slot{}, pools: physical.NewPools(cfg.Connect)}
 	m.wg.Add(1)
 	go m.loop(ctx)
 	return m, nil
@@ -130,7 +129,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 func (m *Manager) Close() error {
 	m.cancel()
 	m.wg.Wait()
-	m.pools.close()
+	m.pools.Close()
 	return nil
 }
 
@@ -329,7 +328,7 @@ func finished(job coord.Job) bool {
 
 // pool returns the pool and binlog config of a datasource, opened once.
 func (m *Manager) pool(ctx context.Context, ds router.Datasource) (*sql.DB, binlog.Config, error) {
-	return m.pools.get(ctx, ds)
+	return m.pools.Get(ctx, ds)
 }
 
 // endpoint is the (datasource, database) the routes put the shard on now.

@@ -17,9 +17,9 @@ import (
 // database/sql costs two round trips (prepare, execute) unless it is
 // prepared once; a Tx re-prepares statements prepared on a Conn. From
 // `ready` on, every write of a read ramp's share waits for one apply
-// batch before its ACK (applywait.go), so the batch's round trips are the
-// ramped write's latency: a batch of one seq-allocating insert drops from
-// ten round trips to six.
+// batch before its ACK (inproxy's applywait.go), so the batch's round
+// trips are the ramped write's latency: a batch of one seq-allocating
+// insert drops from ten round trips to six.
 type preparedConn struct {
 	conn  *sql.Conn
 	stmts map[string]*sql.Stmt

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/convoy-im/convoy/internal/ratelimit"
+	"github.com/convoy-im/convoy/migrate/internal/physical"
 )
 
 // Deleting one shard's rows of a physical table: PURGE on a done job's
@@ -252,7 +253,7 @@ func deleteEach(ctx context.Context, tx *sql.Tx, t *table, keys []Key, f *ShardF
 func pkKey(parts []any) (Key, error) {
 	k := make(Key, len(parts))
 	for i, v := range parts {
-		b, err := valueBytes(v)
+		b, err := physical.ValueBytes(v)
 		if err != nil {
 			return nil, err
 		}

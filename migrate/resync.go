@@ -9,16 +9,17 @@ import (
 	"time"
 
 	"github.com/convoy-im/convoy/binlog"
+	"github.com/convoy-im/convoy/migrate/internal/physical"
 )
 
 // Besides the copier, two writers bring the source's changes to the target
 // while it is live: the binlog apply and a segment repair (the dual-write
-// only waits for the apply, applywait.go). Until the job is ready neither
-// writes a remembered image of a row: each writes the source's current
-// rows, under one protocol, so that whichever of them runs late neither
-// replaces a newer value of a row with an older one (from ready on the
-// apply is the only writer and writes the binlog's images in order:
-// Applier.SetSoleWriter):
+// only waits for the apply, inproxy's applywait.go). Until the job is
+// ready neither writes a remembered image of a row: each writes the
+// source's current rows, under one protocol, so that whichever of them
+// runs late neither replaces a newer value of a row with an older one
+// (from ready on the apply is the only writer and writes the binlog's
+// images in order: Applier.SetSoleWriter):
 //
 //  1. In one target transaction, lock the keys' rows (SELECT ... FOR
 //     UPDATE; a missing row's gap under REPEATABLE READ).
@@ -189,7 +190,7 @@ func heldKeys(locked [][]any) (map[string]Key, error) {
 	for _, r := range locked {
 		k := make(Key, len(r))
 		for i, v := range r {
-			b, err := valueBytes(v)
+			b, err := physical.ValueBytes(v)
 			if err != nil {
 				return nil, err
 			}

@@ -2,6 +2,8 @@ package migrate
 
 import (
 	"testing"
+
+	"github.com/convoy-im/convoy/migrate/internal/physical"
 )
 
 // A writer that inserted a row where the target had none reads the source
@@ -24,7 +26,7 @@ func testSyncGap(t *testing.T, e *env) {
 	}
 	m := newMirror(t, ctx, "gap", src, dst)
 	key := func(id uint64) Key {
-		k, err := KeyOf(id)
+		k, err := physical.KeyOf(id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -178,7 +178,7 @@ func (j *jobRun) switchForward(ctx context.Context) error {
 func (j *jobRun) tables(from bool) *int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	src, dst := j.st.tables()
+	src, dst := j.st.Tables()
 	if from {
 		return src
 	}

@@ -4,15 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/migrate/internal/physical"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -20,23 +18,27 @@ import (
 // one of them and names the table and column concerned.
 var (
 	// ErrNoTable: the table does not exist (or has no visible columns).
-	ErrNoTable = errors.New("migrate: table not found")
+	ErrNoTable = physical.ErrNoTable
 	// ErrSchemaMismatch: source and target differ in a column, its type,
 	// character set, nullability or the primary key.
 	ErrSchemaMismatch = errors.New("migrate: source and target schemas differ")
 	// ErrUnsupportedKey: no primary key, a prefix key, or a key column type
 	// keyset pagination cannot compare exactly (FLOAT, ENUM, BLOB ...).
-	ErrUnsupportedKey = errors.New("migrate: unsupported primary key")
+	ErrUnsupportedKey = physical.ErrUnsupportedKey
 )
 
-// Side names one physical table on one server.
-type Side struct {
-	DB       *sql.DB
-	Database string
-	Table    string
-}
+// A physical table and a primary-key tuple are described in package
+// physical, which the proxies' part of a migration (migrate/inproxy)
+// shares; Side and Key keep their names here.
+type (
+	// Side names one physical table on one server.
+	Side = physical.Side
+	// Key is a primary-key tuple, one part per key column (physical.Key).
+	Key = physical.Key
 
-func (s Side) String() string { return s.Database + "." + s.Table }
+	column  = physical.Column
+	queryer = physical.Queryer
+)
 
 // ShardFilter restricts a copy or a checksum to one logical shard's rows of
 // a physical table several shards share (small layouts put up to 128 in one
@@ -62,130 +64,20 @@ func FilterFor(logical string, shard router.Shard) (*ShardFilter, error) {
 	return &ShardFilter{Column: col, Shard: shard}, nil
 }
 
-// column is one stored column as information_schema describes it.
-type column struct {
-	Name       string
-	DataType   string // DATA_TYPE, lower case: bigint, varbinary, datetime
-	ColumnType string // COLUMN_TYPE: bigint(20) unsigned
-	Nullable   bool
-	Charset    string // "" for non-text columns
-	Collation  string
-	Precision  int64 // NUMERIC_PRECISION / NUMERIC_SCALE, for DECIMAL keys
-	Scale      int64
-}
-
-func (c column) unsigned() bool { return strings.Contains(c.ColumnType, "unsigned") }
-
-func (c column) integer() bool {
-	switch c.DataType {
-	case "tinyint", "smallint", "mediumint", "int", "bigint":
-		return true
-	}
-	return false
-}
-
-// table is what the copier and the checksummer know of one physical table.
-// Generated columns are left out: they cannot be written and follow from the
-// others.
+// table is what the copier and the checksummer know of one physical table
+// (physical.Table), and the shard filter set on it.
 type table struct {
-	Database, Name string
-	Columns        []column
-	PK             []int // indexes into Columns, in key order
-	filterCol      int   // index of the shard filter column, -1 without filter
-	// generated names the generated columns left out of Columns: a binlog
-	// row image carries them, and the applier must know to skip them.
-	generated []string
+	physical.Table
+	filterCol int // index of the shard filter column, -1 without filter
 }
 
 // loadTable reads a table's stored columns and primary key.
 func loadTable(ctx context.Context, q queryer, database, name string) (*table, error) {
-	rows, err := q.QueryContext(ctx, `SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE,
-		COALESCE(CHARACTER_SET_NAME, ''), COALESCE(COLLATION_NAME, ''),
-		COALESCE(NUMERIC_PRECISION, 0), COALESCE(NUMERIC_SCALE, 0), IS_GENERATED
-		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?
-		ORDER BY ORDINAL_POSITION`, database, name)
+	t, err := physical.LoadTable(ctx, q, database, name)
 	if err != nil {
-		return nil, fmt.Errorf("migrate: columns of %s.%s: %w", database, name, err)
+		return nil, err
 	}
-	defer rows.Close()
-	t := &table{Database: database, Name: name, filterCol: -1}
-	for rows.Next() {
-		var c column
-		var nullable, generated string
-		if err := rows.Scan(&c.Name, &c.DataType, &c.ColumnType, &nullable, &c.Charset, &c.Collation,
-			&c.Precision, &c.Scale, &generated); err != nil {
-			return nil, fmt.Errorf("migrate: columns of %s.%s: %w", database, name, err)
-		}
-		if generated != "NEVER" {
-			t.generated = append(t.generated, c.Name)
-			continue
-		}
-		c.DataType, c.ColumnType = strings.ToLower(c.DataType), strings.ToLower(c.ColumnType)
-		c.Nullable = nullable == "YES"
-		t.Columns = append(t.Columns, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("migrate: columns of %s.%s: %w", database, name, err)
-	}
-	if len(t.Columns) == 0 {
-		return nil, fmt.Errorf("%w: %s.%s", ErrNoTable, database, name)
-	}
-
-	krows, err := q.QueryContext(ctx, `SELECT COLUMN_NAME, SUB_PART IS NOT NULL FROM information_schema.STATISTICS
-		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX`, database, name)
-	if err != nil {
-		return nil, fmt.Errorf("migrate: primary key of %s.%s: %w", database, name, err)
-	}
-	defer krows.Close()
-	for krows.Next() {
-		var col string
-		var prefix bool
-		if err := krows.Scan(&col, &prefix); err != nil {
-			return nil, fmt.Errorf("migrate: primary key of %s.%s: %w", database, name, err)
-		}
-		i := t.indexOf(col)
-		if i < 0 || prefix {
-			return nil, fmt.Errorf("%w: %s.%s: key column %s is generated or a prefix", ErrUnsupportedKey, database, name, col)
-		}
-		if !keyComparable(t.Columns[i]) {
-			return nil, fmt.Errorf("%w: %s.%s: key column %s is %s, which keyset pagination cannot compare exactly",
-				ErrUnsupportedKey, database, name, col, t.Columns[i].ColumnType)
-		}
-		t.PK = append(t.PK, i)
-	}
-	if err := krows.Err(); err != nil {
-		return nil, fmt.Errorf("migrate: primary key of %s.%s: %w", database, name, err)
-	}
-	if len(t.PK) == 0 {
-		return nil, fmt.Errorf("%w: %s.%s has no primary key", ErrUnsupportedKey, database, name)
-	}
-	return t, nil
-}
-
-// keyComparable reports whether a key column's values, carried as a Key and
-// bound back as a parameter, compare in SQL exactly as the column orders
-// them. Integers are bound as integers, DECIMAL through a CAST, text and
-// temporal types as strings (the column's collation, or a temporal
-// comparison, applies). FLOAT is inexact, ENUM orders by index, BLOB/TEXT
-// keys are prefixes anyway.
-func keyComparable(c column) bool {
-	if c.integer() {
-		return true
-	}
-	switch c.DataType {
-	case "decimal", "char", "varchar", "binary", "varbinary", "date", "datetime", "timestamp", "time", "year":
-		return true
-	}
-	return false
-}
-
-func (t *table) indexOf(name string) int {
-	for i, c := range t.Columns {
-		if strings.EqualFold(c.Name, name) {
-			return i
-		}
-	}
-	return -1
+	return &table{Table: *t, filterCol: -1}, nil
 }
 
 // withFilter checks the filter column and remembers it; the column must be
@@ -194,11 +86,11 @@ func (t *table) withFilter(f *ShardFilter) error {
 	if f == nil {
 		return nil
 	}
-	i := t.indexOf(f.Column)
+	i := t.IndexOf(f.Column)
 	if i < 0 {
 		return fmt.Errorf("%w: %s.%s has no shard key column %s", ErrSchemaMismatch, t.Database, t.Name, f.Column)
 	}
-	if !t.Columns[i].integer() {
+	if !t.Columns[i].Integer() {
 		return fmt.Errorf("migrate: %s.%s: shard key column %s is %s; CRC32 matches router.ShardOf only for integers",
 			t.Database, t.Name, f.Column, t.Columns[i].ColumnType)
 	}
@@ -215,7 +107,7 @@ func sameShape(src, dst *table) error {
 			src.Database, src.Name, len(src.Columns), dst.Database, dst.Name, len(dst.Columns))
 	}
 	for _, sc := range src.Columns {
-		j := dst.indexOf(sc.Name)
+		j := dst.IndexOf(sc.Name)
 		if j < 0 {
 			return fmt.Errorf("%w: column %s missing on %s.%s", ErrSchemaMismatch, sc.Name, dst.Database, dst.Name)
 		}
@@ -257,7 +149,7 @@ func loadPair(ctx context.Context, src, dst Side, f *ShardFilter) (*table, *tabl
 		return nil, nil, err
 	}
 	for _, s := range []Side{src, dst} {
-		if err := checkDriver(ctx, s.DB); err != nil {
+		if err := physical.CheckDriver(ctx, s.DB); err != nil {
 			return nil, nil, fmt.Errorf("migrate: pool of %s: %w", s, err)
 		}
 	}
@@ -283,117 +175,11 @@ func describe(c column) string {
 
 // ---- keys ---------------------------------------------------------------
 
-// Key is a primary-key tuple, one part per key column: integers as decimal
-// text, every other type as the bytes the server sent (text in utf8mb4,
-// temporal values as their literal). It marshals to JSON as an array of
-// strings, a part that is not valid UTF-8 as {"hex": "..."}, so a
-// checkpoint stored in etcd stays readable and exact.
-type Key [][]byte
-
-type hexPart struct {
-	Hex string `json:"hex"`
-}
-
-// MarshalJSON implements json.Marshaler.
-func (k Key) MarshalJSON() ([]byte, error) {
-	if k == nil {
-		return []byte("null"), nil
-	}
-	parts := make([]any, len(k))
-	for i, p := range k {
-		if utf8.Valid(p) {
-			parts[i] = string(p)
-		} else {
-			parts[i] = hexPart{Hex: hex.EncodeToString(p)}
-		}
-	}
-	return json.Marshal(parts)
-}
-
-// UnmarshalJSON implements json.Unmarshaler.
-func (k *Key) UnmarshalJSON(b []byte) error {
-	var parts []json.RawMessage
-	if err := json.Unmarshal(b, &parts); err != nil {
-		return err
-	}
-	if parts == nil {
-		*k = nil
-		return nil
-	}
-	out := make(Key, len(parts))
-	for i, raw := range parts {
-		var s string
-		if err := json.Unmarshal(raw, &s); err == nil {
-			out[i] = []byte(s)
-			continue
-		}
-		var h hexPart
-		if err := json.Unmarshal(raw, &h); err != nil {
-			return fmt.Errorf("migrate: key part %d: %s is neither a string nor {\"hex\": ...}", i, raw)
-		}
-		p, err := hex.DecodeString(h.Hex)
-		if err != nil {
-			return fmt.Errorf("migrate: key part %d: %w", i, err)
-		}
-		out[i] = p
-	}
-	*k = out
-	return nil
-}
-
-// String renders the key for messages: (441,17), ("abc"), (0xff00).
-func (k Key) String() string {
-	if k == nil {
-		return "(-)"
-	}
-	parts := make([]string, len(k))
-	for i, p := range k {
-		switch {
-		case isDecimal(p):
-			parts[i] = string(p)
-		case utf8.Valid(p):
-			parts[i] = strconv.Quote(string(p))
-		default:
-			parts[i] = "0x" + hex.EncodeToString(p)
-		}
-	}
-	return "(" + strings.Join(parts, ",") + ")"
-}
-
-func isDecimal(p []byte) bool {
-	if len(p) > 0 && p[0] == '-' {
-		p = p[1:]
-	}
-	for _, c := range p {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return len(p) > 0
-}
-
-// valueBytes is a scanned value in Key form.
-func valueBytes(v any) ([]byte, error) {
-	switch x := v.(type) {
-	case int64:
-		return strconv.AppendInt(nil, x, 10), nil
-	case uint64:
-		return strconv.AppendUint(nil, x, 10), nil
-	case []byte:
-		return append([]byte{}, x...), nil
-	case string:
-		return []byte(x), nil
-	case nil:
-		return nil, errors.New("migrate: NULL in a primary key column")
-	}
-	return nil, fmt.Errorf("migrate: unexpected %T in a primary key column (is parseTime set on the DSN? it must not be)", v)
-}
-
 // keyOf extracts the primary key of a scanned row (columns in t's order).
 func (t *table) keyOf(row []any) (Key, error) {
 	k := make(Key, len(t.PK))
 	for i, ci := range t.PK {
-		b, err := valueBytes(row[ci])
+		b, err := physical.ValueBytes(row[ci])
 		if err != nil {
 			return nil, fmt.Errorf("%s.%s.%s: %w", t.Database, t.Name, t.Columns[ci].Name, err)
 		}
@@ -406,8 +192,8 @@ func (t *table) keyOf(row []any) (Key, error) {
 // the comparison is exact: an integer against a string would be compared
 // as a double and a BIGINT above 2^53 would lose its place.
 func keyArg(c column, part []byte) (any, error) {
-	if c.integer() {
-		if c.unsigned() {
+	if c.Integer() {
+		if c.Unsigned() {
 			v, err := strconv.ParseUint(string(part), 10, 64)
 			if err != nil {
 				return nil, fmt.Errorf("migrate: key column %s: %q is not an unsigned integer", c.Name, part)
@@ -585,13 +371,6 @@ func segmentWhere(t *table, f *ShardFilter, after, upto Key) (*where, error) {
 
 // ---- connections -----------------------------------------------------------
 
-// queryer is what *sql.DB, *sql.Conn and *sql.Tx have in common.
-type queryer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
 // sessionSetup makes values travel exactly between two servers whatever
 // the pool's DSN says: utf8mb4 carries every character set's text; UTC
 // makes TIMESTAMP values unambiguous (a local zone repeats an hour each
@@ -622,24 +401,6 @@ func sessionConn(ctx context.Context, db *sql.DB) (*sql.Conn, error) {
 func discard(conn *sql.Conn) {
 	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 	_ = conn.Close()
-}
-
-// checkDriver makes sure a pool hands values over exactly (rows.go): a
-// parameterised query must use the binary protocol (go-sql-driver's
-// interpolateParams=false, its default) and DATETIME must stay text
-// (parseTime=false), or FLOATs lose digits and zero dates their value.
-func checkDriver(ctx context.Context, q queryer) error {
-	var n, dt any
-	if err := q.QueryRowContext(ctx, "SELECT CAST(? AS SIGNED), CAST(? AS DATETIME(3))", 1, "2001-02-03 04:05:06.789").Scan(&n, &dt); err != nil {
-		return err
-	}
-	if _, ok := n.(int64); !ok {
-		return errors.New("parameterised queries use the text protocol; open it with interpolateParams=false")
-	}
-	if _, ok := dt.([]byte); !ok {
-		return fmt.Errorf("DATETIME scans as %T; open it with parseTime=false", dt)
-	}
-	return nil
 }
 
 // serverID identifies the server behind a connection, to catch a snapshot

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/convoy-im/convoy/migrate/internal/physical"
 )
 
 func TestKeyJSON(t *testing.T) {
@@ -52,12 +54,12 @@ func TestKeyJSON(t *testing.T) {
 }
 
 func TestKeyCompareSQL(t *testing.T) {
-	tbl := &table{Database: "im_0", Name: "conv_msg_0000", filterCol: 0, Columns: []column{
+	tbl := &table{Table: physical.Table{Database: "im_0", Name: "conv_msg_0000", Columns: []column{
 		{Name: "conv_id", DataType: "bigint", ColumnType: "bigint(20) unsigned"},
 		{Name: "seq", DataType: "bigint", ColumnType: "bigint(20) unsigned"},
 		{Name: "amount", DataType: "decimal", ColumnType: "decimal(10,2)", Precision: 10, Scale: 2},
 		{Name: "msg_id", DataType: "bigint", ColumnType: "bigint(20)"},
-	}, PK: []int{0, 1, 2}}
+	}, PK: []int{0, 1, 2}}, filterCol: 0}
 	w, err := segmentWhere(tbl, &ShardFilter{Column: "conv_id", Shard: 441},
 		Key{[]byte("18446744073709551615"), []byte("5"), []byte("1.50")}, Key{[]byte("9"), []byte("1"), []byte("0.00")})
 	if err != nil {

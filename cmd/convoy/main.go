@@ -33,6 +33,7 @@ import (
 	"github.com/convoy-im/convoy/histcache"
 	"github.com/convoy-im/convoy/internal/slogzap"
 	"github.com/convoy-im/convoy/migrate"
+	"github.com/convoy-im/convoy/migrate/inproxy"
 	"github.com/convoy-im/convoy/planner"
 	"github.com/convoy-im/convoy/proxy"
 	"github.com/convoy-im/convoy/proxy/admin"
@@ -457,7 +458,7 @@ func serve(args []string) error {
 	}
 	// Every proxy follows the read ramps of the jobs (step 5), and counts
 	// their reads per side.
-	ramps, err := migrate.NewRamps(reg)
+	ramps, err := inproxy.NewRamps(reg)
 	if err != nil {
 		return err
 	}
@@ -473,7 +474,7 @@ func serve(args []string) error {
 			f := func(s *router.Snapshot) { r.SetRouteVersion(s.Version()) }
 			onRoutes.Store(&f)
 			// SHOW MIGRATIONS sums every live proxy's per-side reads.
-			go ramps.PublishStats(ctx, r, coord.RampStatsKey(c.Etcd.Cluster, proxyID), migrate.RampPublishEvery, log.Named("ramp"))
+			go ramps.PublishStats(ctx, r, coord.RampStatsKey(c.Etcd.Cluster, proxyID), inproxy.RampPublishEvery, log.Named("ramp"))
 			// No read goes to a migration target before this proxy says
 			// it may send some (a rollback waits for that to end).
 			go ramps.Announce(ctx, r, func(sh int) string { return coord.RampingKey(c.Etcd.Cluster, sh, proxyID) }, log.Named("ramp"))
@@ -498,15 +499,15 @@ func serve(args []string) error {
 	defer ml.Close()
 	// Every proxy mirrors the writes of migrating shards to their targets
 	// (step 2); one watch of the job records feeds it and the read ramps.
-	dualMetrics, err := migrate.NewDualWriteMetrics(reg)
+	dualMetrics, err := inproxy.NewDualWriteMetrics(reg)
 	if err != nil {
 		return err
 	}
-	dual := migrate.NewDualWrites(migrate.DualWriteConfig{Connect: migrationConnector, Routes: watcher.Current,
+	dual := inproxy.NewDualWrites(inproxy.DualWriteConfig{Connect: migrationConnector, Routes: watcher.Current,
 		Timeout: c.Migration.DualWriteTimeout, Metrics: dualMetrics, Log: log.Named("dualwrite")})
 	defer dual.Close()
 	listed := make(chan struct{})
-	go migrate.WatchJobs(ctx, coord.NewJobStore(cli, c.Etcd.Cluster), log.Named("migrate"), listed, dual, ramps)
+	go inproxy.WatchJobs(ctx, coord.NewJobStore(cli, c.Etcd.Cluster), log.Named("migrate"), listed, dual, ramps)
 	eng.SetDualWrites(dualWrites{dual})
 	// Migration jobs run in every proxy (whichever wins a job's runner
 	// election), so a job survives the death of the one running it.
@@ -537,7 +538,7 @@ func serve(args []string) error {
 		defer stopSearch()
 	}
 	// Writes are served once the jobs are known: a read ramp's mirror must
-	// see every write of its share (migrate.WatchJobs). Without etcd the
+	// see every write of its share (inproxy.WatchJobs). Without etcd the
 	// start-up fence refuses writes anyway.
 	select {
 	case <-listed:

@@ -22,6 +22,7 @@ import (
 	"github.com/convoy-im/convoy/binlog"
 	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/migrate"
+	"github.com/convoy-im/convoy/migrate/inproxy"
 	"github.com/convoy-im/convoy/proxy/admin"
 	"github.com/convoy-im/convoy/proxy/backend"
 	"github.com/convoy-im/convoy/proxy/directive"
@@ -374,13 +375,13 @@ func watchFlag(args []string) ([]string, bool) {
 }
 
 // dualWrites hands the engine's mirrored rows to the migration's
-// dual-write (the engine names its own types; migrate does not import it).
-type dualWrites struct{ *migrate.DualWrites }
+// dual-write (the engine names its own types; inproxy does not import it).
+type dualWrites struct{ *inproxy.DualWrites }
 
 func (d dualWrites) Mirror(sh router.Shard, writes []engine.MirrorRows, commit string) {
-	rows := make([]migrate.TableRows, len(writes))
+	rows := make([]inproxy.TableRows, len(writes))
 	for i, w := range writes {
-		rows[i] = migrate.TableRows(w)
+		rows[i] = inproxy.TableRows(w)
 	}
 	d.DualWrites.Mirror(sh, rows, commit)
 }

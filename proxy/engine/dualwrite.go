@@ -9,7 +9,7 @@ import (
 )
 
 // DualWrites is step 2 of a shard migration, the dual-write
-// (migrate.DualWrites): the ACK of a write a migrating shard's source
+// (inproxy.DualWrites): the ACK of a write a migrating shard's source
 // committed waits until the target shows it. The engine's share is to say
 // which rows a write touched (the keys queued if the target is late) and
 // which source transaction committed them.

@@ -6,7 +6,7 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-// ReadRamps is step 5 of a shard migration, the read ramp (migrate.Ramps):
+// ReadRamps is step 5 of a shard migration, the read ramp (inproxy.Ramps):
 // while a migrating shard's target is verified and kept current, the reads
 // of a stable share of its conversations go there, so the new side takes
 // real traffic before it takes the writes. Writes, reads inside

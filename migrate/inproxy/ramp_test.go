@@ -1,4 +1,4 @@
-package migrate
+package inproxy
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/coord"
+	"github.com/convoy-im/convoy/migrate/internal/jobrec"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -67,7 +68,7 @@ func announceWith(r *Ramps, w RampStatsWriter) {
 func announceAll(r *Ramps) { announceWith(r, &keyRecorder{}) }
 
 func rampJob(step string, percent int, lag float64) *coord.Job {
-	p := jobProgress{}
+	p := jobrec.Progress{}
 	zero := 0
 	p.State.Table = &zero // the shard's shared physical table
 	p.Commands.ReadPercent = percent
@@ -120,8 +121,8 @@ func TestRamps(t *testing.T) {
 	if moved() != 0 {
 		t.Fatal("reads moved with no job")
 	}
-	p := rampJob(StepReady, 50, 0)
-	pr, _ := decodeProgress(*p)
+	p := rampJob(jobrec.StepReady, 50, 0)
+	pr, _ := jobrec.Decode(*p)
 	r.Update(5, p)
 	// Not before the proxy announced it ramps the shard.
 	w := &keyRecorder{fail: true}
@@ -175,19 +176,19 @@ func TestRamps(t *testing.T) {
 	if moved() != 0 {
 		t.Fatal("reads moved while the apply lagged 2 s")
 	}
-	r.Update(5, rampJob(StepBackfill, 50, 0))
+	r.Update(5, rampJob(jobrec.StepBackfill, 50, 0))
 	if moved() != 0 {
 		t.Fatal("reads moved before the target was verified")
 	}
-	r.Update(5, rampJob(StepReady, 100, 0))
+	r.Update(5, rampJob(jobrec.StepReady, 100, 0))
 	announceWith(r, w)
 	if moved() != len(keys) {
 		t.Fatal("not every read moved at 100%")
 	}
 	// A rollback asked for (the DBA's command, then the runner's intent)
 	// ends the ramp at once; the key goes rampGrace later.
-	rb := rampJob(StepReady, 100, 0)
-	prb, _ := decodeProgress(*rb)
+	rb := rampJob(jobrec.StepReady, 100, 0)
+	prb, _ := jobrec.Decode(*rb)
 	prb.Commands.Rollback = true
 	rb.Progress = encodeProgress(prb)
 	r.Update(5, rb)
@@ -203,10 +204,10 @@ func TestRamps(t *testing.T) {
 	if w.has(shardKey(5)) {
 		t.Fatal("the ramping key stayed after the ramp ended")
 	}
-	r.Update(5, rampJob(StepReady, 100, 0))
+	r.Update(5, rampJob(jobrec.StepReady, 100, 0))
 	announceWith(r, w)
-	rb = rampJob(StepReady, 100, 0)
-	rb.Intent = IntentRollback
+	rb = rampJob(jobrec.StepReady, 100, 0)
+	rb.Intent = jobrec.IntentRollback
 	r.Update(5, rb)
 	if moved() != 0 {
 		t.Fatal("reads still ramped during the rollback")

@@ -1,4 +1,4 @@
-package migrate
+package inproxy_test
 
 import (
 	"strings"
@@ -13,6 +13,9 @@ import (
 	"github.com/convoy-im/convoy/binlog"
 	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/internal/testsvc"
+	"github.com/convoy-im/convoy/migrate"
+	"github.com/convoy-im/convoy/migrate/inproxy"
+	"github.com/convoy-im/convoy/migrate/internal/jobrec"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -44,21 +47,21 @@ func TestDualWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	metrics, err := NewDualWriteMetrics(reg)
+	metrics, err := inproxy.NewDualWriteMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := NewDualWrites(DualWriteConfig{Connect: connect, Routes: func() *router.Snapshot { return snap }, Metrics: metrics})
+	d := inproxy.NewDualWrites(inproxy.DualWriteConfig{Connect: connect, Routes: func() *router.Snapshot { return snap }, Metrics: metrics})
 	defer d.Close()
-	count := func(result string) float64 { return testutil.ToFloat64(metrics.writes.WithLabelValues(result)) }
+	count := func(result string) float64 { return testutil.ToFloat64(metrics.Writes(result)) }
 
 	// The job's binlog apply, as its runner would run it.
-	var moves []TableMove
+	var moves []migrate.TableMove
 	for _, logical := range []string{"conv_msg", "im_conv_seq"} {
 		name := router.PhysicalTableName(logical, shard)
-		moves = append(moves, TableMove{Source: Side{DB: db, Database: "im_0", Table: name}, Target: Side{DB: db, Database: "im_9", Table: name}})
+		moves = append(moves, migrate.TableMove{Source: migrate.Side{DB: db, Database: "im_0", Table: name}, Target: migrate.Side{DB: db, Database: "im_9", Table: name}})
 	}
-	a, err := NewApplier(ctx, ApplierConfig{Job: "j1", Shard: shard, Tables: moves,
+	a, err := migrate.NewApplier(ctx, migrate.ApplierConfig{Job: "j1", Shard: shard, Tables: moves,
 		Binlog: binlog.Config{Addr: srv.Addr(), User: "root", ServerID: 7000 + readerIDs.Add(1), Log: zaptest.NewLogger(t)}})
 	if err != nil {
 		t.Fatal(err)
@@ -66,28 +69,28 @@ func TestDualWrites(t *testing.T) {
 	runApplier(t, ctx, a, currentPosition(t, db))
 
 	src := router.Target{Datasource: "ds0", Database: "im_0"}
-	job := coord.Job{ID: "j1", Shard: shard, Step: StepPrepare,
+	job := coord.Job{ID: "j1", Shard: shard, Step: jobrec.StepPrepare,
 		From: coord.Endpoint{Datasource: "ds0", Database: "im_0"}, To: coord.Endpoint{Datasource: "ds0", Database: "im_9"}}
 	var conv uint64 = 1
-	for router.ShardOf(conv) != shard || Share(conv) == 0 || Share(conv) > 98 {
+	for router.ShardOf(conv) != shard || inproxy.Share(conv) == 0 || inproxy.Share(conv) > 98 {
 		conv++
 	}
 	percent := func(p int) {
-		job.Progress = encodeProgress(jobProgress{Commands: Commands{ReadPercent: p}})
+		job.Progress = inproxy.EncodeProgress(jobrec.Progress{Commands: jobrec.Commands{ReadPercent: p}})
 		d.Update(shard, &job)
 	}
 	d.Update(shard, &job)
 	if !d.Any() || d.Mirrors(shard, src) {
 		t.Fatalf("at prepare: Any %v Mirrors %v, want true, false", d.Any(), d.Mirrors(shard, src))
 	}
-	job.Step = StepBackfill
+	job.Step = jobrec.StepBackfill
 	percent(0)
 	if !d.Mirrors(shard, src) || d.Mirrors(shard, router.Target{Datasource: "ds0", Database: "im_9"}) || d.Mirrors(shard+1, src) {
 		t.Fatal("at backfill: looks at the wrong writes")
 	}
-	job.Step = StepReady
+	job.Step = jobrec.StepReady
 	percent(0)
-	for deadline := time.Now().Add(10 * time.Second); d.state(shard).mirror.Load() == nil; {
+	for deadline := time.Now().Add(10 * time.Second); !d.MirrorOpen(shard); {
 		if time.Now().After(deadline) {
 			t.Fatal("the mirror did not open")
 		}
@@ -120,7 +123,7 @@ func TestDualWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		d.Mirror(shard, []TableRows{
+		d.Mirror(shard, []inproxy.TableRows{
 			{Table: "conv_msg", Columns: []string{"conv_id", "seq", "msg_id"}, Rows: [][]any{{conv, uint64(seq), uint64(1000 + seq)}}},
 			{Table: "im_conv_seq", Columns: []string{"conv_id"}, Rows: [][]any{{conv}}},
 		}, gtid)
@@ -147,49 +150,49 @@ func TestDualWrites(t *testing.T) {
 	// READ PERCENT 0, then a share that leaves the conversation out: the
 	// ACK does not wait (the binlog apply brings the rows later).
 	send(11)
-	percent(Share(conv))
+	percent(inproxy.Share(conv))
 	send(12)
-	if count(DualWriteMirrored) != 0 {
-		t.Fatalf("writes outside the read ramp's share waited: mirrored %v", count(DualWriteMirrored))
+	if count(inproxy.DualWriteMirrored) != 0 {
+		t.Fatalf("writes outside the read ramp's share waited: mirrored %v", count(inproxy.DualWriteMirrored))
 	}
-	percent(Share(conv) + 1)
+	percent(inproxy.Share(conv) + 1)
 	// In the share: the ACK waits for the apply, held back here for a
 	// while, and the row is on the target when it returns.
 	unlock := lockTarget()
 	go func() { time.Sleep(150 * time.Millisecond); unlock() }()
 	took := send(1)
-	if onTarget(1) != 1 || count(DualWriteMirrored) != 2 || took < 100*time.Millisecond {
-		t.Fatalf("mirrored write: on target %d when its ACK returned after %v, mirrored %v", onTarget(1), took, count(DualWriteMirrored))
+	if onTarget(1) != 1 || count(inproxy.DualWriteMirrored) != 2 || took < 100*time.Millisecond {
+		t.Fatalf("mirrored write: on target %d when its ACK returned after %v, mirrored %v", onTarget(1), took, count(inproxy.DualWriteMirrored))
 	}
 	// Not knowing the transaction, the wait covers all the source has.
 	if _, err := client.ExecContext(ctx, "UPDATE im_0.conv_msg_0007 SET msg_type = 9 WHERE conv_id = ? AND seq = 1", conv); err != nil {
 		t.Fatal(err)
 	}
-	d.Mirror(shard, []TableRows{{Table: "conv_msg", Columns: []string{"conv_id", "seq"}, Rows: [][]any{{conv, uint64(1)}}}}, "")
+	d.Mirror(shard, []inproxy.TableRows{{Table: "conv_msg", Columns: []string{"conv_id", "seq"}, Rows: [][]any{{conv, uint64(1)}}}}, "")
 	var typ int
-	if err := db.QueryRow("SELECT msg_type FROM im_9.conv_msg_0007 WHERE conv_id = ? AND seq = 1", conv).Scan(&typ); err != nil || typ != 9 || count(DualWriteMirrored) != 3 {
-		t.Fatalf("a write without its GTID: msg_type %d on the target (%v), mirrored %v", typ, err, count(DualWriteMirrored))
+	if err := db.QueryRow("SELECT msg_type FROM im_9.conv_msg_0007 WHERE conv_id = ? AND seq = 1", conv).Scan(&typ); err != nil || typ != 9 || count(inproxy.DualWriteMirrored) != 3 {
+		t.Fatalf("a write without its GTID: msg_type %d on the target (%v), mirrored %v", typ, err, count(inproxy.DualWriteMirrored))
 	}
 
 	// The apply stalled past the deadline: the write's keys are queued;
 	// a write whose rows are not named by key cannot be.
 	unlock = lockTarget()
 	took = send(2)
-	if took < DualWriteTimeout || count(DualWriteQueued) != 2 {
-		t.Fatalf("a write the target stalled waited %v, queued %v", took, count(DualWriteQueued))
+	if took < inproxy.DualWriteTimeout || count(inproxy.DualWriteQueued) != 2 {
+		t.Fatalf("a write the target stalled waited %v, queued %v", took, count(inproxy.DualWriteQueued))
 	}
-	d.Mirror(shard, []TableRows{{Table: "conv_msg", Columns: []string{"conv_id"}, Rows: [][]any{{conv}}}}, "")
-	if count(DualWriteUnkeyed) != 1 {
-		t.Fatalf("unkeyed %v, want 1", count(DualWriteUnkeyed))
+	d.Mirror(shard, []inproxy.TableRows{{Table: "conv_msg", Columns: []string{"conv_id"}, Rows: [][]any{{conv}}}}, "")
+	if count(inproxy.DualWriteUnkeyed) != 1 {
+		t.Fatalf("unkeyed %v, want 1", count(inproxy.DualWriteUnkeyed))
 	}
 	unlock()
 	var queued string
-	if err := db.QueryRow("SELECT GROUP_CONCAT(job, ' ', tbl ORDER BY tbl) FROM im_0." + QueueTable).Scan(&queued); err != nil || queued != "j1 conv_msg,j1 im_conv_seq" {
+	if err := db.QueryRow("SELECT GROUP_CONCAT(job, ' ', tbl ORDER BY tbl) FROM im_0." + inproxy.QueueTable).Scan(&queued); err != nil || queued != "j1 conv_msg,j1 im_conv_seq" {
 		t.Fatalf("compensation queue holds %q (%v)", queued, err)
 	}
 
 	// Rolling back, then gone: nothing waits.
-	job.Intent = IntentRollback
+	job.Intent = jobrec.IntentRollback
 	d.Update(shard, &job)
 	if d.Mirrors(shard, src) {
 		t.Fatal("a job rolling back is mirrored")
@@ -199,10 +202,10 @@ func TestDualWrites(t *testing.T) {
 		t.Fatal("a deleted job is still followed")
 	}
 	send(3)
-	if count(DualWriteMirrored) != 3 {
+	if count(inproxy.DualWriteMirrored) != 3 {
 		t.Fatal("a write after the job was gone was mirrored")
 	}
-	if got := testutil.CollectAndCount(reg, MetricDualWrites); got != 5 || !strings.HasPrefix(MetricDualWriteSeconds, "convoy_") {
+	if got := testutil.CollectAndCount(reg, inproxy.MetricDualWrites); got != 5 || !strings.HasPrefix(inproxy.MetricDualWriteSeconds, "convoy_") {
 		t.Fatalf("%d result series, want 5", got)
 	}
 }

@@ -1,4 +1,4 @@
-package migrate
+package inproxy
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/convoy-im/convoy/binlog"
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/migrate/internal/physical"
 )
 
 // Mirror is the dual-write of a migrating shard (step 2, DESIGN.md section
@@ -27,8 +28,9 @@ import (
 // queue records the writes whose wait ran out; its replay writes nothing
 // either: it confirms, once the apply has passed the source's position,
 // that the target has them, and only then drops them (the apply, being
-// the only writer, can then write the binlog's images: Applier.
-// SetSoleWriter). The apply is what makes the target exact (it also sees
+// the only writer, can then write the binlog's images: migrate.Applier.
+// SetSoleWriter). The job's runner replays the queue (Replay); the
+// proxies fill it. The apply is what makes the target exact (it also sees
 // writes that never went through Convoy); the dual-write makes each write
 // through Convoy be on the target when its ACK is sent, and a target that
 // falls behind visible at once (convoy_migration_dualwrites_total,
@@ -49,7 +51,7 @@ type Mirror struct {
 
 type mirrorTable struct {
 	logical string
-	src     *table // the source's definition: where a row's key is
+	src     *physical.Table // the source's definition: where a row's key is
 }
 
 // QueueTable is the compensation queue's name in the source database.
@@ -58,7 +60,7 @@ const QueueTable = "_convoy_dualwrite_queue"
 // MirrorTable names one logical table's physical table on each side.
 type MirrorTable struct {
 	Logical        string
-	Source, Target Side // Side.DB: the source's and the target's pools
+	Source, Target physical.Side // Side.DB: the source's and the target's pools
 }
 
 // NewMirror loads the source's tables and creates the queue table in the
@@ -69,7 +71,7 @@ func NewMirror(ctx context.Context, job string, shard int, tables []MirrorTable)
 		return nil, errors.New("migrate: a mirror needs a job id (at most 64 bytes) and tables")
 	}
 	m := &Mirror{job: job, src: tables[0].Source.DB, dst: tables[0].Target.DB, tables: map[string]*mirrorTable{}}
-	if err := checkDriver(ctx, m.src); err != nil {
+	if err := physical.CheckDriver(ctx, m.src); err != nil {
 		return nil, fmt.Errorf("migrate: mirror source pool: %w", err)
 	}
 	for _, t := range tables {
@@ -78,7 +80,7 @@ func NewMirror(ctx context.Context, job string, shard int, tables []MirrorTable)
 		}
 		// The source only: a mirror must exist while the target is down,
 		// to queue.
-		st, err := loadTable(ctx, t.Source.DB, t.Source.Database, t.Source.Table)
+		st, err := physical.LoadTable(ctx, t.Source.DB, t.Source.Database, t.Source.Table)
 		if err != nil {
 			return nil, err
 		}
@@ -101,34 +103,11 @@ func NewMirror(ctx context.Context, job string, shard int, tables []MirrorTable)
 	return m, nil
 }
 
-// KeyOf builds a primary key from values as the engine holds them
-// (uint64, int64, string, []byte, ...).
-func KeyOf(values ...any) (Key, error) {
-	k := make(Key, len(values))
-	for i, v := range values {
-		switch x := v.(type) {
-		case uint64:
-			k[i] = fmt.Appendf(nil, "%d", x)
-		case int:
-			k[i] = fmt.Appendf(nil, "%d", x)
-		case string:
-			k[i] = []byte(x)
-		default:
-			b, err := valueBytes(v)
-			if err != nil {
-				return nil, err
-			}
-			k[i] = b
-		}
-	}
-	return k, nil
-}
-
 // TableKeys are the primary keys of a logical table's rows a write
 // touched.
 type TableKeys struct {
 	Table string
-	Keys  []Key
+	Keys  []physical.Key
 }
 
 // queueKeys puts a late write's keys in the compensation queue, under its
@@ -170,7 +149,7 @@ const queueTimeout = 2 * time.Second
 // Keys returns the primary keys of rows given by column values (names
 // lower-case, values as the engine holds them); an error when the columns
 // do not cover the table's primary key or a key value is not plain.
-func (m *Mirror) Keys(logical string, cols []string, rows [][]any) ([]Key, error) {
+func (m *Mirror) Keys(logical string, cols []string, rows [][]any) ([]physical.Key, error) {
 	mt, ok := m.tables[logical]
 	if !ok {
 		return nil, fmt.Errorf("migrate: the mirror has no table %q", logical)
@@ -182,13 +161,13 @@ func (m *Mirror) Keys(logical string, cols []string, rows [][]any) ([]Key, error
 			return nil, fmt.Errorf("migrate: the write does not name %s's key column %s", logical, mt.src.Columns[ci].Name)
 		}
 	}
-	keys := make([]Key, 0, len(rows))
+	keys := make([]physical.Key, 0, len(rows))
 	vals := make([]any, len(at))
 	for _, r := range rows {
 		for i, c := range at {
 			vals[i] = r[c]
 		}
-		k, err := KeyOf(vals...)
+		k, err := physical.KeyOf(vals...)
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +176,7 @@ func (m *Mirror) Keys(logical string, cols []string, rows [][]any) ([]Key, error
 	return keys, nil
 }
 
-func (m *Mirror) push(ctx context.Context, logical string, keys []Key, cause error) error {
+func (m *Mirror) push(ctx context.Context, logical string, keys []physical.Key, cause error) error {
 	msg := cause.Error()
 	if len(msg) > 500 {
 		msg = msg[:500]

@@ -1,4 +1,4 @@
-package migrate
+package inproxy
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/convoy-im/convoy/binlog"
 	"github.com/convoy-im/convoy/coord"
+	"github.com/convoy-im/convoy/migrate/internal/jobrec"
+	"github.com/convoy-im/convoy/migrate/internal/physical"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -101,7 +103,7 @@ const DualWriteTimeout = 500 * time.Millisecond
 
 // DualWriteConfig configures a proxy's dual-write.
 type DualWriteConfig struct {
-	Connect Connector
+	Connect physical.Connector
 	// Routes returns the routes the proxy serves (where the datasources
 	// of a job are).
 	Routes  func() *router.Snapshot
@@ -114,7 +116,7 @@ type DualWriteConfig struct {
 // the job records (WatchJobs). It implements engine.DualWrites.
 type DualWrites struct {
 	cfg    DualWriteConfig
-	pools  *pools
+	pools  *physical.Pools
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -127,7 +129,7 @@ type dualState struct {
 	job      string
 	from, to coord.Endpoint
 	// fromTable, toTable: the shared table index on each side (nil: the
-	// shard's own tables), jobState.tables.
+	// shard's own tables), jobrec.Placement.Tables.
 	fromTable, toTable *int
 	mirror             atomic.Pointer[Mirror] // nil until opened
 	mirroring          atomic.Bool            // the job's step mirrors writes
@@ -147,7 +149,7 @@ func NewDualWrites(cfg DualWriteConfig) *DualWrites {
 		cfg.Log = zap.NewNop()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &DualWrites{cfg: cfg, pools: newPools(cfg.Connect), ctx: ctx, cancel: cancel, shards: map[router.Shard]*dualState{}}
+	return &DualWrites{cfg: cfg, pools: physical.NewPools(cfg.Connect), ctx: ctx, cancel: cancel, shards: map[router.Shard]*dualState{}}
 }
 
 // Close stops mirroring and closes the pools.
@@ -160,7 +162,7 @@ func (d *DualWrites) Close() {
 	}
 	d.active.Store(0)
 	d.mu.Unlock()
-	d.pools.close()
+	d.pools.Close()
 }
 
 // jobView says what a proxy does for a job: open its mirror from the
@@ -169,19 +171,19 @@ func (d *DualWrites) Close() {
 // READ PERCENT share, when they have committed: a transaction planned
 // before the ramp and committed after it is mirrored); nothing for a job
 // rolling back.
-func jobView(job *coord.Job) (p jobProgress, open, mirror bool) {
+func jobView(job *coord.Job) (p jobrec.Progress, open, mirror bool) {
 	if job == nil {
 		return p, false, false
 	}
 	switch job.Step {
-	case StepQueued, StepPrepare:
-	case StepBackfill, StepVerify, StepReady:
+	case jobrec.StepQueued, jobrec.StepPrepare:
+	case jobrec.StepBackfill, jobrec.StepVerify, jobrec.StepReady:
 		mirror = true
 	default:
 		return p, false, false
 	}
-	p, err := decodeProgress(*job)
-	if err != nil || p.Commands.Rollback || job.Intent == IntentRollback {
+	p, err := jobrec.Decode(*job)
+	if err != nil || p.Commands.Rollback || job.Intent == jobrec.IntentRollback {
 		return p, false, false
 	}
 	return p, true, mirror
@@ -205,7 +207,7 @@ func (d *DualWrites) Update(shard int, job *coord.Job) {
 	}
 	if open && d.ctx.Err() == nil {
 		ctx, stop := context.WithCancel(d.ctx)
-		fromTable, toTable := p.State.tables()
+		fromTable, toTable := p.State.Tables()
 		st := &dualState{job: job.ID, from: job.From, to: job.To, fromTable: fromTable, toTable: toTable, stop: stop}
 		st.mirroring.Store(mirror)
 		st.percent.Store(int32(p.Commands.ReadPercent))
@@ -257,23 +259,23 @@ func (d *DualWrites) newMirror(ctx context.Context, sh router.Shard, st *dualSta
 		}
 		return router.Datasource{}, false
 	}
-	var dbs [2]Side
+	var dbs [2]physical.Side
 	for i, ep := range []coord.Endpoint{st.from, st.to} {
 		ds, ok := side(ep.Datasource)
 		if !ok {
 			return nil, fmt.Errorf("migrate: datasource %s of job %s is not in the routes this proxy serves", ep.Datasource, st.job)
 		}
-		db, _, err := d.pools.get(ctx, ds)
+		db, _, err := d.pools.Get(ctx, ds)
 		if err != nil {
 			return nil, err
 		}
-		dbs[i] = Side{DB: db, Database: ep.Database}
+		dbs[i] = physical.Side{DB: db, Database: ep.Database}
 	}
 	var tables []MirrorTable
 	for _, logical := range router.ShardedTables() {
 		src, dst := dbs[0], dbs[1]
-		src.Table = router.PhysicalTableName(logical, tableIndex(int(sh), st.fromTable))
-		dst.Table = router.PhysicalTableName(logical, tableIndex(int(sh), st.toTable))
+		src.Table = router.PhysicalTableName(logical, jobrec.TableIndex(int(sh), st.fromTable))
+		dst.Table = router.PhysicalTableName(logical, jobrec.TableIndex(int(sh), st.toTable))
 		tables = append(tables, MirrorTable{Logical: logical, Source: src, Target: dst})
 	}
 	return NewMirror(ctx, st.job, int(sh), tables)

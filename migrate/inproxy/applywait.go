@@ -1,4 +1,4 @@
-package migrate
+package inproxy
 
 import (
 	"context"
@@ -8,14 +8,16 @@ import (
 
 	"github.com/convoy-im/convoy/binlog"
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/migrate/internal/physical"
 )
 
 // applyWatch lets a proxy wait until the binlog apply of a job's shard has
 // applied a source transaction: the dual-write's ACK waits on it (Mirror.
-// Write). The apply moves its checkpoint row (CheckpointTable, in the
-// target database) in the same target transaction as the rows it applies,
-// so a checkpoint position that reaches a transaction's GTID proves the
-// target's rows show that transaction.
+// Write). The apply (package migrate's Applier) moves its checkpoint row
+// (physical.CheckpointTable, in the target database) in the same target
+// transaction as the rows it applies, so a checkpoint position that
+// reaches a transaction's GTID proves the target's rows show that
+// transaction.
 //
 // Why wait for the apply rather than write the rows to the target from the
 // proxy: a second writer of the target's rows competes with the apply for
@@ -61,7 +63,7 @@ const applyPollEvery = time.Millisecond
 
 func newApplyWatch(db *sql.DB, database, job string, shard int) *applyWatch {
 	return &applyWatch{db: db,
-		query: "SET STATEMENT innodb_lock_wait_timeout = 1 FOR SELECT position FROM " + sqlq.Ident(database) + "." + sqlq.Ident(CheckpointTable) +
+		query: "SET STATEMENT innodb_lock_wait_timeout = 1 FOR SELECT position FROM " + sqlq.Ident(database) + "." + sqlq.Ident(physical.CheckpointTable) +
 			" WHERE job = ? AND shard = ? LOCK IN SHARE MODE",
 		args: []any{job, uint64(shard)}}
 }

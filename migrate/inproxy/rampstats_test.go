@@ -1,7 +1,6 @@
-package migrate
+package inproxy
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strconv"
@@ -9,11 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
-	"github.com/convoy-im/convoy/coord"
-	"github.com/convoy-im/convoy/internal/testsvc"
+	"github.com/convoy-im/convoy/migrate/internal/jobrec"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -96,7 +92,7 @@ func TestRampStats(t *testing.T) {
 		t.Fatal("ramped with no job")
 	}
 	r.ObserveRead(5, true, time.Millisecond, nil) // no ramp: ignored
-	r.Update(5, rampJob(StepReady, 50, 0))
+	r.Update(5, rampJob(jobrec.StepReady, 50, 0))
 	announceAll(r)
 	if _, ramped := r.ReadSnapshot(snap, 6, keysOfShard(6, 1, 1)[0]); ramped {
 		t.Fatal("shard 6 is ramped")
@@ -107,7 +103,7 @@ func TestRampStats(t *testing.T) {
 	}
 	// The runner reports a lag over the bound: every read on the source,
 	// counted in the same ramp.
-	r.Update(5, rampJob(StepReady, 50, 2))
+	r.Update(5, rampJob(jobrec.StepReady, 50, 2))
 	old2, new2 := rampReads(t, r, snap, keys[:10], 0)
 	if old2 != 10 || new2 != 0 {
 		t.Fatalf("lagging target: %d old, %d new", old2, new2)
@@ -130,14 +126,14 @@ func TestRampStats(t *testing.T) {
 		t.Fatalf("published figures %+v, want %d old, %d new with 3 errors", rep, old, new)
 	}
 	// Two proxies' figures add up in SHOW MIGRATIONS' columns.
-	tot := rampTotals{}
+	tot := RampTotals{}
 	for range 2 {
 		s := tot[5]
 		s.Old.Add(got.Old)
 		s.New.Add(got.New)
 		tot[5] = s
 	}
-	cells := tot.cells(5)
+	cells := tot.Cells(5)
 	p99 := got.New.Percentile(0.99)
 	if p99 < 2700*time.Microsecond || p99 > 3300*time.Microsecond {
 		t.Fatalf("P99 %s of 3 ms reads", p99)
@@ -146,7 +142,7 @@ func TestRampStats(t *testing.T) {
 	if !slices.Equal(cells, wantCells) || cells[2] != cells[5] || cells[2] == "" {
 		t.Fatalf("cells %v, want %v", cells, wantCells)
 	}
-	if c := tot.cells(6); !slices.Equal(c, make([]string, len(RampColumns))) {
+	if c := tot.Cells(6); !slices.Equal(c, make([]string, len(RampColumns))) {
 		t.Fatalf("a shard without figures has cells %v", c)
 	}
 
@@ -154,7 +150,7 @@ func TestRampStats(t *testing.T) {
 	if counts, hists := rampSeries(t, reg); len(counts) != 0 || hists != 0 || r.report() != nil {
 		t.Fatalf("after the ramp: series %v, %d histograms, figures %v", counts, hists, r.report())
 	}
-	r.Update(5, rampJob(StepReady, 10, 0))
+	r.Update(5, rampJob(jobrec.StepReady, 10, 0))
 	announceAll(r)
 	if counts, _ := rampSeries(t, reg); counts["0005 new error"] != 0 || counts["0005 old ok"] != 0 || r.report()["0005"].Old.Count != 0 {
 		t.Fatalf("a new ramp starts with %v", counts)
@@ -167,109 +163,6 @@ func formatPct(errs, n int) string {
 	return strconv.FormatFloat(100*float64(errs)/float64(n), 'f', 2, 64)
 }
 
-// TestRampStatsPublished: proxies publish their figures under their
-// registration leases; Status sums the live ones; a proxy that goes takes
-// its figures along, and one whose ramps ended deletes them (real etcd).
-func TestRampStatsPublished(t *testing.T) {
-	e := testsvc.StartEtcd(t)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	ctx := testCtx(t)
-	const cluster = "rs"
-	store := coord.NewJobStore(cli, cluster)
-	if _, err := store.Create(ctx, *rampJob(StepReady, 50, 0)); err != nil {
-		t.Fatal(err)
-	}
-	snap := rampSnapshot(t)
-	keys := keysOfShard(5, 100, 1)
-	type proxy struct {
-		reg      *coord.Registration
-		ramps    *Ramps
-		old, new int
-	}
-	var proxies []*proxy
-	for i, id := range []string{"p1", "p2"} {
-		reg, err := coord.Register(ctx, cli, cluster, coord.ProxyInfo{ID: id, Listen: "127.0.0.1:1"}, coord.WithTTL(2*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer reg.Close()
-		r, err := NewRamps(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Update(5, rampJob(StepReady, 50, 0))
-		announceAll(r)
-		p := &proxy{reg: reg, ramps: r}
-		p.old, p.new = rampReads(t, r, snap, keys[:50*(i+1)], i) // p2: one failed read of the target
-		pctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		go r.PublishStats(pctx, reg, coord.RampStatsKey(cluster, id), 50*time.Millisecond, zap.NewNop())
-		proxies = append(proxies, p)
-	}
-	admin := NewAdmin(cli, cluster)
-	status := func() map[string]string {
-		t.Helper()
-		cols, rows, err := admin.Status(ctx)
-		if err != nil || len(rows) != 1 {
-			t.Fatalf("status: %v, %v", rows, err)
-		}
-		m := map[string]string{}
-		for i, c := range cols {
-			m[c] = rows[0][i]
-		}
-		return m
-	}
-	waitFor := func(what string, cond func(map[string]string) bool) map[string]string {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			s := status()
-			if cond(s) {
-				return s
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: SHOW MIGRATIONS says %v", what, s)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	p1, p2 := proxies[0], proxies[1]
-	s := waitFor("both proxies' reads", func(s map[string]string) bool {
-		return s["old_reads"] == itoa(p1.old+p2.old) && s["new_reads"] == itoa(p1.new+p2.new)
-	})
-	if s["old_err_pct"] != "0.00" || s["new_err_pct"] != formatPct(1, p1.new+p2.new) || s["new_p99_ms"] == "" || s["read_share"] != "50%" {
-		t.Fatalf("SHOW MIGRATIONS %v", s)
-	}
-	// The job's runner is the proxy p1 (convoy serve campaigns under its
-	// proxy id): named by its registered address, not its id.
-	r, err := coord.CampaignRunner(ctx, store, 5, "p1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if s := status(); s["runner"] != "127.0.0.1:1" {
-		t.Errorf("SHOW MIGRATIONS names the runner %q, want p1's address 127.0.0.1:1", s["runner"])
-	}
-	// p2 dies: its lease ends, its figures with it.
-	if err := p2.reg.Close(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor("p1's reads alone", func(s map[string]string) bool {
-		return s["old_reads"] == itoa(p1.old) && s["new_reads"] == itoa(p1.new) && s["new_err_pct"] == "0.00"
-	})
-	// p1's ramp ends: it deletes its figures, the columns empty.
-	p1.ramps.Update(5, nil)
-	waitFor("no figures", func(s map[string]string) bool { return s["old_reads"] == "" && s["new_reads"] == "" })
-	resp, err := cli.Get(ctx, coord.RampStatsPrefix(cluster), clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil || resp.Count != 0 {
-		t.Fatalf("%d figure keys left (%v)", resp.Count, err)
-	}
-}
-
 // BenchmarkObserveRead is the cost a ramped read adds after its backend
 // answered (BENCHMARKS.md).
 func BenchmarkObserveRead(b *testing.B) {
@@ -277,7 +170,7 @@ func BenchmarkObserveRead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r.Update(5, rampJob(StepReady, 50, 0))
+	r.Update(5, rampJob(jobrec.StepReady, 50, 0))
 	announceAll(r)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

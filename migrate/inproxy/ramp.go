@@ -1,4 +1,4 @@
-package migrate
+package inproxy
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/convoy-im/convoy/coord"
+	"github.com/convoy-im/convoy/migrate/internal/jobrec"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -36,7 +37,7 @@ import (
 // that share (coord.RampingKey's value); the runner waits until every
 // serving proxy announced it, notes the source's binlog position, waits
 // for the apply to pass it, and only then publishes the share as
-// confirmed (Status.RampPercent). Writes committed before that position
+// confirmed (jobrec.Status.RampPercent). Writes committed before that position
 // are applied; those after it are mirrored before their ACK. A proxy
 // reads from the target the smaller of READ PERCENT and the confirmed
 // share, so a share lowered by the DBA takes effect at once.
@@ -47,7 +48,8 @@ import (
 // before it sends a single read to the target, and withdraws the key
 // rampGrace after it stopped (the reads sent before then have ended); it
 // stops as soon as it sees the rollback asked for. The runner deletes
-// nothing while a key of the shard is left (jobRun.waitRampsDropped).
+// nothing while a key of the shard is left (migrate's
+// jobRun.waitRampsDropped).
 
 const (
 	// RampMaxLag bounds the apply lag under which reads go to the target.
@@ -89,9 +91,9 @@ type Ramps struct {
 
 type rampState struct {
 	// percent is the share read from the target: the DBA's READ PERCENT,
-	// but no more than the runner confirmed (Status.RampPercent: every
-	// proxy mirrors that share and the apply passed the moment they all
-	// did). mirror is READ PERCENT itself, what this proxy mirrors and
+	// but no more than the runner confirmed (jobrec.Status.RampPercent:
+	// every proxy mirrors that share and the apply passed the moment they
+	// all did). mirror is READ PERCENT itself, what this proxy mirrors and
 	// announces.
 	percent, mirror int
 	to              coord.Endpoint
@@ -181,12 +183,12 @@ func (r *Ramps) announce(ctx context.Context, w RampStatsWriter, key func(shard 
 func (r *Ramps) Update(shard int, job *coord.Job) {
 	sh := router.Shard(shard)
 	var st *rampState
-	if job != nil && job.Step == StepReady && job.Intent != IntentRollback {
+	if job != nil && job.Step == jobrec.StepReady && job.Intent != jobrec.IntentRollback {
 		// A rollback asked for ends the ramp at once: the runner deletes
 		// the target's rows once every proxy withdrew its key.
-		if p, err := decodeProgress(*job); err == nil && p.Commands.ReadPercent > 0 && !p.Commands.Rollback {
+		if p, err := jobrec.Decode(*job); err == nil && p.Commands.ReadPercent > 0 && !p.Commands.Rollback {
 			lag := p.State.Status.Lag
-			_, table := p.State.tables()
+			_, table := p.State.Tables()
 			st = &rampState{percent: min(p.Commands.ReadPercent, p.State.Status.RampPercent), mirror: p.Commands.ReadPercent,
 				to: job.To, table: table, lagOK: lag >= 0 && lag < RampMaxLag.Seconds(), heard: r.now()}
 		}

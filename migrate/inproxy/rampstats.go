@@ -1,4 +1,4 @@
-package migrate
+package inproxy
 
 import (
 	"context"
@@ -208,17 +208,18 @@ func (r *Ramps) PublishStats(ctx context.Context, w RampStatsWriter, key string,
 	}
 }
 
-// rampTotals are the figures of every live proxy, summed by shard.
-type rampTotals map[int]rampSides
+// RampTotals are the figures of every live proxy, summed by shard: what
+// SHOW MIGRATIONS shows (migrate.Admin).
+type RampTotals map[int]rampSides
 
-// readRampTotals sums the figures every live proxy published.
-func readRampTotals(ctx context.Context, cli *clientv3.Client, cluster string) (rampTotals, error) {
+// ReadRampTotals sums the figures every live proxy published.
+func ReadRampTotals(ctx context.Context, cli *clientv3.Client, cluster string) (RampTotals, error) {
 	prefix := coord.RampStatsPrefix(cluster)
 	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("read ramp figures under %s: %w", prefix, err)
 	}
-	out := rampTotals{}
+	out := RampTotals{}
 	for _, kv := range resp.Kvs {
 		var rep map[string]rampSides
 		if json.Unmarshal(kv.Value, &rep) != nil {
@@ -238,8 +239,8 @@ func readRampTotals(ctx context.Context, cli *clientv3.Client, cluster string) (
 	return out, nil
 }
 
-// cells are shard's RampColumns ("" where no proxy published its ramp).
-func (t rampTotals) cells(shard int) []string {
+// Cells are shard's RampColumns ("" where no proxy published its ramp).
+func (t RampTotals) Cells(shard int) []string {
 	s, ok := t[shard]
 	if !ok {
 		return make([]string, len(RampColumns))

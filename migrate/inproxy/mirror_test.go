@@ -1,4 +1,4 @@
-package migrate
+package inproxy_test
 
 import (
 	"context"
@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/convoy-im/convoy/binlog"
-	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/internal/testsvc"
+	"github.com/convoy-im/convoy/migrate"
+	"github.com/convoy-im/convoy/migrate/inproxy"
+	"github.com/convoy-im/convoy/migrate/internal/physical"
 )
 
 // mirrorEnv is a source and a target with im_0.conv_msg_0007 on both, a
@@ -20,9 +20,9 @@ import (
 // started and stopped by the test.
 type mirrorEnv struct {
 	src, dst *testsvc.MariaDB
-	m        *Mirror
+	m        *inproxy.Mirror
 	origin   binlog.Position
-	moves    []TableMove
+	moves    []migrate.TableMove
 }
 
 func newMirrorEnv(t *testing.T, ctx context.Context) *mirrorEnv {
@@ -32,18 +32,18 @@ func newMirrorEnv(t *testing.T, ctx context.Context) *mirrorEnv {
 		m.Exec(t, "CREATE DATABASE im_0", imTable(t, "conv_msg", "im_0", "conv_msg_0007"))
 	}
 	sdb, ddb := src.Open(t, ""), dst.Open(t, "")
-	s, d := Side{DB: sdb, Database: "im_0", Table: "conv_msg_0007"}, Side{DB: ddb, Database: "im_0", Table: "conv_msg_0007"}
-	m, err := NewMirror(ctx, "job-1", 7, []MirrorTable{{Logical: "conv_msg", Source: s, Target: d}})
+	s, d := migrate.Side{DB: sdb, Database: "im_0", Table: "conv_msg_0007"}, migrate.Side{DB: ddb, Database: "im_0", Table: "conv_msg_0007"}
+	m, err := inproxy.NewMirror(ctx, "job-1", 7, []inproxy.MirrorTable{{Logical: "conv_msg", Source: s, Target: d}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &mirrorEnv{src: src, dst: dst, m: m, origin: currentPosition(t, sdb), moves: []TableMove{{Source: s, Target: d}}}
+	return &mirrorEnv{src: src, dst: dst, m: m, origin: currentPosition(t, sdb), moves: []migrate.TableMove{{Source: s, Target: d}}}
 }
 
 // apply starts the job's apply (from its checkpoint, once there is one).
 func (me *mirrorEnv) apply(t *testing.T, ctx context.Context) (stop func() error) {
 	t.Helper()
-	a, err := NewApplier(ctx, ApplierConfig{Job: "job-1", Shard: 7, Tables: me.moves,
+	a, err := migrate.NewApplier(ctx, migrate.ApplierConfig{Job: "job-1", Shard: 7, Tables: me.moves,
 		Binlog: binlog.Config{Addr: me.src.Addr(), User: "root", ServerID: 7000 + readerIDs.Add(1), Log: zaptest.NewLogger(t)}})
 	if err != nil {
 		t.Fatal(err)
@@ -53,15 +53,15 @@ func (me *mirrorEnv) apply(t *testing.T, ctx context.Context) (stop func() error
 
 func (me *mirrorEnv) queue(t *testing.T, seqs ...uint64) {
 	t.Helper()
-	var keys []Key
+	var keys []physical.Key
 	for _, s := range seqs {
-		k, err := KeyOf(uint64(9), s)
+		k, err := physical.KeyOf(uint64(9), s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		keys = append(keys, k)
 	}
-	if err := me.m.queueKeys([]TableKeys{{"conv_msg", keys}}, errors.New("late")); err != nil {
+	if err := me.m.QueueKeys([]inproxy.TableKeys{{Table: "conv_msg", Keys: keys}}, errors.New("late")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -99,11 +99,11 @@ func TestMirror(t *testing.T) {
 	me.src.Exec(t, "UPDATE im_0.conv_msg_0007 SET msg_type = 7 WHERE conv_id = 9 AND seq = 1")
 	me.queue(t, 1)
 	start := time.Now()
-	if done, err := me.m.Replay(ctx, 10, nil); err == nil || done != 0 || time.Since(start) < replayWait {
-		t.Fatalf("replay with the apply stopped: %d, %v after %v; want an error after %v", done, err, time.Since(start), replayWait)
+	if done, err := me.m.Replay(ctx, 10, nil); err == nil || done != 0 || time.Since(start) < inproxy.ReplayWait {
+		t.Fatalf("replay with the apply stopped: %d, %v after %v; want an error after %v", done, err, time.Since(start), inproxy.ReplayWait)
 	}
 	var attempts int
-	if err := sdb.QueryRowContext(ctx, "SELECT attempts FROM im_0."+QueueTable+" WHERE job = 'job-1'").Scan(&attempts); err != nil || attempts != 1 {
+	if err := sdb.QueryRowContext(ctx, "SELECT attempts FROM im_0."+inproxy.QueueTable+" WHERE job = 'job-1'").Scan(&attempts); err != nil || attempts != 1 {
 		t.Fatalf("attempts %d, %v; want 1", attempts, err)
 	}
 	if n := count(t, ddb, "SELECT COUNT(*) FROM im_0.conv_msg_0007 WHERE msg_type = ?", 7); n != 0 {
@@ -118,46 +118,5 @@ func TestMirror(t *testing.T) {
 	}
 	if n, _ := me.m.Backlog(ctx); n != 0 {
 		t.Fatalf("backlog after the replay: %d", n)
-	}
-}
-
-// TestMirrorReplayFenced: the job runner replays the compensation queue
-// only while it is elected; once its lease is revoked its replay confirms
-// nothing and the queue keeps its keys for the successor.
-func TestMirrorReplayFenced(t *testing.T) {
-	ctx := testCtx(t)
-	me := newMirrorEnv(t, ctx)
-	me.apply(t, ctx)
-	e := testsvc.StartEtcd(t)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	r, err := coord.CampaignRunner(ctx, coord.NewJobStore(cli, "fenced"), 7, "m1", coord.WithRunnerTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	j := &jobRun{r: r, mirror: me.m, log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}
-
-	me.queue(t, 1)
-	var s Status
-	j.replay(ctx, StepReady, "", &s)
-	if s.Replayed != 1 || s.Backlog != 0 {
-		t.Fatalf("replay by the elected runner: replayed %d, backlog %d; want the key confirmed", s.Replayed, s.Backlog)
-	}
-
-	me.queue(t, 2, 3)
-	if _, err := cli.Revoke(ctx, r.Lease()); err != nil {
-		t.Fatal(err)
-	}
-	s = Status{}
-	j.replay(ctx, StepReady, "", &s)
-	if s.Replayed != 0 {
-		t.Errorf("a runner whose lease was revoked replayed %d keys", s.Replayed)
-	}
-	if n, err := me.m.Backlog(ctx); err != nil || n != 2 {
-		t.Errorf("backlog %d, %v after the revoked runner's replay; want the 2 keys kept", n, err)
 	}
 }
