@@ -38,11 +38,15 @@ type Undecoded struct{}
 // (NO_BACKSLASH_ESCAPES, GBK and friends).
 func Normalize(dst []byte, sql string, lits []Literal) ([]byte, []Literal, bool) {
 	s := sqltext.New(sql)
+	s.SkipSpace = true
 	last := 0      // sql[last:] is not in dst yet: text between literals is copied in one piece
-	glued := false // the last token was a word or variable: a string now is glued to it (an introducer)
+	glued := -1 // the end of the last token if it was a word or variable: a string there is glued to it (an introducer)
 	for t := s.Next(); t.Kind != sqltext.End; t = s.Next() {
-		after := glued
-		glued = t.Kind == sqltext.Word || t.Kind == sqltext.Var
+		after := glued == t.Pos
+		glued = -1
+		if t.Kind == sqltext.Word || t.Kind == sqltext.Var {
+			glued = t.End()
+		}
 		switch t.Kind {
 		case sqltext.String:
 			if t.Text[0] != '\'' || t.Open() || after {
@@ -64,7 +68,7 @@ func Normalize(dst []byte, sql string, lits []Literal) ([]byte, []Literal, bool)
 					}
 					lits = append(lits, Literal{Raw: sql[t.Pos:n.End()], Val: Undecoded{}})
 					dst = append(append(dst, sql[last:t.Pos]...), '?')
-					last, glued = n.End(), false
+					last = n.End()
 					continue
 				}
 				*s = save
@@ -86,7 +90,6 @@ func Normalize(dst []byte, sql string, lits []Literal) ([]byte, []Literal, bool)
 			if t.Open() || t.Kind == sqltext.Var && len(t.Text) > 1 && (t.Text[1] == '\'' || t.Text[1] == '"') {
 				return dst, lits, false // a quoted user variable's name is a string to the lexer
 			}
-		case sqltext.Space:
 		case sqltext.Punct:
 			if t.Text[0] == ';' || t.Text[0] == '-' && t.End() < len(sql) && sql[t.End()] == '-' {
 				return dst, lits, false // several statements; "--" not a comment, which parsers read differently

@@ -116,6 +116,10 @@ type Scanner struct {
 	// above it a plain Comment, as the server does with a version newer
 	// than its own.
 	PlainAbove int
+	// SkipSpace: Next returns no Space tokens (what lies between two
+	// tokens is then blanks). Blanks are half the tokens of most SQL, and
+	// a caller that copies text between tokens does not need them.
+	SkipSpace bool
 }
 
 // New returns a scanner at the start of text.
@@ -187,6 +191,11 @@ var class = func() (t [256]uint8) {
 func (s *Scanner) scan() Kind {
 	t := s.text
 	at := s.pos
+	if s.SkipSpace {
+		for at < len(t) && class[t[at]] == cSpace {
+			at++
+		}
+	}
 	s.start, s.flags = at, 0
 	if at >= len(t) {
 		s.start, s.pos, s.kind, s.tok = len(t), len(t), End, ""
