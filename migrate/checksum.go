@@ -42,7 +42,7 @@ import (
 // ISNULL() of each nullable column: NULL and the empty string differ. No
 // element can contain '#', so the digest determines the row.
 //
-// Per segment: COUNT(*), SUM(CRC32(digest)) (seed 001's sum(crc32)) and
+// Per segment: COUNT(*), SUM(CRC32(digest)) (docs/design.md §5's sum(crc32)) and
 // BIT_XOR of the first 64 bits of MD5(digest). CRC32 alone lets one changed
 // row in 2^32 through, and a sum can be balanced by a second change; the
 // 64-bit XOR costs one more hash per row and makes either vanishingly

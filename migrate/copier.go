@@ -148,7 +148,7 @@ func WithChunkRows(n int) CopyOption {
 	}
 }
 
-// DefaultRate is the copy rate of one shard in rows per second: seed 001's
+// DefaultRate is the copy rate of one shard in rows per second: docs/design.md §5's
 // figure ("1024 shards x 5M rows at 2000 rows/s per shard"), low enough that
 // a backfill does not show in the live writes' latency.
 const DefaultRate = 2000

@@ -1,5 +1,5 @@
-// Package migrate is the online shard migration's job runner (DESIGN.md
-// section 5, docs/design.md §5): the resumable job an elected runner
+// Package migrate is the online shard migration's job runner
+// (docs/design.md §5): the resumable job an elected runner
 // executes, the building blocks it is made of, and the jobs' admin. One
 // concept a file:
 //
@@ -55,7 +55,7 @@
 // record's steps, commands, status and table placement
 // (migrate/internal/jobrec), and pools, physical tables and their primary
 // keys (migrate/internal/physical). migrate keeps its names for those it
-// exported (StepReady, Commands, Status, Side, Key, Connector,
+// exported (StepReady, Commands, Status, Side, Key,
 // CheckpointTable ...) as aliases.
 //
 // The building blocks keep no state between runs: each long operation takes a

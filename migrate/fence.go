@@ -15,7 +15,7 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-// The storage fence (docs/design.md §5; DESIGN.md section 5, "Fail closed"). The
+// The storage fence (docs/design.md §5, "Fail closed"). The
 // migration lock stops every live proxy's writes of a switching shard, but
 // a proxy can be alive and not know it: paused past its lease (a long GC
 // pause, SIGSTOP), cut off from etcd, or holding a write the server is
@@ -51,7 +51,7 @@ import (
 // session that can set a user variable or drop a trigger gets past it.
 //
 // A side stays fenced after the job (the old side is read-only for the
-// shard: step 7 of DESIGN.md section 5), and its triggers stay with the
+// shard: step 7 of docs/design.md §5), and its triggers stay with the
 // table: each row write of a table that took part in a migration pays one
 // primary-key lookup of the small fence table (BENCHMARKS.md "Storage
 // fence"). Rows replicated in ROW format skip triggers (MariaDB's

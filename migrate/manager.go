@@ -20,10 +20,6 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-// Connector opens what a job needs of a datasource: a pool and the binlog
-// connection (physical.Connector, which the proxies' dual-write uses too).
-type Connector = physical.Connector
-
 // DefaultRollbackWindow is how long reverse replication keeps the source
 // current after a switch, so that ROLLBACK loses nothing (docs/design.md §5: 7 days).
 const DefaultRollbackWindow = 7 * 24 * time.Hour
@@ -35,7 +31,7 @@ type ManagerConfig struct {
 	// ID names this process in runner elections (the proxy id, or
 	// host-pid of a `convoy migrate worker`).
 	ID      string
-	Connect Connector
+	Connect binlog.Connector // a pool and the binlog account of a datasource
 	Log     *zap.Logger
 	// RunnerTTL is the runner lease (coord.DefaultRunnerTTL if 0): how
 	// long a dead runner's job waits before another process takes over.

@@ -14,7 +14,7 @@ import (
 // Throttling on harm (docs/design.md §5; gh-ost and Vitess throttle on replica lag
 // and load): a copy at its configured rate can still hurt the servers,
 // so while a job copies, its runner measures both sides' write latency and
-// slows the copy down when either crosses the line (seed 001's 50 ms write
+// slows the copy down when either crosses the line (docs/design.md §7: 50 ms write
 // P99 by default, migration.throttle_write_p99), and speeds it up again
 // once both are well under it.
 //
@@ -54,7 +54,7 @@ const (
 )
 
 // DefaultThrottleWriteP99 is the write latency above which a copy slows
-// down: seed 001's expansion line ("写入 P99 > 50ms").
+// down: the expansion trigger of docs/design.md §7 ("写入 P99 > 50ms").
 const DefaultThrottleWriteP99 = 50 * time.Millisecond
 
 // prober times one write on a side.

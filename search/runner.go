@@ -2,7 +2,6 @@ package search
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -25,10 +24,6 @@ import (
 // datasource in the whole cluster), or a bleve index's own id (each
 // process's embedded index has its own feed).
 
-// Connector opens a datasource for the feed: a pool for its reads and the
-// binlog account (Addr, User, Password, TLS; the runner sets ServerID).
-type Connector func(ctx context.Context, ds router.Datasource) (*sql.DB, binlog.Config, error)
-
 // RunnersConfig configures the feeds of one process.
 type RunnersConfig struct {
 	Client  *clientv3.Client
@@ -38,7 +33,7 @@ type RunnersConfig struct {
 	// TTL is the leader lease (coord.DefaultRunnerTTL if 0).
 	TTL     time.Duration
 	Routes  func() *router.Snapshot
-	Connect Connector
+	Connect binlog.Connector
 	Engine  Engine
 	Extract Extraction
 	Metrics *Metrics

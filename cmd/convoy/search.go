@@ -182,7 +182,7 @@ func startSearch(c Config, cli *clientv3.Client, routes func() *router.Snapshot,
 		si.metrics = metrics
 		rc := search.RunnersConfig{
 			Client: cli, Cluster: c.Etcd.Cluster, ID: id, Index: name, TTL: c.Search.RunnerTTL, Routes: routes,
-			Connect: search.Connector(migrationConnector), Engine: idx, Extract: c.Search.Extraction, Metrics: metrics, Log: log,
+			Connect: migrationConnector, Engine: idx, Extract: c.Search.Extraction, Metrics: metrics, Log: log,
 		}
 		if cat != nil {
 			rc.Archived = archivedMessages(cat)

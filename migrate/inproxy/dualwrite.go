@@ -18,7 +18,7 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-// Dual-write (step 2, seed 001: "双写"): while reads of a share of the
+// Dual-write (step 2, docs/design.md §5: "双写"): while reads of a share of the
 // shard's conversations may go to the target (READ PERCENT, ramp.go), the
 // ACK of every write a proxy commits there of a conversation in that share
 // waits, within a short deadline, until the target shows it (Mirror.Write:
@@ -103,7 +103,7 @@ const DualWriteTimeout = 500 * time.Millisecond
 
 // DualWriteConfig configures a proxy's dual-write.
 type DualWriteConfig struct {
-	Connect physical.Connector
+	Connect binlog.Connector
 	// Routes returns the routes the proxy serves (where the datasources
 	// of a job are).
 	Routes  func() *router.Snapshot

@@ -15,8 +15,8 @@ import (
 	"github.com/convoy-im/convoy/migrate/internal/physical"
 )
 
-// Mirror is the dual-write of a migrating shard (step 2, DESIGN.md section
-// 5): once the old side has committed a write, its ACK waits until the new
+// Mirror is the dual-write of a migrating shard (step 2, docs/design.md
+// §5): once the old side has committed a write, its ACK waits until the new
 // side shows it too. The old side stays authoritative (its result is the
 // client's), the new side's failures never reach the client: a write the
 // target has not taken within the deadline goes to a durable compensation
@@ -38,7 +38,7 @@ import (
 //
 // The queue is a table in the source database (the side that just took the
 // write, so it is up): one row per (job, table, primary key), so a key
-// queued twice is replayed once (seed 001: "补偿队列要能去重").
+// queued twice is replayed once (docs/design.md §5; seed 001: "补偿队列要能去重").
 type Mirror struct {
 	job    string
 	src    *sql.DB

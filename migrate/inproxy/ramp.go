@@ -15,7 +15,7 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-// Read ramp (step 5, seed 001: "灰度切读" by conv_id whitelist 1% -> 10% ->
+// Read ramp (step 5, docs/design.md §5: "灰度切读" by conv_id whitelist 1% -> 10% ->
 // 50% -> 100%): while a job is ready (verified, the binlog apply keeping
 // the target current) and a DBA has set READ PERCENT p, every proxy sends
 // the reads of p% of the shard's conversations (or users) to the target.

@@ -16,8 +16,8 @@ import (
 	"github.com/convoy-im/convoy/router"
 )
 
-// Per-side figures of the read ramp (step 5, seed 001: "重点看错误率与
-// P99"): while a shard is in a read ramp, every proxy counts the reads the
+// Per-side figures of the read ramp (step 5, docs/design.md §5:
+// "重点看错误率与 P99"): while a shard is in a read ramp, every proxy counts the reads the
 // ramp decides (single-key reads outside transactions, the ones
 // ReadSnapshot is asked about) by the side they went to: old (the source,
 // authoritative) or new (the target). Prometheus gets counters and a

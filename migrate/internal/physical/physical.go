@@ -1,6 +1,6 @@
 // Package physical is what a shard migration's runner (package migrate)
 // and every proxy's part in it (package migrate/inproxy) both need of the
-// MariaDB servers on its two sides: a pool per datasource (Connector,
+// MariaDB servers on its two sides: a pool per datasource (binlog.Connector,
 // Pools), a physical table on one server (Side), its stored columns and
 // primary key (Table, LoadTable), a primary-key tuple (Key), the check
 // that a pool hands values over exactly (CheckDriver), and the name of the
@@ -41,12 +41,6 @@ var (
 // keeps its position: one row per (job, shard), written in the same target
 // transaction as the rows of each source transaction it applies.
 const CheckpointTable = "_convoy_migration_checkpoint"
-
-// Connector opens what a job needs of a datasource: a pool (the copier's
-// exact-value rules apply: interpolateParams=false, parseTime=false) and
-// the binlog connection (Addr, User, Password; the job sets ServerID and
-// Log). The manager opens one pool per datasource and closes it on Close.
-type Connector func(ctx context.Context, ds router.Datasource) (*sql.DB, binlog.Config, error)
 
 // Side names one physical table on one server.
 type Side struct {
@@ -344,7 +338,7 @@ func CheckDriver(ctx context.Context, q Queryer) error {
 // Pools opens each datasource once (per name, address and account: a
 // datasource redefined in the routes gets a new pool).
 type Pools struct {
-	connect Connector
+	connect binlog.Connector
 	mu      sync.Mutex
 	m       map[string]poolEntry
 }
@@ -355,7 +349,7 @@ type poolEntry struct {
 }
 
 // NewPools returns no pools yet; Get opens them with c.
-func NewPools(c Connector) *Pools { return &Pools{connect: c, m: map[string]poolEntry{}} }
+func NewPools(c binlog.Connector) *Pools { return &Pools{connect: c, m: map[string]poolEntry{}} }
 
 // Get returns the pool of ds and its binlog connection, opened at the
 // first call.
