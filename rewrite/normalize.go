@@ -39,7 +39,7 @@ type Undecoded struct{}
 func Normalize(dst []byte, sql string, lits []Literal) ([]byte, []Literal, bool) {
 	s := sqltext.New(sql)
 	s.SkipSpace = true
-	last := 0      // sql[last:] is not in dst yet: text between literals is copied in one piece
+	last := 0   // sql[last:] is not in dst yet: text between literals is copied in one piece
 	glued := -1 // the end of the last token if it was a word or variable: a string there is glued to it (an introducer)
 	for t := s.Next(); t.Kind != sqltext.End; t = s.Next() {
 		after := glued == t.Pos
