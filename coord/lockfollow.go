@@ -572,6 +572,13 @@ func (f *LockFollower) startFence(now time.Time) {
 			f.fencing, f.fence = false, wf
 			f.cfg.metrics.fenced(true)
 			f.log.Warn("write fence up: every write to a sharded table is refused")
+			if !f.inDoubt {
+				// The registration was renewed while the fence went up
+				// (it waits for the transactions that wrote): the re-read
+				// that lifts it may have come and gone before it was up.
+				// Another one lifts it.
+				f.fenceGen, f.needResync = f.resyncGen+1, true
+			}
 		}, nil) // closed: the proxy is going away, the fence stays up
 	})
 }

@@ -28,12 +28,13 @@ type fakeHolder struct {
 	name   string
 	routes func() int64 // the route version the proxy serves
 
-	mu     sync.Mutex
-	delay  time.Duration
-	gate   chan struct{}
-	err    error
-	log    []holdEvent
-	states map[int]string // shard -> held, failed, released
+	mu        sync.Mutex
+	delay     time.Duration
+	gate      chan struct{}
+	fenceGate chan struct{} // Fence waits for it (a fence slow to go up), whatever its context says
+	err       error
+	log       []holdEvent
+	states    map[int]string // shard -> held, failed, released
 }
 
 type holdEvent struct {
@@ -73,6 +74,13 @@ const fenceShard = -1
 
 // Fence records a write fence; its Lift records the lift.
 func (h *fakeHolder) Fence(_ context.Context, err error) WriteFence {
+	h.mu.Lock()
+	gate := h.fenceGate
+	h.mu.Unlock()
+	if gate != nil {
+		h.record("fencing", fenceShard, err)
+		<-gate
+	}
 	h.record("fence", fenceShard, err)
 	return &fakeFence{h: h}
 }
@@ -97,6 +105,8 @@ func (h *fakeHolder) record(kind string, shard int, err error) {
 		h.states[shard] = "failed"
 	case "release":
 		h.states[shard] = "released"
+	case "fencing":
+		h.states[shard] = "fencing"
 	case "fence":
 		if h.states[shard] == "fenced" {
 			panic(fmt.Sprintf("%s: fenced twice", h.name))
@@ -783,6 +793,35 @@ func TestLockFollowerFencesWhenRegistrationLapses(t *testing.T) {
 		t.Errorf("%s = %v after the lift, want 0", MetricWriteFenced, got)
 	}
 	_ = p
+}
+
+// TestLockFollowerFenceUpAfterRenewal: the write fence goes up only after
+// the registration was renewed and the locks and routes re-read (a fence
+// waits for the transactions that wrote; on a loaded machine, or in a
+// proxy resumed from SIGSTOP whose etcd answers at once, that is later
+// than the renewal). The fence must still be lifted: it once stayed up
+// for good, since the re-read that lifts it had come and gone before it
+// was up (TestMigrationFailClosedProxies, paused drill, in CI).
+func TestLockFollowerFenceUpAfterRenewal(t *testing.T) {
+	env := newLockEnv(t, "fencelate")
+	h := newFakeHolder("pa")
+	gate := make(chan struct{})
+	h.fenceGate = gate
+	p := startProxy(t, env.e.Endpoints(), "fencelate", "pa", h, 2*time.Second)
+
+	env.e.Stop()
+	etcdtest.Eventually(t, 4*time.Second, "the fence did not start with etcd down", func() bool {
+		return h.state(fenceShard) == "fencing"
+	})
+	env.e.Start()
+	etcdtest.Eventually(t, 10*time.Second, "the registration was not renewed after etcd came back", func() bool {
+		return time.Now().Before(p.reg.validUntil())
+	})
+	time.Sleep(500 * time.Millisecond) // the follower re-reads the locks and routes meanwhile (every 20 ms it looks)
+	close(gate)
+	etcdtest.Eventually(t, 10*time.Second, "the fence that went up after the renewal was never lifted", func() bool {
+		return h.state(fenceShard) == "lifted"
+	})
 }
 
 // TestLockFollowerCutOffProxy: one proxy alone is cut off from etcd (its

@@ -224,6 +224,11 @@ func TestMigrationFailClosedProxies(t *testing.T) {
 		waitFor(t, name+": the drilled proxy to serve the switched routes", 30*time.Second, func() bool {
 			return shardPlacement(t, padmin, convs[0]) == "ds1.im_0"
 		})
+		defer func() {
+			if t.Failed() {
+				t.Logf("%s: the drilled proxy's log ends:\n%s", name, p.logTail())
+			}
+		}()
 		waitFor(t, name+": writes through the drilled proxy to succeed again", 30*time.Second, func() bool {
 			for _, w := range writers {
 				if w.proxy != 1 {
