@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
 )
 
 // Leader is one process elected under an etcd prefix: etcd's
@@ -104,4 +105,50 @@ func (l *Leader) Close() error {
 		}
 	})
 	return l.closeErr
+}
+
+// Campaign runs work for as long as id leads the election under prefix,
+// and campaigns again whenever work returns (the lease lost, a failure),
+// until ctx ends: one process at a time does the work, and another takes
+// over when it dies. A work that keeps failing at once is campaigned for
+// at most every maxBackoff (30 s), doubling from a second; one that ran
+// for a minute starts over from a second. what names the work in logs.
+func Campaign(ctx context.Context, cli *clientv3.Client, prefix, id string, ttl time.Duration, log *zap.Logger, what string,
+	work func(ctx context.Context, lead *Leader) error) {
+	const maxBackoff = 30 * time.Second
+	backoff := time.Second
+	for ctx.Err() == nil {
+		lead, err := Elect(ctx, cli, prefix, id, ttl)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn(what+" campaign failed; retrying", zap.Error(err))
+				sleepCtx(ctx, time.Second)
+			}
+			continue
+		}
+		log.Info("elected " + what)
+		began := time.Now()
+		err = work(ctx, lead)
+		if cerr := lead.Close(); cerr != nil {
+			log.Warn(what+" resign", zap.Error(cerr))
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(began) > time.Minute {
+			backoff = time.Second
+		}
+		log.Warn(what+" stopped; campaigning again", zap.Error(err), zap.Duration("backoff", backoff))
+		sleepCtx(ctx, backoff)
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }

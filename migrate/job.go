@@ -22,6 +22,7 @@ import (
 	"github.com/convoy-im/convoy/internal/sqlq"
 	"github.com/convoy-im/convoy/migrate/inproxy"
 	"github.com/convoy-im/convoy/migrate/internal/jobrec"
+	"github.com/convoy-im/convoy/outbox"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -711,6 +712,11 @@ func (j *jobRun) prepare(ctx context.Context) error {
 		return err
 	}
 	if _, _, st := j.snapshot(); !st.CompanionsChecked {
+		// The outbox's applied markers may be written while the shard
+		// moves (a delivery to it): their table must be on the list.
+		if err := outbox.EnsureApplied(ctx, j.src.db, job.From.Database); err != nil {
+			return err
+		}
 		names, err := companionsOn(ctx, j.src.db, job.From.Database)
 		if err != nil {
 			return err

@@ -24,6 +24,7 @@ import (
 	"github.com/convoy-im/convoy/coord"
 	"github.com/convoy-im/convoy/internal/testsvc"
 	"github.com/convoy-im/convoy/migrate/inproxy"
+	"github.com/convoy-im/convoy/outbox"
 	"github.com/convoy-im/convoy/routecfg"
 	"github.com/convoy-im/convoy/router"
 )
@@ -1142,12 +1143,14 @@ func testJobCompanions(t *testing.T, e *jobEnv) {
   updated_at DATETIME(3) NOT NULL, PRIMARY KEY (conv_id, file)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 		"CREATE TABLE IF NOT EXISTS im_0."+router.ColdErasureTable+` (
   conv_id BIGINT UNSIGNED NOT NULL, tbl VARCHAR(16) NOT NULL, min_seq BIGINT UNSIGNED NOT NULL, max_seq BIGINT UNSIGNED NOT NULL,
-  requested_at DATETIME(3) NOT NULL, erased_at DATETIME(3) NULL, PRIMARY KEY (conv_id, tbl, min_seq, max_seq)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`)
+  requested_at DATETIME(3) NOT NULL, erased_at DATETIME(3) NULL, PRIMARY KEY (conv_id, tbl, min_seq, max_seq)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+		outbox.AppliedDDL("im_0"))
 	for _, k := range append(append([]uint64{}, keys...), otherKeys...) {
 		e.src.Exec(t, fmt.Sprintf("INSERT INTO im_0.%s VALUES (%d, 1, 2, NOW(3))", router.ColdRangesTable, k),
 			fmt.Sprintf("INSERT INTO im_0.%s VALUES (%d, 'conv_msg', 1, %d, NOW(3))", router.ColdTombstoneTable, k, k*10+1),
 			fmt.Sprintf("INSERT INTO im_0.%s VALUES (%d, 'cold/%04d/20260101/part-0000.parquet', 1, 2, %d, %d, 2, NOW(3))", router.ColdFilesTable, k, router.ShardOf(k), k*10+1, k*10+2),
-			fmt.Sprintf("INSERT INTO im_0.%s VALUES (%d, 'conv_msg', 1, 1, NOW(3), NULL)", router.ColdErasureTable, k))
+			fmt.Sprintf("INSERT INTO im_0.%s VALUES (%d, 'conv_msg', 1, 1, NOW(3), NULL)", router.ColdErasureTable, k),
+			fmt.Sprintf("INSERT INTO im_0.%s VALUES (%d, 'ds9', 3, %d, NOW(3))", router.OutboxAppliedTable, k, k))
 	}
 	e.manager(t, cluster, "m1", -1)
 	admin := NewAdmin(e.cli, cluster)

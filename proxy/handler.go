@@ -99,6 +99,7 @@ func (h *handler) replaceSession(sess *engine.Session) {
 // startSession gives a new session what it knows of its client.
 func (h *handler) startSession() {
 	h.sess.SetPrivileges(h.user.privileges())
+	h.sess.SetOutboxDefault(h.user.Outbox)
 	if a := h.conn.RemoteAddr(); a != nil {
 		h.sess.SetRemoteAddr(a.String())
 	}

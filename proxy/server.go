@@ -35,6 +35,9 @@ type User struct {
 	// Privileges, when set, says what the account may run (Admin is then
 	// its Admin); nil: read, write and ddl, as engine.ParsePrivileges.
 	Privileges *engine.Privileges
+	// Outbox makes the account's transactions outbox transactions by
+	// default (engine.TxnModeVar).
+	Outbox bool
 }
 
 // privileges is what the account may do.

@@ -46,7 +46,9 @@ func (t *Template) Bind(args []any) []any {
 // args[k] (see AppendLiteral). ok is false when an argument has no exact
 // literal form; dst is then unusable and the caller prepares instead.
 func (t *Template) RenderInline(dst []byte, phys func(logical string) (db, table string), args []any) (_ []byte, ok bool) {
-	if t.params == 0 || len(args) != t.params {
+	// A template of some rows (SubsetInsertHoles) numbers its holes as
+	// the whole statement does: args may be longer than its holes.
+	if t.params == 0 || len(args) < t.params {
 		return dst, false
 	}
 	var stack [4][2]string
@@ -58,13 +60,18 @@ func (t *Template) RenderInline(dst []byte, phys func(logical string) (db, table
 	for i, h := range t.holes {
 		dst = append(dst, t.parts[i]...)
 		if h < 0 {
+			if -1-h >= len(args) {
+				return dst, false
+			}
 			if dst, ok = AppendLiteral(dst, args[-1-h]); !ok {
 				return dst, false
 			}
 			continue
 		}
-		dst = sqlq.AppendIdent(dst, names[h][0])
-		dst = append(dst, '.')
+		if names[h][0] != "" { // "": a logical statement (the outbox's), unqualified
+			dst = sqlq.AppendIdent(dst, names[h][0])
+			dst = append(dst, '.')
+		}
 		dst = sqlq.AppendIdent(dst, names[h][1])
 	}
 	return append(dst, t.parts[len(t.parts)-1]...), true

@@ -32,6 +32,7 @@ const (
 	RefRowCount                           // ROW_COUNT(): rows its last statement changed (-1: a result set or an error)
 	RefColdPartial                        // @@convoy_cold_partial: Convoy's own variable, unknown to the server
 	RefSQLMode                            // @@sql_mode: the session's own while it has NO_BACKSLASH_ESCAPES
+	RefTxnMode                            // @@convoy_txn: Convoy's own (single or outbox)
 )
 
 // SessionRefs is a set of SessionRef.
@@ -52,6 +53,7 @@ var sessionVars = map[string]SessionRef{
 	"error_count":         RefErrorCount,
 	"convoy_cold_partial": RefColdPartial,
 	"sql_mode":            RefSQLMode,
+	"convoy_txn":          RefTxnMode,
 }
 
 // SessionVariable reports whether the session-scope system variable name

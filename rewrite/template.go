@@ -213,7 +213,8 @@ func split(text, token string, sharded []string, tables, params int) (*Template,
 }
 
 // Render appends the SQL with each hole filled by phys(logical), printed as
-// `database`.`table` (backquoted, embedded backquotes doubled). phys is
+// `database`.`table` (backquoted, embedded backquotes doubled; `table` alone
+// for an empty database). phys is
 // called once per distinct logical table.
 func (t *Template) Render(dst []byte, phys func(logical string) (db, table string)) []byte {
 	if len(t.holes) == 0 {
@@ -241,8 +242,10 @@ func (t *Template) Render(dst []byte, phys func(logical string) (db, table strin
 			dst = append(dst, '?')
 			continue
 		}
-		dst = sqlq.AppendIdent(dst, names[h][0])
-		dst = append(dst, '.')
+		if names[h][0] != "" { // "": a logical statement (the outbox's), unqualified
+			dst = sqlq.AppendIdent(dst, names[h][0])
+			dst = append(dst, '.')
+		}
 		dst = sqlq.AppendIdent(dst, names[h][1])
 	}
 	return append(dst, t.parts[len(t.parts)-1]...)
@@ -270,6 +273,14 @@ func (t *Template) String() string {
 // costs like NewTemplate; the AST is left unchanged.
 func SubsetInsert(a *Analysis, rows []int) (*Template, []int, error) {
 	return subsetInsert(a, rows, nil, false, false)
+}
+
+// SubsetInsertHoles is SubsetInsert with each placeholder a hole for
+// RenderInline that keeps its number in the whole statement: rendered with
+// the statement's arguments, the rows' values are printed in.
+func SubsetInsertHoles(a *Analysis, rows []int) (*Template, error) {
+	t, _, err := subsetInsert(a, rows, nil, false, true)
+	return t, err
 }
 
 // SeqInsert is SubsetInsert for an INSERT into conv_msg that omits seq

@@ -81,6 +81,12 @@ const (
 // in the cold file.
 const ArchiveProgressTable = "_convoy_archive_progress"
 
+// OutboxAppliedTable is the cross-shard outbox's companion table (package
+// outbox): the entries applied to the database's shards, written in the
+// transaction that applies each, filed under a shard key of its rows so a
+// migration moves the markers with them.
+const OutboxAppliedTable = "_convoy_outbox_applied"
+
 // KeysOf returns n keys from `from` upwards whose shard is sh (tests and
 // tools that need conversations of a given shard).
 func KeysOf(sh Shard, n int, from uint64) []uint64 {
@@ -95,7 +101,7 @@ func KeysOf(sh Shard, n int, from uint64) []uint64 {
 
 // CompanionTables lists the companion tables, all keyed by CompanionKey.
 func CompanionTables() []string {
-	return []string{ColdRangesTable, ColdTombstoneTable, ColdFilesTable, ColdErasureTable}
+	return []string{ColdRangesTable, ColdTombstoneTable, ColdFilesTable, ColdErasureTable, OutboxAppliedTable}
 }
 
 // CompanionKey is the companion tables' shard key column.

@@ -57,9 +57,6 @@ type Runners struct {
 // rescan is how often the routes are read for new datasources.
 const rescan = 5 * time.Second
 
-// maxBackoff bounds the wait between two runs of a failing feed.
-const maxBackoff = 30 * time.Second
-
 // StartRunners starts the campaigns; Close stops them.
 func StartRunners(cfg RunnersConfig) *Runners {
 	if cfg.TTL <= 0 {
@@ -107,39 +104,13 @@ func (r *Runners) Close() {
 func readerID(name string) uint32 { return 1<<29 + crc32.ChecksumIEEE([]byte(name))%(1<<29) }
 
 // feed campaigns for one datasource's feed and runs it while elected,
-// until ctx ends.
+// until ctx ends. A feed that keeps failing at once (binlogs purged past
+// the checkpoint: binlog.ErrPositionUnavailable, until an operator resets
+// the index) is retried with coord.Campaign's back-off, not in a loop.
 func (r *Runners) feed(ctx context.Context, ds string) {
 	log := r.cfg.Log.With(zap.String("datasource", ds), zap.String("index", r.cfg.Index))
-	prefix := electionPrefix(r.cfg.Cluster, r.cfg.Index, ds)
-	// A feed that keeps failing at once (binlogs purged past the
-	// checkpoint: binlog.ErrPositionUnavailable, until an operator resets
-	// the index) is retried at most every maxBackoff, not in a loop.
-	backoff := time.Second
-	for ctx.Err() == nil {
-		lead, err := coord.Elect(ctx, r.cfg.Client, prefix, r.cfg.ID, r.cfg.TTL)
-		if err != nil {
-			if ctx.Err() == nil {
-				log.Warn("search indexer campaign failed; retrying", zap.Error(err))
-				sleep(ctx, time.Second)
-			}
-			continue
-		}
-		log.Info("elected search indexer")
-		began := time.Now()
-		err = r.run(ctx, lead, ds)
-		if cerr := lead.Close(); cerr != nil {
-			log.Warn("search indexer resign", zap.Error(cerr))
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if time.Since(began) > time.Minute {
-			backoff = time.Second
-		}
-		log.Warn("search indexer stopped; campaigning again", zap.Error(err), zap.Duration("backoff", backoff))
-		sleep(ctx, backoff)
-		backoff = min(2*backoff, maxBackoff)
-	}
+	coord.Campaign(ctx, r.cfg.Client, electionPrefix(r.cfg.Cluster, r.cfg.Index, ds), r.cfg.ID, r.cfg.TTL, log, "search indexer",
+		func(ctx context.Context, lead *coord.Leader) error { return r.run(ctx, lead, ds) })
 }
 
 // run runs the indexer until it fails, the lease is lost or ctx ends.
@@ -197,13 +168,4 @@ func (f *fencedEngine) Apply(ctx context.Context, source string, b Batch, pos st
 		return fmt.Errorf("search: %w: the indexer of %s lost its election", coord.ErrNotRunner, source)
 	}
 	return f.Engine.Apply(ctx, source, b, pos)
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

@@ -156,6 +156,27 @@ type Config struct {
 		DualWriteTimeout time.Duration `yaml:"dualwrite_timeout"`
 	} `yaml:"migration"`
 
+	// Outbox is the cross-shard outbox (docs/design.md §12, package
+	// outbox): transactions of sessions with convoy_txn = 'outbox' record
+	// their rows for other shards; the delivery workers apply them.
+	Outbox struct {
+		// RunWorkers: this process campaigns for and runs datasources'
+		// delivery workers (default true; one per datasource in the
+		// cluster is elected).
+		RunWorkers *bool `yaml:"run_workers"`
+		// RunnerTTL: how long a dead worker's datasource waits before
+		// another process delivers its entries (default 10s).
+		RunnerTTL time.Duration `yaml:"runner_ttl"`
+		// Poll: a worker's wait between passes that found nothing due
+		// (default 200ms; a COMMIT on this process wakes its worker at once).
+		Poll time.Duration `yaml:"poll"`
+		// MaxTries: failures that do not pass by themselves (a
+		// constraint) before an entry becomes a dead letter (default 10).
+		MaxTries int `yaml:"max_tries"`
+		// Batch: entries read per pass (default 500).
+		Batch int `yaml:"batch"`
+	} `yaml:"outbox"`
+
 	// Search is message search (docs/design.md §10; seed 000: "检索"; package
 	// search): the virtual table msg_search and the index feeds.
 	Search struct {
@@ -269,6 +290,9 @@ type UserConfig struct {
 	Privileges []string `yaml:"privileges"`
 	// Databases the account may use; empty: any.
 	Databases []string `yaml:"databases"`
+	// Txn is the account's default convoy_txn: single (one shard per
+	// transaction, the default) or outbox (docs/design.md §12).
+	Txn string `yaml:"txn"`
 }
 
 func defaultConfig() Config {

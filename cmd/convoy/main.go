@@ -259,6 +259,13 @@ func configUsers(c Config) ([]proxy.User, error) {
 			return nil, err
 		}
 		user := proxy.User{Name: u.Name, Password: pw, Admin: u.Admin}
+		switch strings.ToLower(u.Txn) {
+		case "", "single":
+		case "outbox":
+			user.Outbox = true
+		default:
+			return nil, fmt.Errorf("user %s: txn %q: want single or outbox", u.Name, u.Txn)
+		}
 		if len(u.Privileges) > 0 || len(u.Databases) > 0 {
 			p, err := engine.ParsePrivileges(u.Privileges, u.Admin, u.Databases)
 			if err != nil {
@@ -393,6 +400,7 @@ func serve(args []string) error {
 		},
 		Migrations: migrate.NewAdmin(cli, c.Etcd.Cluster),
 		Archive:    archiveAdmin(cli, c),
+		Outbox:     outboxAdmin{eng: eng, cli: cli, cluster: c.Etcd.Cluster},
 		Proxies: func(ctx context.Context) ([]admin.ProxyInfo, error) {
 			ps, err := coord.ListProxies(ctx, cli, c.Etcd.Cluster)
 			out := make([]admin.ProxyInfo, len(ps))
@@ -518,6 +526,10 @@ func serve(args []string) error {
 		}
 		defer migrations.Close()
 	}
+	// Outbox delivery runs in every proxy (whichever wins a datasource's
+	// election), like the migration jobs.
+	stopOutbox := startOutbox(c, cli, watcher.Current, eng, proxyID, log.Named("outbox"))
+	defer stopOutbox()
 	// The cold tier: every proxy with cold.enabled reads it, and runs the
 	// archiver (whichever wins a shard's election), like the migration
 	// jobs. It starts before search: a search backfill reads the archive.

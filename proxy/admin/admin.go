@@ -78,6 +78,8 @@ type Config struct {
 	Capacity CapacityAdmin
 	// Archive answers SHOW ARCHIVE and ARCHIVE ... (archive.go).
 	Archive ArchiveAdmin
+	// Outbox answers SHOW OUTBOX and OUTBOX ... (outbox.go).
+	Outbox OutboxAdmin
 	// The disk trigger of SHOW SHARD HEALTH: a datasource's databases
 	// using more than DiskPercent (default 60) of its DiskCapacity (bytes
 	// per datasource; a datasource without one: the check says so).
@@ -146,6 +148,8 @@ func (a *Admin) Run(s Session, d *directive.Directive) (*mysql.Result, error) {
 		return a.archive(d)
 	case directive.ShowSearchStatus:
 		return a.showSearchStatus()
+	case directive.ShowOutbox, directive.OutboxCommand:
+		return a.outbox(d)
 	case directive.Target:
 		return s.RunTargeted(d.Shard, d.Datasource, d.Rest)
 	}

@@ -30,6 +30,8 @@ const (
 	Target                           // shard=N | datasource=NAME | all, followed by a statement
 	ShowMigration                    // SHOW MIGRATION N: one job in detail
 	ShowSearchStatus                 // SHOW SEARCH STATUS: the index feeds
+	ShowOutbox                       // SHOW OUTBOX [DEAD]: the outbox per datasource, or its dead letters
+	OutboxCommand                    // OUTBOX RETRY | DISCARD 'id': one dead letter
 )
 
 var kindNames = [...]string{
@@ -50,6 +52,8 @@ var kindNames = [...]string{
 	Target:           "TARGET",
 	ShowMigration:    "SHOW MIGRATION",
 	ShowSearchStatus: "SHOW SEARCH STATUS",
+	ShowOutbox:       "SHOW OUTBOX",
+	OutboxCommand:    "OUTBOX",
 }
 
 // String returns the command words of the kind ("SHOW ROUTES"); Target is
@@ -99,6 +103,9 @@ type Directive struct {
 	// KeyColumn (lower case) and Key are the arguments of SHOW SHARD FOR.
 	KeyColumn string
 	Key       uint64
+	// Entry is the outbox entry of OUTBOX RETRY | DISCARD (its id as SHOW
+	// OUTBOX DEAD prints it: datasource:home:seq), quotes removed.
+	Entry string
 	// All is set by the targeting directive "all", and by SHOW SHARD
 	// HEALTH ALL (every row, not only those over a threshold).
 	All bool
@@ -162,6 +169,8 @@ var (
 	synArchive      = "SHOW ARCHIVE"
 	synSearch       = "SHOW SEARCH STATUS"
 	synArchiveCmd   = "ARCHIVE {SHARD N NOW|PAUSE|RESUME}"
+	synShowOutbox   = "SHOW OUTBOX [DEAD]"
+	synOutbox       = "OUTBOX {RETRY|DISCARD} 'ID'"
 	synTarget       = "shard=N | datasource=NAME | all, then a statement"
 	maxShard        = strconv.Itoa(router.NumShards - 1)
 )
@@ -172,7 +181,7 @@ var usage = "valid directives /*+ convoy ... */: " + strings.Join([]string{
 	// message (512 bytes); their errors give the full syntax.
 	// SHOW ROUTES, SHOW SHARD ..., SHOW MIGRATION N and SHOW ARCHIVE in
 	// short too; their own errors give their syntax.
-	synDatasources, synProxies, "SHOW MIGRATIONS|MIGRATION N|ARCHIVE|SEARCH STATUS", synReload, "MIGRATE SHARD[S] N[-M] TO NAME [...]", "MIGRATION N VERB",
+	synDatasources, synProxies, "SHOW MIGRATIONS|MIGRATION N|ARCHIVE|SEARCH STATUS|OUTBOX", synReload, "MIGRATE SHARD[S] N[-M] TO NAME [...]", "MIGRATION N VERB", "OUTBOX VERB ID",
 }, ", ") + "; as a statement prefix: " + synTarget +
 	" (N is a shard 0.." + maxShard + ")"
 
@@ -499,6 +508,8 @@ func (p *parser) directive() (*Directive, error) {
 		syntax, err = p.migration(d)
 	case first.is("ARCHIVE"):
 		syntax, err = p.archive(d)
+	case first.is("OUTBOX"):
+		syntax, err = p.outbox(d)
 	case first.is("SHARD"):
 		syntax = synTarget
 		d.Kind = Target
@@ -621,6 +632,13 @@ func (p *parser) show(d *Directive) (string, error) {
 	case t.is("ARCHIVE"):
 		d.Kind = ShowArchive
 		return synArchive, nil
+	case t.is("OUTBOX"):
+		d.Kind = ShowOutbox
+		if p.peek().is("DEAD") {
+			p.next()
+			d.Verb = "DEAD"
+		}
+		return synShowOutbox, nil
 	case t.is("SEARCH"):
 		if u := p.next(); !u.is("STATUS") {
 			return "", unknown("SHOW SEARCH", u)
@@ -877,6 +895,21 @@ func (p *parser) archive(d *Directive) (string, error) {
 		return synArchiveCmd, nil
 	}
 	return synArchiveCmd, syntaxErr(synArchiveCmd, "expected SHARD N NOW, PAUSE or RESUME, got ", t.desc())
+}
+
+func (p *parser) outbox(d *Directive) (string, error) {
+	d.Kind = OutboxCommand
+	t := p.next()
+	if !t.is("RETRY") && !t.is("DISCARD") {
+		return synOutbox, syntaxErr(synOutbox, "expected RETRY or DISCARD, got ", t.desc())
+	}
+	d.Verb = strings.ToUpper(t.text)
+	id := p.next()
+	if id.kind != tString || id.text == "" || len(id.text) > 3*maxName {
+		return synOutbox, syntaxErr(synOutbox, d.Verb, " takes an entry id in quotes, as SHOW OUTBOX DEAD prints it, got ", id.desc())
+	}
+	d.Entry = id.text
+	return synOutbox, nil
 }
 
 // number reads a decimal integer in [lo, hi] after the option word what.

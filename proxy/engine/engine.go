@@ -125,6 +125,12 @@ type Engine struct {
 	// collations caches handshake collation ids (uint8 -> [charset, name]).
 	collations sync.Map
 	gate       *shardgate.Gates // migration holds and write fences (hold.go)
+	// outboxTables are where the outbox's tables are known to exist
+	// (outbox.go).
+	outboxTables outboxTables
+	// outboxKick tells this process's delivery worker of a datasource, if
+	// it runs it, that a transaction committed entries there (nil: none).
+	outboxKick func(ds string)
 }
 
 // observe records one backend statement on a shard, run on datasource ds.

@@ -716,6 +716,11 @@ func (s *Session) insert(pl *plan, args []any, binary bool) (*mysql.Result, erro
 		}
 		rowsByTarget[t] = append(rowsByTarget[t], i)
 	}
+	if s.inTxn() && s.outboxOn() && !s.txn.aborted {
+		if home, ok := s.outboxHome(shards[0]); ok && (len(shards) > 1 || int(shards[0]) != home) {
+			return s.outboxInsert(pl, args, binary, home)
+		}
+	}
 	if len(shards) > 1 && s.inTxn() {
 		return nil, sqlerr.Errorf(sqlerr.CrossShardTxn, "this INSERT has rows for %d shards; inside a transaction all rows must belong to the transaction's shard (no distributed transactions): send such a batch outside a transaction (autocommit; GORM: SkipDefaultTransaction or CreateInBatches without a transaction), or one transaction per conversation / user", len(shards))
 	}
@@ -954,6 +959,9 @@ func (s *Session) savepoint(pl *plan) (*mysql.Result, error) {
 	if c := s.txn.conn; c != nil {
 		r, err := c.Exec(pl.SQL)
 		s.afterError(c, err)
+		if err == nil {
+			s.outboxSavepoint(pl.A.Savepoint.Op, pl.A.Savepoint.Name)
+		}
 		return r, err
 	}
 	if !s.inTxn() || s.txn.aborted {

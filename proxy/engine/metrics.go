@@ -58,6 +58,11 @@ type Metrics struct {
 	coldRowsTotal prometheus.Counter
 	coldChecks    fixedCounters // decision
 	coldWrites    fixedCounters // result
+	// The cross-shard outbox (outbox.go).
+	outboxRecordedN  prometheus.Counter
+	outboxDeliveredN *prometheus.CounterVec // datasource (the home)
+	outboxLag        prometheus.Histogram
+	outboxDeadN      *prometheus.CounterVec // datasource (the home)
 }
 
 // fixedCounters is a CounterVec over a small label set known up front, its
@@ -174,8 +179,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "convoy_cold_writes_total",
 			Help: "UPDATE / DELETE of conv_msg or msg_content on archived shards by outcome: warm (named no archived row), tombstoned (a DELETE by key hid archived rows), erased (a DELETE of a conversation's rows by range or sender erased its archived ones), refused (an UPDATE of archived rows, or a DELETE whose WHERE Convoy cannot apply to them), unavailable (the archive could not be checked; nothing changed).",
 		}, "result", "warm", "tombstoned", "erased", "refused", "unavailable"),
+		outboxRecordedN: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "convoy_outbox_recorded_total", Help: "Outbox entries recorded by outbox transactions (one per statement and other shard), committed or not.",
+		}),
+		outboxDeliveredN: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "convoy_outbox_delivered_total", Help: "Outbox entries applied to their shards by this process's delivery workers, by home datasource.",
+		}, []string{"datasource"}),
+		outboxLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "convoy_outbox_delivery_lag_seconds", Help: "Time from an outbox entry's COMMIT to its delivery.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}),
+		outboxDeadN: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "convoy_outbox_dead_letters_total", Help: "Outbox entries that became dead letters (outbox.max_tries failures that do not pass by themselves), by home datasource: SHOW OUTBOX lists them.",
+		}, []string{"datasource"}),
 	}
 	if reg != nil {
+		reg.MustRegister(m.outboxRecordedN, m.outboxDeliveredN, m.outboxLag, m.outboxDeadN)
 		reg.MustRegister(m.queries, m.errors, m.latency, m.dsErrors, m.statement.vec, m.scatters, m.scatterN, m.plans.vec, m.backendPS.vec,
 			m.holdQueued, m.holdWait, m.holdRefused.vec, m.coldReads, m.coldSeconds, m.coldRowsTotal, m.coldChecks.vec, m.coldWrites.vec,
 			windowCollector{m}, m.searchLatency, m.searchErrors.vec)
@@ -408,5 +427,24 @@ func (m *Metrics) coldRows(n int) {
 func (m *Metrics) coldWrite(result string) {
 	if m != nil {
 		m.coldWrites.inc(result)
+	}
+}
+
+func (m *Metrics) outboxRecorded(n int) {
+	if m != nil {
+		m.outboxRecordedN.Add(float64(n))
+	}
+}
+
+func (m *Metrics) outboxDelivered(ds string, lag time.Duration) {
+	if m != nil {
+		m.outboxDeliveredN.WithLabelValues(ds).Inc()
+		m.outboxLag.Observe(lag.Seconds())
+	}
+}
+
+func (m *Metrics) outboxDead(ds string) {
+	if m != nil {
+		m.outboxDeadN.WithLabelValues(ds).Inc()
 	}
 }

@@ -93,6 +93,10 @@ type variables struct {
 	// same for the one autocommit statement that consumes them.
 	nextTx   map[string]string
 	stmtVars map[string]string
+	// outbox is SET convoy_txn ('outbox': true; nil: the account's
+	// default, outboxDefault).
+	outbox        *bool
+	outboxDefault bool
 	// coldPartial is SET convoy_cold_partial ('error': true; nil: the
 	// engine's default, cold.partial).
 	coldPartial *bool
@@ -167,6 +171,11 @@ type txnState struct {
 	// mirror are the writes of mirrored shards, mirrored after COMMIT
 	// while the transaction still counts on its shard (dualwrite.go).
 	mirror []txnMirror
+	// outbox are the rows recorded for other shards (outbox.go), written
+	// to the home's outbox at COMMIT; outboxMarks how many there were when
+	// each savepoint (lower-case) was set.
+	outbox      []outboxEntry
+	outboxMarks map[string]int
 }
 
 func (t *txnState) noteHistory(convs []uint64, known bool) {
@@ -520,10 +529,7 @@ func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
 	}
 	noop := func() {}
 	if s.inTxn() && s.txn.aborted {
-		if s.txn.abortMsg != "" {
-			return nil, nil, sqlerr.Errorf(sqlerr.TxnAborted, "%s; send ROLLBACK", s.txn.abortMsg)
-		}
-		return nil, nil, sqlerr.Errorf(sqlerr.TxnAborted, "the transaction was rolled back because its backend connection broke or timed out; send ROLLBACK")
+		return nil, nil, s.abortedErr()
 	}
 	if !s.inTxn() || pin == pinAny && s.txn.conn == nil {
 		// A statement without a table reads no rows: it does not open the
@@ -542,8 +548,13 @@ func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
 			}
 			return c, noop, nil
 		}
+		if s.outboxOn() {
+			return nil, nil, sqlerr.Errorf(sqlerr.CrossShardTxn,
+				"this transaction is pinned to %s; a statement for %s would need a second shard: in outbox mode (convoy_txn) only INSERT / REPLACE with VALUES and reads of other shards may follow (an UPDATE, DELETE, locking read or seq allocation needs its shard's transaction: run it in a transaction of its own)",
+				pinName(s.txn.pin), pinName(pin))
+		}
 		return nil, nil, sqlerr.Errorf(sqlerr.CrossShardTxn,
-			"this transaction is pinned to %s; a statement for %s would need a second shard (no distributed transactions: commit first, or keep one conversation/user per transaction)",
+			"this transaction is pinned to %s; a statement for %s would need a second shard (no distributed transactions: commit first, keep one conversation/user per transaction, or SET convoy_txn = 'outbox')",
 			pinName(s.txn.pin), pinName(pin))
 	}
 	// The transaction's connection also carries the characteristics SET
@@ -587,6 +598,26 @@ func (s *Session) conn(pin int, ds string) (Conn, func(), error) {
 		s.txn.at = at
 	}
 	return c, noop, nil
+}
+
+// abortedErr is what every statement of an aborted transaction gets.
+func (s *Session) abortedErr() error {
+	if s.txn.abortMsg != "" {
+		return sqlerr.Errorf(sqlerr.TxnAborted, "%s; send ROLLBACK", s.txn.abortMsg)
+	}
+	return sqlerr.Errorf(sqlerr.TxnAborted, "the transaction was rolled back because its backend connection broke or timed out; send ROLLBACK")
+}
+
+// txnUsable reports why the transaction cannot take another statement
+// (aborted, or its shard moved: checkPinned), without opening it.
+func (s *Session) txnUsable() error {
+	if s.txn.aborted {
+		return s.abortedErr()
+	}
+	if s.txn.conn != nil {
+		return s.checkPinned()
+	}
+	return nil
 }
 
 // checkPinned fails the transaction when its shard has moved since the
@@ -675,6 +706,13 @@ func (s *Session) endTxn(commit bool) (*mysql.Result, error) {
 	}
 	verb := "ROLLBACK"
 	var w *histWrite
+	if commit && len(t.outbox) > 0 {
+		if err := s.flushOutbox(&t); err != nil {
+			_, _ = t.conn.Exec("ROLLBACK")
+			s.releaseTxnConn(t.conn, connLost(classify(err)))
+			return nil, sqlerr.Errorf(sqlerr.TxnAborted, "COMMIT failed: the transaction's outbox entries could not be written (%v); the transaction was rolled back", classify(err))
+		}
+	}
 	if commit {
 		verb = "COMMIT"
 		w = s.e.beginHistWrite(dedupe(t.hist))
@@ -687,6 +725,11 @@ func (s *Session) endTxn(commit bool) (*mysql.Result, error) {
 	}
 	if t.pin >= 0 {
 		s.e.observe(router.Shard(t.pin), t.conn.Datasource(), true, start, err)
+	}
+	if commit && err == nil && len(t.outbox) > 0 {
+		if kick := s.e.outboxKick; kick != nil {
+			kick(t.conn.Datasource())
+		}
 	}
 	if commit && err == nil && len(t.mirror) > 0 && t.pin >= 0 {
 		sh := router.Shard(t.pin)

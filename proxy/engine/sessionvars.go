@@ -84,6 +84,12 @@ func (s *Session) sessionValue(r rewrite.SessionRef) rewrite.SessionValue {
 			v = "error"
 		}
 		return rewrite.SessionValue{Str: v, Own: true}
+	case rewrite.RefTxnMode:
+		v := "single"
+		if s.outboxOn() {
+			v = "outbox"
+		}
+		return rewrite.SessionValue{Str: v, Own: true}
 	case rewrite.RefSQLMode:
 		// The backends run without NO_BACKSLASH_ESCAPES (nobackslash.go):
 		// while the session has it, the session answers.

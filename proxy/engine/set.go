@@ -44,7 +44,7 @@ func (s *Session) set(a *rewrite.Analysis) (*mysql.Result, error) {
 	for k, v := range s.vars {
 		next[k] = v
 	}
-	autocommit, coldPartial, sqlModeNBE := s.autocommit, s.coldPartial, s.sqlModeNBE
+	autocommit, coldPartial, sqlModeNBE, txnMode := s.autocommit, s.coldPartial, s.sqlModeNBE, s.outbox
 	var nextTx map[string]string
 	for _, v := range a.SetVars {
 		switch {
@@ -68,6 +68,16 @@ func (s *Session) set(a *rewrite.Analysis) (*mysql.Result, error) {
 			// Convoy's own: checked here, never sent to a server.
 			var err error
 			if coldPartial, err = coldPartialValue(v.Value); err != nil {
+				return nil, err
+			}
+		case !v.User && v.Name == TxnModeVar:
+			// Convoy's own, like tx_isolation: not inside a transaction.
+			if s.InTransaction() {
+				return nil, &mysql.MyError{Code: mysql.ER_CANT_CHANGE_TX_CHARACTERISTICS, State: "25001",
+					Message: "Transaction characteristics can't be changed while a transaction is in progress (" + TxnModeVar + ")"}
+			}
+			var err error
+			if txnMode, err = txnModeValue(v.Value); err != nil {
 				return nil, err
 			}
 		case v.User:
@@ -138,7 +148,7 @@ func (s *Session) set(a *rewrite.Analysis) (*mysql.Result, error) {
 			return nil, err
 		}
 	}
-	s.autocommit, s.coldPartial, s.sqlModeNBE = autocommit, coldPartial, sqlModeNBE
+	s.autocommit, s.coldPartial, s.sqlModeNBE, s.outbox = autocommit, coldPartial, sqlModeNBE, txnMode
 	if nextTx != nil {
 		if err := s.withDefaultConn(func(c Conn) error { return c.SyncVars(mergeVars(s.vars, nextTx)) }); err != nil {
 			return nil, err // a bad value fails now, with the server's errno

@@ -1,0 +1,454 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	gormmysql "gorm.io/driver/mysql"
+	"gorm.io/gorm"
+
+	"github.com/convoy-im/convoy/router"
+)
+
+// outboxModel is what the outbox drill committed: per member, the msg_ids
+// their inbox must hold exactly once; and the msg_ids of rolled-back
+// transactions, which must appear nowhere.
+type outboxModel struct {
+	inbox      map[uint64]map[uint64]bool // uid -> msg_id
+	rolledBack map[uint64]bool
+	seq        map[uint64]uint64 // conv -> last seq handed out
+}
+
+func newOutboxModel() *outboxModel {
+	return &outboxModel{inbox: map[uint64]map[uint64]bool{}, rolledBack: map[uint64]bool{}, seq: map[uint64]uint64{}}
+}
+
+// sendOutbox runs the seed's send path in one outbox transaction on c:
+// the message in its conversation's shard (seq allocated there), its body,
+// and one im_inbox row per member, each in the member's uid shard. commit
+// false rolls it back. It returns the message's seq.
+func sendOutbox(ctx context.Context, c *sql.Conn, conv, msgID, sender uint64, members []uint64, commit bool) (uint64, error) {
+	tx, err := c.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	fail := func(err error) (uint64, error) {
+		_ = tx.Rollback()
+		return 0, err
+	}
+	r, err := tx.ExecContext(ctx, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, ?, 1, NOW(3))", conv, msgID, sender)
+	if err != nil {
+		return fail(fmt.Errorf("conv_msg: %w", err))
+	}
+	seq, _ := r.LastInsertId()
+	if _, err := tx.ExecContext(ctx, "INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (?, ?, ?, 1, ?, NOW(3))",
+		msgID, conv, sender, []byte(fmt.Sprintf("body of %d", msgID))); err != nil {
+		return fail(fmt.Errorf("msg_content: %w", err))
+	}
+	var q strings.Builder
+	q.WriteString("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES ")
+	var args []any
+	for i, m := range members {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?, NOW(3))")
+		args = append(args, m, conv, seq, msgID)
+	}
+	r, err = tx.ExecContext(ctx, q.String(), args...)
+	if err != nil {
+		return fail(fmt.Errorf("im_inbox: %w", err))
+	}
+	if n, _ := r.RowsAffected(); n != int64(len(members)) {
+		return fail(fmt.Errorf("im_inbox: RowsAffected %d for %d members", n, len(members)))
+	}
+	if !commit {
+		return uint64(seq), tx.Rollback()
+	}
+	return uint64(seq), tx.Commit()
+}
+
+// send sends one message and records it in the model.
+func (m *outboxModel) send(t *testing.T, ctx context.Context, c *sql.Conn, conv, msgID uint64, members []uint64, commit bool) {
+	t.Helper()
+	seq, err := sendOutbox(ctx, c, conv, msgID, 1, members, commit)
+	if err != nil {
+		t.Fatalf("send %d (commit %v): %v", msgID, commit, err)
+	}
+	if !commit {
+		m.rolledBack[msgID] = true
+		return
+	}
+	if seq != m.seq[conv]+1 {
+		t.Fatalf("send %d: seq %d after %d", msgID, seq, m.seq[conv])
+	}
+	m.seq[conv] = seq
+	for _, u := range members {
+		if m.inbox[u] == nil {
+			m.inbox[u] = map[uint64]bool{}
+		}
+		m.inbox[u][msgID] = true
+	}
+}
+
+// check compares every member's inbox with the model: "" when equal.
+func (m *outboxModel) check(db *sql.DB) string {
+	uids := make([]uint64, 0, len(m.inbox))
+	for u := range m.inbox {
+		uids = append(uids, u)
+	}
+	sort.Slice(uids, func(i, j int) bool { return uids[i] < uids[j] })
+	for _, u := range uids {
+		rows, err := db.Query("SELECT msg_id FROM im_inbox WHERE uid = ?", u)
+		if err != nil {
+			return err.Error()
+		}
+		got := map[uint64]int{}
+		for rows.Next() {
+			var id uint64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err.Error()
+			}
+			got[id]++
+		}
+		rows.Close()
+		for id := range m.inbox[u] {
+			if got[id] != 1 {
+				return fmt.Sprintf("uid %d: msg %d is there %d times, want once", u, id, got[id])
+			}
+		}
+		for id, n := range got {
+			if m.rolledBack[id] {
+				return fmt.Sprintf("uid %d: msg %d of a rolled-back transaction is there (%d)", u, id, n)
+			}
+			if !m.inbox[u][id] {
+				return fmt.Sprintf("uid %d: msg %d is there %d times and the model has none", u, id, n)
+			}
+		}
+	}
+	return ""
+}
+
+// waitDelivered waits until the model holds and no entry is pending.
+func (m *outboxModel) waitDelivered(t *testing.T, db *sql.DB, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		diff := m.check(db)
+		pending := outboxCounts(t, db)
+		if diff == "" && pending[0] == 0 {
+			if pending[1] != 0 {
+				t.Fatalf("delivered, but with %d dead letters: %v", pending[1], queryRows(t, db, "/*+ convoy SHOW OUTBOX DEAD */"))
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s; SHOW OUTBOX: pending %d, dead %d", d, diff, pending[0], pending[1])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// outboxCounts sums SHOW OUTBOX: pending and dead entries.
+func outboxCounts(t *testing.T, db *sql.DB) [2]int {
+	t.Helper()
+	var out [2]int
+	for _, r := range queryRows(t, db, "/*+ convoy SHOW OUTBOX */") {
+		if r[5] != "" {
+			out[0]++ // unknown: the datasource does not answer
+			continue
+		}
+		var p, d int
+		fmt.Sscan(r[1], &p)
+		fmt.Sscan(r[2], &d)
+		out[0] += p
+		out[1] += d
+	}
+	return out
+}
+
+// membersOn returns n uids from `from` upwards, spread over many shards
+// (and so both datasources).
+func membersOn(n int, from uint64) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = from + uint64(i)*7919
+	}
+	return out
+}
+
+// TestOutboxSendPath is the seed's send path in outbox transactions
+// (docs/design.md §12): a message, its body and 50 inbox rows over both
+// datasources in one transaction, committed or rolled back, delivered
+// exactly once (counted against a model) through a worker crash between
+// applying an entry and removing it, a target datasource's outage, and
+// dead letters resolved by a DBA.
+func TestOutboxSendPath(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	admin := s.convoy.open(t, "convoy", "convoy", "im")
+	m := newOutboxModel()
+	members := membersOn(50, 500001)
+
+	open := func(dsn string) *sql.Conn {
+		db := openDSN(t, dsn)
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := c.ExecContext(ctx, "SET convoy_txn = 'outbox'"); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	prepared := open(s.convoy.dsn("app", "app secret", "im"))
+	text := open(s.convoy.dsn("app", "app secret", "im") + "&interpolateParams=true")
+
+	var mode string
+	if err := prepared.QueryRowContext(ctx, "SELECT @@convoy_txn").Scan(&mode); err != nil || mode != "outbox" {
+		t.Fatalf("@@convoy_txn = %q, %v", mode, err)
+	}
+
+	// Phase 1: committed and rolled-back sends, prepared and text.
+	convA, convB := uint64(81001), uint64(81002)
+	msg := uint64(9_000_000)
+	for i := 0; i < 6; i++ {
+		c := prepared
+		if i%2 == 1 {
+			c = text
+		}
+		msg++
+		m.send(t, ctx, c, convA, msg, members, i != 2)
+		msg++
+		m.send(t, ctx, c, convB, msg, members[:10], i != 4)
+	}
+	m.waitDelivered(t, admin, 30*time.Second)
+	if n := queryRows(t, admin, "SELECT COUNT(*) FROM conv_msg WHERE conv_id IN (?, ?)", convA, convB); n[0][0] != "10" {
+		t.Fatalf("conv_msg rows: %v, want 10 (two rolled back)", n)
+	}
+
+	// What outbox mode refuses inside a transaction: writes it cannot
+	// record (their rows are not known before delivery).
+	tx, err := prepared.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO im_conv_seq (conv_id, max_seq) VALUES (?, 0) ON DUPLICATE KEY UPDATE member_cnt = member_cnt", convA); err != nil {
+		t.Fatal(err)
+	}
+	var me *mysql.MySQLError
+	if _, err := tx.ExecContext(ctx, "UPDATE im_inbox SET msg_id = 1 WHERE uid = ?", members[1]); !errors.As(err, &me) || me.Number != 1235 || !strings.Contains(me.Message, "outbox") {
+		t.Fatalf("UPDATE of another shard in an outbox transaction: %v, want 1235 naming the outbox", err)
+	}
+	// A read of another shard sees it as committed.
+	var n int
+	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM im_inbox WHERE uid = ?", members[1]).Scan(&n); err != nil || n != len(m.inbox[members[1]]) {
+		t.Fatalf("read of another shard: %d rows, %v; want %d", n, err, len(m.inbox[members[1]]))
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prepared.ExecContext(ctx, "SET convoy_txn = 'nonsense'"); !errors.As(err, &me) || me.Number != 1231 {
+		t.Fatalf("SET convoy_txn = 'nonsense': %v, want 1231", err)
+	}
+
+	// Phase 2: entries committed while no process delivers, then a worker
+	// that crashes right after applying an entry (before removing it from
+	// the outbox), then another worker.
+	s.convoy.restartWith(t, "outbox:\n  run_workers: false")
+	prepared = open(s.convoy.dsn("app", "app secret", "im"))
+	admin = s.convoy.open(t, "convoy", "convoy", "im")
+	for i := 0; i < 4; i++ {
+		msg++
+		m.send(t, ctx, prepared, convA, msg, members, true)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if c := outboxCounts(t, admin); c[0] == 0 {
+		t.Fatal("entries were delivered with no worker running")
+	}
+	w1 := startWorkerProc(t, s, "env:CONVOY_FAILPOINTS=outbox-applied=exit")
+	select {
+	case <-w1.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the worker did not reach its failpoint\n%s", w1.logTail())
+	}
+	if c := outboxCounts(t, admin); c[0] == 0 {
+		t.Fatal("the crashed worker left nothing pending")
+	}
+	startWorkerProc(t, s, "outbox:\n  runner_ttl: 2s\n  poll: 50ms\n  max_tries: 2")
+	m.waitDelivered(t, admin, 40*time.Second)
+
+	// Phase 3: a target datasource down while entries for it are
+	// committed: they wait and arrive once it is back.
+	snap := snapshotOf(t, s)
+	conv0 := keysOn(t, s, "ds0", 1)[0]
+	var onDS1 []uint64
+	for _, u := range members {
+		if snap.Target(router.ShardOf(u)).Datasource == "ds1" {
+			onDS1 = append(onDS1, u)
+		}
+	}
+	if len(onDS1) < 5 || len(onDS1) == len(members) {
+		t.Fatalf("members on ds1: %d of %d", len(onDS1), len(members))
+	}
+	s.ds[1].Stop()
+	for i := 0; i < 3; i++ {
+		msg++
+		// The conversation (the home) is on ds0; the members on ds1
+		// wait for it.
+		m.send(t, ctx, prepared, conv0, msg, members, true)
+	}
+	time.Sleep(2 * time.Second)
+	s.ds[1].Start()
+	m.waitDelivered(t, admin, 60*time.Second)
+
+	// Phase 4: an entry that can never apply (its inbox row is already
+	// there) becomes a dead letter after max_tries; a DBA removes the
+	// conflict and retries it, or discards another.
+	victim := members[3]
+	msg++
+	nextSeq := m.seq[convA] + 1
+	if _, err := admin.Exec("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (?, ?, ?, 1, NOW(3))", victim, convA, nextSeq); err != nil {
+		t.Fatal(err)
+	}
+	m.send(t, ctx, prepared, convA, msg, members, true)
+	var dead [][]string
+	waitFor(t, "a dead letter", 30*time.Second, func() bool {
+		dead = queryRows(t, admin, "/*+ convoy SHOW OUTBOX DEAD */")
+		return len(dead) == 1
+	})
+	if dead[0][3] != "2" || !strings.Contains(dead[0][4], "Duplicate entry") {
+		t.Fatalf("dead letter %v: want 2 tries and the duplicate key error", dead[0])
+	}
+	if _, err := admin.Exec("DELETE FROM im_inbox WHERE uid = ? AND conv_id = ? AND seq = ? AND msg_id = 1", victim, convA, nextSeq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec("/*+ convoy OUTBOX RETRY '" + dead[0][0] + "' */"); err != nil {
+		t.Fatal(err)
+	}
+	m.waitDelivered(t, admin, 30*time.Second)
+	if _, err := admin.Exec("/*+ convoy OUTBOX RETRY '" + dead[0][0] + "' */"); !errors.As(err, &me) || !strings.Contains(me.Message, "not a dead letter") {
+		t.Fatalf("RETRY of a delivered entry: %v", err)
+	}
+
+	msg++
+	nextSeq = m.seq[convA] + 1
+	if _, err := admin.Exec("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (?, ?, ?, 1, NOW(3))", victim, convA, nextSeq); err != nil {
+		t.Fatal(err)
+	}
+	m.send(t, ctx, prepared, convA, msg, members, true)
+	waitFor(t, "a dead letter", 30*time.Second, func() bool {
+		dead = queryRows(t, admin, "/*+ convoy SHOW OUTBOX DEAD */")
+		return len(dead) == 1
+	})
+	if _, err := admin.Exec("/*+ convoy OUTBOX DISCARD '" + dead[0][0] + "' */"); err != nil {
+		t.Fatal(err)
+	}
+	// The discarded entry's rows never arrive: the members of its shard
+	// lose this message (the conflicting row stays), the others have it.
+	victimShard := router.ShardOf(victim)
+	for _, u := range members {
+		if router.ShardOf(u) == victimShard {
+			delete(m.inbox[u], msg)
+		}
+	}
+	m.inbox[victim][1] = true // the conflicting row, written directly
+	m.waitDelivered(t, admin, 30*time.Second)
+	if c := outboxCounts(t, admin); c != [2]int{} {
+		t.Fatalf("SHOW OUTBOX after the drill: pending %d, dead %d", c[0], c[1])
+	}
+}
+
+// startWorkerProc starts a second Convoy process on s's etcd and
+// backends whose outbox workers compete for the datasources' elections.
+func startWorkerProc(t *testing.T, s *stack, extraYAML ...string) *convoyProc {
+	t.Helper()
+	extra := []string{}
+	hasOutbox := false
+	for _, y := range extraYAML {
+		hasOutbox = hasOutbox || strings.HasPrefix(y, "outbox:")
+	}
+	if !hasOutbox {
+		extra = append(extra, "outbox:\n  runner_ttl: 2s\n  poll: 50ms")
+	}
+	return startConvoy(t, s.etcd.Endpoints(), append(extra, extraYAML...)...)
+}
+
+// TestOutboxORMs: the units of work ORMs put in one transaction succeed in
+// outbox mode: SQLAlchemy's Session.add_all over three conversations and
+// GORM's CreateInBatches in its default transaction; after delivery every
+// row is on its shard, and a unit of work rolled back before COMMIT leaves
+// nothing anywhere.
+func TestOutboxORMs(t *testing.T) {
+	s := newStack(t)
+	admin := s.convoy.open(t, "convoy", "convoy", "im")
+	countConvs := func(from, to uint64) int {
+		var n int
+		if err := admin.QueryRow("SELECT COUNT(*) FROM conv_msg WHERE conv_id BETWEEN ? AND ?", from, to).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	settled := func(what string) {
+		t.Helper()
+		waitFor(t, what, 30*time.Second, func() bool { return outboxCounts(t, admin) == [2]int{} })
+	}
+
+	// SQLAlchemy (Debian python3-sqlalchemy over python3-pymysql).
+	h, p := hostPort(t, s.convoy.addr)
+	out := runClient(t, exec.Command("/usr/bin/python3", "testdata/clients/sqlalchemy_outbox.py", h, p, "convoy", "convoy", "700000"), "python3-sqlalchemy python3-pymysql")
+	want := `{"step": "add_all over three conversations, commit", "result": "ok"}
+{"step": "add_all over three conversations, flush, rollback", "result": "ok"}`
+	if out != want {
+		t.Fatalf("sqlalchemy_outbox.py:\n%s\nwant:\n%s", out, want)
+	}
+	waitFor(t, "SQLAlchemy's three conversations delivered", 30*time.Second, func() bool { return countConvs(700001, 700003) == 3 })
+	settled("the outbox empty after SQLAlchemy")
+	if n := countConvs(700011, 700013); n != 0 {
+		t.Fatalf("rows of the rolled-back unit of work: %d", n)
+	}
+
+	// GORM: CreateInBatches in its default transaction, then a
+	// transaction that fails after its batch.
+	const params = "?collation=utf8mb4_general_ci&parseTime=true&loc=UTC&timeout=5s&readTimeout=30s&convoy_txn=%27outbox%27"
+	db, err := gorm.Open(gormmysql.Open(fmt.Sprintf("convoy:convoy@tcp(%s)/im%s", s.convoy.addr, params)), &gorm.Config{Logger: &gormSQLRecorder{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms []gormConvMsg
+	for c := uint64(710001); c <= 710010; c++ {
+		ms = append(ms, gormConvMsg{ConvID: c, Seq: 1, MsgID: c, SenderUID: 7, MsgType: 1, CreatedAt: gormNow})
+	}
+	if err := db.CreateInBatches(&ms, 4).Error; err != nil {
+		t.Fatalf("CreateInBatches over 10 conversations in outbox mode: %v", err)
+	}
+	errBoom := errors.New("boom")
+	err = db.Transaction(func(tx *gorm.DB) error {
+		var more []gormConvMsg
+		for c := uint64(710011); c <= 710020; c++ {
+			more = append(more, gormConvMsg{ConvID: c, Seq: 1, MsgID: c, SenderUID: 7, MsgType: 1, CreatedAt: gormNow})
+		}
+		if err := tx.CreateInBatches(&more, 4).Error; err != nil {
+			return err
+		}
+		return errBoom
+	})
+	if !errors.Is(err, errBoom) {
+		t.Fatalf("the failing transaction: %v", err)
+	}
+	waitFor(t, "GORM's ten conversations delivered", 30*time.Second, func() bool { return countConvs(710001, 710010) == 10 })
+	settled("the outbox empty after GORM")
+	if n := countConvs(710011, 710020); n != 0 {
+		t.Fatalf("rows of the rolled-back GORM transaction: %d", n)
+	}
+}

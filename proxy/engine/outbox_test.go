@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/convoy-im/convoy/proxy/sqlerr"
+	"github.com/convoy-im/convoy/router"
+)
+
+// keyOn returns a key from `from` upwards whose shard differs from every
+// shard in not.
+func keyOn(from uint64, not ...uint64) uint64 {
+	for k := from; ; k++ {
+		ok := true
+		for _, n := range not {
+			ok = ok && router.ShardOf(k) != router.ShardOf(n)
+		}
+		if ok {
+			return k
+		}
+	}
+}
+
+// outboxLines returns the statements of log that write the outbox, with
+// their datasource and connection.
+func outboxLines(log []string) []string {
+	var out []string
+	for _, l := range log {
+		if strings.Contains(l, "_convoy_outbox") && !strings.Contains(l, "CREATE ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// An outbox transaction runs its home rows and records the others; COMMIT
+// writes the entries on the transaction's own connection before COMMIT; a
+// savepoint rolled back to drops what was recorded after it; ROLLBACK
+// writes nothing.
+func TestOutboxRecordsOtherShards(t *testing.T) {
+	s, rec := newTestSession()
+	mustQuery := func(q string) {
+		t.Helper()
+		if _, err := s.Query(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	home := uint64(42)
+	other := keyOn(1000, home)
+	dropped := keyOn(other+1, home, other)
+
+	// Without the outbox the second shard is refused, naming the way out.
+	mustQuery("BEGIN")
+	mustQuery("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (42, 1, 1, 1, NOW())")
+	_, err := s.Query("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (1000, 1, 1, 1, NOW())")
+	if router.ShardOf(1000) != router.ShardOf(42) {
+		expectCode(t, err, sqlerr.CrossShardTxn)
+		if !strings.Contains(err.Error(), "convoy_txn") {
+			t.Fatalf("the refusal does not name convoy_txn: %v", err)
+		}
+	}
+	mustQuery("ROLLBACK")
+	rec.take()
+
+	mustQuery("SET convoy_txn = 'outbox'")
+	// The session answers @@convoy_txn (the server does not know it).
+	mustQuery("SELECT @@convoy_txn")
+	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], "'outbox'") {
+		t.Fatalf("SELECT @@convoy_txn sent %q", got)
+	}
+	mustQuery("BEGIN")
+	_, err = s.Query("SET convoy_txn = 'single'")
+	if err == nil || !strings.Contains(err.Error(), "in progress") {
+		t.Fatalf("SET convoy_txn inside a transaction: %v", err)
+	}
+	r, err := s.Query("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (42, 7, 1, 70, NOW()), (" + itoa(other) + ", 7, 1, 70, 'x\\'y')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.AffectedRows != 2 {
+		t.Fatalf("affected rows %d, want 2 (one run, one recorded)", r.AffectedRows)
+	}
+	mustQuery("SAVEPOINT a")
+	mustQuery("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (" + itoa(dropped) + ", 7, 1, 70, NOW())")
+	mustQuery("ROLLBACK TO SAVEPOINT a")
+	// What cannot be recorded: its rows are not known before delivery.
+	_, err = s.Query("UPDATE im_inbox SET msg_id = 1 WHERE uid = " + itoa(other))
+	expectCode(t, err, sqlerr.CrossShardTxn)
+	if !strings.Contains(err.Error(), "outbox mode") {
+		t.Fatalf("UPDATE of another shard: %v", err)
+	}
+	_, err = s.Query("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (" + itoa(other) + ", 7, 2, 71, NOW()) RETURNING uid")
+	expectCode(t, err, sqlerr.CrossShardTxn)
+	mustQuery("COMMIT")
+	log := rec.take()
+	homeDS := defaultSnapshot().Target(router.ShardOf(home)).Datasource
+	var conn string
+	for _, l := range log {
+		if strings.HasSuffix(l, "text: BEGIN") {
+			conn = strings.SplitN(l, " ", 2)[0]
+		}
+	}
+	if !strings.HasPrefix(conn, homeDS+"#") {
+		t.Fatalf("the transaction ran on %s, want the home's %s: %q", conn, homeDS, log)
+	}
+	ob := outboxLines(log)
+	if len(ob) != 2 {
+		t.Fatalf("outbox statements %q, want the seq and one insert", ob)
+	}
+	for _, l := range ob {
+		if !strings.HasPrefix(l, conn+" ") {
+			t.Fatalf("outbox statement off the transaction's connection %s: %q", conn, l)
+		}
+	}
+	if !strings.Contains(ob[0], "_convoy_outbox_seq") || !strings.Contains(ob[0], "VALUES ("+itoa(uint64(router.ShardOf(home)))+", 1)") {
+		t.Fatalf("seq statement %q", ob[0])
+	}
+	entry := ob[1]
+	// (The statement as the outbox statement quotes it.)
+	want := "INSERT INTO `im_inbox` (`uid`,`conv_id`,`seq`,`msg_id`,`send_time`) VALUES (" + itoa(other) + ",7,1,70,\\'x\\'\\'y\\')"
+	if !strings.Contains(entry, want) || strings.Contains(entry, itoa(dropped)+",") {
+		t.Fatalf("entry %q\nwant the statement %q and not the rolled-back one", entry, want)
+	}
+	if last := log[len(log)-1]; last != conn+" text: COMMIT" {
+		t.Fatalf("last statement %q, want the COMMIT", last)
+	}
+
+	// ROLLBACK: nothing reaches the outbox.
+	mustQuery("BEGIN")
+	mustQuery("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (42, 8, 1, 80, NOW()), (" + itoa(other) + ", 8, 1, 80, NOW())")
+	mustQuery("ROLLBACK")
+	if ob := outboxLines(rec.take()); len(ob) != 0 {
+		t.Fatalf("a rolled-back transaction wrote the outbox: %q", ob)
+	}
+}
+
+// A prepared INSERT's bound values are printed into the entry: bytes that
+// are not UTF-8 as a binary literal, floats in e-notation (a DOUBLE that
+// reads back as the same value).
+func TestOutboxPreparedValues(t *testing.T) {
+	s, rec := newTestSession()
+	if _, err := s.Query("SET convoy_txn = 'outbox'"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Prepare("INSERT INTO msg_content (msg_id, conv_id, sender_uid, msg_type, content, created_at) VALUES (?, ?, ?, ?, ?, NOW())")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := keyOn(1000, 42)
+	if _, err := s.Query("BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Query("UPDATE im_conv_seq SET max_seq = max_seq WHERE conv_id = 42"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Execute(p, []any{int64(5), other, uint64(9), 0.1, []byte{0xff, 0x00, '\''}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Query("COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	ob := outboxLines(rec.take())
+	if len(ob) != 2 {
+		t.Fatalf("outbox statements %q", ob)
+	}
+	want := "VALUES (5," + itoa(other) + ",9,1e-01,_binary X\\'FF0027\\',NOW())"
+	if !strings.Contains(ob[1], want) {
+		t.Fatalf("entry %q\nwant the values %s", ob[1], want)
+	}
+}
+
+func itoa(k uint64) string { return strconv.FormatUint(k, 10) }
