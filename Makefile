@@ -4,7 +4,7 @@ GO       ?= go
 FUZZTIME ?= 30s
 BENCHPKGS ?= ./router/ ./rewrite/ ./proxy/...
 
-.PHONY: all build test unit race run down bench bench-engine bench-migrate bench-search fuzz lint clean distclean
+.PHONY: all build test unit race run down bench bench-engine bench-migrate bench-search bench-outbox fuzz lint clean distclean
 
 all: build
 
@@ -46,6 +46,10 @@ bench-engine:
 ## bench-migrate: shard migration figures (BENCHMARKS.md): copy and checksum rates, then the switch pause and write latency during backfill through two Convoys (about 5 minutes on 2 cores)
 bench-migrate:
 	$(GO) test -p 1 -run '^$$' -bench '^BenchmarkMigration' -benchtime 1x -timeout 30m ./migrate/ ./integration/
+
+## bench-outbox: the send path in outbox transactions against one transaction per shard and autocommit, and the outbox's delivery lag (BENCHMARKS.md; about 1 minute)
+bench-outbox:
+	$(GO) test -p 1 -run '^$$' -bench '^BenchmarkOutboxSendPath' -benchtime 1x -timeout 20m ./integration/
 
 ## bench-search: message search figures (BENCHMARKS.md): index rate and search P50 / P99 at 1M messages per engine, then the index lag under the IM write mix through Convoy (about 10 minutes on 2 cores)
 bench-search:

@@ -48,6 +48,12 @@ var knownMetrics = map[string][]string{
 	"convoy_cold_rows_total":                   {},
 	"convoy_cold_checks_total":                 {"decision"},
 	"convoy_cold_writes_total":                 {"result"},
+	"convoy_outbox_recorded_total":             {},
+	"convoy_outbox_delivered_total":            {"datasource"},
+	"convoy_outbox_delivery_lag_seconds":       {}, // histogram
+	"convoy_outbox_dead_letters_total":         {"datasource"},
+	"convoy_outbox_oldest_pending_seconds":     {"datasource"},
+	"convoy_outbox_dead_letters":               {"datasource"},
 
 	// proxy/server.go (client side)
 	"convoy_client_connections":                {},

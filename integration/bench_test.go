@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -39,37 +38,7 @@ func runParallel(b *testing.B, conns int, d time.Duration, op func(i int) error)
 // calls, distinct across goroutines) and returns their latencies, sorted;
 // any error fails the benchmark.
 func parallelLatencies(b *testing.B, conns int, d time.Duration, op func(i int) error) []time.Duration {
-	var mu sync.Mutex
-	var lat []time.Duration
-	var wg sync.WaitGroup
-	stop := time.Now().Add(d)
-	var errs int
-	for c := 0; c < conns; c++ {
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
-			var mine []time.Duration
-			for i := 0; time.Now().Before(stop); i++ {
-				t0 := time.Now()
-				if err := op(c*1_000_000 + i); err != nil {
-					mu.Lock()
-					errs++
-					mu.Unlock()
-					continue
-				}
-				mine = append(mine, time.Since(t0))
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}(c)
-	}
-	wg.Wait()
-	if errs > 0 {
-		b.Fatalf("%d errors", errs)
-	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	return lat
+	return pacedLatencies(b, conns, d, 0, op)
 }
 
 // reportLatencies reports QPS, p99 and p50 of lat (sorted, taken over d),

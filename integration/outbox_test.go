@@ -159,7 +159,7 @@ func (m *outboxModel) waitDelivered(t *testing.T, db *sql.DB, d time.Duration) {
 }
 
 // outboxCounts sums SHOW OUTBOX: pending and dead entries.
-func outboxCounts(t *testing.T, db *sql.DB) [2]int {
+func outboxCounts(t testing.TB, db *sql.DB) [2]int {
 	t.Helper()
 	var out [2]int
 	for _, r := range queryRows(t, db, "/*+ convoy SHOW OUTBOX */") {
@@ -450,5 +450,62 @@ func TestOutboxORMs(t *testing.T) {
 	settled("the outbox empty after GORM")
 	if n := countConvs(710011, 710020); n != 0 {
 		t.Fatalf("rows of the rolled-back GORM transaction: %d", n)
+	}
+}
+
+// TestOutboxAcrossMigration: entries follow their shard. One entry is
+// applied on the shard's old side by a worker that crashes before removing
+// it, another is still pending; the shard then moves to the other
+// datasource (MIGRATE ... AUTO); the next worker finds the first one's
+// marker on the new side (the migration moved it, a companion table) and
+// delivers the second one there: each row once, on the side that owns it.
+func TestOutboxAcrossMigration(t *testing.T) {
+	s := newStack(t)
+	s.convoy.restartWith(t, "outbox:\n  run_workers: false")
+	ctx := context.Background()
+	admin := s.convoy.open(t, "convoy", "convoy", "im")
+	snap := snapshotOf(t, s)
+	var target router.Shard
+	for sh := router.Shard(9); ; sh++ {
+		if snap.Target(sh).Datasource == "ds0" {
+			target = sh
+			break
+		}
+	}
+	members := router.KeysOf(target, 5, 1)
+	conv := keysOn(t, s, "ds1", 1)[0] // the home, on the other datasource
+	db := openDSN(t, s.convoy.dsn("app", "app secret", "im")+"&convoy_txn=%27outbox%27")
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m := newOutboxModel()
+	m.send(t, ctx, c, conv, 8_100_001, members, true)
+	w1 := startWorkerProc(t, s, "env:CONVOY_FAILPOINTS=outbox-applied=exit")
+	select {
+	case <-w1.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the worker did not reach its failpoint\n%s", w1.logTail())
+	}
+	m.send(t, ctx, c, conv, 8_100_002, members, true)
+	if got := outboxCounts(t, admin); got[0] != 2 {
+		t.Fatalf("pending entries %d, want 2 (one applied, not removed; one not applied)", got[0])
+	}
+
+	mustExec(t, admin, fmt.Sprintf("/*+ convoy MIGRATE SHARD %d TO ds1 DATABASE im_mig AUTO */", target))
+	waitFor(t, "the switch", 2*time.Minute, func() bool {
+		ms := showMigrations(t, admin)
+		return len(ms) == 1 && ms[0]["step"] == "switched"
+	})
+	startWorkerProc(t, s)
+	m.waitDelivered(t, admin, 40*time.Second)
+	// On the new side, both messages once per member.
+	var n int
+	if err := s.ds[1].Open(t, "").QueryRow("SELECT COUNT(*) FROM im_mig."+snap.Physical("im_inbox", target).Table+" WHERE conv_id = ?", conv).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2*len(members) {
+		t.Fatalf("the new side holds %d inbox rows of the conversation, want %d", n, 2*len(members))
 	}
 }

@@ -36,6 +36,13 @@ type RunnersConfig struct {
 	// Deliver applies the due entries of one datasource, at most one
 	// batch, and says how many it applied (engine.DeliverOutbox).
 	Deliver func(ctx context.Context, ds string) (int, error)
+	// Purge, if set, is called about every PurgeEvery while this process
+	// delivers ds: it deletes the old applied markers.
+	Purge      func(ctx context.Context, ds string) error
+	PurgeEvery time.Duration // default 1h
+	// Stopped, if set, is called when this process stops delivering ds
+	// (it lost or left the election): its gauges of ds must go.
+	Stopped func(ds string)
 	// Poll is the wait between two passes that found nothing to do
 	// (default 200 ms); Kick cuts it short.
 	Poll time.Duration
@@ -61,6 +68,9 @@ func StartRunners(cfg RunnersConfig) *Runners {
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = 200 * time.Millisecond
+	}
+	if cfg.PurgeEvery <= 0 {
+		cfg.PurgeEvery = time.Hour
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
@@ -119,7 +129,12 @@ func (r *Runners) Close() {
 // work campaigns for ds's delivery and delivers while elected.
 func (r *Runners) work(ctx context.Context, ds string, kick chan struct{}) {
 	coord.Campaign(ctx, r.cfg.Client, WorkersPrefix(r.cfg.Cluster, ds), r.cfg.ID, r.cfg.TTL, r.cfg.Log.With(zap.String("datasource", ds)),
-		"outbox delivery worker", func(ctx context.Context, lead *coord.Leader) error { return r.deliver(ctx, lead, ds, kick) })
+		"outbox delivery worker", func(ctx context.Context, lead *coord.Leader) error {
+			if r.cfg.Stopped != nil {
+				defer r.cfg.Stopped(ds)
+			}
+			return r.deliver(ctx, lead, ds, kick)
+		})
 }
 
 // deliver runs passes until the lease is lost or ctx ends. A pass that
@@ -127,7 +142,14 @@ func (r *Runners) work(ctx context.Context, ds string, kick chan struct{}) {
 // own back-off in the table.
 func (r *Runners) deliver(ctx context.Context, lead *coord.Leader, ds string, kick chan struct{}) error {
 	backoff := r.cfg.Poll
+	purged := time.Now() // the first purge an interval after taking over
 	for {
+		if r.cfg.Purge != nil && time.Since(purged) > r.cfg.PurgeEvery {
+			purged = time.Now()
+			if err := r.cfg.Purge(ctx, ds); err != nil && ctx.Err() == nil {
+				r.cfg.Log.Warn("purging old outbox markers failed", zap.String("datasource", ds), zap.Error(err))
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

@@ -173,8 +173,14 @@ type Config struct {
 		// MaxTries: failures that do not pass by themselves (a
 		// constraint) before an entry becomes a dead letter (default 10).
 		MaxTries int `yaml:"max_tries"`
-		// Batch: entries read per pass (default 500).
+		// Batch: entries read per pass (default 2000).
 		Batch int `yaml:"batch"`
+		// KeepMarkers: how long the applied markers in the shard
+		// databases are kept (default 168h): an entry applied by a worker
+		// that died before removing it must find its marker when tried
+		// again, which is seconds later unless its home datasource stays
+		// down that long.
+		KeepMarkers time.Duration `yaml:"keep_markers"`
 	} `yaml:"outbox"`
 
 	// Search is message search (docs/design.md §10; seed 000: "检索"; package

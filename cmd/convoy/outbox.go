@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -95,6 +96,10 @@ func startOutbox(c Config, cli *clientv3.Client, routes func() *router.Snapshot,
 		return func() {}
 	}
 	opt := engine.OutboxOptions{Batch: c.Outbox.Batch, MaxTries: c.Outbox.MaxTries}
+	keep := c.Outbox.KeepMarkers
+	if keep <= 0 {
+		keep = 7 * 24 * time.Hour
+	}
 	r := outbox.StartRunners(outbox.RunnersConfig{
 		Client: cli, Cluster: c.Etcd.Cluster, ID: id, TTL: c.Outbox.RunnerTTL, Poll: c.Outbox.Poll, Log: log,
 		Datasources: func() []string {
@@ -105,6 +110,14 @@ func startOutbox(c Config, cli *clientv3.Client, routes func() *router.Snapshot,
 			return out
 		},
 		Deliver: func(ctx context.Context, ds string) (int, error) { return eng.DeliverOutbox(ctx, ds, opt) },
+		Stopped: eng.OutboxStopped,
+		Purge: func(ctx context.Context, ds string) error {
+			n, err := eng.PurgeOutboxMarkers(ctx, ds, keep)
+			if n > 0 {
+				log.Info("purged old outbox markers", zap.String("datasource", ds), zap.Int64("markers", n))
+			}
+			return err
+		},
 	})
 	eng.SetOutboxKick(r.Kick)
 	return r.Close

@@ -13,6 +13,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/convoy-im/convoy/internal/sqlq"
+	"github.com/convoy-im/convoy/outbox"
 	"github.com/convoy-im/convoy/proxy/mysqlrow"
 	"github.com/convoy-im/convoy/proxy/planbuilder"
 	"github.com/convoy-im/convoy/proxy/sqlerr"
@@ -91,8 +92,8 @@ func logicalSchema(snap *router.Snapshot) (ls *rewrite.LogicalSchema, repDS stri
 }
 
 // hiddenDatabases are the physical shard databases (of every datasource: a
-// database of that name on the default one is no logical database either)
-// and the system schemas.
+// database of that name on the default one is no logical database either),
+// the system schemas and Convoy's own (the outbox's).
 func hiddenDatabases(snap *router.Snapshot) []string {
 	var out []string
 	for _, d := range snap.Databases() {
@@ -100,7 +101,7 @@ func hiddenDatabases(snap *router.Snapshot) []string {
 			out = append(out, d[1])
 		}
 	}
-	return append(out, systemSchemas...)
+	return append(append(out, systemSchemas...), outbox.Database)
 }
 
 // introspect answers the statements that list the schema: SHOW DATABASES,

@@ -63,6 +63,8 @@ type Metrics struct {
 	outboxDeliveredN *prometheus.CounterVec // datasource (the home)
 	outboxLag        prometheus.Histogram
 	outboxDeadN      *prometheus.CounterVec // datasource (the home)
+	outboxOldest     *prometheus.GaugeVec   // datasource (the home)
+	outboxDeadNow    *prometheus.GaugeVec   // datasource (the home)
 }
 
 // fixedCounters is a CounterVec over a small label set known up front, its
@@ -192,9 +194,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		outboxDeadN: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "convoy_outbox_dead_letters_total", Help: "Outbox entries that became dead letters (outbox.max_tries failures that do not pass by themselves), by home datasource: SHOW OUTBOX lists them.",
 		}, []string{"datasource"}),
+		outboxOldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "convoy_outbox_oldest_pending_seconds", Help: "Age of the oldest pending outbox entry a delivery pass read (0: none), by home datasource; set by the process delivering it.",
+		}, []string{"datasource"}),
+		outboxDeadNow: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "convoy_outbox_dead_letters", Help: "Outbox entries that are dead letters now, by home datasource (read at most every 10 s by the process delivering it): SHOW OUTBOX DEAD.",
+		}, []string{"datasource"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.outboxRecordedN, m.outboxDeliveredN, m.outboxLag, m.outboxDeadN)
+		reg.MustRegister(m.outboxRecordedN, m.outboxDeliveredN, m.outboxLag, m.outboxDeadN, m.outboxOldest, m.outboxDeadNow)
 		reg.MustRegister(m.queries, m.errors, m.latency, m.dsErrors, m.statement.vec, m.scatters, m.scatterN, m.plans.vec, m.backendPS.vec,
 			m.holdQueued, m.holdWait, m.holdRefused.vec, m.coldReads, m.coldSeconds, m.coldRowsTotal, m.coldChecks.vec, m.coldWrites.vec,
 			windowCollector{m}, m.searchLatency, m.searchErrors.vec)
@@ -440,6 +448,18 @@ func (m *Metrics) outboxDelivered(ds string, lag time.Duration) {
 	if m != nil {
 		m.outboxDeliveredN.WithLabelValues(ds).Inc()
 		m.outboxLag.Observe(lag.Seconds())
+	}
+}
+
+// outboxState sets the delivering process's gauges of ds's outbox; dead <
+// 0 leaves the dead letters' gauge as it is.
+func (m *Metrics) outboxState(ds string, oldest time.Duration, dead int64) {
+	if m == nil {
+		return
+	}
+	m.outboxOldest.WithLabelValues(ds).Set(oldest.Seconds())
+	if dead >= 0 {
+		m.outboxDeadNow.WithLabelValues(ds).Set(float64(dead))
 	}
 }
 

@@ -259,10 +259,12 @@ func (s *Session) outboxSavepoint(op rewrite.SavepointOp, name string) {
 const outboxStatementLimit = 4 << 20
 
 // flushOutbox writes the transaction's entries on its connection before
-// its COMMIT. Their seqs come from the home's sequence row, updated first:
-// its lock is held until the COMMIT, so two transactions of one home take
-// seqs in the order they commit, and the worker, which delivers in seq
-// order, delivers in commit order.
+// its COMMIT, in one round trip when they fit one statement. Their seqs
+// come from the home's sequence row, updated first: its lock is held until
+// the COMMIT, so two transactions of one home take seqs in the order they
+// commit, and the worker, which delivers in seq order, delivers in commit
+// order. The row's new value is LAST_INSERT_ID() (LAST_INSERT_ID(expr) on
+// both the insert and the update path), which the entries' INSERT reads.
 func (s *Session) flushOutbox(t *txnState) error {
 	c := t.conn
 	if err := s.e.outboxTables.ensureHome(s, c.Datasource()); err != nil {
@@ -270,26 +272,18 @@ func (s *Session) flushOutbox(t *txnState) error {
 	}
 	db := sqlq.Ident(outbox.Database)
 	n := len(t.outbox)
-	r, err := c.Exec(fmt.Sprintf("INSERT INTO %s.%s (home, n) VALUES (%d, %d) ON DUPLICATE KEY UPDATE n = LAST_INSERT_ID(n + %d)",
-		db, sqlq.Ident(outbox.SeqTable), t.pin, n, n))
-	if err != nil {
-		return err
-	}
-	last := uint64(n) // inserted: the home's first entries
-	if r.AffectedRows != 1 {
-		last = r.InsertId
-	}
-	if last < uint64(n) {
-		return sqlerr.Errorf(sqlerr.Internal, "[BUG] the outbox sequence of home %d answered %d for %d entries", t.pin, last, n)
-	}
-	first := last - uint64(n) + 1
+	seq := fmt.Sprintf("INSERT INTO %s.%s (home, n) VALUES (%d, LAST_INSERT_ID(%d)) ON DUPLICATE KEY UPDATE n = LAST_INSERT_ID(n + %d)",
+		db, sqlq.Ident(outbox.SeqTable), t.pin, n, n)
 	head := fmt.Sprintf("INSERT INTO %s.%s (home, seq, target, conv_id, n_rows, db, vars, stmt, created_at, next_at) VALUES ", db, sqlq.Ident(outbox.HomeTable))
-	b := []byte(head)
+	b := []byte(seq + ";" + head)
+	first := true // the first statement goes with the sequence's
+	fresh := len(b)
 	for i, e := range t.outbox {
-		if len(b) > len(head) {
+		if len(b) > fresh {
 			b = append(b, ',')
 		}
-		b = fmt.Appendf(b, "(%d,%d,%d,%d,%d,", t.pin, first+uint64(i), e.target, e.key, e.rows)
+		// seq: the i-th of the n just taken, the last being LAST_INSERT_ID().
+		b = fmt.Appendf(b, "(%d,LAST_INSERT_ID()-%d,%d,%d,%d,", t.pin, n-1-i, e.target, e.key, e.rows)
 		b = append(b, rewrite.QuoteString(s.db)...)
 		b = append(b, ',')
 		b = append(b, rewrite.QuoteString(e.vars)...)
@@ -297,10 +291,18 @@ func (s *Session) flushOutbox(t *txnState) error {
 		b = append(b, rewrite.QuoteString(e.stmt)...)
 		b = append(b, ",NOW(6),NOW(6))"...)
 		if len(b) > outboxStatementLimit || i == len(t.outbox)-1 {
-			if _, err := c.Exec(string(b)); err != nil {
+			var err error
+			if first {
+				_, err = c.ExecMulti(string(b))
+			} else {
+				_, err = c.Exec(string(b))
+			}
+			if err != nil {
 				return err
 			}
+			first = false
 			b = append(b[:0], head...)
+			fresh = len(b)
 		}
 	}
 	return nil
@@ -311,6 +313,9 @@ func (s *Session) flushOutbox(t *txnState) error {
 type outboxTables struct {
 	mu   sync.Mutex
 	done map[string]bool // "ds" (home tables) or "ds\x00database" (applied table)
+	// counted is when each datasource's dead letters were last counted
+	// (outboxDeadCount).
+	counted map[string]time.Time
 }
 
 func (o *outboxTables) known(key string) bool {
@@ -367,7 +372,7 @@ func (o *outboxTables) ensureApplied(ctx context.Context, e *Engine, ds, databas
 
 // OutboxOptions tune delivery.
 type OutboxOptions struct {
-	// Batch is how many entries one DeliverOutbox reads (default 500).
+	// Batch is how many entries one DeliverOutbox reads (default 2000).
 	Batch int
 	// MaxTries is how many times an entry that fails for a reason that
 	// will not pass by itself (a constraint, a missing column) is tried
@@ -377,17 +382,27 @@ type OutboxOptions struct {
 	MaxTries int
 	// MaxBackoff bounds the wait between two tries of an entry (default 30 s).
 	MaxBackoff time.Duration
+	// Parallel is how many target shards one pass serves at once
+	// (default 8); BatchPerShard how many entries of one shard one target
+	// transaction applies (default 50).
+	Parallel, BatchPerShard int
 }
 
 func (o OutboxOptions) withDefaults() OutboxOptions {
 	if o.Batch <= 0 {
-		o.Batch = 500
+		o.Batch = 2000
 	}
 	if o.MaxTries <= 0 {
 		o.MaxTries = 10
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 30 * time.Second
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 8
+	}
+	if o.BatchPerShard <= 0 {
+		o.BatchPerShard = 50
 	}
 	return o
 }
@@ -404,15 +419,20 @@ type pendingEntry struct {
 	tries     int
 	ready     bool // next_at has passed
 	createdAt time.Time
+	// attempted: a pass set out to apply it before (it may have a
+	// marker); a first attempt needs no look for one.
+	attempted bool
 }
 
 // DeliverOutbox applies the pending entries of ds's outbox that are due, at
 // most Batch of them, and says how many it applied. Entries of one home go
 // to each target shard in seq order: one that fails holds back the later
 // entries of its home for the same target shard (until it is applied or
-// becomes a dead letter). Only the datasource's elected worker may call it;
-// two running at once would still apply each entry once (the applied
-// marker), in an order nobody promised.
+// becomes a dead letter). Target shards are served in parallel (at most
+// Parallel at once), each with its entries applied in transactions of up
+// to BatchPerShard. Only the datasource's elected worker may call it; two
+// running at once would still apply each entry once (the applied marker),
+// in an order nobody promised.
 func (e *Engine) DeliverOutbox(ctx context.Context, ds string, opt OutboxOptions) (int, error) {
 	opt = opt.withDefaults()
 	c, err := e.backends.Acquire(ctx, ds, false)
@@ -420,7 +440,7 @@ func (e *Engine) DeliverOutbox(ctx context.Context, ds string, opt OutboxOptions
 		return 0, err
 	}
 	defer c.Release()
-	r, err := c.Exec(fmt.Sprintf("SELECT home, seq, target, conv_id, n_rows, db, vars, stmt, tries, next_at <= NOW(6), UNIX_TIMESTAMP(created_at) FROM %s.%s WHERE state = 'pending' ORDER BY home, seq LIMIT %d",
+	r, err := c.Exec(fmt.Sprintf("SELECT home, seq, target, conv_id, n_rows, db, vars, stmt, tries, next_at <= NOW(6), UNIX_TIMESTAMP(created_at), attempts FROM %s.%s WHERE state = 'pending' ORDER BY home, seq LIMIT %d",
 		sqlq.Ident(outbox.Database), sqlq.Ident(outbox.HomeTable), opt.Batch))
 	if err != nil {
 		if isMissingTable(err) {
@@ -431,48 +451,131 @@ func (e *Engine) DeliverOutbox(ctx context.Context, ds string, opt OutboxOptions
 	if err := decodeRows(r); err != nil {
 		return 0, err
 	}
+	// Per target shard, its due entries in (home, seq) order; an entry not
+	// due yet holds back its home's later ones.
 	type pair struct {
 		home   int
 		target router.Shard
 	}
-	held := map[pair]bool{}
-	var done []pendingEntry
-	delivered := 0
+	waiting := map[pair]bool{}
+	groups := map[router.Shard][]pendingEntry{}
+	var targets []router.Shard
+	var oldest time.Duration
 	for i := range r.RowDatas {
 		en, err := readEntry(r, i)
 		if err != nil {
-			return delivered, err
+			return 0, err
 		}
+		oldest = max(oldest, time.Since(en.createdAt))
 		p := pair{en.home, en.target}
-		if held[p] {
+		if waiting[p] || !en.ready {
+			waiting[p] = true
 			continue
 		}
-		if !en.ready {
-			held[p] = true
-			continue
+		if _, ok := groups[en.target]; !ok {
+			targets = append(targets, en.target)
 		}
-		if ctx.Err() != nil {
-			break
-		}
-		err = e.applyEntry(ctx, ds, en)
-		if err == nil {
-			// A drill's crash here leaves an entry applied and still in
-			// the outbox: the next worker must find its marker.
-			failpoint.Inject("outbox-applied")
-			done = append(done, en)
-			delivered++
-			e.metrics.outboxDelivered(ds, time.Since(en.createdAt))
-			continue
-		}
-		held[p] = true
-		if ferr := e.entryFailed(c, ds, en, err, opt); ferr != nil {
-			return delivered, ferr
+		groups[en.target] = append(groups[en.target], en)
+	}
+	// Counted before anything is applied: a crash from here on leaves
+	// entries that may have markers, and says so.
+	var due []pendingEntry
+	for _, sh := range targets {
+		due = append(due, groups[sh]...)
+	}
+	if err := entriesAttempted(c, due); err != nil {
+		return 0, err
+	}
+	var mu sync.Mutex
+	var done []pendingEntry
+	var failed []failedEntry
+	sem := make(chan struct{}, opt.Parallel)
+	var wg sync.WaitGroup
+	for _, sh := range targets {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(g []pendingEntry) {
+			defer func() { <-sem; wg.Done() }()
+			applied, fails := e.deliverShard(ctx, ds, g, opt.BatchPerShard)
+			mu.Lock()
+			done = append(done, applied...)
+			failed = append(failed, fails...)
+			mu.Unlock()
+		}(groups[sh])
+	}
+	wg.Wait()
+	for _, en := range done {
+		e.metrics.outboxDelivered(ds, time.Since(en.createdAt))
+	}
+	for _, f := range failed {
+		if err := e.entryFailed(c, ds, f.en, f.err, opt); err != nil {
+			return len(done), err
 		}
 	}
 	if err := deleteEntries(c, done); err != nil {
-		return delivered, err
+		return len(done), err
 	}
-	return delivered, ctx.Err()
+	e.metrics.outboxState(ds, oldest, e.outboxDeadCount(c, ds))
+	return len(done), ctx.Err()
+}
+
+// outboxDeadCount counts ds's dead letters at most every 10 s (-1 in
+// between, or when the count fails).
+func (e *Engine) outboxDeadCount(c Conn, ds string) int64 {
+	e.outboxTables.mu.Lock()
+	if time.Since(e.outboxTables.counted[ds]) < 10*time.Second {
+		e.outboxTables.mu.Unlock()
+		return -1
+	}
+	if e.outboxTables.counted == nil {
+		e.outboxTables.counted = map[string]time.Time{}
+	}
+	e.outboxTables.counted[ds] = time.Now()
+	e.outboxTables.mu.Unlock()
+	r, err := c.Exec(fmt.Sprintf("SELECT COUNT(*) FROM %s.%s WHERE state = 'dead'", sqlq.Ident(outbox.Database), sqlq.Ident(outbox.HomeTable)))
+	if err != nil || decodeRows(r) != nil || len(r.RowDatas) == 0 {
+		return -1
+	}
+	n, _ := r.GetInt(0, 0)
+	return n
+}
+
+// failedEntry is a try that failed, with why.
+type failedEntry struct {
+	en  pendingEntry
+	err error
+}
+
+// deliverShard applies one target shard's due entries (in order) in
+// transactions of up to batch entries and returns those applied (or found
+// applied before) and those that failed. A failed entry holds back the
+// later entries of its home; another home's go on.
+func (e *Engine) deliverShard(ctx context.Context, origin string, g []pendingEntry, batch int) (applied []pendingEntry, failed []failedEntry) {
+	held := map[int]bool{}
+	for len(g) > 0 && ctx.Err() == nil {
+		var chunk []pendingEntry
+		rest := g[:0:0]
+		for _, en := range g {
+			switch {
+			case held[en.home]:
+			case len(chunk) < batch:
+				chunk = append(chunk, en)
+			default:
+				rest = append(rest, en)
+			}
+		}
+		g = rest
+		if len(chunk) == 0 {
+			break
+		}
+		ok, bad := e.applyBatch(ctx, origin, chunk)
+		applied = append(applied, ok...)
+		for _, f := range bad {
+			failed = append(failed, f)
+			held[f.en.home] = true
+		}
+	}
+	return applied, failed
 }
 
 // readEntry reads row i of the pending entries.
@@ -508,70 +611,195 @@ func readEntry(r *mysql.Result, i int) (pendingEntry, error) {
 	en.ready = ready != 0
 	created, _ := r.GetFloat(i, 10)
 	en.createdAt = time.Unix(0, int64(created*1e9))
+	attempts, _ := r.GetInt(i, 11)
+	en.attempted = attempts > 0
 	return en, nil
 }
 
-// applyEntry applies one entry exactly once in effect: its statement and
-// its applied marker in one transaction on the target shard, run by an
-// internal session through the engine's own routing (a moved shard is
-// written where it is now; a migration hold holds it like a client's
-// write). A marker already there means an earlier try committed: the
-// transaction is rolled back and the entry counts as applied.
-func (e *Engine) applyEntry(ctx context.Context, origin string, en pendingEntry) error {
-	s := e.NewSession(en.db)
+// applyBatch applies entries of one target shard exactly once in effect:
+// their statements and their applied markers in one transaction on the
+// shard, run by an internal session through the engine's own routing (a
+// moved shard is written where it is now; a migration hold holds it like a
+// client's write). Entries whose marker is already there (an earlier try
+// committed) are not run again. An entry whose statement fails is left out
+// of the transaction (the server undid the statement alone) with its
+// home's later entries, unless the failure ended the transaction: then
+// the whole batch is tried again later.
+func (e *Engine) applyBatch(ctx context.Context, origin string, batch []pendingEntry) (applied []pendingEntry, failed []failedEntry) {
+	sh := batch[0].target
+	failAll := func(err error) ([]pendingEntry, []failedEntry) {
+		var out []failedEntry
+		for _, en := range batch {
+			out = append(out, failedEntry{en, err})
+		}
+		return applied, out
+	}
+	// Markers first, on the shard's side as the routes say now: after a
+	// crash between a target's COMMIT and the entries' removal they say
+	// what must not run again. (If the shard moves meanwhile, the markers
+	// move with it and the final marker insert finds them.)
+	var maybe []pendingEntry
+	for _, en := range batch {
+		if en.attempted {
+			maybe = append(maybe, en)
+		}
+	}
+	already, err := e.appliedMarkers(ctx, origin, maybe)
+	if err != nil {
+		return failAll(err)
+	}
+	todo := batch[:0:0]
+	for _, en := range batch {
+		if already[entryKey{en.home, en.seq}] {
+			applied = append(applied, en)
+		} else {
+			todo = append(todo, en)
+		}
+	}
+	if len(todo) == 0 {
+		return applied, nil
+	}
+	s := e.NewSession(todo[0].db)
 	s.ownerCtx = ctx
 	s.priv = Privileges{Read: true, Write: true}
 	s.user, s.host = "convoy-outbox", "localhost"
-	for k, v := range en.vars {
-		s.vars[k] = v
-	}
 	defer s.Close()
 	if _, err := s.begin("BEGIN"); err != nil {
-		return err
+		return failAll(err)
 	}
-	_, err := s.query(en.stmt)
-	c := s.txn.conn
-	if c != nil && s.txn.pin != int(en.target) {
-		_, _ = s.endTxn(false)
-		return sqlerr.Errorf(sqlerr.Internal, "[BUG] outbox entry %d/%d for shard %s ran on %s", en.home, en.seq, en.target, pinName(s.txn.pin))
-	}
-	if err != nil {
-		// Applied by an earlier try, the statement may fail for that very
-		// reason (its rows are there: a duplicate key): the marker says.
-		if c != nil && !s.txn.aborted {
-			if r, qerr := c.Exec(fmt.Sprintf("SELECT 1 FROM %s.%s WHERE %s = %d AND origin = %s AND home = %d AND seq = %d",
-				sqlq.Ident(s.txn.at.Database), sqlq.Ident(outbox.AppliedTable), router.CompanionKey, en.key, rewrite.QuoteString(origin), en.home, en.seq)); qerr == nil && r.Resultset != nil && len(r.RowDatas) > 0 {
-				err = nil
-			}
+	var ran []pendingEntry
+	held := map[int]bool{}
+	for _, en := range todo {
+		if held[en.home] {
+			continue
 		}
-		_, _ = s.endTxn(false)
-		return err
+		if err := s.entryVars(en); err != nil {
+			return e.batchLost(s, applied, batch, err)
+		}
+		_, err := s.query(en.stmt)
+		if c := s.txn.conn; c != nil && s.txn.pin != int(sh) {
+			return e.batchLost(s, applied, batch, sqlerr.Errorf(sqlerr.Internal, "[BUG] outbox entry %d/%d for shard %s ran on %s", en.home, en.seq, sh, pinName(s.txn.pin)))
+		}
+		if err == nil {
+			ran = append(ran, en)
+			continue
+		}
+		if s.txn.aborted || s.txn.conn == nil && len(ran) > 0 {
+			return e.batchLost(s, applied, batch, err)
+		}
+		failed = append(failed, failedEntry{en, err})
+		held[en.home] = true
 	}
-	if c == nil {
+	if len(ran) == 0 {
 		_, _ = s.endTxn(false)
-		return sqlerr.Errorf(sqlerr.Internal, "[BUG] outbox entry %d/%d for shard %s opened no transaction", en.home, en.seq, en.target)
+		return applied, failed
 	}
+	c := s.txn.conn
 	database := s.txn.at.Database
-	mark := fmt.Sprintf("INSERT INTO %s.%s (%s, origin, home, seq, applied_at) VALUES (%d, %s, %d, %d, NOW(3))",
-		sqlq.Ident(database), sqlq.Ident(outbox.AppliedTable), router.CompanionKey, en.key, rewrite.QuoteString(origin), en.home, en.seq)
+	mark := markerInsert(database, origin, ran)
 	_, err = c.Exec(mark)
 	if err != nil && isMissingTable(err) {
 		// First delivery to this database: the table is created on
-		// another connection (DDL would commit this transaction), then
-		// the marker is written.
+		// another connection (DDL would commit this transaction).
 		if err = e.outboxTables.ensureApplied(ctx, e, c.Datasource(), database); err == nil {
 			_, err = c.Exec(mark)
 		}
 	}
 	if err != nil {
-		_, _ = s.endTxn(false)
-		if isDuplicate(err) {
-			return nil // applied by an earlier try
-		}
-		return err
+		// A duplicate marker: another worker applied one of them since
+		// the check (a leader paused past its lease). The next pass sorts
+		// them out from the markers.
+		return e.batchLost(s, applied, batch, err)
 	}
-	_, err = s.endTxn(true)
-	return err
+	if _, err := s.endTxn(true); err != nil {
+		// Committed or not: the markers tell the next pass.
+		return e.batchLost(nil, applied, batch, err)
+	}
+	// A drill's crash here leaves entries applied and still in the
+	// outbox: the next worker must find their markers.
+	failpoint.Inject("outbox-applied")
+	return append(applied, ran...), failed
+}
+
+// batchLost rolls the batch's transaction back (s nil: it is over) and
+// fails every entry not found applied before.
+func (e *Engine) batchLost(s *Session, applied, batch []pendingEntry, err error) ([]pendingEntry, []failedEntry) {
+	if s != nil {
+		_, _ = s.endTxn(false)
+	}
+	before := map[entryKey]bool{}
+	for _, en := range applied {
+		before[entryKey{en.home, en.seq}] = true
+	}
+	var failed []failedEntry
+	for _, en := range batch {
+		if !before[entryKey{en.home, en.seq}] {
+			failed = append(failed, failedEntry{en, err})
+		}
+	}
+	return applied, failed
+}
+
+// entryVars gives the session the variables en was recorded with, on its
+// transaction's connection too once it has one.
+func (s *Session) entryVars(en pendingEntry) error {
+	vars := make(map[string]string, len(en.vars))
+	for k, v := range en.vars {
+		vars[k] = v
+	}
+	s.vars = vars
+	if c := s.txn.conn; c != nil {
+		return c.SyncVars(mergeVars(s.vars, s.txn.vars))
+	}
+	return nil
+}
+
+type entryKey struct {
+	home int
+	seq  uint64
+}
+
+// appliedMarkers reads which of batch's entries (all of one shard) have a
+// marker on the shard's side; a missing table: none.
+func (e *Engine) appliedMarkers(ctx context.Context, origin string, batch []pendingEntry) (map[entryKey]bool, error) {
+	if len(batch) == 0 {
+		return nil, nil
+	}
+	at := e.routes.Current().Target(batch[0].target)
+	var b strings.Builder
+	fmt.Fprintf(&b, "SELECT home, seq FROM %s.%s WHERE origin = %s AND (%s, home, seq) IN (", sqlq.Ident(at.Database), sqlq.Ident(outbox.AppliedTable),
+		rewrite.QuoteString(origin), router.CompanionKey)
+	for i, en := range batch {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "(%d,%d,%d)", en.key, en.home, en.seq)
+	}
+	b.WriteByte(')')
+	r, err := e.outboxQuery(ctx, at.Datasource, b.String())
+	if err != nil || r == nil {
+		return nil, err
+	}
+	out := make(map[entryKey]bool, len(r.RowDatas))
+	for i := range r.RowDatas {
+		home, _ := r.GetInt(i, 0)
+		seq, _ := r.GetUint(i, 1)
+		out[entryKey{int(home), seq}] = true
+	}
+	return out, nil
+}
+
+// markerInsert is the applied markers of entries in database.
+func markerInsert(database, origin string, entries []pendingEntry) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "INSERT INTO %s.%s (%s, origin, home, seq, applied_at) VALUES ", sqlq.Ident(database), sqlq.Ident(outbox.AppliedTable), router.CompanionKey)
+	for i, en := range entries {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "(%d,%s,%d,%d,NOW(3))", en.key, rewrite.QuoteString(origin), en.home, en.seq)
+	}
+	return b.String()
 }
 
 // entryFailed records a failed try: the entry waits (backing off) or,
@@ -597,14 +825,19 @@ func (e *Engine) entryFailed(c Conn, ds string, en pendingEntry, cause error, op
 	return err
 }
 
-// deleteEntries removes applied entries from the outbox (their markers on
-// the targets keep them from being applied twice should this fail).
-func deleteEntries(c Conn, done []pendingEntry) error {
-	for len(done) > 0 {
-		n := min(len(done), 500)
+// entriesAttempted counts a pass's attempt on entries.
+func entriesAttempted(c Conn, entries []pendingEntry) error {
+	return entriesWhere(c, "UPDATE %s.%s SET attempts = attempts + 1 WHERE (home, seq) IN (", entries)
+}
+
+// entriesWhere runs stmt (a format with the outbox table's database and
+// name, ending in "IN (") over entries' keys, 500 at a time.
+func entriesWhere(c Conn, stmt string, entries []pendingEntry) error {
+	for len(entries) > 0 {
+		n := min(len(entries), 500)
 		var b strings.Builder
-		fmt.Fprintf(&b, "DELETE FROM %s.%s WHERE (home, seq) IN (", sqlq.Ident(outbox.Database), sqlq.Ident(outbox.HomeTable))
-		for i, en := range done[:n] {
+		fmt.Fprintf(&b, stmt, sqlq.Ident(outbox.Database), sqlq.Ident(outbox.HomeTable))
+		for i, en := range entries[:n] {
 			if i > 0 {
 				b.WriteByte(',')
 			}
@@ -614,9 +847,15 @@ func deleteEntries(c Conn, done []pendingEntry) error {
 		if _, err := c.Exec(b.String()); err != nil {
 			return err
 		}
-		done = done[n:]
+		entries = entries[n:]
 	}
 	return nil
+}
+
+// deleteEntries removes applied entries from the outbox (their markers on
+// the targets keep them from being applied twice should this fail).
+func deleteEntries(c Conn, done []pendingEntry) error {
+	return entriesWhere(c, "DELETE FROM %s.%s WHERE (home, seq) IN (", done)
 }
 
 // transientDelivery reports a failure that passes by itself: the target or
@@ -645,11 +884,6 @@ func transientDelivery(err error) bool {
 func isMissingTable(err error) bool {
 	var me *mysql.MyError
 	return errors.As(err, &me) && (me.Code == mysql.ER_NO_SUCH_TABLE || me.Code == mysql.ER_BAD_DB_ERROR)
-}
-
-func isDuplicate(err error) bool {
-	var me *mysql.MyError
-	return errors.As(err, &me) && me.Code == mysql.ER_DUP_ENTRY
 }
 
 // zapEntry names an entry in a log line (never its statement: it holds
@@ -796,3 +1030,42 @@ func (e *Engine) outboxQuery(ctx context.Context, ds, stmt string) (*mysql.Resul
 // SetOutboxKick gives the engine the delivery workers' wake-up (call
 // before serving): a COMMIT with entries calls it with its datasource.
 func (e *Engine) SetOutboxKick(kick func(ds string)) { e.outboxKick = kick }
+
+// OutboxStopped drops the delivery gauges of ds: this process no longer
+// delivers it (another one reports them).
+func (e *Engine) OutboxStopped(ds string) {
+	if m := e.metrics; m != nil {
+		m.outboxOldest.DeleteLabelValues(ds)
+		m.outboxDeadNow.DeleteLabelValues(ds)
+	}
+}
+
+// PurgeOutboxMarkers deletes the applied markers older than keep in every
+// shard database of ds, in chunks: a marker is needed only while its entry
+// may still be tried again (its home has not removed it yet), which is
+// seconds, or as long as the home datasource is down. It returns how many
+// it deleted.
+func (e *Engine) PurgeOutboxMarkers(ctx context.Context, ds string, keep time.Duration) (int64, error) {
+	const chunk = 5000
+	var n int64
+	for _, d := range e.routes.Current().Databases() {
+		if d[0] != ds {
+			continue
+		}
+		for ctx.Err() == nil {
+			r, err := e.outboxQuery(ctx, ds, fmt.Sprintf("DELETE FROM %s.%s WHERE applied_at < NOW(3) - INTERVAL %d SECOND LIMIT %d",
+				sqlq.Ident(d[1]), sqlq.Ident(outbox.AppliedTable), int64(keep.Seconds()), chunk))
+			if err != nil {
+				return n, err
+			}
+			if r == nil {
+				break // no table: nothing delivered there
+			}
+			n += int64(r.AffectedRows)
+			if r.AffectedRows < chunk {
+				break
+			}
+		}
+	}
+	return n, ctx.Err()
+}

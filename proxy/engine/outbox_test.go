@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/convoy-im/convoy/proxy/sqlerr"
 	"github.com/convoy-im/convoy/router"
@@ -114,7 +116,7 @@ func TestOutboxRecordsOtherShards(t *testing.T) {
 			t.Fatalf("outbox statement off the transaction's connection %s: %q", conn, l)
 		}
 	}
-	if !strings.Contains(ob[0], "_convoy_outbox_seq") || !strings.Contains(ob[0], "VALUES ("+itoa(uint64(router.ShardOf(home)))+", 1)") {
+	if !strings.Contains(ob[0], "_convoy_outbox_seq") || !strings.Contains(ob[0], "VALUES ("+itoa(uint64(router.ShardOf(home)))+", LAST_INSERT_ID(1))") {
 		t.Fatalf("seq statement %q", ob[0])
 	}
 	entry := ob[1]
@@ -172,3 +174,29 @@ func TestOutboxPreparedValues(t *testing.T) {
 }
 
 func itoa(k uint64) string { return strconv.FormatUint(k, 10) }
+
+// The markers of every shard database of the datasource are purged by age,
+// and only that datasource's.
+func TestOutboxPurgeMarkers(t *testing.T) {
+	s, rec := newTestSession()
+	n, err := s.e.PurgeOutboxMarkers(context.Background(), "ds1", 7*24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := rec.take()
+	var dbs []string
+	for _, d := range defaultSnapshot().Databases() {
+		if d[0] == "ds1" {
+			dbs = append(dbs, d[1])
+		}
+	}
+	if len(log) != len(dbs) || n != int64(len(dbs)) {
+		t.Fatalf("%d statements, %d deleted; want one per database of ds1 (%v): %q", len(log), n, dbs, log)
+	}
+	for i, l := range log {
+		want := "ds1#" + strconv.Itoa(i+1) + " text: DELETE FROM `" + dbs[i] + "`.`_convoy_outbox_applied` WHERE applied_at < NOW(3) - INTERVAL 604800 SECOND LIMIT 5000"
+		if l != want {
+			t.Fatalf("statement %q, want %q", l, want)
+		}
+	}
+}
