@@ -276,7 +276,7 @@ func TestOutboxSendPath(t *testing.T) {
 	if c := outboxCounts(t, admin); c[0] == 0 {
 		t.Fatal("entries were delivered with no worker running")
 	}
-	w1 := startWorkerProc(t, s, "env:CONVOY_FAILPOINTS=outbox-applied=exit")
+	w1 := startWorkerProc(t, s, "env:CONVOY_FAILPOINTS=outbox/after-apply=exit")
 	select {
 	case <-w1.exited:
 	case <-time.After(30 * time.Second):
@@ -288,8 +288,8 @@ func TestOutboxSendPath(t *testing.T) {
 	startWorkerProc(t, s, "outbox:\n  runner_ttl: 2s\n  poll: 50ms\n  max_tries: 2")
 	m.waitDelivered(t, admin, 40*time.Second)
 
-	// Phase 3: a target datasource down while entries for it are
-	// committed: they wait and arrive once it is back.
+	// Phase 3: a target datasource killed (SIGKILL) while entries for it
+	// are committed: they wait and arrive once it is back.
 	snap := snapshotOf(t, s)
 	conv0 := keysOn(t, s, "ds0", 1)[0]
 	var onDS1 []uint64
@@ -301,7 +301,7 @@ func TestOutboxSendPath(t *testing.T) {
 	if len(onDS1) < 5 || len(onDS1) == len(members) {
 		t.Fatalf("members on ds1: %d of %d", len(onDS1), len(members))
 	}
-	s.ds[1].Stop()
+	s.ds[1].Kill()
 	for i := 0; i < 3; i++ {
 		msg++
 		// The conversation (the home) is on ds0; the members on ds1
@@ -482,7 +482,7 @@ func TestOutboxAcrossMigration(t *testing.T) {
 	defer c.Close()
 	m := newOutboxModel()
 	m.send(t, ctx, c, conv, 8_100_001, members, true)
-	w1 := startWorkerProc(t, s, "env:CONVOY_FAILPOINTS=outbox-applied=exit")
+	w1 := startWorkerProc(t, s, "env:CONVOY_FAILPOINTS=outbox/after-apply=exit")
 	select {
 	case <-w1.exited:
 	case <-time.After(30 * time.Second):

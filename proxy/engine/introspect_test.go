@@ -50,7 +50,7 @@ func TestRepresentativeShard(t *testing.T) {
 	if ds != "ds1" || ls.RepDB != "im_4" || ls.Tables[0].Physical != "conv_msg_0512" {
 		t.Errorf("representative %s %s %v", ds, ls.RepDB, ls.Tables)
 	}
-	want := []string{"im_0", "im_1", "im_2", "im_3", "im_4", "im_5", "im_6", "im_7", "mysql", "performance_schema", "sys"}
+	want := []string{"im_0", "im_1", "im_2", "im_3", "im_4", "im_5", "im_6", "im_7", "mysql", "performance_schema", "sys", "_convoy"}
 	if !reflect.DeepEqual(ls.Hidden, want) {
 		t.Errorf("hidden databases %v, want %v", ls.Hidden, want)
 	}

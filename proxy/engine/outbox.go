@@ -717,7 +717,7 @@ func (e *Engine) applyBatch(ctx context.Context, origin string, batch []pendingE
 	}
 	// A drill's crash here leaves entries applied and still in the
 	// outbox: the next worker must find their markers.
-	failpoint.Inject("outbox-applied")
+	failpoint.Inject("outbox/after-apply")
 	return append(applied, ran...), failed
 }
 
