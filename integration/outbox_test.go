@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"sort"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/gorm"
 
+	"github.com/convoy-im/convoy/internal/testsvc"
 	"github.com/convoy-im/convoy/router"
 )
 
@@ -267,12 +269,16 @@ func TestOutboxSendPath(t *testing.T) {
 	// the outbox), then another worker.
 	s.convoy.restartWith(t, "outbox:\n  run_workers: false")
 	prepared = open(s.convoy.dsn("app", "app secret", "im"))
-	admin = s.convoy.open(t, "convoy", "convoy", "im")
 	for i := 0; i < 4; i++ {
 		msg++
 		m.send(t, ctx, prepared, convA, msg, members, true)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Convoy killed between the COMMITs and any delivery: the entries
+	// are committed on the home datasource, not in the process.
+	s.convoy.kill()
+	s.convoy.start(t)
+	prepared = open(s.convoy.dsn("app", "app secret", "im"))
+	admin = s.convoy.open(t, "convoy", "convoy", "im")
 	if c := outboxCounts(t, admin); c[0] == 0 {
 		t.Fatal("entries were delivered with no worker running")
 	}
@@ -285,7 +291,9 @@ func TestOutboxSendPath(t *testing.T) {
 	if c := outboxCounts(t, admin); c[0] == 0 {
 		t.Fatal("the crashed worker left nothing pending")
 	}
-	startWorkerProc(t, s, "outbox:\n  runner_ttl: 2s\n  poll: 50ms\n  max_tries: 2")
+	// (A small batch: in phase 3 the entries waiting for a datasource
+	// that is down must not hide the others.)
+	w2 := startWorkerProc(t, s, "outbox:\n  runner_ttl: 2s\n  poll: 50ms\n  max_tries: 2\n  batch: 20")
 	m.waitDelivered(t, admin, 40*time.Second)
 
 	// Phase 3: a target datasource killed (SIGKILL) while entries for it
@@ -302,13 +310,41 @@ func TestOutboxSendPath(t *testing.T) {
 		t.Fatalf("members on ds1: %d of %d", len(onDS1), len(members))
 	}
 	s.ds[1].Kill()
+	var outage []any
 	for i := 0; i < 3; i++ {
 		msg++
+		outage = append(outage, msg)
 		// The conversation (the home) is on ds0; the members on ds1
 		// wait for it.
 		m.send(t, ctx, prepared, conv0, msg, members, true)
 	}
-	time.Sleep(2 * time.Second)
+	// Meanwhile the members on ds0 get theirs.
+	deadline := time.Now().Add(30 * time.Second)
+	for !func() bool {
+		for _, u := range members {
+			if snap.Target(router.ShardOf(u)).Datasource != "ds0" {
+				continue
+			}
+			var n int
+			if err := admin.QueryRow("SELECT COUNT(*) FROM im_inbox WHERE uid = ? AND msg_id IN (?, ?, ?)", append([]any{u}, outage...)...).Scan(&n); err != nil || n != 3 {
+				return false
+			}
+		}
+		return true
+	}() {
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(w2.logPath)
+			var lines []string
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, `"outbox`) {
+					lines = append(lines, l)
+				}
+			}
+			rows := queryRows(t, s.ds[0].Open(t, ""), "SELECT home, seq, target, state, tries, attempts, next_at <= NOW(6) FROM _convoy._convoy_outbox ORDER BY home, seq")
+			t.Fatalf("the rows for ds0 did not arrive during ds1's outage; the worker's outbox log:\n%s\noutbox: %v", strings.Join(lines[max(0, len(lines)-5):], "\n"), rows)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	s.ds[1].Start()
 	m.waitDelivered(t, admin, 60*time.Second)
 
@@ -474,12 +510,7 @@ func TestOutboxAcrossMigration(t *testing.T) {
 	}
 	members := router.KeysOf(target, 5, 1)
 	conv := keysOn(t, s, "ds1", 1)[0] // the home, on the other datasource
-	db := openDSN(t, s.convoy.dsn("app", "app secret", "im")+"&convoy_txn=%27outbox%27")
-	c, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := outboxConn(t, s)
 	m := newOutboxModel()
 	m.send(t, ctx, c, conv, 8_100_001, members, true)
 	w1 := startWorkerProc(t, s, "env:CONVOY_FAILPOINTS=outbox/after-apply=exit")
@@ -508,4 +539,102 @@ func TestOutboxAcrossMigration(t *testing.T) {
 	if n != 2*len(members) {
 		t.Fatalf("the new side holds %d inbox rows of the conversation, want %d", n, 2*len(members))
 	}
+}
+
+// TestOutboxHotTier: a conversation's history rows written by delivery
+// (a transaction homed elsewhere recorded them) reach a first-screen page
+// the hot tier already serves: the delivering session invalidates it, as a
+// client's transactional write does.
+func TestOutboxHotTier(t *testing.T) {
+	s := newStack(t)
+	r := testsvc.StartRedis(t)
+	s.convoy.restartWith(t, hotTierYAML(r))
+	ctx := context.Background()
+	admin := s.convoy.open(t, "convoy", "convoy", "im")
+	conv, home := keysOn(t, s, "ds1", 1)[0], keysOn(t, s, "ds0", 1)[0]
+	for i := 1; i <= 3; i++ {
+		mustExec(t, admin, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, ?, 1, 1, NOW(3))", conv, 8_200_000+i)
+	}
+	page := func() []string {
+		var seqs []string
+		for _, r := range queryRows(t, admin, firstScreen, conv, int64(1)<<62) {
+			seqs = append(seqs, r[0])
+		}
+		return seqs
+	}
+	hits := func() float64 {
+		return metricValue(t, scrape(t, s.convoy.metrics), `convoy_histcache_hits_total{op="before"}`)
+	}
+	// Filled once the writes' markers expire (marker_ttl 1 s), then
+	// served from the tier.
+	waitFor(t, "the first screen served from the hot tier", 15*time.Second, func() bool {
+		before := hits()
+		return strings.Join(page(), ",") == "3,2,1" && hits() > before
+	})
+	db := openDSN(t, s.convoy.dsn("app", "app secret", "im")+"&convoy_txn=%27outbox%27")
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, tx, "INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (?, 8200100, 1, 1, NOW(3))", home)
+	mustExec(t, tx, "INSERT INTO conv_msg (conv_id, seq, msg_id, sender_uid, msg_type, created_at) VALUES (?, 4, 8200004, 1, 1, NOW(3))", conv)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the delivered row on the first screen", 20*time.Second, func() bool { return strings.Join(page(), ",") == "4,3,2,1" })
+}
+
+// TestOutboxWorkerPausedPastLease: the process delivering a datasource's
+// entries is stopped (SIGSTOP) past its lease while sends go on, another
+// takes over, and the first one resumes in the middle of its pass: every
+// inbox row arrives exactly once (the markers), counted against a model.
+func TestOutboxWorkerPausedPastLease(t *testing.T) {
+	s := newStack(t)
+	s.convoy.restartWith(t, "outbox:\n  run_workers: false")
+	ctx := context.Background()
+	admin := s.convoy.open(t, "convoy", "convoy", "im")
+	workers := []*convoyProc{startWorkerProc(t, s), startWorkerProc(t, s)}
+	c := outboxConn(t, s)
+	m := newOutboxModel()
+	members := membersOn(30, 600001)
+	conv := keysOn(t, s, "ds0", 1)[0]
+	msg := uint64(8_300_000)
+	send := func(n int) {
+		for i := 0; i < n; i++ {
+			msg++
+			m.send(t, ctx, c, conv, msg, members, true)
+		}
+	}
+	send(20)
+	// The worker of the conversation's datasource (ds0), by process id.
+	var paused *convoyProc
+	waitFor(t, "an elected worker for ds0", 20*time.Second, func() bool {
+		for _, r := range queryRows(t, admin, "/*+ convoy SHOW OUTBOX */") {
+			for _, w := range workers {
+				if r[0] == "ds0" && strings.HasSuffix(r[4], fmt.Sprintf("-%d", w.cmd.Process.Pid)) {
+					paused = w
+				}
+			}
+		}
+		return paused != nil
+	})
+	paused.pause(t)
+	send(20)                    // committed while the worker is stopped
+	time.Sleep(3 * time.Second) // past its 2 s lease: the other takes over
+	send(20)
+	paused.resume()
+	send(20)
+	m.waitDelivered(t, admin, 60*time.Second)
+}
+
+// outboxConn is one connection of the app account through s's Convoy in
+// outbox mode (the driver sets convoy_txn on connect).
+func outboxConn(t *testing.T, s *stack) *sql.Conn {
+	t.Helper()
+	c, err := openDSN(t, s.convoy.dsn("app", "app secret", "im")+"&convoy_txn=%27outbox%27").Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

@@ -69,7 +69,9 @@ func HomeDDL() []string {
   created_at DATETIME(6)       NOT NULL,
   next_at    DATETIME(6)       NOT NULL COMMENT 'not tried again before',
   PRIMARY KEY (home, seq),
-  KEY by_state (state, home, seq)
+  KEY by_state (state, home, seq, next_at),
+  KEY by_pair (state, home, target, seq, next_at),
+  KEY by_age (state, created_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Convoy outbox: writes of outbox transactions for other shards, delivered by the datasource''s elected worker'`,
 	}
 }

@@ -173,7 +173,7 @@ type Config struct {
 		// MaxTries: failures that do not pass by themselves (a
 		// constraint) before an entry becomes a dead letter (default 10).
 		MaxTries int `yaml:"max_tries"`
-		// Batch: entries read per pass (default 2000).
+		// Batch: entries read per pass (default 10000).
 		Batch int `yaml:"batch"`
 		// KeepMarkers: how long the applied markers in the shard
 		// databases are kept (default 168h): an entry applied by a worker

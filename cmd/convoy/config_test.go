@@ -173,3 +173,21 @@ func TestLoggerFormats(t *testing.T) {
 		t.Error(`log_format "text" accepted`)
 	}
 }
+
+// users[].txn sets the account's default convoy_txn; anything but single
+// or outbox is refused when the config loads.
+func TestUserTxnDefault(t *testing.T) {
+	var c Config
+	c.Users = []UserConfig{{Name: "a", Password: "x"}, {Name: "b", Password: "x", Txn: "outbox"}, {Name: "c", Password: "x", Txn: "Single"}}
+	users, err := configUsers(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if users[0].Outbox || !users[1].Outbox || users[2].Outbox {
+		t.Fatalf("outbox defaults %v %v %v, want false true false", users[0].Outbox, users[1].Outbox, users[2].Outbox)
+	}
+	c.Users = []UserConfig{{Name: "d", Password: "x", Txn: "2pc"}}
+	if _, err := configUsers(c); err == nil || !strings.Contains(err.Error(), "user d") {
+		t.Fatalf("txn 2pc: %v, want an error naming the user", err)
+	}
+}

@@ -372,7 +372,9 @@ func (o *outboxTables) ensureApplied(ctx context.Context, e *Engine, ds, databas
 
 // OutboxOptions tune delivery.
 type OutboxOptions struct {
-	// Batch is how many entries one DeliverOutbox reads (default 2000).
+	// Batch is how many entries one DeliverOutbox reads (default 10000):
+	// under a backlog a larger read gives each target shard more entries
+	// per transaction.
 	Batch int
 	// MaxTries is how many times an entry that fails for a reason that
 	// will not pass by itself (a constraint, a missing column) is tried
@@ -390,7 +392,7 @@ type OutboxOptions struct {
 
 func (o OutboxOptions) withDefaults() OutboxOptions {
 	if o.Batch <= 0 {
-		o.Batch = 2000
+		o.Batch = 10000
 	}
 	if o.MaxTries <= 0 {
 		o.MaxTries = 10
@@ -417,7 +419,6 @@ type pendingEntry struct {
 	db, stmt  string
 	vars      map[string]string
 	tries     int
-	ready     bool // next_at has passed
 	createdAt time.Time
 	// attempted: a pass set out to apply it before (it may have a
 	// marker); a first attempt needs no look for one.
@@ -440,8 +441,16 @@ func (e *Engine) DeliverOutbox(ctx context.Context, ds string, opt OutboxOptions
 		return 0, err
 	}
 	defer c.Release()
-	r, err := c.Exec(fmt.Sprintf("SELECT home, seq, target, conv_id, n_rows, db, vars, stmt, tries, next_at <= NOW(6), UNIX_TIMESTAMP(created_at), attempts FROM %s.%s WHERE state = 'pending' ORDER BY home, seq LIMIT %d",
-		sqlq.Ident(outbox.Database), sqlq.Ident(outbox.HomeTable), opt.Batch))
+	// The due entries, in (home, seq) order, but not those behind an
+	// earlier entry of their home for their target that is backing off
+	// (order per home and target). Filtered in the query, so a backlog
+	// waiting for a datasource that is down never fills the read and
+	// hides the entries other targets could take.
+	table := sqlq.Ident(outbox.Database) + "." + sqlq.Ident(outbox.HomeTable)
+	r, err := c.Exec(fmt.Sprintf(`SELECT o.home, o.seq, o.target, o.conv_id, o.n_rows, o.db, o.vars, o.stmt, o.tries, UNIX_TIMESTAMP(o.created_at), o.attempts FROM %s o
+WHERE o.state = 'pending' AND o.next_at <= NOW(6) AND NOT EXISTS (SELECT 1 FROM %s w FORCE INDEX (by_pair)
+  WHERE w.state = 'pending' AND w.home = o.home AND w.target = o.target AND w.seq < o.seq AND w.next_at > NOW(6))
+ORDER BY o.home, o.seq LIMIT %d`, table, table, opt.Batch))
 	if err != nil {
 		if isMissingTable(err) {
 			return 0, nil // no outbox transaction ever committed here
@@ -451,26 +460,13 @@ func (e *Engine) DeliverOutbox(ctx context.Context, ds string, opt OutboxOptions
 	if err := decodeRows(r); err != nil {
 		return 0, err
 	}
-	// Per target shard, its due entries in (home, seq) order; an entry not
-	// due yet holds back its home's later ones.
-	type pair struct {
-		home   int
-		target router.Shard
-	}
-	waiting := map[pair]bool{}
+	// Per target shard, its due entries in (home, seq) order.
 	groups := map[router.Shard][]pendingEntry{}
 	var targets []router.Shard
-	var oldest time.Duration
 	for i := range r.RowDatas {
 		en, err := readEntry(r, i)
 		if err != nil {
 			return 0, err
-		}
-		oldest = max(oldest, time.Since(en.createdAt))
-		p := pair{en.home, en.target}
-		if waiting[p] || !en.ready {
-			waiting[p] = true
-			continue
 		}
 		if _, ok := groups[en.target]; !ok {
 			targets = append(targets, en.target)
@@ -515,8 +511,19 @@ func (e *Engine) DeliverOutbox(ctx context.Context, ds string, opt OutboxOptions
 	if err := deleteEntries(c, done); err != nil {
 		return len(done), err
 	}
-	e.metrics.outboxState(ds, oldest, e.outboxDeadCount(c, ds))
+	e.metrics.outboxState(ds, outboxOldest(c), e.outboxDeadCount(c, ds))
 	return len(done), ctx.Err()
+}
+
+// outboxOldest is the age of the oldest pending entry (0: none, or the
+// query failed).
+func outboxOldest(c Conn) time.Duration {
+	r, err := c.Exec(fmt.Sprintf("SELECT TIMESTAMPDIFF(MICROSECOND, MIN(created_at), NOW(6)) FROM %s.%s WHERE state = 'pending'", sqlq.Ident(outbox.Database), sqlq.Ident(outbox.HomeTable)))
+	if err != nil || decodeRows(r) != nil || len(r.RowDatas) == 0 {
+		return 0
+	}
+	us, _ := r.GetInt(0, 0)
+	return time.Duration(us) * time.Microsecond
 }
 
 // outboxDeadCount counts ds's dead letters at most every 10 s (-1 in
@@ -607,11 +614,9 @@ func readEntry(r *mysql.Result, i int) (pendingEntry, error) {
 	en.stmt, _ = r.GetString(i, 7)
 	tries, _ := r.GetInt(i, 8)
 	en.tries = int(tries)
-	ready, _ := r.GetInt(i, 9)
-	en.ready = ready != 0
-	created, _ := r.GetFloat(i, 10)
+	created, _ := r.GetFloat(i, 9)
 	en.createdAt = time.Unix(0, int64(created*1e9))
-	attempts, _ := r.GetInt(i, 11)
+	attempts, _ := r.GetInt(i, 10)
 	en.attempted = attempts > 0
 	return en, nil
 }

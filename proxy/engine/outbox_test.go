@@ -84,6 +84,8 @@ func TestOutboxRecordsOtherShards(t *testing.T) {
 	if r.AffectedRows != 2 {
 		t.Fatalf("affected rows %d, want 2 (one run, one recorded)", r.AffectedRows)
 	}
+	// One row, text: the plan cache's shared plan, the client's literals.
+	mustQuery("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (" + itoa(other) + ", 7, 9, 79, '2026-01-02 03:04:05')")
 	mustQuery("SAVEPOINT a")
 	mustQuery("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (" + itoa(dropped) + ", 7, 1, 70, NOW())")
 	mustQuery("ROLLBACK TO SAVEPOINT a")
@@ -95,6 +97,12 @@ func TestOutboxRecordsOtherShards(t *testing.T) {
 	}
 	_, err = s.Query("INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (" + itoa(other) + ", 7, 2, 71, NOW()) RETURNING uid")
 	expectCode(t, err, sqlerr.CrossShardTxn)
+	// A seq allocation belongs to its conversation's transaction.
+	_, err = s.Query("INSERT INTO conv_msg (conv_id, msg_id, sender_uid, msg_type, created_at) VALUES (" + itoa(other) + ", 1, 1, 1, NOW())")
+	expectCode(t, err, sqlerr.CrossShardTxn)
+	if !strings.Contains(err.Error(), "seq allocation") {
+		t.Fatalf("seq allocation for another shard: %v", err)
+	}
 	mustQuery("COMMIT")
 	log := rec.take()
 	homeDS := defaultSnapshot().Target(router.ShardOf(home)).Datasource
@@ -111,12 +119,15 @@ func TestOutboxRecordsOtherShards(t *testing.T) {
 	if len(ob) != 2 {
 		t.Fatalf("outbox statements %q, want the seq and one insert", ob)
 	}
+	if !strings.Contains(ob[1], "VALUES ("+itoa(other)+",7,9,79,\\'2026-01-02 03:04:05\\')") {
+		t.Fatalf("the one-row entry is not in %q", ob[1])
+	}
 	for _, l := range ob {
 		if !strings.HasPrefix(l, conn+" ") {
 			t.Fatalf("outbox statement off the transaction's connection %s: %q", conn, l)
 		}
 	}
-	if !strings.Contains(ob[0], "_convoy_outbox_seq") || !strings.Contains(ob[0], "VALUES ("+itoa(uint64(router.ShardOf(home)))+", LAST_INSERT_ID(1))") {
+	if !strings.Contains(ob[0], "_convoy_outbox_seq") || !strings.Contains(ob[0], "VALUES ("+itoa(uint64(router.ShardOf(home)))+", LAST_INSERT_ID(2))") {
 		t.Fatalf("seq statement %q", ob[0])
 	}
 	entry := ob[1]
@@ -197,6 +208,49 @@ func TestOutboxPurgeMarkers(t *testing.T) {
 		want := "ds1#" + strconv.Itoa(i+1) + " text: DELETE FROM `" + dbs[i] + "`.`_convoy_outbox_applied` WHERE applied_at < NOW(3) - INTERVAL 604800 SECOND LIMIT 5000"
 		if l != want {
 			t.Fatalf("statement %q, want %q", l, want)
+		}
+	}
+}
+
+// An account's default (users[].txn) is what DEFAULT goes back to.
+func TestOutboxAccountDefault(t *testing.T) {
+	s, rec := newTestSession()
+	s.SetOutboxDefault(true)
+	for _, c := range []struct{ set, want string }{{"", "'outbox'"}, {"SET convoy_txn = 'single'", "'single'"}, {"SET convoy_txn = DEFAULT", "'outbox'"}} {
+		if c.set != "" {
+			if _, err := s.Query(c.set); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rec.take()
+		if _, err := s.Query("SELECT @@convoy_txn"); err != nil {
+			t.Fatal(err)
+		}
+		if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], c.want) {
+			t.Fatalf("after %q: %q, want %s", c.set, got, c.want)
+		}
+	}
+}
+
+// A transaction pinned to the unsharded tables records every sharded row:
+// its home is the default datasource (home -1).
+func TestOutboxHomeUnsharded(t *testing.T) {
+	s, rec := newTestSession()
+	for _, q := range []string{"SET convoy_txn = 'outbox'", "BEGIN", "INSERT INTO app_settings (k, v) VALUES ('a', 'b')",
+		"INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (42, 7, 1, 70, NOW())", "COMMIT"} {
+		if _, err := s.Query(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	log := rec.take()
+	ob := outboxLines(log)
+	if len(ob) != 2 || !strings.HasPrefix(ob[0], "ds0#") || !strings.Contains(ob[0], "VALUES (-1, LAST_INSERT_ID(1))") ||
+		!strings.Contains(ob[1], "INSERT INTO `im_inbox`") {
+		t.Fatalf("outbox statements %q", ob)
+	}
+	for _, l := range log {
+		if strings.Contains(l, "im_inbox_") {
+			t.Fatalf("a sharded row ran in the unsharded transaction: %q", l)
 		}
 	}
 }
