@@ -73,6 +73,9 @@ func HomeDDL() []string {
   KEY by_pair (state, home, target, seq, next_at),
   KEY by_age (state, created_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Convoy outbox: writes of outbox transactions for other shards, delivered by the datasource''s elected worker'`,
+		// (Tables made before attempts and the read's indexes existed.)
+		"ALTER TABLE " + db + "." + sqlq.Ident(HomeTable) + " ADD COLUMN IF NOT EXISTS attempts INT UNSIGNED NOT NULL DEFAULT 0, " +
+			"ADD INDEX IF NOT EXISTS by_pair (state, home, target, seq, next_at), ADD INDEX IF NOT EXISTS by_age (state, created_at)",
 	}
 }
 

@@ -30,7 +30,7 @@ func keyOn(from uint64, not ...uint64) uint64 {
 func outboxLines(log []string) []string {
 	var out []string
 	for _, l := range log {
-		if strings.Contains(l, "_convoy_outbox") && !strings.Contains(l, "CREATE ") {
+		if strings.Contains(l, "_convoy_outbox") && !strings.Contains(l, "CREATE ") && !strings.Contains(l, "ALTER TABLE") {
 			out = append(out, l)
 		}
 	}
