@@ -49,7 +49,10 @@ func TestStatementTimeout(t *testing.T) {
 	if !errors.As(err, &te) || te.Datasource != "ds0" || te.Timeout != 300*time.Millisecond {
 		t.Fatalf("SELECT SLEEP(5) with a 300ms statement timeout: %v", err)
 	}
-	if d < 300*time.Millisecond || d > 800*time.Millisecond {
+	// The server's max_statement_time timer may fire a little before
+	// the client's 300 ms have passed (it measured 299.7 ms in a CI run
+	// under -race): 10 ms of slack below, none of substance.
+	if d < 290*time.Millisecond || d > 800*time.Millisecond {
 		t.Errorf("failed after %s, want 300ms plus at most a watchdog tick", d)
 	}
 	if !strings.Contains(err.Error(), "max_statement_time exceeded") || !strings.Contains(err.Error(), "outcome is unknown") {
