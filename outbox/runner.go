@@ -85,9 +85,9 @@ func StartRunners(cfg RunnersConfig) *Runners {
 		for {
 			for _, ds := range cfg.Datasources() {
 				r.mu.Lock()
-				_, started := r.ds[ds]
-				kick := make(chan struct{}, 1)
+				kick, started := r.ds[ds]
 				if !started {
+					kick = make(chan struct{}, 1)
 					r.ds[ds] = kick
 				}
 				r.mu.Unlock()

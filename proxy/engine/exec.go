@@ -730,21 +730,31 @@ func (s *Session) insert(pl *plan, args []any, binary bool) (*mysql.Result, erro
 	}
 	parts := make([]part, 0, len(order))
 	for _, t := range order {
-		tmpl, params, err := rewrite.SubsetInsert(a, rowsByTarget[t])
+		p, err := s.rowsPart(a, snap, shardOfTarget[t], t.Datasource, rowsByTarget[t], args, binary)
 		if err != nil {
 			return nil, err
 		}
-		sub := make([]any, len(params))
+		parts = append(parts, p)
+	}
+	return s.writeParts(parts, binary)
+}
+
+// rowsPart is the part of a multi-row INSERT / REPLACE that writes rows
+// (VALUES indexes) on shard sh's physical tables: its bound arguments go
+// with it when binary, a text statement's values are in its template.
+func (s *Session) rowsPart(a *rewrite.Analysis, snap *router.Snapshot, sh router.Shard, ds string, rows []int, args []any, binary bool) (part, error) {
+	tmpl, params, err := rewrite.SubsetInsert(a, rows)
+	if err != nil {
+		return part{}, err
+	}
+	var sub []any
+	if binary {
+		sub = make([]any, len(params))
 		for i, p := range params {
 			sub[i] = args[p]
 		}
-		if !binary {
-			sub = nil
-		}
-		sh := shardOfTarget[t]
-		parts = append(parts, part{shard: sh, ds: t.Datasource, sql: renderTemplate(s, tmpl, snap, sh), args: sub, rows: rowsByTarget[t]})
 	}
-	return s.writeParts(parts, binary)
+	return part{shard: sh, ds: ds, sql: renderTemplate(s, tmpl, snap, sh), args: sub, rows: rows}, nil
 }
 
 // ddl fans a CREATE / ALTER / DROP / TRUNCATE on a logical table out to

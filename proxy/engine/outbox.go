@@ -52,6 +52,7 @@ type outboxEntry struct {
 	key    uint64 // a shard key of its rows: the applied marker is filed under it
 	rows   int
 	stmt   string // the logical statement, values printed in
+	db     string // the session's database when it was recorded
 	vars   string // the session's variables when it was recorded (JSON)
 }
 
@@ -146,34 +147,20 @@ func (s *Session) outboxInsert(pl *plan, args []any, binary bool, home int) (*my
 		if !ok {
 			return nil, sqlerr.Errorf(sqlerr.NotSupported, "a value of this INSERT for shard %s has no exact SQL literal (bytes that are not valid in the connection's character set): it cannot be recorded in the outbox", sh)
 		}
-		entries = append(entries, outboxEntry{target: sh, key: keys[sh], rows: len(byShard[sh]), stmt: string(b), vars: vars})
+		entries = append(entries, outboxEntry{target: sh, key: keys[sh], rows: len(byShard[sh]), stmt: string(b), db: s.db, vars: vars})
 	}
 	if err := s.txnUsable(); err != nil {
 		return nil, err
 	}
 	res := okResult()
 	if rows := byShard[router.Shard(home)]; home >= 0 && len(rows) > 0 {
-		// As insert's parts: a text statement's values are in the template.
+		// (A statement with rows for several shards is never a plan-cache
+		// plan: its text values are in its template, as in insert.)
 		snap := s.e.routes.Current()
 		sh := router.Shard(home)
-		tmpl, params, err := rewrite.SubsetInsert(a, rows)
+		p, err := s.rowsPart(a, snap, sh, snap.Target(sh).Datasource, rows, args, binary)
 		if err != nil {
 			return nil, err
-		}
-		sub := make([]any, len(params))
-		for i, p := range params {
-			sub[i] = args[p]
-		}
-		p := part{shard: sh, ds: snap.Target(sh).Datasource, sql: renderTemplate(s, tmpl, snap, sh), args: sub}
-		switch {
-		case pl.textArgs: // a plan-cache plan: the client's literals go back in
-			b, _ := tmpl.RenderInline(nil, func(logical string) (string, string) {
-				ph := snap.Physical(logical, sh)
-				return ph.Database, ph.Table
-			}, sub)
-			p.sql, p.args = string(b), nil
-		case !binary:
-			p.args = nil
 		}
 		r, err := s.single(p, true, binary)
 		if err != nil {
@@ -267,7 +254,7 @@ const outboxStatementLimit = 4 << 20
 // both the insert and the update path), which the entries' INSERT reads.
 func (s *Session) flushOutbox(t *txnState) error {
 	c := t.conn
-	if err := s.e.outboxTables.ensureHome(s, c.Datasource()); err != nil {
+	if err := s.e.outboxTables.ensureHome(s.backendCtx(), s.e.backends, c.Datasource()); err != nil {
 		return err
 	}
 	db := sqlq.Ident(outbox.Database)
@@ -284,7 +271,7 @@ func (s *Session) flushOutbox(t *txnState) error {
 		}
 		// seq: the i-th of the n just taken, the last being LAST_INSERT_ID().
 		b = fmt.Appendf(b, "(%d,LAST_INSERT_ID()-%d,%d,%d,%d,", t.pin, n-1-i, e.target, e.key, e.rows)
-		b = append(b, rewrite.QuoteString(s.db)...)
+		b = append(b, rewrite.QuoteString(e.db)...)
 		b = append(b, ',')
 		b = append(b, rewrite.QuoteString(e.vars)...)
 		b = append(b, ',')
@@ -333,38 +320,31 @@ func (o *outboxTables) note(key string) {
 	o.done[key] = true
 }
 
-// ensureHome creates the home tables on ds, on a connection of their own.
-func (o *outboxTables) ensureHome(s *Session, ds string) error {
-	if o.known(ds) {
-		return nil
-	}
-	c, err := s.e.backends.Acquire(s.backendCtx(), ds, false)
-	if err != nil {
-		return err
-	}
-	defer c.Release()
-	for _, ddl := range outbox.HomeDDL() {
-		if _, err := c.Exec(ddl); err != nil {
-			return fmt.Errorf("creating the outbox on %s: %w", ds, err)
-		}
-	}
-	o.note(ds)
-	return nil
+// ensureHome creates the home tables on ds.
+func (o *outboxTables) ensureHome(ctx context.Context, b Backends, ds string) error {
+	return o.ensure(ctx, b, ds, ds, outbox.HomeDDL()...)
 }
 
 // ensureApplied creates the applied table in database on ds.
-func (o *outboxTables) ensureApplied(ctx context.Context, e *Engine, ds, database string) error {
-	key := ds + "\x00" + database
+func (o *outboxTables) ensureApplied(ctx context.Context, b Backends, ds, database string) error {
+	return o.ensure(ctx, b, ds, ds+"\x00"+database, outbox.AppliedDDL(database))
+}
+
+// ensure runs ddl on a connection of its own to ds (DDL would commit a
+// transaction's), once per key.
+func (o *outboxTables) ensure(ctx context.Context, b Backends, ds, key string, ddl ...string) error {
 	if o.known(key) {
 		return nil
 	}
-	c, err := e.backends.Acquire(ctx, ds, false)
+	c, err := b.Acquire(ctx, ds, false)
 	if err != nil {
 		return err
 	}
 	defer c.Release()
-	if _, err := c.Exec(outbox.AppliedDDL(database)); err != nil {
-		return fmt.Errorf("creating %s.%s on %s: %w", database, outbox.AppliedTable, ds, err)
+	for _, d := range ddl {
+		if _, err := c.Exec(d); err != nil {
+			return fmt.Errorf("creating the outbox's tables on %s: %w", ds, err)
+		}
 	}
 	o.note(key)
 	return nil
@@ -706,7 +686,7 @@ func (e *Engine) applyBatch(ctx context.Context, origin string, batch []pendingE
 	if err != nil && isMissingTable(err) {
 		// First delivery to this database: the table is created on
 		// another connection (DDL would commit this transaction).
-		if err = e.outboxTables.ensureApplied(ctx, e, c.Datasource(), database); err == nil {
+		if err = e.outboxTables.ensureApplied(ctx, e.backends, c.Datasource(), database); err == nil {
 			_, err = c.Exec(mark)
 		}
 	}
@@ -745,9 +725,12 @@ func (e *Engine) batchLost(s *Session, applied, batch []pendingEntry, err error)
 	return applied, failed
 }
 
-// entryVars gives the session the variables en was recorded with, on its
-// transaction's connection too once it has one.
+// entryVars gives the session the database and variables en was recorded
+// with, the variables on its transaction's connection too once it has one
+// (the statement names logical tables only, rendered qualified: the
+// database needs no USE).
 func (s *Session) entryVars(en pendingEntry) error {
+	s.db = en.db
 	vars := make(map[string]string, len(en.vars))
 	for k, v := range en.vars {
 		vars[k] = v

@@ -254,3 +254,20 @@ func TestOutboxHomeUnsharded(t *testing.T) {
 		}
 	}
 }
+
+// An entry keeps the database its statement was sent in, not the one the
+// session has at COMMIT.
+func TestOutboxEntryKeepsDatabase(t *testing.T) {
+	s, rec := newTestSession()
+	for _, q := range []string{"SET convoy_txn = 'outbox'", "BEGIN",
+		"INSERT INTO im_inbox (uid, conv_id, seq, msg_id, send_time) VALUES (42, 7, 1, 70, NOW()), (" + itoa(keyOn(1000, 42)) + ", 7, 1, 70, NOW())",
+		"USE other", "COMMIT"} {
+		if _, err := s.Query(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	ob := outboxLines(rec.take())
+	if len(ob) != 2 || !strings.Contains(ob[1], ",'im','{") {
+		t.Fatalf("outbox statements %q: want the entry filed under database im", ob)
+	}
+}
